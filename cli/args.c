@@ -1,0 +1,154 @@
+// Option values shared by the subcommands (cli.h).
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_fail(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "tcbench %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+void cli_diag(const char *cmd, const diag *d) {
+    if (!d->file[0])
+        fprintf(stderr, "tcbench %s: ", cmd);
+    diag_print(d, stderr);
+}
+
+int cli_bad_option(const char *cmd, int c, char **argv) {
+    const char *arg = argv[optind - 1];
+    if (c == ':')
+        return cli_fail(cmd, "option '%s' needs a value (see tcbench %s --help)", arg, cmd);
+    // a long option given a value it does not take: getopt names it in optopt
+    if (optopt != 0 && strncmp(arg, "--", 2) == 0 && strchr(arg, '='))
+        return cli_fail(cmd, "option '%.*s' takes no value (see tcbench %s --help)",
+                        (int)(strchr(arg, '=') - arg), arg, cmd);
+    if (optopt > ' ' && optopt < 127 && strncmp(arg, "--", 2) != 0)
+        return cli_fail(cmd, "unknown option '-%c' (see tcbench %s --help)", optopt, cmd);
+    return cli_fail(cmd, "unknown option '%s' (see tcbench %s --help)", arg, cmd);
+}
+
+int cli_parse_int(const char *cmd, const char *opt, const char *s, long long min, long long max,
+                  long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno == ERANGE) {
+        cli_fail(cmd, "%s %s: expected a whole number", opt, s);
+        return -1;
+    }
+    if (v < min || v > max) {
+        cli_fail(cmd, "%s %s: must be between %lld and %lld", opt, s, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_seconds(const char *cmd, const char *opt, const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno == ERANGE || !isfinite(v) || v <= 0 || v > 1e7) {
+        cli_fail(cmd, "%s %s: expected seconds, a number above 0 (at most 1e7)", opt, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_axis(const char *cmd, enum bench_axis a, const char *list, bench_config *cfg) {
+    cli_strings words = {0};
+    char opt[32];
+    snprintf(opt, sizeof opt, "--%s", bench_axis_name(a));
+    if (cli_strings_add_list(&words, cmd, opt, list) < 0)
+        return -1;
+    int rc = 0;
+    cfg->naxis[a] = 0;
+    for (int i = 0; i < words.n && rc == 0; i++) {
+        int v = bench_axis_parse(a, words.v[i]);
+        if (v < 0) {
+            cli_fail(cmd, "%s %s: unknown %s; expected one of %s", opt, words.v[i],
+                     bench_axis_name(a), bench_axis_values_list(a));
+            rc = -1;
+        } else if (!bench_axis_available(a, v)) {
+            cli_fail(cmd, "%s %s: not available in this build yet", opt, words.v[i]);
+            rc = -1;
+        } else {
+            bool dup = false;
+            for (int k = 0; k < cfg->naxis[a]; k++)
+                dup |= cfg->axis[a][k] == v;
+            if (!dup)
+                cfg->axis[a][cfg->naxis[a]++] = v;
+        }
+    }
+    cli_strings_free(&words);
+    return rc;
+}
+
+int cli_strings_add(cli_strings *l, const char *s) {
+    char **v = realloc(l->v, (size_t)(l->n + 1) * sizeof *v);
+    if (!v)
+        return -1;
+    l->v = v;
+    if (!(l->v[l->n] = strdup(s)))
+        return -1;
+    l->n++;
+    return 0;
+}
+
+int cli_strings_add_list(cli_strings *l, const char *cmd, const char *opt, const char *s) {
+    for (const char *p = s;;) {
+        size_t len = strcspn(p, ",");
+        if (len == 0) {
+            cli_fail(cmd, "%s '%s': empty name in the list", opt, s);
+            return -1;
+        }
+        char word[512];
+        if (len >= sizeof word) {
+            cli_fail(cmd, "%s: a name longer than %zu characters", opt, sizeof word - 1);
+            return -1;
+        }
+        memcpy(word, p, len);
+        word[len] = '\0';
+        if (cli_strings_add(l, word) < 0) {
+            cli_fail(cmd, "strdup: out of memory");
+            return -1;
+        }
+        p += len;
+        if (!*p)
+            return 0;
+        p++;
+    }
+}
+
+void cli_strings_free(cli_strings *l) {
+    for (int i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+void cli_format_count(double v, char *buf, size_t cap) {
+    const char *units = " KMGTP";
+    int u = 0;
+    while (fabs(v) >= 1000 && u < 5) {
+        v /= 1000;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, cap, "%.0f", v);
+    else
+        snprintf(buf, cap, "%.1f%c", v, units[u]);
+}

@@ -1,0 +1,48 @@
+// cli: the tcbench command line. main.c dispatches to one cmd_* per
+// subcommand; each parses its options (getopt_long), calls the engine and
+// reports. Nothing here measures or builds anything itself.
+//
+//   int main(int argc, char **argv) -> cmd_run(argc - 1, argv + 1, argc, argv)
+//
+// Exit status everywhere: 0 success, 1 a case failed (run), 2 bad input or
+// bad usage, always with one line on stderr that says what and where.
+#pragma once
+#include "bench/runner.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+// Subcommands: argv[0] is the subcommand's name; orig_argv is the whole
+// command line as typed (recorded in results before getopt permutes it).
+int cmd_run(int argc, char **argv, int orig_argc, char **orig_argv);
+int cmd_list(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+
+// "tcbench run: <message>" on stderr; returns 2 for `return cli_fail(...)`.
+int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// A located error as one line: "file:line:col: message", or, for an error
+// in the options (no file), "tcbench run: message".
+void cli_diag(const char *cmd, const diag *d);
+// The message for getopt_long's '?' or ':' (unknown option, missing value); returns 2.
+int cli_bad_option(const char *cmd, int c, char **argv);
+
+// Numeric option values; on a bad value: one line naming the option, -1.
+int cli_parse_int(const char *cmd, const char *opt, const char *s, long long min, long long max,
+                  long long *out);
+int cli_parse_seconds(const char *cmd, const char *opt, const char *s, double *out);
+// A comma list of axis values (--mode eager,compiled) into cfg; values this
+// build cannot run are refused here, before anything is loaded.
+int cli_parse_axis(const char *cmd, enum bench_axis a, const char *list, bench_config *cfg);
+
+// A list of strings that grows as options repeat (--only a --only b,c).
+typedef struct cli_strings {
+    char **v;
+    int n;
+} cli_strings;
+// Appends each comma-separated word of s (copied); -1 on an empty word or no memory.
+int cli_strings_add_list(cli_strings *l, const char *cmd, const char *opt, const char *s);
+int cli_strings_add(cli_strings *l, const char *s);
+void cli_strings_free(cli_strings *l);
+
+// Human-readable counts: 1.2K, 3.4M, 5.6G.
+void cli_format_count(double v, char *buf, size_t cap);

@@ -1,0 +1,332 @@
+// tcbench run: measure the cases of suites and write the results JSON.
+#include "cli.h"
+#include "progress.h"
+
+#include "tcbench_config.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char usage[] =
+    "usage: tcbench run [SUITE...] [options]\n"
+    "\n"
+    "Measure every case of the suites (default: the smoke suite) in eager mode, each in\n"
+    "its own process, check it against the fp64 reference, and write the results JSON.\n"
+    "\n"
+    "selection:\n"
+    "  --only NAME          run only the case NAME (repeatable, or a comma list)\n"
+    "  --filter REGEX       run only cases whose name matches (POSIX extended regex)\n"
+    "  --exclude REGEX      skip cases whose name matches\n"
+    "  --size NAME          apply the suite's size NAME (e.g. tiny, small)\n"
+    "  --batch-size N       replace every case's batch size with N\n"
+    "what to run:\n"
+    "  --mode LIST          eager (compiled, fused, captured: not in this build yet)\n"
+    "  --precision LIST     fp32 (amp: not in this build yet)\n"
+    "  --workload LIST      infer (train: not in this build yet)\n"
+    "  --device cpu         cpu (cuda: not in this build yet)\n"
+    "                       (default for the three lists above: the suite's defaults\n"
+    "                       that this build can run)\n"
+    "measuring:\n"
+    "  --threads N          threads per case (default: online cores)\n"
+    "  --repeat N           timed samples per case (default 10)\n"
+    "  --timeout S          seconds per case before it is killed (default 600)\n"
+    "  --seed N             seed for parameters and inputs (default 0)\n"
+    "  --no-accuracy        skip the check against the fp64 reference\n"
+    "output:\n"
+    "  -o, --output FILE    results JSON (default results/tcbench-YYYYmmdd-HHMMSS.json);\n"
+    "                       finished cases stream to FILE.jsonl as they end\n"
+    "  -q, --quiet          no progress on stderr\n"
+    "  -h, --help           this help\n"
+    "\n"
+    "exit status: 0 every case ok, 1 some case failed (results still written),\n"
+    "2 bad input or usage.\n";
+
+enum {
+    OPT_ONLY = 256,
+    OPT_FILTER,
+    OPT_EXCLUDE,
+    OPT_SIZE,
+    OPT_BATCH,
+    OPT_THREADS,
+    OPT_REPEAT,
+    OPT_TIMEOUT,
+    OPT_SEED,
+    OPT_MODE,
+    OPT_PRECISION,
+    OPT_WORKLOAD,
+    OPT_DEVICE,
+    OPT_NO_ACC
+};
+
+// the axis options are consecutive, in axis order, for `c - OPT_MODE`
+_Static_assert(OPT_PRECISION - OPT_MODE == BENCH_AXIS_PRECISION &&
+                   OPT_WORKLOAD - OPT_MODE == BENCH_AXIS_WORKLOAD &&
+                   OPT_DEVICE - OPT_MODE == BENCH_AXIS_DEVICE,
+               "axis options follow enum bench_axis");
+
+static const struct option long_opts[] = {
+    {"only", required_argument, NULL, OPT_ONLY},
+    {"filter", required_argument, NULL, OPT_FILTER},
+    {"exclude", required_argument, NULL, OPT_EXCLUDE},
+    {"size", required_argument, NULL, OPT_SIZE},
+    {"batch-size", required_argument, NULL, OPT_BATCH},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"repeat", required_argument, NULL, OPT_REPEAT},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"output", required_argument, NULL, 'o'},
+    {"mode", required_argument, NULL, OPT_MODE},
+    {"precision", required_argument, NULL, OPT_PRECISION},
+    {"workload", required_argument, NULL, OPT_WORKLOAD},
+    {"device", required_argument, NULL, OPT_DEVICE},
+    {"no-accuracy", no_argument, NULL, OPT_NO_ACC},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {0},
+};
+
+// The smoke suite: $TCBENCH_SUITES_DIR, else the source tree (the
+// environment's TCBENCH_SOURCE_DIR over the configured one) when it has
+// one, else the installed data directory.
+static void default_suite(char *buf, size_t cap) {
+    const char *dir = getenv("TCBENCH_SUITES_DIR");
+    if (dir && *dir) {
+        snprintf(buf, cap, "%s/smoke.yaml", dir);
+        return;
+    }
+    const char *src = getenv("TCBENCH_SOURCE_DIR");
+    snprintf(buf, cap, "%s/suites/smoke.yaml", src && *src ? src : TCBENCH_SOURCE_DIR);
+    if (access(buf, R_OK) != 0)
+        snprintf(buf, cap, "%s/suites/smoke.yaml", TCBENCH_DATA_DIR);
+}
+
+// "bert_tiny", or "bert_tiny [eager fp32 infer]" when tasks differ in more than the case.
+static void task_label(const bench_plan *p, int task, char *buf, size_t cap) {
+    const bench_task *t = &p->tasks[task];
+    size_t o = (size_t)snprintf(buf, cap, "%s", p->cases[t->case_index].c->name);
+    bool open = false;
+    for (int a = 0; a < BENCH_AXIS_COUNT && o < cap; a++) {
+        int used = 0;
+        for (int v = 0; v < bench_axis_size(a); v++)
+            used += p->used[a][v];
+        if (used > 1) {
+            o += (size_t)snprintf(buf + o, cap - o, "%s%s", open ? " " : " [",
+                                  bench_axis_value(a, t->axis[a]));
+            open = true;
+        }
+    }
+    if (open && o < cap)
+        snprintf(buf + o, cap - o, "]");
+}
+
+typedef struct run_ui {
+    progress pg;
+} run_ui;
+
+static void on_start(const bench_plan *p, int task, void *user) {
+    char label[300];
+    task_label(p, task, label, sizeof label);
+    progress_start(&((run_ui *)user)->pg, task, label);
+}
+
+static void on_tick(const bench_plan *p, int task, double elapsed, void *user) {
+    char label[300];
+    task_label(p, task, label, sizeof label);
+    progress_tick(&((run_ui *)user)->pg, task, label, elapsed);
+}
+
+static void on_done(const bench_plan *p, const bench_result *r, void *user) {
+    char label[300], detail[600];
+    task_label(p, r->task, label, sizeof label);
+    if (r->status == BENCH_OK)
+        snprintf(detail, sizeof detail, "median %.4g ms (%.1f s)", r->stats.median * 1e3,
+                 r->wall_s);
+    else
+        snprintf(detail, sizeof detail, "(%s)", r->message);
+    progress_done(&((run_ui *)user)->pg, r->task, label, bench_status_name(r->status),
+                  r->status == BENCH_OK, detail);
+}
+
+static void print_table(const bench_report *rep) {
+    const bench_plan *p = rep->plan;
+    bool color = term_color(stdout);
+    int w = 4;
+    char label[300];
+    for (int i = 0; i < rep->nresults; i++) {
+        task_label(p, rep->results[i].task, label, sizeof label);
+        if ((int)strlen(label) > w)
+            w = (int)strlen(label);
+    }
+    printf("%-*s %6s %-13s %10s %9s %6s %8s %9s %8s %9s\n", w, "case", "batch", "status",
+           "median ms", "IQR ms", "cv %", "kernels", "peak MiB", "GFLOP/s", "rel-err");
+    for (int i = 0; i < rep->nresults; i++) {
+        const bench_result *r = &rep->results[i];
+        const bench_case *bc = &p->cases[p->tasks[r->task].case_index];
+        task_label(p, r->task, label, sizeof label);
+        bool ok = r->status == BENCH_OK;
+        printf("%-*s %6lld %s%-13s%s", w, label, (long long)bc->batch,
+               ok ? term_green(color) : term_red(color), bench_status_name(r->status),
+               term_reset(color));
+        if (r->stats.n > 0) {
+            const bench_stats *s = &r->stats;
+            printf(" %10.4f %9.4f %6.1f %8lld %9.1f %8.2f", s->median * 1e3, (s->q3 - s->q1) * 1e3,
+                   s->cv * 100, (long long)r->kernels, (double)r->peak_bytes / (1024.0 * 1024.0),
+                   s->median > 0 ? bc->flops / s->median / 1e9 : 0.0);
+        } else {
+            printf(" %10s %9s %6s %8s %9s %8s", "-", "-", "-", "-", "-", "-");
+        }
+        if (r->acc.checked && isfinite(r->acc.rel_l2))
+            printf(" %9.1e\n", r->acc.rel_l2);
+        else
+            printf(" %9s\n", r->acc.checked ? "nan/inf" : "-");
+    }
+    for (int i = 0; i < rep->nresults; i++) {
+        const bench_result *r = &rep->results[i];
+        if (r->status != BENCH_OK) {
+            task_label(p, r->task, label, sizeof label);
+            printf("%s: %s: %s\n", label, bench_status_name(r->status), r->message);
+        }
+    }
+    printf("total wall time %.1f s; results: %s\n", rep->wall_s, rep->output);
+}
+
+typedef struct run_args {
+    bench_config cfg;
+    cli_strings suites, only;
+    bool quiet;
+} run_args;
+
+// 0 to go on, 2 on bad usage, 1 after --help (exit 0).
+static int parse(int argc, char **argv, run_args *a) {
+    const char *cmd = "run";
+    long long n;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":o:qh", long_opts, NULL)) != -1) {
+        switch (c) {
+        case OPT_ONLY:
+            if (cli_strings_add_list(&a->only, cmd, "--only", optarg) < 0)
+                return 2;
+            break;
+        case OPT_FILTER: a->cfg.filter = optarg; break;
+        case OPT_EXCLUDE: a->cfg.exclude = optarg; break;
+        case OPT_SIZE: a->cfg.size = optarg; break;
+        case OPT_BATCH:
+            if (cli_parse_int(cmd, "--batch-size", optarg, 1, 1 << 20, &n) < 0)
+                return 2;
+            a->cfg.batch = n;
+            break;
+        case OPT_THREADS:
+            if (cli_parse_int(cmd, "--threads", optarg, 1, 4096, &n) < 0)
+                return 2;
+            a->cfg.threads = (int)n;
+            break;
+        case OPT_REPEAT:
+            if (cli_parse_int(cmd, "--repeat", optarg, 1, 1000000, &n) < 0)
+                return 2;
+            a->cfg.repeat = (int)n;
+            break;
+        case OPT_TIMEOUT:
+            if (cli_parse_seconds(cmd, "--timeout", optarg, &a->cfg.timeout_s) < 0)
+                return 2;
+            break;
+        case OPT_SEED:
+            // JSON integers are signed 64-bit: the seed must fit the results
+            if (cli_parse_int(cmd, "--seed", optarg, 0, INT64_MAX, &n) < 0)
+                return 2;
+            a->cfg.seed = (uint64_t)n;
+            break;
+        case 'o': a->cfg.output = optarg; break;
+        case OPT_MODE:
+        case OPT_PRECISION:
+        case OPT_WORKLOAD:
+        case OPT_DEVICE:
+            if (cli_parse_axis(cmd, (enum bench_axis)(c - OPT_MODE), optarg, &a->cfg) < 0)
+                return 2;
+            break;
+        case OPT_NO_ACC: a->cfg.accuracy = false; break;
+        case 'q': a->quiet = true; break;
+        case 'h': fputs(usage, stdout); return 1;
+        default: return cli_bad_option(cmd, c, argv);
+        }
+    }
+    for (int i = optind; i < argc; i++)
+        if (cli_strings_add(&a->suites, argv[i]) < 0)
+            return cli_fail(cmd, "strdup: out of memory");
+    if (a->suites.n == 0) {
+        char path[4096];
+        default_suite(path, sizeof path);
+        if (cli_strings_add(&a->suites, path) < 0)
+            return cli_fail(cmd, "strdup: out of memory");
+    }
+    return 0;
+}
+
+static int run(run_args *a) {
+    bench_plan *p;
+    diag d = {0};
+    if (bench_plan_new(&a->cfg, &p, &d) < 0) {
+        cli_diag("run", &d);
+        return 2;
+    }
+    int rc = 2;
+    bench_report *rep = NULL;
+    char err[1024];
+    if (p->skipped[0])
+        fprintf(stderr,
+                "tcbench run: skipping %s from the suite defaults (not available in this "
+                "build yet)\n",
+                p->skipped);
+    if (p->ntasks == 0) {
+        cli_fail("run", "nothing to run: no selected case has a mode, precision and workload "
+                        "this build can run");
+        goto done;
+    }
+    if (bench_report_open(p, &rep, err, sizeof err) < 0) {
+        cli_fail("run", "%s", err);
+        goto done;
+    }
+    run_ui ui;
+    progress_init(&ui.pg, p->ntasks, a->quiet);
+    int failed = bench_run(p, rep, &(bench_hooks){on_start, on_tick, on_done, &ui});
+    progress_finish(&ui.pg);
+    print_table(rep);
+    fflush(stdout);
+    rc = failed ? 1 : 0;
+    if (bench_report_write(rep, err, sizeof err) < 0) {
+        fprintf(stderr,
+                "tcbench run: writing the results failed: %s (the journal %s has every "
+                "case)\n",
+                err, rep->journal);
+        rc = 1;
+    }
+done:
+    bench_report_free(rep);
+    bench_plan_free(p);
+    return rc;
+}
+
+int cmd_run(int argc, char **argv, int orig_argc, char **orig_argv) {
+    run_args a = {0};
+    bench_config_init(&a.cfg);
+    a.cfg.argc = orig_argc;
+    a.cfg.argv = orig_argv;
+    int rc = parse(argc, argv, &a);
+    if (rc == 0) {
+        a.cfg.suites = (const char *const *)a.suites.v;
+        a.cfg.nsuites = a.suites.n;
+        a.cfg.only = (const char *const *)a.only.v;
+        a.cfg.nonly = a.only.n;
+        rc = run(&a);
+    } else if (rc == 1) {
+        rc = 0; // --help
+    }
+    cli_strings_free(&a.suites);
+    cli_strings_free(&a.only);
+    return rc;
+}

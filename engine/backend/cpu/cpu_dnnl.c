@@ -1,0 +1,306 @@
+// Convolution, transposed convolution and pooling through oneDNN 2.6's C API
+// (cpu_kernels.h). The engine and stream are made once per process; each
+// executor keeps its primitives keyed by (op, shapes, attributes), so a
+// step after the first only binds pointers and executes, as a framework's
+// primitive cache does. Tensors stay plain NCHW / OIHW (format tag abcd):
+// eager tensors are plain, and oneDNN picks its best kernel for that layout.
+// TCBENCH_LOG=dnnl prints each primitive's implementation when it is made.
+#include "cpu_kernels.h"
+
+#include <dnnl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct dnnl_key {
+    int op;
+    int has_bias;
+    int64_t x[4], w[4], y[4];
+    int64_t ia[9];
+} dnnl_key;
+
+enum { MAX_ARGS = 4 };
+
+typedef struct dnnl_entry {
+    dnnl_key key;
+    dnnl_primitive_t prim;
+    int nargs;
+    int arg[MAX_ARGS];           // DNNL_ARG_SRC, ...
+    dnnl_memory_t mem[MAX_ARGS]; // bound to tensor data at each call
+    struct dnnl_entry *next;
+} dnnl_entry;
+
+struct cpu_dnnl {
+    dnnl_entry *head;
+};
+
+// Process-wide, as in a framework: made on first use, never torn down (the
+// OS reclaims them at exit).
+static dnnl_engine_t dnnl_engine;
+static dnnl_stream_t dnnl_stream_;
+
+static const char *status_str(dnnl_status_t s) {
+    switch (s) {
+    case dnnl_success: return "success";
+    case dnnl_out_of_memory: return "out of memory";
+    case dnnl_invalid_arguments: return "invalid arguments";
+    case dnnl_unimplemented: return "unimplemented for these shapes";
+    case dnnl_iterator_ends: return "iterator ends";
+    case dnnl_runtime_error: return "runtime error";
+    case dnnl_not_required: return "not required";
+    default: return "unknown status";
+    }
+}
+
+// Runs a dnnl_* call; on failure records its name and status and jumps to
+// `fail` (so partly made objects are released there).
+#define DNNL_TRY(errbuf, cap, fn, args)                                                            \
+    do {                                                                                           \
+        dnnl_status_t st_ = fn args;                                                               \
+        if (st_ != dnnl_success) {                                                                 \
+            snprintf(errbuf, cap, "%s failed: %s", #fn, status_str(st_));                         \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+int cpu_dnnl_new(cpu_dnnl **out, char *err, size_t errcap) {
+    *out = NULL;
+    if (!dnnl_engine) {
+        DNNL_TRY(err, errcap, dnnl_engine_create, (&dnnl_engine, dnnl_cpu, 0));
+        DNNL_TRY(err, errcap, dnnl_stream_create,
+                 (&dnnl_stream_, dnnl_engine, dnnl_stream_default_flags));
+    }
+    *out = calloc(1, sizeof **out);
+    if (!*out) {
+        snprintf(err, errcap, "out of memory for the oneDNN primitive cache");
+        return -1;
+    }
+    return 0;
+fail:
+    if (dnnl_engine && !dnnl_stream_) {
+        dnnl_engine_destroy(dnnl_engine);
+        dnnl_engine = NULL;
+    }
+    return -1;
+}
+
+static void entry_free(dnnl_entry *e) {
+    for (int i = 0; i < e->nargs; i++)
+        if (e->mem[i])
+            dnnl_memory_destroy(e->mem[i]);
+    if (e->prim)
+        dnnl_primitive_destroy(e->prim);
+    free(e);
+}
+
+void cpu_dnnl_free(cpu_dnnl *d) {
+    if (!d)
+        return;
+    for (dnnl_entry *e = d->head, *next; e; e = next) {
+        next = e->next;
+        entry_free(e);
+    }
+    free(d);
+}
+
+static void log_impl(const dnnl_key *k, const_dnnl_primitive_desc_t pd) {
+    const char *want = getenv("TCBENCH_LOG");
+    if (!want || !strstr(want, "dnnl"))
+        return;
+    const char *impl = "?";
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
+        impl = "(dnnl_primitive_desc_query failed)";
+    fprintf(stderr, "dnnl: %s x(%lld,%lld,%lld,%lld) w(%lld,%lld,%lld,%lld) -> %s\n",
+            op_name((enum op)k->op), (long long)k->x[0], (long long)k->x[1], (long long)k->x[2],
+            (long long)k->x[3], (long long)k->w[0], (long long)k->w[1], (long long)k->w[2],
+            (long long)k->w[3], impl);
+}
+
+// Builds the primitive and its memory objects for k (descriptors of plain
+// f32 tensors). NULL with c->err set on failure.
+static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
+    dnnl_entry *e = calloc(1, sizeof *e);
+    dnnl_primitive_desc_t pd = NULL;
+    if (!e) {
+        cpu_fail(c, "out of memory for a oneDNN primitive");
+        return NULL;
+    }
+    e->key = *k;
+    const int64_t *ia = k->ia;
+    dnnl_memory_desc_t md_x, md_w, md_b, md_y;
+    dnnl_dims_t dx = {k->x[0], k->x[1], k->x[2], k->x[3]};
+    dnnl_dims_t dy = {k->y[0], k->y[1], k->y[2], k->y[3]};
+    dnnl_dims_t strides = {ia[0], ia[1]}, pad_l = {ia[2], ia[3]}, pad_r = {ia[2], ia[3]};
+    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
+             (&md_x, 4, dx, dnnl_f32, dnnl_abcd));
+    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
+             (&md_y, 4, dy, dnnl_f32, dnnl_abcd));
+    if (k->op == OP_CONV2D || k->op == OP_CONV_TRANSPOSE2D) {
+        bool tr = k->op == OP_CONV_TRANSPOSE2D;
+        int64_t g = ia[6], O = k->y[1], C = k->x[1];
+        // oneDNN's weight dims are always (out, in, kh, kw), grouped as
+        // (g, out/g, in/g, kh, kw); the tag says how ours lie in memory:
+        // conv (O, C/g, kh, kw) is plain, conv_transpose (C, O/g, kh, kw) has
+        // in and out swapped (iohw, giohw)
+        if (g == 1) {
+            dnnl_dims_t dw = {O, C, k->w[2], k->w[3]};
+            DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
+                     (&md_w, 4, dw, dnnl_f32, tr ? dnnl_iohw : dnnl_oihw));
+        } else {
+            dnnl_dims_t dw = {g, O / g, C / g, k->w[2], k->w[3]};
+            DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
+                     (&md_w, 5, dw, dnnl_f32, tr ? dnnl_giohw : dnnl_goihw));
+        }
+        dnnl_dims_t db = {O};
+        DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
+                 (&md_b, 1, db, dnnl_f32, dnnl_a));
+        // oneDNN counts dilation from 0
+        dnnl_dims_t dil = {ia[4] - 1, ia[5] - 1};
+        if (tr) {
+            // output padding extends the bottom / right edge only
+            pad_r[0] = ia[2] - ia[7];
+            pad_r[1] = ia[3] - ia[8];
+            dnnl_deconvolution_desc_t d;
+            DNNL_TRY(c->err, sizeof c->err, dnnl_dilated_deconvolution_forward_desc_init,
+                     (&d, dnnl_forward_inference, dnnl_deconvolution_direct, &md_x, &md_w,
+                      k->has_bias ? &md_b : NULL, &md_y, strides, dil, pad_l, pad_r));
+            DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_desc_create,
+                     (&pd, &d, NULL, dnnl_engine, NULL));
+        } else {
+            dnnl_convolution_desc_t d;
+            DNNL_TRY(c->err, sizeof c->err, dnnl_dilated_convolution_forward_desc_init,
+                     (&d, dnnl_forward_inference, dnnl_convolution_direct, &md_x, &md_w,
+                      k->has_bias ? &md_b : NULL, &md_y, strides, dil, pad_l, pad_r));
+            DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_desc_create,
+                     (&pd, &d, NULL, dnnl_engine, NULL));
+        }
+        e->arg[e->nargs] = DNNL_ARG_SRC;
+        DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create,
+                 (&e->mem[e->nargs++], &md_x, dnnl_engine, DNNL_MEMORY_NONE));
+        e->arg[e->nargs] = DNNL_ARG_WEIGHTS;
+        DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create,
+                 (&e->mem[e->nargs++], &md_w, dnnl_engine, DNNL_MEMORY_NONE));
+        if (k->has_bias) {
+            e->arg[e->nargs] = DNNL_ARG_BIAS;
+            DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create,
+                     (&e->mem[e->nargs++], &md_b, dnnl_engine, DNNL_MEMORY_NONE));
+        }
+    } else {
+        dnnl_pooling_v2_desc_t d;
+        dnnl_dims_t kernel = {ia[4], ia[5]}, dil = {0, 0};
+        // avg pool divides by the whole window, padding included (PyTorch's
+        // count_include_pad default)
+        dnnl_alg_kind_t alg =
+            k->op == OP_MAX_POOL2D ? dnnl_pooling_max : dnnl_pooling_avg_include_padding;
+        DNNL_TRY(c->err, sizeof c->err, dnnl_pooling_v2_forward_desc_init,
+                 (&d, dnnl_forward_inference, alg, &md_x, &md_y, strides, kernel, dil, pad_l,
+                  pad_r));
+        DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_desc_create,
+                 (&pd, &d, NULL, dnnl_engine, NULL));
+        e->arg[e->nargs] = DNNL_ARG_SRC;
+        DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create,
+                 (&e->mem[e->nargs++], &md_x, dnnl_engine, DNNL_MEMORY_NONE));
+    }
+    e->arg[e->nargs] = DNNL_ARG_DST;
+    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create,
+             (&e->mem[e->nargs++], &md_y, dnnl_engine, DNNL_MEMORY_NONE));
+    log_impl(k, pd);
+    DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_create, (&e->prim, pd));
+    dnnl_primitive_desc_destroy(pd);
+    return e;
+fail:
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    entry_free(e);
+    return NULL;
+}
+
+static dnnl_entry *lookup(cpu_ctx *c, const dnnl_key *k) {
+    if (!c->dnnl) {
+        cpu_fail(c, "%s: the oneDNN context was not set up (cpu_dnnl_new)", op_name(k->op));
+        return NULL;
+    }
+    for (dnnl_entry *e = c->dnnl->head; e; e = e->next)
+        if (memcmp(&e->key, k, sizeof *k) == 0)
+            return e;
+    dnnl_entry *e = entry_new(c, k);
+    if (e) {
+        e->next = c->dnnl->head;
+        c->dnnl->head = e;
+    }
+    return e;
+}
+
+// Binds data pointers (in the entry's argument order) and runs it.
+static int execute(cpu_ctx *c, dnnl_entry *e, void *const *data) {
+    dnnl_exec_arg_t args[MAX_ARGS];
+    for (int i = 0; i < e->nargs; i++) {
+        DNNL_TRY(c->err, sizeof c->err, dnnl_memory_set_data_handle, (e->mem[i], data[i]));
+        args[i].arg = e->arg[i];
+        args[i].memory = e->mem[i];
+    }
+    DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_execute,
+             (e->prim, dnnl_stream_, e->nargs, args));
+    DNNL_TRY(c->err, sizeof c->err, dnnl_stream_wait, (dnnl_stream_));
+    c->kernels++;
+    return 0;
+fail:
+    return -1;
+}
+
+static void key_init(dnnl_key *k, const graph_node *n, const tensor *x, const tensor *w,
+                     const tensor *y) {
+    memset(k, 0, sizeof *k); // padding bytes too: keys are compared with memcmp
+    k->op = n->op;
+    for (int i = 0; i < 4; i++) {
+        k->x[i] = x->shape[i];
+        k->y[i] = y->shape[i];
+        k->w[i] = w ? w->shape[i] : 0;
+    }
+    memcpy(k->ia, n->ia, sizeof k->ia);
+}
+
+int cpu_conv2d(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
+               const tensor *bias, tensor *out) {
+    if (x->dtype != DT_F32 || w->dtype != DT_F32 || (bias && bias->dtype != DT_F32))
+        return cpu_fail(c, "%s: dtype %s is not supported by the CPU eager kernels (f32 only)",
+                        op_name(n->op), dtype_name(x->dtype != DT_F32 ? x->dtype : w->dtype));
+    dnnl_key k;
+    key_init(&k, n, x, w, out);
+    k.has_bias = bias != NULL;
+    dnnl_entry *e = lookup(c, &k);
+    if (!e)
+        return -1;
+    tensor *xc = cpu_contiguous(c, x), *wc = xc ? cpu_contiguous(c, w) : NULL;
+    tensor *bc = wc && bias ? cpu_contiguous(c, bias) : NULL;
+    int rc = -1;
+    if (wc && (!bias || bc)) {
+        void *data[MAX_ARGS] = {tensor_data(xc), tensor_data(wc)};
+        int i = 2;
+        if (bias)
+            data[i++] = tensor_data(bc);
+        data[i] = tensor_data(out);
+        rc = execute(c, e, data);
+    }
+    tensor_free(xc);
+    tensor_free(wc);
+    tensor_free(bc);
+    return rc;
+}
+
+int cpu_pool2d(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
+    if (x->dtype != DT_F32)
+        return cpu_fail(c, "%s: dtype %s is not supported by the CPU eager kernels (f32 only)",
+                        op_name(n->op), dtype_name(x->dtype));
+    dnnl_key k;
+    key_init(&k, n, x, NULL, out);
+    dnnl_entry *e = lookup(c, &k);
+    if (!e)
+        return -1;
+    tensor *xc = cpu_contiguous(c, x);
+    if (!xc)
+        return -1;
+    int rc = execute(c, e, (void *[]){tensor_data(xc), tensor_data(out)});
+    tensor_free(xc);
+    return rc;
+}

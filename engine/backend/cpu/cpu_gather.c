@@ -1,0 +1,92 @@
+// Data movement: nearest upsampling, embedding gather and concatenation
+// (cpu_kernels.h). They move bytes, so each works for every dtype by
+// element size.
+#include "cpu_iter.h"
+#include "cpu_kernels.h"
+
+#include <string.h>
+
+#define UPSAMPLE_ROW(T)                                                                            \
+    do {                                                                                           \
+        const T *s = (const T *)src;                                                               \
+        T *d = (T *)dst;                                                                           \
+        for (int64_t ow = 0; ow < OW; ow++)                                                        \
+            d[ow] = s[(ow / scale) * sw];                                                          \
+    } while (0)
+
+int cpu_upsample_nearest(cpu_ctx *c, const tensor *x, int64_t scale, tensor *out) {
+    int64_t N = x->shape[0], C = x->shape[1], OH = out->shape[2], OW = out->shape[3];
+    int64_t es = (int64_t)dtype_size(x->dtype);
+    const char *px = tensor_data(x);
+    char *po = tensor_data(out);
+    int64_t sn = x->stride[0], sc = x->stride[1], sh = x->stride[2], sw = x->stride[3];
+    // one output row per iteration; a row repeats one input row
+#pragma omp parallel for if (N * C * OH * OW >= CPU_PAR_MIN) schedule(static)
+    for (int64_t r = 0; r < N * C * OH; r++) {
+        int64_t oh = r % OH, ch = (r / OH) % C, n = r / (OH * C);
+        const char *src = px + (n * sn + ch * sc + (oh / scale) * sh) * es;
+        char *dst = po + r * OW * es;
+        switch (es) {
+        case 1: UPSAMPLE_ROW(uint8_t); break;
+        case 2: UPSAMPLE_ROW(uint16_t); break;
+        case 4: UPSAMPLE_ROW(uint32_t); break;
+        default: UPSAMPLE_ROW(uint64_t); break;
+        }
+    }
+    c->kernels++;
+    return 0;
+}
+
+int cpu_embedding(cpu_ctx *c, const tensor *table, const tensor *idx, tensor *out) {
+    if (idx->dtype != DT_I32 && idx->dtype != DT_I64)
+        return cpu_fail(c, "embedding: indices must be i32 or i64, got %s", dtype_name(idx->dtype));
+    int64_t V = table->shape[0], D = table->shape[1];
+    int64_t es = (int64_t)dtype_size(table->dtype);
+    // rows are copied whole, so the table's rows must be contiguous and the
+    // indices are read flat
+    tensor *tc = table->stride[1] == 1 || D == 1 ? tensor_view(table) : cpu_contiguous(c, table);
+    tensor *ic = tc ? cpu_contiguous(c, idx) : NULL;
+    if (!ic) {
+        tensor_free(tc);
+        return tc ? -1 : cpu_fail(c, "embedding: out of memory");
+    }
+    int64_t n = tensor_numel(ic), row = tc->stride[0];
+    const char *pt = tensor_data(tc);
+    char *po = tensor_data(out);
+    bool i32 = ic->dtype == DT_I32;
+    const int32_t *p32 = tensor_data(ic);
+    const int64_t *p64 = tensor_data(ic);
+    int64_t bad = 0; // 1 + the last position holding an index out of range
+#pragma omp parallel for if (n * D >= CPU_PAR_MIN) reduction(max : bad) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        int64_t id = i32 ? p32[i] : p64[i];
+        if (id < 0 || id >= V) {
+            bad = i + 1;
+            continue;
+        }
+        memcpy(po + i * D * es, pt + id * row * es, (size_t)(D * es));
+    }
+    int64_t badv = bad ? (i32 ? p32[bad - 1] : p64[bad - 1]) : 0;
+    tensor_free(tc);
+    tensor_free(ic);
+    if (bad)
+        return cpu_fail(c, "embedding: index %lld at position %lld is outside [0, %lld)",
+                        (long long)badv, (long long)(bad - 1), (long long)V);
+    c->kernels++;
+    return 0;
+}
+
+int cpu_concat(cpu_ctx *c, int axis, int nin, const tensor *const *in, tensor *out) {
+    int64_t at = 0;
+    for (int i = 0; i < nin; i++) {
+        // the input's slot in the output: a view made on the stack (no
+        // allocation, no reference taken; it lives only for the copy)
+        tensor slot = *out;
+        slot.offset += at * out->stride[axis];
+        slot.shape[axis] = in[i]->shape[axis];
+        cpu_iter_copy(&slot, in[i]);
+        at += in[i]->shape[axis];
+    }
+    c->kernels++;
+    return 0;
+}

@@ -1,0 +1,193 @@
+// MATMUL and LINEAR through OpenBLAS's cblas_sgemm (cpu_kernels.h), as
+// PyTorch's CPU eager does: no copies for operands whose last two dims are
+// row-major or transposed (a permuted view goes in as CblasTrans), the
+// batch dims of a matmul against a shared matrix folded into the rows of
+// one GEMM, and the bias of a linear preloaded into the output with beta = 1
+// (addmm).
+#include "cpu_iter.h"
+#include "cpu_kernels.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <string.h>
+
+// A (R, C) matrix with element strides (sr, sc) as BLAS sees it: row-major
+// with leading dimension ld, transposed or not. false when neither fits
+// (then the caller copies).
+static bool blas_layout(int64_t R, int64_t C, int64_t sr, int64_t sc, bool *trans, int64_t *ld) {
+    if ((C == 1 || sc == 1) && (R == 1 || sr >= C)) {
+        *trans = false;
+        *ld = R == 1 ? C : sr;
+        if (*ld < 1)
+            *ld = 1;
+        return true;
+    }
+    if ((R == 1 || sr == 1) && (C == 1 || sc >= R)) {
+        *trans = true;
+        *ld = C == 1 ? R : sc;
+        if (*ld < 1)
+            *ld = 1;
+        return true;
+    }
+    return false;
+}
+
+// The operand as a matrix BLAS takes, copying it (a counted kernel) when
+// its strides do not allow that. *own receives the copy to free, or NULL.
+static int gemm_operand(cpu_ctx *c, const tensor *t, tensor **own, const tensor **use,
+                        bool *trans, int64_t *ld) {
+    int nd = t->ndim;
+    *own = NULL;
+    *use = t;
+    if (blas_layout(t->shape[nd - 2], t->shape[nd - 1], t->stride[nd - 2], t->stride[nd - 1],
+                    trans, ld))
+        return 0;
+    *own = cpu_contiguous(c, t);
+    if (!*own)
+        return -1;
+    *use = *own;
+    *trans = false;
+    *ld = t->shape[nd - 1];
+    return 0;
+}
+
+// A GEMM this small is cheaper run whole on one thread than split across
+// threads, so a batch of them is spread over threads instead (as PyTorch's
+// bmm does); OpenBLAS stays single-threaded inside a parallel region.
+#define SMALL_GEMM_FLOPS (1 << 22)
+
+int cpu_matmul(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out) {
+    if (a->dtype != DT_F32 || b->dtype != DT_F32)
+        return cpu_fail(c, "matmul: dtype %s is not supported by the CPU eager kernels (f32 only)",
+                        dtype_name(a->dtype != DT_F32 ? a->dtype : b->dtype));
+    tensor *ownA, *ownB;
+    const tensor *A, *B;
+    bool ta, tb;
+    int64_t lda, ldb;
+    if (gemm_operand(c, a, &ownA, &A, &ta, &lda) < 0)
+        return -1;
+    if (gemm_operand(c, b, &ownB, &B, &tb, &ldb) < 0) {
+        tensor_free(ownA);
+        return -1;
+    }
+    int nd = out->ndim, nb = nd - 2;
+    int64_t M = out->shape[nd - 2], N = out->shape[nd - 1], K = a->shape[a->ndim - 1];
+    // batch strides of each operand over the output's batch dims (0 = broadcast)
+    int64_t sa[TENSOR_MAX_DIMS] = {0}, sb[TENSOR_MAX_DIMS] = {0};
+    int64_t batch = 1;
+    for (int d = 0; d < nb; d++) {
+        int da = d - (nd - A->ndim), db = d - (nd - B->ndim);
+        sa[d] = da >= 0 && A->shape[da] == out->shape[d] ? A->stride[da] : 0;
+        sb[d] = db >= 0 && B->shape[db] == out->shape[d] ? B->stride[db] : 0;
+        if (out->shape[d] == 1)
+            sa[d] = sb[d] = 0;
+        batch *= out->shape[d];
+    }
+    const float *pa = tensor_f32(A), *pb = tensor_f32(B);
+    float *po = tensor_f32(out);
+    // (..., M, K) @ (K, N) with A's batch and row dims one uniform stride:
+    // one GEMM of (batch * M, K)
+    bool b_shared = true, a_folds = !ta && batch > 1;
+    int64_t expect = M * lda;
+    for (int d = nb - 1; d >= 0; d--) {
+        b_shared = b_shared && sb[d] == 0;
+        if (out->shape[d] == 1)
+            continue;
+        a_folds = a_folds && sa[d] == expect;
+        expect *= out->shape[d];
+    }
+    if (a_folds && b_shared) {
+        M *= batch;
+        batch = 1;
+    }
+    CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+    bool par = batch >= omp_get_max_threads() && batch > 1 &&
+               2.0 * (double)M * (double)N * (double)K <= SMALL_GEMM_FLOPS;
+#pragma omp parallel for if (par) schedule(static)
+    for (int64_t i = 0; i < batch; i++) {
+        int64_t oa = 0, ob = 0, rest = i;
+        for (int d = nb - 1; d >= 0; d--) {
+            int64_t k = rest % out->shape[d];
+            rest /= out->shape[d];
+            oa += k * sa[d];
+            ob += k * sb[d];
+        }
+        cblas_sgemm(CblasRowMajor, TA, TB, (blasint)M, (blasint)N, (blasint)K, 1.0f, pa + oa,
+                    (blasint)lda, pb + ob, (blasint)ldb, 0.0f, po + i * M * N, (blasint)N);
+    }
+    tensor_free(ownA);
+    tensor_free(ownB);
+    c->kernels++;
+    return 0;
+}
+
+int cpu_linear(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *bias, tensor *out) {
+    if (x->dtype != DT_F32 || w->dtype != DT_F32 || (bias && bias->dtype != DT_F32))
+        return cpu_fail(c, "linear: dtype %s is not supported by the CPU eager kernels (f32 only)",
+                        dtype_name(x->dtype != DT_F32 ? x->dtype : w->dtype));
+    int nd = x->ndim;
+    int64_t K = x->shape[nd - 1], N = w->shape[0], M = tensor_numel(x) / K;
+    // x as (M, K): the leading dims must collapse into one row stride
+    bool rows_ok = K == 1 || x->stride[nd - 1] == 1;
+    int64_t lda = K, inner = 0;
+    for (int d = nd - 2; d >= 0 && rows_ok; d--) {
+        if (x->shape[d] == 1)
+            continue;
+        if (inner == 0) {
+            lda = x->stride[d];
+            inner = lda * x->shape[d];
+        } else {
+            rows_ok = x->stride[d] == inner;
+            inner *= x->shape[d];
+        }
+    }
+    rows_ok = rows_ok && lda >= K;
+    tensor *own = NULL;
+    const float *px = tensor_f32(x);
+    if (!rows_ok) {
+        own = cpu_contiguous(c, x);
+        if (!own)
+            return -1;
+        px = tensor_f32(own);
+        lda = K;
+    }
+    // B = w^T, (K, N) with strides (w.stride[1], w.stride[0]); a (N, K)
+    // row-major weight is CblasTrans with ld K
+    tensor *ownW = NULL;
+    bool tb;
+    int64_t ldb;
+    const float *pw = tensor_f32(w);
+    if (!blas_layout(K, N, w->stride[1], w->stride[0], &tb, &ldb)) {
+        ownW = cpu_contiguous(c, w);
+        if (!ownW) {
+            tensor_free(own);
+            return -1;
+        }
+        pw = tensor_f32(ownW);
+        tb = true;
+        ldb = K;
+    }
+    float *po = tensor_f32(out);
+    float beta = 0.0f;
+    if (bias) {
+        const float *pb = tensor_f32(bias);
+        int64_t bs = bias->stride[0];
+#pragma omp parallel for if (M * N >= CPU_PAR_MIN) schedule(static)
+        for (int64_t r = 0; r < M; r++) {
+            float *row = po + r * N;
+            if (bs == 1)
+                memcpy(row, pb, (size_t)N * sizeof *row);
+            else
+                for (int64_t j = 0; j < N; j++)
+                    row[j] = pb[j * bs];
+        }
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
+                (blasint)N, (blasint)K, 1.0f, px, (blasint)lda, pw, (blasint)ldb, beta, po,
+                (blasint)N);
+    tensor_free(own);
+    tensor_free(ownW);
+    c->kernels++;
+    return 0;
+}

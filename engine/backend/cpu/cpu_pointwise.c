@@ -1,0 +1,441 @@
+// Pointwise kernels: unary math, broadcasting binary ops, where, cast,
+// dropout and strided copies (cpu_kernels.h). Each op is a 1-d segment loop
+// specialized on unit and zero strides; cpu_iter supplies the segments and
+// the threads.
+#include "cpu_f16.h"
+#include "cpu_iter.h"
+#include "cpu_kernels.h"
+#include "cpu_math.h"
+#include "cpu_rules.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+int cpu_fail(cpu_ctx *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof c->err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+// f16 operands are converted through f32 buffers of this many elements
+// (on the stack: three of them fit easily in L1).
+#define CHUNK 256
+
+// ---- unary ---------------------------------------------------------------
+
+typedef struct unary_prm {
+    float a, b;       // SCALE: x * a + b; DROPOUT: a = 1 / (1 - p)
+    uint64_t key;     // DROPOUT stream key
+    uint32_t thr;     // DROPOUT threshold
+} unary_prm;
+
+// o[i] = f(x[i * sx]) for i < n; flat0 is o[0]'s index in the output.
+typedef void (*unary_fn)(int64_t n, float *restrict o, const float *restrict x, int64_t sx,
+                         const unary_prm *p, int64_t flat0);
+
+#define UNARY(name, expr)                                                                          \
+    static void un_##name(int64_t n, float *restrict o, const float *restrict a, int64_t sa,      \
+                          const unary_prm *p, int64_t flat0) {                                     \
+        (void)p;                                                                                   \
+        (void)flat0;                                                                               \
+        if (sa == 1) {                                                                             \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
+                float x = a[i];                                                                    \
+                o[i] = (expr);                                                                     \
+            }                                                                                      \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                float x = a[i * sa];                                                               \
+                o[i] = (expr);                                                                     \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+UNARY(neg, -x)
+UNARY(exp, cpu_expf(x))
+UNARY(log, cpu_logf(x))
+UNARY(recip, 1.0f / x)
+UNARY(abs, fabsf(x))
+UNARY(tanh, cpu_tanhf(x))
+UNARY(sigmoid, cpu_sigmoidf(x))
+UNARY(relu, x < 0 ? 0.0f : x)
+UNARY(relu6, x < 0 ? 0.0f : x > 6.0f ? 6.0f : x)
+UNARY(gelu, x * cpu_normal_cdf(x))
+// 0.5 x (1 + tanh(u)) = x sigmoid(2u): the same value without the
+// cancellation of 1 + tanh(u) for negative x
+UNARY(gelu_tanh, x / (1.0f + cpu_expf(-1.5957691216f * (x + 0.044715f * x * x * x))))
+UNARY(silu, x / (1.0f + cpu_expf(-x)))
+UNARY(hardswish, x * ((x + 3.0f < 0.0f ? 0.0f : x + 3.0f > 6.0f ? 6.0f : x + 3.0f) / 6.0f))
+UNARY(hardsigmoid, (x + 3.0f < 0.0f ? 0.0f : x + 3.0f > 6.0f ? 6.0f : x + 3.0f) / 6.0f)
+UNARY(scale, x * p->a + p->b)
+
+// sqrtf sets errno, so gcc will not vectorize it without -fno-math-errno;
+// the square-root instruction is called directly instead.
+static void un_sqrt_rsqrt(int64_t n, float *restrict o, const float *restrict a, int64_t sa,
+                          bool recip) {
+    int64_t i = 0;
+#if defined(__AVX__)
+    if (sa == 1) {
+        __m256 one = _mm256_set1_ps(1.0f);
+        for (; i + 8 <= n; i += 8) {
+            __m256 r = _mm256_sqrt_ps(_mm256_loadu_ps(a + i));
+            _mm256_storeu_ps(o + i, recip ? _mm256_div_ps(one, r) : r);
+        }
+    }
+#endif
+    for (; i < n; i++) {
+        float r = sqrtf(a[i * sa]);
+        o[i] = recip ? 1.0f / r : r;
+    }
+}
+
+static void un_sqrt(int64_t n, float *restrict o, const float *restrict a, int64_t sa,
+                    const unary_prm *p, int64_t flat0) {
+    (void)p;
+    (void)flat0;
+    un_sqrt_rsqrt(n, o, a, sa, false);
+}
+
+static void un_rsqrt(int64_t n, float *restrict o, const float *restrict a, int64_t sa,
+                     const unary_prm *p, int64_t flat0) {
+    (void)p;
+    (void)flat0;
+    un_sqrt_rsqrt(n, o, a, sa, true);
+}
+
+// The mask depends on the element's flat index only (cpu_rules.h), so it is
+// the same for any thread split and matches the reference bit for bit.
+static void un_dropout(int64_t n, float *restrict o, const float *restrict a, int64_t sa,
+                       const unary_prm *p, int64_t flat0) {
+    uint64_t key = p->key;
+    uint32_t thr = p->thr;
+    float s = p->a;
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++)
+        o[i] = cpu_dropout_keep(key, (uint64_t)(flat0 + i), thr) ? a[i * sa] * s : 0.0f;
+}
+
+static const unary_fn unary_table[OP_COUNT] = {
+    [OP_NEG] = un_neg,           [OP_EXP] = un_exp,
+    [OP_LOG] = un_log,           [OP_SQRT] = un_sqrt,
+    [OP_RSQRT] = un_rsqrt,       [OP_RECIP] = un_recip,
+    [OP_ABS] = un_abs,           [OP_TANH] = un_tanh,
+    [OP_SIGMOID] = un_sigmoid,   [OP_RELU] = un_relu,
+    [OP_RELU6] = un_relu6,
+    [OP_GELU] = un_gelu,         [OP_GELU_TANH] = un_gelu_tanh,
+    [OP_SILU] = un_silu,         [OP_HARDSWISH] = un_hardswish,
+    [OP_HARDSIGMOID] = un_hardsigmoid, [OP_SCALE] = un_scale,
+    [OP_DROPOUT] = un_dropout,
+};
+
+typedef struct unary_job {
+    unary_fn fn;
+    unary_prm p;
+} unary_job;
+
+static void seg_unary_f32(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
+                          int64_t flat0) {
+    const unary_job *j = ctx;
+    j->fn(n, (float *)ptr[0], (const float *)ptr[1], st[1], &j->p, flat0);
+}
+
+static void seg_unary_f16(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
+                          int64_t flat0) {
+    const unary_job *j = ctx;
+    float x[CHUNK], y[CHUNK];
+    uint16_t *o = (uint16_t *)ptr[0];
+    const uint16_t *a = (const uint16_t *)ptr[1];
+    for (int64_t i = 0; i < n; i += CHUNK) {
+        int64_t m = n - i < CHUNK ? n - i : CHUNK;
+        cpu_f16_load(m, a + i * st[1], st[1], x);
+        j->fn(m, y, x, 1, &j->p, flat0 + i);
+        cpu_f16_store(m, y, o + i, 1);
+    }
+}
+
+// ---- cast ----------------------------------------------------------------
+
+static double load_as_double(enum dtype t, const char *p) {
+    switch (t) {
+    case DT_F32: return *(const float *)p;
+    case DT_F16: return dtype_f16_to_f32(*(const uint16_t *)p);
+    case DT_I32: return *(const int32_t *)p;
+    case DT_I64: return (double)*(const int64_t *)p;
+    case DT_BOOL: return *(const uint8_t *)p;
+    default: return 0;
+    }
+}
+
+static void store_double(enum dtype t, char *p, double v) {
+    switch (t) {
+    case DT_F32: *(float *)p = (float)v; break;
+    case DT_F16: *(uint16_t *)p = dtype_f32_to_f16((float)v); break;
+    case DT_I32: *(int32_t *)p = (int32_t)v; break;
+    case DT_I64: *(int64_t *)p = (int64_t)v; break;
+    case DT_BOOL: *(uint8_t *)p = v != 0; break;
+    default: break;
+    }
+}
+
+typedef struct cast_job {
+    enum dtype from, to;
+} cast_job;
+
+static void seg_cast_f16_to_f32(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
+                                int64_t flat0) {
+    (void)ctx;
+    (void)flat0;
+    cpu_f16_load(n, (const uint16_t *)ptr[1], st[1], (float *)ptr[0]);
+}
+
+static void seg_cast_f32_to_f16(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
+                                int64_t flat0) {
+    (void)ctx;
+    (void)flat0;
+    const float *a = (const float *)ptr[1];
+    uint16_t *o = (uint16_t *)ptr[0];
+    if (st[1] == 1) {
+        cpu_f16_store(n, a, o, 1);
+        return;
+    }
+    float x[CHUNK];
+    for (int64_t i = 0; i < n; i += CHUNK) {
+        int64_t m = n - i < CHUNK ? n - i : CHUNK;
+        for (int64_t k = 0; k < m; k++)
+            x[k] = a[(i + k) * st[1]];
+        cpu_f16_store(m, x, o + i, 1);
+    }
+}
+
+// Every other pair: rare (index and mask conversions), so one generic loop
+// through double, which holds every i32 and f16 exactly.
+static void seg_cast_generic(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
+                             int64_t flat0) {
+    (void)flat0;
+    const cast_job *j = ctx;
+    int64_t si = (int64_t)dtype_size(j->from), so = (int64_t)dtype_size(j->to);
+    for (int64_t i = 0; i < n; i++)
+        store_double(j->to, ptr[0] + i * so,
+                     cpu_cast_value(j->to, load_as_double(j->from, ptr[1] + i * st[1] * si)));
+}
+
+// ---- copy ----------------------------------------------------------------
+
+int cpu_copy(cpu_ctx *c, const tensor *x, tensor *out) {
+    cpu_iter_copy(out, x);
+    c->kernels++;
+    return 0;
+}
+
+tensor *cpu_contiguous(cpu_ctx *c, const tensor *x) {
+    if (tensor_is_contiguous(x))
+        return tensor_view(x);
+    tensor *y = tensor_new_empty(x->dtype, x->ndim, x->shape);
+    if (!y) {
+        cpu_fail(c, "out of memory making a %zu-byte contiguous copy", tensor_nbytes(x));
+        return NULL;
+    }
+    cpu_copy(c, x, y);
+    return y;
+}
+
+int cpu_unary(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
+    cpu_iter it;
+    cpu_iter_init(&it, out, 1, &x);
+    if (n->op == OP_CAST) {
+        cast_job j = {x->dtype, out->dtype};
+        if (j.from == j.to) {
+            cpu_iter_copy(out, x);
+        } else if (j.from == DT_F16 && j.to == DT_F32) {
+            cpu_iter_run(&it, seg_cast_f16_to_f32, NULL);
+        } else if (j.from == DT_F32 && j.to == DT_F16) {
+            cpu_iter_run(&it, seg_cast_f32_to_f16, NULL);
+        } else {
+            cpu_iter_run(&it, seg_cast_generic, &j);
+        }
+        c->kernels++;
+        return 0;
+    }
+    unary_job j = {.fn = unary_table[n->op]};
+    if (!j.fn)
+        return cpu_fail(c, "%s is not a unary op", op_name(n->op));
+    if (n->op == OP_SCALE) {
+        j.p.a = (float)n->fa[0];
+        j.p.b = (float)n->fa[1];
+    } else if (n->op == OP_DROPOUT) {
+        j.p.key = cpu_dropout_key(n->ia[0]);
+        j.p.thr = cpu_dropout_threshold(n->fa[0]);
+        j.p.a = (float)(1.0 / (1.0 - n->fa[0]));
+    }
+    if (x->dtype == DT_F32)
+        cpu_iter_run(&it, seg_unary_f32, &j);
+    else if (x->dtype == DT_F16)
+        cpu_iter_run(&it, seg_unary_f16, &j);
+    else
+        return cpu_fail(c, "%s: dtype %s is not supported (f32 and f16 are)", op_name(n->op),
+                        dtype_name(x->dtype));
+    c->kernels++;
+    return 0;
+}
+
+// ---- binary --------------------------------------------------------------
+
+typedef void (*binary_fn)(int64_t n, float *restrict o, const float *restrict a, int64_t sa,
+                          const float *restrict b, int64_t sb);
+
+#define BINARY(name, expr)                                                                         \
+    static void bin_##name(int64_t n, float *restrict o, const float *restrict a, int64_t sa,     \
+                           const float *restrict b, int64_t sb) {                                  \
+        if (sa == 1 && sb == 1) {                                                                  \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
+                float x = a[i], y = b[i];                                                          \
+                o[i] = (expr);                                                                     \
+            }                                                                                      \
+        } else if (sa == 1 && sb == 0) {                                                           \
+            float y = b[0];                                                                        \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
+                float x = a[i];                                                                    \
+                o[i] = (expr);                                                                     \
+            }                                                                                      \
+        } else if (sa == 0 && sb == 1) {                                                           \
+            float x = a[0];                                                                        \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
+                float y = b[i];                                                                    \
+                o[i] = (expr);                                                                     \
+            }                                                                                      \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                float x = a[i * sa], y = b[i * sb];                                                \
+                o[i] = (expr);                                                                     \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+BINARY(add, x + y)
+BINARY(sub, x - y)
+BINARY(mul, x * y)
+BINARY(div, x / y)
+// NaN in either input gives NaN, as torch.maximum
+BINARY(maximum, (x != x || x > y) ? x : y)
+
+static const binary_fn binary_table[OP_COUNT] = {
+    [OP_ADD] = bin_add, [OP_SUB] = bin_sub,         [OP_MUL] = bin_mul,
+    [OP_DIV] = bin_div, [OP_MAXIMUM] = bin_maximum,
+};
+
+static void seg_binary_f32(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
+                           int64_t flat0) {
+    (void)flat0;
+    binary_fn fn = *(const binary_fn *)ctx;
+    fn(n, (float *)ptr[0], (const float *)ptr[1], st[1], (const float *)ptr[2], st[2]);
+}
+
+static void seg_binary_f16(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
+                           int64_t flat0) {
+    (void)flat0;
+    binary_fn fn = *(const binary_fn *)ctx;
+    float x[CHUNK], y[CHUNK], z[CHUNK];
+    const uint16_t *a = (const uint16_t *)ptr[1], *b = (const uint16_t *)ptr[2];
+    for (int64_t i = 0; i < n; i += CHUNK) {
+        int64_t m = n - i < CHUNK ? n - i : CHUNK;
+        cpu_f16_load(st[1] ? m : 1, a + i * st[1], st[1], x);
+        cpu_f16_load(st[2] ? m : 1, b + i * st[2], st[2], y);
+        fn(m, z, x, st[1] ? 1 : 0, y, st[2] ? 1 : 0);
+        cpu_f16_store(m, z, (uint16_t *)ptr[0] + i, 1);
+    }
+}
+
+// Integer tensors (positions, counters): exact arithmetic in 64 bits,
+// wrapping like the C types on overflow.
+typedef struct int_job {
+    enum op op;
+    enum dtype t;
+} int_job;
+
+static int64_t load_int(enum dtype t, const char *p) {
+    return t == DT_I32 ? *(const int32_t *)p : *(const int64_t *)p;
+}
+
+static void seg_binary_int(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
+                           int64_t flat0) {
+    (void)flat0;
+    const int_job *j = ctx;
+    int64_t es = (int64_t)dtype_size(j->t);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t x = (uint64_t)load_int(j->t, ptr[1] + i * st[1] * es);
+        uint64_t y = (uint64_t)load_int(j->t, ptr[2] + i * st[2] * es);
+        uint64_t r = j->op == OP_ADD ? x + y
+                     : j->op == OP_SUB ? x - y
+                     : j->op == OP_MUL ? x * y
+                                       : ((int64_t)x > (int64_t)y ? x : y);
+        if (j->t == DT_I32)
+            ((int32_t *)ptr[0])[i] = (int32_t)(uint32_t)r;
+        else
+            ((int64_t *)ptr[0])[i] = (int64_t)r;
+    }
+}
+
+int cpu_binary(cpu_ctx *c, const graph_node *n, const tensor *a, const tensor *b, tensor *out) {
+    binary_fn fn = binary_table[n->op];
+    if (!fn)
+        return cpu_fail(c, "%s is not a binary op", op_name(n->op));
+    cpu_iter it;
+    cpu_iter_init(&it, out, 2, (const tensor *[]){a, b});
+    if (a->dtype == DT_F32) {
+        cpu_iter_run(&it, seg_binary_f32, &fn);
+    } else if (a->dtype == DT_F16) {
+        cpu_iter_run(&it, seg_binary_f16, &fn);
+    } else if ((a->dtype == DT_I32 || a->dtype == DT_I64) && n->op != OP_DIV) {
+        int_job j = {n->op, a->dtype};
+        cpu_iter_run(&it, seg_binary_int, &j);
+    } else {
+        return cpu_fail(c, "%s: dtype %s is not supported (f32, f16%s are)", op_name(n->op),
+                        dtype_name(a->dtype), n->op == OP_DIV ? "" : ", i32, i64");
+    }
+    c->kernels++;
+    return 0;
+}
+
+// ---- where ---------------------------------------------------------------
+
+// A select moves bits, so one loop per element size serves every dtype.
+#define WHERE_LOOP(T)                                                                              \
+    do {                                                                                           \
+        T *restrict o = (T *)ptr[0];                                                               \
+        const uint8_t *restrict m = (const uint8_t *)ptr[1];                                       \
+        const T *restrict a = (const T *)ptr[2], *restrict b = (const T *)ptr[3];                  \
+        if (st[1] == 1 && st[2] == 1 && st[3] == 1) {                                              \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) o[i] = m[i] ? a[i] : b[i];        \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < n; i++)                                                        \
+                o[i] = m[i * st[1]] ? a[i * st[2]] : b[i * st[3]];                                 \
+        }                                                                                          \
+    } while (0)
+
+static void seg_where(void *ctx, int64_t n, char *const *ptr, const int64_t *st, int64_t flat0) {
+    (void)flat0;
+    switch (*(const int64_t *)ctx) {
+    case 1: WHERE_LOOP(uint8_t); break;
+    case 2: WHERE_LOOP(uint16_t); break;
+    case 4: WHERE_LOOP(uint32_t); break;
+    default: WHERE_LOOP(uint64_t); break;
+    }
+}
+
+int cpu_where(cpu_ctx *c, const tensor *cond, const tensor *a, const tensor *b, tensor *out) {
+    if (cond->dtype != DT_BOOL)
+        return cpu_fail(c, "where: the condition must be bool, got %s", dtype_name(cond->dtype));
+    cpu_iter it;
+    cpu_iter_init(&it, out, 3, (const tensor *[]){cond, a, b});
+    int64_t es = (int64_t)dtype_size(out->dtype);
+    cpu_iter_run(&it, seg_where, &es);
+    c->kernels++;
+    return 0;
+}

@@ -1,0 +1,63 @@
+// What machine a result came from (runner.h: bench_host_json).
+#include "runner.h"
+
+#include <cblas.h>
+#include <dnnl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+// The value of the first "key : value" line of /proc/cpuinfo, or "".
+static void cpuinfo_field(const char *key, char *out, size_t cap) {
+    out[0] = '\0';
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return; // not Linux, or no /proc: the field reads "unknown"
+    char line[8192];
+    size_t klen = strlen(key);
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, klen) != 0 ||
+            (line[klen] != ' ' && line[klen] != '\t' && line[klen] != ':'))
+            continue;
+        char *colon = strchr(line, ':');
+        if (!colon)
+            continue;
+        char *v = colon + 1 + strspn(colon + 1, " \t");
+        v[strcspn(v, "\n")] = '\0';
+        snprintf(out, cap, "%s", v);
+        break;
+    }
+    fclose(f);
+}
+
+static bool has_flag(const char *flags, const char *flag) {
+    size_t n = strlen(flag);
+    for (const char *p = flags; (p = strstr(p, flag)); p += n)
+        if ((p == flags || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+json_t *bench_host_json(int threads_used) {
+    char hostname[256] = "unknown", os[400] = "unknown", model[256], flags[8192], dnnl[64];
+    if (gethostname(hostname, sizeof hostname) < 0)
+        snprintf(hostname, sizeof hostname, "unknown");
+    hostname[sizeof hostname - 1] = '\0';
+    struct utsname u;
+    if (uname(&u) == 0)
+        snprintf(os, sizeof os, "%s %s %s", u.sysname, u.release, u.machine);
+    cpuinfo_field("model name", model, sizeof model);
+    cpuinfo_field("flags", flags, sizeof flags);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const dnnl_version_t *dv = dnnl_version();
+    snprintf(dnnl, sizeof dnnl, "%d.%d.%d", dv->major, dv->minor, dv->patch);
+    const char *blas_config = openblas_get_config();
+    return json_pack(
+        "{s:s, s:s, s:s, s:i, s:i, s:{s:s, s:s}, s:{s:s, s:s}, s:{s:b, s:b, s:b, s:b}}", "hostname",
+        hostname, "os", os, "cpu_model", model[0] ? model : "unknown", "cores",
+        (int)(cores > 0 ? cores : 1), "threads_used", threads_used, "blas", "name", "OpenBLAS",
+        "config", blas_config ? blas_config : "", "onednn", "version", dnnl, "hash",
+        dv->hash ? dv->hash : "", "cpu_flags", "avx2", has_flag(flags, "avx2"), "avx512f",
+        has_flag(flags, "avx512f"), "f16c", has_flag(flags, "f16c"), "fma", has_flag(flags, "fma"));
+}

@@ -1,0 +1,255 @@
+// Planning a run: suites, case selection, model checks, axes (runner.h).
+#include "runner.h"
+
+#include <regex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void bench_config_init(bench_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cfg->threads = cores > 0 ? (int)cores : 1;
+    cfg->repeat = 10;
+    cfg->timeout_s = BENCH_DEFAULT_TIMEOUT_S;
+    cfg->accuracy = true;
+    cfg->accuracy_flops_limit = BENCH_ACCURACY_FLOPS_LIMIT;
+}
+
+int bench_case_build(const suite_case *c, int64_t batch, modeldef **md, model **m, diag *d) {
+    *md = NULL;
+    *m = NULL;
+    if (modeldef_load(c->model_path, md, d) < 0)
+        return -1;
+    if (modeldef_build(*md, c->overrides, c->noverrides, batch, &(modeldef_opts){0}, m, d) < 0) {
+        modeldef_free(*md);
+        *md = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void bench_plan_free(bench_plan *p) {
+    if (!p)
+        return;
+    for (int i = 0; i < p->ncases; i++)
+        modeldef_free(p->cases[i].md);
+    for (int i = 0; i < p->nsuites; i++)
+        suite_free(p->suites[i]);
+    free(p->suites);
+    free(p->cases);
+    free(p->tasks);
+    free(p);
+}
+
+// A suite's default words for one axis (devices have none: cpu).
+static void suite_defaults(const suite *s, enum bench_axis a, char ***words, int *n) {
+    *words = NULL;
+    *n = 0;
+    if (a == BENCH_AXIS_MODE)
+        *words = s->modes, *n = s->nmodes;
+    else if (a == BENCH_AXIS_PRECISION)
+        *words = s->precisions, *n = s->nprecisions;
+    else if (a == BENCH_AXIS_WORKLOAD)
+        *words = s->workloads, *n = s->nworkloads;
+}
+
+// The values suite s runs on each axis; unavailable defaults go to skipped.
+static int suite_axes(const bench_config *cfg, const suite *s, int vals[][BENCH_AXIS_MAX],
+                      int *nvals, bool skipped[][BENCH_AXIS_MAX], diag *d) {
+    for (int a = 0; a < BENCH_AXIS_COUNT; a++) {
+        nvals[a] = 0;
+        if (cfg->naxis[a] > 0) {
+            for (int i = 0; i < cfg->naxis[a]; i++) {
+                int v = cfg->axis[a][i];
+                if (!bench_axis_available(a, v))
+                    return diag_set(d, NULL, 0, 0, "--%s %s: not available in this build yet",
+                                    bench_axis_name(a), bench_axis_value(a, v));
+                vals[a][nvals[a]++] = v;
+            }
+            continue;
+        }
+        char **words;
+        int nw;
+        suite_defaults(s, a, &words, &nw);
+        if (nw == 0) {
+            vals[a][nvals[a]++] = 0;
+            continue;
+        }
+        for (int i = 0; i < nw; i++) {
+            int v = bench_axis_parse(a, words[i]);
+            if (v < 0)
+                return diag_set(d, s->path, 0, 0, "unknown %s '%s' in the suite's defaults (%s)",
+                                bench_axis_name(a), words[i], bench_axis_values_list(a));
+            bool dup = false;
+            for (int k = 0; k < nvals[a]; k++)
+                dup |= vals[a][k] == v;
+            if (dup)
+                continue;
+            if (bench_axis_available(a, v))
+                vals[a][nvals[a]++] = v;
+            else
+                skipped[a][v] = true;
+        }
+    }
+    return 0;
+}
+
+static int add_tasks(bench_plan *p, int ci, int vals[][BENCH_AXIS_MAX], const int *nvals) {
+    int combos = 1;
+    for (int a = 0; a < BENCH_AXIS_COUNT; a++)
+        combos *= nvals[a];
+    if (combos == 0)
+        return 0;
+    bench_task *t = realloc(p->tasks, (size_t)(p->ntasks + combos) * sizeof *t);
+    if (!t)
+        return -1;
+    p->tasks = t;
+    for (int k = 0; k < combos; k++) {
+        bench_task *task = &p->tasks[p->ntasks++];
+        task->case_index = ci;
+        // k as a mixed-radix number, the last axis fastest
+        int rest = k;
+        for (int a = BENCH_AXIS_COUNT - 1; a >= 0; a--) {
+            task->axis[a] = vals[a][rest % nvals[a]];
+            rest /= nvals[a];
+            p->used[a][task->axis[a]] = true;
+        }
+    }
+    return 0;
+}
+
+static bool selected(const bench_config *cfg, const char *name, const regex_t *filter,
+                     const regex_t *exclude, bool *only_hit) {
+    if (cfg->nonly > 0) {
+        bool hit = false;
+        for (int i = 0; i < cfg->nonly; i++)
+            if (strcmp(cfg->only[i], name) == 0)
+                hit = only_hit[i] = true;
+        if (!hit)
+            return false;
+    }
+    if (filter && regexec(filter, name, 0, NULL, 0) != 0)
+        return false;
+    if (exclude && regexec(exclude, name, 0, NULL, 0) == 0)
+        return false;
+    return true;
+}
+
+static int compile_regex(const char *opt, const char *src, regex_t *re, diag *d) {
+    int rc = regcomp(re, src, REG_EXTENDED | REG_NOSUB);
+    if (rc != 0) {
+        char why[200];
+        regerror(rc, re, why, sizeof why);
+        return diag_set(d, NULL, 0, 0, "%s '%s': bad regular expression: %s", opt, src, why);
+    }
+    return 0;
+}
+
+static void skipped_note(bench_plan *p, bool skipped[][BENCH_AXIS_MAX]) {
+    size_t o = 0, cap = sizeof p->skipped;
+    for (int a = 0; a < BENCH_AXIS_COUNT; a++) {
+        bool first = true;
+        for (int v = 0; v < bench_axis_size(a); v++) {
+            if (!skipped[a][v] || o >= cap)
+                continue;
+            if (first)
+                o += (size_t)snprintf(p->skipped + o, cap - o, "%s%s %s", o ? "; " : "",
+                                      bench_axis_name(a), bench_axis_value(a, v));
+            else
+                o += (size_t)snprintf(p->skipped + o, cap - o, ", %s", bench_axis_value(a, v));
+            first = false;
+        }
+    }
+}
+
+// Load and select the cases of one suite, building each selected model.
+static int plan_suite(bench_plan *p, const suite *s, const regex_t *filter, const regex_t *exclude,
+                      bool *only_hit, bool skipped[][BENCH_AXIS_MAX], diag *d) {
+    int vals[BENCH_AXIS_COUNT][BENCH_AXIS_MAX], nvals[BENCH_AXIS_COUNT];
+    if (suite_axes(&p->cfg, s, vals, nvals, skipped, d) < 0)
+        return -1;
+    for (int i = 0; i < s->ncases; i++) {
+        const suite_case *c = &s->cases[i];
+        if (!selected(&p->cfg, c->name, filter, exclude, only_hit))
+            continue;
+        bench_case *cs = realloc(p->cases, (size_t)(p->ncases + 1) * sizeof *cs);
+        if (!cs)
+            return diag_set(d, NULL, 0, 0, "realloc: out of memory planning %d cases",
+                            p->ncases + 1);
+        p->cases = cs;
+        bench_case *bc = &p->cases[p->ncases];
+        memset(bc, 0, sizeof *bc);
+        bc->s = s;
+        bc->c = c;
+        bc->batch = p->cfg.batch > 0 ? p->cfg.batch : c->batch;
+        model *m;
+        if (bench_case_build(c, bc->batch, &bc->md, &m, d) < 0)
+            return -1;
+        bc->param_count = graph_param_count(m->g);
+        bc->flops = graph_flops(m->g);
+        model_free(m);
+        if (add_tasks(p, p->ncases++, vals, nvals) < 0)
+            return diag_set(d, NULL, 0, 0, "realloc: out of memory planning tasks");
+    }
+    return 0;
+}
+
+int bench_plan_new(const bench_config *cfg, bench_plan **out, diag *d) {
+    *out = NULL;
+    bench_plan *p = calloc(1, sizeof *p);
+    bool *only_hit = calloc((size_t)cfg->nonly + 1, sizeof *only_hit);
+    if (!p || !only_hit) {
+        free(p);
+        free(only_hit);
+        return diag_set(d, NULL, 0, 0, "calloc: out of memory");
+    }
+    p->cfg = *cfg;
+    regex_t filter, exclude;
+    bool has_filter = false, has_exclude = false;
+    bool skipped[BENCH_AXIS_COUNT][BENCH_AXIS_MAX] = {{0}};
+    int rc = -1;
+
+    if (cfg->filter) {
+        if (compile_regex("--filter", cfg->filter, &filter, d) < 0)
+            goto done;
+        has_filter = true;
+    }
+    if (cfg->exclude) {
+        if (compile_regex("--exclude", cfg->exclude, &exclude, d) < 0)
+            goto done;
+        has_exclude = true;
+    }
+    p->suites = calloc((size_t)cfg->nsuites + 1, sizeof *p->suites);
+    if (!p->suites) {
+        diag_set(d, NULL, 0, 0, "calloc: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < cfg->nsuites; i++) {
+        if (suite_load(cfg->suites[i], cfg->size, &p->suites[i], d) < 0)
+            goto done;
+        p->nsuites++;
+        if (plan_suite(p, p->suites[i], has_filter ? &filter : NULL, has_exclude ? &exclude : NULL,
+                       only_hit, skipped, d) < 0)
+            goto done;
+    }
+    for (int i = 0; i < cfg->nonly; i++)
+        if (!only_hit[i]) {
+            diag_set(d, NULL, 0, 0, "--only %s: no case of that name in the suite%s given",
+                     cfg->only[i], cfg->nsuites > 1 ? "s" : "");
+            goto done;
+        }
+    skipped_note(p, skipped);
+    rc = 0;
+done:
+    if (has_filter)
+        regfree(&filter);
+    if (has_exclude)
+        regfree(&exclude);
+    free(only_hit);
+    if (rc < 0)
+        bench_plan_free(p);
+    else
+        *out = p;
+    return rc;
+}

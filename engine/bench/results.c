@@ -1,0 +1,297 @@
+// The results JSON and its journal (runner.h, docs/results-schema.md).
+#include "runner.h"
+
+#include "tcbench_config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SCHEMA_VERSION 1
+
+// JSON has no NaN or infinity: those figures are written as null.
+static json_t *jreal(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+// An override as written in the suite: a number when it reads as one.
+static json_t *param_value(const char *expr) {
+    char *end;
+    errno = 0;
+    long long i = strtoll(expr, &end, 10);
+    if (*expr && !*end && errno == 0)
+        return json_integer(i);
+    double d = strtod(expr, &end);
+    if (*expr && !*end && isfinite(d))
+        return json_real(d);
+    return json_string(expr);
+}
+
+static json_t *accuracy_json(const bench_accuracy *a) {
+    json_t *outs = json_array();
+    for (int i = 0; i < a->noutputs; i++)
+        json_array_append_new(
+            outs, json_pack("{s:o, s:o, s:o}", "rel_l2", jreal(a->outputs[i].rel_l2), "max_abs",
+                            jreal(a->outputs[i].max_abs), "rmse", jreal(a->outputs[i].rmse)));
+    if (!a->checked)
+        return json_pack("{s:b, s:s, s:n, s:n, s:n, s:o}", "checked", 0, "reason", a->reason,
+                         "rel_l2", "max_abs", "rmse", "outputs", outs);
+    return json_pack("{s:b, s:s, s:o, s:o, s:o, s:o}", "checked", 1, "reason", "", "rel_l2",
+                     jreal(a->rel_l2), "max_abs", jreal(a->max_abs), "rmse", jreal(a->rmse),
+                     "outputs", outs);
+}
+
+static json_t *stats_json(const bench_stats *s) {
+    if (s->n == 0)
+        return json_null();
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:i}", "median_s",
+                     jreal(s->median), "q1_s", jreal(s->q1), "q3_s", jreal(s->q3), "min_s",
+                     jreal(s->min), "max_s", jreal(s->max), "mean_s", jreal(s->mean), "stddev_s",
+                     jreal(s->stddev), "cv", jreal(s->cv), "mad_s", jreal(s->mad), "outliers",
+                     s->outliers, "n", s->n);
+}
+
+json_t *bench_result_json(const bench_plan *p, const bench_result *r) {
+    const bench_task *t = &p->tasks[r->task];
+    const bench_case *bc = &p->cases[t->case_index];
+    const char *model = modeldef_name(bc->md), *family = modeldef_family(bc->md);
+    json_t *c = json_object(), *params = json_object(), *samples = json_array();
+    for (int i = 0; i < bc->c->noverrides; i++)
+        json_object_set_new(params, bc->c->overrides[i].key, param_value(bc->c->overrides[i].expr));
+    for (int i = 0; i < r->nsamples; i++)
+        json_array_append_new(samples, jreal(r->samples[i]));
+    // set_new takes the value even when it fails, so nothing leaks on the way
+    int rc = 0;
+    rc |= json_object_set_new(c, "suite", json_string(bc->s->name ? bc->s->name : ""));
+    rc |= json_object_set_new(c, "name", json_string(bc->c->name));
+    rc |= json_object_set_new(c, "model", json_string(model ? model : ""));
+    rc |= json_object_set_new(c, "family", json_string(family ? family : ""));
+    for (int a = 0; a < BENCH_AXIS_COUNT; a++)
+        rc |= json_object_set_new(c, bench_axis_name(a),
+                                  json_string(bench_axis_value(a, t->axis[a])));
+    rc |= json_object_set_new(c, "batch", json_integer(bc->batch));
+    rc |= json_object_set_new(c, "params", params);
+    rc |= json_object_set_new(c, "status", json_string(bench_status_name(r->status)));
+    rc |= json_object_set_new(c, "message", json_string(r->message));
+    rc |= json_object_set_new(c, "samples_s", samples);
+    rc |= json_object_set_new(c, "stats", stats_json(&r->stats));
+    rc |= json_object_set_new(c, "iterations_per_sample", json_integer(r->iters_per_sample));
+    rc |= json_object_set_new(c, "param_count", json_integer(bc->param_count));
+    rc |= json_object_set_new(c, "flops", jreal(bc->flops));
+    rc |= json_object_set_new(c, "peak_bytes", json_integer(r->peak_bytes));
+    rc |= json_object_set_new(c, "kernels", json_integer(r->kernels));
+    rc |= json_object_set_new(c, "accuracy", accuracy_json(&r->acc));
+    rc |= json_object_set_new(c, "wall_s", jreal(r->wall_s));
+    if (rc) {
+        json_decref(c);
+        return NULL;
+    }
+    return c;
+}
+
+static json_t *axis_json(const bench_plan *p, enum bench_axis a) {
+    json_t *arr = json_array();
+    for (int v = 0; v < bench_axis_size(a); v++)
+        if (p->used[a][v])
+            json_array_append_new(arr, json_string(bench_axis_value(a, v)));
+    return arr;
+}
+
+static json_t *strings_json(const char *const *s, int n) {
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(arr, json_string(s[i]));
+    return arr;
+}
+
+static json_t *config_json(const bench_plan *p) {
+    const bench_config *c = &p->cfg;
+    // one device per run for now: "device" names it, "devices" lists all
+    int dev = 0;
+    for (int v = BENCH_DEV_COUNT - 1; v >= 0; v--)
+        if (p->used[BENCH_AXIS_DEVICE][v])
+            dev = v;
+    json_t *j = json_object();
+    int rc = 0;
+    rc |= json_object_set_new(j, "suites", strings_json(c->suites, c->nsuites));
+    rc |= json_object_set_new(j, "size", c->size ? json_string(c->size) : json_null());
+    rc |= json_object_set_new(j, "seed", json_integer((json_int_t)c->seed));
+    rc |= json_object_set_new(j, "batch_size", json_integer(c->batch));
+    rc |= json_object_set_new(j, "repeat", json_integer(c->repeat));
+    rc |= json_object_set_new(j, "threads", json_integer(c->threads));
+    rc |= json_object_set_new(j, "timeout_s", jreal(c->timeout_s));
+    rc |= json_object_set_new(j, "modes", axis_json(p, BENCH_AXIS_MODE));
+    rc |= json_object_set_new(j, "precisions", axis_json(p, BENCH_AXIS_PRECISION));
+    rc |= json_object_set_new(j, "workloads", axis_json(p, BENCH_AXIS_WORKLOAD));
+    rc |= json_object_set_new(j, "devices", axis_json(p, BENCH_AXIS_DEVICE));
+    rc |= json_object_set_new(j, "device", json_string(bench_axis_value(BENCH_AXIS_DEVICE, dev)));
+    rc |= json_object_set_new(j, "check_accuracy", json_boolean(c->accuracy));
+    rc |= json_object_set_new(j, "accuracy_flops_limit", jreal(c->accuracy_flops_limit));
+    rc |= json_object_set_new(j, "only", strings_json(c->only, c->nonly));
+    rc |= json_object_set_new(j, "filter", c->filter ? json_string(c->filter) : json_null());
+    rc |= json_object_set_new(j, "exclude", c->exclude ? json_string(c->exclude) : json_null());
+    if (rc) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+json_t *bench_report_json(const bench_report *r) {
+    const bench_plan *p = r->plan;
+    json_t *cases = json_array(), *argv = json_array();
+    for (int i = 0; i < p->cfg.argc; i++)
+        json_array_append_new(argv, json_string(p->cfg.argv[i]));
+    for (int i = 0; i < r->nresults; i++)
+        json_array_append_new(cases, bench_result_json(p, &r->results[i]));
+    return json_pack("{s:i, s:{s:s, s:s, s:s}, s:s, s:o, s:O, s:o, s:o, s:o}", "schema_version",
+                     SCHEMA_VERSION, "tool", "name", "tcbench", "version", TCBENCH_VERSION,
+                     "git_commit", TCBENCH_GIT_COMMIT, "timestamp", r->timestamp, "command_line",
+                     argv, "host", r->host, "config", config_json(p), "cases", cases, "wall_s",
+                     jreal(r->wall_s));
+}
+
+// mkdir -p of the directory part of path.
+static int make_parent_dirs(const char *path, char *err, size_t cap) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = '\0';
+    for (char *q = dir + 1;; q++) {
+        bool end = *q == '\0';
+        if (*q == '/' || end) {
+            *q = '\0';
+            struct stat st;
+            if (mkdir(dir, 0777) < 0 && errno != EEXIST) {
+                snprintf(err, cap, "mkdir %s: %s", dir, strerror(errno));
+                return -1;
+            }
+            if (stat(dir, &st) < 0) {
+                snprintf(err, cap, "stat %s: %s", dir, strerror(errno));
+                return -1;
+            }
+            if (!S_ISDIR(st.st_mode)) {
+                snprintf(err, cap, "mkdir %s: exists and is not a directory", dir);
+                return -1;
+            }
+            if (end)
+                return 0;
+            *q = '/';
+        }
+    }
+}
+
+int bench_report_open(const bench_plan *p, bench_report **out, char *err, size_t cap) {
+    *out = NULL;
+    bench_report *r = calloc(1, sizeof *r);
+    if (!r || !(r->results = calloc((size_t)p->ntasks + 1, sizeof *r->results))) {
+        free(r);
+        snprintf(err, cap, "calloc: out of memory");
+        return -1;
+    }
+    r->plan = p;
+    time_t now = time(NULL);
+    struct tm tm;
+    if (now == (time_t)-1 || !gmtime_r(&now, &tm)) {
+        snprintf(err, cap, "time: %s", strerror(errno));
+        bench_report_free(r);
+        return -1;
+    }
+    strftime(r->timestamp, sizeof r->timestamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (p->cfg.output && strlen(p->cfg.output) >= sizeof r->output) {
+        snprintf(err, cap, "output path longer than %zu bytes", sizeof r->output - 1);
+        bench_report_free(r);
+        return -1;
+    }
+    if (p->cfg.output)
+        snprintf(r->output, sizeof r->output, "%s", p->cfg.output);
+    else
+        strftime(r->output, sizeof r->output, "results/tcbench-%Y%m%d-%H%M%S.json", &tm);
+    snprintf(r->journal, sizeof r->journal, "%s.jsonl", r->output);
+    if (make_parent_dirs(r->output, err, cap) < 0) {
+        bench_report_free(r);
+        return -1;
+    }
+    if (!(r->journal_file = fopen(r->journal, "w"))) {
+        snprintf(err, cap, "fopen %s: %s", r->journal, strerror(errno));
+        bench_report_free(r);
+        return -1;
+    }
+    if (!(r->host = bench_host_json(p->cfg.threads))) {
+        snprintf(err, cap, "json_pack: out of memory describing the host");
+        bench_report_free(r);
+        return -1;
+    }
+    *out = r;
+    return 0;
+}
+
+static int write_failed(char *err, size_t cap, const char *call, const char *path, FILE *f,
+                        const char *tmp) {
+    snprintf(err, cap, "%s %s: %s", call, path, strerror(errno));
+    if (f)
+        fclose(f);
+    unlink(tmp);
+    return -1;
+}
+
+int bench_report_write(const bench_report *r, char *err, size_t cap) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", r->output, (long)getpid());
+    json_t *doc = bench_report_json(r);
+    if (!doc) {
+        snprintf(err, cap, "json_pack: out of memory building the results");
+        return -1;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        json_decref(doc);
+        return write_failed(err, cap, "fopen", tmp, NULL, tmp);
+    }
+    int rc = json_dumpf(doc, f, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    json_decref(doc);
+    if (rc < 0)
+        return write_failed(err, cap, "json_dumpf", tmp, f, tmp);
+    if (fputc('\n', f) == EOF || fflush(f) != 0)
+        return write_failed(err, cap, "fflush", tmp, f, tmp);
+    if (fsync(fileno(f)) < 0)
+        return write_failed(err, cap, "fsync", tmp, f, tmp);
+    if (fclose(f) != 0)
+        return write_failed(err, cap, "fclose", tmp, NULL, tmp);
+    if (rename(tmp, r->output) < 0)
+        return write_failed(err, cap, "rename", r->output, NULL, tmp);
+    // the rename itself is durable only once the directory is synced
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", r->output);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0 || fsync(fd) < 0) {
+        snprintf(err, cap, "%s %s: %s", fd < 0 ? "open" : "fsync", dir, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+void bench_report_free(bench_report *r) {
+    if (!r)
+        return;
+    for (int i = 0; i < r->nresults; i++)
+        bench_result_free(&r->results[i]);
+    free(r->results);
+    if (r->journal_file && fclose(r->journal_file) != 0)
+        fprintf(stderr, "tcbench: fclose %s: %s\n", r->journal, strerror(errno));
+    json_decref(r->host);
+    free(r);
+}

@@ -1,0 +1,175 @@
+// runner: runs the cases of one or more suites, each in its own child
+// process, and writes the results (docs/results-schema.md).
+//
+//   bench_config cfg;
+//   bench_config_init(&cfg);                      // defaults: repeat 10, timeout 600 s, ...
+//   cfg.suites = (const char *[]){"suites/smoke.yaml"};
+//   cfg.nsuites = 1;
+//   bench_plan *p; diag d;
+//   if (bench_plan_new(&cfg, &p, &d) < 0) { diag_print(&d, stderr); exit(2); }  // bad input
+//   bench_report *r; char err[512];
+//   if (bench_report_open(p, &r, err, sizeof err) < 0) ...   // output path, journal, host
+//   bench_run(p, r, &(bench_hooks){.on_done = show});        // one child per task
+//   if (bench_report_write(r, err, sizeof err) < 0) ...      // atomic results JSON
+//   ... r->results[i].status ...
+//   bench_report_free(r); bench_plan_free(p);
+//
+// Planning does everything that can find bad input before anything runs:
+// it loads every suite, selects cases (--only, --filter, --exclude), loads
+// and builds every selected case's model (cheap: shapes only, no values)
+// and resolves the modes, precisions, workloads and devices to run. A task
+// is one case under one value of each axis. Running forks one child per
+// task; the child builds the model, fills its values from the seed, checks
+// one step against the fp64 reference, times the step (timing.h) and sends
+// one JSON object back through a pipe. The parent enforces the time limit
+// and turns a signal, a timeout or an out-of-memory exit into that task's
+// status; the run always goes on with the next task. Each finished task is
+// appended to OUTPUT.jsonl at once (flushed and fsync'd), so a killed run
+// loses nothing already measured.
+//
+// The parent must not have run an OpenMP parallel region with more than one
+// thread before bench_run: libgomp's thread pool does not survive fork, and
+// a child that needs it would hang until its timeout. (The CLI's parent only
+// loads and builds; bench_task_measure in-process is fine with threads = 1.)
+//
+// Test-only: TCBENCH_TEST_FAULT=crash:NAME,hang:NAME,oom:NAME makes the
+// child of case NAME raise SIGSEGV, sleep forever, or exit as out of memory
+// (docs/cli.md).
+#pragma once
+#include "accuracy.h"
+#include "axes.h"
+#include "diag.h"
+#include "modeldef.h"
+#include "stats.h"
+#include "suite.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define BENCH_DEFAULT_TIMEOUT_S 600.0
+// A child that runs out of memory exits with this code.
+#define BENCH_EXIT_OOM 99
+
+typedef struct bench_config {
+    const char *const *suites; // suite file paths
+    int nsuites;
+    const char *size;   // --size NAME, or NULL
+    int64_t batch;      // > 0 replaces every case's batch
+    int threads;        // OpenMP / OpenBLAS / oneDNN threads in each child
+    int repeat;         // samples per task
+    double timeout_s;   // per task, build and measurement together
+    uint64_t seed;      // parameter and input values
+    const char *output; // results JSON path; NULL: results/tcbench-YYYYmmdd-HHMMSS.json
+    // Values to run on each axis; naxis[a] == 0 takes the suites' defaults
+    // (only those this build can run; the rest are named in plan->skipped).
+    int axis[BENCH_AXIS_COUNT][BENCH_AXIS_MAX];
+    int naxis[BENCH_AXIS_COUNT];
+    bool accuracy;               // check against the fp64 reference
+    double accuracy_flops_limit; // skip the check above this many FLOPs per step
+    const char *const *only;     // exact case names
+    int nonly;
+    const char *filter, *exclude; // POSIX extended regexes on case names, or NULL
+    int argc;                     // the command line, recorded in the results
+    char *const *argv;
+} bench_config;
+
+// Defaults: threads = online cores, repeat 10, timeout 600 s, seed 0,
+// accuracy on with the 2e10 FLOPs limit, everything else empty.
+void bench_config_init(bench_config *cfg);
+
+typedef struct bench_case {
+    const suite *s;
+    const suite_case *c;
+    modeldef *md;
+    int64_t batch;       // after --batch-size
+    int64_t param_count; // of the inference graph
+    double flops;        // per inference step
+} bench_case;
+
+typedef struct bench_task {
+    int case_index;
+    int axis[BENCH_AXIS_COUNT]; // one value per axis
+} bench_task;
+
+typedef struct bench_plan {
+    bench_config cfg; // a copy; the strings stay the caller's
+    suite **suites;
+    int nsuites;
+    bench_case *cases; // selected, in suite order
+    int ncases;
+    bench_task *tasks; // case-major: every axis combination of case 0, then case 1, ...
+    int ntasks;
+    bool used[BENCH_AXIS_COUNT][BENCH_AXIS_MAX]; // values some task runs
+    // Suite defaults this build cannot run yet: "mode compiled; precision amp", or "".
+    char skipped[256];
+} bench_plan;
+
+// 0 on success; -1 on bad input with a located message in d.
+int bench_plan_new(const bench_config *cfg, bench_plan **out, diag *d);
+void bench_plan_free(bench_plan *p);
+// Loads a case's model and builds its inference graph; the caller frees
+// both. Shared by planning and `tcbench check`.
+int bench_case_build(const suite_case *c, int64_t batch, modeldef **md, model **m, diag *d);
+
+typedef struct bench_result {
+    int task; // index into plan->tasks
+    enum bench_status status;
+    char message[512];
+    double *samples; // seconds per iteration
+    int nsamples;
+    bench_stats stats; // stats.n == 0 when there are no samples
+    int64_t iters_per_sample;
+    int64_t kernels;
+    int64_t peak_bytes;
+    bench_accuracy acc;
+    double wall_s; // fork to exit, as the parent saw it
+} bench_result;
+
+typedef struct bench_report {
+    const bench_plan *plan;
+    bench_result *results; // one per task, in order; nresults so far
+    int nresults;
+    char output[4096];  // results JSON path
+    char journal[4104]; // output + ".jsonl"
+    char timestamp[32]; // start of the run, ISO 8601 UTC
+    double wall_s;      // whole run
+    json_t *host;
+    FILE *journal_file;
+} bench_report;
+
+// Resolves the output path (creating its directory), opens the journal and
+// reads the host description. -1 with a message naming the failed call.
+int bench_report_open(const bench_plan *p, bench_report **out, char *err, size_t cap);
+// Writes OUTPUT.tmp.PID, fsyncs it and renames it over OUTPUT.
+int bench_report_write(const bench_report *r, char *err, size_t cap);
+void bench_report_free(bench_report *r);
+// The whole document / one case object, as in docs/results-schema.md.
+json_t *bench_report_json(const bench_report *r);
+json_t *bench_result_json(const bench_plan *p, const bench_result *r);
+// The host object: hostname, os, cpu_model, cores, threads_used, blas, onednn, cpu_flags.
+json_t *bench_host_json(int threads_used);
+
+typedef struct bench_hooks {
+    void (*on_start)(const bench_plan *p, int task, void *user);
+    // about every 0.25 s while a task's child runs
+    void (*on_tick)(const bench_plan *p, int task, double elapsed_s, void *user);
+    void (*on_done)(const bench_plan *p, const bench_result *r, void *user);
+    void *user;
+} bench_hooks;
+
+// Runs every task of p into r, once per report (hooks may be NULL). Returns the number of
+// tasks that did not end ok; a journal line that cannot be written is
+// reported once on stderr and the run goes on.
+int bench_run(const bench_plan *p, bench_report *r, const bench_hooks *hooks);
+// The task's own measurement, in this process (what the child does, threads
+// set from the config included); r->task set.
+void bench_task_measure(const bench_plan *p, int task, bench_result *r);
+// Fills r from one JSON object the child sent; -1 when it is not one.
+int bench_result_from_child(const char *text, size_t len, bench_result *r);
+void bench_result_free(bench_result *r);
+
+// `tcbench check`: a suite file (top-level `cases:`) is loaded and every
+// case's model built for the default size and each size a case defines; a
+// model file is loaded and built with batch 2. 0, or -1 with d set.
+int bench_check_file(const char *path, diag *d);

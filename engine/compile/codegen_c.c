@@ -1,0 +1,831 @@
+// C code generation: one function per distinct kernel, keyed by its text
+// (shapes, strides, ops, constants; never pointers), so the identical layers
+// of a model share one compiled kernel; and tc_step(), which runs every
+// group in order with its pointers: the CPU form of graph capture.
+//
+// Every kernel has the signature
+//   void kN(char *const *a, const tc_rt *rt, int gi)
+// a: the data pointers of the group's operands (kgroup.args), rt: runtime
+// calls for what a library does (convolution, pooling, gathers), gi: the
+// group index those calls name. Loops: the outer one parallel (OpenMP, on
+// one thread below PAR_MIN elements, the same threshold the eager kernels
+// use), the inner one `omp simd` over unit or broadcast strides.
+#include "compile_internal.h"
+
+#include "sbuf.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAR_MIN 32768
+
+extern const char compile_prelude_math[]; // cpu_math.h, embedded at build time
+
+typedef struct kgen {
+    cprog *p;
+    kgroup *k;
+    sbuf *b;
+    int nd;                                   // iteration dims
+    int64_t shape[TENSOR_MAX_DIMS];           // iteration shape
+    int64_t st[KG_MAX_ARGS][TENSOR_MAX_DIMS]; // per-arg strides over it
+    int row_level;                            // 0: 1-d loop over j; 1: rows r, inner j
+} kgen;
+
+static int arg_of(kgroup *k, int node) {
+    for (int i = 0; i < k->nargs; i++)
+        if (k->args[i] == node)
+            return i;
+    if (k->nargs == KG_MAX_ARGS)
+        return -1;
+    k->args[k->nargs] = node;
+    return k->nargs++;
+}
+
+static const char *ctype(enum dtype t) {
+    switch (t) {
+    case DT_F32: return "float";
+    case DT_I32: return "int32_t";
+    case DT_I64: return "int64_t";
+    case DT_BOOL: return "unsigned char";
+    default: return "uint16_t";
+    }
+}
+
+static bool in_group(const kgen *g, int v) { return g->p->info[v].group == g->p->info[g->k->nodes[0]].group; }
+
+static int member_index(const kgen *g, int v) {
+    for (int i = 0; i < g->k->n; i++)
+        if (g->k->nodes[i] == v)
+            return i;
+    return -1;
+}
+
+// Strides of node v over the iteration shape, right-aligned, 0 where v broadcasts.
+static void eff_strides(const cprog *p, int v, int nd, const int64_t *shape, int64_t *st) {
+    const cnode *c = &p->info[v];
+    const clayout *l = &c->lay;
+    int pad = nd - l->ndim;
+    for (int i = 0; i < nd; i++) {
+        int j = i - pad;
+        st[i] = (j < 0 || (l->shape[j] == 1 && shape[i] != 1)) ? 0 : l->stride[j];
+    }
+}
+
+static void literal(char *buf, size_t cap, double v) {
+    if (isnan(v))
+        snprintf(buf, cap, "NAN");
+    else if (isinf(v))
+        snprintf(buf, cap, v > 0 ? "INFINITY" : "(-INFINITY)");
+    else {
+        snprintf(buf, cap, "%.9g", (double)(float)v);
+        if (!strpbrk(buf, ".eEn")) // an integer: make it a float literal
+            strncat(buf, ".0", cap - strlen(buf) - 1);
+        strncat(buf, "f", cap - strlen(buf) - 1);
+    }
+}
+
+// The index expression of arg ai at the current point of the loop nest.
+static void index_of(const kgen *g, int ai, char *buf, size_t cap) {
+    int64_t s = g->st[ai][g->nd - 1];
+    if (g->row_level)
+        snprintf(buf, cap, s == 0 ? "o%d" : s == 1 ? "o%d + j" : "o%d + j * %lld", ai,
+                 (long long)s);
+    else
+        snprintf(buf, cap, s == 0 ? "0" : s == 1 ? "j" : "j * %lld", (long long)s);
+}
+
+// The value of node v inside the loop: a member's temporary, a constant, or a load.
+static void operand(kgen *g, int v, char *buf, size_t cap) {
+    const cnode *c = &g->p->info[v];
+    if (c->store == CS_CONST) {
+        literal(buf, cap, g->p->g->nodes[v].fa[0]);
+        return;
+    }
+    if (in_group(g, v) && c->store != CS_VIEW && c->store != CS_SOURCE) {
+        snprintf(buf, cap, "v%d", member_index(g, v));
+        return;
+    }
+    int ai = arg_of(g->k, v);
+    char idx[96];
+    index_of(g, ai, idx, sizeof idx);
+    if (g->p->g->nodes[v].dtype == DT_BOOL)
+        snprintf(buf, cap, "(p%d[%s] != 0)", ai, idx);
+    else
+        snprintf(buf, cap, "p%d[%s]", ai, idx);
+}
+
+// "float vM = <op>(operands);" for member m
+static int emit_member(kgen *g, int m) {
+    int v = g->k->nodes[m];
+    const graph_node *n = &g->p->g->nodes[v];
+    char x[3][128];
+    for (int s = 0; s < n->nsrc && s < 3; s++)
+        operand(g, n->src[s], x[s], sizeof x[s]);
+    sbuf *b = g->b;
+    sbuf_printf(b, "        float v%d;\n        {\n", m);
+    for (int s = 0; s < n->nsrc && s < 3; s++)
+        sbuf_printf(b, "            %s x%d = %s;\n", s == 0 && n->op == OP_WHERE ? "int" : "float",
+                    s, x[s]);
+    const char *e;
+    char buf[256];
+    switch (n->op) {
+    case OP_NEG: e = "-x0"; break;
+    case OP_EXP: e = "cpu_expf(x0)"; break;
+    case OP_LOG: e = "cpu_logf(x0)"; break;
+    case OP_SQRT: e = "sqrtf(x0)"; break;
+    case OP_RSQRT: e = "1.0f / sqrtf(x0)"; break;
+    case OP_RECIP: e = "1.0f / x0"; break;
+    case OP_ABS: e = "fabsf(x0)"; break;
+    case OP_TANH: e = "cpu_tanhf(x0)"; break;
+    case OP_SIGMOID: e = "cpu_sigmoidf(x0)"; break;
+    case OP_RELU: e = "x0 < 0 ? 0.0f : x0"; break;
+    case OP_RELU6: e = "x0 < 0 ? 0.0f : x0 > 6.0f ? 6.0f : x0"; break;
+    case OP_GELU: e = "x0 * cpu_normal_cdf(x0)"; break;
+    case OP_GELU_TANH: e = "x0 / (1.0f + cpu_expf(-1.5957691216f * (x0 + 0.044715f * x0 * x0 * x0)))"; break;
+    case OP_SILU: e = "x0 / (1.0f + cpu_expf(-x0))"; break;
+    case OP_HARDSWISH: e = "x0 * ((x0 + 3.0f < 0.0f ? 0.0f : x0 + 3.0f > 6.0f ? 6.0f : x0 + 3.0f) / 6.0f)"; break;
+    case OP_HARDSIGMOID: e = "(x0 + 3.0f < 0.0f ? 0.0f : x0 + 3.0f > 6.0f ? 6.0f : x0 + 3.0f) / 6.0f"; break;
+    case OP_SCALE: {
+        char a[48], c[48];
+        literal(a, sizeof a, n->fa[0]);
+        literal(c, sizeof c, n->fa[1]);
+        snprintf(buf, sizeof buf, "x0 * %s + %s", a, c);
+        e = buf;
+        break;
+    }
+    case OP_CONTIGUOUS: e = "x0"; break;
+    case OP_ADD: e = "x0 + x1"; break;
+    case OP_SUB: e = "x0 - x1"; break;
+    case OP_MUL: e = "x0 * x1"; break;
+    case OP_DIV: e = "x0 / x1"; break;
+    case OP_MAXIMUM: e = "(x0 != x0 || x0 > x1) ? x0 : x1"; break;
+    case OP_WHERE: e = "x0 ? x1 : x2"; break;
+    default:
+        return compile_fail(g->p, "codegen: %s cannot be fused", op_name(n->op));
+    }
+    sbuf_printf(b, "            v%d = %s;\n        }\n", m, e);
+    return 0;
+}
+
+// Merge adjacent dims where every arg steps through them as one.
+static void coalesce(kgen *g) {
+    int nd = g->nd;
+    for (int d = nd - 2; d >= 0; d--) {
+        bool ok = true;
+        for (int a = 0; a < g->k->nargs && ok; a++)
+            ok = g->st[a][d] == g->st[a][d + 1] * g->shape[d + 1];
+        if (!ok)
+            continue;
+        g->shape[d] *= g->shape[d + 1];
+        for (int a = 0; a < g->k->nargs; a++)
+            g->st[a][d] = g->st[a][d + 1];
+        for (int e = d + 1; e < nd - 1; e++) {
+            g->shape[e] = g->shape[e + 1];
+            for (int a = 0; a < g->k->nargs; a++)
+                g->st[a][e] = g->st[a][e + 1];
+        }
+        nd--;
+    }
+    g->nd = nd;
+}
+
+static void set_iteration(kgen *g, int nd, const int64_t *shape) {
+    g->nd = nd > 0 ? nd : 1;
+    for (int i = 0; i < g->nd; i++)
+        g->shape[i] = nd > 0 ? shape[i] : 1;
+    for (int a = 0; a < g->k->nargs; a++)
+        eff_strides(g->p, g->k->args[a], g->nd, g->shape, g->st[a]);
+}
+
+static void decl_args(kgen *g) {
+    for (int a = 0; a < g->k->nargs; a++) {
+        const graph_node *n = &g->p->g->nodes[g->k->args[a]];
+        sbuf_printf(g->b, "    %s *p%d = (%s *)a[%d];\n", ctype(n->dtype), a, ctype(n->dtype), a);
+    }
+}
+
+// Per-row offsets o<a> for row r of the iteration (dims 0 .. nd-2).
+static void emit_row_offsets(kgen *g, const char *r) {
+    sbuf *b = g->b;
+    for (int a = 0; a < g->k->nargs; a++)
+        sbuf_printf(b, "        int64_t o%d = 0;\n", a);
+    sbuf_printf(b, "        int64_t q = %s;\n", r);
+    for (int d = g->nd - 2; d >= 0; d--) {
+        sbuf_printf(b, "        {\n            int64_t i = q %% %lld;\n            q /= %lld;\n",
+                    (long long)g->shape[d], (long long)g->shape[d]);
+        for (int a = 0; a < g->k->nargs; a++)
+            if (g->st[a][d])
+                sbuf_printf(b, "            o%d += i * %lld;\n", a, (long long)g->st[a][d]);
+        sbuf_puts(b, "        }\n");
+    }
+    sbuf_puts(b, "        (void)q;\n");
+}
+
+static bool is_member_value(const kgen *g, int v) {
+    const cnode *c = &g->p->info[v];
+    return in_group(g, v) && c->store != CS_VIEW && c->store != CS_SOURCE;
+}
+
+// Register every operand the group's loops read or write, in a fixed order.
+static int collect_args(kgen *g, int first_member) {
+    kgroup *k = g->k;
+    for (int m = first_member; m < k->n; m++) {
+        const graph_node *n = &g->p->g->nodes[k->nodes[m]];
+        for (int s = 0; s < n->nsrc; s++) {
+            int v = n->src[s];
+            if (!is_member_value(g, v) && g->p->info[v].store != CS_CONST && arg_of(k, v) < 0)
+                return compile_fail(g->p, "codegen: a kernel has more than %d operands", KG_MAX_ARGS);
+        }
+    }
+    for (int m = first_member; m < k->n; m++)
+        if (g->p->info[k->nodes[m]].store == CS_BUFFER && arg_of(k, k->nodes[m]) < 0)
+            return compile_fail(g->p, "codegen: a kernel has more than %d operands", KG_MAX_ARGS);
+    return 0;
+}
+
+static void emit_stores(kgen *g, int m0, int m1, bool (*want)(const kgen *, int)) {
+    for (int m = m0; m < m1; m++) {
+        int v = g->k->nodes[m];
+        if (g->p->info[v].store != CS_BUFFER || (want && !want(g, m)))
+            continue;
+        int ai = arg_of(g->k, v);
+        char idx[96];
+        index_of(g, ai, idx, sizeof idx);
+        sbuf_printf(g->b, "        p%d[%s] = v%d;\n", ai, idx, m);
+    }
+}
+
+// Open the loop nest over the iteration shape; the body sees j (and o<a>).
+static void loop_open(kgen *g, const char *pragma_extra) {
+    sbuf *b = g->b;
+    int64_t total = shape_numel(g->nd, g->shape);
+    if (g->nd == 1) {
+        int64_t chunk = 4096, n = g->shape[0], nchunks = (n + chunk - 1) / chunk;
+        g->row_level = 0;
+        sbuf_printf(b, "#pragma omp parallel for if (%lld >= %d) schedule(static)\n",
+                    (long long)total, PAR_MIN);
+        sbuf_printf(b, "    for (int64_t t = 0; t < %lld; t++) {\n", (long long)nchunks);
+        sbuf_printf(b, "        int64_t j0 = t * %lld, j1 = j0 + %lld < %lld ? j0 + %lld : %lld;\n",
+                    (long long)chunk, (long long)chunk, (long long)n, (long long)chunk, (long long)n);
+        sbuf_printf(b, "#pragma omp simd%s\n", pragma_extra);
+        sbuf_puts(b, "    for (int64_t j = j0; j < j1; j++) {\n");
+        return;
+    }
+    g->row_level = 1;
+    int64_t rows = total / g->shape[g->nd - 1];
+    sbuf_printf(b, "#pragma omp parallel for if (%lld >= %d) schedule(static)\n", (long long)total,
+                PAR_MIN);
+    sbuf_printf(b, "    for (int64_t r = 0; r < %lld; r++) {\n", (long long)rows);
+    emit_row_offsets(g, "r");
+    sbuf_printf(b, "#pragma omp simd%s\n", pragma_extra);
+    sbuf_printf(b, "    for (int64_t j = 0; j < %lld; j++) {\n", (long long)g->shape[g->nd - 1]);
+}
+
+static void loop_close(kgen *g) { sbuf_puts(g->b, "    }\n    }\n"); }
+
+static int emit_pointwise(kgen *g) {
+    const graph_node *n0 = &g->p->g->nodes[g->k->nodes[0]];
+    if (collect_args(g, 0) < 0)
+        return -1;
+    set_iteration(g, n0->ndim, n0->shape);
+    coalesce(g);
+    decl_args(g);
+    loop_open(g, "");
+    for (int m = 0; m < g->k->n; m++)
+        if (emit_member(g, m) < 0)
+            return -1;
+    emit_stores(g, 0, g->k->n, NULL);
+    loop_close(g);
+    return 0;
+}
+
+// A view strides cannot express (or a GEMM cannot read): copy it in the
+// order of its elements. A reshape copies its source in row-major order.
+static int emit_copy(kgen *g) {
+    cprog *p = g->p;
+    int v = g->k->anchor;
+    const graph_node *n = &p->g->nodes[v];
+    int src = n->src[0];
+    clayout in;
+    int ndim;
+    const int64_t *shape;
+    if (n->op == OP_RESHAPE) {
+        in = p->info[src].store == CS_VIEW ? p->info[src].lay : (clayout){0};
+        if (p->info[src].store != CS_VIEW)
+            clayout_contiguous(&in, p->g->nodes[src].ndim, p->g->nodes[src].shape);
+    } else if (!compile_view_layout(p, v, &in)) {
+        return compile_fail(p, "codegen: no layout for %s", op_name(n->op));
+    }
+    ndim = in.ndim;
+    shape = in.shape;
+    // the source pointer is the storage base of src; its strides are `in`
+    int base = p->info[src].store == CS_VIEW ? p->info[src].base : src;
+    kgroup *k = g->k;
+    k->args[0] = base;
+    k->args[1] = v;
+    k->nargs = 2;
+    g->nd = ndim > 0 ? ndim : 1;
+    for (int i = 0; i < g->nd; i++) {
+        g->shape[i] = ndim > 0 ? shape[i] : 1;
+        g->st[0][i] = ndim > 0 ? (shape[i] == 1 ? 0 : in.stride[i]) : 0;
+    }
+    int64_t cst[TENSOR_MAX_DIMS];
+    tensor_strides_contiguous(g->nd, g->shape, cst);
+    for (int i = 0; i < g->nd; i++)
+        g->st[1][i] = cst[i];
+    coalesce(g);
+    sbuf_printf(g->b, "    const %s *p0 = (const %s *)a[0] + %lld;\n", ctype(n->dtype),
+                ctype(n->dtype), (long long)in.offset);
+    sbuf_printf(g->b, "    %s *p1 = (%s *)a[1];\n", ctype(n->dtype), ctype(n->dtype));
+    loop_open(g, "");
+    char i0[96], i1[96];
+    index_of(g, 0, i0, sizeof i0);
+    index_of(g, 1, i1, sizeof i1);
+    sbuf_printf(g->b, "        p1[%s] = p0[%s];\n", i1, i0);
+    loop_close(g);
+    return 0;
+}
+
+// ---- row groups: reductions over the last axis ---------------------------
+
+typedef struct rowinfo {
+    int level[FUSE_MAX_MEMBERS]; // see emit_row
+    bool full[FUSE_MAX_MEMBERS]; // full row shape (else one value per row)
+    bool need[FUSE_MAX_MEMBERS];
+} rowinfo;
+
+static bool is_reduce(const graph_node *n) { return op_kind(n->op) == OPK_REDUCE; }
+
+static void mark_need(kgen *g, rowinfo *ri, int m) {
+    if (ri->need[m] || !ri->full[m])
+        return;
+    ri->need[m] = true;
+    const graph_node *n = &g->p->g->nodes[g->k->nodes[m]];
+    for (int s = 0; s < n->nsrc; s++) {
+        int v = n->src[s];
+        if (is_member_value(g, v))
+            mark_need(g, ri, member_index(g, v));
+    }
+}
+
+static void emit_full_members(kgen *g, rowinfo *ri, int max_level) {
+    for (int m = 0; m < g->k->n; m++)
+        if (ri->need[m] && ri->full[m] && ri->level[m] <= max_level)
+            emit_member(g, m);
+}
+
+// Levels: a reduction is one more than the deepest reduction its input
+// needs; other members take the deepest of their inputs. Loop L (1..K)
+// accumulates the reductions of level L from full-row values of lower
+// levels; row values of level L follow it; a last loop writes the stored
+// full-row members. Each loop recomputes the cheap elementwise values it
+// needs rather than storing them.
+static int emit_row(kgen *g) {
+    cprog *p = g->p;
+    kgroup *k = g->k;
+    rowinfo ri;
+    memset(&ri, 0, sizeof ri);
+    const graph_node *full = NULL;
+    for (int m = 0; m < k->n && !full; m++)
+        if (is_reduce(&p->g->nodes[k->nodes[m]]))
+            full = &p->g->nodes[p->g->nodes[k->nodes[m]].src[0]];
+    int maxlev = 0;
+    for (int m = 0; m < k->n; m++) {
+        const graph_node *n = &p->g->nodes[k->nodes[m]];
+        ri.full[m] = !is_reduce(n) && n->ndim == full->ndim &&
+                     n->shape[n->ndim - 1] == full->shape[full->ndim - 1] &&
+                     !(full->shape[full->ndim - 1] == 1);
+        int lev = 0;
+        for (int s = 0; s < n->nsrc; s++)
+            if (is_member_value(g, n->src[s])) {
+                int l = ri.level[member_index(g, n->src[s])];
+                lev = l > lev ? l : lev;
+            }
+        ri.level[m] = is_reduce(n) ? lev + 1 : lev;
+        if (ri.level[m] > maxlev)
+            maxlev = ri.level[m];
+    }
+    if (collect_args(g, 0) < 0)
+        return -1;
+    set_iteration(g, full->ndim, full->shape);
+    decl_args(g);
+    sbuf *b = g->b;
+    int64_t L = g->shape[g->nd - 1], rows = shape_numel(g->nd, g->shape) / L;
+    g->row_level = 1;
+    sbuf_printf(b, "#pragma omp parallel for if (%lld >= %d) schedule(static)\n",
+                (long long)(rows * L), PAR_MIN);
+    sbuf_printf(b, "    for (int64_t r = 0; r < %lld; r++) {\n", (long long)rows);
+    emit_row_offsets(g, "r");
+    // row values with no reduction beneath them (loads along the row's
+    // constant index): compute them once, with j = 0
+    sbuf_puts(b, "        const int64_t j = 0;\n        (void)j;\n");
+    for (int lev = 0; lev <= maxlev; lev++) {
+        if (lev > 0) {
+            memset(ri.need, 0, sizeof ri.need);
+            char clauses[512] = "";
+            size_t o = 0;
+            for (int m = 0; m < k->n; m++) {
+                const graph_node *n = &p->g->nodes[k->nodes[m]];
+                if (!is_reduce(n) || ri.level[m] != lev)
+                    continue;
+                int s = member_index(g, n->src[0]);
+                if (s >= 0)
+                    mark_need(g, &ri, s);
+                sbuf_printf(b, "        float acc%d = %s;\n", m,
+                            n->op == OP_MAX ? "-INFINITY" : "0.0f");
+                o += (size_t)snprintf(clauses + o, sizeof clauses - o, " reduction(%s:acc%d)",
+                                      n->op == OP_MAX ? "max" : "+", m);
+            }
+            sbuf_printf(b, "#pragma omp simd%s\n", clauses);
+            sbuf_printf(b, "        for (int64_t j = 0; j < %lld; j++) {\n", (long long)L);
+            emit_full_members(g, &ri, lev - 1);
+            for (int m = 0; m < k->n; m++) {
+                const graph_node *n = &p->g->nodes[k->nodes[m]];
+                if (!is_reduce(n) || ri.level[m] != lev)
+                    continue;
+                char x[128];
+                operand(g, n->src[0], x, sizeof x);
+                if (n->op == OP_MAX)
+                    sbuf_printf(b, "            { float x = %s; acc%d = acc%d > x ? acc%d : x; }\n",
+                                x, m, m, m);
+                else
+                    sbuf_printf(b, "            acc%d += %s;\n", m, x);
+            }
+            sbuf_puts(b, "        }\n");
+        }
+        // row values of this level, in order
+        for (int m = 0; m < k->n; m++) {
+            const graph_node *n = &p->g->nodes[k->nodes[m]];
+            if (ri.full[m] || ri.level[m] != lev)
+                continue;
+            if (is_reduce(n)) {
+                if (n->op == OP_MEAN)
+                    sbuf_printf(b, "        float v%d = acc%d / %lld.0f;\n", m, m, (long long)L);
+                else
+                    sbuf_printf(b, "        float v%d = acc%d;\n", m, m);
+            } else if (emit_member(g, m) < 0) {
+                return -1;
+            }
+            if (p->info[k->nodes[m]].store == CS_BUFFER) {
+                int ai = arg_of(k, k->nodes[m]);
+                sbuf_printf(b, "        p%d[o%d] = v%d;\n", ai, ai, m);
+            }
+        }
+    }
+    bool any_full_store = false;
+    memset(ri.need, 0, sizeof ri.need);
+    for (int m = 0; m < k->n; m++)
+        if (ri.full[m] && p->info[k->nodes[m]].store == CS_BUFFER) {
+            any_full_store = true;
+            mark_need(g, &ri, m);
+        }
+    if (any_full_store) {
+        sbuf_puts(b, "#pragma omp simd\n");
+        sbuf_printf(b, "        for (int64_t j = 0; j < %lld; j++) {\n", (long long)L);
+        emit_full_members(g, &ri, maxlev);
+        for (int m = 0; m < k->n; m++)
+            if (ri.full[m] && p->info[k->nodes[m]].store == CS_BUFFER) {
+                int ai = arg_of(k, k->nodes[m]);
+                char idx[96];
+                index_of(g, ai, idx, sizeof idx);
+                sbuf_printf(b, "            p%d[%s] = v%d;\n", ai, idx, m);
+            }
+        sbuf_puts(b, "        }\n");
+    }
+    sbuf_puts(b, "    }\n");
+    return 0;
+}
+
+// ---- GEMM and convolution with epilogues --------------------------------
+
+// The buffer the anchor writes: its own if stored, else the last member's
+// (the epilogue then runs in place).
+static int anchor_target(const kgen *g) {
+    const kgroup *k = g->k;
+    if (g->p->info[k->anchor].store == CS_BUFFER)
+        return k->anchor;
+    return k->nodes[k->n - 1];
+}
+
+// The epilogue body at (row offsets, j): v0 is the anchor's value.
+static int emit_epilogue_body(kgen *g, int target) {
+    int ai = arg_of(g->k, target);
+    char idx[96];
+    index_of(g, ai, idx, sizeof idx);
+    sbuf_printf(g->b, "        float v0 = p%d[%s];\n", ai, idx);
+    for (int m = 1; m < g->k->n; m++)
+        if (emit_member(g, m) < 0)
+            return -1;
+    for (int m = 1; m < g->k->n; m++) {
+        int v = g->k->nodes[m];
+        if (g->p->info[v].store != CS_BUFFER)
+            continue;
+        int bi = arg_of(g->k, v);
+        index_of(g, bi, idx, sizeof idx);
+        sbuf_printf(g->b, "        p%d[%s] = v%d;\n", bi, idx, m);
+    }
+    return 0;
+}
+
+typedef struct gemm_side {
+    int64_t rs, cs; // row and column strides of the matrix
+    int64_t bst[TENSOR_MAX_DIMS]; // batch strides over the output's batch dims
+} gemm_side;
+
+static void gemm_ld(int64_t rows, int64_t cols, const gemm_side *s, bool *trans, int64_t *ld) {
+    if (s->cs == 1 || cols == 1) {
+        *trans = false;
+        *ld = rows > 1 && s->rs > cols ? s->rs : cols;
+    } else {
+        *trans = true;
+        *ld = cols > 1 && s->cs > rows ? s->cs : rows;
+    }
+}
+
+static int emit_gemm(kgen *g) {
+    cprog *p = g->p;
+    kgroup *k = g->k;
+    const graph_node *an = &p->g->nodes[k->anchor];
+    int a = an->src[0], w = an->src[1];
+    int target = anchor_target(g);
+    // operands 0, 1 and the target come first so every GEMM reads them alike
+    k->nargs = 0;
+    arg_of(k, a);
+    arg_of(k, w);
+    arg_of(k, target);
+    if (collect_args(g, 1) < 0)
+        return -1;
+    const clayout *la = &p->info[a].lay, *lw = &p->info[w].lay;
+    int nd = an->ndim, nb = nd >= 2 ? nd - 2 : 0;
+    int64_t M = nd >= 2 ? an->shape[nd - 2] : 1, N = an->shape[nd - 1];
+    int64_t K = p->g->nodes[a].shape[p->g->nodes[a].ndim - 1];
+    gemm_side A = {0}, B = {0};
+    int ad = la->ndim;
+    A.rs = ad >= 2 ? la->stride[ad - 2] : 0;
+    A.cs = la->stride[ad - 1];
+    int64_t bshape[TENSOR_MAX_DIMS];
+    for (int i = 0; i < nb; i++)
+        bshape[i] = an->shape[i];
+    for (int i = 0; i < nb; i++) {
+        int j = i - (nb - (ad - 2));
+        A.bst[i] = (j < 0 || la->shape[j] == 1) ? 0 : la->stride[j];
+    }
+    if (an->op == OP_LINEAR) { // B(k, n) = W[n, k]
+        B.rs = lw->stride[1];
+        B.cs = lw->stride[0];
+    } else {
+        int bd = lw->ndim;
+        B.rs = lw->stride[bd - 2];
+        B.cs = lw->stride[bd - 1];
+        for (int i = 0; i < nb; i++) {
+            int j = i - (nb - (bd - 2));
+            B.bst[i] = (j < 0 || lw->shape[j] == 1) ? 0 : lw->stride[j];
+        }
+    }
+    // fold trailing batch dims into M while A's rows stay evenly strided and B is shared
+    while (nb > 0 && B.bst[nb - 1] == 0 && A.bst[nb - 1] == A.rs * M && ad >= 2) {
+        M *= bshape[nb - 1];
+        nb--;
+    }
+    int64_t nbatch = shape_numel(nb, bshape);
+    bool ta, tb;
+    int64_t lda, ldb;
+    gemm_ld(M, K, &A, &ta, &lda);
+    gemm_ld(K, N, &B, &tb, &ldb);
+    // the epilogue walks the output's own dims: rows are global row
+    // indices of the contiguous output, whatever the GEMM folded
+    set_iteration(g, an->ndim, an->shape);
+    decl_args(g);
+    sbuf *b = g->b;
+    bool epi = k->n > 1;
+    const char *TA = ta ? "112" : "111", *TB = tb ? "112" : "111";
+    // the batch loop or the row blocks
+    if (nbatch > 1) {
+        double work = (double)nbatch * (double)M * (double)N * (double)K;
+        sbuf_printf(b, "#pragma omp parallel for if (%d) schedule(static)\n", work >= PAR_MIN * 8.0);
+        sbuf_printf(b, "    for (int64_t bi = 0; bi < %lld; bi++) {\n", (long long)nbatch);
+        sbuf_puts(b, "        int64_t oa = 0, ob = 0, qb = bi;\n");
+        for (int d = nb - 1; d >= 0; d--) {
+            sbuf_printf(b, "        { int64_t i = qb %% %lld; qb /= %lld;", (long long)bshape[d],
+                        (long long)bshape[d]);
+            sbuf_printf(b, " oa += i * %lld; ob += i * %lld; }\n", (long long)A.bst[d],
+                        (long long)B.bst[d]);
+        }
+        sbuf_printf(b,
+                    "        cblas_sgemm(101, %s, %s, %lld, %lld, %lld, 1.0f, p0 + oa, %lld, p1 + ob, "
+                    "%lld, 0.0f, p2 + bi * %lld, %lld);\n",
+                    TA, TB, (long long)M, (long long)N, (long long)K, (long long)lda,
+                    (long long)ldb, (long long)(M * N), (long long)N);
+        if (epi) {
+            sbuf_printf(b, "        for (int64_t r = bi * %lld; r < (bi + 1) * %lld; r++) {\n",
+                        (long long)M, (long long)M);
+            emit_row_offsets(g, "r");
+            sbuf_printf(b, "#pragma omp simd\n        for (int64_t j = 0; j < %lld; j++) {\n",
+                        (long long)N);
+            g->row_level = 1;
+            if (emit_epilogue_body(g, target) < 0)
+                return -1;
+            sbuf_puts(b, "        }\n        }\n");
+        }
+        sbuf_puts(b, "    }\n");
+        return 0;
+    }
+    // one matrix: row blocks, each a single-threaded GEMM plus its epilogue
+    int64_t arow = ta ? 1 : lda; // step of one row of A in elements
+    sbuf_printf(b, "    int nt = omp_get_max_threads();\n");
+    sbuf_printf(b, "    int64_t blocks = (%lld >= 32 * (int64_t)nt && nt > 1 && %d) ? nt : 1;\n",
+                (long long)M, (double)M * N * K >= PAR_MIN * 8.0);
+    sbuf_puts(b, "    if (blocks > 1) {\n");
+    sbuf_puts(b, "#pragma omp parallel for schedule(static)\n");
+    sbuf_puts(b, "    for (int64_t t = 0; t < blocks; t++) {\n");
+    sbuf_printf(b, "        int64_t m0 = %lld * t / blocks, m1 = %lld * (t + 1) / blocks;\n",
+                (long long)M, (long long)M);
+    sbuf_printf(b,
+                "        cblas_sgemm(101, %s, %s, (int)(m1 - m0), %lld, %lld, 1.0f, p0 + m0 * %lld, "
+                "%lld, p1, %lld, 0.0f, p2 + m0 * %lld, %lld);\n",
+                TA, TB, (long long)N, (long long)K, (long long)arow, (long long)lda,
+                (long long)ldb, (long long)N, (long long)N);
+    if (epi) {
+        sbuf_puts(b, "        for (int64_t r = m0; r < m1; r++) {\n");
+        emit_row_offsets(g, "r");
+        sbuf_printf(b, "#pragma omp simd\n        for (int64_t j = 0; j < %lld; j++) {\n",
+                    (long long)N);
+        g->row_level = 1;
+        if (emit_epilogue_body(g, target) < 0)
+            return -1;
+        sbuf_puts(b, "        }\n        }\n");
+    }
+    sbuf_puts(b, "    }\n    } else {\n");
+    sbuf_printf(b,
+                "        cblas_sgemm(101, %s, %s, %lld, %lld, %lld, 1.0f, p0, %lld, p1, %lld, 0.0f, "
+                "p2, %lld);\n",
+                TA, TB, (long long)M, (long long)N, (long long)K, (long long)lda, (long long)ldb,
+                (long long)N);
+    if (epi) {
+        sbuf_printf(b, "#pragma omp parallel for if (%lld >= %d) schedule(static)\n",
+                    (long long)(M * N), PAR_MIN);
+        sbuf_printf(b, "        for (int64_t r = 0; r < %lld; r++) {\n", (long long)M);
+        emit_row_offsets(g, "r");
+        sbuf_printf(b, "#pragma omp simd\n        for (int64_t j = 0; j < %lld; j++) {\n",
+                    (long long)N);
+        g->row_level = 1;
+        if (emit_epilogue_body(g, target) < 0)
+            return -1;
+        sbuf_puts(b, "        }\n        }\n");
+    }
+    sbuf_puts(b, "    }\n");
+    return 0;
+}
+
+// Convolution by the runtime (oneDNN), then the epilogue over its output.
+static int emit_conv(kgen *g) {
+    cprog *p = g->p;
+    kgroup *k = g->k;
+    const graph_node *an = &p->g->nodes[k->anchor];
+    int target = anchor_target(g);
+    k->nargs = 0;
+    arg_of(k, an->src[0]);
+    arg_of(k, an->src[1]);
+    arg_of(k, target);
+    if (collect_args(g, 1) < 0)
+        return -1;
+    decl_args(g);
+    sbuf_puts(g->b, "    rt->call(rt->ctx, gi, a);\n");
+    if (k->n == 1)
+        return 0;
+    set_iteration(g, an->ndim, an->shape);
+    coalesce(g);
+    loop_open(g, "");
+    if (emit_epilogue_body(g, target) < 0)
+        return -1;
+    loop_close(g);
+    return 0;
+}
+
+static int emit_extern(kgen *g) {
+    cprog *p = g->p;
+    kgroup *k = g->k;
+    const graph_node *an = &p->g->nodes[k->anchor];
+    k->nargs = 0;
+    for (int s = 0; s < an->nsrc; s++)
+        if (p->info[an->src[s]].store != CS_CONST)
+            arg_of(k, an->src[s]);
+    arg_of(k, k->anchor);
+    sbuf_puts(g->b, "    (void)a;\n    rt->call(rt->ctx, gi, a);\n");
+    return 0;
+}
+
+// ---- the translation unit -----------------------------------------------
+
+static const char tc_abi[] =
+    "typedef struct tc_rt {\n"
+    "    int (*call)(void *ctx, int gi, char *const *a);\n"
+    "    void *ctx;\n"
+    "} tc_rt;\n"
+    "void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha,\n"
+    "                 const float *a, int lda, const float *b, int ldb, float beta, float *c,\n"
+    "                 int ldc);\n";
+
+static int emit_group(cprog *p, kgroup *k, sbuf *b) {
+    kgen g = {.p = p, .k = k, .b = b};
+    switch (k->kind) {
+    case KG_POINTWISE: return emit_pointwise(&g);
+    case KG_ROWREDUCE: return emit_row(&g);
+    case KG_GEMM: return emit_gemm(&g);
+    case KG_CONV: return emit_conv(&g);
+    case KG_COPY: return emit_copy(&g);
+    default: return emit_extern(&g);
+    }
+}
+
+// The pointer expression for operand node v in tc_step.
+static void pointer_of(const cprog *p, int v, char *buf, size_t cap) {
+    const cnode *c = &p->info[v];
+    int base = c->store == CS_VIEW ? c->base : v;
+    int64_t eoff = c->store == CS_VIEW ? c->lay.offset : 0;
+    size_t es = dtype_size(p->g->nodes[v].dtype);
+    const cnode *bc = &p->info[base];
+    if (bc->store == CS_SOURCE)
+        snprintf(buf, cap, "ext[%d] + %lld", base, (long long)(eoff * (int64_t)es));
+    else
+        snprintf(buf, cap, "arena + %lld", (long long)(bc->offset + eoff * (int64_t)es));
+}
+
+char *compile_codegen_c(cprog *p) {
+    sbuf out = {0}, body = {0};
+    char **bodies = calloc((size_t)p->ngroups + 1, sizeof *bodies);
+    int nk = 0;
+    if (!bodies)
+        return NULL;
+    sbuf_printf(&out,
+                "// Generated by tcbench for model '%s': %d kernel groups.\n"
+                "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n#include <omp.h>\n\n",
+                p->m->name, p->ngroups);
+    // the eager kernels' math, less its header guard
+    const char *pre = compile_prelude_math, *guard = strstr(pre, "#pragma once\n");
+    if (guard) {
+        sbuf_printf(&out, "%.*s", (int)(guard - pre), pre);
+        pre = guard + strlen("#pragma once\n");
+    }
+    sbuf_puts(&out, pre);
+    sbuf_puts(&out, "\n");
+    sbuf_puts(&out, tc_abi);
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        kgroup *k = &p->groups[gi];
+        sbuf_reset(&body);
+        if (emit_group(p, k, &body) < 0 || body.oom)
+            goto fail;
+        int found = -1;
+        for (int i = 0; i < nk && found < 0; i++)
+            if (strcmp(bodies[i], body.s ? body.s : "") == 0)
+                found = i;
+        if (found < 0) {
+            bodies[nk] = strdup(body.s ? body.s : "");
+            if (!bodies[nk])
+                goto fail;
+            sbuf_printf(&out, "\n// %s\nstatic void k%d(char *const *a, const tc_rt *rt, int gi) {\n"
+                              "    (void)rt;\n    (void)gi;\n%s}\n",
+                        op_name(p->g->nodes[k->anchor >= 0 ? k->anchor : k->nodes[0]].op), nk,
+                        bodies[nk]);
+            found = nk++;
+        }
+        k->kernel = found;
+    }
+    sbuf_puts(&out, "\ntypedef void (*tc_kernel)(char *const *, const tc_rt *, int);\n");
+    sbuf_puts(&out, "const tc_kernel tc_kernels[] = {");
+    for (int i = 0; i < nk; i++)
+        sbuf_printf(&out, "%sk%d", i ? ", " : "", i);
+    sbuf_printf(&out, "};\nconst int tc_nkernels = %d;\n\n", nk);
+    sbuf_puts(&out, "void tc_step(char *const *ext, char *arena, const tc_rt *rt) {\n");
+    sbuf_puts(&out, "    (void)ext;\n    (void)arena;\n");
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        kgroup *k = &p->groups[gi];
+        sbuf_puts(&out, "    {\n        char *const a[] = {");
+        for (int i = 0; i < k->nargs; i++) {
+            char ptr[96];
+            pointer_of(p, k->args[i], ptr, sizeof ptr);
+            sbuf_printf(&out, "%s%s", i ? ", " : "", ptr);
+        }
+        if (k->nargs == 0)
+            sbuf_puts(&out, "0");
+        sbuf_printf(&out, "};\n        k%d(a, rt, %d);\n    }\n", k->kernel, gi);
+    }
+    sbuf_puts(&out, "}\n");
+    for (int i = 0; i < nk; i++)
+        free(bodies[i]);
+    free(bodies);
+    free(body.s);
+    if (out.oom) {
+        free(out.s);
+        return NULL;
+    }
+    return out.s;
+fail:
+    for (int i = 0; i < nk; i++)
+        free(bodies[i]);
+    free(bodies);
+    free(body.s);
+    free(out.s);
+    return NULL;
+}

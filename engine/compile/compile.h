@@ -1,0 +1,51 @@
+// compile: the compiled mode. Turns a model's graph into a program the way
+// torch.compile does: decompose composite ops into primitives, simplify,
+// fuse, plan memory into one arena, generate C for every fused kernel and a
+// whole-step function, build it with the system C compiler and dlopen it.
+//
+//   compile_opts o = compile_opts_default();     // reads TCBENCH_DISABLE_*
+//   compiled *c;
+//   if (compile_model(m, &o, &c, err, sizeof err) < 0) ...   // err: why
+//   tensor *out[8]; compiled_stats st;
+//   compiled_run(c, out, &st);       // one step; outputs are new tensors
+//   compiled_free(c);
+//
+// Modes (the study's two ideas and their ablations):
+//   compiled  fusion on,  capture on  (one generated step(), planned arena)
+//   fused     fusion on,  capture off (runtime loop calls each kernel,
+//                                      outputs allocated per kernel)
+//   captured  fusion off, capture on  (one kernel per original op, as eager,
+//                                      but one step() and one arena)
+// The passes and their data live in cprog (compile_internal.h).
+#pragma once
+#include "../model.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct compile_opts {
+    bool fusion;          // fuse across ops (TCBENCH_DISABLE_FUSION=1 turns off)
+    bool capture;         // one whole-step function (TCBENCH_DISABLE_CAPTURE=1 turns off)
+    const char *dump_dir; // write source and fused graph here, or NULL
+    const char *cache_dir; // NULL: $XDG_CACHE_HOME/tcbench or ~/.cache/tcbench
+    FILE *log;            // fusion decisions (TCBENCH_LOG=fusion), or NULL
+} compile_opts;
+
+compile_opts compile_opts_default(void);
+
+typedef struct compiled_stats {
+    int64_t kernels;      // kernels run per step
+    size_t peak_bytes;    // parameters + inputs + arena (or live peak, fused mode)
+    size_t arena_bytes;   // the planned arena
+    double compile_s;     // wall time of compile_model
+    bool cache_hit;       // the shared object came from the kernel cache
+} compiled_stats;
+
+typedef struct compiled compiled;
+
+int compile_model(const model *m, const compile_opts *o, compiled **out, char *err, size_t cap);
+int compiled_run(compiled *c, tensor **outputs, compiled_stats *st);
+void compiled_info(const compiled *c, compiled_stats *st);
+const char *compiled_error(const compiled *c);
+void compiled_free(compiled *c);

@@ -1,0 +1,100 @@
+// The compiler's working data, shared by its passes (engine/compile/*.c).
+//
+//   decompose  graph -> graph of primitives (softmax, norms, biases split out)
+//   simplify   dead code, common subexpressions, constant folding, identities
+//   fuse       nodes -> kernel groups (pointwise, row reduction, GEMM or
+//              convolution with epilogue, extern), no cycles, size capped
+//   plan       storage of every node (inline, arena buffer, strided view of a
+//              buffer or source), liveness, best-fit offsets in one arena
+//   codegen_c  C source: one function per distinct kernel, tc_step()
+//   kcache     build with the system C compiler, cache on disk, dlopen
+//
+// Every node of the compiled graph keeps the id of the original op it came
+// from (origin), so the "captured" ablation can fuse only within an op and
+// logs can name what the user wrote.
+#pragma once
+#include "compile.h"
+
+#include "../graph.h"
+
+// How a node's value exists at run time.
+typedef enum {
+    CS_SOURCE, // a model value (parameter, buffer, input): external pointer
+    CS_CONST,  // a FULL: a literal in the generated code
+    CS_INLINE, // computed inside its group's kernel, never stored
+    CS_BUFFER, // stored contiguously in the arena
+    CS_VIEW,   // a strided view of a CS_SOURCE or CS_BUFFER node (no kernel)
+} cstore;
+
+typedef struct clayout {
+    int ndim;
+    int64_t shape[TENSOR_MAX_DIMS];
+    int64_t stride[TENSOR_MAX_DIMS]; // elements
+    int64_t offset;                  // elements
+} clayout;
+
+typedef enum {
+    KG_POINTWISE, // same-shape elementwise nodes, one loop nest
+    KG_ROWREDUCE, // reductions over the last axis with their prologue and epilogue
+    KG_GEMM,      // matmul / linear + elementwise epilogue, in place
+    KG_CONV,      // convolution (oneDNN) + elementwise epilogue
+    KG_EXTERN,    // an op run by a library-style kernel (gather, pool, concat, loss)
+    KG_COPY,      // a view that strides cannot express, made contiguous
+} kg_kind;
+
+#define KG_MAX_ARGS 48
+#define FUSE_MAX_MEMBERS 64 // nodes in one kernel group at most
+
+typedef struct kgroup {
+    kg_kind kind;
+    int anchor;  // the GEMM / CONV / EXTERN / COPY node; -1 for pointwise and row groups
+    int *nodes;  // members, in graph order
+    int n;
+    int kernel;  // index of its kernel in the generated source (codegen)
+    int args[KG_MAX_ARGS]; // nodes whose data pointers the kernel takes, in order
+    int nargs;
+} kgroup;
+
+typedef struct cnode {
+    int origin;  // node id in the model's graph
+    int group;   // kgroup index, -1 for sources, consts and views
+    cstore store;
+    int base;    // CS_VIEW: node owning the storage; else the node itself
+    clayout lay; // CS_VIEW / CS_BUFFER / CS_SOURCE: layout over the base storage
+    bool must_store; // read through a view, or by another group, or an output
+    int64_t offset;  // CS_BUFFER: byte offset in the arena
+    int first, last; // CS_BUFFER: groups that write it first and read it last
+} cnode;
+
+typedef struct cprog {
+    const model *m;
+    graph *g;        // decomposed and simplified
+    int *origin;     // g->n entries: the model node each came from
+    cnode *info;     // g->n entries (from compile_fuse on)
+    int *src_of;     // model node id -> g node id for sources (-1 when dropped)
+    kgroup *groups;
+    int ngroups;
+    size_t arena_bytes;
+    bool fusion;
+    FILE *log;
+    char err[512];
+} cprog;
+
+// Passes. Each returns 0 or -1 with p->err set.
+int compile_decompose(cprog *p);
+int compile_simplify(cprog *p);
+int compile_fuse(cprog *p);
+int compile_plan(cprog *p);
+// The C translation unit for the program; caller frees.
+char *compile_codegen_c(cprog *p);
+
+// The layout of view node v over its base, from its source's layout; false
+// when strides cannot express it.
+bool compile_view_layout(const cprog *p, int v, clayout *out);
+
+// Shared helpers.
+bool clayout_reshape(const clayout *in, int ndim, const int64_t *shape, clayout *out);
+void clayout_contiguous(clayout *l, int ndim, const int64_t *shape);
+double compile_scalar_op(enum op op, const graph_node *n, const double *in);
+bool compile_is_pointwise(enum op op);
+int compile_fail(cprog *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,0 +1,32 @@
+// kcache: builds generated C with the system compiler and keeps the shared
+// objects in an on-disk cache, keyed by XXH3-128 of the source, the flags
+// and the compiler's version.
+//
+//   kcache_result r;
+//   if (kcache_build(src, NULL, &r, err, sizeof err) < 0) ...  // err: the compiler's words
+//   void *so = r.handle;   // dlopen'ed; r.hit says whether it came from the cache
+//   dlclose(so);
+//
+// The compiler is `cc` or $TCBENCH_CC (words split on spaces), run with
+// `-O3 -march=native -fopenmp -fno-math-errno -shared -fPIC` through
+// execvp, never a shell. The cache directory is $XDG_CACHE_HOME/tcbench
+// (else ~/.cache/tcbench), created 0700; one that other users can write to
+// is refused. Entries are written to a temporary file and renamed into
+// place, so concurrent runs never see half a file; an entry that fails to
+// load is rebuilt.
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct kcache_result {
+    void *handle;   // dlopen handle
+    bool hit;       // loaded from the cache without compiling
+    char path[1024];
+} kcache_result;
+
+// cache_dir may be NULL (the default above).
+int kcache_build(const char *src, const char *cache_dir, kcache_result *r, char *err, size_t cap);
+// The directory kcache would use, created and checked; 0 or -1 with err.
+int kcache_dir(const char *cache_dir, char *out, size_t outcap, char *err, size_t cap);
+// The compiler flags used for generated code (also part of the key).
+const char *kcache_flags(void);

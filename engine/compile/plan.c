@@ -1,0 +1,217 @@
+// Scheduling and memory planning: groups in a topological order, the live
+// range of every stored tensor over that order, in-place reuse where a
+// kernel reads each element of a dying input only where it writes the same
+// element of its output, then best-fit offsets in one arena (greedy by
+// size: the largest tensors placed first, each at the lowest offset free for
+// its whole live range).
+#include "compile_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN 64
+
+static int storage_of(const cprog *p, int v) {
+    return p->info[v].store == CS_VIEW ? p->info[v].base : v;
+}
+
+static int producer_group(const cprog *p, int v) {
+    int b = storage_of(p, v);
+    return p->info[b].group;
+}
+
+// Reorder p->groups topologically (Kahn's algorithm, earliest member first).
+static int schedule(cprog *p) {
+    int ng = p->ngroups;
+    int *indeg = calloc((size_t)ng, sizeof *indeg);
+    int *order = malloc((size_t)ng * sizeof *order);
+    char *edge = calloc((size_t)ng * (size_t)ng, 1);
+    bool *done = calloc((size_t)ng, sizeof *done);
+    if (!indeg || !order || !edge || !done) {
+        free(indeg), free(order), free(edge), free(done);
+        return compile_fail(p, "out of memory in schedule");
+    }
+    for (int gi = 0; gi < ng; gi++) {
+        kgroup *k = &p->groups[gi];
+        for (int m = 0; m < k->n; m++) {
+            const graph_node *n = &p->g->nodes[k->nodes[m]];
+            for (int s = 0; s < n->nsrc; s++) {
+                int pg = producer_group(p, n->src[s]);
+                if (pg >= 0 && pg != gi && !edge[(size_t)pg * ng + gi]) {
+                    edge[(size_t)pg * ng + gi] = 1;
+                    indeg[gi]++;
+                }
+            }
+        }
+    }
+    for (int pos = 0; pos < ng; pos++) {
+        int best = -1;
+        for (int gi = 0; gi < ng; gi++)
+            if (!done[gi] && indeg[gi] == 0 &&
+                (best < 0 || p->groups[gi].nodes[0] < p->groups[best].nodes[0]))
+                best = gi;
+        if (best < 0) {
+            free(indeg), free(order), free(edge), free(done);
+            return compile_fail(p, "internal error: the kernel groups form a cycle");
+        }
+        done[best] = true;
+        order[pos] = best;
+        for (int gi = 0; gi < ng; gi++)
+            if (edge[(size_t)best * ng + gi])
+                indeg[gi]--;
+    }
+    kgroup *sorted = malloc((size_t)ng * sizeof *sorted);
+    if (!sorted) {
+        free(indeg), free(order), free(edge), free(done);
+        return compile_fail(p, "out of memory in schedule");
+    }
+    for (int pos = 0; pos < ng; pos++)
+        sorted[pos] = p->groups[order[pos]];
+    free(p->groups);
+    p->groups = sorted;
+    for (int pos = 0; pos < ng; pos++)
+        for (int m = 0; m < sorted[pos].n; m++)
+            p->info[sorted[pos].nodes[m]].group = pos;
+    free(indeg), free(order), free(edge), free(done);
+    return 0;
+}
+
+// Does group gi touch input buffer b only elementwise, at the index where it
+// writes output o? Then o may take b's memory when b dies in gi.
+static bool elementwise_reader(const cprog *p, int gi, int b, int o) {
+    const kgroup *k = &p->groups[gi];
+    if (k->kind != KG_POINTWISE && k->kind != KG_ROWREDUCE)
+        return false;
+    const graph_node *bn = &p->g->nodes[b], *on = &p->g->nodes[o];
+    if (graph_node_bytes(bn) != graph_node_bytes(on) || bn->ndim != on->ndim)
+        return false;
+    for (int i = 0; i < bn->ndim; i++)
+        if (bn->shape[i] != on->shape[i])
+            return false;
+    for (int m = 0; m < k->n; m++) {
+        const graph_node *n = &p->g->nodes[k->nodes[m]];
+        for (int s = 0; s < n->nsrc; s++) {
+            int src = n->src[s];
+            if (storage_of(p, src) != b)
+                continue;
+            if (src != b) // read through a view: indices differ
+                return false;
+            const graph_node *c = n;
+            if (c->ndim != on->ndim) // broadcast into a larger node
+                return false;
+            for (int i = 0; i < c->ndim; i++)
+                if (c->shape[i] != on->shape[i])
+                    return false;
+        }
+    }
+    return true;
+}
+
+int compile_plan(cprog *p) {
+    if (schedule(p) < 0)
+        return -1;
+    graph *g = p->g;
+    int end = p->ngroups;
+    int *alias = malloc((size_t)g->n * sizeof *alias);
+    int *items = malloc((size_t)g->n * sizeof *items);
+    if (!alias || !items) {
+        free(alias), free(items);
+        return compile_fail(p, "out of memory in plan");
+    }
+    for (int v = 0; v < g->n; v++) {
+        cnode *c = &p->info[v];
+        alias[v] = -1;
+        c->first = c->group;
+        c->last = c->group;
+    }
+    // live ranges: last reader of each storage (views read their base)
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        kgroup *k = &p->groups[gi];
+        for (int m = 0; m < k->n; m++) {
+            const graph_node *n = &g->nodes[k->nodes[m]];
+            for (int s = 0; s < n->nsrc; s++) {
+                int b = storage_of(p, n->src[s]);
+                if (p->info[b].store == CS_BUFFER && p->info[b].last < gi)
+                    p->info[b].last = gi;
+            }
+        }
+    }
+    for (int i = 0; i < g->noutputs; i++)
+        p->info[storage_of(p, g->outputs[i])].last = end;
+    if (g->loss >= 0)
+        p->info[storage_of(p, g->loss)].last = end;
+
+    // in place: an output takes the memory of an input that dies here
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        kgroup *k = &p->groups[gi];
+        for (int m = 0; m < k->n; m++) {
+            int o = k->nodes[m];
+            if (p->info[o].store != CS_BUFFER)
+                continue;
+            for (int mm = 0; mm < k->n && alias[o] < 0; mm++) {
+                const graph_node *n = &g->nodes[k->nodes[mm]];
+                for (int s = 0; s < n->nsrc; s++) {
+                    int b = n->src[s];
+                    if (p->info[b].store != CS_BUFFER || p->info[b].group == gi ||
+                        p->info[b].last != gi || alias[b] != -1 ||
+                        !elementwise_reader(p, gi, b, o))
+                        continue;
+                    // the storage is b's; its life now runs to o's end
+                    alias[o] = b;
+                    alias[b] = b; // taken: no second output may claim it
+                    p->info[b].last = p->info[o].last;
+                    if (p->log)
+                        fprintf(p->log, "plan: %s %%%d reuses the memory of %%%d in place\n",
+                                op_name(g->nodes[o].op), o, b);
+                    break;
+                }
+            }
+        }
+    }
+
+    // greedy by size
+    int nitems = 0;
+    for (int v = 0; v < g->n; v++)
+        if (p->info[v].store == CS_BUFFER && (alias[v] < 0 || alias[v] == v))
+            items[nitems++] = v;
+    for (int i = 1; i < nitems; i++) { // insertion sort, largest first
+        int v = items[i], j = i;
+        size_t sz = graph_node_bytes(&g->nodes[v]);
+        while (j > 0 && graph_node_bytes(&g->nodes[items[j - 1]]) < sz) {
+            items[j] = items[j - 1];
+            j--;
+        }
+        items[j] = v;
+    }
+    size_t arena = 0;
+    for (int i = 0; i < nitems; i++) {
+        int v = items[i];
+        cnode *c = &p->info[v];
+        size_t sz = (graph_node_bytes(&g->nodes[v]) + ALIGN - 1) / ALIGN * ALIGN;
+        size_t off = 0;
+        bool moved = true;
+        while (moved) { // lowest offset clear of every placed, overlapping tensor
+            moved = false;
+            for (int j = 0; j < i; j++) {
+                cnode *d = &p->info[items[j]];
+                size_t dsz = (graph_node_bytes(&g->nodes[items[j]]) + ALIGN - 1) / ALIGN * ALIGN;
+                bool overlap_time = !(d->last < c->first || c->last < d->first);
+                bool overlap_mem = off < (size_t)d->offset + dsz && (size_t)d->offset < off + sz;
+                if (overlap_time && overlap_mem) {
+                    off = (size_t)d->offset + dsz;
+                    moved = true;
+                }
+            }
+        }
+        c->offset = (int64_t)off;
+        if (off + sz > arena)
+            arena = off + sz;
+    }
+    for (int v = 0; v < g->n; v++)
+        if (alias[v] >= 0 && alias[v] != v)
+            p->info[v].offset = p->info[alias[v]].offset;
+    p->arena_bytes = arena;
+    free(alias);
+    free(items);
+    return 0;
+}

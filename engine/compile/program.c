@@ -1,0 +1,363 @@
+// The compiled program: runs the passes, builds and loads the generated
+// code, and executes steps, captured (one tc_step call over a planned
+// arena) or as the "fused" ablation (a runtime loop over the generated
+// kernels, each output allocated as eager does).
+#include "compile_internal.h"
+
+#include "../backend/cpu/cpu_kernels.h"
+#include "kcache.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+typedef struct tc_rt {
+    int (*call)(void *ctx, int gi, char *const *a);
+    void *ctx;
+} tc_rt;
+typedef void (*tc_kernel)(char *const *, const tc_rt *, int);
+typedef void (*tc_step_fn)(char *const *ext, char *arena, const tc_rt *rt);
+
+struct compiled {
+    cprog p;
+    bool capture;
+    void *so;
+    tc_step_fn step;
+    const tc_kernel *kernels;
+    char **ext;       // g->n: data of source nodes
+    char *arena;
+    tensor **consts;  // g->n: FULL values some library kernels read
+    tensor **bufs;    // fused mode: g->n live allocations
+    int *free_after;  // fused mode: g->n, group after which a buffer dies (-1 never)
+    cpu_ctx cpu;
+    tc_rt rt;
+    compiled_stats st;
+    char err[320];
+};
+
+compile_opts compile_opts_default(void) {
+    compile_opts o = {.fusion = true, .capture = true};
+    const char *f = getenv("TCBENCH_DISABLE_FUSION"), *c = getenv("TCBENCH_DISABLE_CAPTURE");
+    const char *l = getenv("TCBENCH_LOG");
+    if (f && *f && strcmp(f, "0") != 0)
+        o.fusion = false;
+    if (c && *c && strcmp(c, "0") != 0)
+        o.capture = false;
+    if (l && strstr(l, "fusion"))
+        o.log = stderr;
+    return o;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+// A tensor header over a kernel operand: the pointer is the first element,
+// strides are the node's layout.
+static void wrap_arg(const cprog *p, int v, char *ptr, tensor *t, tensor_storage *s) {
+    const graph_node *n = &p->g->nodes[v];
+    const cnode *c = &p->info[v];
+    memset(t, 0, sizeof *t);
+    memset(s, 0, sizeof *s);
+    s->data = ptr;
+    s->refs = 1;
+    s->borrowed = true;
+    t->dtype = n->dtype;
+    t->ndim = n->ndim;
+    memcpy(t->shape, n->shape, sizeof t->shape);
+    if (c->store == CS_VIEW)
+        memcpy(t->stride, c->lay.stride, sizeof t->stride);
+    else
+        tensor_strides_contiguous(n->ndim, n->shape, t->stride);
+    t->storage = s;
+}
+
+// One library kernel into a preallocated output (the same cpu_* kernels the
+// eager executor calls).
+static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor *y) {
+    switch (n->op) {
+    case OP_CAST:
+    case OP_DROPOUT: return cpu_unary(c, n, s[0], y);
+    case OP_SUM:
+    case OP_MEAN:
+    case OP_MAX: return cpu_reduce(c, n, s[0], y);
+    case OP_CONV2D:
+    case OP_CONV_TRANSPOSE2D: return cpu_conv2d(c, n, s[0], s[1], NULL, y);
+    case OP_MAX_POOL2D:
+    case OP_AVG_POOL2D: return cpu_pool2d(c, n, s[0], y);
+    case OP_UPSAMPLE_NEAREST: return cpu_upsample_nearest(c, s[0], n->ia[0], y);
+    case OP_EMBEDDING: return cpu_embedding(c, s[0], s[1], y);
+    case OP_CONCAT: return cpu_concat(c, (int)n->ia[0], n->nsrc, (const tensor *const *)s, y);
+    case OP_CROSS_ENTROPY: return cpu_cross_entropy(c, s[0], s[1], n->ia[0], y);
+    case OP_MSE_LOSS: return cpu_mse_loss(c, s[0], s[1], y);
+    case OP_MATMUL: return cpu_matmul(c, s[0], s[1], y);
+    case OP_LINEAR: return cpu_linear(c, s[0], s[1], n->nsrc > 2 ? s[2] : NULL, y);
+    default: return cpu_fail(c, "compiled mode has no library kernel for %s", op_name(n->op));
+    }
+}
+
+// Library kernels called from generated code: convolution, pooling, gathers,
+// casts, losses (the extern kernels of the program). Same kernels as eager.
+static int rt_call(void *ctx, int gi, char *const *a) {
+    compiled *c = ctx;
+    cprog *p = &c->p;
+    kgroup *k = &p->groups[gi];
+    const graph_node *n = &p->g->nodes[k->anchor];
+    tensor ts[GRAPH_MAX_SRCS + 1];
+    tensor_storage ss[GRAPH_MAX_SRCS + 1];
+    tensor *src[GRAPH_MAX_SRCS];
+    int ai = 0;
+    int nsrc = n->nsrc;
+    if (k->kind == KG_CONV)
+        nsrc = 2;
+    for (int s = 0; s < nsrc; s++) {
+        int v = n->src[s];
+        if (p->info[v].store == CS_CONST) {
+            src[s] = c->consts[v];
+            continue;
+        }
+        wrap_arg(p, v, a[ai++], &ts[s], &ss[s]);
+        src[s] = &ts[s];
+    }
+    // the output: the anchor, or for a convolution the buffer it writes
+    int out = k->args[ai];
+    tensor y;
+    tensor_storage ys;
+    wrap_arg(p, out, a[ai], &y, &ys);
+    y.dtype = n->dtype;
+    y.ndim = n->ndim;
+    memcpy(y.shape, n->shape, sizeof y.shape);
+    tensor_strides_contiguous(n->ndim, n->shape, y.stride);
+    int rc = extern_run(&c->cpu, n, src, &y);
+    if (rc < 0 && !c->err[0])
+        snprintf(c->err, sizeof c->err, "%s", c->cpu.err);
+    return rc;
+}
+
+static int fail(compiled *c, char *err, size_t cap, const char *msg) {
+    snprintf(err, cap, "%s", msg);
+    compiled_free(c);
+    return -1;
+}
+
+static void dump(const compile_opts *o, const cprog *p, const char *src) {
+    if (!o->dump_dir)
+        return;
+    mkdir(o->dump_dir, 0755);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.c", o->dump_dir, p->m->name);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(src, f);
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/%s.graph.txt", o->dump_dir, p->m->name);
+    f = fopen(path, "w");
+    if (!f)
+        return;
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        const kgroup *k = &p->groups[gi];
+        static const char *kinds[] = {"pointwise", "row", "gemm", "conv", "extern", "copy"};
+        fprintf(f, "group %d (%s, kernel k%d):", gi, kinds[k->kind], k->kernel);
+        for (int m = 0; m < k->n; m++)
+            fprintf(f, " %s%%%d%s", op_name(p->g->nodes[k->nodes[m]].op), k->nodes[m],
+                    p->info[k->nodes[m]].store == CS_BUFFER ? "*" : "");
+        fputc('\n', f);
+    }
+    fprintf(f, "arena %zu bytes\n", p->arena_bytes);
+    fclose(f);
+}
+
+int compile_model(const model *m, const compile_opts *o, compiled **out, char *err, size_t cap) {
+    double t0 = now_s();
+    *out = NULL;
+    compiled *c = calloc(1, sizeof *c);
+    if (!c)
+        return snprintf(err, cap, "out of memory"), -1;
+    cprog *p = &c->p;
+    p->m = m;
+    p->fusion = o->fusion;
+    p->log = o->log;
+    c->capture = o->capture;
+    if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
+        compile_plan(p) < 0)
+        return fail(c, err, cap, p->err);
+    char *src = compile_codegen_c(p);
+    if (!src)
+        return fail(c, err, cap, p->err[0] ? p->err : "code generation ran out of memory");
+    dump(o, p, src);
+    kcache_result kr;
+    char kerr[600];
+    int rc = kcache_build(src, o->cache_dir, &kr, kerr, sizeof kerr);
+    free(src);
+    if (rc < 0)
+        return fail(c, err, cap, kerr);
+    c->so = kr.handle;
+    c->st.cache_hit = kr.hit;
+    c->step = (tc_step_fn)dlsym(c->so, "tc_step");
+    c->kernels = (const tc_kernel *)dlsym(c->so, "tc_kernels");
+    if (!c->step || !c->kernels)
+        return fail(c, err, cap, "dlsym tc_step / tc_kernels: the generated library is incomplete");
+    graph *g = p->g;
+    c->ext = calloc((size_t)g->n, sizeof *c->ext);
+    c->consts = calloc((size_t)g->n, sizeof *c->consts);
+    c->bufs = calloc((size_t)g->n, sizeof *c->bufs);
+    c->free_after = malloc((size_t)g->n * sizeof *c->free_after);
+    if (!c->ext || !c->consts || !c->bufs || !c->free_after)
+        return fail(c, err, cap, "out of memory");
+    for (int v = 0; v < g->n; v++) {
+        const graph_node *n = &g->nodes[v];
+        c->free_after[v] = -1;
+        if (p->info[v].store == CS_CONST && n->ndim <= TENSOR_MAX_DIMS) {
+            c->consts[v] = tensor_new_empty(n->dtype, n->ndim, n->shape);
+            if (!c->consts[v])
+                return fail(c, err, cap, "out of memory");
+            for (int64_t i = 0; i < tensor_numel(c->consts[v]); i++)
+                ((float *)tensor_data(c->consts[v]))[i] = (float)n->fa[0];
+        }
+    }
+    if (c->capture && p->arena_bytes) {
+        c->arena = aligned_alloc(64, (p->arena_bytes + 63) / 64 * 64);
+        if (!c->arena)
+            return fail(c, err, cap, "out of memory allocating the arena");
+    }
+    if (!c->capture) {
+        for (int v = 0; v < g->n; v++)
+            if (p->info[v].store == CS_BUFFER) {
+                bool output = false;
+                for (int i = 0; i < g->noutputs; i++)
+                    output |= g->outputs[i] == v;
+                output |= g->loss == v;
+                c->free_after[v] = output ? -1 : p->info[v].last;
+            }
+    }
+    char derr[256];
+    if (cpu_dnnl_new(&c->cpu.dnnl, derr, sizeof derr) < 0)
+        return fail(c, err, cap, derr);
+    c->rt.call = rt_call;
+    c->rt.ctx = c;
+    c->st.arena_bytes = p->arena_bytes;
+    c->st.compile_s = now_s() - t0;
+    *out = c;
+    return 0;
+}
+
+static char *storage_ptr(compiled *c, int v) {
+    cprog *p = &c->p;
+    const cnode *cn = &p->info[v];
+    int b = cn->store == CS_VIEW ? cn->base : v;
+    int64_t eoff = cn->store == CS_VIEW ? cn->lay.offset : 0;
+    size_t es = dtype_size(p->g->nodes[v].dtype);
+    char *base;
+    if (p->info[b].store == CS_SOURCE)
+        base = c->ext[b];
+    else if (c->capture)
+        base = c->arena + p->info[b].offset;
+    else
+        base = c->bufs[b] ? (char *)tensor_data(c->bufs[b]) : NULL;
+    return base ? base + eoff * (int64_t)es : NULL;
+}
+
+static tensor *output_tensor(compiled *c, int v) {
+    cprog *p = &c->p;
+    const graph_node *n = &p->g->nodes[v];
+    tensor *t = tensor_wrap(n->dtype, n->ndim, n->shape, storage_ptr(c, v));
+    if (t && p->info[v].store == CS_VIEW)
+        memcpy(t->stride, p->info[v].lay.stride, sizeof t->stride);
+    return t;
+}
+
+int compiled_run(compiled *c, tensor **outputs, compiled_stats *st) {
+    cprog *p = &c->p;
+    graph *g = p->g;
+    const graph *mg = p->m->g;
+    c->err[0] = 0;
+    tensor_mem_reset_peak();
+    for (int i = 0; i < mg->n; i++)
+        if (p->src_of[i] >= 0)
+            c->ext[p->src_of[i]] = (char *)tensor_data(p->m->values[i]);
+    if (c->capture) {
+        c->step(c->ext, c->arena, &c->rt);
+    } else {
+        for (int gi = 0; gi < p->ngroups; gi++) {
+            kgroup *k = &p->groups[gi];
+            for (int m = 0; m < k->n; m++) {
+                int v = k->nodes[m];
+                if (p->info[v].store != CS_BUFFER || c->bufs[v])
+                    continue;
+                c->bufs[v] = tensor_new_empty(g->nodes[v].dtype, g->nodes[v].ndim, g->nodes[v].shape);
+                if (!c->bufs[v]) {
+                    snprintf(c->err, sizeof c->err, "out of memory allocating a kernel output");
+                    return -1;
+                }
+            }
+            char *args[KG_MAX_ARGS];
+            for (int i = 0; i < k->nargs; i++)
+                args[i] = storage_ptr(c, k->args[i]);
+            c->kernels[k->kernel](args, &c->rt, gi);
+            for (int v = 0; v < g->n; v++)
+                if (c->free_after[v] == gi && c->bufs[v]) {
+                    tensor_free(c->bufs[v]);
+                    c->bufs[v] = NULL;
+                }
+        }
+    }
+    if (c->err[0])
+        return -1;
+    for (int i = 0; i < g->noutputs; i++) {
+        outputs[i] = output_tensor(c, g->outputs[i]);
+        if (!outputs[i]) {
+            snprintf(c->err, sizeof c->err, "out of memory");
+            return -1;
+        }
+    }
+    c->st.kernels = p->ngroups;
+    size_t params = 0;
+    for (int i = 0; i < mg->n; i++)
+        if (p->m->values[i])
+            params += tensor_nbytes(p->m->values[i]);
+    c->st.peak_bytes = c->capture ? params + p->arena_bytes : tensor_mem_peak();
+    if (st)
+        *st = c->st;
+    return 0;
+}
+
+const char *compiled_error(const compiled *c) { return c->err; }
+
+void compiled_info(const compiled *c, compiled_stats *st) { *st = c->st; }
+
+void compiled_free(compiled *c) {
+    if (!c)
+        return;
+    cprog *p = &c->p;
+    if (p->g) {
+        for (int v = 0; v < p->g->n; v++) {
+            if (c->consts)
+                tensor_free(c->consts[v]);
+            if (c->bufs)
+                tensor_free(c->bufs[v]);
+        }
+    }
+    free(c->consts);
+    free(c->bufs);
+    free(c->free_after);
+    free(c->ext);
+    free(c->arena);
+    if (c->cpu.dnnl)
+        cpu_dnnl_free(c->cpu.dnnl);
+    if (c->so)
+        dlclose(c->so);
+    for (int gi = 0; gi < p->ngroups; gi++)
+        free(p->groups[gi].nodes);
+    free(p->groups);
+    free(p->info);
+    free(p->origin);
+    free(p->src_of);
+    graph_free(p->g);
+    free(c);
+}

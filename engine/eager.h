@@ -1,0 +1,34 @@
+// eager: runs a model one kernel per op, as an eager framework does.
+//
+//   eager *e = eager_new(m);            // m->values hold params, buffers, inputs
+//   tensor *out[8];
+//   eager_stats st;
+//   eager_run(e, out, &st);             // g->noutputs tensors, caller frees
+//   printf("%lld kernels, peak %zu bytes\n", (long long)st.kernels, st.peak_bytes);
+//   eager_free(e);
+//
+// Every op that computes launches one kernel and allocates its output (64-byte
+// aligned); views (reshape of contiguous data, permute, slice, expand) share
+// storage and launch nothing, as in PyTorch. An intermediate is freed as soon
+// as its last consumer has run. GEMMs go to OpenBLAS, convolutions and pooling
+// to oneDNN; pointwise, reduction and norm kernels are OpenMP loops that
+// vectorize, with fast paths for contiguous data. Threads: omp_set_num_threads
+// by the caller (bench sets OpenMP, OpenBLAS and oneDNN together).
+#pragma once
+#include "model.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct eager_stats {
+    int64_t kernels;   // kernels launched in the step
+    size_t peak_bytes; // most tensor bytes live at once in the step (params included)
+} eager_stats;
+
+typedef struct eager eager;
+
+eager *eager_new(const model *m);
+// One step. 0 on success; -1 when memory runs out (message in eager_error).
+int eager_run(eager *e, tensor **outputs, eager_stats *st);
+const char *eager_error(const eager *e);
+void eager_free(eager *e);

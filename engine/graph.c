@@ -1,0 +1,659 @@
+#include "graph.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    enum op_kind kind;
+    int min_srcs, max_srcs;
+} op_table[] = {
+#define OP(U, l, k, a0, a1) [OP_##U] = {#l, k, a0, a1},
+#include "ops.def"
+#undef OP
+};
+static_assert(sizeof(op_table) / sizeof(op_table[0]) == OP_COUNT, "one op_table row per op");
+
+const char *op_name(enum op op) { return op_table[op].name; }
+enum op_kind op_kind(enum op op) { return op_table[op].kind; }
+int op_min_srcs(enum op op) { return op_table[op].min_srcs; }
+int op_max_srcs(enum op op) { return op_table[op].max_srcs; }
+
+graph *graph_new(void) {
+    graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->loss = -1;
+    return g;
+}
+
+void graph_free(graph *g) {
+    if (!g)
+        return;
+    for (int i = 0; i < g->n; i++)
+        free(g->nodes[i].name);
+    free(g->nodes);
+    free(g);
+}
+
+const char *graph_error(const graph *g) { return g->err; }
+
+static int fail(graph *g, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->err, sizeof g->err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    size_t o = (size_t)snprintf(buf, cap, "(");
+    for (int i = 0; i < ndim && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (o < cap)
+        snprintf(buf + o, cap - o, ")");
+}
+
+static const char *shape_s(char *buf, const graph_node *n) {
+    shape_str(buf, 96, n->ndim, n->shape);
+    return buf;
+}
+
+// Tensors larger than this are refused at build time: no model in a suite
+// needs them, and the error beats an out-of-memory kill later.
+#define GRAPH_MAX_BYTES ((int64_t)1 << 40)
+
+static graph_node *push(graph *g) {
+    if (g->n == g->cap) {
+        int cap = g->cap ? g->cap * 2 : 256;
+        graph_node *p = realloc(g->nodes, (size_t)cap * sizeof *p);
+        if (!p)
+            return NULL;
+        g->nodes = p;
+        g->cap = cap;
+    }
+    graph_node *n = &g->nodes[g->n];
+    memset(n, 0, sizeof *n);
+    return n;
+}
+
+static int commit(graph *g, graph_node *n) {
+    for (int i = 0; i < n->ndim; i++)
+        if (n->shape[i] <= 0) {
+            char b[96];
+            return fail(g, "%s would have shape %s: every dimension must be positive",
+                        op_name(n->op), shape_s(b, n));
+        }
+    double bytes = (double)dtype_size(n->dtype);
+    for (int i = 0; i < n->ndim; i++)
+        bytes *= (double)n->shape[i];
+    if (bytes > (double)GRAPH_MAX_BYTES) {
+        char b[96];
+        return fail(g, "%s of shape %s needs %.3g bytes, more than any machine here has",
+                    op_name(n->op), shape_s(b, n), bytes);
+    }
+    return g->n++;
+}
+
+static char *dupname(const char *s) { return s ? strdup(s) : NULL; }
+
+static int source(graph *g, enum op op, const char *name, enum dtype t, int ndim,
+                  const int64_t *shape) {
+    if (ndim < 0 || ndim > TENSOR_MAX_DIMS)
+        return fail(g, "a tensor has %d dimensions; at most %d are supported", ndim,
+                    TENSOR_MAX_DIMS);
+    graph_node *n = push(g);
+    if (!n)
+        return fail(g, "out of memory building the graph");
+    n->op = op;
+    n->dtype = t;
+    n->ndim = ndim;
+    if (ndim > 0)
+        memcpy(n->shape, shape, (size_t)ndim * sizeof *shape);
+    int id = commit(g, n);
+    if (id >= 0)
+        g->nodes[id].name = dupname(name);
+    return id;
+}
+
+int graph_input(graph *g, const char *name, enum dtype t, int ndim, const int64_t *shape) {
+    return source(g, OP_INPUT, name, t, ndim, shape);
+}
+
+int graph_param(graph *g, const char *name, int ndim, const int64_t *shape, enum init_kind init,
+                double scale) {
+    int id = source(g, OP_PARAM, name, DT_F32, ndim, shape);
+    if (id >= 0) {
+        g->nodes[id].ia[0] = init;
+        g->nodes[id].fa[0] = scale;
+    }
+    return id;
+}
+
+int graph_buffer(graph *g, const char *name, enum dtype t, int ndim, const int64_t *shape,
+                 enum init_kind init, double arg) {
+    int id = source(g, OP_BUFFER, name, t, ndim, shape);
+    if (id >= 0) {
+        g->nodes[id].ia[0] = init;
+        g->nodes[id].fa[0] = arg;
+    }
+    return id;
+}
+
+int graph_full(graph *g, double value, enum dtype t, int ndim, const int64_t *shape) {
+    int id = source(g, OP_FULL, NULL, t, ndim, shape);
+    if (id >= 0)
+        g->nodes[id].fa[0] = value;
+    return id;
+}
+
+// NumPy broadcasting of a list of shapes into out.
+static bool broadcast(graph *g, int nsrc, const graph_node *const *s, graph_node *out) {
+    int nd = 0;
+    for (int i = 0; i < nsrc; i++)
+        if (s[i]->ndim > nd)
+            nd = s[i]->ndim;
+    out->ndim = nd;
+    for (int d = 0; d < nd; d++) {
+        int64_t v = 1;
+        for (int i = 0; i < nsrc; i++) {
+            int k = d - (nd - s[i]->ndim);
+            if (k < 0)
+                continue;
+            int64_t e = s[i]->shape[k];
+            if (e == v || e == 1)
+                continue;
+            if (v != 1) {
+                char a[96], b[96];
+                fail(g, "%s: shapes %s and %s do not broadcast", op_name(out->op),
+                     shape_s(a, s[0]), shape_s(b, s[i]));
+                return false;
+            }
+            v = e;
+        }
+        out->shape[d] = v;
+    }
+    return true;
+}
+
+static bool same_shape(const graph_node *a, const graph_node *b) {
+    if (a->ndim != b->ndim)
+        return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i])
+            return false;
+    return true;
+}
+
+static void copy_shape(graph_node *dst, const graph_node *src) {
+    dst->ndim = src->ndim;
+    memcpy(dst->shape, src->shape, sizeof dst->shape);
+}
+
+static int norm_axis(graph *g, enum op op, int64_t axis, int ndim, int64_t *out) {
+    if (axis < 0)
+        axis += ndim;
+    if (axis < 0 || axis >= ndim)
+        return fail(g, "%s: axis %lld is out of range for %d dimensions", op_name(op),
+                    (long long)axis, ndim);
+    *out = axis;
+    return 0;
+}
+
+static int conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+    return (int)((in + 2 * p - d * (k - 1) - 1) / s + 1);
+}
+
+// Shape and dtype inference: fills n (op, srcs and attributes already set).
+static int infer(graph *g, graph_node *n, int ndim_hint, const int64_t *shape_hint) {
+    const graph_node *s[GRAPH_MAX_SRCS];
+    for (int i = 0; i < n->nsrc; i++)
+        s[i] = &g->nodes[n->src[i]];
+    const graph_node *x = n->nsrc ? s[0] : NULL;
+    char b0[96], b1[96];
+    if (x)
+        n->dtype = x->dtype;
+    switch (op_kind(n->op)) {
+    case OPK_SOURCE:
+        return fail(g, "sources are made with graph_input/param/buffer/full");
+    case OPK_UNARY:
+        copy_shape(n, x);
+        if (n->op == OP_CAST)
+            n->dtype = (enum dtype)n->ia[0];
+        else if (!dtype_is_float(x->dtype))
+            return fail(g, "%s needs a floating-point input, got %s", op_name(n->op),
+                        dtype_name(x->dtype));
+        return 0;
+    case OPK_BINARY:
+        if (!broadcast(g, 2, s, n))
+            return -1;
+        if (s[0]->dtype != s[1]->dtype)
+            return fail(g, "%s: dtypes %s and %s differ (cast one first)", op_name(n->op),
+                        dtype_name(s[0]->dtype), dtype_name(s[1]->dtype));
+        return 0;
+    case OPK_WHERE:
+        if (s[0]->dtype != DT_BOOL)
+            return fail(g, "where: the condition must be bool, got %s", dtype_name(s[0]->dtype));
+        if (s[1]->dtype != s[2]->dtype)
+            return fail(g, "where: dtypes %s and %s differ", dtype_name(s[1]->dtype),
+                        dtype_name(s[2]->dtype));
+        n->dtype = s[1]->dtype;
+        return broadcast(g, 3, s, n) ? 0 : -1;
+    case OPK_REDUCE:
+        if (norm_axis(g, n->op, n->ia[0], x->ndim, &n->ia[0]) < 0)
+            return -1;
+        copy_shape(n, x);
+        n->shape[n->ia[0]] = 1;
+        return 0;
+    case OPK_NORM: {
+        copy_shape(n, x);
+        if (x->ndim < 1 || !dtype_is_float(x->dtype))
+            return fail(g, "%s needs a floating-point tensor", op_name(n->op));
+        int64_t c = x->shape[x->ndim - 1];
+        if (n->op == OP_BATCH_NORM || n->op == OP_GROUP_NORM) {
+            if (x->ndim < 2)
+                return fail(g, "%s needs (N, C, ...) input, got %s", op_name(n->op),
+                            shape_s(b0, x));
+            c = x->shape[1];
+        }
+        if (n->op == OP_GROUP_NORM && (n->ia[0] <= 0 || c % n->ia[0]))
+            return fail(g, "group_norm: %lld channels do not split into %lld groups",
+                        (long long)c, (long long)n->ia[0]);
+        for (int i = 1; i < n->nsrc; i++)
+            if (s[i]->ndim != 1 || s[i]->shape[0] != c)
+                return fail(g, "%s: parameter %d has shape %s, expected (%lld)", op_name(n->op), i,
+                            shape_s(b0, s[i]), (long long)c);
+        return 0;
+    }
+    case OPK_GEMM: {
+        if (n->op == OP_LINEAR) {
+            const graph_node *w = s[1];
+            if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1])
+                return fail(g, "linear: input %s does not match weight %s (last dim must be %lld)",
+                            shape_s(b0, x), shape_s(b1, w), w->ndim == 2 ? (long long)w->shape[1] : -1LL);
+            if (n->nsrc == 3 && (s[2]->ndim != 1 || s[2]->shape[0] != w->shape[0]))
+                return fail(g, "linear: bias %s does not match %lld outputs", shape_s(b0, s[2]),
+                            (long long)w->shape[0]);
+            copy_shape(n, x);
+            n->shape[n->ndim - 1] = w->shape[0];
+            return 0;
+        }
+        const graph_node *a = s[0], *bm = s[1];
+        if (a->ndim < 2 || bm->ndim < 2)
+            return fail(g, "matmul needs at least 2-d operands, got %s and %s", shape_s(b0, a),
+                        shape_s(b1, bm));
+        if (a->shape[a->ndim - 1] != bm->shape[bm->ndim - 2])
+            return fail(g, "matmul: %s @ %s: inner dimensions differ", shape_s(b0, a),
+                        shape_s(b1, bm));
+        if (a->dtype != bm->dtype)
+            return fail(g, "matmul: dtypes %s and %s differ", dtype_name(a->dtype),
+                        dtype_name(bm->dtype));
+        graph_node ba = *a, bb = *bm;
+        ba.ndim -= 2;
+        bb.ndim -= 2;
+        const graph_node *pair[2] = {&ba, &bb};
+        if (!broadcast(g, 2, pair, n))
+            return -1;
+        n->shape[n->ndim++] = a->shape[a->ndim - 2];
+        n->shape[n->ndim++] = bm->shape[bm->ndim - 1];
+        if (n->ndim > TENSOR_MAX_DIMS)
+            return fail(g, "matmul: too many dimensions");
+        return 0;
+    }
+    case OPK_CONV: {
+        const graph_node *w = s[1];
+        if (x->ndim != 4 || w->ndim != 4)
+            return fail(g, "%s needs 4-d input and weight, got %s and %s", op_name(n->op),
+                        shape_s(b0, x), shape_s(b1, w));
+        int64_t groups = n->ia[6] ? n->ia[6] : 1;
+        n->ia[6] = groups;
+        for (int i = 0; i < 2; i++) {
+            if (n->ia[i] <= 0)
+                n->ia[i] = 1;
+            if (n->ia[4 + i] <= 0)
+                n->ia[4 + i] = 1;
+        }
+        int64_t C = x->shape[1], O;
+        if (n->op == OP_CONV2D) {
+            O = w->shape[0];
+            if (C % groups || O % groups || w->shape[1] != C / groups)
+                return fail(g, "conv2d: input %s, weight %s and groups %lld do not agree",
+                            shape_s(b0, x), shape_s(b1, w), (long long)groups);
+        } else {
+            O = w->shape[1] * groups;
+            if (w->shape[0] != C || C % groups)
+                return fail(g, "conv_transpose2d: input %s, weight %s and groups %lld do not agree",
+                            shape_s(b0, x), shape_s(b1, w), (long long)groups);
+        }
+        if (n->nsrc == 3 && (s[2]->ndim != 1 || s[2]->shape[0] != O))
+            return fail(g, "%s: bias must have %lld elements", op_name(n->op), (long long)O);
+        n->ndim = 4;
+        n->shape[0] = x->shape[0];
+        n->shape[1] = O;
+        for (int i = 0; i < 2; i++) {
+            int64_t in = x->shape[2 + i], k = w->shape[2 + i];
+            int64_t st = n->ia[i], p = n->ia[2 + i], d = n->ia[4 + i];
+            if (n->op == OP_CONV2D)
+                n->shape[2 + i] = conv_out(in, k, st, p, d);
+            else
+                n->shape[2 + i] = (in - 1) * st - 2 * p + d * (k - 1) + n->ia[7 + i] + 1;
+        }
+        return 0;
+    }
+    case OPK_POOL:
+        if (x->ndim != 4)
+            return fail(g, "%s needs (N, C, H, W) input, got %s", op_name(n->op), shape_s(b0, x));
+        copy_shape(n, x);
+        if (n->op == OP_UPSAMPLE_NEAREST) {
+            if (n->ia[0] < 1)
+                return fail(g, "upsample: scale must be a positive integer");
+            n->shape[2] *= n->ia[0];
+            n->shape[3] *= n->ia[0];
+            return 0;
+        }
+        for (int i = 0; i < 2; i++) {
+            if (n->ia[4 + i] <= 0)
+                return fail(g, "%s: kernel size must be positive", op_name(n->op));
+            if (n->ia[i] <= 0)
+                n->ia[i] = n->ia[4 + i];
+            if (2 * n->ia[2 + i] > n->ia[4 + i])
+                return fail(g, "%s: padding must be at most half the kernel", op_name(n->op));
+            n->shape[2 + i] = conv_out(x->shape[2 + i], n->ia[4 + i], n->ia[i], n->ia[2 + i], 1);
+        }
+        return 0;
+    case OPK_GATHER:
+        if (s[0]->ndim != 2)
+            return fail(g, "embedding: the table must be 2-d, got %s", shape_s(b0, s[0]));
+        if (s[1]->dtype != DT_I32 && s[1]->dtype != DT_I64)
+            return fail(g, "embedding: indices must be i32 or i64, got %s",
+                        dtype_name(s[1]->dtype));
+        if (s[1]->ndim + 1 > TENSOR_MAX_DIMS)
+            return fail(g, "embedding: too many index dimensions");
+        copy_shape(n, s[1]);
+        n->shape[n->ndim++] = s[0]->shape[1];
+        n->dtype = s[0]->dtype;
+        return 0;
+    case OPK_VIEW:
+        if (n->op == OP_PERMUTE) {
+            bool seen[TENSOR_MAX_DIMS] = {0};
+            n->ndim = x->ndim;
+            for (int i = 0; i < x->ndim; i++) {
+                int64_t p = n->ia[i];
+                if (p < 0)
+                    p += x->ndim;
+                if (p < 0 || p >= x->ndim || seen[p])
+                    return fail(g, "permute: not a permutation of %d axes", x->ndim);
+                seen[p] = true;
+                n->ia[i] = p;
+                n->shape[i] = x->shape[p];
+            }
+            return 0;
+        }
+        if (ndim_hint < 0 || ndim_hint > TENSOR_MAX_DIMS)
+            return fail(g, "%s: bad rank %d", op_name(n->op), ndim_hint);
+        n->ndim = ndim_hint;
+        if (ndim_hint > 0)
+            memcpy(n->shape, shape_hint, (size_t)ndim_hint * sizeof *shape_hint);
+        if (n->op == OP_RESHAPE) {
+            if (shape_numel(n->ndim, n->shape) != shape_numel(x->ndim, x->shape))
+                return fail(g, "reshape: %s has %lld elements, %s has %lld", shape_s(b0, x),
+                            (long long)shape_numel(x->ndim, x->shape), shape_s(b1, n),
+                            (long long)shape_numel(n->ndim, n->shape));
+        } else if (n->op == OP_SLICE) {
+            if (norm_axis(g, n->op, n->ia[0], x->ndim, &n->ia[0]) < 0)
+                return -1;
+            if (n->ndim != x->ndim || n->ia[1] < 0 ||
+                n->ia[1] + n->shape[n->ia[0]] > x->shape[n->ia[0]])
+                return fail(g, "slice: out of range of %s", shape_s(b0, x));
+        } else if (n->op == OP_EXPAND) {
+            const graph_node *pair[2] = {x, n};
+            graph_node tmp = *n;
+            if (!broadcast(g, 2, pair, &tmp) || !same_shape(&tmp, n))
+                return fail(g, "expand: %s does not broadcast to %s", shape_s(b0, x),
+                            shape_s(b1, n));
+        }
+        return 0;
+    case OPK_COPY:
+        copy_shape(n, x);
+        if (n->op == OP_CONCAT) {
+            if (norm_axis(g, n->op, n->ia[0], x->ndim, &n->ia[0]) < 0)
+                return -1;
+            int ax = (int)n->ia[0];
+            n->shape[ax] = 0;
+            for (int i = 0; i < n->nsrc; i++) {
+                bool ok = s[i]->ndim == x->ndim && s[i]->dtype == x->dtype;
+                for (int d = 0; ok && d < x->ndim; d++)
+                    ok = d == ax || s[i]->shape[d] == x->shape[d];
+                if (!ok)
+                    return fail(g, "concat: %s and %s differ off axis %d", shape_s(b0, x),
+                                shape_s(b1, s[i]), ax);
+                n->shape[ax] += s[i]->shape[ax];
+            }
+        }
+        return 0;
+    case OPK_LOSS:
+        n->ndim = 0;
+        n->dtype = DT_F32;
+        if (n->op == OP_MSE_LOSS) {
+            if (!same_shape(s[0], s[1]))
+                return fail(g, "mse: prediction %s and target %s differ", shape_s(b0, s[0]),
+                            shape_s(b1, s[1]));
+            return 0;
+        }
+        if (s[0]->ndim != 2 || s[1]->ndim != 1 || s[0]->shape[0] != s[1]->shape[0])
+            return fail(g, "cross_entropy: logits %s and targets %s must be (N, C) and (N)",
+                        shape_s(b0, s[0]), shape_s(b1, s[1]));
+        if (s[1]->dtype != DT_I32 && s[1]->dtype != DT_I64)
+            return fail(g, "cross_entropy: targets must be integers, got %s",
+                        dtype_name(s[1]->dtype));
+        return 0;
+    }
+    return fail(g, "unknown op kind");
+}
+
+int graph_op_shaped(graph *g, enum op op, int nsrc, const int *src, const int64_t *ia,
+                    const double *fa, int ndim, const int64_t *shape) {
+    if (nsrc < op_min_srcs(op) || nsrc > op_max_srcs(op))
+        return fail(g, "%s takes %d to %d inputs, got %d", op_name(op), op_min_srcs(op),
+                    op_max_srcs(op), nsrc);
+    for (int i = 0; i < nsrc; i++)
+        if (src[i] < 0 || src[i] >= g->n)
+            return fail(g, "%s: input %d does not exist", op_name(op), i);
+    graph_node *n = push(g);
+    if (!n)
+        return fail(g, "out of memory building the graph");
+    n->op = op;
+    n->nsrc = nsrc;
+    memcpy(n->src, src, (size_t)nsrc * sizeof *src);
+    if (ia)
+        memcpy(n->ia, ia, sizeof n->ia);
+    if (fa)
+        memcpy(n->fa, fa, sizeof n->fa);
+    if (infer(g, n, ndim, shape) < 0)
+        return -1;
+    return commit(g, n);
+}
+
+int graph_op(graph *g, enum op op, int nsrc, const int *src, const int64_t *ia, const double *fa) {
+    return graph_op_shaped(g, op, nsrc, src, ia, fa, -1, NULL);
+}
+
+int graph_unary(graph *g, enum op op, int x) {
+    if (x < 0)
+        return -1;
+    return graph_op(g, op, 1, &x, NULL, NULL);
+}
+
+int graph_binary(graph *g, enum op op, int a, int b) {
+    if (a < 0 || b < 0)
+        return -1;
+    return graph_op(g, op, 2, (int[]){a, b}, NULL, NULL);
+}
+
+int graph_scale(graph *g, int x, double mul, double add) {
+    if (x < 0)
+        return -1;
+    return graph_op(g, OP_SCALE, 1, &x, NULL, (double[GRAPH_MAX_FA]){mul, add});
+}
+
+int graph_reshape(graph *g, int x, int ndim, const int64_t *shape) {
+    if (x < 0)
+        return -1;
+    int64_t s[TENSOR_MAX_DIMS];
+    int infer_at = -1;
+    int64_t known = 1;
+    if (ndim > TENSOR_MAX_DIMS)
+        return fail(g, "reshape: at most %d dimensions", TENSOR_MAX_DIMS);
+    for (int i = 0; i < ndim; i++) {
+        s[i] = shape[i];
+        if (s[i] == -1) {
+            if (infer_at >= 0)
+                return fail(g, "reshape: only one dimension may be -1");
+            infer_at = i;
+        } else {
+            known *= s[i];
+        }
+    }
+    if (infer_at >= 0) {
+        int64_t total = graph_node_numel(&g->nodes[x]);
+        if (known <= 0 || total % known)
+            return fail(g, "reshape: %lld elements do not divide by %lld", (long long)total,
+                        (long long)known);
+        s[infer_at] = total / known;
+    }
+    return graph_op_shaped(g, OP_RESHAPE, 1, &x, NULL, NULL, ndim, s);
+}
+
+int graph_permute(graph *g, int x, const int *perm) {
+    if (x < 0)
+        return -1;
+    int64_t ia[GRAPH_MAX_IA] = {0};
+    for (int i = 0; i < g->nodes[x].ndim; i++)
+        ia[i] = perm[i];
+    return graph_op(g, OP_PERMUTE, 1, &x, ia, NULL);
+}
+
+int graph_slice(graph *g, int x, int axis, int64_t start, int64_t len) {
+    if (x < 0)
+        return -1;
+    const graph_node *n = &g->nodes[x];
+    int64_t s[TENSOR_MAX_DIMS];
+    memcpy(s, n->shape, sizeof s);
+    int a = axis < 0 ? axis + n->ndim : axis;
+    if (a < 0 || a >= n->ndim)
+        return fail(g, "slice: axis %d out of range", axis);
+    s[a] = len;
+    return graph_op_shaped(g, OP_SLICE, 1, &x, (int64_t[GRAPH_MAX_IA]){a, start}, NULL, n->ndim,
+                           s);
+}
+
+int graph_cast(graph *g, int x, enum dtype t) {
+    if (x < 0)
+        return -1;
+    if (g->nodes[x].dtype == t)
+        return x;
+    return graph_op(g, OP_CAST, 1, &x, (int64_t[GRAPH_MAX_IA]){t}, NULL);
+}
+
+int graph_reduce(graph *g, enum op op, int x, int axis) {
+    if (x < 0)
+        return -1;
+    return graph_op(g, op, 1, &x, (int64_t[GRAPH_MAX_IA]){axis}, NULL);
+}
+
+void graph_output(graph *g, int node) {
+    assert(g->noutputs < (int)(sizeof g->outputs / sizeof g->outputs[0]));
+    g->outputs[g->noutputs++] = node;
+}
+
+int64_t graph_node_numel(const graph_node *n) { return shape_numel(n->ndim, n->shape); }
+size_t graph_node_bytes(const graph_node *n) {
+    return (size_t)graph_node_numel(n) * dtype_size(n->dtype);
+}
+
+int64_t graph_param_count(const graph *g) {
+    int64_t c = 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == OP_PARAM)
+            c += graph_node_numel(&g->nodes[i]);
+    return c;
+}
+
+double graph_flops(const graph *g) {
+    double f = 0;
+    for (int i = 0; i < g->n; i++) {
+        const graph_node *n = &g->nodes[i];
+        const graph_node *x = n->nsrc ? &g->nodes[n->src[0]] : NULL;
+        double out = (double)graph_node_numel(n);
+        switch (op_kind(n->op)) {
+        case OPK_GEMM: {
+            double k = (double)x->shape[x->ndim - 1];
+            f += 2 * out * k + (n->nsrc == 3 ? out : 0);
+            break;
+        }
+        case OPK_CONV: {
+            const graph_node *w = &g->nodes[n->src[1]];
+            double per = (double)w->shape[1] * w->shape[2] * w->shape[3];
+            if (n->op == OP_CONV2D)
+                f += 2 * out * per;
+            else // each input element scatters into O/g * kh * kw outputs
+                f += 2 * (double)graph_node_numel(x) * per;
+            break;
+        }
+        case OPK_UNARY:
+        case OPK_BINARY:
+        case OPK_WHERE:
+            f += out;
+            break;
+        case OPK_REDUCE:
+        case OPK_LOSS:
+            f += (double)graph_node_numel(x);
+            break;
+        case OPK_NORM:
+            f += 5 * out;
+            break;
+        case OPK_POOL:
+            f += out * (double)(n->op == OP_UPSAMPLE_NEAREST ? 1 : n->ia[4] * n->ia[5]);
+            break;
+        default:
+            break;
+        }
+    }
+    return f;
+}
+
+int *graph_use_counts(const graph *g) {
+    int *u = calloc((size_t)(g->n ? g->n : 1), sizeof *u);
+    if (!u)
+        return NULL;
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].nsrc; j++)
+            u[g->nodes[i].src[j]]++;
+    for (int i = 0; i < g->noutputs; i++)
+        u[g->outputs[i]]++;
+    if (g->loss >= 0)
+        u[g->loss]++;
+    return u;
+}
+
+void graph_print(const graph *g, void *file) {
+    FILE *f = file;
+    for (int i = 0; i < g->n; i++) {
+        const graph_node *n = &g->nodes[i];
+        char b[96];
+        fprintf(f, "%%%d = %s(", i, op_name(n->op));
+        for (int j = 0; j < n->nsrc; j++)
+            fprintf(f, j ? ", %%%d" : "%%%d", n->src[j]);
+        fprintf(f, ") : %s%s", dtype_name(n->dtype), shape_s(b, n));
+        if (n->name)
+            fprintf(f, "  # %s", n->name);
+        fputc('\n', f);
+    }
+    for (int i = 0; i < g->noutputs; i++)
+        fprintf(f, "output %%%d\n", g->outputs[i]);
+    if (g->loss >= 0)
+        fprintf(f, "loss %%%d\n", g->loss);
+}

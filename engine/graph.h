@@ -1,0 +1,127 @@
+// graph: a static dataflow graph of ops with inferred shapes.
+//
+//   graph *g = graph_new();
+//   int x = graph_input(g, "x", DT_F32, 2, (int64_t[]){8, 64});
+//   int w = graph_param(g, "fc.weight", 2, (int64_t[]){32, 64}, INIT_NORMAL, 0.02);
+//   int y = graph_op(g, OP_LINEAR, 2, (int[]){x, w}, NULL, NULL);
+//   y = graph_unary(g, OP_RELU, y);
+//   if (y < 0) puts(graph_error(g));     // a shape error, said in words
+//   graph_output(g, y);
+//   graph_free(g);
+//
+// Nodes are appended in a topological order by construction: an op can only
+// name nodes that exist. Node ids are ints into g->nodes. Every builder call
+// infers the output shape and dtype; on a bad shape it returns -1 and leaves
+// a message in graph_error() (the caller adds the file position).
+#pragma once
+#include "dtype.h"
+#include "tensor.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum op {
+#define OP(U, l, k, a0, a1) OP_##U,
+#include "ops.def"
+#undef OP
+    OP_COUNT
+};
+
+enum op_kind {
+    OPK_SOURCE,
+    OPK_UNARY,
+    OPK_BINARY,
+    OPK_WHERE,
+    OPK_REDUCE,
+    OPK_NORM,
+    OPK_GEMM,
+    OPK_CONV,
+    OPK_POOL,
+    OPK_GATHER,
+    OPK_VIEW,
+    OPK_COPY,
+    OPK_LOSS,
+};
+
+const char *op_name(enum op op);
+enum op_kind op_kind(enum op op);
+int op_min_srcs(enum op op);
+int op_max_srcs(enum op op);
+
+// How PARAM and BUFFER nodes get their values (engine/init.c).
+enum init_kind {
+    INIT_NORMAL,  // N(0, fa0^2)
+    INIT_UNIFORM, // U(-fa0, fa0)
+    INIT_ZEROS,
+    INIT_ONES,
+    INIT_CAUSAL_MASK, // bool (T, S): key s visible to query t when s <= t + (S - T)
+    INIT_ROPE_COS,    // (T, D): cos(t * theta^(-2(i mod D/2)/D)), fa0 theta
+    INIT_ROPE_SIN,
+};
+
+#define GRAPH_MAX_SRCS 8
+#define GRAPH_MAX_IA 12
+#define GRAPH_MAX_FA 2
+
+typedef struct graph_node {
+    enum op op;
+    enum dtype dtype;
+    int ndim;
+    int64_t shape[TENSOR_MAX_DIMS];
+    int nsrc;
+    int src[GRAPH_MAX_SRCS];
+    int64_t ia[GRAPH_MAX_IA];
+    double fa[GRAPH_MAX_FA];
+    char *name; // sources: "layers.0.attn.q.weight"; others may be NULL
+} graph_node;
+
+typedef struct graph {
+    graph_node *nodes;
+    int n, cap;
+    int outputs[8];
+    int noutputs;
+    int loss; // node id of the scalar loss, or -1
+    char err[256];
+} graph;
+
+graph *graph_new(void);
+void graph_free(graph *g);
+const char *graph_error(const graph *g);
+
+int graph_input(graph *g, const char *name, enum dtype t, int ndim, const int64_t *shape);
+int graph_param(graph *g, const char *name, int ndim, const int64_t *shape,
+                enum init_kind init, double scale);
+int graph_buffer(graph *g, const char *name, enum dtype t, int ndim, const int64_t *shape,
+                 enum init_kind init, double arg);
+int graph_full(graph *g, double value, enum dtype t, int ndim, const int64_t *shape);
+
+// General builder: ia / fa may be NULL (zeros). Shapes for RESHAPE, SLICE,
+// EXPAND come from `shape` (ndim entries); other ops infer theirs and ignore it.
+int graph_op(graph *g, enum op op, int nsrc, const int *src, const int64_t *ia,
+             const double *fa);
+int graph_op_shaped(graph *g, enum op op, int nsrc, const int *src, const int64_t *ia,
+                    const double *fa, int ndim, const int64_t *shape);
+
+// Short forms.
+int graph_unary(graph *g, enum op op, int x);
+int graph_binary(graph *g, enum op op, int a, int b);
+int graph_scale(graph *g, int x, double mul, double add);
+int graph_reshape(graph *g, int x, int ndim, const int64_t *shape); // one -1 allowed
+int graph_permute(graph *g, int x, const int *perm);
+int graph_slice(graph *g, int x, int axis, int64_t start, int64_t len);
+int graph_cast(graph *g, int x, enum dtype t);
+int graph_reduce(graph *g, enum op op, int x, int axis); // keeps the axis as size 1
+
+void graph_output(graph *g, int node);
+
+static inline const graph_node *graph_at(const graph *g, int id) { return &g->nodes[id]; }
+int64_t graph_node_numel(const graph_node *n);
+size_t graph_node_bytes(const graph_node *n);
+
+// Counts over the graph.
+int64_t graph_param_count(const graph *g);  // elements in PARAM nodes
+double graph_flops(const graph *g);         // multiply-add counted as 2
+// use counts of each node (consumers + 1 if it is an output); caller frees.
+int *graph_use_counts(const graph *g);
+// Text dump, one node a line, for --dump and debugging.
+void graph_print(const graph *g, void *file);

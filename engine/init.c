@@ -1,0 +1,139 @@
+// Seeded values for parameters, buffers and inputs (model.h).
+#include "model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+model *model_new(graph *g, const char *name, const char *family, int64_t batch) {
+    model *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->g = g;
+    m->name = strdup(name ? name : "model");
+    m->family = strdup(family ? family : "");
+    m->batch = batch;
+    return m;
+}
+
+void model_free(model *m) {
+    if (!m)
+        return;
+    if (m->values)
+        for (int i = 0; i < m->g->n; i++)
+            tensor_free(m->values[i]);
+    free(m->values);
+    graph_free(m->g);
+    free(m->name);
+    free(m->family);
+    free(m);
+}
+
+// splitmix64 over a counter: stream (seed, node) element i.
+static uint64_t mix(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double uniform01(uint64_t key, uint64_t i) {
+    return (double)(mix(key ^ mix(i)) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static double normal(uint64_t key, uint64_t i) {
+    double u1 = uniform01(key, 2 * i), u2 = uniform01(key, 2 * i + 1);
+    if (u1 < 1e-300)
+        u1 = 1e-300;
+    return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+static void store(tensor *t, int64_t i, double v) {
+    void *b = tensor_data(t); // contiguous, fresh
+    switch (t->dtype) {
+    case DT_F32: ((float *)b)[i] = (float)v; break;
+    case DT_F16: ((uint16_t *)b)[i] = dtype_f32_to_f16((float)v); break;
+    case DT_I32: ((int32_t *)b)[i] = (int32_t)v; break;
+    case DT_I64: ((int64_t *)b)[i] = (int64_t)v; break;
+    case DT_BOOL: ((uint8_t *)b)[i] = v != 0; break;
+    default: abort();
+    }
+}
+
+// Inputs: integers uniform in [ia0, ia1) when ia2 is set (token ids, labels),
+// floats N(0, 1).
+static double input_value(const graph_node *n, uint64_t key, int64_t i) {
+    if (n->ia[2] && !dtype_is_float(n->dtype)) {
+        int64_t lo = n->ia[0], hi = n->ia[1];
+        int64_t span = hi > lo ? hi - lo : 1;
+        return (double)(lo + (int64_t)(mix(key ^ mix((uint64_t)i)) % (uint64_t)span));
+    }
+    if (!dtype_is_float(n->dtype))
+        return (double)(mix(key ^ mix((uint64_t)i)) % 2);
+    return normal(key, (uint64_t)i);
+}
+
+static void fill(tensor *t, const graph_node *n, uint64_t key) {
+    int64_t count = tensor_numel(t);
+    int64_t T = n->ndim >= 2 ? n->shape[n->ndim - 2] : 1;
+    int64_t S = n->ndim >= 1 ? n->shape[n->ndim - 1] : 1;
+    for (int64_t i = 0; i < count; i++) {
+        double v = 0;
+        int64_t r = i / S, c = i % S;
+        if (n->op == OP_FULL) {
+            v = n->fa[0];
+        } else if (n->op == OP_INPUT) {
+            v = input_value(n, key, i);
+        } else {
+            switch ((enum init_kind)n->ia[0]) {
+            case INIT_NORMAL: v = n->fa[0] * normal(key, (uint64_t)i); break;
+            case INIT_UNIFORM: v = n->fa[0] * (2 * uniform01(key, (uint64_t)i) - 1); break;
+            case INIT_ZEROS: v = 0; break;
+            case INIT_ONES: v = 1; break;
+            case INIT_CAUSAL_MASK: v = (c <= (r % T) + (S - T)); break;
+            case INIT_ROPE_COS:
+            case INIT_ROPE_SIN: {
+                int64_t half = S / 2 > 0 ? S / 2 : 1, k = c % half;
+                double ang = (double)(r % T) * pow(n->fa[0], -2.0 * (double)k / (double)S);
+                v = n->ia[0] == INIT_ROPE_COS ? cos(ang) : sin(ang);
+                break;
+            }
+            }
+        }
+        store(t, i, v);
+    }
+}
+
+static uint64_t node_key(uint64_t seed, int id, uint64_t step) {
+    return mix(mix(seed) ^ mix(((uint64_t)id << 20) ^ step));
+}
+
+int model_init_values(model *m, uint64_t seed) {
+    graph *g = m->g;
+    if (!m->values) {
+        m->values = calloc((size_t)g->n, sizeof *m->values);
+        if (!m->values)
+            return -1;
+    }
+    for (int i = 0; i < g->n; i++) {
+        const graph_node *n = &g->nodes[i];
+        if (op_kind(n->op) != OPK_SOURCE)
+            continue;
+        tensor_free(m->values[i]);
+        m->values[i] = tensor_new_empty(n->dtype, n->ndim, n->shape);
+        if (!m->values[i])
+            return -1;
+        fill(m->values[i], n, node_key(seed, i, 0));
+    }
+    return 0;
+}
+
+int model_init_inputs(model *m, uint64_t seed, uint64_t step) {
+    for (int i = 0; i < m->g->n; i++) {
+        const graph_node *n = &m->g->nodes[i];
+        if (n->op != OP_INPUT || !m->values || !m->values[i])
+            continue;
+        fill(m->values[i], n, node_key(seed, i, step));
+    }
+    return 0;
+}

@@ -1,0 +1,32 @@
+// model: a built graph plus the values of its sources, ready to execute.
+//
+//   model *m;  diag d;
+//   modeldef_build(def, overrides, nover, batch, &opts, &m, &d);   // modeldef.h
+//   model_init_values(m, seed);     // parameters, buffers, inputs from the seed
+//   eager_run(...); ref_run(...);   // both read m->values
+//   model_free(m);
+//
+// values[i] is set for every source node (INPUT, PARAM, BUFFER, FULL) and NULL
+// for the rest. The same seed gives the same values on every run and machine:
+// each node draws from its own counter-based stream, keyed by seed and node id.
+#pragma once
+#include "graph.h"
+#include "tensor.h"
+
+#include <stdint.h>
+
+typedef struct model {
+    graph *g;
+    char *name;   // "gpt2"
+    char *family; // "decoder"
+    int64_t batch;
+    tensor **values; // g->n entries
+} model;
+
+model *model_new(graph *g, const char *name, const char *family, int64_t batch);
+void model_free(model *m);
+// Allocates and fills values for every source node. 0 on success, -1 when
+// memory runs out.
+int model_init_values(model *m, uint64_t seed);
+// Re-draw only the INPUT nodes (a new batch), from (seed, step).
+int model_init_inputs(model *m, uint64_t seed, uint64_t step);

@@ -1,0 +1,460 @@
+// Loading a model file: checks the template's structure (keys, layer names,
+// expression syntax, parameter names) so that `tcbench check` reports a
+// mistake before anything is built (modeldef.h, docs/yaml.md). Building is
+// in modeldef_build.c.
+#include "modeldef_internal.h"
+
+#include "nn.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const model_keys[] = {"name", "family", "params",  "inputs",
+                                         "body", "loss",   "outputs", NULL};
+static const char *const input_keys[] = {"shape", "dtype", "range", NULL};
+static const char *const repeat_keys[] = {"repeat", "body", "input", "as", NULL};
+static const char *const residual_keys[] = {"residual", "input", "as", NULL};
+
+const char *modeldef_name(const modeldef *md) { return md->name; }
+const char *modeldef_family(const modeldef *md) { return md->family; }
+
+void modeldef_free(modeldef *md) {
+    if (!md)
+        return;
+    for (int i = 0; i < md->nparams; i++)
+        expr_free(md->pexpr[i]);
+    free(md->pkey);
+    free(md->pval);
+    free(md->pexpr);
+    free(md->defs);
+    yd_free(md->doc);
+    free(md->path);
+    free(md);
+}
+
+int md_param_index(const modeldef *md, const char *name) {
+    for (int i = 0; i < md->nparams; i++)
+        if (!strcmp(md->pkey[i]->str, name))
+            return i;
+    return -1;
+}
+
+void md_param_list(const modeldef *md, char *buf, size_t cap) {
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < md->nparams && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s$%s", i ? ", " : "", md->pkey[i]->str);
+    if (o < cap)
+        snprintf(buf + o, cap - o, "%s$batch", o ? " and " : "");
+}
+
+static bool is_ident(const char *s) {
+    if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+        return false;
+    for (; *s; s++)
+        if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+              (*s >= '0' && *s <= '9')))
+            return false;
+    return true;
+}
+
+// Column of byte `off` of a scalar's text (exact for one-line scalars).
+int md_text_col(const yd_node *n, int off) { return n->text_col + (off > 0 ? off : 0); }
+
+// ---------------------------------------------------------------- scalars
+
+// What a scalar is: plain null, plain true/false, an expression (numbers
+// too), or a word. Quoted text is a word unless it holds a '$'. A plain
+// scalar that fails to parse is a word unless it holds '$' or an operator,
+// in which case the syntax error is reported. *e is set for MD_SC_EXPR.
+int md_scalar_class(const modeldef *md, const yd_node *n, expr **e, diag *d) {
+    *e = NULL;
+    bool b;
+    if (yd_is_null(n))
+        return MD_SC_NULL;
+    if (yd_is_bool(n, &b))
+        return MD_SC_BOOL;
+    if (!n->plain && !strchr(n->str, '$'))
+        return MD_SC_STR;
+    int off;
+    char err[256];
+    if (expr_parse(n->str, e, &off, err, sizeof err) == 0)
+        return MD_SC_EXPR;
+    if (!expr_looks_like(n->str))
+        return MD_SC_STR;
+    return diag_set(d, md->path, n->line, md_text_col(n, off), "%s", err);
+}
+
+typedef struct {
+    const modeldef *md;
+    const yd_node *n;
+    diag *d;
+    int rc;
+} var_check;
+
+static void check_var(void *ctx, const char *name, int off) {
+    var_check *v = ctx;
+    if (v->rc < 0 || !strcmp(name, "batch") || md_param_index(v->md, name) >= 0)
+        return;
+    char list[256];
+    md_param_list(v->md, list, sizeof list);
+    v->rc = diag_set(v->d, v->md->path, v->n->line, md_text_col(v->n, off),
+                     "unknown parameter $%s; the parameters are %s", name, list);
+}
+
+static int check_vars(const modeldef *md, const yd_node *n, const expr *e, diag *d) {
+    var_check v = {md, n, d, 0};
+    expr_each_var(e, check_var, &v);
+    return v.rc;
+}
+
+// A scalar that must be an expression (a param, a shape entry, a count).
+static int check_expr(const modeldef *md, const yd_node *n, const char *what, diag *d) {
+    if (n->kind != YD_SCALAR || yd_is_null(n))
+        return diag_set(d, md->path, n->line, n->col, "%s must be a number or an expression", what);
+    int off;
+    char err[256];
+    expr *e;
+    if (expr_parse(n->str, &e, &off, err, sizeof err) < 0)
+        return diag_set(d, md->path, n->line, md_text_col(n, off), "%s: %s", what, err);
+    int rc = check_vars(md, n, e, d);
+    expr_free(e);
+    return rc;
+}
+
+// A layer's value: scalars of any class, lists of them.
+static int check_value(const modeldef *md, const yd_node *n, diag *d) {
+    if (n->kind == YD_MAP)
+        return diag_set(d, md->path, n->line, n->col,
+                        "a layer's value must be a number, word, expression or list, not a "
+                        "mapping");
+    if (n->kind == YD_SEQ) {
+        for (int i = 0; i < n->n; i++)
+            if (check_value(md, n->vals[i], d) < 0)
+                return -1;
+        return 0;
+    }
+    expr *e;
+    int c = md_scalar_class(md, n, &e, d);
+    if (c < 0)
+        return -1;
+    int rc = e ? check_vars(md, n, e, d) : 0;
+    expr_free(e);
+    return rc;
+}
+
+// ---------------------------------------------------------------- loading
+
+static int add_def(modeldef *md, const yd_node *n, diag *d) {
+    md_def *p = realloc(md->defs, (size_t)(md->ndefs + 1) * sizeof *p);
+    if (!p)
+        return diag_set(d, md->path, 0, 0, "out of memory loading the model");
+    md->defs = p;
+    md->defs[md->ndefs++] = (md_def){n->str, n->line, n->col};
+    return 0;
+}
+
+static int check_name(const modeldef *md, const yd_node *n, const char *what, diag *d) {
+    if (n->kind != YD_SCALAR || yd_is_null(n))
+        return diag_set(d, md->path, n->line, n->col, "%s must be a tensor name, not %s", what,
+                        n->kind == YD_SCALAR ? "empty" : yd_kind_name(n->kind));
+    return 0;
+}
+
+// `input: x` or `input: [., skip]`; `as: y` or `as: [q, k, v]`.
+static int check_names(modeldef *md, const yd_node *n, const char *what, bool define, diag *d) {
+    int cnt = n->kind == YD_SEQ ? n->n : 1;
+    if (n->kind == YD_SEQ && n->n == 0)
+        return diag_set(d, md->path, n->line, n->col, "'%s' is an empty list", what);
+    if (cnt > (define ? NN_MAX_OUT : MD_MAX_INPUTS))
+        return diag_set(d, md->path, n->line, n->col, "'%s' names %d tensors; at most %d", what,
+                        cnt, define ? NN_MAX_OUT : MD_MAX_INPUTS);
+    for (int i = 0; i < cnt; i++) {
+        const yd_node *v = n->kind == YD_SEQ ? n->vals[i] : n;
+        if (check_name(md, v, what, d) < 0)
+            return -1;
+        if (define && !strcmp(v->str, "."))
+            return diag_set(d, md->path, v->line, v->col,
+                            "'.' is the previous output; `as:` needs a new name");
+        if (define && add_def(md, v, d) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int edit_distance(const char *a, const char *b) {
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 40 || lb > 40)
+        return 99;
+    int row[41];
+    for (int j = 0; j <= lb; j++)
+        row[j] = j;
+    for (int i = 1; i <= la; i++) {
+        int diag_prev = row[0];
+        row[0] = i;
+        for (int j = 1; j <= lb; j++) {
+            int t = row[j];
+            int best = diag_prev + (a[i - 1] != b[j - 1]);
+            if (row[j] + 1 < best)
+                best = row[j] + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag_prev = t;
+        }
+    }
+    return row[lb];
+}
+
+static int unknown_layer(const modeldef *md, const yd_node *k, diag *d) {
+    const char *const *names = nn_layer_names();
+    const char *best = NULL;
+    int bd = 3;
+    for (int i = 0; names[i]; i++) {
+        int e = edit_distance(k->str, names[i]);
+        if (e < bd) {
+            bd = e;
+            best = names[i];
+        }
+    }
+    if (best)
+        return diag_set(d, md->path, k->line, k->col, "unknown layer '%s'; did you mean '%s'?",
+                        k->str, best);
+    return diag_set(d, md->path, k->line, k->col,
+                    "unknown layer '%s'; docs/yaml.md lists the layers", k->str);
+}
+
+static int check_steps(modeldef *md, const yd_node *seq, const char *what, diag *d);
+
+static int check_step(modeldef *md, const yd_node *s, diag *d) {
+    if (s->kind == YD_SCALAR && !yd_is_null(s)) { // `- relu`: a layer without keys
+        if (!nn_layer_known(s->str))
+            return unknown_layer(md, s, d);
+        return 0;
+    }
+    if (s->kind != YD_MAP || s->n == 0)
+        return diag_set(d, md->path, s->line, s->col,
+                        "a body entry is a layer like `- linear: {out: 64}`, a repeat or a "
+                        "residual, not %s",
+                        yd_is_null(s) ? "nothing" : yd_kind_name(s->kind));
+    const yd_node *v;
+    if ((v = yd_get(s, "input")) && check_names(md, v, "input", false, d) < 0)
+        return -1;
+    if (v && v->kind == YD_SEQ && (yd_get(s, "repeat") || yd_get(s, "residual")))
+        return diag_set(d, md->path, v->line, v->col,
+                        "a repeat or residual starts from one tensor; 'input' names %d", v->n);
+    if ((v = yd_get(s, "as")) && check_names(md, v, "as", true, d) < 0)
+        return -1;
+    if ((v = yd_get(s, "repeat"))) {
+        if (yd_check_keys(md->doc, s, "a repeat", repeat_keys, d) < 0 ||
+            check_expr(md, v, "the repeat count", d) < 0)
+            return -1;
+        const yd_node *body = yd_get(s, "body");
+        if (!body)
+            return diag_set(d, md->path, s->line, s->col,
+                            "a repeat needs 'body:', the list of layers to repeat");
+        return check_steps(md, body, "a repeat's body", d);
+    }
+    if ((v = yd_get(s, "residual"))) {
+        if (yd_check_keys(md->doc, s, "a residual", residual_keys, d) < 0)
+            return -1;
+        return check_steps(md, v, "a residual", d);
+    }
+    const yd_node *k = s->keys[0];
+    if (s->n > 1)
+        return diag_set(d, md->path, s->keys[1]->line, s->keys[1]->col,
+                        "a layer is a one-key mapping; '%s' beside '%s' belongs inside its "
+                        "braces: `- %s: {..., %s: ...}`",
+                        s->keys[1]->str, k->str, k->str, s->keys[1]->str);
+    if (!strcmp(k->str, "body"))
+        return diag_set(d, md->path, k->line, k->col, "'body:' needs a 'repeat:' beside it");
+    if (!nn_layer_known(k->str))
+        return unknown_layer(md, k, d);
+    v = s->vals[0];
+    if (yd_is_null(v))
+        return 0;
+    if (v->kind != YD_MAP)
+        return diag_set(d, md->path, v->line, v->col,
+                        "layer '%s' takes a mapping of keys like {out: 64}, not %s", k->str,
+                        yd_kind_name(v->kind));
+    for (int i = 0; i < v->n; i++) {
+        const char *key = v->keys[i]->str;
+        int rc = !strcmp(key, "input") ? check_names(md, v->vals[i], "input", false, d)
+                 : !strcmp(key, "as")  ? check_names(md, v->vals[i], "as", true, d)
+                                       : check_value(md, v->vals[i], d);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int check_steps(modeldef *md, const yd_node *seq, const char *what, diag *d) {
+    if (yd_expect(md->doc, seq, YD_SEQ, what, d) < 0)
+        return -1;
+    if (seq->n == 0)
+        return diag_set(d, md->path, seq->line, seq->col, "%s is an empty list", what);
+    for (int i = 0; i < seq->n; i++)
+        if (check_step(md, seq->vals[i], d) < 0)
+            return -1;
+    return 0;
+}
+
+static int load_params(modeldef *md, const yd_node *p, diag *d) {
+    if (yd_expect(md->doc, p, YD_MAP, "params", d) < 0)
+        return -1;
+    md->pkey = calloc((size_t)p->n + 1, sizeof *md->pkey);
+    md->pval = calloc((size_t)p->n + 1, sizeof *md->pval);
+    md->pexpr = calloc((size_t)p->n + 1, sizeof *md->pexpr);
+    if (!md->pkey || !md->pval || !md->pexpr)
+        return diag_set(d, md->path, 0, 0, "out of memory loading the model");
+    for (int i = 0; i < p->n; i++) {
+        const yd_node *k = p->keys[i], *v = p->vals[i];
+        if (!is_ident(k->str))
+            return diag_set(d, md->path, k->line, k->col,
+                            "parameter name '%s' cannot be written as $name; use letters, "
+                            "digits and _",
+                            k->str);
+        if (!strcmp(k->str, "batch"))
+            return diag_set(d, md->path, k->line, k->col,
+                            "'batch' is reserved: $batch is the case's batch size");
+        bool b;
+        if (v->kind != YD_SCALAR || yd_is_null(v) || yd_is_bool(v, &b))
+            return diag_set(d, md->path, v->line, v->col,
+                            "parameter '%s' must be a number or an expression", k->str);
+        int off;
+        char err[256];
+        if (expr_parse(v->str, &md->pexpr[i], &off, err, sizeof err) < 0)
+            return diag_set(d, md->path, v->line, md_text_col(v, off), "%s", err);
+        md->pkey[i] = k;
+        md->pval[i] = v;
+        md->nparams++;
+    }
+    for (int i = 0; i < md->nparams; i++) // params may name later ones
+        if (check_vars(md, md->pval[i], md->pexpr[i], d) < 0)
+            return -1;
+    return 0;
+}
+
+static int load_inputs(modeldef *md, const yd_node *in, diag *d) {
+    if (yd_expect(md->doc, in, YD_MAP, "inputs", d) < 0)
+        return -1;
+    if (in->n == 0)
+        return diag_set(d, md->path, in->line, in->col, "inputs is empty");
+    for (int i = 0; i < in->n; i++) {
+        const yd_node *k = in->keys[i], *v = in->vals[i];
+        if (!strcmp(k->str, ".") || !k->str[0])
+            return diag_set(d, md->path, k->line, k->col, "'%s' cannot name an input", k->str);
+        if (yd_expect(md->doc, v, YD_MAP, "an input", d) < 0 ||
+            yd_check_keys(md->doc, v, "an input", input_keys, d) < 0)
+            return -1;
+        const yd_node *shape = yd_get(v, "shape"), *dt = yd_get(v, "dtype"),
+                      *range = yd_get(v, "range");
+        if (!shape)
+            return diag_set(d, md->path, v->line, v->col, "input '%s' needs 'shape:'", k->str);
+        if (yd_expect(md->doc, shape, YD_SEQ, "shape", d) < 0)
+            return -1;
+        if (shape->n > TENSOR_MAX_DIMS)
+            return diag_set(d, md->path, shape->line, shape->col,
+                            "input '%s' has %d dimensions; at most %d", k->str, shape->n,
+                            TENSOR_MAX_DIMS);
+        for (int j = 0; j < shape->n; j++)
+            if (check_expr(md, shape->vals[j], "a dimension", d) < 0)
+                return -1;
+        enum dtype t = DT_F32;
+        if (dt && (dt->kind != YD_SCALAR || !dtype_parse(dt->str, &t)))
+            return diag_set(d, md->path, dt->line, dt->col,
+                            "unknown dtype '%s'; expected one of f32, f16, i32, i64, bool",
+                            dt->kind == YD_SCALAR ? dt->str : "(not a word)");
+        if (range) {
+            if (dtype_is_float(t) || t == DT_BOOL)
+                return diag_set(d, md->path, range->line, range->col,
+                                "range is for integer inputs; '%s' is %s", k->str, dtype_name(t));
+            if (range->kind != YD_SEQ || range->n != 2)
+                return diag_set(d, md->path, range->line, range->col,
+                                "range must be a list [low, high) of two numbers");
+            for (int j = 0; j < 2; j++)
+                if (check_expr(md, range->vals[j], "a range bound", d) < 0)
+                    return -1;
+        }
+        if (add_def(md, k, d) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int load_loss(modeldef *md, const yd_node *l, diag *d) {
+    if (yd_expect(md->doc, l, YD_MAP, "loss", d) < 0)
+        return -1;
+    if (l->n != 1)
+        return diag_set(d, md->path, l->line, l->col,
+                        "loss is a one-key mapping like {cross_entropy: {target: labels}}");
+    const yd_node *k = l->keys[0], *v = l->vals[0];
+    if (!nn_loss_known(k->str))
+        return diag_set(d, md->path, k->line, k->col,
+                        "unknown loss '%s'; expected cross_entropy or mse", k->str);
+    if (yd_expect(md->doc, v, YD_MAP, "the loss", d) < 0)
+        return -1;
+    const yd_node *t = yd_get(v, "target");
+    if (!t)
+        return diag_set(d, md->path, v->line, v->col, "loss '%s' needs 'target:'", k->str);
+    for (int i = 0; i < v->n; i++) {
+        const char *key = v->keys[i]->str;
+        bool name = !strcmp(key, "input") || !strcmp(key, "target");
+        int rc = name ? check_name(md, v->vals[i], key, d) : check_value(md, v->vals[i], d);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int load_model(modeldef *md, diag *d) {
+    const yd_node *root = md->doc->root, *v;
+    if (!root)
+        return diag_set(d, md->path, 0, 0, "the model file is empty");
+    if (yd_expect(md->doc, root, YD_MAP, "a model", d) < 0 ||
+        yd_check_keys(md->doc, root, "model", model_keys, d) < 0)
+        return -1;
+    if (!(v = yd_get(root, "name")))
+        return diag_set(d, md->path, root->line, root->col, "a model needs 'name:'");
+    if (v->kind != YD_SCALAR || yd_is_null(v))
+        return diag_set(d, md->path, v->line, v->col, "name must be a word");
+    md->name = v->str;
+    md->family = "";
+    if ((v = yd_get(root, "family"))) {
+        if (v->kind != YD_SCALAR)
+            return diag_set(d, md->path, v->line, v->col, "family must be a word");
+        md->family = v->str;
+    }
+    if ((v = yd_get(root, "params")) && !yd_is_null(v) && load_params(md, v, d) < 0)
+        return -1;
+    if (!(md->inputs = yd_get(root, "inputs")))
+        return diag_set(d, md->path, root->line, root->col, "a model needs 'inputs:'");
+    if (load_inputs(md, md->inputs, d) < 0)
+        return -1;
+    if (!(md->body = yd_get(root, "body")))
+        return diag_set(d, md->path, root->line, root->col, "a model needs 'body:'");
+    if (check_steps(md, md->body, "body", d) < 0)
+        return -1;
+    if ((md->loss = yd_get(root, "loss")) && load_loss(md, md->loss, d) < 0)
+        return -1;
+    if ((md->outputs = yd_get(root, "outputs")) &&
+        check_names(md, md->outputs, "outputs", false, d) < 0)
+        return -1;
+    return 0;
+}
+
+int modeldef_load(const char *path, modeldef **out, diag *d) {
+    *out = NULL;
+    modeldef *md = calloc(1, sizeof *md);
+    if (!md || !(md->path = strdup(path))) {
+        free(md);
+        return diag_set(d, path, 0, 0, "out of memory loading the model");
+    }
+    if (yd_load(path, &md->doc, d) < 0 || load_model(md, d) < 0) {
+        modeldef_free(md);
+        return -1;
+    }
+    *out = md;
+    return 0;
+}

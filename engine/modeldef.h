@@ -1,0 +1,39 @@
+// modeldef: YAML model templates (docs/yaml.md) and their instantiation.
+//
+//   modeldef *md; diag d;
+//   if (modeldef_load("models/gpt2.yaml", &md, &d) < 0) { diag_print(&d, stderr); ... }
+//   modeldef_override ov[] = {{"layers", "2", "suites/smoke.yaml", 7, 12}};
+//   model *m;
+//   if (modeldef_build(md, ov, 1, 4, &(modeldef_opts){0}, &m, &d) < 0) ...
+//   ... model_init_values(m, seed) ...
+//   model_free(m); modeldef_free(md);
+//
+// Loading parses and checks the file's structure (keys, layer names,
+// expression syntax); building evaluates expressions with the overrides and
+// $batch, expands repeat / residual / names, calls the layer library and
+// infers every shape. Every error is located: file, line, column.
+#pragma once
+#include "diag.h"
+#include "model.h"
+
+#include <stdbool.h>
+
+typedef struct modeldef modeldef;
+
+typedef struct modeldef_override {
+    const char *key;  // parameter name
+    const char *expr; // a number or an expression over the model's params
+    const char *file; // where the override was written, for errors
+    int line, col;
+} modeldef_override;
+
+typedef struct modeldef_opts {
+    bool training; // build the training graph (loss as g->loss)
+} modeldef_opts;
+
+int modeldef_load(const char *path, modeldef **out, diag *d);
+void modeldef_free(modeldef *md);
+const char *modeldef_name(const modeldef *md);
+const char *modeldef_family(const modeldef *md);
+int modeldef_build(const modeldef *md, const modeldef_override *ov, int nov, int64_t batch,
+                   const modeldef_opts *opts, model **out, diag *d);

@@ -1,0 +1,747 @@
+// Building a model from its loaded template: parameters with overrides,
+// inputs, the body with its scopes, outputs and loss (modeldef.h).
+#include "modeldef_internal.h"
+
+#include "nn.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+// A model with more ops than this is a runaway repeat, not a benchmark.
+#define MD_MAX_NODES (1 << 22)
+
+// Where an expression's text starts (for errors at the exact column).
+typedef struct md_src {
+    const char *file;
+    int line, col;
+} md_src;
+
+typedef struct md_bind {
+    const char *name;
+    int id;
+} md_bind;
+
+// Names live in scopes: the model, each residual body, each repetition of a
+// repeat's body. Lookup goes innermost first; a block's names end with it.
+typedef struct md_scope {
+    struct md_scope *parent;
+    char *prefix; // parameter name prefix: "" at the top, "layers.3"
+    md_bind *b;
+    int nb;
+    char **used; // local prefix names taken, kept unique
+    int nused;
+    int prev; // the previous output, -1 before any
+} md_scope;
+
+// A parameter being evaluated and the $name it is looking up.
+typedef struct md_pending {
+    int param;
+    int off; // of the $name in the parameter's expression
+} md_pending;
+
+typedef struct md_build {
+    const modeldef *md;
+    int64_t batch;
+    bool training;
+    graph *g;
+    diag *d;
+    // parameter values and where each one's expression is written
+    expr_value *pval;
+    char *pstate; // 0 not yet, 1 being evaluated, 2 done
+    const expr **pexpr;
+    md_src *psrc;
+    expr **owned;      // parsed overrides
+    bool *pover;       // set by an override
+    md_pending *stack; // parameters being evaluated, outermost first
+    int nstack;
+    md_src cur; // the expression being evaluated
+    // for each graph node, where it was made (the memory check points there)
+    int *oline, *ocol;
+    int norigin;
+} md_build;
+
+static int bfail(md_build *b, const yd_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int bfail(md_build *b, const yd_node *n, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return diag_set(b->d, b->md->path, n ? n->line : 0, n ? n->col : 0, "%s", msg);
+}
+
+static int oom(md_build *b) {
+    return diag_set(b->d, b->md->path, 0, 0, "out of memory building the model");
+}
+
+static int src_fail(md_build *b, md_src s, int off, const char *msg) {
+    return diag_set(b->d, s.file, s.line, s.col > 0 ? s.col + (off > 0 ? off : 0) : 0, "%s", msg);
+}
+
+static int eval_param(md_build *b, int i);
+
+static int lookup(void *ctx, const char *name, int off, expr_value *out) {
+    md_build *b = ctx;
+    if (!strcmp(name, "batch")) {
+        *out = expr_int(b->batch);
+        return 0;
+    }
+    int i = md_param_index(b->md, name);
+    char msg[512];
+    if (i < 0) {
+        char list[256];
+        md_param_list(b->md, list, sizeof list);
+        snprintf(msg, sizeof msg, "unknown parameter $%s; the parameters are %s", name, list);
+        return src_fail(b, b->cur, off, msg);
+    }
+    if (b->nstack > 0)
+        b->stack[b->nstack - 1].off = off;
+    if (b->pstate[i] == 1) {
+        // The cycle runs from i's entry in the stack to the top. It is
+        // reported where it starts, or at an override in it: the override
+        // is more likely the mistake than the model's own defaults.
+        int k = 0;
+        while (k < b->nstack && b->stack[k].param != i)
+            k++;
+        int at = k;
+        for (int j = k; j < b->nstack; j++)
+            if (b->pover[b->stack[j].param]) {
+                at = j;
+                break;
+            }
+        int o = snprintf(msg, sizeof msg, "parameter cycle:");
+        for (int j = k; j < b->nstack && o < (int)sizeof msg; j++)
+            o += snprintf(msg + o, sizeof msg - (size_t)o, " $%s ->",
+                          b->md->pkey[b->stack[j].param]->str);
+        if (o < (int)sizeof msg)
+            snprintf(msg + o, sizeof msg - (size_t)o, " $%s; give one of them a number", name);
+        return src_fail(b, b->psrc[b->stack[at].param], b->stack[at].off, msg);
+    }
+    if (b->pstate[i] == 0 && eval_param(b, i) < 0)
+        return -1;
+    *out = b->pval[i];
+    return 0;
+}
+
+static int eval_with(md_build *b, const expr *e, md_src s, expr_value *out) {
+    md_src saved = b->cur;
+    b->cur = s;
+    int off;
+    char err[256];
+    int rc = expr_eval(e, lookup, b, out, &off, err, sizeof err);
+    b->cur = saved;
+    if (rc < 0 && off >= 0)
+        return src_fail(b, s, off, err);
+    return rc;
+}
+
+static int eval_param(md_build *b, int i) {
+    b->pstate[i] = 1;
+    b->stack[b->nstack++] = (md_pending){i, 0};
+    int rc = eval_with(b, b->pexpr[i], b->psrc[i], &b->pval[i]);
+    b->nstack--;
+    b->pstate[i] = 2;
+    return rc;
+}
+
+static md_src node_src(const md_build *b, const yd_node *n) {
+    return (md_src){b->md->path, n->line, n->text_col};
+}
+
+// A scalar of the file as a number.
+static int eval_node(md_build *b, const yd_node *n, expr_value *out) {
+    int off;
+    char err[256];
+    expr *e;
+    if (expr_parse(n->str, &e, &off, err, sizeof err) < 0) // checked at load; kept safe
+        return src_fail(b, node_src(b, n), off, err);
+    int rc = eval_with(b, e, node_src(b, n), out);
+    expr_free(e);
+    return rc;
+}
+
+static int eval_int(md_build *b, const yd_node *n, const char *what, int64_t *out) {
+    expr_value v;
+    if (eval_node(b, n, &v) < 0)
+        return -1;
+    if (v.is_float) {
+        char s[40];
+        expr_value_str(v, s, sizeof s);
+        return bfail(b, n, "%s must be an integer; '%s' is %s", what, n->str, s);
+    }
+    *out = v.i;
+    return 0;
+}
+
+static int setup_params(md_build *b, const modeldef_override *ov, int nov) {
+    const modeldef *md = b->md;
+    int n = md->nparams;
+    b->pval = calloc((size_t)n + 1, sizeof *b->pval);
+    b->pstate = calloc((size_t)n + 1, 1);
+    b->pexpr = calloc((size_t)n + 1, sizeof *b->pexpr);
+    b->psrc = calloc((size_t)n + 1, sizeof *b->psrc);
+    b->owned = calloc((size_t)nov + 1, sizeof *b->owned);
+    b->stack = calloc((size_t)n + 1, sizeof *b->stack);
+    b->pover = calloc((size_t)n + 1, sizeof *b->pover);
+    if (!b->pval || !b->pstate || !b->pexpr || !b->psrc || !b->owned || !b->stack || !b->pover)
+        return oom(b);
+    for (int i = 0; i < n; i++) {
+        b->pexpr[i] = md->pexpr[i];
+        b->psrc[i] = node_src(b, md->pval[i]);
+    }
+    for (int j = 0; j < nov; j++) {
+        md_src s = {ov[j].file ? ov[j].file : "", ov[j].line, ov[j].col};
+        char msg[512];
+        int i = md_param_index(md, ov[j].key);
+        if (i < 0) {
+            char list[256];
+            md_param_list(md, list, sizeof list);
+            snprintf(msg, sizeof msg, "override of unknown parameter '%s'; %s has %s", ov[j].key,
+                     md->name, list);
+            return src_fail(b, s, 0, msg);
+        }
+        int off;
+        char err[256];
+        if (expr_parse(ov[j].expr, &b->owned[j], &off, err, sizeof err) < 0)
+            return src_fail(b, s, off, err);
+        b->pexpr[i] = b->owned[j];
+        b->psrc[i] = s;
+        b->pover[i] = true;
+    }
+    for (int i = 0; i < n; i++) // every one, so a bad unused parameter is caught too
+        if (b->pstate[i] == 0 && eval_param(b, i) < 0)
+            return -1;
+    return 0;
+}
+
+// Records where the nodes made since the last call come from.
+static int set_origin(md_build *b, const yd_node *n) {
+    if (b->g->n > b->norigin) {
+        int *l = realloc(b->oline, (size_t)b->g->n * sizeof *l);
+        if (l)
+            b->oline = l;
+        int *c = realloc(b->ocol, (size_t)b->g->n * sizeof *c);
+        if (c)
+            b->ocol = c;
+        if (!l || !c)
+            return oom(b);
+        for (int i = b->norigin; i < b->g->n; i++) {
+            b->oline[i] = n->line;
+            b->ocol[i] = n->col;
+        }
+        b->norigin = b->g->n;
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------- scopes
+
+static int scope_bind(md_build *b, md_scope *sc, const char *name, int id) {
+    md_bind *p = realloc(sc->b, (size_t)(sc->nb + 1) * sizeof *p);
+    if (!p)
+        return oom(b);
+    sc->b = p;
+    sc->b[sc->nb++] = (md_bind){name, id};
+    return 0;
+}
+
+static void scope_free(md_scope *sc) {
+    for (int i = 0; i < sc->nused; i++)
+        free(sc->used[i]);
+    free(sc->used);
+    free(sc->b);
+    free(sc->prefix);
+}
+
+// The full prefix for a local name made unique within the scope:
+// "linear", then "linear_1", "linear_2"...
+static char *scope_take(md_build *b, md_scope *sc, const char *base) {
+    char local[200];
+    snprintf(local, sizeof local, "%s", base);
+    for (int k = 1;; k++) {
+        bool taken = false;
+        for (int i = 0; i < sc->nused && !taken; i++)
+            taken = !strcmp(sc->used[i], local);
+        if (!taken)
+            break;
+        snprintf(local, sizeof local, "%s_%d", base, k);
+    }
+    char **u = realloc(sc->used, (size_t)(sc->nused + 1) * sizeof *u);
+    char *full = NULL;
+    if (!u || !(u[sc->nused] = strdup(local)) ||
+        asprintf(&full, "%s%s%s", sc->prefix, sc->prefix[0] ? "." : "", local) < 0) {
+        if (u)
+            sc->used = u;
+        oom(b);
+        return NULL;
+    }
+    sc->used = u;
+    sc->nused++;
+    return full;
+}
+
+static int unresolved(md_build *b, md_scope *sc, const yd_node *n) {
+    const md_def *before = NULL, *after = NULL;
+    for (int i = 0; i < b->md->ndefs; i++) {
+        const md_def *f = &b->md->defs[i];
+        if (strcmp(f->name, n->str))
+            continue;
+        bool later = f->line > n->line || (f->line == n->line && f->col > n->col);
+        if (later && !after)
+            after = f;
+        if (!later)
+            before = f;
+    }
+    if (before)
+        return bfail(b, n,
+                     "tensor '%s' is not visible here: it is made inside a repeat or residual "
+                     "block (line %d), and names made in a block stay in it",
+                     n->str, before->line);
+    if (after)
+        return bfail(b, n, "tensor '%s' is used before it exists (it is made at line %d)", n->str,
+                     after->line);
+    char list[256];
+    size_t o = 0;
+    list[0] = 0;
+    for (md_scope *s = sc; s; s = s->parent)
+        for (int i = 0; i < s->nb && o < sizeof list; i++)
+            o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", o ? ", " : "", s->b[i].name);
+    return bfail(b, n, "no tensor named '%s'; names here: %s (and '.', the previous output)",
+                 n->str, o ? list : "none");
+}
+
+static int resolve(md_build *b, md_scope *sc, const yd_node *n, int *id) {
+    if (!strcmp(n->str, ".")) {
+        if (sc->prev < 0)
+            return bfail(b, n, "'.' names the previous output, and there is none here");
+        *id = sc->prev;
+        return 0;
+    }
+    for (md_scope *s = sc; s; s = s->parent)
+        for (int i = s->nb - 1; i >= 0; i--)
+            if (!strcmp(s->b[i].name, n->str)) {
+                *id = s->b[i].id;
+                return 0;
+            }
+    return unresolved(b, sc, n);
+}
+
+// The inputs of a step: `input:` or else the previous output.
+static int step_inputs(md_build *b, md_scope *sc, const yd_node *in, const yd_node *at, int *ids,
+                       int cap, int *n) {
+    if (!in) {
+        if (sc->prev < 0)
+            return bfail(b, at, "this layer has no input; name one with `input:`");
+        ids[0] = sc->prev;
+        *n = 1;
+        return 0;
+    }
+    *n = in->kind == YD_SEQ ? in->n : 1;
+    if (*n > cap) // checked at load; kept safe
+        return bfail(b, in, "at most %d input%s here", cap, cap == 1 ? "" : "s");
+    for (int i = 0; i < *n; i++)
+        if (resolve(b, sc, in->kind == YD_SEQ ? in->vals[i] : in, &ids[i]) < 0)
+            return -1;
+    return 0;
+}
+
+// Binds `as:` names to the outputs; the first output becomes the previous one.
+static int step_outputs(md_build *b, md_scope *sc, const yd_node *as, const yd_node *at,
+                        const int *out, int nout) {
+    sc->prev = out[0];
+    if (!as)
+        return 0;
+    if (as->kind == YD_SEQ && as->n != nout)
+        return bfail(b, as, "'%s' makes %d output%s but `as:` names %d", at->str, nout,
+                     nout == 1 ? "" : "s", as->n);
+    int n = as->kind == YD_SEQ ? as->n : 1;
+    for (int i = 0; i < n; i++)
+        if (scope_bind(b, sc, (as->kind == YD_SEQ ? as->vals[i] : as)->str, out[i]) < 0)
+            return -1;
+    return 0;
+}
+
+static const char *as_base(const yd_node *as) {
+    if (!as)
+        return NULL;
+    return as->kind == YD_SEQ ? as->vals[0]->str : as->str;
+}
+
+// ---------------------------------------------------------------- layers
+
+static void value_free(nn_value *v) {
+    for (int i = 0; i < v->n; i++)
+        value_free(&v->items[i]);
+    free(v->items);
+}
+
+static int to_value(md_build *b, const yd_node *n, nn_value *v) {
+    memset(v, 0, sizeof *v);
+    v->line = n->line;
+    v->col = n->col;
+    if (n->kind == YD_SEQ) {
+        v->type = NN_V_LIST;
+        if (n->n && !(v->items = calloc((size_t)n->n, sizeof *v->items)))
+            return oom(b);
+        for (; v->n < n->n; v->n++)
+            if (to_value(b, n->vals[v->n], &v->items[v->n]) < 0)
+                return -1;
+        return 0;
+    }
+    if (n->kind == YD_MAP)
+        return bfail(b, n, "a layer's value cannot be a mapping");
+    expr *e;
+    bool t;
+    expr_value x;
+    int rc = 0;
+    switch (md_scalar_class(b->md, n, &e, b->d)) {
+    case MD_SC_NULL: return bfail(b, n, "this key has no value; give one or leave the key out");
+    case MD_SC_BOOL:
+        yd_is_bool(n, &t);
+        *v = (nn_value){.type = NN_V_BOOL, .i = t, .f = t, .line = n->line, .col = n->col};
+        return 0;
+    case MD_SC_STR:
+        v->type = NN_V_STR;
+        v->s = n->str;
+        return 0;
+    case MD_SC_EXPR:
+        rc = eval_with(b, e, node_src(b, n), &x);
+        expr_free(e);
+        if (rc < 0)
+            return -1;
+        v->type = x.is_float ? NN_V_FLOAT : NN_V_INT;
+        v->i = x.i;
+        v->f = x.f;
+        return 0;
+    default: return -1;
+    }
+}
+
+// Calls the layer library for one layer or loss and reports its error at
+// the key it blames, or at the layer's name.
+static int call_nn(md_build *b, const yd_node *name, const char *type, const char *prefix,
+                   const yd_node *map, const int *ins, int nin, const char *const *skip,
+                   nn_result *r) {
+    int cap = map && map->kind == YD_MAP ? map->n : 0;
+    nn_arg *args = calloc((size_t)cap + 1, sizeof *args);
+    if (!args)
+        return oom(b);
+    int nargs = 0, rc = 0;
+    for (int i = 0; i < cap && rc == 0; i++) {
+        const yd_node *k = map->keys[i];
+        if (!strcmp(k->str, skip[0]) || !strcmp(k->str, skip[1]))
+            continue;
+        args[nargs] = (nn_arg){.key = k->str, .line = k->line, .col = k->col};
+        rc = to_value(b, map->vals[i], &args[nargs].v);
+        nargs++;
+    }
+    if (rc == 0) {
+        nn_call c = {.type = type,
+                     .prefix = prefix,
+                     .nargs = nargs,
+                     .args = args,
+                     .ninputs = nin,
+                     .inputs = ins,
+                     .training = b->training};
+        if (nn_build(b->g, &c, r) < 0) {
+            const yd_node *at = r->bad_arg >= 0 && r->bad_arg < nargs ? NULL : name;
+            rc = at ? bfail(b, at, "%s", r->err)
+                    : diag_set(b->d, b->md->path, args[r->bad_arg].line, args[r->bad_arg].col, "%s",
+                               r->err);
+        } else if (r->nout < 1) {
+            rc = bfail(b, name, "layer '%s' made no output", type);
+        }
+    }
+    for (int i = 0; i < nargs; i++)
+        value_free(&args[i].v);
+    free(args);
+    if (rc == 0)
+        rc = set_origin(b, name);
+    return rc;
+}
+
+static int build_steps(md_build *b, md_scope *sc, const yd_node *seq);
+
+static int build_layer(md_build *b, md_scope *sc, const yd_node *name, const yd_node *map) {
+    const yd_node *in = yd_get(map, "input"), *as = yd_get(map, "as");
+    int ids[MD_MAX_INPUTS], nin = 0;
+    if (step_inputs(b, sc, in, name, ids, MD_MAX_INPUTS, &nin) < 0)
+        return -1;
+    char *prefix = scope_take(b, sc, as ? as_base(as) : name->str);
+    if (!prefix)
+        return -1;
+    nn_result r;
+    int rc = call_nn(b, name, name->str, prefix, map, ids, nin,
+                     (const char *const[]){"input", "as"}, &r);
+    free(prefix);
+    if (rc < 0)
+        return -1;
+    return step_outputs(b, sc, as, name, r.out, r.nout);
+}
+
+static bool same_shape(const graph_node *a, const graph_node *c) {
+    if (a->ndim != c->ndim)
+        return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != c->shape[i])
+            return false;
+    return true;
+}
+
+static void shape_str(const graph_node *n, char *buf, size_t cap) {
+    size_t o = (size_t)snprintf(buf, cap, "(");
+    for (int i = 0; i < n->ndim && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? ", " : "", (long long)n->shape[i]);
+    if (o < cap)
+        snprintf(buf + o, cap - o, ")");
+}
+
+// A block's body in a new scope that starts from `in`; *out its last output.
+static int build_block(md_build *b, md_scope *sc, const char *prefix, const yd_node *body, int in,
+                       int *out) {
+    md_scope inner = {.parent = sc, .prev = in, .prefix = strdup(prefix)};
+    if (!inner.prefix)
+        return oom(b);
+    int rc = build_steps(b, &inner, body);
+    *out = inner.prev;
+    scope_free(&inner);
+    return rc;
+}
+
+static int build_residual(md_build *b, md_scope *sc, const yd_node *s) {
+    const yd_node *key = yd_get_key(s, "residual"), *as = yd_get(s, "as");
+    int in = -1, nin = 0, out = -1;
+    if (step_inputs(b, sc, yd_get(s, "input"), key, &in, 1, &nin) < 0)
+        return -1;
+    char *prefix = scope_take(b, sc, as ? as_base(as) : "residual");
+    if (!prefix)
+        return -1;
+    int rc = build_block(b, sc, prefix, yd_get(s, "residual"), in, &out);
+    free(prefix);
+    if (rc < 0)
+        return -1;
+    const graph_node *x = graph_at(b->g, in), *y = graph_at(b->g, out);
+    if (!same_shape(x, y)) {
+        char xs[96], ys[96];
+        shape_str(x, xs, sizeof xs);
+        shape_str(y, ys, sizeof ys);
+        return bfail(b, key,
+                     "residual: the body turns shape %s into %s; a residual adds its input "
+                     "back, so they must match",
+                     xs, ys);
+    }
+    int sum = graph_binary(b->g, OP_ADD, out, in);
+    if (sum < 0)
+        return bfail(b, key, "residual: %s", graph_error(b->g));
+    return step_outputs(b, sc, as, key, &sum, 1);
+}
+
+static int build_repeat(md_build *b, md_scope *sc, const yd_node *s) {
+    const yd_node *cnt = yd_get(s, "repeat"), *as = yd_get(s, "as");
+    const yd_node *key = yd_get_key(s, "repeat");
+    int64_t n;
+    if (eval_int(b, cnt, "the repeat count", &n) < 0)
+        return -1;
+    if (n < 0)
+        return bfail(b, cnt, "the repeat count is %lld; it must be 0 or more", (long long)n);
+    int cur = -1, nin = 0;
+    if (step_inputs(b, sc, yd_get(s, "input"), key, &cur, 1, &nin) < 0)
+        return -1;
+    // `repeat: $layers` names its repetitions layers.0, layers.1, ...
+    const char *base = as_base(as);
+    expr *e = NULL;
+    int off;
+    char err[8];
+    if (!base && expr_parse(cnt->str, &e, &off, err, sizeof err) == 0)
+        base = expr_single_var(e);
+    char *prefix = scope_take(b, sc, base ? base : "repeat");
+    expr_free(e);
+    if (!prefix)
+        return -1;
+    int rc = 0;
+    for (int64_t i = 0; i < n && rc == 0; i++) {
+        char p[300];
+        snprintf(p, sizeof p, "%s.%lld", prefix, (long long)i);
+        rc = build_block(b, sc, p, yd_get(s, "body"), cur, &cur);
+        if (rc == 0 && b->g->n > MD_MAX_NODES)
+            rc = bfail(b, cnt, "the model grows past %d ops at repetition %lld; lower the count",
+                       MD_MAX_NODES, (long long)i);
+    }
+    free(prefix);
+    if (rc < 0)
+        return -1;
+    return step_outputs(b, sc, as, key, &cur, 1);
+}
+
+static int build_steps(md_build *b, md_scope *sc, const yd_node *seq) {
+    for (int i = 0; i < seq->n; i++) {
+        const yd_node *s = seq->vals[i];
+        int rc;
+        if (s->kind == YD_SCALAR)
+            rc = build_layer(b, sc, s, NULL);
+        else if (yd_get(s, "repeat"))
+            rc = build_repeat(b, sc, s);
+        else if (yd_get(s, "residual"))
+            rc = build_residual(b, sc, s);
+        else
+            rc = build_layer(b, sc, s->keys[0], yd_is_null(s->vals[0]) ? NULL : s->vals[0]);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+// ---------------------------------------------------------------- the model
+
+static int build_inputs(md_build *b, md_scope *root) {
+    const yd_node *in = b->md->inputs;
+    for (int i = 0; i < in->n; i++) {
+        const yd_node *k = in->keys[i], *v = in->vals[i];
+        const yd_node *shape = yd_get(v, "shape"), *dt = yd_get(v, "dtype"),
+                      *range = yd_get(v, "range");
+        int64_t dims[TENSOR_MAX_DIMS];
+        for (int j = 0; j < shape->n; j++) {
+            if (eval_int(b, shape->vals[j], "a dimension", &dims[j]) < 0)
+                return -1;
+            if (dims[j] <= 0)
+                return bfail(b, shape->vals[j],
+                             "dimension %d of input '%s' is %lld; every dimension must be "
+                             "positive",
+                             j, k->str, (long long)dims[j]);
+        }
+        enum dtype t = DT_F32;
+        if (dt)
+            dtype_parse(dt->str, &t);
+        int64_t lo = 0, hi = 0;
+        if (range) {
+            if (eval_int(b, range->vals[0], "a range bound", &lo) < 0 ||
+                eval_int(b, range->vals[1], "a range bound", &hi) < 0)
+                return -1;
+            if (lo >= hi)
+                return bfail(b, range, "range [%lld, %lld) of input '%s' is empty", (long long)lo,
+                             (long long)hi, k->str);
+        }
+        int id = graph_input(b->g, k->str, t, shape->n, dims);
+        if (id < 0)
+            return bfail(b, k, "input '%s': %s", k->str, graph_error(b->g));
+        if (range) {
+            b->g->nodes[id].ia[0] = lo;
+            b->g->nodes[id].ia[1] = hi;
+            b->g->nodes[id].ia[2] = 1;
+        }
+        if (set_origin(b, k) < 0 || scope_bind(b, root, k->str, id) < 0)
+            return -1;
+        if (i == 0)
+            root->prev = id; // the first input feeds the first layer
+    }
+    return 0;
+}
+
+static int build_loss(md_build *b, md_scope *root) {
+    const yd_node *l = b->md->loss, *type = l->keys[0], *v = l->vals[0];
+    const yd_node *in = yd_get(v, "input"), *tg = yd_get(v, "target");
+    int ids[2];
+    if (in ? resolve(b, root, in, &ids[0]) < 0 : (ids[0] = root->prev) < 0)
+        return -1;
+    if (resolve(b, root, tg, &ids[1]) < 0)
+        return -1;
+    if (!b->training)
+        return 0;
+    nn_result r;
+    if (call_nn(b, type, type->str, "loss", v, ids, 2, (const char *const[]){"input", "target"},
+                &r) < 0)
+        return -1;
+    b->g->loss = r.out[0];
+    return 0;
+}
+
+static int build_outputs(md_build *b, md_scope *root) {
+    const yd_node *o = b->md->outputs;
+    if (!o) {
+        graph_output(b->g, root->prev);
+        return 0;
+    }
+    int n = o->kind == YD_SEQ ? o->n : 1;
+    if (n > (int)(sizeof b->g->outputs / sizeof b->g->outputs[0]))
+        return bfail(b, o, "at most %d outputs",
+                     (int)(sizeof b->g->outputs / sizeof b->g->outputs[0]));
+    for (int i = 0; i < n; i++) {
+        int id;
+        if (resolve(b, root, o->kind == YD_SEQ ? o->vals[i] : o, &id) < 0)
+            return -1;
+        graph_output(b->g, id);
+    }
+    return 0;
+}
+
+// Refuses a model whose parameters and inputs alone exceed this machine's
+// memory, pointing at the layer that makes the largest of them.
+static int check_memory(md_build *b) {
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || psize <= 0)
+        return 0;
+    double total = 0, phys = (double)pages * (double)psize, big = -1;
+    int at = -1;
+    for (int i = 0; i < b->g->n; i++) {
+        const graph_node *n = graph_at(b->g, i);
+        if (n->op != OP_INPUT && n->op != OP_PARAM && n->op != OP_BUFFER)
+            continue;
+        double bytes = (double)graph_node_bytes(n);
+        total += bytes;
+        if (bytes > big) {
+            big = bytes;
+            at = i;
+        }
+    }
+    if (total <= phys || at < 0)
+        return 0;
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    const char *name = graph_at(b->g, at)->name;
+    return diag_set(b->d, b->md->path, b->oline[at], b->ocol[at],
+                    "model needs %.1f GiB of parameters, this machine has %.1f GiB; the largest, "
+                    "'%s' (%.1f GiB), is made here",
+                    total / gib, phys / gib, name ? name : "?", big / gib);
+}
+
+int modeldef_build(const modeldef *md, const modeldef_override *ov, int nov, int64_t batch,
+                   const modeldef_opts *opts, model **out, diag *d) {
+    *out = NULL;
+    if (batch <= 0)
+        return diag_set(d, md->path, 0, 0, "batch must be positive, got %lld", (long long)batch);
+    md_build b = {.md = md, .batch = batch, .training = opts && opts->training, .d = d};
+    md_scope root = {.prev = -1, .prefix = strdup("")};
+    b.g = graph_new();
+    int rc = !b.g || !root.prefix ? oom(&b) : 0;
+    if (rc == 0)
+        rc = setup_params(&b, ov, nov);
+    if (rc == 0)
+        rc = build_inputs(&b, &root);
+    if (rc == 0)
+        rc = build_steps(&b, &root, md->body);
+    if (rc == 0)
+        rc = build_outputs(&b, &root);
+    if (rc == 0 && md->loss)
+        rc = build_loss(&b, &root);
+    if (rc == 0)
+        rc = check_memory(&b);
+    if (rc == 0 && !(*out = model_new(b.g, md->name, md->family, batch)))
+        rc = oom(&b);
+    if (rc < 0)
+        graph_free(b.g);
+    scope_free(&root);
+    for (int j = 0; j < nov && b.owned; j++)
+        expr_free(b.owned[j]);
+    free(b.owned);
+    free(b.pval);
+    free(b.pstate);
+    free(b.pexpr);
+    free(b.psrc);
+    free(b.stack);
+    free(b.pover);
+    free(b.oline);
+    free(b.ocol);
+    return rc;
+}

@@ -1,0 +1,354 @@
+// The layer table and nn_build: checks a call's keys and inputs, then runs
+// the layer's builder. Builders live in nn_layers.c and nn_attention.c.
+#include "nn_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+// Key types: i int, f number, b bool, s string, l int or list of ints.
+typedef struct nn_keyspec {
+    const char *name;
+    char type;
+    bool required;
+} nn_keyspec;
+
+#define NN_MAX_KEYS 12
+
+typedef struct nn_layer {
+    const char *name;
+    int min_in, max_in;
+    nn_build_fn build;
+    nn_keyspec keys[NN_MAX_KEYS];
+} nn_layer;
+
+int nn_embedding(nn_ctx *x);
+int nn_positional_embedding(nn_ctx *x);
+int nn_linear(nn_ctx *x);
+int nn_conv2d(nn_ctx *x);
+int nn_conv_transpose2d(nn_ctx *x);
+int nn_batch_norm(nn_ctx *x);
+int nn_layer_norm(nn_ctx *x);
+int nn_rms_norm(nn_ctx *x);
+int nn_group_norm(nn_ctx *x);
+int nn_activation(nn_ctx *x);
+int nn_dropout(nn_ctx *x);
+int nn_pool(nn_ctx *x);
+int nn_global_avg_pool(nn_ctx *x);
+int nn_upsample(nn_ctx *x);
+int nn_flatten(nn_ctx *x);
+int nn_reshape(nn_ctx *x);
+int nn_permute(nn_ctx *x);
+int nn_binary(nn_ctx *x);
+int nn_concat(nn_ctx *x);
+int nn_split(nn_ctx *x);
+int nn_slice(nn_ctx *x);
+int nn_softmax(nn_ctx *x);
+int nn_cls_token(nn_ctx *x);
+int nn_cross_entropy(nn_ctx *x);
+int nn_mse(nn_ctx *x);
+
+#define CONV_KEYS                                                                                  \
+    {"out", 'i', true}, {"kernel", 'l', true}, {"stride", 'l', false}, {"padding", 'l', false},    \
+        {"dilation", 'l', false}, {"groups", 'i', false}, {"bias", 'b', false}
+#define POOL_KEYS {"kernel", 'l', true}, {"stride", 'l', false}, {"padding", 'l', false}
+
+static const nn_layer nn_layers[] = {
+    {"embedding", 1, 1, nn_embedding, {{"num", 'i', true}, {"dim", 'i', true}}},
+    {"positional_embedding", 1, 1, nn_positional_embedding, {{"max", 'i', true}}},
+    {"linear", 1, 1, nn_linear, {{"out", 'i', true}, {"bias", 'b', false}}},
+    {"conv2d", 1, 1, nn_conv2d, {CONV_KEYS}},
+    {"conv_transpose2d", 1, 1, nn_conv_transpose2d, {CONV_KEYS, {"output_padding", 'l', false}}},
+    {"batch_norm", 1, 1, nn_batch_norm, {{"eps", 'f', false}, {"momentum", 'f', false}}},
+    {"layer_norm", 1, 1, nn_layer_norm, {{"eps", 'f', false}}},
+    {"rms_norm", 1, 1, nn_rms_norm, {{"eps", 'f', false}}},
+    {"group_norm", 1, 1, nn_group_norm, {{"groups", 'i', true}, {"eps", 'f', false}}},
+    {"attention",
+     1,
+     2,
+     nn_attention,
+     {{"heads", 'i', true},
+      {"kv_heads", 'i', false},
+      {"head_dim", 'i', false},
+      {"causal", 'b', false},
+      {"rotary", 'b', false},
+      {"rope_theta", 'f', false},
+      {"bias", 'b', false}}},
+    {"relu", 1, 1, nn_activation, {{0}}},
+    {"relu6", 1, 1, nn_activation, {{0}}},
+    {"gelu", 1, 1, nn_activation, {{0}}},
+    {"gelu_tanh", 1, 1, nn_activation, {{0}}},
+    {"silu", 1, 1, nn_activation, {{0}}},
+    {"tanh", 1, 1, nn_activation, {{0}}},
+    {"sigmoid", 1, 1, nn_activation, {{0}}},
+    {"hardswish", 1, 1, nn_activation, {{0}}},
+    {"hardsigmoid", 1, 1, nn_activation, {{0}}},
+    {"dropout", 1, 1, nn_dropout, {{"p", 'f', false}}},
+    {"max_pool2d", 1, 1, nn_pool, {POOL_KEYS}},
+    {"avg_pool2d", 1, 1, nn_pool, {POOL_KEYS}},
+    {"global_avg_pool", 1, 1, nn_global_avg_pool, {{0}}},
+    {"upsample", 1, 1, nn_upsample, {{"scale", 'i', true}, {"mode", 's', false}}},
+    {"flatten", 1, 1, nn_flatten, {{"start", 'i', false}, {"end", 'i', false}}},
+    {"reshape", 1, 1, nn_reshape, {{"shape", 'l', true}}},
+    {"permute", 1, 1, nn_permute, {{"dims", 'l', true}}},
+    {"add", 1, 2, nn_binary, {{"value", 'f', false}}},
+    {"mul", 1, 2, nn_binary, {{"value", 'f', false}}},
+    {"concat", 1, 8, nn_concat, {{"axis", 'i', false}}},
+    {"split", 1, 1, nn_split, {{"axis", 'i', false}, {"sizes", 'l', false}, {"chunks", 'i', false}}},
+    {"slice", 1, 1, nn_slice, {{"axis", 'i', true}, {"start", 'i', false}, {"length", 'i', true}}},
+    {"softmax", 1, 1, nn_softmax, {{"axis", 'i', false}}},
+    {"cls_token", 1, 1, nn_cls_token, {{0}}},
+};
+
+static const nn_layer nn_losses[] = {
+    {"cross_entropy", 2, 2, nn_cross_entropy, {{"ignore_index", 'i', false}}},
+    {"mse", 2, 2, nn_mse, {{0}}},
+};
+
+#define COUNT(a) (int)(sizeof(a) / sizeof((a)[0]))
+
+static const nn_layer *find(const nn_layer *t, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(t[i].name, name) == 0)
+            return &t[i];
+    return NULL;
+}
+
+bool nn_layer_known(const char *type) { return find(nn_layers, COUNT(nn_layers), type) != NULL; }
+bool nn_loss_known(const char *type) { return find(nn_losses, COUNT(nn_losses), type) != NULL; }
+
+const char *const *nn_layer_names(void) {
+    static const char *names[COUNT(nn_layers) + 1];
+    for (int i = 0; i < COUNT(nn_layers); i++)
+        names[i] = nn_layers[i].name;
+    return names;
+}
+
+int nn_fail(nn_ctx *x, const char *key, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->r->err, sizeof x->r->err, fmt, ap);
+    va_end(ap);
+    x->r->bad_arg = key ? nn_arg_index(x, key) : -1;
+    return -1;
+}
+
+int nn_check(nn_ctx *x, int id) {
+    if (id >= 0)
+        return id;
+    if (!x->r->err[0]) {
+        // graph messages start with their op's name; add the layer's when it differs
+        const char *m = graph_error(x->g);
+        size_t tl = strlen(x->c->type);
+        if (strncmp(m, x->c->type, tl) == 0 && m[tl] == ':')
+            snprintf(x->r->err, sizeof x->r->err, "%s", m);
+        else
+            snprintf(x->r->err, sizeof x->r->err, "%s: %s", x->c->type, m);
+    }
+    return -1;
+}
+
+int nn_arg_index(const nn_ctx *x, const char *key) {
+    for (int i = 0; i < x->c->nargs; i++)
+        if (strcmp(x->c->args[i].key, key) == 0)
+            return i;
+    return -1;
+}
+
+bool nn_has(const nn_ctx *x, const char *key) { return nn_arg_index(x, key) >= 0; }
+
+static const nn_value *val(const nn_ctx *x, const char *key) {
+    int i = nn_arg_index(x, key);
+    return i < 0 ? NULL : &x->c->args[i].v;
+}
+
+int64_t nn_int(const nn_ctx *x, const char *key, int64_t dflt) {
+    const nn_value *v = val(x, key);
+    return v ? v->i : dflt;
+}
+
+double nn_float(const nn_ctx *x, const char *key, double dflt) {
+    const nn_value *v = val(x, key);
+    if (!v)
+        return dflt;
+    return v->type == NN_V_INT ? (double)v->i : v->f;
+}
+
+bool nn_bool(const nn_ctx *x, const char *key, bool dflt) {
+    const nn_value *v = val(x, key);
+    return v ? v->i != 0 : dflt;
+}
+
+const char *nn_str(const nn_ctx *x, const char *key, const char *dflt) {
+    const nn_value *v = val(x, key);
+    return v ? v->s : dflt;
+}
+
+int nn_ints(nn_ctx *x, const char *key, int n, int64_t *out, int64_t dflt) {
+    const nn_value *v = val(x, key);
+    for (int i = 0; i < n; i++)
+        out[i] = dflt;
+    if (!v)
+        return 0;
+    if (v->type == NN_V_INT) {
+        for (int i = 0; i < n; i++)
+            out[i] = v->i;
+        return 0;
+    }
+    if (v->n != n)
+        return nn_fail(x, key, "%s: '%s' needs one integer or a list of %d, got a list of %d",
+                       x->c->type, key, n, v->n);
+    for (int i = 0; i < n; i++)
+        out[i] = v->items[i].i;
+    return 0;
+}
+
+int nn_list(nn_ctx *x, const char *key, int max, int64_t *out) {
+    const nn_value *v = val(x, key);
+    if (!v)
+        return -1;
+    if (v->type == NN_V_INT) {
+        out[0] = v->i;
+        return 1;
+    }
+    if (v->n > max)
+        return nn_fail(x, key, "%s: '%s' has %d entries, at most %d are allowed", x->c->type, key,
+                       v->n, max);
+    for (int i = 0; i < v->n; i++)
+        out[i] = v->items[i].i;
+    return v->n;
+}
+
+void nn_pname(const nn_ctx *x, const char *role, char *buf, size_t cap) {
+    const char *p = x->c->prefix;
+    if (p && *p)
+        snprintf(buf, cap, "%s.%s", p, role);
+    else
+        snprintf(buf, cap, "%s", role);
+}
+
+int nn_param(nn_ctx *x, const char *role, int ndim, const int64_t *shape, enum init_kind init,
+             double scale) {
+    char name[256];
+    nn_pname(x, role, name, sizeof name);
+    return nn_check(x, graph_param(x->g, name, ndim, shape, init, scale));
+}
+
+int nn_shared_buffer(nn_ctx *x, const char *name, enum dtype t, int ndim, const int64_t *shape,
+                     enum init_kind init, double arg) {
+    for (int i = 0; i < x->g->n; i++) {
+        const graph_node *n = &x->g->nodes[i];
+        if (n->op == OP_BUFFER && n->name && strcmp(n->name, name) == 0)
+            return i;
+    }
+    return nn_check(x, graph_buffer(x->g, name, t, ndim, shape, init, arg));
+}
+
+int nn_emit(nn_ctx *x, int id) {
+    if (nn_check(x, id) < 0)
+        return -1;
+    x->r->out[0] = id;
+    x->r->nout = 1;
+    return 0;
+}
+
+int nn_in(const nn_ctx *x, int i) { return x->c->inputs[i]; }
+const graph_node *nn_node(const nn_ctx *x, int id) { return &x->g->nodes[id]; }
+
+static const char *type_words(char t) {
+    switch (t) {
+    case 'i': return "an integer";
+    case 'f': return "a number";
+    case 'b': return "true or false";
+    case 's': return "a word";
+    default: return "an integer or a list of integers";
+    }
+}
+
+static bool type_ok(char t, const nn_value *v) {
+    switch (t) {
+    case 'i': return v->type == NN_V_INT;
+    case 'f': return v->type == NN_V_INT || v->type == NN_V_FLOAT;
+    case 'b': return v->type == NN_V_BOOL;
+    case 's': return v->type == NN_V_STR;
+    default:
+        if (v->type == NN_V_INT)
+            return true;
+        if (v->type != NN_V_LIST)
+            return false;
+        for (int i = 0; i < v->n; i++)
+            if (v->items[i].type != NN_V_INT)
+                return false;
+        return true;
+    }
+}
+
+static int run(const nn_layer *L, graph *g, const nn_call *c, nn_result *r) {
+    nn_ctx x = {g, c, r};
+    for (int i = 0; i < c->nargs; i++) {
+        const nn_keyspec *k = NULL;
+        for (int j = 0; j < NN_MAX_KEYS && L->keys[j].name; j++)
+            if (strcmp(L->keys[j].name, c->args[i].key) == 0)
+                k = &L->keys[j];
+        if (!k) {
+            char known[256] = "";
+            size_t o = 0;
+            for (int j = 0; j < NN_MAX_KEYS && L->keys[j].name && o < sizeof known; j++)
+                o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", j ? ", " : "",
+                                      L->keys[j].name);
+            r->bad_arg = i;
+            if (o)
+                snprintf(r->err, sizeof r->err, "%s has no key '%s'; its keys are %s", L->name,
+                         c->args[i].key, known);
+            else
+                snprintf(r->err, sizeof r->err, "%s takes no keys, got '%s'", L->name,
+                         c->args[i].key);
+            return -1;
+        }
+        if (!type_ok(k->type, &c->args[i].v)) {
+            r->bad_arg = i;
+            snprintf(r->err, sizeof r->err, "%s: '%s' must be %s", L->name, k->name,
+                     type_words(k->type));
+            return -1;
+        }
+        for (int j = 0; j < i; j++)
+            if (strcmp(c->args[j].key, c->args[i].key) == 0) {
+                r->bad_arg = i;
+                snprintf(r->err, sizeof r->err, "%s: '%s' given twice", L->name, k->name);
+                return -1;
+            }
+    }
+    for (int j = 0; j < NN_MAX_KEYS && L->keys[j].name; j++)
+        if (L->keys[j].required && !nn_has(&x, L->keys[j].name))
+            return nn_fail(&x, NULL, "%s needs '%s' (%s)", L->name, L->keys[j].name,
+                           type_words(L->keys[j].type));
+    if (c->ninputs < L->min_in || c->ninputs > L->max_in) {
+        if (L->min_in == L->max_in)
+            return nn_fail(&x, NULL, "%s takes %d input%s, got %d", L->name, L->min_in,
+                           L->min_in == 1 ? "" : "s", c->ninputs);
+        return nn_fail(&x, NULL, "%s takes %d to %d inputs, got %d", L->name, L->min_in,
+                       L->max_in, c->ninputs);
+    }
+    for (int i = 0; i < c->ninputs; i++)
+        if (c->inputs[i] < 0 || c->inputs[i] >= g->n)
+            return nn_fail(&x, NULL, "%s: input %d does not exist", L->name, i);
+    if (L->build(&x) < 0) {
+        if (!r->err[0])
+            snprintf(r->err, sizeof r->err, "%s: %s", L->name, graph_error(g));
+        return -1;
+    }
+    return 0;
+}
+
+int nn_build(graph *g, const nn_call *c, nn_result *r) {
+    memset(r, 0, sizeof *r);
+    r->bad_arg = -1;
+    const nn_layer *L = find(nn_layers, COUNT(nn_layers), c->type);
+    if (!L)
+        L = find(nn_losses, COUNT(nn_losses), c->type);
+    if (!L) {
+        snprintf(r->err, sizeof r->err, "unknown layer '%s'", c->type);
+        return -1;
+    }
+    return run(L, g, c, r);
+}

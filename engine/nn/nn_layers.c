@@ -1,0 +1,435 @@
+// Layers other than attention: each expands into graph ops the way an eager
+// framework's module runs them (one op per framework kernel).
+#include "nn_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define X0 nn_in(x, 0)
+
+int nn_embedding(nn_ctx *x) {
+    // (..., ) int -> (..., dim)
+    int w = nn_param(x, "weight", 2, (int64_t[]){nn_int(x, "num", 0), nn_int(x, "dim", 0)},
+                     INIT_NORMAL, 0.02);
+    if (w < 0)
+        return -1;
+    return nn_emit(x, graph_op(x->g, OP_EMBEDDING, 2, (int[]){w, X0}, NULL, NULL));
+}
+
+int nn_positional_embedding(nn_ctx *x) {
+    // x (..., T, D) + weight[:T] (T, D)
+    const graph_node *in = nn_node(x, X0);
+    if (in->ndim < 2)
+        return nn_fail(x, NULL, "positional_embedding needs (..., T, D) input");
+    int64_t T = in->shape[in->ndim - 2], D = in->shape[in->ndim - 1], max = nn_int(x, "max", 0);
+    if (T > max)
+        return nn_fail(x, "max", "positional_embedding: sequence of %lld exceeds max %lld",
+                       (long long)T, (long long)max);
+    int w = nn_param(x, "weight", 2, (int64_t[]){max, D}, INIT_NORMAL, 0.02);
+    if (w < 0)
+        return -1;
+    int p = T == max ? w : graph_slice(x->g, w, 0, 0, T);
+    return nn_emit(x, graph_binary(x->g, OP_ADD, X0, p));
+}
+
+int nn_linear_to(nn_ctx *x, int in, int64_t out, bool bias, const char *role) {
+    // (..., K) -> (..., out); PyTorch's default init, U(-1/sqrt(K), 1/sqrt(K))
+    const graph_node *n = nn_node(x, in);
+    if (n->ndim < 1)
+        return nn_fail(x, NULL, "%s needs at least a 1-d input", x->c->type);
+    int64_t K = n->shape[n->ndim - 1];
+    double bound = 1.0 / sqrt((double)K);
+    char r[96];
+    snprintf(r, sizeof r, "%s%sweight", role ? role : "", role ? "." : "");
+    int w = nn_param(x, r, 2, (int64_t[]){out, K}, INIT_UNIFORM, bound);
+    if (w < 0)
+        return -1;
+    int src[3] = {in, w, -1};
+    if (bias) {
+        snprintf(r, sizeof r, "%s%sbias", role ? role : "", role ? "." : "");
+        src[2] = nn_param(x, r, 1, &out, INIT_UNIFORM, bound);
+        if (src[2] < 0)
+            return -1;
+    }
+    return nn_check(x, graph_op(x->g, OP_LINEAR, bias ? 3 : 2, src, NULL, NULL));
+}
+
+int nn_linear(nn_ctx *x) {
+    int64_t out = nn_int(x, "out", 0);
+    if (out <= 0)
+        return nn_fail(x, "out", "linear: out must be positive, got %lld", (long long)out);
+    return nn_emit(x, nn_linear_to(x, X0, out, nn_bool(x, "bias", true), NULL));
+}
+
+static int conv_common(nn_ctx *x, bool transpose) {
+    // x (N, C, H, W) -> (N, out, H', W')
+    const graph_node *in = nn_node(x, X0);
+    if (in->ndim != 4)
+        return nn_fail(x, NULL, "%s needs (N, C, H, W) input, got %d dimensions", x->c->type,
+                       in->ndim);
+    int64_t k[2], st[2], pad[2], dil[2], opad[2];
+    if (nn_ints(x, "kernel", 2, k, 1) < 0 || nn_ints(x, "stride", 2, st, 1) < 0 ||
+        nn_ints(x, "padding", 2, pad, 0) < 0 || nn_ints(x, "dilation", 2, dil, 1) < 0 ||
+        nn_ints(x, "output_padding", 2, opad, 0) < 0)
+        return -1;
+    int64_t C = in->shape[1], O = nn_int(x, "out", 0), G = nn_int(x, "groups", 1);
+    for (int i = 0; i < 2; i++) {
+        if (k[i] <= 0)
+            return nn_fail(x, "kernel", "%s: kernel must be positive", x->c->type);
+        if (st[i] <= 0)
+            return nn_fail(x, "stride", "%s: stride must be positive", x->c->type);
+        if (dil[i] <= 0)
+            return nn_fail(x, "dilation", "%s: dilation must be positive", x->c->type);
+        if (pad[i] < 0)
+            return nn_fail(x, "padding", "%s: padding must not be negative", x->c->type);
+    }
+    if (O <= 0)
+        return nn_fail(x, "out", "%s: out must be positive", x->c->type);
+    if (G <= 0 || C % G || O % G)
+        return nn_fail(x, nn_has(x, "groups") ? "groups" : NULL,
+                       "%s: %lld input and %lld output channels do not split into %lld groups",
+                       x->c->type, (long long)C, (long long)O, (long long)G);
+    int64_t wshape[4];
+    double fan;
+    if (!transpose) {
+        wshape[0] = O, wshape[1] = C / G;
+        fan = (double)(O / G) * (double)(k[0] * k[1]); // fan_out, as torchvision
+    } else {
+        wshape[0] = C, wshape[1] = O / G;
+        fan = (double)(C / G) * (double)(k[0] * k[1]);
+    }
+    wshape[2] = k[0], wshape[3] = k[1];
+    // Kaiming normal (fan_out, ReLU gain): keeps activations at unit scale
+    // through deep convnets, so accuracy checks compare meaningful numbers.
+    int w = nn_param(x, "weight", 4, wshape, INIT_NORMAL, sqrt(2.0 / fan));
+    if (w < 0)
+        return -1;
+    int src[3] = {X0, w, -1};
+    bool bias = nn_bool(x, "bias", true);
+    if (bias && (src[2] = nn_param(x, "bias", 1, &O, INIT_ZEROS, 0)) < 0)
+        return -1;
+    int64_t ia[GRAPH_MAX_IA] = {st[0], st[1], pad[0], pad[1], dil[0], dil[1], G, opad[0], opad[1]};
+    return nn_emit(x, graph_op(x->g, transpose ? OP_CONV_TRANSPOSE2D : OP_CONV2D, bias ? 3 : 2,
+                               src, ia, NULL));
+}
+
+int nn_conv2d(nn_ctx *x) { return conv_common(x, false); }
+int nn_conv_transpose2d(nn_ctx *x) { return conv_common(x, true); }
+
+static int channels(nn_ctx *x, int axis_from_end) {
+    const graph_node *in = nn_node(x, X0);
+    if (axis_from_end)
+        return in->ndim >= 1 ? (int)in->shape[in->ndim - 1] : -1;
+    return in->ndim >= 2 ? (int)in->shape[1] : -1;
+}
+
+static int norm_params(nn_ctx *x, int64_t C, int *w, int *b) {
+    *w = nn_param(x, "weight", 1, &C, INIT_ONES, 0);
+    if (*w < 0)
+        return -1;
+    if (b)
+        *b = nn_param(x, "bias", 1, &C, INIT_ZEROS, 0);
+    return b && *b < 0 ? -1 : 0;
+}
+
+int nn_batch_norm(nn_ctx *x) {
+    // (N, C, ...) with running statistics (inference) as buffers
+    int64_t C = channels(x, 0);
+    if (C <= 0)
+        return nn_fail(x, NULL, "batch_norm needs (N, C, ...) input");
+    int w, b;
+    if (norm_params(x, C, &w, &b) < 0)
+        return -1;
+    char name[256];
+    nn_pname(x, "running_mean", name, sizeof name);
+    int rm = nn_check(x, graph_buffer(x->g, name, DT_F32, 1, &C, INIT_ZEROS, 0));
+    nn_pname(x, "running_var", name, sizeof name);
+    int rv = nn_check(x, graph_buffer(x->g, name, DT_F32, 1, &C, INIT_ONES, 0));
+    if (rm < 0 || rv < 0)
+        return -1;
+    double fa[GRAPH_MAX_FA] = {nn_float(x, "eps", 1e-5), nn_float(x, "momentum", 0.1)};
+    return nn_emit(x, graph_op(x->g, OP_BATCH_NORM, 5, (int[]){X0, w, b, rm, rv}, NULL, fa));
+}
+
+int nn_layer_norm(nn_ctx *x) {
+    int64_t C = channels(x, 1);
+    if (C <= 0)
+        return nn_fail(x, NULL, "layer_norm needs at least a 1-d input");
+    int w, b;
+    if (norm_params(x, C, &w, &b) < 0)
+        return -1;
+    double fa[GRAPH_MAX_FA] = {nn_float(x, "eps", 1e-5)};
+    return nn_emit(x, graph_op(x->g, OP_LAYER_NORM, 3, (int[]){X0, w, b}, NULL, fa));
+}
+
+int nn_rms_norm(nn_ctx *x) {
+    int64_t C = channels(x, 1);
+    if (C <= 0)
+        return nn_fail(x, NULL, "rms_norm needs at least a 1-d input");
+    int w;
+    if (norm_params(x, C, &w, NULL) < 0)
+        return -1;
+    double fa[GRAPH_MAX_FA] = {nn_float(x, "eps", 1e-6)};
+    return nn_emit(x, graph_op(x->g, OP_RMS_NORM, 2, (int[]){X0, w}, NULL, fa));
+}
+
+int nn_group_norm(nn_ctx *x) {
+    int64_t C = channels(x, 0), G = nn_int(x, "groups", 1);
+    if (C <= 0)
+        return nn_fail(x, NULL, "group_norm needs (N, C, ...) input");
+    if (G <= 0 || C % G)
+        return nn_fail(x, "groups", "group_norm: %lld channels do not split into %lld groups",
+                       (long long)C, (long long)G);
+    int w, b;
+    if (norm_params(x, C, &w, &b) < 0)
+        return -1;
+    double fa[GRAPH_MAX_FA] = {nn_float(x, "eps", 1e-5)};
+    int64_t ia[GRAPH_MAX_IA] = {G};
+    return nn_emit(x, graph_op(x->g, OP_GROUP_NORM, 3, (int[]){X0, w, b}, ia, fa));
+}
+
+int nn_activation(nn_ctx *x) {
+    static const struct {
+        const char *name;
+        enum op op;
+    } acts[] = {{"relu", OP_RELU},           {"relu6", OP_RELU6},     {"gelu", OP_GELU},       {"gelu_tanh", OP_GELU_TANH},
+                {"silu", OP_SILU},           {"tanh", OP_TANH},       {"sigmoid", OP_SIGMOID},
+                {"hardswish", OP_HARDSWISH}, {"hardsigmoid", OP_HARDSIGMOID}};
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
+        if (strcmp(acts[i].name, x->c->type) == 0)
+            return nn_emit(x, graph_unary(x->g, acts[i].op, X0));
+    return nn_fail(x, NULL, "unknown activation '%s'", x->c->type);
+}
+
+int nn_dropout(nn_ctx *x) {
+    double p = nn_float(x, "p", 0.1);
+    if (p < 0 || p >= 1)
+        return nn_fail(x, "p", "dropout: p must be in [0, 1), got %g", p);
+    // Inference runs modules in eval mode: dropout is the identity and
+    // launches nothing, as in PyTorch.
+    if (!x->c->training || p == 0)
+        return nn_emit(x, X0);
+    int64_t ia[GRAPH_MAX_IA] = {x->g->n}; // mask stream: unique per dropout site
+    double fa[GRAPH_MAX_FA] = {p};
+    return nn_emit(x, graph_op(x->g, OP_DROPOUT, 1, (int[]){X0}, ia, fa));
+}
+
+int nn_pool(nn_ctx *x) {
+    int64_t k[2], st[2], pad[2];
+    if (nn_ints(x, "kernel", 2, k, 1) < 0 || nn_ints(x, "padding", 2, pad, 0) < 0)
+        return -1;
+    if (nn_ints(x, "stride", 2, st, 0) < 0)
+        return -1;
+    if (!nn_has(x, "stride"))
+        st[0] = k[0], st[1] = k[1];
+    for (int i = 0; i < 2; i++) {
+        if (k[i] <= 0)
+            return nn_fail(x, "kernel", "%s: kernel must be positive", x->c->type);
+        if (st[i] <= 0)
+            return nn_fail(x, "stride", "%s: stride must be positive", x->c->type);
+        if (pad[i] < 0 || 2 * pad[i] > k[i])
+            return nn_fail(x, "padding", "%s: padding must be between 0 and half the kernel",
+                           x->c->type);
+    }
+    int64_t ia[GRAPH_MAX_IA] = {st[0], st[1], pad[0], pad[1], k[0], k[1]};
+    enum op op = strcmp(x->c->type, "max_pool2d") == 0 ? OP_MAX_POOL2D : OP_AVG_POOL2D;
+    return nn_emit(x, graph_op(x->g, op, 1, (int[]){X0}, ia, NULL));
+}
+
+int nn_global_avg_pool(nn_ctx *x) {
+    // (N, C, H, W) -> (N, C, 1, 1): one mean over H*W, as adaptive_avg_pool2d(1)
+    const graph_node *in = nn_node(x, X0);
+    if (in->ndim != 4)
+        return nn_fail(x, NULL, "global_avg_pool needs (N, C, H, W) input");
+    int64_t N = in->shape[0], C = in->shape[1];
+    int r = graph_reshape(x->g, X0, 3, (int64_t[]){N, C, -1});
+    r = graph_reduce(x->g, OP_MEAN, r, 2);
+    return nn_emit(x, graph_reshape(x->g, r, 4, (int64_t[]){N, C, 1, 1}));
+}
+
+int nn_upsample(nn_ctx *x) {
+    const char *mode = nn_str(x, "mode", "nearest");
+    if (strcmp(mode, "nearest") != 0)
+        return nn_fail(x, "mode", "upsample: mode '%s' is not supported; use nearest", mode);
+    int64_t s = nn_int(x, "scale", 2);
+    if (s < 1)
+        return nn_fail(x, "scale", "upsample: scale must be a positive integer");
+    int64_t ia[GRAPH_MAX_IA] = {s};
+    return nn_emit(x, graph_op(x->g, OP_UPSAMPLE_NEAREST, 1, (int[]){X0}, ia, NULL));
+}
+
+int nn_flatten(nn_ctx *x) {
+    const graph_node *in = nn_node(x, X0);
+    int nd = in->ndim;
+    int64_t a = nn_int(x, "start", 1), b = nn_int(x, "end", -1);
+    if (a < 0)
+        a += nd;
+    if (b < 0)
+        b += nd;
+    if (nd == 0 || a < 0 || b >= nd || a > b)
+        return nn_fail(x, nn_has(x, "start") ? "start" : NULL,
+                       "flatten: dims %lld..%lld are out of range for %d dimensions",
+                       (long long)nn_int(x, "start", 1), (long long)nn_int(x, "end", -1), nd);
+    int64_t s[TENSOR_MAX_DIMS];
+    int k = 0;
+    for (int i = 0; i < a; i++)
+        s[k++] = in->shape[i];
+    int64_t m = 1;
+    for (int64_t i = a; i <= b; i++)
+        m *= in->shape[i];
+    s[k++] = m;
+    for (int i = (int)b + 1; i < nd; i++)
+        s[k++] = in->shape[i];
+    return nn_emit(x, graph_reshape(x->g, X0, k, s));
+}
+
+int nn_reshape(nn_ctx *x) {
+    int64_t s[TENSOR_MAX_DIMS];
+    int n = nn_list(x, "shape", TENSOR_MAX_DIMS, s);
+    if (n < 0)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (s[i] == 0 || s[i] < -1)
+            return nn_fail(x, "shape", "reshape: dimension %d is %lld; use a positive size or -1",
+                           i, (long long)s[i]);
+    int id = graph_reshape(x->g, X0, n, s);
+    if (id < 0)
+        return nn_fail(x, "shape", "%s", graph_error(x->g));
+    return nn_emit(x, id);
+}
+
+int nn_permute(nn_ctx *x) {
+    int64_t d[TENSOR_MAX_DIMS];
+    int n = nn_list(x, "dims", TENSOR_MAX_DIMS, d);
+    if (n < 0)
+        return -1;
+    if (n != nn_node(x, X0)->ndim)
+        return nn_fail(x, "dims", "permute: %d dims given for a %d-d tensor", n,
+                       nn_node(x, X0)->ndim);
+    int perm[TENSOR_MAX_DIMS];
+    for (int i = 0; i < n; i++)
+        perm[i] = (int)d[i];
+    int id = graph_permute(x->g, X0, perm);
+    if (id < 0)
+        return nn_fail(x, "dims", "%s", graph_error(x->g));
+    return nn_emit(x, id);
+}
+
+int nn_binary(nn_ctx *x) {
+    bool add = strcmp(x->c->type, "add") == 0;
+    if (x->c->ninputs == 2) {
+        if (nn_has(x, "value"))
+            return nn_fail(x, "value", "%s: give two inputs or one input and a value, not both",
+                           x->c->type);
+        return nn_emit(x, graph_binary(x->g, add ? OP_ADD : OP_MUL, X0, nn_in(x, 1)));
+    }
+    if (!nn_has(x, "value"))
+        return nn_fail(x, NULL, "%s needs two inputs (input: [., name]) or a value", x->c->type);
+    double v = nn_float(x, "value", 0);
+    return nn_emit(x, add ? graph_scale(x->g, X0, 1, v) : graph_scale(x->g, X0, v, 0));
+}
+
+int nn_concat(nn_ctx *x) {
+    int64_t ia[GRAPH_MAX_IA] = {nn_int(x, "axis", -1)};
+    return nn_emit(x, graph_op(x->g, OP_CONCAT, x->c->ninputs, x->c->inputs, ia, NULL));
+}
+
+int nn_split(nn_ctx *x) {
+    // (..., L, ...) -> views of sizes[i] along axis (chunks: equal parts)
+    const graph_node *in = nn_node(x, X0);
+    int64_t axis = nn_int(x, "axis", -1);
+    if (axis < 0)
+        axis += in->ndim;
+    if (axis < 0 || axis >= in->ndim)
+        return nn_fail(x, "axis", "split: axis out of range for %d dimensions", in->ndim);
+    int64_t L = in->shape[axis], sizes[NN_MAX_OUT];
+    int n;
+    if (nn_has(x, "sizes")) {
+        n = nn_list(x, "sizes", NN_MAX_OUT, sizes);
+        if (n < 0)
+            return -1;
+        int64_t tot = 0;
+        for (int i = 0; i < n; i++)
+            tot += sizes[i];
+        if (tot != L)
+            return nn_fail(x, "sizes", "split: sizes add up to %lld, the axis has %lld",
+                           (long long)tot, (long long)L);
+    } else {
+        int64_t c = nn_int(x, "chunks", 2);
+        if (c < 1 || c > NN_MAX_OUT || L % c)
+            return nn_fail(x, nn_has(x, "chunks") ? "chunks" : NULL,
+                           "split: %lld does not split into %lld equal chunks (at most %d)",
+                           (long long)L, (long long)c, NN_MAX_OUT);
+        n = (int)c;
+        for (int i = 0; i < n; i++)
+            sizes[i] = L / c;
+    }
+    int64_t start = 0;
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] <= 0)
+            return nn_fail(x, "sizes", "split: sizes must be positive");
+        int id = nn_check(x, graph_slice(x->g, X0, (int)axis, start, sizes[i]));
+        if (id < 0)
+            return -1;
+        x->r->out[i] = id;
+        start += sizes[i];
+    }
+    x->r->nout = n;
+    return 0;
+}
+
+int nn_slice(nn_ctx *x) {
+    int id = graph_slice(x->g, X0, (int)nn_int(x, "axis", 0), nn_int(x, "start", 0),
+                         nn_int(x, "length", 1));
+    if (id < 0)
+        return nn_fail(x, "length", "%s", graph_error(x->g));
+    return nn_emit(x, id);
+}
+
+int nn_softmax(nn_ctx *x) {
+    int64_t axis = nn_int(x, "axis", -1);
+    int nd = nn_node(x, X0)->ndim;
+    if (axis != -1 && axis != nd - 1)
+        return nn_fail(x, "axis", "softmax runs over the last axis; permute first");
+    return nn_emit(x, graph_unary(x->g, OP_SOFTMAX, X0));
+}
+
+int nn_cls_token(nn_ctx *x) {
+    // (B, T, D) -> (B, T + 1, D) with a learned token in front
+    const graph_node *in = nn_node(x, X0);
+    if (in->ndim != 3)
+        return nn_fail(x, NULL, "cls_token needs (B, T, D) input");
+    int64_t B = in->shape[0], D = in->shape[2];
+    int t = nn_param(x, "token", 3, (int64_t[]){1, 1, D}, INIT_NORMAL, 0.02);
+    if (t < 0)
+        return -1;
+    int e = graph_op_shaped(x->g, OP_EXPAND, 1, &t, NULL, NULL, 3, (int64_t[]){B, 1, D});
+    if (nn_check(x, e) < 0)
+        return -1;
+    int64_t ia[GRAPH_MAX_IA] = {1};
+    return nn_emit(x, graph_op(x->g, OP_CONCAT, 2, (int[]){e, X0}, ia, NULL));
+}
+
+static int flatten_rows(nn_ctx *x, int id, int keep_last) {
+    const graph_node *n = nn_node(x, id);
+    if (keep_last)
+        return n->ndim == 2 ? id : graph_reshape(x->g, id, 2, (int64_t[]){-1, n->shape[n->ndim - 1]});
+    return n->ndim == 1 ? id : graph_reshape(x->g, id, 1, (int64_t[]){-1});
+}
+
+int nn_cross_entropy(nn_ctx *x) {
+    // logits (..., C), targets (...) -> mean loss over targets != ignore_index
+    const graph_node *l = nn_node(x, X0), *t = nn_node(x, nn_in(x, 1));
+    if (l->ndim != t->ndim + 1)
+        return nn_fail(x, NULL, "cross_entropy: logits must have one more dimension than targets");
+    int a = flatten_rows(x, X0, 1), b = flatten_rows(x, nn_in(x, 1), 0);
+    int64_t ia[GRAPH_MAX_IA] = {nn_int(x, "ignore_index", -100)};
+    if (a < 0 || b < 0)
+        return nn_check(x, -1);
+    return nn_emit(x, graph_op(x->g, OP_CROSS_ENTROPY, 2, (int[]){a, b}, ia, NULL));
+}
+
+int nn_mse(nn_ctx *x) {
+    return nn_emit(x, graph_op(x->g, OP_MSE_LOSS, 2, (int[]){X0, nn_in(x, 1)}, NULL, NULL));
+}

@@ -1,0 +1,47 @@
+// suite: a YAML list of cases (docs/yaml.md, "Suites").
+//
+//   suite *s; diag d;
+//   if (suite_load("suites/smoke.yaml", "small", &s, &d) < 0) { diag_print(&d, stderr); ... }
+//   for (int i = 0; i < s->ncases; i++) {
+//       suite_case *c = &s->cases[i];   // c->name, c->model_path, c->batch, c->overrides
+//       modeldef_load(c->model_path, ...); modeldef_build(md, c->overrides, c->noverrides, ...);
+//   }
+//   suite_free(s);
+//
+// A case names a model (`model: gpt2` is <suite dir>/../models/gpt2.yaml, or
+// under $TCBENCH_MODELS when set; a value with '/' or ending .yaml is a path
+// relative to the suite file), a batch size, parameter overrides, and
+// optional named sizes; --size NAME applies that size's overrides over the
+// case's own. Suite-level defaults give the modes, precisions and workloads.
+#pragma once
+#include "diag.h"
+#include "modeldef.h"
+
+#include <stdint.h>
+
+typedef struct suite_case {
+    char *name;       // unique within the suite; defaults to the model name
+    char *model_path; // resolved file path
+    int64_t batch;
+    modeldef_override *overrides; // strings owned by the suite
+    int noverrides;
+    int line, col; // where the case starts
+} suite_case;
+
+typedef struct suite {
+    char *path;
+    char *name;
+    suite_case *cases;
+    int ncases;
+    // defaults, as lists of words: {"eager", "compiled"}, {"fp32"}, {"infer"}
+    char **modes;
+    int nmodes;
+    char **precisions;
+    int nprecisions;
+    char **workloads;
+    int nworkloads;
+} suite;
+
+// size may be NULL (no size). A size the suite does not define is an error.
+int suite_load(const char *path, const char *size, suite **out, diag *d);
+void suite_free(suite *s);

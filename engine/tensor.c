@@ -1,0 +1,307 @@
+#include "tensor.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t mem_live, mem_peak;
+
+size_t tensor_mem_live(void) { return mem_live; }
+size_t tensor_mem_peak(void) { return mem_peak; }
+void tensor_mem_reset_peak(void) { mem_peak = mem_live; }
+
+int64_t shape_numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        n *= shape[i];
+    return n;
+}
+
+void tensor_strides_contiguous(int ndim, const int64_t *shape, int64_t *stride) {
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        stride[i] = s;
+        s *= shape[i];
+    }
+}
+
+static tensor_storage *storage_new(size_t bytes, bool zero) {
+    tensor_storage *s = malloc(sizeof *s);
+    if (!s)
+        return NULL;
+    size_t padded = (bytes + 63) & ~(size_t)63;
+    if (padded == 0)
+        padded = 64;
+    s->data = aligned_alloc(64, padded);
+    if (!s->data) {
+        free(s);
+        return NULL;
+    }
+    if (zero)
+        memset(s->data, 0, padded);
+    s->bytes = padded;
+    s->refs = 1;
+    s->borrowed = false;
+    mem_live += padded;
+    if (mem_live > mem_peak)
+        mem_peak = mem_live;
+    return s;
+}
+
+static tensor *tensor_alloc(enum dtype t, int ndim, const int64_t *shape, bool zero) {
+    assert(ndim >= 0 && ndim <= TENSOR_MAX_DIMS);
+    tensor *x = calloc(1, sizeof *x);
+    if (!x)
+        return NULL;
+    x->dtype = t;
+    x->ndim = ndim;
+    for (int i = 0; i < ndim; i++)
+        x->shape[i] = shape[i];
+    tensor_strides_contiguous(ndim, shape, x->stride);
+    x->storage = storage_new((size_t)shape_numel(ndim, shape) * dtype_size(t), zero);
+    if (!x->storage) {
+        free(x);
+        return NULL;
+    }
+    return x;
+}
+
+tensor *tensor_new(enum dtype t, int ndim, const int64_t *shape) {
+    return tensor_alloc(t, ndim, shape, true);
+}
+
+tensor *tensor_new_empty(enum dtype t, int ndim, const int64_t *shape) {
+    return tensor_alloc(t, ndim, shape, false);
+}
+
+void tensor_free(tensor *t) {
+    if (!t)
+        return;
+    if (--t->storage->refs == 0) {
+        if (!t->storage->borrowed) {
+            mem_live -= t->storage->bytes;
+            free(t->storage->data);
+        }
+        free(t->storage);
+    }
+    free(t);
+}
+
+tensor *tensor_wrap(enum dtype t, int ndim, const int64_t *shape, void *data) {
+    tensor *x = calloc(1, sizeof *x);
+    tensor_storage *s = calloc(1, sizeof *s);
+    if (!x || !s) {
+        free(x);
+        free(s);
+        return NULL;
+    }
+    s->data = data;
+    s->bytes = (size_t)shape_numel(ndim, shape) * dtype_size(t);
+    s->refs = 1;
+    s->borrowed = true;
+    x->dtype = t;
+    x->ndim = ndim;
+    for (int i = 0; i < ndim; i++)
+        x->shape[i] = shape[i];
+    tensor_strides_contiguous(ndim, shape, x->stride);
+    x->storage = s;
+    return x;
+}
+
+int64_t tensor_numel(const tensor *t) { return shape_numel(t->ndim, t->shape); }
+size_t tensor_nbytes(const tensor *t) { return (size_t)tensor_numel(t) * dtype_size(t->dtype); }
+
+bool tensor_is_contiguous(const tensor *t) {
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->stride[i] != s)
+            return false;
+        s *= t->shape[i];
+    }
+    return true;
+}
+
+void *tensor_data(const tensor *t) {
+    return (char *)t->storage->data + t->offset * (int64_t)dtype_size(t->dtype);
+}
+
+tensor *tensor_view(const tensor *t) {
+    tensor *v = malloc(sizeof *v);
+    if (!v)
+        return NULL;
+    *v = *t;
+    v->storage->refs++;
+    return v;
+}
+
+tensor *tensor_permute(const tensor *t, const int *perm) {
+    tensor *v = tensor_view(t);
+    if (!v)
+        return NULL;
+    for (int i = 0; i < t->ndim; i++) {
+        v->shape[i] = t->shape[perm[i]];
+        v->stride[i] = t->stride[perm[i]];
+    }
+    return v;
+}
+
+// Same rule as PyTorch's view(): group the old dims into runs that are
+// contiguous among themselves and split each run into new dims.
+bool tensor_strides_reshape(int ondim, const int64_t *oshape, const int64_t *ostride, int ndim,
+                            const int64_t *shape, int64_t *nstride) {
+    if (shape_numel(ndim, shape) != shape_numel(ondim, oshape))
+        return false;
+    int oi = 0, ni = 0;
+    while (ni < ndim || oi < ondim) {
+        if (ni < ndim && shape[ni] == 1) { // size-1 dims take any stride
+            nstride[ni] = 1;
+            ni++;
+            continue;
+        }
+        if (oi < ondim && oshape[oi] == 1) {
+            oi++;
+            continue;
+        }
+        if (ni >= ndim || oi >= ondim)
+            break;
+        // old dims [oi, oj) and new dims [ni, nj) with equal products
+        int64_t op = oshape[oi], np = shape[ni];
+        int oj = oi + 1, nj = ni + 1;
+        while (op != np) {
+            if (op < np)
+                op *= oshape[oj++];
+            else
+                np *= shape[nj++];
+        }
+        // the old run must be contiguous within itself (size-1 dims skipped)
+        int64_t expect = ostride[oj - 1] * oshape[oj - 1];
+        for (int k = oj - 2; k >= oi; k--) {
+            if (oshape[k] == 1)
+                continue;
+            if (ostride[k] != expect)
+                return false;
+            expect = ostride[k] * oshape[k];
+        }
+        int64_t st = ostride[oj - 1];
+        for (int k = nj - 1; k >= ni; k--) {
+            nstride[k] = st;
+            st *= shape[k];
+        }
+        oi = oj;
+        ni = nj;
+    }
+    return true;
+}
+
+tensor *tensor_reshape(const tensor *t, int ndim, const int64_t *shape) {
+    assert(shape_numel(ndim, shape) == tensor_numel(t));
+    int64_t nstride[TENSOR_MAX_DIMS];
+    if (!tensor_strides_reshape(t->ndim, t->shape, t->stride, ndim, shape, nstride))
+        return NULL;
+    tensor *v = tensor_view(t);
+    if (!v)
+        return NULL;
+    v->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        v->shape[i] = shape[i];
+        v->stride[i] = nstride[i];
+    }
+    return v;
+}
+
+tensor *tensor_slice(const tensor *t, int axis, int64_t start, int64_t len) {
+    assert(axis >= 0 && axis < t->ndim && start >= 0 && start + len <= t->shape[axis]);
+    tensor *v = tensor_view(t);
+    if (!v)
+        return NULL;
+    v->offset += start * t->stride[axis];
+    v->shape[axis] = len;
+    return v;
+}
+
+tensor *tensor_expand(const tensor *t, int ndim, const int64_t *shape) {
+    assert(ndim >= t->ndim);
+    tensor *v = tensor_view(t);
+    if (!v)
+        return NULL;
+    int pad = ndim - t->ndim;
+    v->ndim = ndim;
+    for (int i = ndim - 1; i >= 0; i--) {
+        int src = i - pad;
+        int64_t s = src >= 0 ? t->shape[src] : 1;
+        int64_t st = src >= 0 ? t->stride[src] : 0;
+        assert(s == shape[i] || s == 1);
+        v->shape[i] = shape[i];
+        v->stride[i] = (s == shape[i]) ? st : 0;
+    }
+    return v;
+}
+
+static int64_t offset_of(const tensor *t, const int64_t *idx) {
+    int64_t o = t->offset;
+    for (int i = 0; i < t->ndim; i++)
+        o += idx[i] * t->stride[i];
+    return o;
+}
+
+static double load(enum dtype dt, const void *base, int64_t o) {
+    switch (dt) {
+    case DT_F32: return ((const float *)base)[o];
+    case DT_F16: return dtype_f16_to_f32(((const uint16_t *)base)[o]);
+    case DT_I32: return ((const int32_t *)base)[o];
+    case DT_I64: return (double)((const int64_t *)base)[o];
+    case DT_BOOL: return ((const uint8_t *)base)[o];
+    default: abort();
+    }
+}
+
+double tensor_get(const tensor *t, const int64_t *idx) {
+    return load(t->dtype, t->storage->data, offset_of(t, idx));
+}
+
+void tensor_set(tensor *t, const int64_t *idx, double v) {
+    int64_t o = offset_of(t, idx);
+    void *b = t->storage->data;
+    switch (t->dtype) {
+    case DT_F32: ((float *)b)[o] = (float)v; break;
+    case DT_F16: ((uint16_t *)b)[o] = dtype_f32_to_f16((float)v); break;
+    case DT_I32: ((int32_t *)b)[o] = (int32_t)v; break;
+    case DT_I64: ((int64_t *)b)[o] = (int64_t)v; break;
+    case DT_BOOL: ((uint8_t *)b)[o] = v != 0; break;
+    default: abort();
+    }
+}
+
+double tensor_get_flat(const tensor *t, int64_t i) {
+    int64_t idx[TENSOR_MAX_DIMS];
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        idx[d] = i % t->shape[d];
+        i /= t->shape[d];
+    }
+    return tensor_get(t, idx);
+}
+
+tensor *tensor_contiguous(const tensor *t) {
+    tensor *c = tensor_new_empty(t->dtype, t->ndim, t->shape);
+    if (!c)
+        return NULL;
+    int64_t n = tensor_numel(t);
+    size_t es = dtype_size(t->dtype);
+    if (tensor_is_contiguous(t)) {
+        memcpy(tensor_data(c), tensor_data(t), (size_t)n * es);
+        return c;
+    }
+    int64_t idx[TENSOR_MAX_DIMS] = {0};
+    char *dst = tensor_data(c);
+    const char *src = t->storage->data;
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(dst + i * (int64_t)es, src + offset_of(t, idx) * (int64_t)es, es);
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < t->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return c;
+}

@@ -1,0 +1,74 @@
+// tensor: a typed, strided view into a reference-counted buffer.
+//
+//   int64_t shape[] = {2, 3};
+//   tensor *t = tensor_new(DT_F32, 2, shape);      // contiguous, zeroed
+//   float *p = tensor_f32(t);                      // base + offset
+//   tensor *v = tensor_permute(t, (int[]){1, 0});  // view, shares storage
+//   tensor_free(v); tensor_free(t);                // storage freed last
+//
+// Strides and offset count elements, not bytes. A tensor owns one reference
+// to its storage; views take another. Allocation is 64-byte aligned and
+// counted process-wide (tensor_mem_live / tensor_mem_peak), which is how the
+// eager executor reports peak live bytes, as PyTorch's allocator stats do.
+#pragma once
+#include "dtype.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define TENSOR_MAX_DIMS 6
+
+typedef struct tensor_storage {
+    void *data;
+    size_t bytes;
+    int refs;
+    bool borrowed; // data belongs to someone else (tensor_wrap): not freed, not counted
+} tensor_storage;
+
+typedef struct tensor {
+    enum dtype dtype;
+    int ndim;
+    int64_t shape[TENSOR_MAX_DIMS];
+    int64_t stride[TENSOR_MAX_DIMS]; // elements
+    int64_t offset;                  // elements
+    tensor_storage *storage;
+} tensor;
+
+tensor *tensor_new(enum dtype t, int ndim, const int64_t *shape);       // zeroed
+tensor *tensor_new_empty(enum dtype t, int ndim, const int64_t *shape); // uninit
+void tensor_free(tensor *t); // NULL is fine
+// A contiguous tensor over memory the caller owns and keeps alive.
+tensor *tensor_wrap(enum dtype t, int ndim, const int64_t *shape, void *data);
+
+int64_t tensor_numel(const tensor *t);
+size_t tensor_nbytes(const tensor *t); // numel * element size
+bool tensor_is_contiguous(const tensor *t);
+void *tensor_data(const tensor *t); // storage base + offset, as bytes
+static inline float *tensor_f32(const tensor *t) { return (float *)tensor_data(t); }
+
+// Views (share storage). reshape returns NULL when the strides cannot express
+// the new shape without a copy; callers then copy with tensor_contiguous.
+tensor *tensor_view(const tensor *t); // same shape and strides
+tensor *tensor_permute(const tensor *t, const int *perm);
+tensor *tensor_reshape(const tensor *t, int ndim, const int64_t *shape);
+tensor *tensor_slice(const tensor *t, int axis, int64_t start, int64_t len);
+tensor *tensor_expand(const tensor *t, int ndim, const int64_t *shape);
+tensor *tensor_contiguous(const tensor *t); // always a new buffer
+
+// Element access through strides; slow, for tests and the reference.
+double tensor_get(const tensor *t, const int64_t *idx);
+void tensor_set(tensor *t, const int64_t *idx, double v);
+// Flat index i of the logical (row-major) order.
+double tensor_get_flat(const tensor *t, int64_t i);
+
+void tensor_strides_contiguous(int ndim, const int64_t *shape, int64_t *stride);
+// Strides for viewing (oshape, ostride) as shape without a copy; false when
+// no such strides exist. tensor_reshape and the compiler's views share it.
+bool tensor_strides_reshape(int ondim, const int64_t *oshape, const int64_t *ostride, int ndim,
+                            const int64_t *shape, int64_t *nstride);
+int64_t shape_numel(int ndim, const int64_t *shape);
+
+// Process-wide byte counters for tensor storage.
+size_t tensor_mem_live(void);
+size_t tensor_mem_peak(void);
+void tensor_mem_reset_peak(void);

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tcbench needs to build, test and draw charts.
+# Safe to run again: apt-get skips what is already there.
+set -euo pipefail
+pkgs=(build-essential meson ninja-build pkg-config cmake
+      libyaml-dev libjansson-dev libopenblas-openmp-dev libdnnl-dev
+      libxxhash-dev libcmocka-dev gnuplot-nox)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,691 @@
+// Model files: expressions, the YAML tree, and one test per construct of
+// the model format (params, overrides, inputs, repeat, residual, input/as,
+// loss, outputs, scopes), checking the graphs they build.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h> // after the headers it needs
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "expr.h"
+#include "modeldef.h"
+#include "yamldoc.h"
+
+static char tmpdir[256];
+
+static int setup(void **state) {
+    (void)state;
+    const char *t = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/tcbench_md_XXXXXX", t && *t ? t : "/tmp");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static const char *write_model(const char *name, const char *text) {
+    static char path[400];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+    return path;
+}
+
+// Loads and builds; returns NULL with d filled on an error.
+static model *build(const char *text, const modeldef_override *ov, int nov, int64_t batch,
+                    bool training, diag *d) {
+    const char *path = write_model("m.yaml", text);
+    modeldef *md;
+    model *m = NULL;
+    memset(d, 0, sizeof *d);
+    if (modeldef_load(path, &md, d) < 0)
+        return NULL;
+    modeldef_build(md, ov, nov, batch, &(modeldef_opts){.training = training}, &m, d);
+    modeldef_free(md);
+    return m;
+}
+
+static model *build_ok(const char *text, const modeldef_override *ov, int nov, int64_t batch,
+                       bool training) {
+    diag d;
+    model *m = build(text, ov, nov, batch, training, &d);
+    if (!m)
+        fail_msg("unexpected error: %d:%d: %s", d.line, d.col, d.msg);
+    return m;
+}
+
+static void expect_error(const char *text, int line, int col, const char *fragment) {
+    diag d;
+    model *m = build(text, NULL, 0, 2, false, &d);
+    if (m)
+        fail_msg("expected an error containing '%s'", fragment);
+    if (d.line != line || d.col != col || !strstr(d.msg, fragment))
+        fail_msg("expected %d:%d: ...%s..., got %d:%d: %s", line, col, fragment, d.line, d.col,
+                 d.msg);
+}
+
+static int find_param(const graph *g, const char *name) {
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == OP_PARAM && g->nodes[i].name && !strcmp(g->nodes[i].name, name))
+            return i;
+    return -1;
+}
+
+static int count_op(const graph *g, enum op op) {
+    int n = 0;
+    for (int i = 0; i < g->n; i++)
+        n += g->nodes[i].op == op;
+    return n;
+}
+
+static void assert_shape(const graph_node *n, int ndim, const int64_t *shape) {
+    assert_int_equal(n->ndim, ndim);
+    for (int i = 0; i < ndim; i++)
+        assert_int_equal(n->shape[i], shape[i]);
+}
+
+static const graph_node *out0(const model *m) { return graph_at(m->g, m->g->outputs[0]); }
+
+// ---------------------------------------------------------------- expressions
+
+static expr_value eval(const char *s) {
+    expr *e;
+    int off;
+    char err[256];
+    if (expr_parse(s, &e, &off, err, sizeof err) < 0)
+        fail_msg("parse '%s': %s at %d", s, err, off);
+    expr_value v;
+    if (expr_eval(e, NULL, NULL, &v, &off, err, sizeof err) < 0)
+        fail_msg("eval '%s': %s at %d", s, err, off);
+    expr_free(e);
+    return v;
+}
+
+static int eval_error(const char *s, char *err, size_t cap) {
+    expr *e;
+    int off;
+    if (expr_parse(s, &e, &off, err, cap) < 0)
+        return off;
+    expr_value v;
+    int rc = expr_eval(e, NULL, NULL, &v, &off, err, cap);
+    expr_free(e);
+    assert_int_equal(rc, -1);
+    return off;
+}
+
+static void test_expr(void **state) {
+    (void)state;
+    assert_int_equal(eval("2 + 3 * 4").i, 14);
+    assert_int_equal(eval("(2 + 3) * 4").i, 20);
+    assert_int_equal(eval("-3 - -4").i, 1);
+    assert_int_equal(eval("10 - 4 - 3").i, 3); // left to right
+    expr_value v = eval("12 / 4");
+    assert_false(v.is_float);
+    assert_int_equal(v.i, 3);
+    v = eval("7 / 2"); // inexact integer division gives a float
+    assert_true(v.is_float);
+    assert_true(v.f == 3.5);
+    v = eval("1e-5");
+    assert_true(v.is_float && v.f == 1e-5);
+    v = eval("2.5 * 2");
+    assert_true(v.is_float && v.f == 5.0);
+    assert_true(eval(".5").f == 0.5);
+    char err[256];
+    assert_int_equal(eval_error("4 / (2 - 2)", err, sizeof err), 2);
+    assert_non_null(strstr(err, "division by zero"));
+    assert_int_equal(eval_error("4 * ", err, sizeof err), 4);
+    assert_int_equal(eval_error("(1 + 2", err, sizeof err), 6);
+    assert_non_null(strstr(err, "')'"));
+    assert_int_equal(eval_error("1 + $", err, sizeof err), 5);
+    assert_int_equal(eval_error("3 )", err, sizeof err), 2);
+    assert_int_equal(eval_error("9223372036854775807 + 1", err, sizeof err), 20);
+    assert_non_null(strstr(err, "overflow"));
+    assert_int_equal(eval_error("2 $x", err, sizeof err), 2);
+    assert_int_equal(eval_error("", err, sizeof err), 0);
+    assert_true(expr_looks_like("4 * $d"));
+    assert_false(expr_looks_like("nearest"));
+    expr *e;
+    int off;
+    assert_int_equal(expr_parse("$layers", &e, &off, err, sizeof err), 0);
+    assert_string_equal(expr_single_var(e), "layers");
+    expr_free(e);
+    expr_value_str(expr_float(0.1), err, sizeof err);
+    assert_string_equal(err, "0.1");
+}
+
+// ---------------------------------------------------------------- YAML tree
+
+static void test_yamldoc(void **state) {
+    (void)state;
+    const char *text = "a: 1\n"
+                       "b: {c: 'q x', d: [1, 2]}\n"
+                       "e: &anchor [3]\n"
+                       "f: *anchor\n"
+                       "g:\n";
+    yd_doc *doc;
+    diag d = {0};
+    assert_int_equal(yd_parse(text, strlen(text), "t.yaml", &doc, &d), 0);
+    const yd_node *b = yd_get(doc->root, "b");
+    assert_int_equal(b->kind, YD_MAP);
+    assert_int_equal(b->line, 2);
+    assert_int_equal(b->col, 4);
+    const yd_node *c = yd_get(b, "c");
+    assert_string_equal(c->str, "q x");
+    assert_false(c->plain);
+    assert_int_equal(c->col, 8);
+    assert_int_equal(c->text_col, 9); // after the quote
+    const yd_node *dd = yd_get(b, "d");
+    assert_int_equal(dd->kind, YD_SEQ);
+    assert_int_equal(dd->n, 2);
+    assert_int_equal(dd->vals[1]->col, 22);
+    assert_ptr_equal(yd_get(doc->root, "f"), yd_get(doc->root, "e"));
+    assert_true(yd_is_null(yd_get(doc->root, "g")));
+    assert_null(yd_get(doc->root, "zz"));
+    yd_free(doc);
+
+    const char *dup = "a: 1\nb: 2\na: 3\n";
+    assert_int_equal(yd_parse(dup, strlen(dup), "t.yaml", &doc, &d), -1);
+    assert_int_equal(d.line, 3);
+    assert_int_equal(d.col, 1);
+    assert_non_null(strstr(d.msg, "duplicate key 'a'"));
+    const char *bad = "a: [1, 2\nb: 3\n";
+    assert_int_equal(yd_parse(bad, strlen(bad), "t.yaml", &doc, &d), -1);
+    assert_int_equal(d.line, 2);
+    assert_non_null(strstr(d.msg, "YAML syntax"));
+    assert_int_equal(yd_load("/nonexistent/x.yaml", &doc, &d), -1);
+    assert_non_null(strstr(d.msg, "fopen"));
+}
+
+// ---------------------------------------------------------------- constructs
+
+static void test_params(void **state) {
+    (void)state;
+    // params may name later ones; $batch is always there; 24 / 4 stays an int
+    model *m = build_ok("name: p\n"
+                        "params: {ffn: 4 * $d, d: 24, heads: 4, head_dim: $d / $heads,\n"
+                        "         unused: $d / 5}\n"
+                        "inputs:\n"
+                        "  x: {shape: [$batch, $d + 0]}\n"
+                        "body:\n"
+                        "  - linear: {out: $ffn}\n"
+                        "  - linear: {out: $head_dim * 2 - 1}\n",
+                        NULL, 0, 3, false);
+    assert_string_equal(m->name, "p");
+    assert_int_equal(m->batch, 3);
+    assert_shape(graph_at(m->g, find_param(m->g, "linear.weight")), 2, (int64_t[]){96, 24});
+    assert_shape(out0(m), 2, (int64_t[]){3, 11});
+    model_free(m);
+}
+
+static void test_overrides(void **state) {
+    (void)state;
+    const char *text = "name: o\n"
+                       "params: {d: 8, ffn: 4 * $d, layers: 1}\n"
+                       "inputs:\n"
+                       "  x: {shape: [$batch, $d]}\n"
+                       "body:\n"
+                       "  - repeat: $layers\n"
+                       "    body:\n"
+                       "      - linear: {out: $ffn}\n"
+                       "      - linear: {out: $d}\n";
+    // an override replaces the expression before evaluation; others follow it
+    modeldef_override ov[] = {{"d", "16", "s.yaml", 3, 10}, {"layers", "$d / 8", "s.yaml", 4, 10}};
+    model *m = build_ok(text, ov, 2, 2, false);
+    assert_shape(graph_at(m->g, find_param(m->g, "layers.0.linear.weight")), 2,
+                 (int64_t[]){64, 16});
+    assert_true(find_param(m->g, "layers.1.linear_1.weight") >= 0);
+    assert_true(find_param(m->g, "layers.2.linear.weight") < 0);
+    model_free(m);
+
+    diag d;
+    modeldef_override bad[] = {{"dd", "16", "s.yaml", 7, 12}};
+    assert_null(build(text, bad, 1, 2, false, &d));
+    assert_string_equal(d.file, "s.yaml");
+    assert_int_equal(d.line, 7);
+    assert_int_equal(d.col, 12);
+    assert_non_null(strstr(d.msg, "unknown parameter 'dd'"));
+    // errors inside an override point into its text
+    modeldef_override syn[] = {{"d", "2 * (3", "s.yaml", 5, 20}};
+    assert_null(build(text, syn, 1, 2, false, &d));
+    assert_int_equal(d.line, 5);
+    assert_int_equal(d.col, 26);
+    modeldef_override cyc[] = {{"d", "$ffn / 4", "s.yaml", 6, 9}};
+    assert_null(build(text, cyc, 1, 2, false, &d));
+    assert_string_equal(d.file, "s.yaml");
+    assert_int_equal(d.col, 9);
+    assert_non_null(strstr(d.msg, "parameter cycle: $d -> $ffn -> $d"));
+}
+
+static void test_inputs(void **state) {
+    (void)state;
+    model *m = build_ok("name: i\n"
+                        "params: {vocab: 50, seq: 6}\n"
+                        "inputs:\n"
+                        "  tokens: {shape: [$batch, $seq], dtype: i32, range: [2, $vocab]}\n"
+                        "  mask: {shape: [$seq], dtype: bool}\n"
+                        "  h: {shape: [$batch, $seq, 4], dtype: f16}\n"
+                        "  x: {shape: [$batch, 4]}\n"
+                        "body:\n"
+                        "  - embedding: {num: $vocab, dim: 4}\n",
+                        NULL, 0, 5, false);
+    const graph *g = m->g;
+    assert_int_equal(count_op(g, OP_INPUT), 4);
+    const graph_node *t = graph_at(g, 0);
+    assert_string_equal(t->name, "tokens");
+    assert_int_equal(t->dtype, DT_I32);
+    assert_shape(t, 2, (int64_t[]){5, 6});
+    assert_int_equal(t->ia[0], 2);
+    assert_int_equal(t->ia[1], 50);
+    assert_int_equal(t->ia[2], 1);
+    assert_int_equal(graph_at(g, 1)->dtype, DT_BOOL);
+    assert_int_equal(graph_at(g, 2)->dtype, DT_F16);
+    assert_int_equal(graph_at(g, 3)->dtype, DT_F32);
+    assert_int_equal(graph_at(g, 3)->ia[2], 0);
+    // the first input feeds the first layer
+    assert_shape(out0(m), 3, (int64_t[]){5, 6, 4});
+    assert_int_equal(graph_at(g, g->outputs[0])->src[1], 0);
+    model_free(m);
+}
+
+static void test_repeat(void **state) {
+    (void)state;
+    model *m = build_ok("name: r\n"
+                        "params: {n: 3}\n"
+                        "inputs:\n"
+                        "  x: {shape: [$batch, 8]}\n"
+                        "body:\n"
+                        "  - repeat: $n\n"
+                        "    body:\n"
+                        "      - linear: {out: 8}\n"
+                        "      - relu\n"
+                        "  - repeat: 2\n"
+                        "    body: [{linear: {out: 4, bias: false}}]\n",
+                        NULL, 0, 2, false);
+    const graph *g = m->g;
+    assert_int_equal(count_op(g, OP_LINEAR), 5);
+    assert_int_equal(count_op(g, OP_RELU), 3);
+    for (int i = 0; i < 3; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "n.%d.linear.bias", i);
+        assert_true(find_param(g, name) >= 0);
+    }
+    // a count that is not one $name is called "repeat"
+    assert_true(find_param(g, "repeat.1.linear.weight") >= 0);
+    assert_true(find_param(g, "repeat.1.linear.bias") < 0);
+    assert_shape(out0(m), 2, (int64_t[]){2, 4});
+    model_free(m);
+
+    // zero repetitions pass the input through
+    m = build_ok("name: r0\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 8]}\n"
+                 "body:\n"
+                 "  - repeat: 0\n"
+                 "    body: [relu]\n",
+                 NULL, 0, 2, false);
+    assert_int_equal(m->g->n, 1);
+    assert_int_equal(m->g->outputs[0], 0);
+    model_free(m);
+}
+
+static void test_residual(void **state) {
+    (void)state;
+    model *m = build_ok("name: res\n"
+                        "inputs:\n"
+                        "  x: {shape: [$batch, 3, 8]}\n"
+                        "body:\n"
+                        "  - residual:\n"
+                        "      - layer_norm: {}\n"
+                        "      - linear: {out: 8}\n"
+                        "  - residual:\n"
+                        "      - relu\n",
+                        NULL, 0, 2, false);
+    const graph *g = m->g;
+    assert_int_equal(count_op(g, OP_ADD), 2);
+    const graph_node *o = out0(m);
+    assert_int_equal(o->op, OP_ADD);
+    assert_int_equal(graph_at(g, o->src[0])->op, OP_RELU);
+    const graph_node *first = graph_at(g, o->src[1]); // the block input: the first residual
+    assert_int_equal(first->op, OP_ADD);
+    assert_int_equal(graph_at(g, first->src[0])->op, OP_LINEAR);
+    assert_int_equal(first->src[1], 0);
+    assert_true(find_param(g, "residual.layer_norm.weight") >= 0);
+    assert_true(find_param(g, "residual.linear.weight") >= 0);
+    model_free(m);
+    expect_error("name: res\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 8]}\n"
+                 "body:\n"
+                 "  - linear: {out: 4}\n"
+                 "  - residual: [{linear: {out: 6}}]\n",
+                 6, 5, "turns shape (2, 4) into (2, 6)");
+}
+
+static void test_input_as(void **state) {
+    (void)state;
+    model *m = build_ok("name: io\n"
+                        "inputs:\n"
+                        "  x: {shape: [$batch, 8]}\n"
+                        "  y: {shape: [$batch, 16]}\n"
+                        "body:\n"
+                        "  - linear: {out: 16, as: h}\n"
+                        "  - linear: {out: 16, input: y, as: g}\n"
+                        "  - add: {input: [h, .]}\n"
+                        "  - mul: {input: [., g], as: out}\n",
+                        NULL, 0, 2, false);
+    const graph *g = m->g;
+    const graph_node *o = out0(m);
+    assert_int_equal(o->op, OP_MUL);
+    const graph_node *add = graph_at(g, o->src[0]);
+    assert_int_equal(add->op, OP_ADD);
+    int h = add->src[0], gg = add->src[1];
+    assert_int_equal(o->src[1], gg);
+    assert_int_equal(graph_at(g, h)->src[0], 0);  // h reads x
+    assert_int_equal(graph_at(g, gg)->src[0], 1); // g reads y
+    // `as:` names the parameters
+    assert_true(find_param(g, "h.weight") >= 0);
+    assert_true(find_param(g, "g.weight") >= 0);
+    model_free(m);
+    expect_error("name: io\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 8]}\n"
+                 "body:\n"
+                 "  - add: {input: [., later]}\n"
+                 "  - relu: {as: later}\n",
+                 5, 22, "used before it exists");
+}
+
+static void test_block_input_as(void **state) {
+    (void)state;
+    // blocks take `input:` and `as:` beside their key, as layers do
+    model *m = build_ok("name: blk\n"
+                        "inputs:\n"
+                        "  x: {shape: [$batch, 8]}\n"
+                        "  y: {shape: [$batch, 8]}\n"
+                        "body:\n"
+                        "  - repeat: 2\n"
+                        "    input: y\n"
+                        "    as: enc\n"
+                        "    body: [{linear: {out: 8}}]\n"
+                        "  - residual: [relu]\n"
+                        "    input: x\n"
+                        "    as: r\n"
+                        "  - add: {input: [enc, r]}\n",
+                        NULL, 0, 2, false);
+    const graph *g = m->g;
+    assert_true(find_param(g, "enc.0.linear.weight") >= 0);
+    assert_true(find_param(g, "enc.1.linear.weight") >= 0);
+    const graph_node *o = out0(m);
+    const graph_node *enc = graph_at(g, o->src[0]), *r = graph_at(g, o->src[1]);
+    assert_int_equal(enc->op, OP_LINEAR);
+    assert_int_equal(enc->src[1], find_param(g, "enc.1.linear.weight"));
+    assert_int_equal(graph_at(g, graph_at(g, enc->src[0])->src[0])->op, OP_INPUT);
+    assert_int_equal(graph_at(g, enc->src[0])->src[0], 1); // the first repetition reads y
+    assert_int_equal(r->op, OP_ADD);
+    assert_int_equal(r->src[1], 0); // the residual adds x back
+    model_free(m);
+}
+
+static void test_loss(void **state) {
+    (void)state;
+    const char *text = "name: l\n"
+                       "inputs:\n"
+                       "  x: {shape: [$batch, 8]}\n"
+                       "  labels: {shape: [$batch], dtype: i64, range: [0, 5]}\n"
+                       "body:\n"
+                       "  - linear: {out: 5, as: logits}\n"
+                       "  - relu\n"
+                       "loss: {cross_entropy: {input: logits, target: labels, ignore_index: -1}}\n";
+    model *m = build_ok(text, NULL, 0, 4, true);
+    const graph *g = m->g;
+    assert_true(g->loss >= 0);
+    const graph_node *l = graph_at(g, g->loss);
+    assert_int_equal(l->op, OP_CROSS_ENTROPY);
+    assert_int_equal(l->ia[0], -1);
+    assert_int_equal(l->ndim, 0);
+    model_free(m);
+    // inference builds no loss
+    m = build_ok(text, NULL, 0, 4, false);
+    assert_int_equal(m->g->loss, -1);
+    assert_int_equal(count_op(m->g, OP_CROSS_ENTROPY), 0);
+    model_free(m);
+    // mse on the final output by default
+    m = build_ok("name: l2\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 8]}\n"
+                 "  y: {shape: [$batch, 3]}\n"
+                 "body:\n"
+                 "  - linear: {out: 3}\n"
+                 "loss: {mse: {target: y}}\n",
+                 NULL, 0, 2, true);
+    l = graph_at(m->g, m->g->loss);
+    assert_int_equal(l->op, OP_MSE_LOSS);
+    assert_int_equal(graph_at(m->g, l->src[0])->op, OP_LINEAR);
+    assert_int_equal(l->src[1], 1);
+    model_free(m);
+    // a bad name in the loss is caught without training too
+    expect_error("name: l3\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 8]}\n"
+                 "body:\n"
+                 "  - linear: {out: 3}\n"
+                 "loss: {mse: {target: why}}\n",
+                 6, 22, "no tensor named 'why'");
+}
+
+static void test_nested_repeat_in_residual(void **state) {
+    (void)state;
+    model *m = build_ok("name: nest\n"
+                        "params: {blocks: 2, inner: 3}\n"
+                        "inputs:\n"
+                        "  x: {shape: [$batch, 8]}\n"
+                        "body:\n"
+                        "  - repeat: $blocks\n"
+                        "    body:\n"
+                        "      - residual:\n"
+                        "          - repeat: $inner\n"
+                        "            body:\n"
+                        "              - linear: {out: 8}\n"
+                        "          - relu\n",
+                        NULL, 0, 2, false);
+    const graph *g = m->g;
+    assert_int_equal(count_op(g, OP_LINEAR), 6);
+    assert_int_equal(count_op(g, OP_ADD), 2);
+    assert_true(find_param(g, "blocks.1.residual.inner.2.linear.weight") >= 0);
+    assert_int_equal(graph_param_count(g), 6 * (64 + 8));
+    model_free(m);
+}
+
+static void test_scope_in_repeat(void **state) {
+    (void)state;
+    // `h` inside the body is that repetition's h
+    model *m = build_ok("name: sc\n"
+                        "inputs:\n"
+                        "  x: {shape: [$batch, 8]}\n"
+                        "body:\n"
+                        "  - linear: {out: 8, as: h}\n"
+                        "  - repeat: 2\n"
+                        "    body:\n"
+                        "      - linear: {out: 8, as: h}\n"
+                        "      - relu\n"
+                        "      - add: {input: [., h]}\n"
+                        "  - add: {input: [., h]}\n",
+                        NULL, 0, 2, false);
+    const graph *g = m->g;
+    int adds[3], n = 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == OP_ADD)
+            adds[n++] = i;
+    assert_int_equal(n, 3);
+    for (int r = 0; r < 2; r++) {
+        const graph_node *h = graph_at(g, g->nodes[adds[r]].src[1]);
+        char name[64];
+        snprintf(name, sizeof name, "repeat.%d.h.weight", r);
+        assert_int_equal(h->op, OP_LINEAR);
+        assert_int_equal(h->src[1], find_param(g, name));
+    }
+    // after the repeat, h is the outer one again
+    const graph_node *h = graph_at(g, g->nodes[adds[2]].src[1]);
+    assert_int_equal(h->src[1], find_param(g, "h.weight"));
+    model_free(m);
+    expect_error("name: sc\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 8]}\n"
+                 "body:\n"
+                 "  - repeat: 2\n"
+                 "    body: [{linear: {out: 8, as: inner}}]\n"
+                 "  - add: {input: [., inner]}\n",
+                 7, 22, "not visible here");
+}
+
+static void test_split_as(void **state) {
+    (void)state;
+    model *m = build_ok("name: qkv\n"
+                        "inputs:\n"
+                        "  x: {shape: [$batch, 4, 8]}\n"
+                        "body:\n"
+                        "  - linear: {out: 24}\n"
+                        "  - split: {chunks: 3, as: [q, k, v]}\n"
+                        "  - concat: {input: [v, q], axis: -1}\n",
+                        NULL, 0, 2, false);
+    const graph *g = m->g;
+    const graph_node *o = out0(m);
+    assert_int_equal(o->op, OP_CONCAT);
+    assert_shape(o, 3, (int64_t[]){2, 4, 16});
+    const graph_node *v = graph_at(g, o->src[0]), *q = graph_at(g, o->src[1]);
+    assert_int_equal(v->op, OP_SLICE);
+    assert_int_equal(q->op, OP_SLICE);
+    assert_int_equal(v->ia[1], 16); // v starts after q and k
+    assert_int_equal(q->ia[1], 0);
+    model_free(m);
+}
+
+static void test_outputs(void **state) {
+    (void)state;
+    model *m = build_ok("name: outs\n"
+                        "inputs:\n"
+                        "  x: {shape: [$batch, 8]}\n"
+                        "body:\n"
+                        "  - linear: {out: 6, as: hidden}\n"
+                        "  - linear: {out: 2, as: logits}\n"
+                        "  - relu\n"
+                        "outputs: [logits, hidden]\n",
+                        NULL, 0, 2, false);
+    const graph *g = m->g;
+    assert_int_equal(g->noutputs, 2);
+    assert_int_equal(graph_at(g, g->outputs[0])->src[1], find_param(g, "logits.weight"));
+    assert_int_equal(graph_at(g, g->outputs[1])->src[1], find_param(g, "hidden.weight"));
+    assert_int_equal(count_op(g, OP_RELU), 1); // built, though not an output
+    model_free(m);
+    // by default, the body's final output
+    m = build_ok("name: outs\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 8]}\n"
+                 "body:\n"
+                 "  - linear: {out: 6}\n"
+                 "  - relu\n",
+                 NULL, 0, 2, false);
+    assert_int_equal(m->g->noutputs, 1);
+    assert_int_equal(out0(m)->op, OP_RELU);
+    model_free(m);
+}
+
+static void test_values(void **state) {
+    (void)state;
+    // bools, words, lists of expressions, quoted expressions, floats
+    model *m =
+        build_ok("name: v\n"
+                 "params: {c: 4, eps: 1e-3}\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, $c, 6, 6]}\n"
+                 "body:\n"
+                 "  - conv2d: {out: 2 * $c, kernel: [3, $c - 1], padding: [1, 0], bias: false}\n"
+                 "  - batch_norm: {eps: $eps / 10}\n"
+                 "  - upsample: {scale: 2, mode: nearest}\n"
+                 "  - linear: {out: \"$c * 3\"}\n",
+                 NULL, 0, 2, false);
+    const graph *g = m->g;
+    assert_shape(graph_at(g, find_param(g, "conv2d.weight")), 4, (int64_t[]){8, 4, 3, 3});
+    assert_true(find_param(g, "conv2d.bias") < 0);
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == OP_BATCH_NORM)
+            assert_true(g->nodes[i].fa[0] > 0.99e-4 && g->nodes[i].fa[0] < 1.01e-4);
+    assert_shape(out0(m), 4, (int64_t[]){2, 8, 12, 12});
+    model_free(m);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    // the column inside a quoted scalar counts from its first character
+    expect_error("name: e\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 8]}\n"
+                 "body:\n"
+                 "  - linear: {out: \"$wdth\"}\n",
+                 5, 20, "unknown parameter $wdth");
+    // nn_build's complaint lands on the key it blames
+    expect_error("name: e\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 8]}\n"
+                 "body:\n"
+                 "  - linear:\n"
+                 "      out: 4\n"
+                 "      bias: 3\n",
+                 7, 7, "'bias' must be true or false");
+    expect_error("name: e\n"
+                 "inputs: {x: {shape: [$batch, 8]}}\n"
+                 "body: [relu]\n"
+                 "outputs: [.]\n"
+                 "family: [a]\n",
+                 5, 9, "family must be a word");
+    diag d;
+    assert_null(build("name: e\ninputs: {x: {shape: [4]}}\nbody: [relu]\n", NULL, 0, 0, false, &d));
+    assert_non_null(strstr(d.msg, "batch must be positive"));
+    modeldef *md;
+    assert_int_equal(modeldef_load("/nonexistent/m.yaml", &md, &d), -1);
+    assert_string_equal(d.file, "/nonexistent/m.yaml");
+    const char *path = write_model("empty.yaml", "");
+    assert_int_equal(modeldef_load(path, &md, &d), -1);
+    assert_non_null(strstr(d.msg, "empty"));
+    // names and family come from the file
+    path =
+        write_model("n.yaml", "name: nm\nfamily: fam\ninputs: {x: {shape: [2]}}\nbody: [relu]\n");
+    assert_int_equal(modeldef_load(path, &md, &d), 0);
+    assert_string_equal(modeldef_name(md), "nm");
+    assert_string_equal(modeldef_family(md), "fam");
+    modeldef_free(md);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_expr),
+        cmocka_unit_test(test_yamldoc),
+        cmocka_unit_test(test_params),
+        cmocka_unit_test(test_overrides),
+        cmocka_unit_test(test_inputs),
+        cmocka_unit_test(test_repeat),
+        cmocka_unit_test(test_residual),
+        cmocka_unit_test(test_input_as),
+        cmocka_unit_test(test_block_input_as),
+        cmocka_unit_test(test_loss),
+        cmocka_unit_test(test_nested_repeat_in_residual),
+        cmocka_unit_test(test_scope_in_repeat),
+        cmocka_unit_test(test_split_as),
+        cmocka_unit_test(test_outputs),
+        cmocka_unit_test(test_values),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
