@@ -14,8 +14,9 @@
 static const char usage[] =
     "usage: tcbench run [SUITE...] [options]\n"
     "\n"
-    "Measure every case of the suites (default: the smoke suite) in eager mode, each in\n"
-    "its own process, check it against the fp64 reference, and write the results JSON.\n"
+    "Measure every case of the suites (default: the smoke suite) in each mode, eager and\n"
+    "compiled interleaved in one process per case, check accuracy first (eager against\n"
+    "the fp64 reference, compiled against eager and fp64), and write the results JSON.\n"
     "\n"
     "selection:\n"
     "  --only NAME          run only the case NAME (repeatable, or a comma list)\n"
@@ -24,7 +25,8 @@ static const char usage[] =
     "  --size NAME          apply the suite's size NAME (e.g. tiny, small)\n"
     "  --batch-size N       replace every case's batch size with N\n"
     "what to run:\n"
-    "  --mode LIST          eager (compiled, fused, captured: not in this build yet)\n"
+    "  --mode LIST          eager, compiled, fused (fusion only), captured (capture only);\n"
+    "                       any compiled-family mode brings eager along as its baseline\n"
     "  --precision LIST     fp32 (amp: not in this build yet)\n"
     "  --workload LIST      infer (train: not in this build yet)\n"
     "  --device cpu         cpu (cuda: not in this build yet)\n"
@@ -35,15 +37,19 @@ static const char usage[] =
     "  --repeat N           timed samples per case (default 10)\n"
     "  --timeout S          seconds per case before it is killed (default 600)\n"
     "  --seed N             seed for parameters and inputs (default 0)\n"
-    "  --no-accuracy        skip the check against the fp64 reference\n"
+    "  --no-accuracy        skip the accuracy checks (fp64 reference and against eager)\n"
     "output:\n"
+    "  --dump DIR           write each compiled-family mode's generated C and fused graph\n"
+    "                       under DIR/CASE/MODE\n"
     "  -o, --output FILE    results JSON (default results/tcbench-YYYYmmdd-HHMMSS.json);\n"
     "                       finished cases stream to FILE.jsonl as they end\n"
     "  -q, --quiet          no progress on stderr\n"
     "  -h, --help           this help\n"
     "\n"
-    "exit status: 0 every case ok, 1 some case failed (results still written),\n"
-    "2 bad input or usage.\n";
+    "exit status: 0 every entry ok (eager) or pass (compiled-family), 1 some entry\n"
+    "failed (results still written), 2 bad input or usage. The compile step obeys\n"
+    "TCBENCH_DISABLE_FUSION, TCBENCH_DISABLE_CAPTURE, TCBENCH_LOG=fusion, TCBENCH_CC\n"
+    "(docs/cli.md).\n";
 
 enum {
     OPT_ONLY = 256,
@@ -59,7 +65,8 @@ enum {
     OPT_PRECISION,
     OPT_WORKLOAD,
     OPT_DEVICE,
-    OPT_NO_ACC
+    OPT_NO_ACC,
+    OPT_DUMP
 };
 
 // the axis options are consecutive, in axis order, for `c - OPT_MODE`
@@ -84,6 +91,7 @@ static const struct option long_opts[] = {
     {"workload", required_argument, NULL, OPT_WORKLOAD},
     {"device", required_argument, NULL, OPT_DEVICE},
     {"no-accuracy", no_argument, NULL, OPT_NO_ACC},
+    {"dump", required_argument, NULL, OPT_DUMP},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -104,8 +112,9 @@ static void default_suite(char *buf, size_t cap) {
         snprintf(buf, cap, "%s/suites/smoke.yaml", TCBENCH_DATA_DIR);
 }
 
-// "bert_tiny", or "bert_tiny [eager fp32 infer]" when tasks differ in more than the case.
-static void task_label(const bench_plan *p, int task, char *buf, size_t cap) {
+// "bert_tiny", or "bert_tiny [fp32 infer]" when tasks differ in more than
+// the case and the mode (the mode has its own column; with_mode adds it).
+static void task_label(const bench_plan *p, int task, bool with_mode, char *buf, size_t cap) {
     const bench_task *t = &p->tasks[task];
     size_t o = (size_t)snprintf(buf, cap, "%s", p->cases[t->case_index].c->name);
     bool open = false;
@@ -113,7 +122,7 @@ static void task_label(const bench_plan *p, int task, char *buf, size_t cap) {
         int used = 0;
         for (int v = 0; v < bench_axis_size(a); v++)
             used += p->used[a][v];
-        if (used > 1) {
+        if (used > 1 && (a != BENCH_AXIS_MODE || with_mode)) {
             o += (size_t)snprintf(buf + o, cap - o, "%s%s", open ? " " : " [",
                                   bench_axis_value(a, t->axis[a]));
             open = true;
@@ -127,28 +136,103 @@ typedef struct run_ui {
     progress pg;
 } run_ui;
 
-static void on_start(const bench_plan *p, int task, void *user) {
+static void on_start(const bench_plan *p, int group, void *user) {
     char label[300];
-    task_label(p, task, label, sizeof label);
-    progress_start(&((run_ui *)user)->pg, task, label);
+    int first = p->groups[group].first;
+    task_label(p, first, false, label, sizeof label);
+    progress_start(&((run_ui *)user)->pg, first, label);
 }
 
-static void on_tick(const bench_plan *p, int task, double elapsed, void *user) {
+static void on_tick(const bench_plan *p, int group, double elapsed, void *user) {
     char label[300];
-    task_label(p, task, label, sizeof label);
-    progress_tick(&((run_ui *)user)->pg, task, label, elapsed);
+    int first = p->groups[group].first;
+    task_label(p, first, false, label, sizeof label);
+    progress_tick(&((run_ui *)user)->pg, first, label, elapsed);
 }
 
 static void on_done(const bench_plan *p, const bench_result *r, void *user) {
     char label[300], detail[600];
-    task_label(p, r->task, label, sizeof label);
-    if (r->status == BENCH_OK)
+    task_label(p, r->task, true, label, sizeof label);
+    bool good = bench_status_good(r->status);
+    if (good && isfinite(r->speedup.median))
+        snprintf(detail, sizeof detail, "median %.4g ms, speedup %.2fx (%.1f s)",
+                 r->stats.median * 1e3, r->speedup.median, r->wall_s);
+    else if (good)
         snprintf(detail, sizeof detail, "median %.4g ms (%.1f s)", r->stats.median * 1e3,
                  r->wall_s);
     else
         snprintf(detail, sizeof detail, "(%s)", r->message);
-    progress_done(&((run_ui *)user)->pg, r->task, label, bench_status_name(r->status),
-                  r->status == BENCH_OK, detail);
+    progress_done(&((run_ui *)user)->pg, r->task, label, bench_status_name(r->status), good,
+                  detail);
+}
+
+static void print_row(const bench_plan *p, const bench_result *r, int w, bool color) {
+    const bench_task *t = &p->tasks[r->task];
+    char label[300], cell[64];
+    task_label(p, r->task, false, label, sizeof label);
+    bool good = bench_status_good(r->status);
+    printf("%-*s %-9s %s%-13s%s", w, label,
+           bench_axis_value(BENCH_AXIS_MODE, t->axis[BENCH_AXIS_MODE]),
+           good ? term_green(color) : term_red(color), bench_status_name(r->status),
+           term_reset(color));
+    if (r->stats.n > 0)
+        printf(" %10.4f", r->stats.median * 1e3);
+    else
+        printf(" %10s", "-");
+    const bench_speedup *sp = &r->speedup;
+    if (isfinite(sp->median))
+        snprintf(cell, sizeof cell, "%.2fx [%.2f, %.2f]", sp->median, sp->ci95_lo, sp->ci95_hi);
+    else
+        snprintf(cell, sizeof cell, "-");
+    printf(" %-21s", cell);
+    if (r->compile.done)
+        snprintf(cell, sizeof cell, "%.2f/%.2f", r->compile.cold_s, r->compile.warm_s);
+    else
+        snprintf(cell, sizeof cell, "-");
+    printf(" %11s", cell);
+    if (r->stats.n > 0)
+        printf(" %8lld %9.2f", (long long)r->kernels, (double)r->peak_bytes / (1024.0 * 1024.0));
+    else
+        printf(" %8s %9s", "-", "-");
+    if (isfinite(r->compression_ratio))
+        printf(" %10.2fx", r->compression_ratio);
+    else
+        printf(" %11s", "-");
+    // a compiled-family entry can be checked against eager alone (reason says why)
+    bool fp64 = r->acc.checked && !r->acc.reason[0];
+    if (fp64 && isfinite(r->acc.rel_l2))
+        printf(" %9.1e\n", r->acc.rel_l2);
+    else
+        printf(" %9s\n", fp64 ? "nan/inf" : "-");
+}
+
+// Per compiled-family mode: pass rate, and the geometric mean speedup over
+// the entries that passed (slowdowns included as they are).
+static void print_summary(const bench_report *rep) {
+    const bench_plan *p = rep->plan;
+    for (int mode = 0; mode < BENCH_MODE_COUNT; mode++) {
+        if (!bench_mode_compiled(mode) || !p->used[BENCH_AXIS_MODE][mode])
+            continue;
+        int n = 0, pass = 0, nsp = 0;
+        double logsum = 0;
+        for (int i = 0; i < rep->nresults; i++) {
+            const bench_result *r = &rep->results[i];
+            if (p->tasks[r->task].axis[BENCH_AXIS_MODE] != mode)
+                continue;
+            n++;
+            pass += r->status == BENCH_PASS;
+            if (r->status == BENCH_PASS && isfinite(r->speedup.median) && r->speedup.median > 0) {
+                logsum += log(r->speedup.median);
+                nsp++;
+            }
+        }
+        printf("%s: pass rate %d/%d (%.0f%%), geomean speedup ",
+               bench_axis_value(BENCH_AXIS_MODE, mode), pass, n, n ? 100.0 * pass / n : 0.0);
+        if (nsp)
+            printf("%.2fx over %d passing case%s\n", exp(logsum / nsp), nsp, nsp == 1 ? "" : "s");
+        else
+            printf("- (none passed)\n");
+    }
 }
 
 static void print_table(const bench_report *rep) {
@@ -157,37 +241,20 @@ static void print_table(const bench_report *rep) {
     int w = 4;
     char label[300];
     for (int i = 0; i < rep->nresults; i++) {
-        task_label(p, rep->results[i].task, label, sizeof label);
+        task_label(p, rep->results[i].task, false, label, sizeof label);
         if ((int)strlen(label) > w)
             w = (int)strlen(label);
     }
-    printf("%-*s %6s %-13s %10s %9s %6s %8s %9s %8s %9s\n", w, "case", "batch", "status",
-           "median ms", "IQR ms", "cv %", "kernels", "peak MiB", "GFLOP/s", "rel-err");
+    printf("%-*s %-9s %-13s %10s %-21s %11s %8s %9s %11s %9s\n", w, "case", "mode", "status",
+           "median ms", "speedup [95% CI]", "compile s", "kernels", "peak MiB", "compression",
+           "rel-err");
+    for (int i = 0; i < rep->nresults; i++)
+        print_row(p, &rep->results[i], w, color);
+    print_summary(rep);
     for (int i = 0; i < rep->nresults; i++) {
         const bench_result *r = &rep->results[i];
-        const bench_case *bc = &p->cases[p->tasks[r->task].case_index];
-        task_label(p, r->task, label, sizeof label);
-        bool ok = r->status == BENCH_OK;
-        printf("%-*s %6lld %s%-13s%s", w, label, (long long)bc->batch,
-               ok ? term_green(color) : term_red(color), bench_status_name(r->status),
-               term_reset(color));
-        if (r->stats.n > 0) {
-            const bench_stats *s = &r->stats;
-            printf(" %10.4f %9.4f %6.1f %8lld %9.1f %8.2f", s->median * 1e3, (s->q3 - s->q1) * 1e3,
-                   s->cv * 100, (long long)r->kernels, (double)r->peak_bytes / (1024.0 * 1024.0),
-                   s->median > 0 ? bc->flops / s->median / 1e9 : 0.0);
-        } else {
-            printf(" %10s %9s %6s %8s %9s %8s", "-", "-", "-", "-", "-", "-");
-        }
-        if (r->acc.checked && isfinite(r->acc.rel_l2))
-            printf(" %9.1e\n", r->acc.rel_l2);
-        else
-            printf(" %9s\n", r->acc.checked ? "nan/inf" : "-");
-    }
-    for (int i = 0; i < rep->nresults; i++) {
-        const bench_result *r = &rep->results[i];
-        if (r->status != BENCH_OK) {
-            task_label(p, r->task, label, sizeof label);
+        if (!bench_status_good(r->status)) {
+            task_label(p, r->task, true, label, sizeof label);
             printf("%s: %s: %s\n", label, bench_status_name(r->status), r->message);
         }
     }
@@ -250,6 +317,7 @@ static int parse(int argc, char **argv, run_args *a) {
                 return 2;
             break;
         case OPT_NO_ACC: a->cfg.accuracy = false; break;
+        case OPT_DUMP: a->cfg.dump_dir = optarg; break;
         case 'q': a->quiet = true; break;
         case 'h': fputs(usage, stdout); return 1;
         default: return cli_bad_option(cmd, c, argv);
@@ -282,6 +350,10 @@ static int run(run_args *a) {
                 "tcbench run: skipping %s from the suite defaults (not available in this "
                 "build yet)\n",
                 p->skipped);
+    if (a->cfg.dump_dir && bench_mkdir_p(a->cfg.dump_dir, err, sizeof err) < 0) {
+        cli_fail("run", "--dump %s: %s", a->cfg.dump_dir, err);
+        goto done;
+    }
     if (p->ntasks == 0) {
         cli_fail("run", "nothing to run: no selected case has a mode, precision and workload "
                         "this build can run");

@@ -15,6 +15,7 @@ static const char usage[] =
     "  run [SUITE...]       measure the cases of suites, write results JSON\n"
     "  list SUITE...        the cases of suites, with parameter counts and FLOPs\n"
     "  check FILE...        check suite and model files; silent when they are right\n"
+    "  calibrate            measure memory bandwidth and GEMM rate for the roofline\n"
     "\n"
     "  tcbench COMMAND --help   options of a command\n"
     "  tcbench --version        version and git commit\n";
@@ -49,8 +50,10 @@ int main(int argc, char **argv) {
         return cmd_list(argc - 1, argv + 1);
     if (!strcmp(cmd, "check"))
         return cmd_check(argc - 1, argv + 1);
+    if (!strcmp(cmd, "calibrate"))
+        return cmd_calibrate(argc - 1, argv + 1);
     fprintf(stderr,
-            "tcbench: unknown command '%s' (commands: run, list, check; see tcbench "
+            "tcbench: unknown command '%s' (commands: run, list, check, calibrate; see tcbench "
             "--help)\n",
             cmd);
     return 2;

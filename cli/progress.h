@@ -9,7 +9,8 @@
 //
 // On a terminal (isatty(stderr)) one live line is redrawn in place with
 // \r: case i of n, its name, time elapsed, and time left estimated from the
-// average case so far. Anywhere else, one plain line per finished case, so
+// average case so far. Cases that end together (the modes of one child)
+// are started once and done one by one. Anywhere else, one plain line per finished case, so
 // logs stay readable. Colour only on a terminal and never when NO_COLOR is
 // set to anything non-empty (https://no-color.org).
 #pragma once

@@ -54,7 +54,7 @@ static int source(eager *e, const graph_node *n, tensor **out) {
 }
 
 #define EAGER_SOURCE(l)                                                                            \
-    static int eager_##l(eager *e, const graph_node *n, tensor *const *s, tensor **out) {         \
+    static int eager_##l(eager *e, const graph_node *n, tensor *const *s, tensor **out) {          \
         (void)s;                                                                                   \
         return source(e, n, out);                                                                  \
     }
@@ -76,7 +76,7 @@ static int out_new(eager *e, const graph_node *n, tensor **out) {
 // Defines eager_<l>: allocate *out, run `call` (which may use e, n, s, y),
 // free *out again if the kernel fails.
 #define EAGER_KERNEL(l, call)                                                                      \
-    static int eager_##l(eager *e, const graph_node *n, tensor *const *s, tensor **out) {         \
+    static int eager_##l(eager *e, const graph_node *n, tensor *const *s, tensor **out) {          \
         (void)s;                                                                                   \
         if (out_new(e, n, out) < 0)                                                                \
             return -1;                                                                             \
@@ -119,27 +119,31 @@ BINARY(div)
 BINARY(maximum)
 #undef BINARY
 
-EAGER_KERNEL(where, cpu_where(&e->cpu, s[0], s[1], s[2], y))
-EAGER_KERNEL(sum, cpu_reduce(&e->cpu, n, s[0], y))
-EAGER_KERNEL(mean, cpu_reduce(&e->cpu, n, s[0], y))
-EAGER_KERNEL(max, cpu_reduce(&e->cpu, n, s[0], y))
-EAGER_KERNEL(softmax, cpu_softmax(&e->cpu, s[0], false, y))
-EAGER_KERNEL(log_softmax, cpu_softmax(&e->cpu, s[0], true, y))
-EAGER_KERNEL(layer_norm, cpu_layer_norm(&e->cpu, s[0], s[1], s[2], n->fa[0], y))
-EAGER_KERNEL(rms_norm, cpu_rms_norm(&e->cpu, s[0], s[1], n->fa[0], y))
-EAGER_KERNEL(batch_norm, cpu_batch_norm(&e->cpu, s[0], s[1], s[2], s[3], s[4], n->fa[0], y))
-EAGER_KERNEL(group_norm, cpu_group_norm(&e->cpu, s[0], s[1], s[2], n->ia[0], n->fa[0], y))
-EAGER_KERNEL(matmul, cpu_matmul(&e->cpu, s[0], s[1], y))
-EAGER_KERNEL(linear, cpu_linear(&e->cpu, s[0], s[1], n->nsrc > 2 ? s[2] : NULL, y))
-EAGER_KERNEL(conv2d, cpu_conv2d(&e->cpu, n, s[0], s[1], n->nsrc > 2 ? s[2] : NULL, y))
-EAGER_KERNEL(conv_transpose2d, cpu_conv2d(&e->cpu, n, s[0], s[1], n->nsrc > 2 ? s[2] : NULL, y))
-EAGER_KERNEL(max_pool2d, cpu_pool2d(&e->cpu, n, s[0], y))
-EAGER_KERNEL(avg_pool2d, cpu_pool2d(&e->cpu, n, s[0], y))
-EAGER_KERNEL(upsample_nearest, cpu_upsample_nearest(&e->cpu, s[0], n->ia[0], y))
-EAGER_KERNEL(embedding, cpu_embedding(&e->cpu, s[0], s[1], y))
-EAGER_KERNEL(concat, cpu_concat(&e->cpu, (int)n->ia[0], n->nsrc, (const tensor *const *)s, y))
-EAGER_KERNEL(cross_entropy, cpu_cross_entropy(&e->cpu, s[0], s[1], n->ia[0], y))
-EAGER_KERNEL(mse_loss, cpu_mse_loss(&e->cpu, s[0], s[1], y))
+// the optional last input (bias) of linear and the convolutions
+#define OPT(k) (n->nsrc > (k) ? s[k] : NULL)
+#define CPU    (&e->cpu)
+
+EAGER_KERNEL(where, cpu_where(CPU, s[0], s[1], s[2], y))
+EAGER_KERNEL(sum, cpu_reduce(CPU, n, s[0], y))
+EAGER_KERNEL(mean, cpu_reduce(CPU, n, s[0], y))
+EAGER_KERNEL(max, cpu_reduce(CPU, n, s[0], y))
+EAGER_KERNEL(softmax, cpu_softmax(CPU, s[0], false, y))
+EAGER_KERNEL(log_softmax, cpu_softmax(CPU, s[0], true, y))
+EAGER_KERNEL(layer_norm, cpu_layer_norm(CPU, s[0], s[1], s[2], n->fa[0], y))
+EAGER_KERNEL(rms_norm, cpu_rms_norm(CPU, s[0], s[1], n->fa[0], y))
+EAGER_KERNEL(batch_norm, cpu_batch_norm(CPU, s[0], s[1], s[2], s[3], s[4], n->fa[0], y))
+EAGER_KERNEL(group_norm, cpu_group_norm(CPU, s[0], s[1], s[2], n->ia[0], n->fa[0], y))
+EAGER_KERNEL(matmul, cpu_matmul(CPU, s[0], s[1], y))
+EAGER_KERNEL(linear, cpu_linear(CPU, s[0], s[1], OPT(2), y))
+EAGER_KERNEL(conv2d, cpu_conv2d(CPU, n, s[0], s[1], OPT(2), y))
+EAGER_KERNEL(conv_transpose2d, cpu_conv2d(CPU, n, s[0], s[1], OPT(2), y))
+EAGER_KERNEL(max_pool2d, cpu_pool2d(CPU, n, s[0], y))
+EAGER_KERNEL(avg_pool2d, cpu_pool2d(CPU, n, s[0], y))
+EAGER_KERNEL(upsample_nearest, cpu_upsample_nearest(CPU, s[0], n->ia[0], y))
+EAGER_KERNEL(embedding, cpu_embedding(CPU, s[0], s[1], y))
+EAGER_KERNEL(concat, cpu_concat(CPU, (int)n->ia[0], n->nsrc, (const tensor *const *)s, y))
+EAGER_KERNEL(cross_entropy, cpu_cross_entropy(CPU, s[0], s[1], n->ia[0], y))
+EAGER_KERNEL(mse_loss, cpu_mse_loss(CPU, s[0], s[1], y))
 
 // ---- views: share storage, launch nothing --------------------------------
 

@@ -625,6 +625,18 @@ double graph_flops(const graph *g) {
     return f;
 }
 
+double graph_min_bytes(const graph *g) {
+    double b = 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == OP_INPUT || g->nodes[i].op == OP_PARAM || g->nodes[i].op == OP_BUFFER)
+            b += (double)graph_node_bytes(&g->nodes[i]);
+    for (int i = 0; i < g->noutputs; i++)
+        b += (double)graph_node_bytes(&g->nodes[g->outputs[i]]);
+    if (g->loss >= 0)
+        b += (double)graph_node_bytes(&g->nodes[g->loss]);
+    return b;
+}
+
 int *graph_use_counts(const graph *g) {
     int *u = calloc((size_t)(g->n ? g->n : 1), sizeof *u);
     if (!u)

@@ -121,6 +121,9 @@ size_t graph_node_bytes(const graph_node *n);
 // Counts over the graph.
 int64_t graph_param_count(const graph *g);  // elements in PARAM nodes
 double graph_flops(const graph *g);         // multiply-add counted as 2
+// The fewest bytes a step must move: every source read once, every output
+// (and the loss) written once. The floor of the roofline.
+double graph_min_bytes(const graph *g);
 // use counts of each node (consumers + 1 if it is an output); caller frees.
 int *graph_use_counts(const graph *g);
 // Text dump, one node a line, for --dump and debugging.

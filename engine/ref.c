@@ -88,7 +88,7 @@ static int source(ref_ctx *c, const graph_node *n, double *o) {
 }
 
 #define REF_SOURCE(l)                                                                              \
-    static int ref_##l(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {      \
+    static int ref_##l(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {       \
         (void)s;                                                                                   \
         return source(c, n, o);                                                                    \
     }
@@ -102,7 +102,7 @@ REF_SOURCE(full)
 static double clamp6(double v) { return v < 0 ? 0 : v > 6 ? 6 : v; }
 
 #define REF_UNARY(l, expr)                                                                         \
-    static int ref_##l(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {      \
+    static int ref_##l(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {       \
         (void)c;                                                                                   \
         int64_t count = graph_node_numel(n);                                                       \
         for (int64_t i = 0; i < count; i++) {                                                      \
@@ -112,6 +112,8 @@ static double clamp6(double v) { return v < 0 ? 0 : v > 6 ? 6 : v; }
         return 0;                                                                                  \
     }
 
+// the formatter reads these expressions as declarations
+// clang-format off
 REF_UNARY(neg, -x)
 REF_UNARY(exp, exp(x))
 REF_UNARY(log, log(x))
@@ -130,6 +132,7 @@ REF_UNARY(hardswish, x * clamp6(x + 3) / 6)
 REF_UNARY(hardsigmoid, clamp6(x + 3) / 6)
 REF_UNARY(scale, x * n->fa[0] + n->fa[1])
 REF_UNARY(cast, cpu_cast_value(n->dtype, x))
+// clang-format on
 
 static int ref_dropout(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
     (void)c;
@@ -164,7 +167,7 @@ static int binary(ref_ctx *c, const graph_node *n, const double *const *s, doubl
 }
 
 #define REF_BINARY(l)                                                                              \
-    static int ref_##l(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {      \
+    static int ref_##l(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {       \
         return binary(c, n, s, o);                                                                 \
     }
 REF_BINARY(add)

@@ -1,7 +1,9 @@
 #!/bin/sh
-# End-to-end tests of the tcbench command line: the smoke suite runs clean,
-# the results JSON has the documented fields (docs/results-schema.md), bad
-# usage exits 2 with one line, every model and suite in the tree checks.
+# End-to-end tests of the tcbench command line: the smoke suite runs clean
+# in eager and compiled mode, the results JSON has the documented fields
+# (docs/results-schema.md), a failing compiler ends compiled entries
+# fail_to_run, bad usage exits 2 with one line, every model and suite in the
+# tree checks.
 # Needs TCBENCH_EXE (the binary) and TCBENCH_SOURCE_DIR (the source tree);
 # tests/meson.build sets both. POSIX sh and grep only.
 
@@ -9,7 +11,10 @@ EXE=${TCBENCH_EXE:?set TCBENCH_EXE to the tcbench binary}
 SRC=${TCBENCH_SOURCE_DIR:?set TCBENCH_SOURCE_DIR to the source tree}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/tcbench-e2e-XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
-unset TCBENCH_TEST_FAULT TCBENCH_MODELS TCBENCH_SUITES_DIR NO_COLOR
+unset TCBENCH_TEST_FAULT TCBENCH_MODELS TCBENCH_SUITES_DIR NO_COLOR TCBENCH_CC \
+    TCBENCH_DISABLE_FUSION TCBENCH_DISABLE_CAPTURE TCBENCH_LOG
+# the kernel cache, the calibration and the runner's temporary caches stay in here
+export XDG_CACHE_HOME="$TMP/cache" TMPDIR="$TMP"
 
 pass=0
 fail=0
@@ -58,15 +63,18 @@ expect 0 "--version" "$EXE" --version
 has "$TMP/stdout" '^tcbench [0-9]+\.[0-9]+\.[0-9]+ \(git ' "--version"
 expect 0 "--help" "$EXE" --help
 has "$TMP/stdout" '^usage: tcbench' "--help"
-for cmd in run list check; do
+for cmd in run list check calibrate; do
     expect 0 "$cmd --help" "$EXE" "$cmd" --help
     has "$TMP/stdout" "^usage: tcbench $cmd" "$cmd --help"
 done
 expect 0 "run --help" "$EXE" run --help
 for opt in --only --filter --exclude --size --batch-size --threads --repeat --timeout --seed \
-    --output --mode --precision --workload --device --no-accuracy --quiet --help; do
+    --output --mode --precision --workload --device --no-accuracy --dump --quiet --help; do
     has "$TMP/stdout" "$opt" "run --help lists $opt"
 done
+has "$TMP/stdout" "captured" "run --help names the modes"
+expect 0 "calibrate --help" "$EXE" calibrate --help
+has "$TMP/stdout" "--threads" "calibrate --help lists --threads"
 
 # --- bad usage: exit 2, one line naming the problem ---------------------------
 usage_error "unknown command" "unknown command 'frobnicate'" "$EXE" frobnicate
@@ -82,8 +90,6 @@ usage_error "unknown short option" "unknown option '-z'" "$EXE" run -z
 usage_error "value for a flag" "option '--quiet' takes no value" "$EXE" run --quiet=3
 usage_error "bad --filter" "--filter '\(': bad regular expression" "$EXE" run --filter '('
 usage_error "bad --exclude" "--exclude '\[': bad regular expression" "$EXE" run --exclude '['
-usage_error "--mode compiled" "^tcbench run: --mode compiled: not available in this build yet$" \
-    "$EXE" run --mode compiled
 usage_error "--mode bogus" "--mode bogus: unknown mode" "$EXE" run --mode eager,bogus
 usage_error "--precision amp" "--precision amp: not available" "$EXE" run --precision amp
 usage_error "--workload train" "--workload train: not available" "$EXE" run --workload train
@@ -94,6 +100,8 @@ usage_error "list without suite" "no SUITE" "$EXE" list
 usage_error "list bad option" "unknown option '--bogus'" "$EXE" list --bogus
 usage_error "check without file" "no FILE" "$EXE" check
 usage_error "check bad option" "unknown option '--bogus'" "$EXE" check --bogus
+usage_error "calibrate bad option" "unknown option '--bogus'" "$EXE" calibrate --bogus
+usage_error "calibrate --threads 0" "--threads 0" "$EXE" calibrate --threads 0
 
 # --- check: every model and suite in the tree, silently -----------------------
 for f in "$SRC"/models/*.yaml "$SRC"/suites/*.yaml; do
@@ -121,39 +129,60 @@ smoke_cases=$(($(wc -l <"$TMP/stdout") - 1))
 expect 0 "list --size small" "$EXE" list "$SRC/suites/smoke.yaml" --size small
 usage_error "list --size nosuch" "nosuch" "$EXE" list "$SRC/suites/smoke.yaml" --size nosuch
 
-# --- run the smoke suite ------------------------------------------------------
+# --- run the smoke suite: its defaults, eager and compiled ---------------------
 OUT="$TMP/res/out.json"
 expect 0 "run smoke" "$EXE" run "$SRC/suites/smoke.yaml" --repeat 3 -o "$OUT"
-has "$TMP/stdout" '^case +batch +status +median ms +IQR ms +cv % +kernels +peak MiB +GFLOP/s +rel-err' \
+has "$TMP/stdout" \
+    '^case +mode +status +median ms +speedup \[95% CI\] +compile s +kernels +peak MiB +compression +rel-err' \
     "run table header"
+has "$TMP/stdout" '^mlp +eager +ok ' "eager row"
+has "$TMP/stdout" '^mlp +compiled +pass +[0-9.]+ +[0-9.]+x \[[0-9.]+, [0-9.]+\] +[0-9.]+/[0-9.]+ ' \
+    "compiled row with speedup and compile times"
+has "$TMP/stdout" "^compiled: pass rate $smoke_cases/$smoke_cases \(100%\), geomean speedup [0-9.]+x" \
+    "summary line"
 has "$TMP/stdout" "results: $OUT\$" "run names the results"
 has "$TMP/stdout" '^total wall time' "run total time"
-has "$TMP/stderr" '^\[1/[0-9]+\] mlp: ok' "plain progress line when not a terminal"
+has "$TMP/stderr" '^\[1/[0-9]+\] mlp \[eager\]: ok' "plain progress line when not a terminal"
+has "$TMP/stderr" '^\[2/[0-9]+\] mlp \[compiled\]: pass .*speedup' "compiled progress line"
 if [ -f "$OUT" ]; then
     ok
     n=$(grep -c '"status":' "$OUT")
     nok=$(grep -c '"status": "ok"' "$OUT")
-    if [ "$n" -eq "$smoke_cases" ] && [ "$nok" -eq "$n" ]; then
+    npass=$(grep -c '"status": "pass"' "$OUT")
+    if [ "$n" -eq $((2 * smoke_cases)) ] && [ "$nok" -eq "$smoke_cases" ] &&
+        [ "$npass" -eq "$smoke_cases" ]; then
         ok
     else
-        bad "smoke: $nok of $n cases ok, $smoke_cases expected"
-        grep -E '"(name|status|message)":' "$OUT" | sed 's/^/  | /' >&2
+        bad "smoke: $nok ok and $npass pass of $n entries, $smoke_cases of each expected"
+        grep -E '"(name|mode|status|message)":' "$OUT" | sed 's/^/  | /' >&2
     fi
     for key in schema_version tool name version git_commit timestamp command_line host hostname \
         os cpu_model cores threads_used blas config onednn cpu_flags avx2 avx512f f16c fma \
         suites size seed repeat threads timeout_s modes precisions workloads device cases \
         median_s q1_s q3_s min_s max_s mean_s stddev_s cv mad_s outliers n checked rel_l2 \
-        max_abs rmse wall_s; do
+        max_abs rmse wall_s tolerance calibration dump_dir vs_eager_max_abs vs_eager_rel_l2 \
+        rmse_vs_fp64 eager_rmse_vs_fp64 rule cold_s warm_s cache_hit median ci95_lo ci95_hi \
+        intensity achieved_GFLOPs achieved_GBps; do
         has "$OUT" "\"$key\":" "results field $key"
     done
     # keys only a case object has: one per case
     for key in suite model family mode precision workload batch params status message samples_s \
-        stats iterations_per_sample param_count flops peak_bytes kernels accuracy; do
+        stats iterations_per_sample param_count peak_bytes kernels accuracy compile \
+        arena_bytes speedup compression_ratio roofline; do
         c=$(grep -c "\"$key\":" "$OUT")
         if [ "$c" -eq "$n" ]; then ok; else bad "results field $key: $c times, $n cases"; fi
     done
+    # once in the case, once in its roofline
+    for key in flops min_bytes; do
+        c=$(grep -c "\"$key\":" "$OUT")
+        if [ "$c" -eq $((2 * n)) ]; then ok; else bad "results field $key: $c times, $n cases"; fi
+    done
     has "$OUT" '"schema_version": 1,' "schema version 1"
     has "$OUT" '"mode": "eager",' "mode eager"
+    has "$OUT" '"mode": "compiled",' "mode compiled"
+    has "$OUT" '"cache_hit": true' "warm compile hit the cache"
+    has "$OUT" '"rule": "(allclose|rmse)"' "accuracy rule recorded"
+    if grep -q '"cache_hit": false' "$OUT"; then bad "a warm compile missed the cache"; else ok; fi
     has "$OUT" '"device": "cpu",' "device cpu"
     has "$OUT" '"repeat": 3,' "repeat recorded"
     has "$OUT" '"timestamp": "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"' "timestamp"
@@ -196,6 +225,24 @@ has "$TMP/stdout" '^second: crash: killed by SIGSEGV' "crash explained under the
 expect 1 "run with a hang" env TCBENCH_TEST_FAULT=hang:first "$EXE" run \
     "$TMP/suites/smoke.yaml" --only first --repeat 1 --timeout 1 -o "$TMP/hang.json"
 has "$TMP/hang.json" '"status": "timeout",' "timeout recorded"
+
+# --- compiled modes on the tiny suite: a failing compiler, --dump -------------
+expect 1 "run with a failing compiler" env TCBENCH_CC=false "$EXE" run "$TMP/suites/smoke.yaml" \
+    --only first --mode compiled,fused --repeat 1 -o "$TMP/cc.json"
+has "$TMP/cc.json" '"status": "fail_to_run",' "fail_to_run recorded"
+has "$TMP/cc.json" "the C compiler 'false' failed" "the compiler named"
+has "$TMP/cc.json" '"status": "ok",' "eager still ran"
+has "$TMP/stdout" "^first \[compiled\]: fail_to_run: the C compiler 'false' failed" \
+    "fail_to_run explained under the table"
+has "$TMP/stdout" '^fused: pass rate 0/1 \(0%\)' "pass rate counts the failure"
+expect 0 "run --dump" "$EXE" run "$TMP/suites/smoke.yaml" --only first --mode captured \
+    --repeat 1 --dump "$TMP/dump" -q -o "$TMP/dump.json"
+if [ -s "$TMP/dump/first/captured/tiny.c" ] && [ -s "$TMP/dump/first/captured/tiny.graph.txt" ]; then
+    ok
+else
+    bad "--dump wrote no source under $TMP/dump/first/captured"
+fi
+if ls "$TMP"/tcbench-kcache-* >/dev/null 2>&1; then bad "temporary kernel cache left"; else ok; fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
 
 #include <math.h>
@@ -28,14 +29,14 @@ typedef int (*build_fn)(graph *g, const op_case *tc);
 struct op_case {
     const char *name;
     build_fn build;
-    enum op op;             // for the generic builders
-    enum dtype dt;          // main input dtype (f32 when 0)
-    int nd, nd2;            // main and second input shapes
+    enum op op;    // for the generic builders
+    enum dtype dt; // main input dtype (f32 when 0)
+    int nd, nd2;   // main and second input shapes
     int64_t shape[4], shape2[4];
     int64_t ia[GRAPH_MAX_IA];
     double fa[GRAPH_MAX_FA];
-    double rtol, atol;      // 0: 1e-5 and 1e-6, right for f32 pointwise
-    int kernels;            // expected kernels in a step (checked for every case)
+    double rtol, atol; // 0: 1e-5 and 1e-6, right for f32 pointwise
+    int kernels;       // expected kernels in a step (checked for every case)
 };
 
 // ---- graph helpers ----------------------------------------------------------
@@ -300,10 +301,10 @@ static int b_reshape_perm(graph *g, const op_case *tc) {
 static int b_views(graph *g, const op_case *tc) {
     (void)tc;
     int x = in(g, "x", DT_F32, 3, (int64_t[]){4, 5, 6});
-    int p = graph_permute(g, x, (int[]){2, 0, 1});        // (6, 4, 5)
-    int s = graph_slice(g, p, 2, 1, 3);                    // (6, 4, 3)
-    int r = graph_reshape(g, x, 2, (int64_t[]){20, 6});    // view
-    int v = graph_slice(g, r, 0, 2, 1);                    // (1, 6)
+    int p = graph_permute(g, x, (int[]){2, 0, 1});      // (6, 4, 5)
+    int s = graph_slice(g, p, 2, 1, 3);                 // (6, 4, 3)
+    int r = graph_reshape(g, x, 2, (int64_t[]){20, 6}); // view
+    int v = graph_slice(g, r, 0, 2, 1);                 // (1, 6)
     int e = graph_op_shaped(g, OP_EXPAND, 1, &v, NULL, NULL, 3, (int64_t[]){3, 5, 6});
     out(g, p);
     out(g, s);
@@ -314,6 +315,13 @@ static int b_views(graph *g, const op_case *tc) {
 static int b_contiguous_perm(graph *g, const op_case *tc) {
     int x = in(g, "x", tc->dt, tc->nd, tc->shape);
     int p = graph_permute(g, x, (int[]){2, 0, 1});
+    return out(g, graph_unary(g, OP_CONTIGUOUS, p));
+}
+
+// (B, R, C) -> (B, C, R) made contiguous: the tiled transpose copy
+static int b_transpose_last(graph *g, const op_case *tc) {
+    int x = in(g, "x", tc->dt, tc->nd, tc->shape);
+    int p = graph_permute(g, x, (int[]){0, 2, 1});
     return out(g, graph_unary(g, OP_CONTIGUOUS, p));
 }
 
@@ -354,30 +362,45 @@ static int b_chain(graph *g, const op_case *tc) {
 
 // ---- the cases ------------------------------------------------------------------
 
-#define S1(a) .nd = 1, .shape = {a}
-#define S2(a, b) .nd = 2, .shape = {a, b}
-#define S3(a, b, c) .nd = 3, .shape = {a, b, c}
+#define S1(a)          .nd = 1, .shape = {a}
+#define S2(a, b)       .nd = 2, .shape = {a, b}
+#define S3(a, b, c)    .nd = 3, .shape = {a, b, c}
 #define S4(a, b, c, d) .nd = 4, .shape = {a, b, c, d}
-#define T1(a) .nd2 = 1, .shape2 = {a}
-#define T2(a, b) .nd2 = 2, .shape2 = {a, b}
-#define T3(a, b, c) .nd2 = 3, .shape2 = {a, b, c}
+#define T1(a)          .nd2 = 1, .shape2 = {a}
+#define T2(a, b)       .nd2 = 2, .shape2 = {a, b}
+#define T3(a, b, c)    .nd2 = 3, .shape2 = {a, b, c}
 #define T4(a, b, c, d) .nd2 = 4, .shape2 = {a, b, c, d}
-#define BIG S2(257, 301) // 77357 elements: above the one-thread threshold
-#define F16 .dt = DT_F16, .rtol = 2e-3, .atol = 1e-3
+#define BIG            S2(257, 301) // 77357 elements: above the one-thread threshold
+#define F16            .dt = DT_F16, .rtol = 2e-3, .atol = 1e-3
 // GEMM-like sums of K products: float rounding grows like sqrt(K)
 #define GEMM(K) .rtol = 1e-4, .atol = 2e-5 * (K)
 #define IA(...) .ia = {__VA_ARGS__}
-#define ONE .kernels = 1
+#define ONE     .kernels = 1
 
-#define UN(o) {#o, b_unary_wide, OP_##o, S2(7, 13), ONE}
-#define UN_POS(o) {#o "_pos", b_unary_pos, OP_##o, S2(7, 13), ONE}
+#define UN(o)                                                                                      \
+    { #o, b_unary_wide, OP_##o, S2(7, 13), ONE }
+#define UN_POS(o)                                                                                  \
+    { #o "_pos", b_unary_pos, OP_##o, S2(7, 13), ONE }
 
 static const op_case cases[] = {
     {"sources", b_sources, .kernels = 2},
     // unary, f32, 7x13
-    UN(NEG), UN(EXP), UN(RECIP), UN(ABS), UN(TANH), UN(SIGMOID), UN(RELU), UN(RELU6), UN(GELU),
-    UN(GELU_TANH), UN(SILU), UN(HARDSWISH), UN(HARDSIGMOID),
-    UN_POS(LOG), UN_POS(SQRT), UN_POS(RSQRT),
+    UN(NEG),
+    UN(EXP),
+    UN(RECIP),
+    UN(ABS),
+    UN(TANH),
+    UN(SIGMOID),
+    UN(RELU),
+    UN(RELU6),
+    UN(GELU),
+    UN(GELU_TANH),
+    UN(SILU),
+    UN(HARDSWISH),
+    UN(HARDSIGMOID),
+    UN_POS(LOG),
+    UN_POS(SQRT),
+    UN_POS(RSQRT),
     {"scale", b_unary, OP_SCALE, S2(7, 13), .fa = {-1.5, 0.25}, ONE},
     {"tanh_1x1", b_unary, OP_TANH, S2(1, 1), ONE},
     // above the threshold: threads split the range
@@ -398,8 +421,7 @@ static const op_case cases[] = {
     {"silu_f16_perm", b_unary_perm, OP_SILU, S2(33, 17), F16, ONE},
     // cast
     {"cast_f32_f16", b_cast_chain, OP_CAST, S2(7, 13), IA(DT_F16), .rtol = 1e-9, ONE},
-    {"cast_f16_f32", b_cast_chain, OP_CAST, S2(7, 13), .dt = DT_F16, IA(DT_F32), .rtol = 1e-9,
-     ONE},
+    {"cast_f16_f32", b_cast_chain, OP_CAST, S2(7, 13), .dt = DT_F16, IA(DT_F32), .rtol = 1e-9, ONE},
     {"cast_f32_f16_big_perm", b_unary_perm, OP_CAST, BIG, IA(DT_F16), .rtol = 1e-9, ONE},
     {"cast_f32_i32", b_cast_chain, OP_CAST, S2(7, 13), IA(DT_I32), .rtol = 1e-9, ONE},
     {"cast_i32_f32", b_cast_from_int, OP_CAST, S2(7, 13), .dt = DT_I32, IA(DT_F32), .rtol = 1e-9,
@@ -454,16 +476,16 @@ static const op_case cases[] = {
      .atol = 1e-5, ONE},
     {"layer_norm_odd", b_layer_norm, OP_LAYER_NORM, S2(3, 13), .fa = {1e-3}, .rtol = 1e-4,
      .atol = 1e-5, ONE},
-    {"rms_norm", b_layer_norm, OP_RMS_NORM, S3(5, 7, 64), .fa = {1e-6}, .rtol = 1e-4,
-     .atol = 1e-5, ONE},
+    {"rms_norm", b_layer_norm, OP_RMS_NORM, S3(5, 7, 64), .fa = {1e-6}, .rtol = 1e-4, .atol = 1e-5,
+     ONE},
     {"batch_norm", b_channel_norm, OP_BATCH_NORM, S4(2, 3, 5, 7), .fa = {1e-5}, .rtol = 1e-4,
      .atol = 1e-5, ONE},
     {"batch_norm_2d", b_channel_norm, OP_BATCH_NORM, S2(9, 13), .fa = {1e-5}, .rtol = 1e-4,
      .atol = 1e-5, ONE},
-    {"batch_norm_big", b_channel_norm, OP_BATCH_NORM, S4(2, 32, 28, 28), .fa = {1e-5},
-     .rtol = 1e-4, .atol = 1e-5, ONE},
-    {"group_norm", b_channel_norm, OP_GROUP_NORM, S4(2, 6, 5, 7), IA(3), .fa = {1e-5},
-     .rtol = 1e-4, .atol = 1e-5, ONE},
+    {"batch_norm_big", b_channel_norm, OP_BATCH_NORM, S4(2, 32, 28, 28), .fa = {1e-5}, .rtol = 1e-4,
+     .atol = 1e-5, ONE},
+    {"group_norm", b_channel_norm, OP_GROUP_NORM, S4(2, 6, 5, 7), IA(3), .fa = {1e-5}, .rtol = 1e-4,
+     .atol = 1e-5, ONE},
     {"group_norm_big", b_channel_norm, OP_GROUP_NORM, S4(2, 32, 24, 24), IA(8), .fa = {1e-5},
      .rtol = 1e-4, .atol = 1e-5, ONE},
     // matmul
@@ -520,6 +542,11 @@ static const op_case cases[] = {
     {"reshape_copy", b_reshape_perm, OP_RESHAPE, S2(7, 13), T1(91), ONE},
     {"views", b_views, OP_PERMUTE, .kernels = 0},
     {"contiguous_perm", b_contiguous_perm, OP_CONTIGUOUS, S3(4, 5, 6), ONE},
+    {"contiguous_tiled", b_contiguous_perm, OP_CONTIGUOUS, S3(17, 19, 45), ONE},
+    {"contiguous_tiled_big", b_contiguous_perm, OP_CONTIGUOUS, S3(3, 100, 129), ONE},
+    {"transpose_batched", b_transpose_last, OP_CONTIGUOUS, S3(3, 40, 37), ONE},
+    {"transpose_f16", b_transpose_last, OP_CONTIGUOUS, S3(2, 33, 70), F16, ONE},
+    {"reshape_copy_tiled", b_reshape_perm, OP_RESHAPE, S2(70, 33), T1(2310), ONE},
     {"concat_0", b_concat, OP_CONCAT, S2(4, 13), IA(0), ONE},
     {"concat_1", b_concat, OP_CONCAT, S2(7, 4), IA(1), ONE},
     {"concat_f16", b_concat, OP_CONCAT, S2(7, 4), IA(-1), F16, ONE}, // axis -1 is 1
@@ -528,8 +555,8 @@ static const op_case cases[] = {
      .atol = 1e-5, ONE},
     {"cross_entropy_ignore", b_cross_entropy, OP_CROSS_ENTROPY, S2(40, 5), .dt = DT_I64, IA(3),
      .atol = 1e-5, ONE},
-    {"cross_entropy_big", b_cross_entropy, OP_CROSS_ENTROPY, S2(64, 1000), .dt = DT_I32,
-     IA(-100), .atol = 1e-5, ONE},
+    {"cross_entropy_big", b_cross_entropy, OP_CROSS_ENTROPY, S2(64, 1000), .dt = DT_I32, IA(-100),
+     .atol = 1e-5, ONE},
     {"mse_loss", b_mse, OP_MSE_LOSS, S2(7, 13), .atol = 1e-6, ONE},
     {"mse_loss_big", b_mse, OP_MSE_LOSS, BIG, .atol = 1e-5, ONE},
     // executor: intermediates are freed after their last use
@@ -728,15 +755,15 @@ static void test_errors(void **state) {
     (void)state;
     const op_case emb = {"embedding_bad", b_embedding_bad, OP_EMBEDDING, S2(5, 4), T1(200)};
     expect_error(&emb, "outside [0, 5)", true);
-    const op_case ce = {"ce_bad", b_cross_entropy, OP_CROSS_ENTROPY, S2(50, 4), .dt = DT_I32,
-                        IA(-100, 1)};
+    const op_case ce = {"ce_bad",  b_cross_entropy, OP_CROSS_ENTROPY,
+                        S2(50, 4), .dt = DT_I32,    IA(-100, 1)};
     expect_error(&ce, "outside [0, 4)", true);
     const op_case mm = {"matmul_f16", b_matmul, OP_MATMUL, S2(4, 5), T2(5, 3), .dt = DT_F16};
     expect_error(&mm, "f16", false);
     const op_case sm = {"softmax_f16", b_unary, OP_SOFTMAX, S2(4, 5), .dt = DT_F16};
     expect_error(&sm, "f16", false);
-    const op_case cv = {"conv_f16", b_pool_perm, OP_MAX_POOL2D, S4(1, 2, 4, 4),
-                        IA(1, 1, 0, 0, 2, 2), .dt = DT_F16};
+    const op_case cv = {"conv_f16",     b_pool_perm,          OP_MAX_POOL2D,
+                        S4(1, 2, 4, 4), IA(1, 1, 0, 0, 2, 2), .dt = DT_F16};
     expect_error(&cv, "f16", false);
     const op_case dv = {"div_i32", b_binary_int, OP_DIV, S2(3, 4), T2(3, 4), .dt = DT_I32};
     expect_error(&dv, "i32", false);

@@ -8,6 +8,7 @@
 // after the four above, which it needs
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <ftw.h>
 #include <jansson.h>
 #include <math.h>
@@ -20,7 +21,7 @@
 #include "bench/runner.h"
 #include "bench/timing.h"
 
-static char dir[512], suite_path[600], model_path[600];
+static char dir[512], suite_path[600], model_path[600], tmp_dir[600];
 
 static void write_file(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
@@ -68,6 +69,13 @@ static int setup(void **state) {
     snprintf(sub, sizeof sub, "%s/suites", dir);
     if (mkdir(sub, 0777) < 0)
         return -1;
+    // the kernel cache and the runner's temporary caches stay in here
+    snprintf(sub, sizeof sub, "%s/cache", dir);
+    setenv("XDG_CACHE_HOME", sub, 1);
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/tmp", dir);
+    if (mkdir(tmp_dir, 0777) < 0)
+        return -1;
+    setenv("TMPDIR", tmp_dir, 1);
     snprintf(model_path, sizeof model_path, "%s/models/tiny_mlp.yaml", dir);
     snprintf(suite_path, sizeof suite_path, "%s/suites/tiny.yaml", dir);
     write_file(model_path, tiny_mlp);
@@ -75,7 +83,22 @@ static int setup(void **state) {
     // the suite must find its model beside it, not wherever the caller points
     unsetenv("TCBENCH_MODELS");
     unsetenv("TCBENCH_TEST_FAULT");
+    unsetenv("TCBENCH_CC");
+    unsetenv("TCBENCH_DISABLE_FUSION");
+    unsetenv("TCBENCH_DISABLE_CAPTURE");
     return 0;
+}
+
+// Entries in the private TMPDIR: the runner's temporary kernel caches must
+// all be gone.
+static int tmp_entries(void) {
+    int n = 0;
+    DIR *d = opendir(tmp_dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
 }
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -133,6 +156,51 @@ static void test_timing_loop(void **state) {
     bench_timing_free(&t);
 }
 
+// Steps of different lengths that log which one ran, to see the order.
+static int order_log[1 << 16], norder;
+typedef struct logged_step {
+    int id;
+    double secs;
+} logged_step;
+
+static int logged(void *ctx) {
+    logged_step *s = ctx;
+    double t0 = bench_now();
+    while (bench_now() - t0 < s->secs)
+        ;
+    if (norder < (int)(sizeof order_log / sizeof order_log[0]))
+        order_log[norder++] = s->id;
+    return 0;
+}
+
+static void test_timing_interleaved(void **state) {
+    (void)state;
+    logged_step a = {0, 20e-6}, b = {1, 100e-6};
+    bench_step steps[] = {{logged, &a}, {logged, &b}};
+    bench_timing t[2];
+    int bad = 7;
+    norder = 0;
+    bench_timing_opts opts = {.repeat = 4, .warmup_s = 0.05};
+    assert_int_equal(bench_time_interleaved(steps, 2, &opts, t, &bad), 0);
+    assert_int_equal(bad, -1);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(t[k].nsamples, 4);
+        assert_true(t[k].warmup_iters >= 3 && t[k].warmup_s >= 0.05);
+        for (int i = 0; i < 4; i++)
+            assert_true(t[k].samples[i] * (double)t[k].iters_per_sample >= 1e-3);
+    }
+    // each step chose its own group: the shorter step takes more iterations
+    assert_true(t[0].iters_per_sample > t[1].iters_per_sample);
+    assert_true(t[0].samples[0] < t[1].samples[0]);
+    // warm-up a then b, then a b a b ...: at least 1 + 2 * 4 - 1 switches
+    int switches = 0;
+    for (int i = 1; i < norder; i++)
+        switches += order_log[i] != order_log[i - 1];
+    assert_true(switches >= 8);
+    bench_timing_free(&t[0]);
+    bench_timing_free(&t[1]);
+}
+
 static int failing_step(void *ctx) {
     int *calls = ctx;
     return ++*calls == 2 ? -1 : 0;
@@ -145,6 +213,15 @@ static void test_timing_step_failure(void **state) {
     assert_int_equal(bench_time(failing_step, &calls, NULL, &t), -1);
     assert_int_equal(calls, 2);
     bench_timing_free(&t);
+    // interleaved: the failing step is named
+    int spins = 0, bad = -1;
+    calls = 0;
+    bench_timing ts[2];
+    bench_step steps[] = {{spin_step, &spins}, {failing_step, &calls}};
+    assert_int_equal(bench_time_interleaved(steps, 2, NULL, ts, &bad), -1);
+    assert_int_equal(bad, 1);
+    bench_timing_free(&ts[0]);
+    bench_timing_free(&ts[1]);
 }
 
 static void test_plan(void **state) {
@@ -154,13 +231,23 @@ static void test_plan(void **state) {
     diag d = {0};
     assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
     assert_int_equal(p->ncases, 3);
-    assert_int_equal(p->ntasks, 3);
-    // the suite asks for compiled too; this build runs eager and says so
-    assert_string_equal(p->skipped, "mode compiled");
+    // the suite's eager and compiled: one group (child) per case, eager first
+    assert_int_equal(p->ntasks, 6);
+    assert_int_equal(p->ngroups, 3);
+    assert_string_equal(p->skipped, "");
     assert_true(p->used[BENCH_AXIS_MODE][BENCH_MODE_EAGER]);
-    assert_false(p->used[BENCH_AXIS_MODE][BENCH_MODE_COMPILED]);
-    assert_int_equal(p->tasks[1].axis[BENCH_AXIS_MODE], BENCH_MODE_EAGER);
+    assert_true(p->used[BENCH_AXIS_MODE][BENCH_MODE_COMPILED]);
+    assert_false(p->used[BENCH_AXIS_MODE][BENCH_MODE_FUSED]);
+    for (int g = 0; g < 3; g++) {
+        assert_int_equal(p->groups[g].first, 2 * g);
+        assert_int_equal(p->groups[g].ntasks, 2);
+        assert_int_equal(p->tasks[2 * g].axis[BENCH_AXIS_MODE], BENCH_MODE_EAGER);
+        assert_int_equal(p->tasks[2 * g + 1].axis[BENCH_AXIS_MODE], BENCH_MODE_COMPILED);
+        assert_int_equal(p->tasks[2 * g + 1].case_index, g);
+        assert_int_equal(p->tasks[2 * g + 1].group, g);
+    }
     assert_int_equal(p->tasks[1].axis[BENCH_AXIS_PRECISION], BENCH_PREC_FP32);
+    assert_true(p->cases[0].min_bytes > 4.0 * 608);
     // 16 * 24 + 24 + 24 * 8 + 8
     assert_int_equal(p->cases[0].param_count, 608);
     assert_int_equal(p->cases[0].batch, 4);
@@ -212,79 +299,182 @@ static void test_plan(void **state) {
     bench_plan_free(p);
     cfg.batch = 0;
 
-    cfg.axis[BENCH_AXIS_MODE][0] = BENCH_MODE_COMPILED;
-    cfg.naxis[BENCH_AXIS_MODE] = 1;
-    assert_int_equal(bench_plan_new(&cfg, &p, &d), -1);
-    assert_string_equal(d.msg, "--mode compiled: not available in this build yet");
-    cfg.axis[BENCH_AXIS_MODE][0] = BENCH_MODE_EAGER;
+    // a compiled-family mode alone brings eager along, first
+    cfg.axis[BENCH_AXIS_MODE][0] = BENCH_MODE_CAPTURED;
+    cfg.axis[BENCH_AXIS_MODE][1] = BENCH_MODE_FUSED;
+    cfg.naxis[BENCH_AXIS_MODE] = 2;
     assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
-    assert_string_equal(p->skipped, "");
+    assert_int_equal(p->ntasks, 9);
+    assert_int_equal(p->groups[1].first, 3);
+    assert_int_equal(p->tasks[3].axis[BENCH_AXIS_MODE], BENCH_MODE_EAGER);
+    assert_int_equal(p->tasks[4].axis[BENCH_AXIS_MODE], BENCH_MODE_CAPTURED);
+    assert_int_equal(p->tasks[5].axis[BENCH_AXIS_MODE], BENCH_MODE_FUSED);
+    assert_true(p->used[BENCH_AXIS_MODE][BENCH_MODE_EAGER]);
+    assert_false(p->used[BENCH_AXIS_MODE][BENCH_MODE_COMPILED]);
     bench_plan_free(p);
+    // eager alone: one task per group
+    cfg.axis[BENCH_AXIS_MODE][0] = BENCH_MODE_EAGER;
+    cfg.naxis[BENCH_AXIS_MODE] = 1;
+    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+    assert_int_equal(p->ntasks, 3);
+    assert_int_equal(p->ngroups, 3);
+    assert_int_equal(p->groups[2].ntasks, 1);
+    bench_plan_free(p);
+    cfg.naxis[BENCH_AXIS_MODE] = 0;
+    cfg.axis[BENCH_AXIS_PRECISION][0] = BENCH_PREC_AMP;
+    cfg.naxis[BENCH_AXIS_PRECISION] = 1;
+    assert_int_equal(bench_plan_new(&cfg, &p, &d), -1);
+    assert_string_equal(d.msg, "--precision amp: not available in this build yet");
+}
+
+static bench_config all_modes(bench_config cfg) {
+    const int modes[] = {BENCH_MODE_EAGER, BENCH_MODE_COMPILED, BENCH_MODE_FUSED,
+                         BENCH_MODE_CAPTURED};
+    for (int i = 0; i < 4; i++)
+        cfg.axis[BENCH_AXIS_MODE][i] = modes[i];
+    cfg.naxis[BENCH_AXIS_MODE] = 4;
+    return cfg;
+}
+
+// Sends rs through JSON as the child does and reads them back.
+static void round_trip(const bench_plan *p, const bench_result *rs, int n, bench_result *back) {
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++)
+        assert_int_equal(json_array_append_new(arr, bench_result_json(p, &rs[i], NULL)), 0);
+    char *text = json_dumps(arr, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(arr);
+    memset(back, 0, (size_t)n * sizeof *back);
+    assert_int_equal(bench_results_from_child(text, strlen(text), back, n), 0);
+    free(text);
 }
 
 static void test_measure_in_process(void **state) {
     (void)state;
-    bench_config cfg = tiny_config();
+    bench_config cfg = all_modes(tiny_config());
     bench_plan *p;
     diag d = {0};
     assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
-    bench_result r;
-    bench_task_measure(p, 0, &r);
-    assert_int_equal(r.status, BENCH_OK);
-    assert_string_equal(r.message, "");
-    assert_int_equal(r.nsamples, 3);
-    assert_int_equal(r.stats.n, 3);
-    assert_true(r.stats.median > 0);
-    assert_true(r.iters_per_sample >= 1);
-    assert_true(r.kernels > 0);
-    assert_true(r.peak_bytes > 0);
-    assert_true(r.acc.checked);
-    assert_int_equal(r.acc.noutputs, 1);
-    assert_true(r.acc.rel_l2 < BENCH_TOL_FP32);
+    assert_int_equal(p->groups[0].ntasks, 4);
+    bench_result rs[4];
+    bench_group_measure(p, 0, rs);
+    const bench_result *e = &rs[0];
+    assert_int_equal(e->task, 0);
+    assert_int_equal(e->status, BENCH_OK);
+    assert_string_equal(e->message, "");
+    assert_int_equal(e->nsamples, 3);
+    assert_int_equal(e->stats.n, 3);
+    assert_true(e->stats.median > 0);
+    assert_true(e->iters_per_sample >= 1);
+    assert_true(e->kernels > 0);
+    assert_true(e->peak_bytes > 0);
+    assert_true(e->acc.checked);
+    assert_int_equal(e->acc.noutputs, 1);
+    assert_true(e->acc.rel_l2 < BENCH_TOL_FP32);
+    assert_false(e->compile.done);
+    assert_true(isnan(e->speedup.median));
+    for (int k = 1; k < 4; k++) {
+        const bench_result *r = &rs[k];
+        if (r->status != BENCH_PASS)
+            fail_msg("mode %d: %s: %s", k, bench_status_name(r->status), r->message);
+        assert_int_equal(r->task, k);
+        assert_string_equal(r->message, "");
+        assert_int_equal(r->nsamples, 3);
+        assert_true(r->stats.median > 0);
+        assert_true(r->kernels > 0);
+        assert_true(r->peak_bytes > 0);
+        // both compiles recorded; the warm one hit the cache the cold one filled
+        assert_true(r->compile.done);
+        assert_true(r->compile.cold_s > 0);
+        assert_true(r->compile.warm_s >= 0);
+        assert_true(r->compile.cache_hit);
+        assert_true(isfinite(r->speedup.median) && r->speedup.median > 0);
+        assert_true(isfinite(r->speedup.ci95_lo) && isfinite(r->speedup.ci95_hi));
+        assert_true(r->speedup.ci95_lo <= r->speedup.ci95_hi);
+        assert_true(isfinite(r->compression_ratio) && r->compression_ratio > 0);
+        assert_true(r->acc.checked && r->acc.vs_eager);
+        assert_true(!strcmp(r->acc.rule, "allclose") || !strcmp(r->acc.rule, "rmse"));
+        assert_true(r->acc.vs_eager_max_abs <= 1e-3);
+        assert_true(r->acc.rmse < 1e-4 && r->acc.eager_rmse == e->acc.rmse);
+    }
+    // the hidden activation lives in the planned arena
+    assert_true(rs[1].arena_bytes > 0 && rs[3].arena_bytes > 0);
+    // fusion takes the relu into the first linear: fewer kernels than eager and
+    // than captured (one kernel per op)
+    assert_true(rs[1].kernels < e->kernels);
+    assert_true(rs[1].kernels < rs[3].kernels);
+    assert_int_equal(rs[2].kernels, rs[1].kernels);
+    assert_int_equal(tmp_entries(), 0);
 
     // what the child sends reads back the same
-    json_t *j = bench_result_json(p, &r);
-    assert_non_null(j);
-    char *text = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17));
-    json_decref(j);
-    bench_result back = {0};
-    assert_int_equal(bench_result_from_child(text, strlen(text), &back), 0);
-    free(text);
-    assert_int_equal(back.status, BENCH_OK);
-    assert_int_equal(back.nsamples, 3);
-    for (int i = 0; i < 3; i++)
-        assert_true(back.samples[i] == r.samples[i]);
-    assert_true(back.stats.median == r.stats.median);
-    assert_int_equal(back.kernels, r.kernels);
-    assert_int_equal(back.peak_bytes, r.peak_bytes);
-    assert_int_equal(back.iters_per_sample, r.iters_per_sample);
-    assert_true(back.acc.checked);
-    assert_true(back.acc.rel_l2 == r.acc.rel_l2);
-    bench_result_free(&back);
-    bench_result_free(&r);
-    assert_int_equal(bench_result_from_child("{\"status\": 3}", 13, &back), -1);
-    assert_int_equal(back.status, BENCH_ERROR);
-    assert_int_equal(bench_result_from_child("not json", 8, &back), -1);
-    assert_non_null(strstr(back.message, "malformed"));
+    bench_result back[4];
+    round_trip(p, rs, 4, back);
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(back[k].status, rs[k].status);
+        assert_int_equal(back[k].nsamples, 3);
+        for (int i = 0; i < 3; i++)
+            assert_true(back[k].samples[i] == rs[k].samples[i]);
+        assert_true(back[k].stats.median == rs[k].stats.median);
+        assert_int_equal(back[k].kernels, rs[k].kernels);
+        assert_int_equal(back[k].peak_bytes, rs[k].peak_bytes);
+        assert_int_equal(back[k].iters_per_sample, rs[k].iters_per_sample);
+        assert_true(back[k].acc.checked);
+        assert_true(back[k].acc.rel_l2 == rs[k].acc.rel_l2);
+        assert_true(back[k].compile.done == rs[k].compile.done);
+        assert_string_equal(back[k].acc.rule, rs[k].acc.rule);
+    }
+    for (int k = 1; k < 4; k++) {
+        assert_true(back[k].speedup.median == rs[k].speedup.median);
+        assert_true(back[k].speedup.ci95_lo == rs[k].speedup.ci95_lo);
+        assert_true(back[k].compile.cold_s == rs[k].compile.cold_s);
+        assert_true(back[k].compile.cache_hit);
+        assert_int_equal(back[k].arena_bytes, rs[k].arena_bytes);
+        assert_true(back[k].compression_ratio == rs[k].compression_ratio);
+        assert_true(back[k].acc.vs_eager_rel_l2 == rs[k].acc.vs_eager_rel_l2);
+    }
+    assert_true(isnan(back[0].speedup.median));
+    for (int k = 0; k < 4; k++) {
+        bench_result_free(&back[k]);
+        bench_result_free(&rs[k]);
+    }
+    // a wrong count or no array fails every result
+    assert_int_equal(bench_results_from_child("[{\"status\": 3}]", 15, back, 1), -1);
+    assert_int_equal(back[0].status, BENCH_ERROR);
+    assert_int_equal(bench_results_from_child("[]", 2, back, 2), -1);
+    assert_non_null(strstr(back[1].message, "0 results for a group of 2"));
+    assert_int_equal(bench_results_from_child("not json", 8, back, 1), -1);
+    assert_non_null(strstr(back[0].message, "malformed"));
     bench_plan_free(p);
 
-    // the reference check is skipped on request, and above the FLOPs limit
+    // the reference check is skipped on request: nothing checked, compiled still passes
+    cfg = tiny_config();
     cfg.accuracy = false;
     assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
-    bench_task_measure(p, 0, &r);
-    assert_int_equal(r.status, BENCH_OK);
-    assert_false(r.acc.checked);
-    assert_non_null(strstr(r.acc.reason, "--no-accuracy"));
-    bench_result_free(&r);
+    bench_group_measure(p, 0, rs);
+    assert_int_equal(rs[0].status, BENCH_OK);
+    assert_false(rs[0].acc.checked);
+    assert_non_null(strstr(rs[0].acc.reason, "--no-accuracy"));
+    assert_int_equal(rs[1].status, BENCH_PASS);
+    assert_false(rs[1].acc.checked);
+    assert_string_equal(rs[1].acc.rule, "");
+    assert_true(isfinite(rs[1].speedup.median));
+    bench_result_free(&rs[0]);
+    bench_result_free(&rs[1]);
     bench_plan_free(p);
+    // above the FLOPs limit: no fp64 reference; compiled is checked against eager alone
     cfg.accuracy = true;
     cfg.accuracy_flops_limit = 100;
     assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
-    bench_task_measure(p, 0, &r);
-    assert_int_equal(r.status, BENCH_OK);
-    assert_false(r.acc.checked);
-    assert_non_null(strstr(r.acc.reason, "limit"));
-    bench_result_free(&r);
+    bench_group_measure(p, 0, rs);
+    assert_int_equal(rs[0].status, BENCH_OK);
+    assert_false(rs[0].acc.checked);
+    assert_non_null(strstr(rs[0].acc.reason, "limit"));
+    assert_int_equal(rs[1].status, BENCH_PASS);
+    assert_true(rs[1].acc.checked);
+    assert_non_null(strstr(rs[1].acc.reason, "limit"));
+    assert_true(!strcmp(rs[1].acc.rule, "allclose") || !strcmp(rs[1].acc.rule, "cosine"));
+    assert_true(isnan(rs[1].acc.rmse) && isnan(rs[1].acc.eager_rmse));
+    bench_result_free(&rs[0]);
+    bench_result_free(&rs[1]);
     bench_plan_free(p);
 }
 
@@ -296,12 +486,16 @@ static void count_done(const bench_plan *p, const bench_result *r, void *user) {
     ndone++;
 }
 
-static const char *const case_keys[] = {
-    "suite",       "name",      "model",      "family",  "device",
-    "mode",        "precision", "workload",   "batch",   "params",
-    "status",      "message",   "samples_s",  "stats",   "iterations_per_sample",
-    "param_count", "flops",     "peak_bytes", "kernels", "accuracy",
-    "wall_s",      NULL};
+static const char *const case_keys[] = {"suite",       "name",     "model",
+                                        "family",      "device",   "mode",
+                                        "precision",   "workload", "batch",
+                                        "params",      "status",   "message",
+                                        "samples_s",   "stats",    "iterations_per_sample",
+                                        "param_count", "flops",    "peak_bytes",
+                                        "kernels",     "accuracy", "compile",
+                                        "arena_bytes", "speedup",  "compression_ratio",
+                                        "min_bytes",   "roofline", "wall_s",
+                                        NULL};
 
 static void check_case_keys(const json_t *c) {
     for (int k = 0; case_keys[k]; k++)
@@ -315,7 +509,8 @@ static void test_run_isolated(void **state) {
     char out[700];
     snprintf(out, sizeof out, "%s/res/out.json", dir); // res/ does not exist yet
     cfg.output = out;
-    cfg.timeout_s = 2;
+    // the fine case compiles and warms up two modes well within it
+    cfg.timeout_s = 4;
     // two threads in the children, after this process ran OpenMP with one
     // (test_measure_in_process): the pool must not be inherited broken
     cfg.threads = 2;
@@ -326,26 +521,45 @@ static void test_run_isolated(void **state) {
     bench_plan *p;
     diag d = {0};
     assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
-    bench_report *rep;
+    // a calibration for this CPU and thread count: the roofline gets its ceilings
+    json_t *h = bench_host_json(2);
+    bench_calibration cal = {.bandwidth_Bps = 10e9, .gemm_flops = 100e9, .threads = 2};
+    snprintf(cal.cpu_model, sizeof cal.cpu_model, "%s",
+             json_string_value(json_object_get(h, "cpu_model")));
+    json_decref(h);
     char err[512];
+    assert_int_equal(bench_calibration_save(&cal, NULL, err, sizeof err), 0);
+    bench_report *rep;
     assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
+    assert_true(rep->has_calib);
     ndone = 0;
     int failed = bench_run(p, rep, &(bench_hooks){.on_done = count_done});
     unsetenv("TCBENCH_TEST_FAULT");
-    assert_int_equal(failed, 2);
-    assert_int_equal(ndone, 3);
-    assert_int_equal(rep->nresults, 3);
+    assert_int_equal(failed, 4);
+    assert_int_equal(ndone, 6);
+    assert_int_equal(rep->nresults, 6);
 
-    bench_result *ok = &rep->results[0], *crash = &rep->results[1], *hang = &rep->results[2];
+    bench_result *ok = &rep->results[0], *pass = &rep->results[1];
     assert_int_equal(ok->status, BENCH_OK);
     assert_int_equal(ok->nsamples, 3);
     assert_int_equal(ok->stats.n, 3);
     assert_true(ok->acc.checked);
-    assert_int_equal(crash->status, BENCH_CRASH);
-    assert_string_equal(crash->message, "killed by SIGSEGV");
-    assert_int_equal(crash->nsamples, 0);
-    assert_int_equal(hang->status, BENCH_TIMEOUT);
-    assert_true(hang->wall_s >= 2 && hang->wall_s < 10);
+    if (pass->status != BENCH_PASS)
+        fail_msg("compiled: %s: %s", bench_status_name(pass->status), pass->message);
+    assert_int_equal(pass->nsamples, 3);
+    assert_true(pass->compile.cache_hit);
+    assert_true(isfinite(pass->speedup.median));
+    // a crash or a timeout is every mode's of the case
+    for (int i = 2; i < 4; i++) {
+        assert_int_equal(rep->results[i].status, BENCH_CRASH);
+        assert_string_equal(rep->results[i].message, "killed by SIGSEGV");
+        assert_int_equal(rep->results[i].nsamples, 0);
+        assert_int_equal(rep->results[i].task, i);
+    }
+    for (int i = 4; i < 6; i++) {
+        assert_int_equal(rep->results[i].status, BENCH_TIMEOUT);
+        assert_true(rep->results[i].wall_s >= 4 && rep->results[i].wall_s < 12);
+    }
 
     assert_int_equal(bench_report_write(rep, err, sizeof err), 0);
     json_error_t jerr;
@@ -376,24 +590,28 @@ static void test_run_isolated(void **state) {
     assert_non_null(json_string_value(json_object_get(json_object_get(host, "blas"), "config")));
     assert_non_null(json_string_value(json_object_get(json_object_get(host, "onednn"), "version")));
     assert_true(json_is_boolean(json_object_get(json_object_get(host, "cpu_flags"), "avx2")));
+    json_t *hc = json_object_get(host, "calibration");
+    assert_true(json_number_value(json_object_get(hc, "bandwidth_GBps")) == 10);
+    assert_true(json_number_value(json_object_get(hc, "gemm_GFLOPs")) == 100);
     json_t *config = json_object_get(doc, "config");
-    const char *config_keys[] = {"suites",    "size",      "seed",  "repeat",
-                                 "threads",   "timeout_s", "modes", "precisions",
-                                 "workloads", "device",    NULL};
+    const char *config_keys[] = {"suites",    "size",      "seed",     "repeat",
+                                 "threads",   "timeout_s", "modes",    "precisions",
+                                 "workloads", "device",    "dump_dir", NULL};
     for (int k = 0; config_keys[k]; k++)
         if (!json_object_get(config, config_keys[k]))
             fail_msg("config lacks '%s'", config_keys[k]);
     assert_int_equal(json_integer_value(json_object_get(config, "repeat")), 3);
     assert_string_equal(json_string_value(json_object_get(config, "device")), "cpu");
     json_t *modes = json_object_get(config, "modes");
-    assert_int_equal(json_array_size(modes), 1);
+    assert_int_equal(json_array_size(modes), 2);
     assert_string_equal(json_string_value(json_array_get(modes, 0)), "eager");
+    assert_string_equal(json_string_value(json_array_get(modes, 1)), "compiled");
 
     json_t *cases = json_object_get(doc, "cases");
-    assert_int_equal(json_array_size(cases), 3);
-    for (size_t i = 0; i < 3; i++)
+    assert_int_equal(json_array_size(cases), 6);
+    for (size_t i = 0; i < 6; i++)
         check_case_keys(json_array_get(cases, i));
-    json_t *c0 = json_array_get(cases, 0), *c1 = json_array_get(cases, 1);
+    json_t *c0 = json_array_get(cases, 0), *c1 = json_array_get(cases, 2);
     assert_string_equal(json_string_value(json_object_get(c0, "status")), "ok");
     assert_string_equal(json_string_value(json_object_get(c0, "suite")), "tiny");
     assert_string_equal(json_string_value(json_object_get(c0, "model")), "tiny_mlp");
@@ -410,9 +628,41 @@ static void test_run_isolated(void **state) {
     json_t *acc = json_object_get(c0, "accuracy");
     assert_true(json_is_true(json_object_get(acc, "checked")));
     assert_true(json_is_number(json_object_get(acc, "rel_l2")));
+    assert_true(json_number_value(json_object_get(acc, "tolerance")) == BENCH_TOL_FP32);
+    assert_null(json_object_get(acc, "rule")); // compiled-family only
+    assert_true(json_is_null(json_object_get(c0, "speedup")));
+    assert_true(json_is_null(json_object_get(c0, "compile")));
+    json_t *roof = json_object_get(c0, "roofline");
+    assert_true(json_number_value(json_object_get(roof, "flops")) > 0);
+    assert_true(json_number_value(json_object_get(roof, "fraction_of_roof")) > 0);
+    assert_non_null(json_string_value(json_object_get(roof, "bound")));
+
+    json_t *cc = json_array_get(cases, 1);
+    assert_string_equal(json_string_value(json_object_get(cc, "mode")), "compiled");
+    assert_string_equal(json_string_value(json_object_get(cc, "status")), "pass");
+    json_t *sp = json_object_get(cc, "speedup");
+    const char *sp_keys[] = {"median", "ci95_lo", "ci95_hi", NULL};
+    for (int k = 0; sp_keys[k]; k++)
+        if (!json_is_number(json_object_get(sp, sp_keys[k])))
+            fail_msg("speedup.%s is not a number", sp_keys[k]);
+    json_t *comp = json_object_get(cc, "compile");
+    assert_true(json_number_value(json_object_get(comp, "cold_s")) > 0);
+    assert_true(json_is_number(json_object_get(comp, "warm_s")));
+    assert_true(json_is_true(json_object_get(comp, "cache_hit")));
+    assert_true(json_is_integer(json_object_get(cc, "arena_bytes")));
+    assert_true(json_number_value(json_object_get(cc, "compression_ratio")) > 0);
+    json_t *cacc = json_object_get(cc, "accuracy");
+    const char *acc_keys[] = {"vs_eager_max_abs", "vs_eager_rel_l2", "rmse_vs_fp64",
+                              "eager_rmse_vs_fp64", NULL};
+    for (int k = 0; acc_keys[k]; k++)
+        if (!json_is_number(json_object_get(cacc, acc_keys[k])))
+            fail_msg("accuracy.%s is not a number", acc_keys[k]);
+    assert_non_null(json_string_value(json_object_get(cacc, "rule")));
+
     assert_string_equal(json_string_value(json_object_get(c1, "status")), "crash");
     assert_true(json_is_null(json_object_get(c1, "stats")));
-    assert_string_equal(json_string_value(json_object_get(json_array_get(cases, 2), "status")),
+    assert_true(json_is_null(json_object_get(c1, "roofline")));
+    assert_string_equal(json_string_value(json_object_get(json_array_get(cases, 4), "status")),
                         "timeout");
     json_decref(doc);
 
@@ -421,18 +671,18 @@ static void test_run_isolated(void **state) {
     assert_non_null(f);
     char line[1 << 16];
     int lines = 0;
-    const char *want[] = {"ok", "crash", "timeout"};
+    const char *want[] = {"ok", "pass", "crash", "crash", "timeout", "timeout"};
     while (fgets(line, sizeof line, f)) {
         json_t *c = json_loads(line, 0, &jerr);
         assert_non_null(c);
-        assert_true(lines < 3);
+        assert_true(lines < 6);
         check_case_keys(c);
         assert_string_equal(json_string_value(json_object_get(c, "status")), want[lines]);
         json_decref(c);
         lines++;
     }
     fclose(f);
-    assert_int_equal(lines, 3);
+    assert_int_equal(lines, 6);
     // the temporary file was renamed away
     char tmp[800];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
@@ -456,10 +706,94 @@ static void test_run_oom(void **state) {
     bench_report *rep;
     char err[512];
     assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
-    assert_int_equal(bench_run(p, rep, NULL), 1);
+    assert_int_equal(bench_run(p, rep, NULL), 2);
     unsetenv("TCBENCH_TEST_FAULT");
     assert_int_equal(rep->results[0].status, BENCH_OOM);
+    assert_int_equal(rep->results[1].status, BENCH_OOM);
     bench_report_free(rep);
+    bench_plan_free(p);
+}
+
+// A compiler that fails: every compiled-family mode ends fail_to_run with
+// the compiler's words; eager still runs, and the results are whole.
+static void test_compile_fails(void **state) {
+    (void)state;
+    bench_config cfg = all_modes(tiny_config());
+    char out[700];
+    snprintf(out, sizeof out, "%s/cc.json", dir);
+    cfg.output = out;
+    cfg.only = (const char *[]){"fine"};
+    cfg.nonly = 1;
+    setenv("TCBENCH_CC", "false", 1);
+    bench_plan *p;
+    diag d = {0};
+    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+    bench_report *rep;
+    char err[512];
+    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
+    assert_int_equal(bench_run(p, rep, NULL), 3);
+    unsetenv("TCBENCH_CC");
+    assert_int_equal(rep->nresults, 4);
+    assert_int_equal(rep->results[0].status, BENCH_OK);
+    assert_int_equal(rep->results[0].nsamples, 3);
+    for (int k = 1; k < 4; k++) {
+        const bench_result *r = &rep->results[k];
+        assert_int_equal(r->status, BENCH_FAIL_TO_RUN);
+        if (!strstr(r->message, "the C compiler 'false' failed"))
+            fail_msg("message: %s", r->message);
+        assert_int_equal(r->nsamples, 0);
+        assert_true(isnan(r->speedup.median));
+    }
+    assert_int_equal(bench_report_write(rep, err, sizeof err), 0);
+    json_error_t jerr;
+    json_t *doc = json_load_file(out, 0, &jerr);
+    if (!doc)
+        fail_msg("%s:%d: %s", out, jerr.line, jerr.text);
+    json_t *cases = json_object_get(doc, "cases");
+    assert_int_equal(json_array_size(cases), 4);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(cases, 0), "status")),
+                        "ok");
+    for (size_t k = 1; k < 4; k++) {
+        json_t *c = json_array_get(cases, k);
+        check_case_keys(c);
+        assert_string_equal(json_string_value(json_object_get(c, "status")), "fail_to_run");
+        assert_true(json_is_null(json_object_get(c, "speedup")));
+        assert_true(json_is_null(json_object_get(c, "stats")));
+    }
+    json_decref(doc);
+    bench_report_free(rep);
+    bench_plan_free(p);
+    // the temporary caches were removed, failure or not
+    assert_int_equal(tmp_entries(), 0);
+}
+
+// --dump DIR: each compiled-family mode's source and fused graph under DIR/CASE/MODE.
+static void test_dump(void **state) {
+    (void)state;
+    bench_config cfg = all_modes(tiny_config());
+    char dump[700];
+    snprintf(dump, sizeof dump, "%s/dump", dir);
+    cfg.dump_dir = dump;
+    cfg.repeat = 1;
+    bench_plan *p;
+    diag d = {0};
+    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+    bench_result rs[4];
+    bench_group_measure(p, 0, rs);
+    const char *modes[] = {"compiled", "fused", "captured"};
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(rs[k + 1].status, BENCH_PASS);
+        char path[1000];
+        snprintf(path, sizeof path, "%s/fine/%s/tiny_mlp.c", dump, modes[k]);
+        assert_int_equal(access(path, R_OK), 0);
+        snprintf(path, sizeof path, "%s/fine/%s/tiny_mlp.graph.txt", dump, modes[k]);
+        assert_int_equal(access(path, R_OK), 0);
+    }
+    char eager_dir[800];
+    snprintf(eager_dir, sizeof eager_dir, "%s/fine/eager", dump);
+    assert_int_equal(access(eager_dir, F_OK), -1);
+    for (int k = 0; k < 4; k++)
+        bench_result_free(&rs[k]);
     bench_plan_free(p);
 }
 
@@ -514,11 +848,14 @@ static void test_check_file(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_timing_loop),
+        cmocka_unit_test(test_timing_interleaved),
         cmocka_unit_test(test_timing_step_failure),
         cmocka_unit_test(test_plan),
         cmocka_unit_test(test_measure_in_process),
         cmocka_unit_test(test_run_isolated),
         cmocka_unit_test(test_run_oom),
+        cmocka_unit_test(test_compile_fails),
+        cmocka_unit_test(test_dump),
         cmocka_unit_test(test_report_open_fails),
         cmocka_unit_test(test_check_file),
     };

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <string.h>
 
 #include "bench/accuracy.h"
 #include "bench/stats.h"
@@ -196,13 +197,109 @@ static void test_accuracy_edges(void **state) {
     tensor_free(nan);
 }
 
+static void test_bootstrap_constant(void **state) {
+    (void)state;
+    // no spread: every resample gives the same ratio
+    double base[] = {2, 2, 2, 2}, x[] = {0.5, 0.5, 0.5};
+    bench_speedup sp;
+    assert_int_equal(bench_speedup_bootstrap(base, 4, x, 3, &sp), 0);
+    assert_near(sp.median, 4, EPS);
+    assert_near(sp.ci95_lo, 4, EPS);
+    assert_near(sp.ci95_hi, 4, EPS);
+    // one sample each is its own median
+    assert_int_equal(bench_speedup_bootstrap((double[]){3}, 1, (double[]){2}, 1, &sp), 0);
+    assert_near(sp.median, 1.5, EPS);
+    assert_near(sp.ci95_lo, 1.5, EPS);
+    assert_int_equal(bench_speedup_bootstrap(base, 0, x, 3, &sp), -1);
+    assert_true(isnan(sp.median) && isnan(sp.ci95_lo) && isnan(sp.ci95_hi));
+}
+
+static void test_bootstrap_spread(void **state) {
+    (void)state;
+    // base 10 exactly; x 1..9: medians of resamples lie in 1..9, so the
+    // ratios lie in [10/9, 10]; the point estimate is 10 / 5
+    double base[] = {10, 10, 10, 10, 10}, x[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    bench_speedup sp, again;
+    assert_int_equal(bench_speedup_bootstrap(base, 5, x, 9, &sp), 0);
+    assert_near(sp.median, 2, EPS);
+    assert_true(sp.ci95_lo >= 10.0 / 9 && sp.ci95_lo < 2);
+    assert_true(sp.ci95_hi > 2 && sp.ci95_hi <= 10);
+    // a fixed seed: the same samples give the same interval
+    assert_int_equal(bench_speedup_bootstrap(base, 5, x, 9, &again), 0);
+    assert_true(sp.ci95_lo == again.ci95_lo && sp.ci95_hi == again.ci95_hi);
+    // more samples of the same spread narrow the interval
+    double many[90];
+    for (int i = 0; i < 90; i++)
+        many[i] = 1 + i % 9;
+    assert_int_equal(bench_speedup_bootstrap(base, 5, many, 90, &again), 0);
+    assert_near(again.median, 2, EPS);
+    assert_true(again.ci95_hi - again.ci95_lo < sp.ci95_hi - sp.ci95_lo);
+}
+
+static void test_tolerance_table(void **state) {
+    (void)state;
+    assert_near(bench_tolerance(BENCH_PREC_FP32, BENCH_WL_INFER), 1e-4, 0);
+    assert_near(bench_tolerance(BENCH_PREC_FP32, BENCH_WL_TRAIN), 1e-2, 0);
+    assert_near(bench_tolerance(BENCH_PREC_AMP, BENCH_WL_INFER), 1e-3, 0);
+    assert_near(bench_tolerance(BENCH_PREC_AMP, BENCH_WL_TRAIN), 1e-2, 0);
+}
+
+static void test_vs_eager_rule(void **state) {
+    (void)state;
+    char why[200] = "";
+    double tol = 1e-4;
+    // |x - e| <= tol + tol |e|: 1e-4 + 1e-4 * 100 = 0.0101 at e = 100
+    tensor *e = vec(2, (float[]){100, 0});
+    tensor *x = vec(2, (float[]){100.01f, 0});
+    bench_vs_eager o;
+    bench_accuracy_vs_eager(x, e, tol, &o);
+    assert_true(o.allclose);
+    assert_int_equal(o.numel, 2);
+    assert_near(o.max_abs, 0.01, 1e-5);
+    assert_near(o.rel_l2, 0.01 / 100, 1e-7);
+    assert_near(o.cosine, 1, 1e-12);
+    assert_int_equal(bench_rule_apply(&o, NAN, NAN, tol, why, sizeof why), BENCH_RULE_ALLCLOSE);
+    tensor *far = vec(2, (float[]){100.03f, 0});
+    bench_accuracy_vs_eager(far, e, tol, &o);
+    assert_false(o.allclose);
+    // 2 elements: k = 3. RMSE 1e-3 passes against eager's 4e-4 (3 x 4e-4 + 1e-5) ...
+    assert_int_equal(bench_rule_apply(&o, 1e-3, 4e-4, tol, why, sizeof why), BENCH_RULE_RMSE);
+    // ... and fails against eager's 3e-4 (9.1e-4)
+    assert_int_equal(bench_rule_apply(&o, 1e-3, 3e-4, tol, why, sizeof why), BENCH_RULE_FAILED);
+    assert_non_null(strstr(why, "RMSE"));
+    assert_string_equal(bench_rule_name(BENCH_RULE_FAILED), "failed");
+    // 10 elements or more: k = 2, so 3e-4 x 3 would pass but 3e-4 x 2 + 1e-5 does not
+    o.numel = 10;
+    assert_int_equal(bench_rule_apply(&o, 7e-4, 3e-4, tol, why, sizeof why), BENCH_RULE_FAILED);
+    assert_int_equal(bench_rule_apply(&o, 6e-4, 3e-4, tol, why, sizeof why), BENCH_RULE_RMSE);
+    // no fp64 reference: cosine similarity against eager, at least 0.99
+    assert_int_equal(bench_rule_apply(&o, NAN, NAN, tol, why, sizeof why), BENCH_RULE_COSINE);
+    tensor *flip = vec(2, (float[]){0, 100});
+    bench_accuracy_vs_eager(flip, e, tol, &o);
+    assert_near(o.cosine, 0, 1e-12);
+    assert_int_equal(bench_rule_apply(&o, NAN, NAN, tol, why, sizeof why), BENCH_RULE_FAILED);
+    assert_non_null(strstr(why, "cosine"));
+    // NaN never passes
+    tensor *nan = vec(2, (float[]){NAN, 0});
+    bench_accuracy_vs_eager(nan, e, tol, &o);
+    assert_false(o.allclose);
+    assert_int_equal(bench_rule_apply(&o, NAN, 1e-3, tol, why, sizeof why), BENCH_RULE_FAILED);
+    tensor_free(e);
+    tensor_free(x);
+    tensor_free(far);
+    tensor_free(flip);
+    tensor_free(nan);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_odd_count),      cmocka_unit_test(test_even_count_with_outlier),
-        cmocka_unit_test(test_even_six),       cmocka_unit_test(test_single_sample),
-        cmocka_unit_test(test_no_samples),     cmocka_unit_test(test_outliers_both_sides),
-        cmocka_unit_test(test_quantile),       cmocka_unit_test(test_accuracy_figures),
-        cmocka_unit_test(test_accuracy_edges),
+        cmocka_unit_test(test_odd_count),        cmocka_unit_test(test_even_count_with_outlier),
+        cmocka_unit_test(test_even_six),         cmocka_unit_test(test_single_sample),
+        cmocka_unit_test(test_no_samples),       cmocka_unit_test(test_outliers_both_sides),
+        cmocka_unit_test(test_quantile),         cmocka_unit_test(test_accuracy_figures),
+        cmocka_unit_test(test_accuracy_edges),   cmocka_unit_test(test_bootstrap_constant),
+        cmocka_unit_test(test_bootstrap_spread), cmocka_unit_test(test_tolerance_table),
+        cmocka_unit_test(test_vs_eager_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,7 +15,7 @@ typedef struct axis_row {
 static const axis_row axes[] = {
     [BENCH_AXIS_MODE] = {"mode",
                          {"eager", "compiled", "fused", "captured"},
-                         {true, false, false, false},
+                         {true, true, true, true},
                          BENCH_MODE_COUNT,
                          "eager, compiled, fused, captured"},
     [BENCH_AXIS_PRECISION] =
@@ -30,9 +30,14 @@ static_assert(BENCH_MODE_COUNT <= BENCH_AXIS_MAX && BENCH_PREC_COUNT <= BENCH_AX
               "BENCH_AXIS_MAX covers every axis");
 
 static const char *const status_names[] = {
-    [BENCH_OK] = "ok",           [BENCH_FAIL_ACCURACY] = "fail_accuracy",
-    [BENCH_ERROR] = "error",     [BENCH_CRASH] = "crash",
-    [BENCH_TIMEOUT] = "timeout", [BENCH_OOM] = "oom",
+    [BENCH_OK] = "ok",
+    [BENCH_PASS] = "pass",
+    [BENCH_FAIL_ACCURACY] = "fail_accuracy",
+    [BENCH_FAIL_TO_RUN] = "fail_to_run",
+    [BENCH_ERROR] = "error",
+    [BENCH_CRASH] = "crash",
+    [BENCH_TIMEOUT] = "timeout",
+    [BENCH_OOM] = "oom",
 };
 static_assert(sizeof status_names / sizeof status_names[0] == BENCH_STATUS_COUNT,
               "one name per status");
@@ -51,6 +56,8 @@ int bench_axis_parse(enum bench_axis a, const char *s) {
 }
 
 const char *bench_status_name(enum bench_status s) { return status_names[s]; }
+bool bench_status_good(enum bench_status s) { return s == BENCH_OK || s == BENCH_PASS; }
+bool bench_mode_compiled(int mode) { return mode != BENCH_MODE_EAGER; }
 
 int bench_status_parse(const char *s) {
     for (int i = 0; i < BENCH_STATUS_COUNT; i++)

@@ -1,13 +1,13 @@
 // axes: what a benchmark case can vary besides the model (mode, precision,
 // workload, device) and how it can end (status).
 //
-//   int v = bench_axis_parse(BENCH_AXIS_MODE, "compiled");   // BENCH_MODE_COMPILED, or -1
-//   if (!bench_axis_available(BENCH_AXIS_MODE, v))
-//       fprintf(stderr, "--mode compiled: not available in this build yet\n");
+//   int v = bench_axis_parse(BENCH_AXIS_PRECISION, "amp");   // BENCH_PREC_AMP, or -1
+//   if (!bench_axis_available(BENCH_AXIS_PRECISION, v))
+//       fprintf(stderr, "--precision amp: not available in this build yet\n");
 //   puts(bench_axis_value(BENCH_AXIS_PRECISION, BENCH_PREC_FP32));    // "fp32"
 //
 // Every value has a name from day one, so results files and suites can say
-// "compiled" or "amp" before this build can run them; bench_axis_available
+// "amp" or "cuda" before this build can run them; bench_axis_available
 // is the one place that says which values run. The tables sit in axes.c,
 // guarded by static_assert on the counts.
 #pragma once
@@ -43,9 +43,14 @@ bool bench_axis_available(enum bench_axis a, int v);
 // All names of the axis, comma separated, for messages: "eager, compiled, fused, captured".
 const char *bench_axis_values_list(enum bench_axis a);
 
+// Eager entries end ok or fail_accuracy; compiled-family entries (PyTorch's
+// names) pass, fail_accuracy or fail_to_run; any entry can end error, crash,
+// timeout or oom.
 enum bench_status {
-    BENCH_OK,            // ran, and passed the accuracy check when there was one
-    BENCH_FAIL_ACCURACY, // ran, but the result is too far from the fp64 reference
+    BENCH_OK,            // eager ran, and passed the accuracy check when there was one
+    BENCH_PASS,          // a compiled-family mode ran and its result passed
+    BENCH_FAIL_ACCURACY, // ran, but the result is too far from eager and the fp64 reference
+    BENCH_FAIL_TO_RUN,   // a compiled-family mode failed to compile or run (message says why)
     BENCH_ERROR,         // could not build or run (message says why)
     BENCH_CRASH,         // the child died of a signal
     BENCH_TIMEOUT,       // the child ran past --timeout and was killed
@@ -55,3 +60,6 @@ enum bench_status {
 
 const char *bench_status_name(enum bench_status s); // "fail_accuracy"
 int bench_status_parse(const char *s);              // -1 when unknown
+bool bench_status_good(enum bench_status s);        // ok or pass
+// compiled, fused, captured: modes that compile the model (and need eager beside them)
+bool bench_mode_compiled(int mode);

@@ -39,6 +39,7 @@ void bench_plan_free(bench_plan *p) {
     free(p->suites);
     free(p->cases);
     free(p->tasks);
+    free(p->groups);
     free(p);
 }
 
@@ -95,26 +96,51 @@ static int suite_axes(const bench_config *cfg, const suite *s, int vals[][BENCH_
     return 0;
 }
 
+// The tasks of case ci: one group per precision x workload x device, the
+// modes fastest within it, eager first whenever a compiled-family mode runs.
 static int add_tasks(bench_plan *p, int ci, int vals[][BENCH_AXIS_MAX], const int *nvals) {
+    int modes[BENCH_AXIS_MAX], nmodes = 0;
+    bool compiled = false;
+    for (int i = 0; i < nvals[BENCH_AXIS_MODE]; i++)
+        compiled |= bench_mode_compiled(vals[BENCH_AXIS_MODE][i]);
+    if (compiled)
+        modes[nmodes++] = BENCH_MODE_EAGER;
+    for (int i = 0; i < nvals[BENCH_AXIS_MODE]; i++)
+        if (!compiled || vals[BENCH_AXIS_MODE][i] != BENCH_MODE_EAGER)
+            modes[nmodes++] = vals[BENCH_AXIS_MODE][i];
     int combos = 1;
     for (int a = 0; a < BENCH_AXIS_COUNT; a++)
-        combos *= nvals[a];
-    if (combos == 0)
+        if (a != BENCH_AXIS_MODE)
+            combos *= nvals[a];
+    if (combos == 0 || nmodes == 0)
         return 0;
-    bench_task *t = realloc(p->tasks, (size_t)(p->ntasks + combos) * sizeof *t);
+    bench_task *t = realloc(p->tasks, (size_t)(p->ntasks + combos * nmodes) * sizeof *t);
     if (!t)
         return -1;
     p->tasks = t;
+    bench_group *g = realloc(p->groups, (size_t)(p->ngroups + combos) * sizeof *g);
+    if (!g)
+        return -1;
+    p->groups = g;
     for (int k = 0; k < combos; k++) {
-        bench_task *task = &p->tasks[p->ntasks++];
-        task->case_index = ci;
-        // k as a mixed-radix number, the last axis fastest
-        int rest = k;
-        for (int a = BENCH_AXIS_COUNT - 1; a >= 0; a--) {
-            task->axis[a] = vals[a][rest % nvals[a]];
-            rest /= nvals[a];
-            p->used[a][task->axis[a]] = true;
+        p->groups[p->ngroups] = (bench_group){p->ntasks, nmodes};
+        for (int m = 0; m < nmodes; m++) {
+            bench_task *task = &p->tasks[p->ntasks++];
+            task->case_index = ci;
+            task->group = p->ngroups;
+            // k as a mixed-radix number over the other axes, the last fastest
+            int rest = k;
+            for (int a = BENCH_AXIS_COUNT - 1; a >= 0; a--) {
+                if (a == BENCH_AXIS_MODE)
+                    continue;
+                task->axis[a] = vals[a][rest % nvals[a]];
+                rest /= nvals[a];
+                p->used[a][task->axis[a]] = true;
+            }
+            task->axis[BENCH_AXIS_MODE] = modes[m];
+            p->used[BENCH_AXIS_MODE][modes[m]] = true;
         }
+        p->ngroups++;
     }
     return 0;
 }
@@ -188,6 +214,7 @@ static int plan_suite(bench_plan *p, const suite *s, const regex_t *filter, cons
             return -1;
         bc->param_count = graph_param_count(m->g);
         bc->flops = graph_flops(m->g);
+        bc->min_bytes = graph_min_bytes(m->g);
         model_free(m);
         if (add_tasks(p, p->ncases++, vals, nvals) < 0)
             return diag_set(d, NULL, 0, 0, "realloc: out of memory planning tasks");

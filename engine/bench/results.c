@@ -30,18 +30,56 @@ static json_t *param_value(const char *expr) {
     return json_string(expr);
 }
 
-static json_t *accuracy_json(const bench_accuracy *a) {
+// A figure that exists only when the check ran.
+static json_t *checked_real(const bench_accuracy *a, double v) {
+    return a->checked ? jreal(v) : json_null();
+}
+
+static json_t *accuracy_json(const bench_accuracy *a, bool compiled) {
     json_t *outs = json_array();
     for (int i = 0; i < a->noutputs; i++)
         json_array_append_new(
             outs, json_pack("{s:o, s:o, s:o}", "rel_l2", jreal(a->outputs[i].rel_l2), "max_abs",
                             jreal(a->outputs[i].max_abs), "rmse", jreal(a->outputs[i].rmse)));
-    if (!a->checked)
-        return json_pack("{s:b, s:s, s:n, s:n, s:n, s:o}", "checked", 0, "reason", a->reason,
-                         "rel_l2", "max_abs", "rmse", "outputs", outs);
-    return json_pack("{s:b, s:s, s:o, s:o, s:o, s:o}", "checked", 1, "reason", "", "rel_l2",
-                     jreal(a->rel_l2), "max_abs", jreal(a->max_abs), "rmse", jreal(a->rmse),
-                     "outputs", outs);
+    json_t *j =
+        json_pack("{s:b, s:s, s:o, s:o, s:o, s:o, s:o}", "checked", a->checked, "reason", a->reason,
+                  "rel_l2", checked_real(a, a->rel_l2), "max_abs", checked_real(a, a->max_abs),
+                  "rmse", checked_real(a, a->rmse), "outputs", outs, "tolerance", jreal(a->tol));
+    if (!j || !compiled)
+        return j;
+    int rc = 0;
+    rc |= json_object_set_new(j, "vs_eager_max_abs", checked_real(a, a->vs_eager_max_abs));
+    rc |= json_object_set_new(j, "vs_eager_rel_l2", checked_real(a, a->vs_eager_rel_l2));
+    rc |= json_object_set_new(j, "rmse_vs_fp64", checked_real(a, a->rmse));
+    rc |= json_object_set_new(j, "eager_rmse_vs_fp64", checked_real(a, a->eager_rmse));
+    rc |= json_object_set_new(j, "rule", json_string(a->rule));
+    if (rc) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+static json_t *compile_json(const bench_result *r) {
+    if (!r->compile.done)
+        return json_null();
+    return json_pack("{s:o, s:o, s:b}", "cold_s", jreal(r->compile.cold_s), "warm_s",
+                     jreal(r->compile.warm_s), "cache_hit", r->compile.cache_hit);
+}
+
+static json_t *speedup_json(const bench_speedup *s) {
+    if (!isfinite(s->median))
+        return json_null();
+    return json_pack("{s:o, s:o, s:o}", "median", jreal(s->median), "ci95_lo", jreal(s->ci95_lo),
+                     "ci95_hi", jreal(s->ci95_hi));
+}
+
+static json_t *roofline_json(const bench_case *bc, const bench_result *r,
+                             const bench_calibration *calib) {
+    if (r->stats.n == 0 || !(r->stats.median > 0))
+        return json_null();
+    json_t *j = bench_roofline_json(bc->flops, bc->min_bytes, r->stats.median, calib);
+    return j ? j : json_null();
 }
 
 static json_t *stats_json(const bench_stats *s) {
@@ -54,10 +92,12 @@ static json_t *stats_json(const bench_stats *s) {
                      s->outliers, "n", s->n);
 }
 
-json_t *bench_result_json(const bench_plan *p, const bench_result *r) {
+json_t *bench_result_json(const bench_plan *p, const bench_result *r,
+                          const bench_calibration *calib) {
     const bench_task *t = &p->tasks[r->task];
     const bench_case *bc = &p->cases[t->case_index];
     const char *model = modeldef_name(bc->md), *family = modeldef_family(bc->md);
+    bool compiled = bench_mode_compiled(t->axis[BENCH_AXIS_MODE]);
     json_t *c = json_object(), *params = json_object(), *samples = json_array();
     for (int i = 0; i < bc->c->noverrides; i++)
         json_object_set_new(params, bc->c->overrides[i].key, param_value(bc->c->overrides[i].expr));
@@ -83,7 +123,14 @@ json_t *bench_result_json(const bench_plan *p, const bench_result *r) {
     rc |= json_object_set_new(c, "flops", jreal(bc->flops));
     rc |= json_object_set_new(c, "peak_bytes", json_integer(r->peak_bytes));
     rc |= json_object_set_new(c, "kernels", json_integer(r->kernels));
-    rc |= json_object_set_new(c, "accuracy", accuracy_json(&r->acc));
+    rc |= json_object_set_new(c, "accuracy", accuracy_json(&r->acc, compiled));
+    rc |= json_object_set_new(c, "compile", compile_json(r));
+    rc |= json_object_set_new(c, "arena_bytes",
+                              r->compile.done ? json_integer(r->arena_bytes) : json_null());
+    rc |= json_object_set_new(c, "speedup", speedup_json(&r->speedup));
+    rc |= json_object_set_new(c, "compression_ratio", jreal(r->compression_ratio));
+    rc |= json_object_set_new(c, "min_bytes", jreal(bc->min_bytes));
+    rc |= json_object_set_new(c, "roofline", roofline_json(bc, r, calib));
     rc |= json_object_set_new(c, "wall_s", jreal(r->wall_s));
     if (rc) {
         json_decref(c);
@@ -133,6 +180,7 @@ static json_t *config_json(const bench_plan *p) {
     rc |= json_object_set_new(j, "only", strings_json(c->only, c->nonly));
     rc |= json_object_set_new(j, "filter", c->filter ? json_string(c->filter) : json_null());
     rc |= json_object_set_new(j, "exclude", c->exclude ? json_string(c->exclude) : json_null());
+    rc |= json_object_set_new(j, "dump_dir", c->dump_dir ? json_string(c->dump_dir) : json_null());
     if (rc) {
         json_decref(j);
         return NULL;
@@ -146,7 +194,8 @@ json_t *bench_report_json(const bench_report *r) {
     for (int i = 0; i < p->cfg.argc; i++)
         json_array_append_new(argv, json_string(p->cfg.argv[i]));
     for (int i = 0; i < r->nresults; i++)
-        json_array_append_new(cases, bench_result_json(p, &r->results[i]));
+        json_array_append_new(
+            cases, bench_result_json(p, &r->results[i], r->has_calib ? &r->calib : NULL));
     return json_pack("{s:i, s:{s:s, s:s, s:s}, s:s, s:o, s:O, s:o, s:o, s:o}", "schema_version",
                      SCHEMA_VERSION, "tool", "name", "tcbench", "version", TCBENCH_VERSION,
                      "git_commit", TCBENCH_GIT_COMMIT, "timestamp", r->timestamp, "command_line",
@@ -154,14 +203,12 @@ json_t *bench_report_json(const bench_report *r) {
                      jreal(r->wall_s));
 }
 
-// mkdir -p of the directory part of path.
-static int make_parent_dirs(const char *path, char *err, size_t cap) {
+int bench_mkdir_p(const char *path, char *err, size_t cap) {
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir)
-        return 0;
-    *slash = '\0';
+    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) {
+        snprintf(err, cap, "mkdir: path longer than %zu bytes", sizeof dir - 1);
+        return -1;
+    }
     for (char *q = dir + 1;; q++) {
         bool end = *q == '\0';
         if (*q == '/' || end) {
@@ -184,6 +231,17 @@ static int make_parent_dirs(const char *path, char *err, size_t cap) {
             *q = '/';
         }
     }
+}
+
+// mkdir -p of the directory part of path.
+static int make_parent_dirs(const char *path, char *err, size_t cap) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = '\0';
+    return bench_mkdir_p(dir, err, cap);
 }
 
 int bench_report_open(const bench_plan *p, bench_report **out, char *err, size_t cap) {
@@ -224,6 +282,13 @@ int bench_report_open(const bench_plan *p, bench_report **out, char *err, size_t
     }
     if (!(r->host = bench_host_json(p->cfg.threads))) {
         snprintf(err, cap, "json_pack: out of memory describing the host");
+        bench_report_free(r);
+        return -1;
+    }
+    r->has_calib = bench_calibration_load(NULL, p->cfg.threads, &r->calib) == 0;
+    json_t *cj = r->has_calib ? bench_calibration_json(&r->calib) : json_null();
+    if (json_object_set_new(r->host, "calibration", cj ? cj : json_null()) < 0) {
+        snprintf(err, cap, "json_object_set: out of memory describing the host");
         bench_report_free(r);
         return -1;
     }

@@ -18,19 +18,28 @@
 // it loads every suite, selects cases (--only, --filter, --exclude), loads
 // and builds every selected case's model (cheap: shapes only, no values)
 // and resolves the modes, precisions, workloads and devices to run. A task
-// is one case under one value of each axis. Running forks one child per
-// task; the child builds the model, fills its values from the seed, checks
-// one step against the fp64 reference, times the step (timing.h) and sends
-// one JSON object back through a pipe. The parent enforces the time limit
-// and turns a signal, a timeout or an out-of-memory exit into that task's
-// status; the run always goes on with the next task. Each finished task is
-// appended to OUTPUT.jsonl at once (flushed and fsync'd), so a killed run
-// loses nothing already measured.
+// is one case under one value of each axis, and becomes one entry of the
+// results. A group is the tasks of one case that differ only in mode: eager
+// first (added whenever a compiled-family mode is asked for, as speedups
+// need it), then the compiled-family modes in the order asked.
+//
+// Running forks one child per group. The child builds the model once,
+// fills its values from the seed, compiles each compiled-family mode twice
+// (cold: into an empty temporary kernel cache; warm: a cache hit, the
+// program measured), checks every mode's first step (eager against the
+// fp64 reference; compiled-family modes against eager and fp64 by
+// PyTorch's rule, accuracy.h), times all modes interleaved (timing.h) and
+// sends a JSON array, one object per task, back through a pipe. The parent
+// enforces the time limit and turns a signal, a timeout or an out-of-memory
+// exit into the status of every task of the group; the run always goes on
+// with the next group. Each finished task is appended to OUTPUT.jsonl at
+// once (flushed and fsync'd), so a killed run loses nothing already
+// measured.
 //
 // The parent must not have run an OpenMP parallel region with more than one
 // thread before bench_run: libgomp's thread pool does not survive fork, and
 // a child that needs it would hang until its timeout. (The CLI's parent only
-// loads and builds; bench_task_measure in-process is fine with threads = 1.)
+// loads and builds; bench_group_measure in-process is fine with threads = 1.)
 //
 // Test-only: TCBENCH_TEST_FAULT=crash:NAME,hang:NAME,oom:NAME makes the
 // child of case NAME raise SIGSEGV, sleep forever, or exit as out of memory
@@ -38,6 +47,7 @@
 #pragma once
 #include "accuracy.h"
 #include "axes.h"
+#include "calibrate.h"
 #include "diag.h"
 #include "modeldef.h"
 #include "stats.h"
@@ -70,6 +80,7 @@ typedef struct bench_config {
     const char *const *only;     // exact case names
     int nonly;
     const char *filter, *exclude; // POSIX extended regexes on case names, or NULL
+    const char *dump_dir;         // --dump: generated source under DIR/CASE/MODE, or NULL
     int argc;                     // the command line, recorded in the results
     char *const *argv;
 } bench_config;
@@ -85,12 +96,20 @@ typedef struct bench_case {
     int64_t batch;       // after --batch-size
     int64_t param_count; // of the inference graph
     double flops;        // per inference step
+    double min_bytes;    // fewest bytes a step must move (graph_min_bytes)
 } bench_case;
 
 typedef struct bench_task {
     int case_index;
+    int group;                  // index into plan->groups
     int axis[BENCH_AXIS_COUNT]; // one value per axis
 } bench_task;
+
+// Tasks first .. first + ntasks - 1: one case, one precision, workload and
+// device, every mode; eager first when any mode is compiled-family.
+typedef struct bench_group {
+    int first, ntasks;
+} bench_group;
 
 typedef struct bench_plan {
     bench_config cfg; // a copy; the strings stay the caller's
@@ -98,8 +117,10 @@ typedef struct bench_plan {
     int nsuites;
     bench_case *cases; // selected, in suite order
     int ncases;
-    bench_task *tasks; // case-major: every axis combination of case 0, then case 1, ...
+    bench_task *tasks; // case-major, the mode fastest: every mode of a group together
     int ntasks;
+    bench_group *groups; // one child process each
+    int ngroups;
     bool used[BENCH_AXIS_COUNT][BENCH_AXIS_MAX]; // values some task runs
     // Suite defaults this build cannot run yet: "mode compiled; precision amp", or "".
     char skipped[256];
@@ -112,6 +133,13 @@ void bench_plan_free(bench_plan *p);
 // both. Shared by planning and `tcbench check`.
 int bench_case_build(const suite_case *c, int64_t batch, modeldef **md, model **m, diag *d);
 
+typedef struct bench_compile {
+    bool done;      // both compiles succeeded
+    double cold_s;  // compile_model into an empty kernel cache
+    double warm_s;  // again, against that cache: the program measured
+    bool cache_hit; // the warm compile hit the cache (it should)
+} bench_compile;
+
 typedef struct bench_result {
     int task; // index into plan->tasks
     enum bench_status status;
@@ -123,7 +151,12 @@ typedef struct bench_result {
     int64_t kernels;
     int64_t peak_bytes;
     bench_accuracy acc;
-    double wall_s; // fork to exit, as the parent saw it
+    double wall_s; // fork to exit of the group's child, as the parent saw it
+    // compiled-family entries only
+    bench_compile compile;
+    int64_t arena_bytes;
+    bench_speedup speedup;    // NaN unless the entry passed
+    double compression_ratio; // eager peak_bytes / this one's, NaN when unknown
 } bench_result;
 
 typedef struct bench_report {
@@ -136,38 +169,47 @@ typedef struct bench_report {
     double wall_s;      // whole run
     json_t *host;
     FILE *journal_file;
+    bench_calibration calib; // `tcbench calibrate`'s, when has_calib
+    bool has_calib;
 } bench_report;
 
-// Resolves the output path (creating its directory), opens the journal and
-// reads the host description. -1 with a message naming the failed call.
+// Resolves the output path (creating its directory), opens the journal,
+// reads the host description and loads the calibration (host.calibration,
+// null when there is none for this CPU and thread count). -1 with a message naming the failed call.
 int bench_report_open(const bench_plan *p, bench_report **out, char *err, size_t cap);
 // Writes OUTPUT.tmp.PID, fsyncs it and renames it over OUTPUT.
 int bench_report_write(const bench_report *r, char *err, size_t cap);
 void bench_report_free(bench_report *r);
-// The whole document / one case object, as in docs/results-schema.md.
+// The whole document / one case object, as in docs/results-schema.md; calib
+// may be NULL (the roofline then has no ceilings).
 json_t *bench_report_json(const bench_report *r);
-json_t *bench_result_json(const bench_plan *p, const bench_result *r);
+json_t *bench_result_json(const bench_plan *p, const bench_result *r,
+                          const bench_calibration *calib);
 // The host object: hostname, os, cpu_model, cores, threads_used, blas, onednn, cpu_flags.
 json_t *bench_host_json(int threads_used);
 
 typedef struct bench_hooks {
-    void (*on_start)(const bench_plan *p, int task, void *user);
-    // about every 0.25 s while a task's child runs
-    void (*on_tick)(const bench_plan *p, int task, double elapsed_s, void *user);
+    void (*on_start)(const bench_plan *p, int group, void *user);
+    // about every 0.25 s while a group's child runs
+    void (*on_tick)(const bench_plan *p, int group, double elapsed_s, void *user);
+    // once per task, in order, when its group's child has ended
     void (*on_done)(const bench_plan *p, const bench_result *r, void *user);
     void *user;
 } bench_hooks;
 
-// Runs every task of p into r, once per report (hooks may be NULL). Returns the number of
-// tasks that did not end ok; a journal line that cannot be written is
-// reported once on stderr and the run goes on.
+// Runs every group of p into r, once per report (hooks may be NULL).
+// Returns the number of tasks that did not end ok or pass; a journal line
+// that cannot be written is reported once on stderr and the run goes on.
 int bench_run(const bench_plan *p, bench_report *r, const bench_hooks *hooks);
-// The task's own measurement, in this process (what the child does, threads
-// set from the config included); r->task set.
-void bench_task_measure(const bench_plan *p, int task, bench_result *r);
-// Fills r from one JSON object the child sent; -1 when it is not one.
-int bench_result_from_child(const char *text, size_t len, bench_result *r);
+// The group's own measurement, in this process (what the child does,
+// threads set from the config included): rs[0 .. ntasks - 1], task set.
+void bench_group_measure(const bench_plan *p, int group, bench_result *rs);
+// Fills rs[0 .. n - 1] from the JSON array the child sent; -1 (every
+// result error) when it is not an array of n case objects.
+int bench_results_from_child(const char *text, size_t len, bench_result *rs, int n);
 void bench_result_free(bench_result *r);
+// mkdir -p; -1 with err naming the failed call.
+int bench_mkdir_p(const char *dir, char *err, size_t cap);
 
 // `tcbench check`: a suite file (top-level `cases:`) is loaded and every
 // case's model built for the default size and each size a case defines; a

@@ -59,3 +59,51 @@ int bench_stats_compute(const double *x, int n, bench_stats *st) {
     free(s);
     return 0;
 }
+
+// splitmix64: small, fast, and the same sequence everywhere
+static uint64_t next_random(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+// Median of n draws with replacement from x, into scratch.
+static double resampled_median(const double *x, int n, double *scratch, uint64_t *state) {
+    for (int i = 0; i < n; i++)
+        scratch[i] = x[(next_random(state) >> 32) * (uint64_t)n >> 32];
+    qsort(scratch, (size_t)n, sizeof *scratch, cmp_double);
+    return bench_quantile_sorted(scratch, n, 0.5);
+}
+
+static double median_of(const double *x, int n, double *scratch) {
+    memcpy(scratch, x, (size_t)n * sizeof *scratch);
+    qsort(scratch, (size_t)n, sizeof *scratch, cmp_double);
+    return bench_quantile_sorted(scratch, n, 0.5);
+}
+
+int bench_speedup_bootstrap(const double *base, int nb, const double *x, int nx,
+                            bench_speedup *sp) {
+    sp->median = sp->ci95_lo = sp->ci95_hi = NAN;
+    if (nb < 1 || nx < 1)
+        return -1;
+    double *scratch = malloc((size_t)(nb > nx ? nb : nx) * sizeof *scratch);
+    double *ratios = malloc(BENCH_BOOTSTRAP_RESAMPLES * sizeof *ratios);
+    if (!scratch || !ratios) {
+        free(scratch);
+        free(ratios);
+        return -1;
+    }
+    sp->median = median_of(base, nb, scratch) / median_of(x, nx, scratch);
+    uint64_t state = BENCH_BOOTSTRAP_SEED;
+    for (int r = 0; r < BENCH_BOOTSTRAP_RESAMPLES; r++) {
+        double mb = resampled_median(base, nb, scratch, &state);
+        ratios[r] = mb / resampled_median(x, nx, scratch, &state);
+    }
+    qsort(ratios, BENCH_BOOTSTRAP_RESAMPLES, sizeof *ratios, cmp_double);
+    sp->ci95_lo = bench_quantile_sorted(ratios, BENCH_BOOTSTRAP_RESAMPLES, 0.025);
+    sp->ci95_hi = bench_quantile_sorted(ratios, BENCH_BOOTSTRAP_RESAMPLES, 0.975);
+    free(scratch);
+    free(ratios);
+    return 0;
+}

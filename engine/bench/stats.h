@@ -10,7 +10,17 @@
 // for n = 1); cv = stddev / mean; mad is the unscaled median absolute
 // deviation from the median; an outlier lies outside [q1 - 1.5 IQR,
 // q3 + 1.5 IQR] (Tukey's fences).
+//
+//   bench_speedup sp;
+//   bench_speedup_bootstrap(eager_s, ne, compiled_s, nc, &sp);   // sp.median, sp.ci95_lo, ...
+//
+// The speedup is median(base) / median(x). Its 95% interval is a
+// percentile bootstrap: both sides resampled with replacement 2000 times
+// from a fixed seed (the same samples always give the same interval), the
+// ratio of the resampled medians taken each time, and the 2.5th and 97.5th
+// percentiles of those ratios kept.
 #pragma once
+#include <stdint.h>
 
 typedef struct bench_stats {
     int n;
@@ -21,5 +31,14 @@ typedef struct bench_stats {
 
 // 0 on success; -1 when n < 1 (st is zeroed) or memory runs out.
 int bench_stats_compute(const double *x, int n, bench_stats *st);
+#define BENCH_BOOTSTRAP_RESAMPLES 2000
+#define BENCH_BOOTSTRAP_SEED      0x7463626542ull
+
+typedef struct bench_speedup {
+    double median, ci95_lo, ci95_hi;
+} bench_speedup;
+
+// 0 on success; -1 when a side has no samples or memory runs out (sp NaN).
+int bench_speedup_bootstrap(const double *base, int nb, const double *x, int nx, bench_speedup *sp);
 // Quantile p in [0, 1] of sorted[0..n-1], by the rule above.
 double bench_quantile_sorted(const double *sorted, int n, double p);

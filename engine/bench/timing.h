@@ -1,10 +1,16 @@
-// timing: the measuring loop around one step of a model.
+// timing: the measuring loop around one step of a model, or several
+// interleaved.
 //
 //   static int step(void *ctx) { return eager_run(ctx, ...); }   // 0 ok, -1 failed
 //   bench_timing t;
 //   if (bench_time(step, e, &(bench_timing_opts){.repeat = 10}, &t) < 0) ...
 //   // t.samples[0..t.nsamples-1]: seconds per iteration, one per sample
 //   bench_timing_free(&t);
+//
+//   bench_step steps[] = {{eager_step, e}, {compiled_step, c}};
+//   bench_timing ts[2];
+//   int bad;
+//   if (bench_time_interleaved(steps, 2, &opts, ts, &bad) < 0) ...   // bad: which step failed
 //
 // Warm-up runs until at least warmup_iters iterations AND warmup_s seconds
 // have passed (caches, page faults, thread pools and BLAS buffers settle).
@@ -13,8 +19,15 @@
 // are timed in groups, as clock and loop overheads would otherwise dominate.
 // Should a sample still come out short (the step sped up after warm-up),
 // the group grows and sampling starts over. A sample's value is its time
-// divided by its iterations. Time is
-// CLOCK_MONOTONIC. Zero fields in the options take the defaults below.
+// divided by its iterations. Time is CLOCK_MONOTONIC. Zero fields in the
+// options take the defaults below.
+//
+// Interleaved, as PyTorch's harness does "to handle frequency scaling and
+// load changes": every step is warmed up in turn and gets its own
+// iterations per sample; then each of `repeat` rounds takes one sample of
+// every step, in order. A short sample regroups that step and starts every
+// step's samples over, so the rounds stay aligned. bench_time is the case of
+// one step.
 #pragma once
 #include <stdint.h>
 
@@ -24,6 +37,11 @@
 #define BENCH_DEFAULT_SAMPLE_MIN_S 1e-3
 
 typedef int (*bench_step_fn)(void *ctx);
+
+typedef struct bench_step {
+    bench_step_fn fn;
+    void *ctx;
+} bench_step;
 
 typedef struct bench_timing_opts {
     int repeat;          // samples to take
@@ -45,4 +63,8 @@ double bench_now(void);
 // 0 on success; -1 when the step fails (its own error stands) or memory runs
 // out (t->samples is NULL then).
 int bench_time(bench_step_fn step, void *ctx, const bench_timing_opts *opts, bench_timing *t);
+// n steps into t[0..n-1]. -1 as above; *failed is the index of the step that
+// failed, or -1 when memory ran out. Free each t[i].
+int bench_time_interleaved(const bench_step *steps, int n, const bench_timing_opts *opts,
+                           bench_timing *t, int *failed);
 void bench_timing_free(bench_timing *t);

@@ -121,10 +121,17 @@ static int rt_call(void *ctx, int gi, char *const *a) {
             src[s] = c->consts[v];
             continue;
         }
-        wrap_arg(p, v, a[ai++], &ts[s], &ss[s]);
+        // codegen lists a node once however often the op reads it (concat(x, x))
+        int i = 0;
+        while (k->args[i] != v)
+            i++;
+        wrap_arg(p, v, a[i], &ts[s], &ss[s]);
         src[s] = &ts[s];
+        if (i + 1 > ai)
+            ai = i + 1;
     }
-    // the output: the anchor, or for a convolution the buffer it writes
+    // the output, after the operands: the anchor, or for a convolution the
+    // buffer it writes
     int out = k->args[ai];
     tensor y;
     tensor_storage ys;
@@ -214,11 +221,16 @@ int compile_model(const model *m, const compile_opts *o, compiled **out, char *e
         const graph_node *n = &g->nodes[v];
         c->free_after[v] = -1;
         if (p->info[v].store == CS_CONST && n->ndim <= TENSOR_MAX_DIMS) {
-            c->consts[v] = tensor_new_empty(n->dtype, n->ndim, n->shape);
-            if (!c->consts[v])
+            tensor *t = c->consts[v] = tensor_new_empty(n->dtype, n->ndim, n->shape);
+            if (!t)
                 return fail(c, err, cap, "out of memory");
-            for (int64_t i = 0; i < tensor_numel(c->consts[v]); i++)
-                ((float *)tensor_data(c->consts[v]))[i] = (float)n->fa[0];
+            // one element in the node's dtype, then its bytes repeated
+            int64_t numel = tensor_numel(t), zero[TENSOR_MAX_DIMS] = {0};
+            size_t es = dtype_size(n->dtype);
+            if (numel > 0)
+                tensor_set(t, zero, n->fa[0]);
+            for (int64_t i = 1; i < numel; i++)
+                memcpy((char *)tensor_data(t) + i * (int64_t)es, tensor_data(t), es);
         }
     }
     if (c->capture && p->arena_bytes) {
@@ -266,6 +278,8 @@ static char *storage_ptr(compiled *c, int v) {
 static tensor *output_tensor(compiled *c, int v) {
     cprog *p = &c->p;
     const graph_node *n = &p->g->nodes[v];
+    if (p->info[v].store == CS_CONST) // folded at compile time: no kernel wrote it
+        return tensor_contiguous(c->consts[v]);
     tensor *t = tensor_wrap(n->dtype, n->ndim, n->shape, storage_ptr(c, v));
     if (t && p->info[v].store == CS_VIEW)
         memcpy(t->stride, p->info[v].lay.stride, sizeof t->stride);

@@ -58,7 +58,7 @@ static const char *status_str(dnnl_status_t s) {
     do {                                                                                           \
         dnnl_status_t st_ = fn args;                                                               \
         if (st_ != dnnl_success) {                                                                 \
-            snprintf(errbuf, cap, "%s failed: %s", #fn, status_str(st_));                         \
+            snprintf(errbuf, cap, "%s failed: %s", #fn, status_str(st_));                          \
             goto fail;                                                                             \
         }                                                                                          \
     } while (0)
@@ -192,9 +192,9 @@ static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
         // count_include_pad default)
         dnnl_alg_kind_t alg =
             k->op == OP_MAX_POOL2D ? dnnl_pooling_max : dnnl_pooling_avg_include_padding;
-        DNNL_TRY(c->err, sizeof c->err, dnnl_pooling_v2_forward_desc_init,
-                 (&d, dnnl_forward_inference, alg, &md_x, &md_y, strides, kernel, dil, pad_l,
-                  pad_r));
+        DNNL_TRY(
+            c->err, sizeof c->err, dnnl_pooling_v2_forward_desc_init,
+            (&d, dnnl_forward_inference, alg, &md_x, &md_y, strides, kernel, dil, pad_l, pad_r));
         DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_desc_create,
                  (&pd, &d, NULL, dnnl_engine, NULL));
         e->arg[e->nargs] = DNNL_ARG_SRC;

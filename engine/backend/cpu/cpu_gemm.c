@@ -34,13 +34,13 @@ static bool blas_layout(int64_t R, int64_t C, int64_t sr, int64_t sc, bool *tran
 
 // The operand as a matrix BLAS takes, copying it (a counted kernel) when
 // its strides do not allow that. *own receives the copy to free, or NULL.
-static int gemm_operand(cpu_ctx *c, const tensor *t, tensor **own, const tensor **use,
-                        bool *trans, int64_t *ld) {
+static int gemm_operand(cpu_ctx *c, const tensor *t, tensor **own, const tensor **use, bool *trans,
+                        int64_t *ld) {
     int nd = t->ndim;
     *own = NULL;
     *use = t;
-    if (blas_layout(t->shape[nd - 2], t->shape[nd - 1], t->stride[nd - 2], t->stride[nd - 1],
-                    trans, ld))
+    if (blas_layout(t->shape[nd - 2], t->shape[nd - 1], t->stride[nd - 2], t->stride[nd - 1], trans,
+                    ld))
         return 0;
     *own = cpu_contiguous(c, t);
     if (!*own)
@@ -183,9 +183,8 @@ int cpu_linear(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *bias,
         }
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
-                (blasint)N, (blasint)K, 1.0f, px, (blasint)lda, pw, (blasint)ldb, beta, po,
-                (blasint)N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M, (blasint)N,
+                (blasint)K, 1.0f, px, (blasint)lda, pw, (blasint)ldb, beta, po, (blasint)N);
     tensor_free(own);
     tensor_free(ownW);
     c->kernels++;

@@ -21,7 +21,7 @@
 
 // Below this many elements a kernel runs on one thread: forking the team
 // costs more than it saves.
-#define CPU_PAR_MIN 32768
+#define CPU_PAR_MIN      32768
 #define CPU_ITER_MAX_OPS 4
 
 typedef struct cpu_iter {

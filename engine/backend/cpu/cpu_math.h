@@ -68,10 +68,15 @@ static inline float cpu_logf(float x) {
     p = p * s2 + 2.0f / 5;
     p = p * s2 + 2.0f / 3;
     p = p * s2 + 2.0f;
-    float ef = (float)e - ebias;
+    // e as a float by the magic-number trick: an int-to-float conversion
+    // here keeps gcc (with its default -ftrapping-math) from vectorizing
+    float ef = (cpu_f32_from_bits(e + 0x4b400000) - 12582912.0f) - ebias;
     float y = (ef * -2.12194440e-4f + s * p) + ef * 0.693359375f;
+    // single selects, which vectorize (a nested ?: does not)
     float inf = __builtin_inff();
-    return x > 0 ? (x < inf ? y : x) : (x == 0 ? -inf : __builtin_nanf(""));
+    y = x == inf ? inf : y;
+    y = x == 0 ? -inf : y;
+    return x >= 0 ? y : __builtin_nanf(""); // negative or NaN
 }
 
 // tanh: the odd Taylor series below 0.3 (where 1 - 2/(e^2a + 1) would
@@ -113,7 +118,6 @@ static inline float cpu_normal_cdf(float x) {
     // z^2 = x^2 / 2 taken from x, not from the rounded z: x^2 = xh^2 +
     // (x - xh)(x + xh) with xh = x cut to 12 bits, so xh^2 is exact
     float xh = cpu_f32_from_bits(cpu_bits_from_f32(x) & (int32_t)0xfffff000);
-    float half_erfc =
-        0.5f * t * cpu_exp_sum(-0.5f * (xh * xh), p - 0.5f * ((x - xh) * (x + xh)));
+    float half_erfc = 0.5f * t * cpu_exp_sum(-0.5f * (xh * xh), p - 0.5f * ((x - xh) * (x + xh)));
     return x < 0 ? half_erfc : 1.0f - half_erfc;
 }

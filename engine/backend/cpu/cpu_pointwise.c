@@ -31,9 +31,9 @@ int cpu_fail(cpu_ctx *c, const char *fmt, ...) {
 // ---- unary ---------------------------------------------------------------
 
 typedef struct unary_prm {
-    float a, b;       // SCALE: x * a + b; DROPOUT: a = 1 / (1 - p)
-    uint64_t key;     // DROPOUT stream key
-    uint32_t thr;     // DROPOUT threshold
+    float a, b;   // SCALE: x * a + b; DROPOUT: a = 1 / (1 - p)
+    uint64_t key; // DROPOUT stream key
+    uint32_t thr; // DROPOUT threshold
 } unary_prm;
 
 // o[i] = f(x[i * sx]) for i < n; flat0 is o[0]'s index in the output.
@@ -41,12 +41,12 @@ typedef void (*unary_fn)(int64_t n, float *restrict o, const float *restrict x, 
                          const unary_prm *p, int64_t flat0);
 
 #define UNARY(name, expr)                                                                          \
-    static void un_##name(int64_t n, float *restrict o, const float *restrict a, int64_t sa,      \
+    static void un_##name(int64_t n, float *restrict o, const float *restrict a, int64_t sa,       \
                           const unary_prm *p, int64_t flat0) {                                     \
         (void)p;                                                                                   \
         (void)flat0;                                                                               \
         if (sa == 1) {                                                                             \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                  \
                 float x = a[i];                                                                    \
                 o[i] = (expr);                                                                     \
             }                                                                                      \
@@ -58,6 +58,11 @@ typedef void (*unary_fn)(int64_t n, float *restrict o, const float *restrict x, 
         }                                                                                          \
     }
 
+// min(max(v, 0), 6), NaN staying NaN as in PyTorch
+static inline float relu6f(float v) { return v < 0 ? 0.0f : v > 6.0f ? 6.0f : v; }
+
+// the formatter reads these expressions as declarations
+// clang-format off
 UNARY(neg, -x)
 UNARY(exp, cpu_expf(x))
 UNARY(log, cpu_logf(x))
@@ -66,15 +71,16 @@ UNARY(abs, fabsf(x))
 UNARY(tanh, cpu_tanhf(x))
 UNARY(sigmoid, cpu_sigmoidf(x))
 UNARY(relu, x < 0 ? 0.0f : x)
-UNARY(relu6, x < 0 ? 0.0f : x > 6.0f ? 6.0f : x)
+UNARY(relu6, relu6f(x))
 UNARY(gelu, x * cpu_normal_cdf(x))
 // 0.5 x (1 + tanh(u)) = x sigmoid(2u): the same value without the
 // cancellation of 1 + tanh(u) for negative x
 UNARY(gelu_tanh, x / (1.0f + cpu_expf(-1.5957691216f * (x + 0.044715f * x * x * x))))
 UNARY(silu, x / (1.0f + cpu_expf(-x)))
-UNARY(hardswish, x * ((x + 3.0f < 0.0f ? 0.0f : x + 3.0f > 6.0f ? 6.0f : x + 3.0f) / 6.0f))
-UNARY(hardsigmoid, (x + 3.0f < 0.0f ? 0.0f : x + 3.0f > 6.0f ? 6.0f : x + 3.0f) / 6.0f)
+UNARY(hardswish, x * (relu6f(x + 3.0f) / 6.0f))
+UNARY(hardsigmoid, relu6f(x + 3.0f) / 6.0f)
 UNARY(scale, x * p->a + p->b)
+// clang-format on
 
 // sqrtf sets errno, so gcc will not vectorize it without -fno-math-errno;
 // the square-root instruction is called directly instead.
@@ -123,15 +129,23 @@ static void un_dropout(int64_t n, float *restrict o, const float *restrict a, in
 }
 
 static const unary_fn unary_table[OP_COUNT] = {
-    [OP_NEG] = un_neg,           [OP_EXP] = un_exp,
-    [OP_LOG] = un_log,           [OP_SQRT] = un_sqrt,
-    [OP_RSQRT] = un_rsqrt,       [OP_RECIP] = un_recip,
-    [OP_ABS] = un_abs,           [OP_TANH] = un_tanh,
-    [OP_SIGMOID] = un_sigmoid,   [OP_RELU] = un_relu,
+    [OP_NEG] = un_neg,
+    [OP_EXP] = un_exp,
+    [OP_LOG] = un_log,
+    [OP_SQRT] = un_sqrt,
+    [OP_RSQRT] = un_rsqrt,
+    [OP_RECIP] = un_recip,
+    [OP_ABS] = un_abs,
+    [OP_TANH] = un_tanh,
+    [OP_SIGMOID] = un_sigmoid,
+    [OP_RELU] = un_relu,
     [OP_RELU6] = un_relu6,
-    [OP_GELU] = un_gelu,         [OP_GELU_TANH] = un_gelu_tanh,
-    [OP_SILU] = un_silu,         [OP_HARDSWISH] = un_hardswish,
-    [OP_HARDSIGMOID] = un_hardsigmoid, [OP_SCALE] = un_scale,
+    [OP_GELU] = un_gelu,
+    [OP_GELU_TANH] = un_gelu_tanh,
+    [OP_SILU] = un_silu,
+    [OP_HARDSWISH] = un_hardswish,
+    [OP_HARDSIGMOID] = un_hardsigmoid,
+    [OP_SCALE] = un_scale,
     [OP_DROPOUT] = un_dropout,
 };
 
@@ -291,22 +305,22 @@ typedef void (*binary_fn)(int64_t n, float *restrict o, const float *restrict a,
                           const float *restrict b, int64_t sb);
 
 #define BINARY(name, expr)                                                                         \
-    static void bin_##name(int64_t n, float *restrict o, const float *restrict a, int64_t sa,     \
+    static void bin_##name(int64_t n, float *restrict o, const float *restrict a, int64_t sa,      \
                            const float *restrict b, int64_t sb) {                                  \
         if (sa == 1 && sb == 1) {                                                                  \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                  \
                 float x = a[i], y = b[i];                                                          \
                 o[i] = (expr);                                                                     \
             }                                                                                      \
         } else if (sa == 1 && sb == 0) {                                                           \
             float y = b[0];                                                                        \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                  \
                 float x = a[i];                                                                    \
                 o[i] = (expr);                                                                     \
             }                                                                                      \
         } else if (sa == 0 && sb == 1) {                                                           \
             float x = a[0];                                                                        \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                  \
                 float y = b[i];                                                                    \
                 o[i] = (expr);                                                                     \
             }                                                                                      \
@@ -318,12 +332,14 @@ typedef void (*binary_fn)(int64_t n, float *restrict o, const float *restrict a,
         }                                                                                          \
     }
 
+// clang-format off
 BINARY(add, x + y)
 BINARY(sub, x - y)
 BINARY(mul, x * y)
 BINARY(div, x / y)
 // NaN in either input gives NaN, as torch.maximum
 BINARY(maximum, (x != x || x > y) ? x : y)
+// clang-format on
 
 static const binary_fn binary_table[OP_COUNT] = {
     [OP_ADD] = bin_add, [OP_SUB] = bin_sub,         [OP_MUL] = bin_mul,
@@ -371,7 +387,7 @@ static void seg_binary_int(void *ctx, int64_t n, char *const *ptr, const int64_t
     for (int64_t i = 0; i < n; i++) {
         uint64_t x = (uint64_t)load_int(j->t, ptr[1] + i * st[1] * es);
         uint64_t y = (uint64_t)load_int(j->t, ptr[2] + i * st[2] * es);
-        uint64_t r = j->op == OP_ADD ? x + y
+        uint64_t r = j->op == OP_ADD   ? x + y
                      : j->op == OP_SUB ? x - y
                      : j->op == OP_MUL ? x * y
                                        : ((int64_t)x > (int64_t)y ? x : y);
@@ -412,7 +428,7 @@ int cpu_binary(cpu_ctx *c, const graph_node *n, const tensor *a, const tensor *b
         const uint8_t *restrict m = (const uint8_t *)ptr[1];                                       \
         const T *restrict a = (const T *)ptr[2], *restrict b = (const T *)ptr[3];                  \
         if (st[1] == 1 && st[2] == 1 && st[3] == 1) {                                              \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) o[i] = m[i] ? a[i] : b[i];        \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) o[i] = m[i] ? a[i] : b[i];         \
         } else {                                                                                   \
             for (int64_t i = 0; i < n; i++)                                                        \
                 o[i] = m[i * st[1]] ? a[i * st[2]] : b[i * st[3]];                                 \

@@ -172,8 +172,7 @@ int cpu_softmax(cpu_ctx *c, const tensor *x, bool log, tensor *out) {
 
 // Makes the 1-d parameters contiguous (they nearly always are: a view, no
 // copy) and checks their dtype.
-static int params_f32(cpu_ctx *c, const char *what, int np, const tensor *const *in,
-                      tensor **out) {
+static int params_f32(cpu_ctx *c, const char *what, int np, const tensor *const *in, tensor **out) {
     for (int i = 0; i < np; i++)
         out[i] = NULL;
     for (int i = 0; i < np; i++) {

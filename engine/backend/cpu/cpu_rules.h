@@ -51,7 +51,9 @@ static inline double cpu_cast_value(enum dtype t, double v) {
     case DT_I32:
         if (!(v == v))
             return 0;
-        return v >= 2147483647.0 ? 2147483647.0 : v <= -2147483648.0 ? -2147483648.0 : (double)(int32_t)v;
+        return v >= 2147483647.0    ? 2147483647.0
+               : v <= -2147483648.0 ? -2147483648.0
+                                    : (double)(int32_t)v;
     case DT_I64:
         if (!(v == v))
             return 0;

@@ -1,0 +1,410 @@
+// Measuring one group in this process: what a child does (runner.h). Eager
+// and every compiled-family mode of one case, as PyTorch's harness does:
+// build once, compile, check accuracy first, then time all modes
+// interleaved.
+#include "runner.h"
+
+#include "compile/compile.h"
+#include "eager.h"
+#include "ref.h"
+#include "timing.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void set_status(bench_result *r, enum bench_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_status(bench_result *r, enum bench_status s, const char *fmt, ...) {
+    r->status = s;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->message, sizeof r->message, fmt, ap);
+    va_end(ap);
+}
+
+// The same end for every entry of the group (the model would not build, ...).
+static void set_all(bench_result *rs, int n, enum bench_status s, const char *msg) {
+    for (int i = 0; i < n; i++)
+        set_status(&rs[i], s, "%s", msg);
+}
+
+// One mode of the group: its result, executor, and what its last step said.
+typedef struct mode_run {
+    int mode;
+    bench_result *r;
+    eager *e;    // eager
+    compiled *c; // compiled-family; NULL once it failed
+    int noutputs;
+    int64_t kernels;
+    size_t peak_bytes;
+} mode_run;
+
+// One step, outputs dropped at once as a benchmark loop does.
+static int mode_step(void *ctx) {
+    mode_run *mr = ctx;
+    tensor *out[BENCH_MAX_OUTPUTS] = {0};
+    int rc;
+    if (mr->e) {
+        rc = eager_run(mr->e, out, NULL); // its figures come from check_eager
+    } else {
+        compiled_stats st;
+        if ((rc = compiled_run(mr->c, out, &st)) == 0)
+            mr->kernels = st.kernels, mr->peak_bytes = st.peak_bytes;
+    }
+    for (int i = 0; i < mr->noutputs; i++)
+        tensor_free(out[i]);
+    return rc;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+// Removes the temporary cache: depth first, never following a link out of
+// it nor crossing into another file system.
+static void remove_tree(const char *dir) {
+    if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0)
+        fprintf(stderr, "tcbench: removing %s: %s\n", dir, strerror(errno));
+}
+
+// Compiles mr's mode cold (an empty kernel cache of its own) and warm (the
+// same cache: the program kept). -1 with err: the compiler's words.
+static int compile_mode(const bench_plan *p, const bench_case *bc, const model *m, mode_run *mr,
+                        char *err, size_t cap) {
+    compile_opts o = compile_opts_default(); // the kill switches hold in every mode
+    if (mr->mode == BENCH_MODE_FUSED)
+        o.capture = false;
+    if (mr->mode == BENCH_MODE_CAPTURED)
+        o.fusion = false;
+    const char *mode = bench_axis_value(BENCH_AXIS_MODE, mr->mode);
+    char dump[4096];
+    if (p->cfg.dump_dir) {
+        snprintf(dump, sizeof dump, "%s/%s/%s", p->cfg.dump_dir, bc->c->name, mode);
+        if (bench_mkdir_p(dump, err, cap) < 0)
+            return -1;
+        o.dump_dir = dump;
+    }
+    const char *tmp = getenv("TMPDIR");
+    char cache[1024];
+    snprintf(cache, sizeof cache, "%s/tcbench-kcache-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(cache)) {
+        snprintf(err, cap, "mkdtemp %.400s: %s", cache, strerror(errno));
+        return -1;
+    }
+    o.cache_dir = cache;
+    bench_compile *bc_out = &mr->r->compile;
+    compiled *cold = NULL;
+    double t0 = bench_now();
+    int rc = compile_model(m, &o, &cold, err, cap);
+    bc_out->cold_s = bench_now() - t0;
+    compiled_free(cold);
+    if (rc == 0) {
+        o.dump_dir = NULL;
+        t0 = bench_now();
+        rc = compile_model(m, &o, &mr->c, err, cap);
+        bc_out->warm_s = bench_now() - t0;
+    }
+    remove_tree(cache);
+    if (rc < 0)
+        return -1;
+    compiled_stats st;
+    compiled_info(mr->c, &st);
+    bc_out->cache_hit = st.cache_hit;
+    bc_out->done = true;
+    mr->r->arena_bytes = (int64_t)st.arena_bytes;
+    return 0;
+}
+
+// Why the fp64 reference is not run, or "" when it is.
+static void reference_skip(const bench_plan *p, const bench_case *bc, char *why, size_t cap) {
+    why[0] = '\0';
+    if (!p->cfg.accuracy)
+        snprintf(why, cap, "disabled by --no-accuracy");
+    else if (bc->flops > p->cfg.accuracy_flops_limit)
+        snprintf(why, cap,
+                 "skipped: %.3g FLOPs per step is above the %.3g limit of the fp64 reference",
+                 bc->flops, p->cfg.accuracy_flops_limit);
+}
+
+// PyTorch's rule on each output of a compiled-family mode (accuracy.h): x
+// against eager's outputs eo and the reference ref (NULL when not run).
+static void judge(mode_run *mr, tensor *const *x, tensor *const *eo, double *const *ref,
+                  const bench_accuracy *eager_acc, double tol) {
+    bench_accuracy *acc = &mr->r->acc;
+    enum bench_rule worst = BENCH_RULE_ALLCLOSE;
+    char why[sizeof acc->rule] = "";
+    acc->vs_eager = true;
+    acc->checked = true;
+    acc->vs_eager_max_abs = acc->vs_eager_rel_l2 = 0;
+    acc->eager_rmse = ref ? eager_acc->rmse : NAN;
+    if (!ref)
+        acc->rel_l2 = acc->max_abs = acc->rmse = NAN;
+    for (int i = 0; i < mr->noutputs; i++) {
+        bench_vs_eager ve;
+        bench_accuracy_vs_eager(x[i], eo[i], tol, &ve);
+        acc->vs_eager_max_abs = isnan(ve.max_abs) ? NAN : fmax(acc->vs_eager_max_abs, ve.max_abs);
+        acc->vs_eager_rel_l2 = isnan(ve.rel_l2) ? NAN : fmax(acc->vs_eager_rel_l2, ve.rel_l2);
+        double rmse = NAN, eager_rmse = NAN;
+        if (ref) {
+            bench_accuracy_out o;
+            bench_accuracy_compare(x[i], ref[i], &o);
+            bench_accuracy_merge(acc, &o);
+            rmse = o.rmse;
+            eager_rmse = eager_acc->outputs[i].rmse;
+        }
+        char w[sizeof why];
+        enum bench_rule r = bench_rule_apply(&ve, rmse, eager_rmse, tol, w, sizeof w);
+        if (r == BENCH_RULE_FAILED && worst != BENCH_RULE_FAILED)
+            snprintf(why, sizeof why, "output %d: %.170s", i, w);
+        if (r > worst)
+            worst = r;
+    }
+    if (worst == BENCH_RULE_FAILED)
+        snprintf(acc->rule, sizeof acc->rule, "failed: %.185s", why);
+    else
+        snprintf(acc->rule, sizeof acc->rule, "%s", bench_rule_name(worst));
+}
+
+// Eager's outputs and the fp64 reference's, kept while the compiled-family
+// modes are checked against them.
+typedef struct reference {
+    tensor *eager[BENCH_MAX_OUTPUTS];
+    double *fp64[BENCH_MAX_OUTPUTS]; // NULL when the reference is not run
+    bool have_fp64;
+    int noutputs;
+} reference;
+
+static void reference_free(reference *ref) {
+    for (int i = 0; i < ref->noutputs; i++) {
+        tensor_free(ref->eager[i]);
+        free(ref->fp64[i]);
+    }
+}
+
+// Accuracy first: eager once, before anything is compiled (its kernels and
+// peak memory come from this step), and the fp64 reference once. -1 when
+// the group cannot go on (every status set).
+static int check_eager(const bench_plan *p, const bench_case *bc, const model *m, mode_run *runs,
+                       int n, double tol, reference *ref) {
+    bench_result *er = runs[0].r;
+    char skip[160], err[256] = "";
+    eager_stats st;
+    ref->noutputs = m->g->noutputs;
+    if (eager_run(runs[0].e, ref->eager, &st) < 0) {
+        for (int i = 0; i < n; i++)
+            set_status(runs[i].r, BENCH_OOM, "eager_run: %s", eager_error(runs[0].e));
+        return -1;
+    }
+    runs[0].kernels = st.kernels;
+    runs[0].peak_bytes = st.peak_bytes;
+    reference_skip(p, bc, skip, sizeof skip);
+    for (int i = 0; i < n; i++) {
+        runs[i].r->acc.tol = tol;
+        snprintf(runs[i].r->acc.reason, sizeof runs[i].r->acc.reason, "%s", skip);
+    }
+    ref->have_fp64 = !skip[0];
+    if (!ref->have_fp64)
+        return 0;
+    if (ref_run(m, ref->fp64, err, sizeof err) < 0) {
+        for (int i = 0; i < n; i++)
+            set_status(runs[i].r, BENCH_ERROR, "fp64 reference: %s", err);
+        return -1;
+    }
+    for (int i = 0; i < ref->noutputs; i++) {
+        bench_accuracy_out o;
+        bench_accuracy_compare(ref->eager[i], ref->fp64[i], &o);
+        bench_accuracy_merge(&er->acc, &o);
+    }
+    er->acc.checked = true;
+    return 0;
+}
+
+// Each compiled-family mode once, against eager and fp64; a mode that fails
+// to run ends fail_to_run alone.
+static void check_compiled(const bench_plan *p, mode_run *runs, int n, double tol,
+                           const reference *ref) {
+    for (int k = 1; k < n; k++) {
+        if (!runs[k].c)
+            continue;
+        tensor *xo[BENCH_MAX_OUTPUTS] = {0};
+        compiled_stats cs;
+        if (compiled_run(runs[k].c, xo, &cs) < 0) {
+            set_status(runs[k].r, BENCH_FAIL_TO_RUN, "compiled_run: %s", compiled_error(runs[k].c));
+            compiled_free(runs[k].c);
+            runs[k].c = NULL;
+            continue;
+        }
+        if (p->cfg.accuracy)
+            judge(&runs[k], xo, ref->eager, ref->have_fp64 ? ref->fp64 : NULL, &runs[0].r->acc,
+                  tol);
+        for (int i = 0; i < ref->noutputs; i++)
+            tensor_free(xo[i]);
+    }
+}
+
+// Times every mode still running, interleaved; a compiled-family mode that
+// fails a step ends fail_to_run and the others are timed again without it.
+static int time_modes(const bench_plan *p, mode_run *runs, int n) {
+    for (;;) {
+        bench_step steps[BENCH_MODE_COUNT];
+        mode_run *who[BENCH_MODE_COUNT];
+        bench_timing tm[BENCH_MODE_COUNT];
+        int ns = 0, bad;
+        for (int k = 0; k < n; k++)
+            if (k == 0 || runs[k].c) {
+                who[ns] = &runs[k];
+                steps[ns++] = (bench_step){mode_step, &runs[k]};
+            }
+        int rc = bench_time_interleaved(steps, ns, &(bench_timing_opts){.repeat = p->cfg.repeat},
+                                        tm, &bad);
+        if (rc == 0) {
+            for (int k = 0; k < ns; k++) {
+                bench_result *r = who[k]->r;
+                r->samples = tm[k].samples;
+                r->nsamples = tm[k].nsamples;
+                r->iters_per_sample = tm[k].iters_per_sample;
+                bench_stats_compute(r->samples, r->nsamples, &r->stats);
+            }
+            return 0;
+        }
+        for (int k = 0; k < ns; k++)
+            bench_timing_free(&tm[k]);
+        if (bad < 0) {
+            set_all(runs[0].r, n, BENCH_OOM, "malloc: out of memory for the samples");
+            return -1;
+        }
+        if (who[bad] == &runs[0]) {
+            for (int k = 0; k < n; k++)
+                set_status(runs[k].r, BENCH_OOM, "eager_run: %s", eager_error(runs[0].e));
+            return -1;
+        }
+        set_status(who[bad]->r, BENCH_FAIL_TO_RUN, "compiled_run: %s", compiled_error(who[bad]->c));
+        compiled_free(who[bad]->c);
+        who[bad]->c = NULL;
+    }
+}
+
+// Statuses, speedups and memory once everything is measured.
+static void finish(mode_run *runs, int n, double tol) {
+    bench_result *er = runs[0].r;
+    for (int k = 0; k < n; k++) {
+        bench_result *r = runs[k].r;
+        if (k > 0 && !runs[k].c)
+            continue; // fail_to_run already
+        r->kernels = runs[k].kernels;
+        r->peak_bytes = (int64_t)runs[k].peak_bytes;
+        r->message[0] = '\0';
+        if (k == 0) {
+            r->status = BENCH_OK;
+            if (!bench_accuracy_passes(&r->acc, tol))
+                set_status(r, BENCH_FAIL_ACCURACY,
+                           "rel_l2 %.3g vs the fp64 reference is above %.0e", r->acc.rel_l2, tol);
+            continue;
+        }
+        if (r->peak_bytes > 0)
+            r->compression_ratio = (double)er->peak_bytes / (double)r->peak_bytes;
+        if (!strncmp(r->acc.rule, "failed", 6)) {
+            set_status(r, BENCH_FAIL_ACCURACY, "%s", r->acc.rule);
+            continue;
+        }
+        r->status = BENCH_PASS;
+        bench_speedup_bootstrap(er->samples, er->nsamples, r->samples, r->nsamples, &r->speedup);
+    }
+}
+
+static void result_init(bench_result *r, int task) {
+    memset(r, 0, sizeof *r);
+    r->task = task;
+    r->status = BENCH_ERROR;
+    r->speedup = (bench_speedup){NAN, NAN, NAN};
+    r->compression_ratio = NAN;
+    r->acc.eager_rmse = NAN;
+}
+
+void bench_group_measure(const bench_plan *p, int group, bench_result *rs) {
+    const bench_group *gr = &p->groups[group];
+    int n = gr->ntasks;
+    for (int i = 0; i < n; i++)
+        result_init(&rs[i], gr->first + i);
+    const bench_task *t = &p->tasks[gr->first];
+    const bench_case *bc = &p->cases[t->case_index];
+    for (int i = 0; i < n; i++)
+        for (int a = 0; a < BENCH_AXIS_COUNT; a++) {
+            int v = p->tasks[gr->first + i].axis[a];
+            if (!bench_axis_available(a, v)) {
+                char msg[200];
+                snprintf(msg, sizeof msg, "%s %s: not available in this build yet",
+                         bench_axis_name(a), bench_axis_value(a, v));
+                set_all(rs, n, BENCH_ERROR, msg);
+                return;
+            }
+        }
+
+    // oneDNN follows OpenMP's setting; OpenBLAS keeps its own.
+    omp_set_num_threads(p->cfg.threads);
+    openblas_set_num_threads(p->cfg.threads);
+
+    modeldef_opts opts = {.training = t->axis[BENCH_AXIS_WORKLOAD] == BENCH_WL_TRAIN};
+    double tol = bench_tolerance(t->axis[BENCH_AXIS_PRECISION], t->axis[BENCH_AXIS_WORKLOAD]);
+    model *m = NULL;
+    eager *e = NULL;
+    diag d = {0};
+    mode_run runs[BENCH_MODE_COUNT] = {{0}};
+    reference ref = {0};
+    if (modeldef_build(bc->md, bc->c->overrides, bc->c->noverrides, bc->batch, &opts, &m, &d) < 0) {
+        char msg[512];
+        diag_format(&d, msg, sizeof msg);
+        set_all(rs, n, BENCH_ERROR, msg);
+        return;
+    }
+    if (model_init_values(m, p->cfg.seed) < 0) {
+        set_all(rs, n, BENCH_OOM, "model_init_values: out of memory");
+        goto done;
+    }
+    if (!(e = eager_new(m))) {
+        set_all(rs, n, BENCH_OOM, "eager_new: out of memory");
+        goto done;
+    }
+    for (int k = 0; k < n; k++) {
+        runs[k] = (mode_run){.mode = p->tasks[gr->first + k].axis[BENCH_AXIS_MODE],
+                             .r = &rs[k],
+                             .noutputs = m->g->noutputs};
+        if (runs[k].mode == BENCH_MODE_EAGER)
+            runs[k].e = e;
+    }
+    // the plan puts eager first in any group with a compiled-family mode
+    if (!runs[0].e) {
+        set_all(rs, n, BENCH_ERROR, "internal: the group has no eager baseline first");
+        goto done;
+    }
+    if (check_eager(p, bc, m, runs, n, tol, &ref) < 0)
+        goto done;
+    for (int k = 1; k < n; k++) {
+        char err[512];
+        if (compile_mode(p, bc, m, &runs[k], err, sizeof err) < 0)
+            set_status(&rs[k], BENCH_FAIL_TO_RUN, "%s", err);
+    }
+    check_compiled(p, runs, n, tol, &ref);
+    reference_free(&ref);
+    ref = (reference){0};
+    if (time_modes(p, runs, n) < 0)
+        goto done;
+    finish(runs, n, tol);
+done:
+    reference_free(&ref);
+    for (int k = 1; k < n; k++)
+        compiled_free(runs[k].c);
+    eager_free(e);
+    model_free(m);
+}

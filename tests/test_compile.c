@@ -1,0 +1,1357 @@
+// Tests for the compiled mode (engine/compile): the fusion decisions on
+// small graphs, checked group by group; a property test that compiles
+// random graphs of pointwise ops, reductions, norms, views and GEMMs in all
+// four modes (fusion and capture each on and off) and checks them against
+// the fp64 reference; every model of the smoke suite; and the kernel cache
+// (miss then hit, corrupt entries, concurrent builds, unsafe directories,
+// broken compilers). Each test gets a fresh cache directory, removed after.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "compile/compile_internal.h"
+#include "compile/kcache.h"
+#include "eager.h"
+#include "modeldef.h"
+#include "ref.h"
+#include "suite.h"
+
+// ---- fixtures -----------------------------------------------------------------
+
+static char *saved_cc, *saved_xdg; // the environment as the test program found it
+
+static void env_restore(const char *key, const char *v) {
+    if (v)
+        setenv(key, v, 1);
+    else
+        unsetenv(key);
+}
+
+// *state: a fresh directory (mode 0700); the cache goes in <dir>/cache.
+static int setup(void **state) {
+    char *d = strdup("/tmp/tcbench-test-compile-XXXXXX");
+    if (!d || !mkdtemp(d))
+        return -1;
+    *state = d;
+    return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f) {
+    (void)st, (void)f;
+    return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+static int teardown(void **state) {
+    char *d = *state;
+    int rc = nftw(d, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(d);
+    env_restore("TCBENCH_CC", saved_cc);
+    env_restore("XDG_CACHE_HOME", saved_xdg);
+    return rc;
+}
+
+static const char *cache_of(void **state, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s/cache", (const char *)*state);
+    return buf;
+}
+
+static void write_text(const char *path, const char *text, mode_t mode) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(chmod(path, mode), 0);
+}
+
+// ---- running the passes by hand -----------------------------------------------
+
+// The passes compile_model runs, up to the plan, on m (not taken).
+static cprog *passes(const model *m, bool fusion) {
+    cprog *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    p->m = m;
+    p->fusion = fusion;
+    p->log = compile_opts_default().log;
+    if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
+        compile_plan(p) < 0) {
+        graph_print(m->g, stderr);
+        fail_msg("passes: %s", p->err);
+    }
+    return p;
+}
+
+static void prog_free(cprog *p) {
+    for (int gi = 0; gi < p->ngroups; gi++)
+        free(p->groups[gi].nodes);
+    free(p->groups);
+    free(p->info);
+    free(p->origin);
+    free(p->src_of);
+    graph_free(p->g);
+    free(p);
+}
+
+static int storage_of(const cprog *p, int v) {
+    return p->info[v].store == CS_VIEW ? p->info[v].base : v;
+}
+
+// What every fused and planned program must satisfy: each computing node in
+// exactly one group; without fusion, a group's nodes from one original op;
+// groups in an order where every operand is produced earlier, and read only
+// when stored; outputs stored; buffers in the arena, never sharing memory
+// while both live except where a kernel writes in place over a dying input.
+// NULL when all hold, else why.
+static const char *prog_check(const cprog *p, char *why, size_t cap) {
+    const graph *g = p->g;
+    for (int v = 0; v < g->n; v++) {
+        const cnode *c = &p->info[v];
+        bool computes = c->store == CS_INLINE || c->store == CS_BUFFER;
+        if (computes != (c->group >= 0))
+            return snprintf(why, cap, "%%%d (store %d) has group %d", v, c->store, c->group), why;
+        if (c->group >= 0) {
+            const kgroup *k = &p->groups[c->group];
+            int found = 0;
+            for (int m = 0; m < k->n; m++)
+                found += k->nodes[m] == v;
+            if (found != 1)
+                return snprintf(why, cap, "%%%d listed %d times in group %d", v, found, c->group), why;
+        }
+    }
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        const kgroup *k = &p->groups[gi];
+        if (k->n < 1 || k->n > FUSE_MAX_MEMBERS)
+            return snprintf(why, cap, "group %d has %d members", gi, k->n), why;
+        for (int m = 0; m < k->n; m++) {
+            int u = k->nodes[m];
+            if (p->info[u].group != gi || (m && k->nodes[m - 1] >= u))
+                return snprintf(why, cap, "group %d: member %%%d out of place", gi, u), why;
+            if (!p->fusion && p->origin[u] != p->origin[k->nodes[0]])
+                return snprintf(why, cap, "fusion off, but group %d joins ops %d and %d", gi,
+                                p->origin[k->nodes[0]], p->origin[u]),
+                       why;
+            const graph_node *n = &g->nodes[u];
+            for (int s = 0; s < n->nsrc; s++) {
+                int x = n->src[s], b = storage_of(p, x);
+                if (p->info[x].group == gi)
+                    continue;
+                if (p->info[x].store == CS_INLINE || p->info[b].store == CS_INLINE ||
+                    p->info[b].store == CS_VIEW)
+                    return snprintf(why, cap, "group %d reads %%%d, which is not stored", gi, x),
+                           why;
+                if (p->info[b].group >= gi)
+                    return snprintf(why, cap, "group %d reads %%%d from later group %d", gi, x,
+                                    p->info[b].group),
+                           why;
+            }
+        }
+    }
+    for (int i = 0; i < g->noutputs; i++) {
+        cstore s = p->info[g->outputs[i]].store;
+        if (s == CS_INLINE)
+            return snprintf(why, cap, "output %%%d has store %d", g->outputs[i], s), why;
+    }
+    // live ranges from the graph itself, not from the planner's bookkeeping
+    int *last = malloc((size_t)g->n * sizeof *last);
+    assert_non_null(last);
+    for (int v = 0; v < g->n; v++)
+        last[v] = p->info[v].group;
+    for (int gi = 0; gi < p->ngroups; gi++)
+        for (int m = 0; m < p->groups[gi].n; m++) {
+            const graph_node *n = &g->nodes[p->groups[gi].nodes[m]];
+            for (int s = 0; s < n->nsrc; s++) {
+                int b = storage_of(p, n->src[s]);
+                if (last[b] < gi)
+                    last[b] = gi;
+            }
+        }
+    for (int i = 0; i < g->noutputs; i++)
+        last[storage_of(p, g->outputs[i])] = p->ngroups;
+    const char *bad = NULL;
+    for (int u = 0; u < g->n && !bad; u++) {
+        const cnode *a = &p->info[u];
+        if (a->store != CS_BUFFER)
+            continue;
+        size_t ua = (size_t)a->offset, ub = ua + graph_node_bytes(&g->nodes[u]);
+        if (ua % 64 || ub > p->arena_bytes) {
+            snprintf(why, cap, "%%%d at [%zu, %zu) outside the %zu-byte arena", u, ua, ub,
+                     p->arena_bytes);
+            bad = why;
+        }
+        for (int v = u + 1; v < g->n && !bad; v++) {
+            const cnode *b = &p->info[v];
+            if (b->store != CS_BUFFER)
+                continue;
+            size_t va = (size_t)b->offset, vb = va + graph_node_bytes(&g->nodes[v]);
+            bool mem = ua < vb && va < ub && ub > ua && vb > va;
+            bool time = !(last[u] < b->group || last[v] < a->group);
+            if (!mem || !time)
+                continue;
+            int at = last[u] == b->group ? b->group : last[v] == a->group ? a->group : -1;
+            bool inplace = ua == va && ub == vb && at >= 0 &&
+                           (p->groups[at].kind == KG_POINTWISE ||
+                            p->groups[at].kind == KG_ROWREDUCE);
+            if (!inplace) {
+                snprintf(why, cap, "%%%d and %%%d share arena bytes while both live", u, v);
+                bad = why;
+            }
+        }
+    }
+    free(last);
+    return bad;
+}
+
+static void check_prog(const cprog *p) {
+    char why[256];
+    if (prog_check(p, why, sizeof why)) {
+        graph_print(p->g, stderr);
+        fail_msg("program: %s", why);
+    }
+}
+
+// The group of the nth node (0-based) with op `op` in the compiled graph.
+static int group_of(const cprog *p, enum op op, int nth) {
+    for (int v = 0; v < p->g->n; v++)
+        if (p->g->nodes[v].op == op && nth-- == 0)
+            return p->info[v].group;
+    fail_msg("no %s number %d in the compiled graph", op_name(op), nth);
+    return -1;
+}
+
+static int node_of(const cprog *p, enum op op) {
+    for (int v = 0; v < p->g->n; v++)
+        if (p->g->nodes[v].op == op)
+            return v;
+    fail_msg("no %s in the compiled graph", op_name(op));
+    return -1;
+}
+
+static int count_kind(const cprog *p, kg_kind kind) {
+    int n = 0;
+    for (int gi = 0; gi < p->ngroups; gi++)
+        n += p->groups[gi].kind == kind;
+    return n;
+}
+
+static model *model_of(graph *g) {
+    model *m = model_new(g, "t", "test", 1);
+    assert_non_null(m);
+    return m;
+}
+
+static int in(graph *g, const char *name, int nd, const int64_t *shape) {
+    return graph_input(g, name, DT_F32, nd, shape);
+}
+
+// ---- 1. fusion on small graphs ------------------------------------------------
+
+static void test_fuse_linear_bias_gelu(void **state) {
+    (void)state;
+    graph *g = graph_new();
+    int x = in(g, "x", 2, (int64_t[]){4, 8});
+    int w = graph_param(g, "w", 2, (int64_t[]){16, 8}, INIT_NORMAL, 0.3);
+    int b = graph_param(g, "b", 1, (int64_t[]){16}, INIT_NORMAL, 0.3);
+    graph_output(g, graph_unary(g, OP_GELU, graph_op(g, OP_LINEAR, 3, (int[]){x, w, b}, NULL, NULL)));
+    model *m = model_of(g);
+    cprog *p = passes(m, true);
+    check_prog(p);
+    // linear, its bias add and gelu: one GEMM kernel with an epilogue
+    assert_int_equal(p->ngroups, 1);
+    assert_int_equal(p->groups[0].kind, KG_GEMM);
+    assert_int_equal(p->groups[0].n, 3);
+    assert_int_equal(group_of(p, OP_ADD, 0), 0);
+    assert_int_equal(group_of(p, OP_GELU, 0), 0);
+    assert_int_equal(p->info[node_of(p, OP_ADD)].store, CS_INLINE);
+    prog_free(p);
+    // without fusion the bias stays in linear's kernel (one op), gelu does not
+    p = passes(m, false);
+    check_prog(p);
+    assert_int_equal(p->ngroups, 2);
+    assert_int_equal(group_of(p, OP_LINEAR, 0), group_of(p, OP_ADD, 0));
+    assert_int_not_equal(group_of(p, OP_LINEAR, 0), group_of(p, OP_GELU, 0));
+    prog_free(p);
+    model_free(m);
+}
+
+static void test_fuse_softmax_layer_norm(void **state) {
+    (void)state;
+    graph *g = graph_new();
+    int x = in(g, "x", 3, (int64_t[]){2, 3, 16});
+    graph_output(g, graph_unary(g, OP_SOFTMAX, x));
+    model *m = model_of(g);
+    cprog *p = passes(m, true);
+    check_prog(p);
+    assert_int_equal(p->ngroups, 1);
+    assert_int_equal(p->groups[0].kind, KG_ROWREDUCE);
+    assert_int_equal(p->groups[0].n, 5); // max, sub, exp, sum, div
+    prog_free(p);
+    model_free(m);
+
+    g = graph_new();
+    x = in(g, "x", 2, (int64_t[]){5, 16});
+    int w = graph_param(g, "w", 1, (int64_t[]){16}, INIT_NORMAL, 1);
+    int b = graph_param(g, "b", 1, (int64_t[]){16}, INIT_NORMAL, 1);
+    graph_output(g, graph_op(g, OP_LAYER_NORM, 3, (int[]){x, w, b}, NULL, (double[]){1e-5}));
+    m = model_of(g);
+    p = passes(m, true);
+    check_prog(p);
+    assert_int_equal(p->ngroups, 1);
+    assert_int_equal(p->groups[0].kind, KG_ROWREDUCE);
+    assert_int_equal(count_kind(p, KG_ROWREDUCE), 1);
+    assert_int_equal(group_of(p, OP_MEAN, 0), 0);
+    assert_int_equal(group_of(p, OP_MEAN, 1), 0);
+    prog_free(p);
+    model_free(m);
+}
+
+static void test_fuse_pointwise_chain(void **state) {
+    (void)state;
+    graph *g = graph_new();
+    int x = in(g, "x", 2, (int64_t[]){7, 9});
+    graph_output(g, graph_unary(g, OP_NEG, graph_unary(g, OP_TANH, graph_unary(g, OP_SIGMOID, x))));
+    model *m = model_of(g);
+    cprog *p = passes(m, true);
+    check_prog(p);
+    assert_int_equal(p->ngroups, 1);
+    assert_int_equal(p->groups[0].kind, KG_POINTWISE);
+    assert_int_equal(p->groups[0].n, 3);
+    assert_int_equal(p->info[node_of(p, OP_TANH)].store, CS_INLINE);
+    assert_int_equal(p->info[node_of(p, OP_NEG)].store, CS_BUFFER);
+    prog_free(p);
+    // captured: one kernel per op
+    p = passes(m, false);
+    check_prog(p);
+    assert_int_equal(p->ngroups, 3);
+    prog_free(p);
+    model_free(m);
+}
+
+static void test_fuse_two_consumers_stored(void **state) {
+    (void)state;
+    graph *g = graph_new();
+    int x = in(g, "x", 2, (int64_t[]){4, 8});
+    int w1 = graph_param(g, "w1", 2, (int64_t[]){5, 8}, INIT_NORMAL, 0.3);
+    int w2 = graph_param(g, "w2", 2, (int64_t[]){6, 8}, INIT_NORMAL, 0.3);
+    int a = graph_unary(g, OP_EXP, x);
+    graph_output(g, graph_op(g, OP_LINEAR, 2, (int[]){a, w1}, NULL, NULL));
+    graph_output(g, graph_op(g, OP_LINEAR, 2, (int[]){a, w2}, NULL, NULL));
+    model *m = model_of(g);
+    cprog *p = passes(m, true);
+    check_prog(p);
+    int e = node_of(p, OP_EXP);
+    assert_int_equal(p->info[e].store, CS_BUFFER);
+    assert_int_equal(p->ngroups, 3);
+    assert_int_not_equal(group_of(p, OP_LINEAR, 0), p->info[e].group);
+    assert_int_not_equal(group_of(p, OP_LINEAR, 1), p->info[e].group);
+    prog_free(p);
+    model_free(m);
+
+    // a prologue of a row group that a GEMM also reads: fused and stored
+    g = graph_new();
+    x = in(g, "x", 2, (int64_t[]){4, 8});
+    w1 = graph_param(g, "w1", 2, (int64_t[]){5, 8}, INIT_NORMAL, 0.3);
+    a = graph_unary(g, OP_TANH, x);
+    graph_output(g, graph_unary(g, OP_SOFTMAX, a));
+    graph_output(g, graph_op(g, OP_LINEAR, 2, (int[]){a, w1}, NULL, NULL));
+    m = model_of(g);
+    p = passes(m, true);
+    check_prog(p);
+    int t = node_of(p, OP_TANH);
+    assert_int_equal(p->info[t].store, CS_BUFFER);
+    assert_int_equal(p->info[t].group, group_of(p, OP_MAX, 0));
+    assert_int_equal(p->ngroups, 2);
+    prog_free(p);
+    model_free(m);
+}
+
+static void test_fuse_views(void **state) {
+    (void)state;
+    // x @ w^T with w^T a permute: strides for the GEMM, no copy
+    graph *g = graph_new();
+    int x = in(g, "x", 2, (int64_t[]){4, 8});
+    int w = in(g, "w", 2, (int64_t[]){16, 8});
+    graph_output(g, graph_binary(g, OP_MATMUL, x, graph_permute(g, w, (int[]){1, 0})));
+    model *m = model_of(g);
+    cprog *p = passes(m, true);
+    check_prog(p);
+    int pv = node_of(p, OP_PERMUTE);
+    assert_int_equal(p->info[pv].store, CS_VIEW);
+    assert_int_equal(p->info[pv].base, p->g->nodes[pv].src[0]);
+    assert_int_equal(p->info[pv].lay.stride[0], 1);
+    assert_int_equal(p->info[pv].lay.stride[1], 8);
+    assert_int_equal(count_kind(p, KG_COPY), 0);
+    assert_int_equal(p->ngroups, 1);
+    prog_free(p);
+    model_free(m);
+
+    // reshape of a transposed tensor: strides cannot say it, a copy kernel
+    g = graph_new();
+    x = in(g, "x", 2, (int64_t[]){4, 6});
+    int r = graph_reshape(g, graph_permute(g, x, (int[]){1, 0}), 1, (int64_t[]){24});
+    graph_output(g, graph_unary(g, OP_EXP, r));
+    m = model_of(g);
+    p = passes(m, true);
+    check_prog(p);
+    int rv = node_of(p, OP_RESHAPE);
+    assert_int_equal(p->info[rv].store, CS_BUFFER);
+    assert_int_equal(count_kind(p, KG_COPY), 1);
+    assert_int_equal(p->groups[p->info[rv].group].kind, KG_COPY);
+    assert_int_equal(p->groups[p->info[rv].group].anchor, rv);
+    assert_int_equal(p->info[node_of(p, OP_PERMUTE)].store, CS_VIEW);
+    assert_true(p->info[rv].group < group_of(p, OP_EXP, 0));
+    prog_free(p);
+    model_free(m);
+}
+
+static void test_fuse_captured_keeps_ops_apart(void **state) {
+    (void)state;
+    graph *g = graph_new();
+    int x = in(g, "x", 2, (int64_t[]){3, 10});
+    int y = graph_unary(g, OP_TANH, graph_unary(g, OP_EXP, graph_scale(g, x, 0.5, 0)));
+    graph_output(g, graph_unary(g, OP_SOFTMAX, y));
+    model *m = model_of(g);
+    cprog *p = passes(m, false);
+    check_prog(p); // checks no group joins two ops
+    // scale, exp, tanh apart; softmax's five primitives together
+    assert_int_equal(p->ngroups, 4);
+    int sg = group_of(p, OP_MAX, 0);
+    assert_int_equal(p->groups[sg].kind, KG_ROWREDUCE);
+    assert_int_equal(p->groups[sg].n, 5);
+    assert_int_equal(group_of(p, OP_SUM, 0), sg);
+    assert_int_equal(group_of(p, OP_DIV, 0), sg);
+    assert_int_not_equal(group_of(p, OP_TANH, 0), group_of(p, OP_EXP, 0));
+    prog_free(p);
+    // with fusion: one row kernel takes all of it
+    p = passes(m, true);
+    check_prog(p);
+    assert_int_equal(p->ngroups, 1);
+    prog_free(p);
+    model_free(m);
+}
+
+// a -> b (a reduction), a -> c, add(b, c): fusing a, c and the add into one
+// group while b reads a and the add reads b would be a cycle
+static void test_fuse_diamond(void **state) {
+    (void)state;
+    for (int axis = 0; axis < 2; axis++) {
+        graph *g = graph_new();
+        int x = in(g, "x", 2, (int64_t[]){4, 16});
+        int a = graph_unary(g, OP_EXP, graph_unary(g, OP_TANH, x));
+        int b = graph_reduce(g, OP_SUM, a, axis);
+        int c = graph_unary(g, OP_SIGMOID, a);
+        graph_output(g, graph_binary(g, OP_ADD, b, c));
+        model *m = model_of(g);
+        cprog *p = passes(m, true); // the plan's schedule fails on a cycle
+        check_prog(p);
+        if (axis == 1) { // over the rows: all one row kernel
+            assert_int_equal(p->ngroups, 1);
+            assert_int_equal(p->groups[0].kind, KG_ROWREDUCE);
+        } else { // over the columns: the sum is its own kernel between two
+            assert_int_not_equal(group_of(p, OP_EXP, 0), group_of(p, OP_ADD, 0));
+            assert_true(group_of(p, OP_EXP, 0) < group_of(p, OP_SUM, 0));
+            assert_true(group_of(p, OP_SUM, 0) < group_of(p, OP_ADD, 0));
+            assert_int_equal(p->info[node_of(p, OP_EXP)].store, CS_BUFFER);
+        }
+        prog_free(p);
+        model_free(m);
+    }
+}
+
+// ---- comparing with the reference ---------------------------------------------
+
+// ||c - r|| / ||r|| over every element. Outputs whose RMS is below 0.01
+// (x - x, sums of a tensor and its negation) are measured against 0.01:
+// there f32 rounding alone is larger than 1e-4 of the value.
+static double rel_l2(const tensor *c, const double *r) {
+    double num = 0, den = 0;
+    int64_t n = tensor_numel(c);
+    for (int64_t i = 0; i < n; i++) {
+        double d = tensor_get_flat(c, i) - r[i];
+        num += d * d;
+        den += r[i] * r[i];
+    }
+    return sqrt(num) / fmax(sqrt(den), 1e-2 * sqrt((double)n));
+}
+
+typedef struct mode {
+    const char *name;
+    bool fusion, capture;
+} mode;
+
+static const mode modes[] = {
+    {"compiled", true, true},
+    {"fused", true, false},
+    {"captured", false, true},
+    {"unfused, uncaptured", false, false},
+};
+
+// Compiles m in mode md, runs two steps and compares both with ref. Returns
+// the worst error (NAN and a message on a failure) and the kernels per step.
+static double run_mode(const model *m, const mode *md, const char *cache, double **ref,
+                       int64_t *kernels, char *why, size_t cap) {
+    compile_opts o = compile_opts_default();
+    o.fusion = md->fusion;
+    o.capture = md->capture;
+    o.cache_dir = cache;
+    compiled *c;
+    if (compile_model(m, &o, &c, why, cap) < 0)
+        return NAN;
+    double worst = 0;
+    for (int step = 0; step < 2 && !isnan(worst); step++) {
+        tensor *out[8] = {0};
+        compiled_stats st;
+        if (compiled_run(c, out, &st) < 0) {
+            snprintf(why, cap, "run: %s", compiled_error(c));
+            worst = NAN;
+            break;
+        }
+        *kernels = st.kernels;
+        for (int i = 0; i < m->g->noutputs; i++) {
+            double e = rel_l2(out[i], ref[i]);
+            if (!(e < 1e-4)) {
+                snprintf(why, cap, "step %d, output %d (%%%d): relative L2 error %g", step, i,
+                         m->g->outputs[i], e);
+                worst = NAN;
+            } else if (e > worst) {
+                worst = e;
+            }
+            tensor_free(out[i]);
+        }
+    }
+    compiled_free(c);
+    return worst;
+}
+
+// ---- 2. random graphs ---------------------------------------------------------
+
+#define GEN_MAX_NUMEL 40000
+#define GEN_POOL 512
+
+typedef struct gen {
+    graph *g;
+    uint64_t s; // splitmix64 state
+    int pool[GEN_POOL]; // f32 tensors ops may take
+    int npool;
+    int names;
+} gen;
+
+static uint64_t rnd(gen *q) {
+    uint64_t z = (q->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static int rndi(gen *q, int n) { return (int)(rnd(q) % (uint64_t)n); }
+static double rndu(gen *q, double lo, double hi) {
+    return lo + (hi - lo) * (double)(rnd(q) >> 11) * 0x1p-53;
+}
+
+static const graph_node *gn(gen *q, int v) { return &q->g->nodes[v]; }
+static int64_t numel_of(gen *q, int v) { return graph_node_numel(gn(q, v)); }
+
+static const char *fresh(gen *q, const char *kind) {
+    static char buf[32];
+    snprintf(buf, sizeof buf, "%s%d", kind, q->names++);
+    return buf;
+}
+
+static int keep(gen *q, int v) {
+    if (v < 0)
+        fail_msg("graph builder: %s", graph_error(q->g));
+    if (q->npool < GEN_POOL)
+        q->pool[q->npool++] = v;
+    return v;
+}
+
+// mostly one of the newest tensors, so graphs grow deep rather than wide
+static int pick(gen *q) {
+    if (rndi(q, 10) < 6) {
+        int k = q->npool < 3 ? q->npool : 3;
+        return q->pool[q->npool - 1 - rndi(q, k)];
+    }
+    return q->pool[rndi(q, q->npool)];
+}
+
+static int new_input(gen *q, int nd, const int64_t *shape) {
+    return graph_input(q->g, fresh(q, "in"), DT_F32, nd, shape);
+}
+
+static int new_param(gen *q, int nd, const int64_t *shape, double scale) {
+    return graph_param(q->g, fresh(q, "p"), nd, shape, INIT_NORMAL, scale);
+}
+
+// Elements of the broadcast of a and b, or -1 when they do not broadcast.
+static int64_t bcast_numel(const graph_node *a, const graph_node *b) {
+    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++) {
+        int i = d - (nd - a->ndim), j = d - (nd - b->ndim);
+        int64_t x = i >= 0 ? a->shape[i] : 1, y = j >= 0 ? b->shape[j] : 1;
+        if (x != y && x != 1 && y != 1)
+            return -1;
+        n *= x > y ? x : y;
+    }
+    return n;
+}
+
+// x's shape with some dims set to 1 and maybe some leading dims dropped
+static void reduced_shape(gen *q, const graph_node *n, int *nd, int64_t *s) {
+    int drop = n->ndim > 1 && rndi(q, 4) == 0 ? 1 + rndi(q, n->ndim - 1) : 0;
+    *nd = n->ndim - drop;
+    for (int i = 0; i < *nd; i++)
+        s[i] = rndi(q, 3) == 0 ? 1 : n->shape[i + drop];
+}
+
+// The other operand of a binary op or a where with x: an existing tensor
+// that broadcasts with x, a new input broadcasting into x, or a constant.
+static int partner(gen *q, int x) {
+    const graph_node *n = gn(q, x);
+    int r = rndi(q, 10);
+    if (r < 4) {
+        int cand[GEN_POOL], nc = 0;
+        for (int i = 0; i < q->npool; i++) {
+            int64_t e = bcast_numel(n, gn(q, q->pool[i]));
+            if (e > 0 && e <= GEN_MAX_NUMEL)
+                cand[nc++] = q->pool[i];
+        }
+        if (nc)
+            return cand[rndi(q, nc)];
+    }
+    if (r < 9) {
+        int nd;
+        int64_t s[TENSOR_MAX_DIMS];
+        reduced_shape(q, n, &nd, s);
+        return new_input(q, nd, s);
+    }
+    return graph_full(q->g, round(rndu(q, -2, 2) * 4) / 4, DT_F32, rndi(q, 2), (int64_t[]){1});
+}
+
+// x*x + 1: a positive argument for log, sqrt, rsqrt and recip
+static int positive(gen *q, int x) {
+    return keep(q, graph_scale(q->g, keep(q, graph_binary(q->g, OP_MUL, x, x)), 1, 1));
+}
+
+static int gen_unary(gen *q, int x) {
+    static const enum op ops[] = {OP_NEG,  OP_EXP,       OP_LOG,       OP_SQRT,     OP_RSQRT,
+                                  OP_RECIP, OP_ABS,      OP_TANH,      OP_SIGMOID,  OP_RELU,
+                                  OP_RELU6, OP_GELU,     OP_GELU_TANH, OP_SILU,     OP_HARDSWISH,
+                                  OP_HARDSIGMOID, OP_SCALE};
+    enum op op = ops[rndi(q, sizeof ops / sizeof ops[0])];
+    if (op == OP_EXP)
+        x = keep(q, graph_unary(q->g, OP_TANH, x));
+    if (op == OP_LOG || op == OP_SQRT || op == OP_RSQRT || op == OP_RECIP)
+        x = positive(q, x);
+    if (op == OP_SCALE)
+        return graph_scale(q->g, x, rndu(q, -2, 2), rndu(q, -1, 1));
+    return graph_unary(q->g, op, x);
+}
+
+static int gen_binary(gen *q, int x) {
+    static const enum op ops[] = {OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MAXIMUM};
+    enum op op = ops[rndi(q, 5)];
+    int y = partner(q, x);
+    if (y < 0)
+        return -1;
+    if (op == OP_DIV) // a denominator in (0.5, 1.5)
+        return graph_binary(q->g, op, x, graph_scale(q->g, graph_unary(q->g, OP_SIGMOID, y), 1, 0.5));
+    return rndi(q, 2) ? graph_binary(q->g, op, x, y) : graph_binary(q->g, op, y, x);
+}
+
+static int gen_where(gen *q, int x) {
+    const graph_node *n = gn(q, x);
+    int nd, cond;
+    int64_t s[TENSOR_MAX_DIMS];
+    reduced_shape(q, n, &nd, s);
+    if (nd >= 2 && rndi(q, 2)) // a bool buffer (a causal mask) or a bool input
+        cond = graph_buffer(q->g, fresh(q, "mask"), DT_BOOL, nd, s, INIT_CAUSAL_MASK, 0);
+    else
+        cond = graph_input(q->g, fresh(q, "cond"), DT_BOOL, nd, s);
+    int y = partner(q, x);
+    if (bcast_numel(gn(q, cond), gn(q, y)) < 0)
+        y = graph_full(q->g, 0.5, DT_F32, 0, NULL);
+    int src[3] = {cond, x, y};
+    if (rndi(q, 2))
+        src[1] = y, src[2] = x;
+    return graph_op(q->g, OP_WHERE, 3, src, NULL, NULL);
+}
+
+static int gen_reduce(gen *q, int x) {
+    static const enum op ops[] = {OP_SUM, OP_MEAN, OP_MAX};
+    int nd = gn(q, x)->ndim;
+    int axis = rndi(q, 2) ? nd - 1 : rndi(q, nd);
+    return graph_reduce(q->g, ops[rndi(q, 3)], x, rndi(q, 2) ? axis : axis - nd);
+}
+
+static int gen_norm(gen *q, int x) {
+    int64_t C = gn(q, x)->shape[gn(q, x)->ndim - 1];
+    double eps[] = {1e-5};
+    switch (rndi(q, 4)) {
+    case 0: return graph_unary(q->g, OP_SOFTMAX, x);
+    case 1: return graph_unary(q->g, OP_LOG_SOFTMAX, x);
+    case 2: {
+        int w = new_param(q, 1, &C, 1), b = new_param(q, 1, &C, 1);
+        return graph_op(q->g, OP_LAYER_NORM, 3, (int[]){x, w, b}, NULL, eps);
+    }
+    default: {
+        int w = new_param(q, 1, &C, 1);
+        return graph_op(q->g, OP_RMS_NORM, 2, (int[]){x, w}, NULL, eps);
+    }
+    }
+}
+
+static int gen_permute(gen *q, int x) {
+    int nd = gn(q, x)->ndim, perm[TENSOR_MAX_DIMS];
+    if (nd < 2)
+        return -1;
+    for (int i = 0; i < nd; i++)
+        perm[i] = i;
+    for (int i = nd - 1; i > 0; i--) {
+        int j = rndi(q, i + 1), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    bool identity = true;
+    for (int i = 0; i < nd; i++)
+        identity &= perm[i] == i;
+    if (identity)
+        perm[nd - 2] = nd - 1, perm[nd - 1] = nd - 2;
+    return graph_permute(q->g, x, perm);
+}
+
+static int gen_reshape(gen *q, int x) {
+    const graph_node *n = gn(q, x);
+    int nd = n->ndim;
+    int64_t s[TENSOR_MAX_DIMS];
+    memcpy(s, n->shape, sizeof s);
+    switch (rndi(q, 4)) {
+    case 0: // flatten
+        s[0] = graph_node_numel(n);
+        nd = 1;
+        break;
+    case 1: { // merge two neighbours
+        if (nd < 2)
+            return -1;
+        int d = rndi(q, nd - 1);
+        s[d] *= s[d + 1];
+        memmove(&s[d + 1], &s[d + 2], (size_t)(nd - d - 2) * sizeof *s);
+        nd--;
+        break;
+    }
+    case 2: { // split one dim in two
+        int d = rndi(q, nd);
+        int64_t f = 0;
+        for (int64_t k = 2; k < s[d] && !f; k++)
+            f = s[d] % k == 0 && rndi(q, 2) ? k : 0;
+        if (!f || nd >= 4)
+            return -1;
+        memmove(&s[d + 1], &s[d], (size_t)(nd - d) * sizeof *s);
+        s[d] = f;
+        s[d + 1] /= f;
+        nd++;
+        break;
+    }
+    default: { // a new size-1 dim
+        if (nd >= 4)
+            return -1;
+        int d = rndi(q, nd + 1);
+        memmove(&s[d + 1], &s[d], (size_t)(nd - d) * sizeof *s);
+        s[d] = 1;
+        nd++;
+    }
+    }
+    return graph_reshape(q->g, x, nd, s);
+}
+
+static int gen_slice(gen *q, int x) {
+    const graph_node *n = gn(q, x);
+    int axes[TENSOR_MAX_DIMS], na = 0;
+    for (int i = 0; i < n->ndim; i++)
+        if (n->shape[i] >= 2)
+            axes[na++] = i;
+    if (!na)
+        return -1;
+    int a = axes[rndi(q, na)];
+    int64_t start = rndi(q, (int)n->shape[a] - 1);
+    int64_t len = 1 + rndi(q, (int)(n->shape[a] - start));
+    if (len == n->shape[a])
+        len--;
+    return graph_slice(q->g, x, a, start, len);
+}
+
+static int gen_expand(gen *q, int x) {
+    const graph_node *n = gn(q, x);
+    int ones[TENSOR_MAX_DIMS], no = 0, nd = n->ndim;
+    int64_t s[TENSOR_MAX_DIMS];
+    memcpy(s, n->shape, sizeof s);
+    for (int i = 0; i < nd; i++)
+        if (s[i] == 1)
+            ones[no++] = i;
+    int64_t k = 2 + rndi(q, 4);
+    if (no && rndi(q, 3)) {
+        s[ones[rndi(q, no)]] = k;
+    } else if (nd < 4) {
+        memmove(&s[1], &s[0], (size_t)nd * sizeof *s);
+        s[0] = k;
+        nd++;
+    } else {
+        return -1;
+    }
+    if (graph_node_numel(n) * k > GEN_MAX_NUMEL)
+        return -1;
+    return graph_op_shaped(q->g, OP_EXPAND, 1, &x, NULL, NULL, nd, s);
+}
+
+static int gen_gemm(gen *q, int x) {
+    const graph_node *n = gn(q, x);
+    int nd = n->ndim;
+    int64_t K = n->shape[nd - 1], N = (int64_t[]){1, 3, 8, 17, 32}[rndi(q, 5)];
+    int64_t rows = graph_node_numel(n) / K;
+    double sc = 1 / sqrt((double)K);
+    int r = rndi(q, 5);
+    if (rows * N > GEN_MAX_NUMEL)
+        return -1;
+    if (r == 0 || nd < 2) { // linear, with or without a bias
+        int w = new_param(q, 2, (int64_t[]){N, K}, sc);
+        if (rndi(q, 2))
+            return graph_op(q->g, OP_LINEAR, 2, (int[]){x, w}, NULL, NULL);
+        int b = new_param(q, 1, &N, 1);
+        return graph_op(q->g, OP_LINEAR, 3, (int[]){x, w, b}, NULL, NULL);
+    }
+    if (r == 1) // x @ W
+        return graph_binary(q->g, OP_MATMUL, x, new_param(q, 2, (int64_t[]){K, N}, sc));
+    if (r == 2) // x @ W^T through a permuted view
+        return graph_binary(q->g, OP_MATMUL, x,
+                            graph_permute(q->g, new_param(q, 2, (int64_t[]){N, K}, sc),
+                                          (int[]){1, 0}));
+    int perm[TENSOR_MAX_DIMS];
+    for (int i = 0; i < nd; i++)
+        perm[i] = i;
+    perm[nd - 2] = nd - 1, perm[nd - 1] = nd - 2;
+    int64_t M = n->shape[nd - 2];
+    if (r == 3 && graph_node_numel(n) / K * M <= GEN_MAX_NUMEL) // x @ x^T, batched
+        return graph_binary(q->g, OP_MATMUL, x, graph_permute(q->g, x, perm));
+    // x @ y for a tensor y of the pool that fits
+    int cand[GEN_POOL], nc = 0;
+    for (int i = 0; i < q->npool; i++) {
+        const graph_node *y = gn(q, q->pool[i]);
+        if (y->ndim < 2 || y->shape[y->ndim - 2] != K)
+            continue;
+        graph_node a = *n, b = *y;
+        a.ndim -= 2;
+        b.ndim -= 2;
+        int64_t batch = bcast_numel(&a, &b);
+        if (batch > 0 && batch * M * y->shape[y->ndim - 1] <= GEN_MAX_NUMEL &&
+            nd <= 4 && y->ndim <= 4)
+            cand[nc++] = q->pool[i];
+    }
+    if (!nc)
+        return -1;
+    return graph_binary(q->g, OP_MATMUL, x, cand[rndi(q, nc)]);
+}
+
+static int gen_concat(gen *q, int x) {
+    const graph_node *n = gn(q, x);
+    int axis = rndi(q, n->ndim);
+    if (graph_node_numel(n) * 2 > GEN_MAX_NUMEL)
+        return -1;
+    int y = rndi(q, 2) ? x : graph_unary(q->g, OP_NEG, x);
+    return graph_op(q->g, OP_CONCAT, 2, (int[]){x, y}, (int64_t[GRAPH_MAX_IA]){axis}, NULL);
+}
+
+// One random op on the pool; -1 when the op does not apply (try another).
+static int gen_op(gen *q) {
+    typedef int (*gen_fn)(gen *, int);
+    static const gen_fn fns[] = {gen_unary,   gen_unary, gen_binary,  gen_binary,
+                                 gen_where,   gen_reduce, gen_reduce, gen_norm,
+                                 gen_permute, gen_reshape, gen_slice, gen_expand,
+                                 gen_gemm,    gen_gemm,   gen_concat};
+    int x = pick(q);
+    q->g->err[0] = 0;
+    int v = fns[rndi(q, sizeof fns / sizeof fns[0])](q, x);
+    if (v < 0 && q->g->err[0]) // the generator built a bad shape
+        fail_msg("graph builder: %s", graph_error(q->g));
+    if (v < 0)
+        return -1;
+    if (numel_of(q, v) > GEN_MAX_NUMEL || gn(q, v)->ndim > 4)
+        return -1; // never made the pool: unused, dropped by dead code
+    return keep(q, v);
+}
+
+static const int64_t dims[] = {1, 2, 3, 4, 5, 7, 8, 16, 33};
+
+// A random graph of nops ops over two or three inputs; its outputs are the
+// newest tensors nobody reads (at most seven) and one read elsewhere.
+static model *gen_model(uint64_t seed, int nops) {
+    gen q = {.g = graph_new(), .s = seed};
+    assert_non_null(q.g);
+    int ninputs = 2 + rndi(&q, 2);
+    for (int i = 0; i < ninputs; i++) {
+        int nd = 1 + rndi(&q, 4);
+        int64_t s[4];
+        for (int d = 0; d < nd; d++)
+            s[d] = dims[rndi(&q, sizeof dims / sizeof dims[0])];
+        if (i == 0 && rndi(&q, 5) == 0) // big enough for the parallel loops
+            nd = 2, s[0] = 48, s[1] = 700;
+        if (shape_numel(nd, s) > 4096 && !(i == 0 && s[1] == 700))
+            nd = 2, s[0] = 16, s[1] = 33;
+        keep(&q, new_input(&q, nd, s));
+    }
+    int made = 0;
+    for (int tries = 0; made < nops && tries < nops * 20; tries++)
+        made += gen_op(&q) >= 0;
+    graph *g = q.g;
+    int *uses = graph_use_counts(g);
+    assert_non_null(uses);
+    for (int v = g->n - 1; v >= 0 && g->noutputs < 7; v--)
+        if (uses[v] == 0 && op_kind(g->nodes[v].op) != OPK_SOURCE && g->nodes[v].dtype == DT_F32)
+            graph_output(g, v);
+    for (int i = q.npool - 1; i >= 0; i--) {
+        int v = q.pool[i];
+        if (uses[v] > 0 && op_kind(g->nodes[v].op) != OPK_SOURCE && rndi(&q, 2)) {
+            graph_output(g, v);
+            break;
+        }
+    }
+    free(uses);
+    if (g->noutputs == 0)
+        graph_output(g, q.pool[q.npool - 1]);
+    model *m = model_of(g);
+    assert_int_equal(model_init_values(m, seed), 0);
+    return m;
+}
+
+#define RANDOM_SEED 20240611u
+#define RANDOM_MODELS 20
+#define RANDOM_OPS 16
+
+static void test_random_graphs(void **state) {
+    char cache[300];
+    cache_of(state, cache, sizeof cache);
+    // TCBENCH_TEST_SEED=S[,N] reruns from another seed (N models) to search further
+    uint64_t seed0 = RANDOM_SEED;
+    int nmodels = RANDOM_MODELS, nops = 0;
+    const char *env = getenv("TCBENCH_TEST_SEED");
+    if (env && *env)
+        sscanf(env, "%" SCNu64 ",%d", &seed0, &nmodels);
+    print_message("random graphs: seed %" PRIu64 ", %d models\n", seed0, nmodels);
+    for (int mi = 0; mi < nmodels; mi++) {
+        uint64_t seed = seed0 + (uint64_t)mi * 7919;
+        model *m = gen_model(seed, RANDOM_OPS);
+        nops += m->g->n;
+        double *ref[8];
+        char err[600];
+        if (ref_run(m, ref, err, sizeof err) < 0)
+            fail_msg("seed %llu: reference: %s", (unsigned long long)seed, err);
+        for (int f = 0; f < 2; f++) {
+            cprog *p = passes(m, f);
+            char why[256];
+            if (prog_check(p, why, sizeof why)) {
+                graph_print(m->g, stderr);
+                fail_msg("seed %llu, fusion %d: program: %s", (unsigned long long)seed, f, why);
+            }
+            prog_free(p);
+        }
+        int64_t kernels[4];
+        for (int k = 0; k < 4; k++) {
+            double e = run_mode(m, &modes[k], cache, ref, &kernels[k], err, sizeof err);
+            if (isnan(e)) {
+                graph_print(m->g, stderr);
+                fail_msg("seed %llu (model %d), %s mode: %s", (unsigned long long)seed, mi,
+                         modes[k].name, err);
+            }
+        }
+        // fusion never adds kernels; capture does not change them
+        assert_true(kernels[0] <= kernels[2]);
+        assert_int_equal(kernels[0], kernels[1]);
+        assert_int_equal(kernels[2], kernels[3]);
+        for (int i = 0; i < m->g->noutputs; i++)
+            free(ref[i]);
+        model_free(m);
+    }
+    print_message("%d random models, %d graph nodes\n", nmodels, nops);
+}
+
+// Outputs that are sources, views of sources, or constants folded at
+// compile time: nothing computes them, yet each must come out right.
+static void test_outputs_without_kernels(void **state) {
+    char cache[300];
+    cache_of(state, cache, sizeof cache);
+    graph *g = graph_new();
+    int x = in(g, "x", 2, (int64_t[]){3, 5});
+    int c = graph_full(g, 1.5, DT_F32, 2, (int64_t[]){3, 5});
+    graph_output(g, x);
+    graph_output(g, graph_permute(g, x, (int[]){1, 0}));
+    graph_output(g, graph_slice(g, x, 1, 2, 3));
+    graph_output(g, graph_scale(g, c, 2, 1)); // folds to a constant 4
+    graph_output(g, graph_binary(g, OP_ADD, x, c));
+    // a bool constant (one byte an element) as a condition
+    int t = graph_full(g, 1, DT_BOOL, 2, (int64_t[]){3, 5});
+    graph_output(g, graph_op(g, OP_WHERE, 3, (int[]){t, x, c}, NULL, NULL));
+    model *m = model_of(g);
+    assert_int_equal(model_init_values(m, 5), 0);
+    double *ref[8];
+    char err[600];
+    assert_int_equal(ref_run(m, ref, err, sizeof err), 0);
+    for (int k = 0; k < 4; k++) {
+        int64_t kernels;
+        double e = run_mode(m, &modes[k], cache, ref, &kernels, err, sizeof err);
+        if (isnan(e))
+            fail_msg("%s mode: %s", modes[k].name, err);
+    }
+    for (int i = 0; i < g->noutputs; i++)
+        free(ref[i]);
+    model_free(m);
+}
+
+// ---- 3. the smoke suite -------------------------------------------------------
+
+static void test_smoke_suite(void **state) {
+    char cache[300], path[600];
+    cache_of(state, cache, sizeof cache);
+    const char *root = getenv("TCBENCH_SOURCE_DIR");
+    assert_non_null(root); // set by tests/meson.build
+    snprintf(path, sizeof path, "%s/suites/smoke.yaml", root);
+    suite *s;
+    diag d;
+    if (suite_load(path, NULL, &s, &d) < 0)
+        fail_msg("%s:%d:%d: %s", path, d.line, d.col, d.msg);
+    assert_true(s->ncases >= 8);
+    for (int ci = 0; ci < s->ncases; ci++) {
+        const suite_case *sc = &s->cases[ci];
+        modeldef *md;
+        model *m;
+        if (modeldef_load(sc->model_path, &md, &d) < 0 ||
+            modeldef_build(md, sc->overrides, sc->noverrides, sc->batch, &(modeldef_opts){0}, &m,
+                           &d) < 0)
+            fail_msg("%s: %d:%d: %s", sc->name, d.line, d.col, d.msg);
+        assert_int_equal(model_init_values(m, 17), 0);
+        double *ref[8];
+        char err[600];
+        if (ref_run(m, ref, err, sizeof err) < 0)
+            fail_msg("%s: reference: %s", sc->name, err);
+        eager *e = eager_new(m);
+        assert_non_null(e);
+        tensor *eo[8];
+        eager_stats est;
+        assert_int_equal(eager_run(e, eo, &est), 0);
+        for (int i = 0; i < m->g->noutputs; i++)
+            tensor_free(eo[i]);
+        eager_free(e);
+        int64_t kernels[3];
+        for (int k = 0; k < 3; k++) {
+            double err_l2 = run_mode(m, &modes[k], cache, ref, &kernels[k], err, sizeof err);
+            if (isnan(err_l2))
+                fail_msg("%s, %s mode: %s", sc->name, modes[k].name, err);
+        }
+        print_message("%-14s eager %3lld kernels, compiled %3lld, captured %3lld\n", sc->name,
+                      (long long)est.kernels, (long long)kernels[0], (long long)kernels[2]);
+        if (kernels[0] >= est.kernels)
+            fail_msg("%s: compiled runs %lld kernels, eager %lld", sc->name,
+                     (long long)kernels[0], (long long)est.kernels);
+        for (int i = 0; i < m->g->noutputs; i++)
+            free(ref[i]);
+        model_free(m);
+        modeldef_free(md);
+    }
+    suite_free(s);
+}
+
+// ---- 4. the kernel cache ------------------------------------------------------
+
+static const char answer_src[] = "int tc_answer(void) { return 42; }\n";
+
+static int answer(const kcache_result *r) {
+    int (*f)(void) = (int (*)(void))dlsym(r->handle, "tc_answer");
+    return f ? f() : -1;
+}
+
+static int count_lines(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int n = 0, ch;
+    while ((ch = fgetc(f)) != EOF)
+        n += ch == '\n';
+    fclose(f);
+    return n;
+}
+
+// A compiler that logs its arguments to <dir>/log, then runs cc (or fails
+// when broken, answering --version all the same).
+static const char *wrapper(void **state, bool broken, char *path, size_t cap) {
+    const char *dir = *state;
+    char text[1200];
+    snprintf(path, cap, "%s/cc-wrap", dir);
+    snprintf(text, sizeof text,
+             "#!/bin/sh\necho \"$*\" >> '%s/log'\n%s",
+             dir, broken ? "case \"$1\" in --version) echo 'fake cc 1.0'; exit 0;; esac\n"
+                           "echo 'gen.c:1:1: error: boom' >&2\nexit 1\n"
+                         : "exec cc \"$@\"\n");
+    write_text(path, text, 0700);
+    return path;
+}
+
+static void test_kcache_miss_then_hit(void **state) {
+    char cache[300], cc[300], log[300], err[600];
+    cache_of(state, cache, sizeof cache);
+    snprintf(log, sizeof log, "%s/log", (const char *)*state);
+    setenv("TCBENCH_CC", wrapper(state, false, cc, sizeof cc), 1);
+    kcache_result r;
+    if (kcache_build(answer_src, cache, &r, err, sizeof err) < 0)
+        fail_msg("first build: %s", err);
+    assert_false(r.hit);
+    assert_int_equal(answer(&r), 42);
+    assert_non_null(strstr(r.path, cache));
+    dlclose(r.handle);
+    int calls = count_lines(log);
+    assert_true(calls >= 1);
+    // the compiler breaks: a hit must not need it
+    wrapper(state, true, cc, sizeof cc);
+    kcache_result r2;
+    if (kcache_build(answer_src, cache, &r2, err, sizeof err) < 0)
+        fail_msg("second build: %s", err);
+    assert_true(r2.hit);
+    assert_string_equal(r2.path, r.path);
+    assert_int_equal(answer(&r2), 42);
+    dlclose(r2.handle);
+    assert_int_equal(count_lines(log), calls);
+    // another compiler is another key: no entry of this one is taken
+    unsetenv("TCBENCH_CC");
+    if (kcache_build(answer_src, cache, &r2, err, sizeof err) < 0)
+        fail_msg("build with cc: %s", err);
+    assert_false(r2.hit);
+    assert_string_not_equal(r2.path, r.path);
+    dlclose(r2.handle);
+    // and compile_model reports the hit
+    graph *g = graph_new();
+    graph_output(g, graph_unary(g, OP_SOFTMAX, in(g, "x", 2, (int64_t[]){2, 8})));
+    model *m = model_of(g);
+    compile_opts o = compile_opts_default();
+    o.cache_dir = cache;
+    for (int i = 0; i < 2; i++) {
+        compiled *c;
+        if (compile_model(m, &o, &c, err, sizeof err) < 0)
+            fail_msg("compile_model: %s", err);
+        compiled_stats st;
+        compiled_info(c, &st);
+        assert_int_equal(st.cache_hit, i == 1);
+        compiled_free(c);
+    }
+    model_free(m);
+}
+
+static void test_kcache_corrupt_entry(void **state) {
+    char cache[300], err[600];
+    cache_of(state, cache, sizeof cache);
+    kcache_result r;
+    assert_int_equal(kcache_build(answer_src, cache, &r, err, sizeof err), 0);
+    dlclose(r.handle);
+    struct stat good;
+    assert_int_equal(stat(r.path, &good), 0);
+    for (int k = 0; k < 2; k++) {
+        if (k == 0) // cut short, as by a full disk
+            assert_int_equal(truncate(r.path, 100), 0);
+        else
+            write_text(r.path, "not a shared object\n", 0600);
+        kcache_result r2;
+        if (kcache_build(answer_src, cache, &r2, err, sizeof err) < 0)
+            fail_msg("rebuild %d: %s", k, err);
+        assert_false(r2.hit);
+        assert_string_equal(r2.path, r.path);
+        assert_int_equal(answer(&r2), 42);
+        dlclose(r2.handle);
+        struct stat st;
+        assert_int_equal(stat(r.path, &st), 0);
+        assert_int_equal(st.st_size, good.st_size);
+    }
+}
+
+// Entries in dir: .so files and leftover temporaries.
+static void count_entries(const char *dir, int *so, int *tmp) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    *so = *tmp = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strncmp(e->d_name, "tmp-", 4))
+            (*tmp)++;
+        else if (strstr(e->d_name, ".so"))
+            (*so)++;
+    }
+    closedir(d);
+}
+
+static void test_kcache_concurrent(void **state) {
+    char cache[300], err[600];
+    cache_of(state, cache, sizeof cache);
+    enum { NPROC = 4 };
+    int go[2];
+    assert_int_equal(pipe(go), 0);
+    pid_t pid[NPROC];
+    for (int i = 0; i < NPROC; i++) {
+        pid[i] = fork();
+        assert_true(pid[i] >= 0);
+        if (pid[i] == 0) { // wait for the start, then build and call
+            char b;
+            close(go[1]);
+            while (read(go[0], &b, 1) > 0) {
+            }
+            kcache_result r;
+            char e[600];
+            int ok = kcache_build(answer_src, cache, &r, e, sizeof e) == 0 && answer(&r) == 42;
+            if (!ok)
+                fprintf(stderr, "child %d: %s\n", i, e);
+            _exit(ok ? 0 : 1);
+        }
+    }
+    close(go[0]);
+    close(go[1]); // all start at once
+    for (int i = 0; i < NPROC; i++) {
+        int st;
+        assert_int_equal(waitpid(pid[i], &st, 0), pid[i]);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
+    kcache_result r;
+    if (kcache_build(answer_src, cache, &r, err, sizeof err) < 0)
+        fail_msg("after the race: %s", err);
+    assert_true(r.hit);
+    assert_int_equal(answer(&r), 42);
+    dlclose(r.handle);
+    int so, tmp;
+    count_entries(cache, &so, &tmp);
+    assert_int_equal(so, 1);
+    assert_int_equal(tmp, 0);
+}
+
+static void expect_refused(const char *dir, const char *arg) {
+    char err[600];
+    kcache_result r;
+    assert_int_equal(kcache_build(answer_src, arg, &r, err, sizeof err), -1);
+    if (!strstr(err, dir))
+        fail_msg("the error does not name %s: %s", dir, err);
+    assert_null(r.handle);
+}
+
+static void test_kcache_unsafe_dir(void **state) {
+    char dir[300], xdg[300], err[600];
+    snprintf(dir, sizeof dir, "%s/shared", (const char *)*state);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    assert_int_equal(chmod(dir, 0777), 0);
+    expect_refused(dir, dir);
+    assert_int_equal(chmod(dir, 0770), 0); // group-writable: refused too
+    expect_refused(dir, dir);
+    // compile_model passes the refusal on
+    graph *g = graph_new();
+    graph_output(g, graph_unary(g, OP_EXP, in(g, "x", 1, (int64_t[]){4})));
+    model *m = model_of(g);
+    compile_opts o = compile_opts_default();
+    o.cache_dir = dir;
+    compiled *c = NULL;
+    assert_int_equal(compile_model(m, &o, &c, err, sizeof err), -1);
+    assert_null(c);
+    assert_non_null(strstr(err, dir));
+    model_free(m);
+    // the default place, under $XDG_CACHE_HOME
+    snprintf(xdg, sizeof xdg, "%s/xdg", (const char *)*state);
+    assert_int_equal(mkdir(xdg, 0700), 0);
+    setenv("XDG_CACHE_HOME", xdg, 1);
+    kcache_result r;
+    assert_int_equal(kcache_build(answer_src, NULL, &r, err, sizeof err), 0);
+    assert_non_null(strstr(r.path, xdg));
+    dlclose(r.handle);
+    strcat(xdg, "/tcbench");
+    struct stat st;
+    assert_int_equal(stat(xdg, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0700); // created private
+    assert_int_equal(chmod(xdg, 0777), 0);
+    expect_refused(xdg, NULL);
+    assert_int_equal(chmod(xdg, 0755), 0); // readable by others is fine
+    assert_int_equal(kcache_build(answer_src, NULL, &r, err, sizeof err), 0);
+    assert_true(r.hit);
+    dlclose(r.handle);
+}
+
+static void test_broken_compiler(void **state) {
+    char cache[300], cc[300], err[600];
+    cache_of(state, cache, sizeof cache);
+    graph *g = graph_new();
+    graph_output(g, graph_unary(g, OP_SOFTMAX, in(g, "x", 2, (int64_t[]){3, 4})));
+    model *m = model_of(g);
+    compile_opts o = compile_opts_default();
+    o.cache_dir = cache;
+    const char *bad[] = {"false", "/nonexistent/tcbench-cc", wrapper(state, true, cc, sizeof cc)};
+    for (int i = 0; i < 3; i++) {
+        setenv("TCBENCH_CC", bad[i], 1);
+        compiled *c = NULL;
+        err[0] = 0;
+        assert_int_equal(compile_model(m, &o, &c, err, sizeof err), -1);
+        assert_null(c);
+        if (!strstr(err, bad[i]))
+            fail_msg("the error does not name the compiler %s: %s", bad[i], err);
+        if (i == 2 && !strstr(err, "boom"))
+            fail_msg("the error does not carry the compiler's words: %s", err);
+    }
+    // a working compiler again: compiles
+    unsetenv("TCBENCH_CC");
+    compiled *c;
+    if (compile_model(m, &o, &c, err, sizeof err) < 0)
+        fail_msg("with cc: %s", err);
+    compiled_free(c);
+    model_free(m);
+}
+
+static void test_opts_from_env(void **state) {
+    (void)state;
+    setenv("TCBENCH_DISABLE_FUSION", "1", 1);
+    compile_opts o = compile_opts_default();
+    assert_false(o.fusion);
+    assert_true(o.capture);
+    setenv("TCBENCH_DISABLE_FUSION", "0", 1);
+    setenv("TCBENCH_DISABLE_CAPTURE", "1", 1);
+    o = compile_opts_default();
+    assert_true(o.fusion);
+    assert_false(o.capture);
+    unsetenv("TCBENCH_DISABLE_FUSION");
+    unsetenv("TCBENCH_DISABLE_CAPTURE");
+}
+
+int main(void) {
+    saved_cc = getenv("TCBENCH_CC") ? strdup(getenv("TCBENCH_CC")) : NULL;
+    saved_xdg = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_fuse_linear_bias_gelu),
+        T(test_fuse_softmax_layer_norm),
+        T(test_fuse_pointwise_chain),
+        T(test_fuse_two_consumers_stored),
+        T(test_fuse_views),
+        T(test_fuse_captured_keeps_ops_apart),
+        T(test_fuse_diamond),
+        T(test_outputs_without_kernels),
+        T(test_random_graphs),
+        T(test_smoke_suite),
+        T(test_kcache_miss_then_hit),
+        T(test_kcache_corrupt_entry),
+        T(test_kcache_concurrent),
+        T(test_kcache_unsafe_dir),
+        T(test_broken_compiler),
+        T(test_opts_from_env),
+    };
+#undef T
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    free(saved_cc);
+    free(saved_xdg);
+    return rc;
+}
