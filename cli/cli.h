@@ -18,6 +18,9 @@ int cmd_run(int argc, char **argv, int orig_argc, char **orig_argv);
 int cmd_list(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 // "tcbench run: <message>" on stderr; returns 2 for `return cli_fail(...)`.
 int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -16,6 +16,9 @@ static const char usage[] =
     "  list SUITE...        the cases of suites, with parameter counts and FLOPs\n"
     "  check FILE...        check suite and model files; silent when they are right\n"
     "  calibrate            measure memory bandwidth and GEMM rate for the roofline\n"
+    "  report RESULTS...    the study's tables and charts (md, csv, html, gnuplot)\n"
+    "  compare BASE CUR     the regression gate: a verdict per entry, exit 1 on a regression\n"
+    "  export RESULTS       results as Google Benchmark JSON (--format gbench)\n"
     "\n"
     "  tcbench COMMAND --help   options of a command\n"
     "  tcbench --version        version and git commit\n";
@@ -52,9 +55,15 @@ int main(int argc, char **argv) {
         return cmd_check(argc - 1, argv + 1);
     if (!strcmp(cmd, "calibrate"))
         return cmd_calibrate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "report"))
+        return cmd_report(argc - 1, argv + 1);
+    if (!strcmp(cmd, "compare"))
+        return cmd_compare(argc - 1, argv + 1);
+    if (!strcmp(cmd, "export"))
+        return cmd_export(argc - 1, argv + 1);
     fprintf(stderr,
-            "tcbench: unknown command '%s' (commands: run, list, check, calibrate; see tcbench "
-            "--help)\n",
+            "tcbench: unknown command '%s' (commands: run, list, check, calibrate, report, "
+            "compare, export; see tcbench --help)\n",
             cmd);
     return 2;
 }

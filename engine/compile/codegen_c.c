@@ -549,11 +549,12 @@ static int emit_gemm(kgen *g) {
     const graph_node *an = &p->g->nodes[k->anchor];
     int a = an->src[0], w = an->src[1];
     int target = anchor_target(g);
-    // operands 0, 1 and the target come first so every GEMM reads them alike
-    k->nargs = 0;
-    arg_of(k, a);
-    arg_of(k, w);
-    arg_of(k, target);
+    // operands 0, 1 and the target come first so every GEMM reads them alike,
+    // each in its own slot even when both operands are one node (x @ x)
+    k->args[0] = a;
+    k->args[1] = w;
+    k->args[2] = target;
+    k->nargs = 3;
     if (collect_args(g, 1) < 0)
         return -1;
     const clayout *la = &p->info[a].lay, *lw = &p->info[w].lay;
@@ -684,10 +685,10 @@ static int emit_conv(kgen *g) {
     kgroup *k = g->k;
     const graph_node *an = &p->g->nodes[k->anchor];
     int target = anchor_target(g);
-    k->nargs = 0;
-    arg_of(k, an->src[0]);
-    arg_of(k, an->src[1]);
-    arg_of(k, target);
+    k->args[0] = an->src[0]; // slots 0, 1, 2 as the runtime call expects them
+    k->args[1] = an->src[1];
+    k->args[2] = target;
+    k->nargs = 3;
     if (collect_args(g, 1) < 0)
         return -1;
     decl_args(g);
@@ -746,7 +747,7 @@ static void pointer_of(const cprog *p, int v, char *buf, size_t cap) {
     int64_t eoff = c->store == CS_VIEW ? c->lay.offset : 0;
     size_t es = dtype_size(p->g->nodes[v].dtype);
     const cnode *bc = &p->info[base];
-    if (bc->store == CS_SOURCE)
+    if (bc->store == CS_SOURCE || bc->store == CS_CONST) // constants: filled by the runtime
         snprintf(buf, cap, "ext[%d] + %lld", base, (long long)(eoff * (int64_t)es));
     else
         snprintf(buf, cap, "arena + %lld", (long long)(bc->offset + eoff * (int64_t)es));

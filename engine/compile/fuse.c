@@ -87,15 +87,12 @@ static void group_add(fctx *f, int gid, int v) {
 // Would adding v to group gid create a path gid -> outside -> gid? Walk
 // forward from the consumers of the group's nodes (and v's) that are
 // outside the group, treating every other group as one unit, and see if
-// the walk comes back. Nodes are in topological order, so nothing after the
-// group's last node can lead back into it.
+// the walk comes back. (Node ids alone cannot cut the walk short: a node
+// after the group's last one can belong to a group that also holds an
+// earlier node, which runs, as a unit, before the set.)
 static bool makes_cycle(fctx *f, int gid, int v) {
     cprog *p = f->p;
     kgroup *k = &p->groups[gid];
-    int last = v;
-    for (int i = 0; i < k->n; i++)
-        if (k->nodes[i] > last)
-            last = k->nodes[i];
     f->epoch++;
     int sp = 0;
 #define IN_SET(u) ((u) == v || p->info[u].group == gid)
@@ -112,8 +109,6 @@ static bool makes_cycle(fctx *f, int gid, int v) {
     // any walk that comes back into the set closes a cycle
     while (sp > 0) {
         int u = f->stack[--sp];
-        if (u > last)
-            continue;
         int ug = p->info[u].group;
         // a node of another group stands for its whole group: the group runs
         // once, after all its inputs and before all its readers

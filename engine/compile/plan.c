@@ -88,6 +88,19 @@ static bool elementwise_reader(const cprog *p, int gi, int b, int o) {
     for (int i = 0; i < bn->ndim; i++)
         if (bn->shape[i] != on->shape[i])
             return false;
+    if (k->kind == KG_ROWREDUCE) {
+        // a row kernel stores a value of one per row as soon as it has it,
+        // before later members of the row read their inputs; only a
+        // full-row member, written by the last loop, may write over one
+        const graph_node *full = NULL;
+        for (int m = 0; m < k->n && !full; m++)
+            if (op_kind(p->g->nodes[k->nodes[m]].op) == OPK_REDUCE)
+                full = &p->g->nodes[p->g->nodes[k->nodes[m]].src[0]];
+        int L = full->ndim - 1;
+        if (op_kind(on->op) == OPK_REDUCE || on->ndim != full->ndim || full->shape[L] == 1 ||
+            on->shape[L] != full->shape[L])
+            return false;
+    }
     for (int m = 0; m < k->n; m++) {
         const graph_node *n = &p->g->nodes[k->nodes[m]];
         for (int s = 0; s < n->nsrc; s++) {

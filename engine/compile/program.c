@@ -101,6 +101,13 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
     }
 }
 
+static int arg_index(const kgroup *k, int v) {
+    int i = 0;
+    while (k->args[i] != v)
+        i++;
+    return i;
+}
+
 // Library kernels called from generated code: convolution, pooling, gathers,
 // casts, losses (the extern kernels of the program). Same kernels as eager.
 static int rt_call(void *ctx, int gi, char *const *a) {
@@ -111,7 +118,6 @@ static int rt_call(void *ctx, int gi, char *const *a) {
     tensor ts[GRAPH_MAX_SRCS + 1];
     tensor_storage ss[GRAPH_MAX_SRCS + 1];
     tensor *src[GRAPH_MAX_SRCS];
-    int ai = 0;
     int nsrc = n->nsrc;
     if (k->kind == KG_CONV)
         nsrc = 2;
@@ -121,17 +127,14 @@ static int rt_call(void *ctx, int gi, char *const *a) {
             src[s] = c->consts[v];
             continue;
         }
-        // codegen lists a node once however often the op reads it (concat(x, x))
-        int i = 0;
-        while (k->args[i] != v)
-            i++;
+        // a convolution's operands are slots 0 and 1; an extern kernel's
+        // list each node once however often the op reads it (concat(x, x))
+        int i = k->kind == KG_CONV ? s : arg_index(k, v);
         wrap_arg(p, v, a[i], &ts[s], &ss[s]);
         src[s] = &ts[s];
-        if (i + 1 > ai)
-            ai = i + 1;
     }
-    // the output, after the operands: the anchor, or for a convolution the
-    // buffer it writes
+    // the output: for a convolution the buffer it writes (slot 2), else the anchor
+    int ai = k->kind == KG_CONV ? 2 : arg_index(k, k->anchor);
     int out = k->args[ai];
     tensor y;
     tensor_storage ys;
@@ -231,6 +234,7 @@ int compile_model(const model *m, const compile_opts *o, compiled **out, char *e
                 tensor_set(t, zero, n->fa[0]);
             for (int64_t i = 1; i < numel; i++)
                 memcpy((char *)tensor_data(t) + i * (int64_t)es, tensor_data(t), es);
+            c->ext[v] = tensor_data(t); // for kernels that read it from memory (a GEMM)
         }
     }
     if (c->capture && p->arena_bytes) {
@@ -266,7 +270,7 @@ static char *storage_ptr(compiled *c, int v) {
     int64_t eoff = cn->store == CS_VIEW ? cn->lay.offset : 0;
     size_t es = dtype_size(p->g->nodes[v].dtype);
     char *base;
-    if (p->info[b].store == CS_SOURCE)
+    if (p->info[b].store == CS_SOURCE || p->info[b].store == CS_CONST)
         base = c->ext[b];
     else if (c->capture)
         base = c->arena + p->info[b].offset;

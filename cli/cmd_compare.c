@@ -1,0 +1,86 @@
+// tcbench compare: the regression gate (reports/compare.h).
+#include "cli.h"
+
+#include "reports/compare.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char usage[] =
+    "usage: tcbench compare BASELINE.json CURRENT.json [options]\n"
+    "\n"
+    "A verdict per entry: regression, improvement, ambiguous, same, insufficient\n"
+    "(fewer than 10 samples a side), missing, new. A regression is slower by all of:\n"
+    "a Mann-Whitney U test (p-values adjusted by Benjamini-Hochberg over all entries)\n"
+    "below --alpha, a change of the median above max(--threshold, 3 x noise), and a\n"
+    "bootstrap 95% interval of the ratio of medians beyond that; or an entry that was\n"
+    "ok/pass and now fails. Results of different machines are refused.\n"
+    "Exit status: 0 no regression, 1 a regression, 2 bad or incomparable input.\n"
+    "\n"
+    "  --threshold F        smallest relative change that counts (default 0.05)\n"
+    "  --alpha F            false discovery rate (default 0.01)\n"
+    "  --force              compare results of different machines anyway\n"
+    "  --format FMT         text (default), md (CI job summaries), json, junit\n"
+    "  -h, --help           this help\n";
+
+enum { OPT_THRESHOLD = 256, OPT_ALPHA, OPT_FORCE, OPT_FORMAT };
+
+static const struct option long_opts[] = {
+    {"threshold", required_argument, NULL, OPT_THRESHOLD},
+    {"alpha", required_argument, NULL, OPT_ALPHA},
+    {"force", no_argument, NULL, OPT_FORCE},
+    {"format", required_argument, NULL, OPT_FORMAT},
+    {"help", no_argument, NULL, 'h'},
+    {0},
+};
+
+// A fraction in (0, 1); -1 with one line otherwise.
+static int parse_fraction(const char *cmd, const char *opt, const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno == ERANGE || !isfinite(v) || v <= 0 || v >= 1) {
+        cli_fail(cmd, "%s %s: expected a number between 0 and 1 (0.05 is 5%%)", opt, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cmd_compare(int argc, char **argv) {
+    const char *cmd = "compare";
+    compare_options o;
+    compare_options_init(&o);
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
+        switch (c) {
+        case OPT_THRESHOLD:
+            if (parse_fraction(cmd, "--threshold", optarg, &o.threshold) < 0)
+                return 2;
+            break;
+        case OPT_ALPHA:
+            if (parse_fraction(cmd, "--alpha", optarg, &o.alpha) < 0)
+                return 2;
+            break;
+        case OPT_FORCE: o.force = true; break;
+        case OPT_FORMAT: {
+            int f = compare_format_parse(optarg);
+            if (f < 0)
+                return cli_fail(cmd, "--format %s: expected text, md, json or junit", optarg);
+            o.format = f;
+            break;
+        }
+        case 'h': fputs(usage, stdout); return 0;
+        default: return cli_bad_option(cmd, c, argv);
+        }
+    }
+    if (argc - optind != 2)
+        return cli_fail(cmd, "expected two results files, BASELINE and CURRENT (see tcbench "
+                             "compare --help)");
+    return compare_main(argv[optind], argv[optind + 1], &o, stdout, stderr);
+}

@@ -1,0 +1,68 @@
+// tcbench report: results files to tables and charts (reports/report.h).
+#include "cli.h"
+
+#include "reports/report.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char usage[] =
+    "usage: tcbench report RESULTS.json... [-o DIR]\n"
+    "\n"
+    "Write the study's report of one or more results files (merged) into DIR:\n"
+    "summary.md (executive summary per suite x precision x workload: pass rate,\n"
+    "geomean speedup over the entries that passed, mean compile time, memory\n"
+    "compression; the 0.75 x AMP + 0.25 x fp32 headline; warnings; ablation;\n"
+    "per-model tables), results.csv (one row per entry, PyTorch's column names),\n"
+    "index.html (one self-contained page) and charts/ (gnuplot scripts, data, PNG\n"
+    "and SVG). Without gnuplot on PATH the tables are written, the scripts kept,\n"
+    "and one warning printed. docs/reports.md describes every figure.\n"
+    "\n"
+    "  -o, --output DIR     where to write (default: report); created when missing\n"
+    "  -h, --help           this help\n";
+
+static const struct option long_opts[] = {
+    {"output", required_argument, NULL, 'o'},
+    {"help", no_argument, NULL, 'h'},
+    {0},
+};
+
+int cmd_report(int argc, char **argv) {
+    const char *cmd = "report", *outdir = "report";
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":o:h", long_opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': outdir = optarg; break;
+        case 'h': fputs(usage, stdout); return 0;
+        default: return cli_bad_option(cmd, c, argv);
+        }
+    }
+    int n = argc - optind;
+    if (n < 1)
+        return cli_fail(cmd, "no results file given (see tcbench report --help)");
+    resfile **files = calloc((size_t)n, sizeof *files);
+    if (!files)
+        return cli_fail(cmd, "calloc: out of memory");
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        diag d;
+        if (resfile_load(argv[optind + i], &files[i], &d) < 0) {
+            diag_print(&d, stderr);
+            rc = 2;
+        }
+    }
+    char err[1024];
+    report_options o = {.outdir = outdir, .gnuplot = "gnuplot", .warn = stderr};
+    if (rc == 0 && report_write(files, n, &o, err, sizeof err) < 0)
+        rc = cli_fail(cmd, "%s", err);
+    if (rc == 0)
+        printf("report: %s/summary.md, %s/results.csv, %s/index.html, %s/charts/\n", outdir, outdir,
+               outdir, outdir);
+    for (int i = 0; i < n; i++)
+        resfile_free(files[i]);
+    free(files);
+    return rc;
+}

@@ -1,0 +1,102 @@
+// compare: is CURRENT slower than BASELINE, beyond noise? The CI gate
+// (docs/reports.md).
+//
+//   compare_options o;
+//   compare_options_init(&o);            // threshold 0.05, alpha 0.01, text
+//   int rc = compare_main("base.json", "new.json", &o, stdout, stderr);
+//   // 0 pass, 1 regression, 2 bad or incomparable input (one line on stderr)
+//
+// Entries match on suite, name, mode, precision, workload, device and
+// batch. Each pair gets one verdict:
+//   regression   slower, and all three agree: a two-sided Mann-Whitney U test
+//                (normal approximation, tie-corrected, continuity-corrected)
+//                whose p-value, adjusted by Benjamini-Hochberg over every
+//                tested entry, is below alpha; a change of the median above
+//                max(threshold, 3 x noise), noise = sqrt(cv_base^2 + cv_new^2);
+//                and the bootstrap 95% interval of the ratio of medians
+//                (new / base) entirely beyond that threshold. Also: an entry
+//                that was ok or pass and is now anything else.
+//   improvement  the same three, faster; or a failing entry that now passes
+//   ambiguous    the median moved beyond the threshold, but the test or the
+//                interval does not confirm it (rerun with more --repeat)
+//   same         no change beyond the threshold (or still failing)
+//   insufficient fewer than 10 samples on a side: no test is made
+//   missing      in the baseline only;   new   in the current file only
+// Results of different machines (host cpu_model, cores, threads_used, and
+// the GPUs' names and drivers when there are any) are refused unless
+// o.force.
+#pragma once
+#include "resfile.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#define COMPARE_MIN_SAMPLES 10
+
+enum compare_verdict {
+    CMP_REGRESSION,
+    CMP_IMPROVEMENT,
+    CMP_AMBIGUOUS,
+    CMP_SAME,
+    CMP_INSUFFICIENT,
+    CMP_MISSING,
+    CMP_NEW,
+    CMP_VERDICT_COUNT
+};
+
+enum compare_format { CMP_TEXT, CMP_MD, CMP_JSON, CMP_JUNIT, CMP_FORMAT_COUNT };
+
+typedef struct compare_options {
+    double threshold; // smallest relative change of the median that counts (0.05)
+    double alpha;     // false discovery rate of Benjamini-Hochberg (0.01)
+    bool force;       // compare results of different machines anyway
+    enum compare_format format;
+} compare_options;
+
+void compare_options_init(compare_options *o);
+
+typedef struct compare_row {
+    const resfile_entry *base, *cur; // NULL for new / missing
+    enum compare_verdict verdict;
+    char reason[256];
+    bool tested;            // the U test ran (both sides passed, enough samples)
+    double base_ms, cur_ms; // medians
+    double ratio;           // median cur / median base (above 1: slower)
+    double ci_lo, ci_hi;    // bootstrap 95% interval of the ratio
+    double noise;           // sqrt(cv_base^2 + cv_cur^2)
+    double threshold;       // max(o.threshold, 3 x noise)
+    double p, q;            // U test p-value, and adjusted by Benjamini-Hochberg
+} compare_row;
+
+typedef struct compare_result {
+    const resfile *base, *cur;
+    compare_options opts;
+    compare_row *rows; // base's order, then the new entries
+    int nrows;
+    int count[CMP_VERDICT_COUNT];
+    char machines[512]; // how the machines differ ("" when they do not)
+} compare_result;
+
+const char *compare_verdict_name(enum compare_verdict v);
+int compare_format_parse(const char *s); // -1 when unknown
+
+// The two-sided p-value of the Mann-Whitney U test, normal approximation
+// with tie and continuity corrections (scipy's mannwhitneyu with
+// method="asymptotic"). 1 when every value ties.
+double compare_mann_whitney(const double *a, int na, const double *b, int nb);
+// Benjamini-Hochberg adjusted p-values (q[i] for p[i]), monotone, at most 1.
+void compare_bh_adjust(const double *p, int n, double *q);
+// How the machines of two results differ, into buf ("" when they do not).
+void compare_machines(const resfile *a, const resfile *b, char *buf, size_t cap);
+
+// 0, or -1 with err (out of memory, the same entry twice in one file).
+// Does not look at the machines; compare_main does.
+int compare_files(const resfile *base, const resfile *cur, const compare_options *o,
+                  compare_result *r, char *err, size_t cap);
+void compare_result_free(compare_result *r);
+// The verdicts in o.format; -1 when writing failed.
+int compare_write(const compare_result *r, FILE *out);
+// Loads both, refuses different machines unless forced, compares, writes:
+// the exit status (0 pass, 1 regression, 2 bad input, one line on err).
+int compare_main(const char *base_path, const char *cur_path, const compare_options *o, FILE *out,
+                 FILE *err);

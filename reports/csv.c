@@ -1,0 +1,98 @@
+// results.csv: one row per entry, PyTorch's column names first (report_int.h).
+#include "report_int.h"
+
+#include "escape.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+// PyTorch's benchmarks/dynamo CSV columns (and units: latency in ms,
+// compile in s, memory in GB), then ours. docs/reports.md describes each.
+static const char *const columns[] = {
+    "dev",
+    "name",
+    "batch_size",
+    "speedup",
+    "abs_latency",
+    "compilation_latency",
+    "compression_ratio",
+    "eager_peak_mem",
+    "dynamo_peak_mem",
+    "suite",
+    "model",
+    "mode",
+    "precision",
+    "workload",
+    "status",
+    "ci95_lo",
+    "ci95_hi",
+    "kernels",
+    "eager_latency",
+    "warm_compilation_latency",
+    "samples",
+    "message",
+};
+
+static void num(sbuf *b, double v) {
+    sbuf_puts(b, ",");
+    if (isfinite(v))
+        sbuf_printf(b, "%.6g", v);
+}
+
+static void text(sbuf *b, const char *s) {
+    sbuf_puts(b, ",");
+    esc_csv(b, s);
+}
+
+int csv_write(const rp_set *set, FILE *f, char *err, size_t cap) {
+    sbuf b = {0};
+    for (size_t c = 0; c < sizeof columns / sizeof columns[0]; c++)
+        sbuf_printf(&b, "%s%s", c ? "," : "", columns[c]);
+    sbuf_puts(&b, "\r\n"); // RFC 4180 ends records with CRLF, as Python's csv module does
+    for (int i = 0; i < set->n; i++) {
+        const resfile_entry *e = set->e[i];
+        const resfile_entry *eager = e->compiled ? rp_eager_of(set, e) : e;
+        double ms = e->stats.n ? e->stats.median * 1e3 : NAN;
+        double eager_ms = eager && eager->stats.n ? eager->stats.median * 1e3 : NAN;
+        double eager_gb = eager && eager->peak_bytes >= 0 ? eager->peak_bytes / 1e9 : NAN;
+        double own_gb = e->compiled && e->peak_bytes >= 0 ? e->peak_bytes / 1e9 : NAN;
+        esc_csv(&b, e->device);
+        text(&b, e->name);
+        sbuf_printf(&b, ",%lld", (long long)e->batch);
+        num(&b, e->speedup);
+        num(&b, ms);
+        num(&b, e->compile_cold_s);
+        num(&b, e->compression_ratio);
+        num(&b, eager_gb);
+        num(&b, own_gb);
+        text(&b, e->suite);
+        text(&b, e->model);
+        text(&b, e->mode);
+        text(&b, e->precision);
+        text(&b, e->workload);
+        text(&b, e->status);
+        num(&b, e->ci95_lo);
+        num(&b, e->ci95_hi);
+        if (e->kernels >= 0)
+            sbuf_printf(&b, ",%lld", (long long)e->kernels);
+        else
+            sbuf_puts(&b, ",");
+        num(&b, eager_ms);
+        num(&b, e->compile_warm_s);
+        sbuf_printf(&b, ",%d", e->nsamples);
+        text(&b, e->message);
+        sbuf_puts(&b, "\r\n");
+    }
+    int rc = 0;
+    if (b.oom) {
+        snprintf(err, cap, "results.csv: out of memory");
+        rc = -1;
+    } else if (b.len && fwrite(b.s, 1, b.len, f) != b.len) {
+        snprintf(err, cap, "fwrite results.csv: %s", strerror(errno));
+        rc = -1;
+    }
+    free(b.s);
+    return rc;
+}

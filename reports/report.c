@@ -1,0 +1,273 @@
+// tcbench report: merging results files, the dashboard's aggregates, and
+// writing the report's files (report.h).
+#include "report_int.h"
+
+#include "bench/runner.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *rp_get(const resfile_entry *e, enum rp_field f) {
+    switch (f) {
+    case RP_SUITE: return e->suite;
+    case RP_MODE: return e->mode;
+    case RP_PRECISION: return e->precision;
+    case RP_WORKLOAD: return e->workload;
+    case RP_DEVICE: return e->device;
+    default: return "";
+    }
+}
+
+// the schema's axis behind each field (the suite has no order but its name)
+static const char *const field_axis[RP_FIELD_COUNT] = {
+    [RP_SUITE] = "suite",       [RP_MODE] = "mode",     [RP_PRECISION] = "precision",
+    [RP_WORKLOAD] = "workload", [RP_DEVICE] = "device",
+};
+
+static int value_cmp(enum rp_field f, const char *a, const char *b) {
+    int ra = resfile_rank(field_axis[f], a), rb = resfile_rank(field_axis[f], b);
+    return ra != rb ? (ra > rb) - (ra < rb) : strcmp(a, b);
+}
+
+bool rp_match(const resfile_entry *e, const rp_sel *s) {
+    for (int f = 0; f < RP_FIELD_COUNT; f++)
+        if (s->v[f] && strcmp(s->v[f], rp_get(e, f)) != 0)
+            return false;
+    return true;
+}
+
+int rp_values(const rp_set *set, const rp_sel *s, enum rp_field f, const char **out, int cap) {
+    int n = 0;
+    for (int i = 0; i < set->n; i++) {
+        if (!rp_match(set->e[i], s))
+            continue;
+        const char *v = rp_get(set->e[i], f);
+        int k = 0;
+        while (k < n && strcmp(out[k], v) != 0)
+            k++;
+        if (k < n || n == cap)
+            continue;
+        // insertion keeps the schema's order
+        int at = n++;
+        while (at > 0 && value_cmp(f, out[at - 1], v) > 0) {
+            out[at] = out[at - 1];
+            at--;
+        }
+        out[at] = v;
+    }
+    return n;
+}
+
+void rp_agg_compute(const rp_set *set, const rp_sel *s, rp_agg *a) {
+    memset(a, 0, sizeof *a);
+    double logsum = 0;
+    for (int i = 0; i < set->n; i++) {
+        const resfile_entry *e = set->e[i];
+        if (!e->compiled || !rp_match(e, s))
+            continue;
+        a->total++;
+        if (strcmp(e->status, "pass") != 0)
+            continue;
+        a->passed++;
+        if (isfinite(e->speedup) && e->speedup > 0) {
+            logsum += log(e->speedup);
+            a->ngeo++;
+        }
+        if (isfinite(e->compile_cold_s)) {
+            a->compile_s += e->compile_cold_s;
+            a->ncompile++;
+        }
+        if (isfinite(e->compression_ratio) && e->compression_ratio > 0) {
+            a->compression += e->compression_ratio;
+            a->ncompression++;
+        }
+    }
+    a->geomean = a->ngeo ? exp(logsum / a->ngeo) : NAN;
+    a->compile_s = a->ncompile ? a->compile_s / a->ncompile : NAN;
+    a->compression = a->ncompression ? a->compression / a->ncompression : NAN;
+}
+
+static bool same_case(const resfile_entry *a, const resfile_entry *b) {
+    return !strcmp(a->suite, b->suite) && !strcmp(a->name, b->name) &&
+           !strcmp(a->precision, b->precision) && !strcmp(a->workload, b->workload) &&
+           !strcmp(a->device, b->device);
+}
+
+const resfile_entry *rp_eager_of(const rp_set *set, const resfile_entry *e) {
+    const resfile_entry *found = NULL;
+    for (int i = 0; i < set->n; i++) {
+        const resfile_entry *x = set->e[i];
+        if (!x->compiled && x->batch == e->batch && same_case(x, e)) {
+            if (x->file == e->file)
+                return x; // measured in the same run, interleaved: the real baseline
+            found = found ? found : x;
+        }
+    }
+    return found;
+}
+
+bool rp_swept(const rp_set *set, const resfile_entry *e) {
+    for (int i = 0; i < set->n; i++) {
+        const resfile_entry *x = set->e[i];
+        if (x->batch != e->batch && !strcmp(x->mode, e->mode) && same_case(x, e))
+            return true;
+    }
+    return false;
+}
+
+void rp_label(const rp_set *set, const resfile_entry *e, char *buf, size_t cap) {
+    const char *suites[2];
+    bool several = rp_values(set, &(rp_sel){0}, RP_SUITE, suites, 2) > 1;
+    int n = several ? snprintf(buf, cap, "%s/%s", e->suite, e->name)
+                    : snprintf(buf, cap, "%s", e->name);
+    if (n >= 0 && (size_t)n < cap && rp_swept(set, e))
+        snprintf(buf + n, cap - (size_t)n, " b=%lld", (long long)e->batch);
+}
+
+void rp_fmt(char *buf, size_t cap, const char *fmt, double v) {
+    if (isfinite(v))
+        snprintf(buf, cap, fmt, v);
+    else
+        snprintf(buf, cap, "-");
+}
+
+void report_pass_rate(int passed, int total, char *buf, size_t cap) {
+    // Python's round(): halves to even, which rint does in the default mode
+    double pct = total > 0 ? rint(100.0 * passed / total) : 0;
+    snprintf(buf, cap, "%d%%, %d/%d", (int)pct, passed, total);
+}
+
+double report_geomean(const double *x, int n) {
+    if (n <= 0)
+        return NAN;
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += log(x[i]);
+    return exp(s / n);
+}
+
+double report_headline(double amp, double fp32) { return 0.75 * amp + 0.25 * fp32; }
+
+static int entry_cmp(const void *pa, const void *pb) {
+    const resfile_entry *a = *(const resfile_entry *const *)pa,
+                        *b = *(const resfile_entry *const *)pb;
+    static const enum rp_field order[] = {RP_DEVICE, RP_PRECISION, RP_WORKLOAD, RP_SUITE};
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        int c = value_cmp(order[k], rp_get(a, order[k]), rp_get(b, order[k]));
+        if (c)
+            return c;
+    }
+    int c = strcmp(a->name, b->name);
+    if (c)
+        return c;
+    if (a->batch != b->batch)
+        return (a->batch > b->batch) - (a->batch < b->batch);
+    c = value_cmp(RP_MODE, a->mode, b->mode);
+    if (c)
+        return c;
+    // the same entry twice: keep file order, so the message names them in order
+    return (a->file > b->file) - (a->file < b->file);
+}
+
+typedef int (*writer_fn)(const rp_set *set, const rp_charts *charts, const char *dir, FILE *f,
+                         char *err, size_t cap);
+
+static int write_md(const rp_set *set, const rp_charts *charts, const char *dir, FILE *f, char *err,
+                    size_t cap) {
+    (void)dir;
+    rdoc d = {0};
+    summary_build(set, charts, &d);
+    int rc =
+        d.oom ? (snprintf(err, cap, "summary: out of memory"), -1) : rdoc_write_md(&d, f, err, cap);
+    rdoc_free(&d);
+    return rc;
+}
+
+static int write_html(const rp_set *set, const rp_charts *charts, const char *dir, FILE *f,
+                      char *err, size_t cap) {
+    rdoc d = {0};
+    summary_build(set, charts, &d);
+    char chart_dir[4200];
+    snprintf(chart_dir, sizeof chart_dir, "%s/charts", dir);
+    int rc = d.oom ? (snprintf(err, cap, "summary: out of memory"), -1)
+                   : rdoc_write_html(&d, "tcbench report", chart_dir, f, err, cap);
+    rdoc_free(&d);
+    return rc;
+}
+
+static int write_csv(const rp_set *set, const rp_charts *charts, const char *dir, FILE *f,
+                     char *err, size_t cap) {
+    (void)charts;
+    (void)dir;
+    return csv_write(set, f, err, cap);
+}
+
+static int write_one(const rp_set *set, const rp_charts *charts, const char *dir, const char *name,
+                     writer_fn fn, char *err, size_t cap) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, cap, "fopen %s: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = fn(set, charts, dir, f, err, cap);
+    if (fclose(f) != 0 && rc == 0) {
+        snprintf(err, cap, "fclose %s: %s", path, strerror(errno));
+        rc = -1;
+    }
+    return rc;
+}
+
+int report_write(resfile *const *files, int nfiles, const report_options *o, char *err,
+                 size_t cap) {
+    rp_set set = {.files = files, .nfiles = nfiles};
+    int total = 0;
+    for (int i = 0; i < nfiles; i++)
+        total += files[i]->nentries;
+    if (total && !(set.e = malloc((size_t)total * sizeof *set.e))) {
+        snprintf(err, cap, "malloc: out of memory for %d entries", total);
+        return -1;
+    }
+    for (int i = 0; i < nfiles; i++)
+        for (int k = 0; k < files[i]->nentries; k++)
+            set.e[set.n++] = &files[i]->entries[k];
+    if (set.n)
+        qsort(set.e, (size_t)set.n, sizeof *set.e, entry_cmp);
+    int rc = 0;
+    for (int i = 1; i < set.n && rc == 0; i++)
+        if (resfile_entry_same(set.e[i - 1], set.e[i])) {
+            char label[600];
+            resfile_entry_label(set.e[i], label, sizeof label);
+            snprintf(err, cap, "%s: %s is also in %s; report one measurement of each entry",
+                     set.e[i]->file->path, label, set.e[i - 1]->file->path);
+            rc = -1;
+        }
+    const char *modes[RP_MAX_VALUES];
+    int nmodes = rp_values(&set, &(rp_sel){0}, RP_MODE, modes, RP_MAX_VALUES);
+    for (int m = 0; m < nmodes && !set.primary; m++)
+        if (strcmp(modes[m], "eager") != 0)
+            set.primary = modes[m]; // "compiled" sorts first of the compiled family
+
+    char chart_dir[4200];
+    snprintf(chart_dir, sizeof chart_dir, "%s/charts", o->outdir);
+    rp_charts charts = {0};
+    if (rc == 0)
+        rc = bench_mkdir_p(chart_dir, err, cap);
+    if (rc == 0)
+        rc = charts_write(&set, chart_dir, &charts, err, cap);
+    if (rc == 0)
+        rc = charts_draw(&charts, chart_dir, o->gnuplot ? o->gnuplot : "gnuplot",
+                         o->warn ? o->warn : stderr, err, cap);
+    if (rc == 0)
+        rc = write_one(&set, &charts, o->outdir, "summary.md", write_md, err, cap);
+    if (rc == 0)
+        rc = write_one(&set, &charts, o->outdir, "results.csv", write_csv, err, cap);
+    if (rc == 0)
+        rc = write_one(&set, &charts, o->outdir, "index.html", write_html, err, cap);
+    free(charts.c);
+    free(set.e);
+    return rc;
+}

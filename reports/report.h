@@ -1,0 +1,43 @@
+// report: results files to the study's tables and charts (docs/reports.md).
+//
+//   resfile *files[2];                      // resfile_load each (resfile.h)
+//   report_options o = {.outdir = "report", .gnuplot = "gnuplot", .warn = stderr};
+//   char err[512];
+//   if (report_write(files, 2, &o, err, sizeof err) < 0) { fprintf(stderr, "%s\n", err); ... }
+//
+// writes, under outdir:
+//   summary.md   the executive summary per suite x precision x workload (pass
+//                rate "87%, 47/54", geomean speedup over the entries that
+//                passed, unclipped, with the others listed; mean compile time;
+//                memory compression), the headline 0.75 x AMP + 0.25 x fp32,
+//                warnings, the ablation split, per-model tables, sweeps
+//   results.csv  one row per entry, PyTorch's column names where it has one
+//   index.html   the same document as one self-contained page, charts inline
+//   charts/      NAME.gp and NAME.dat per chart, and NAME.png / NAME.svg
+//                when gnuplot ran (fork + execvp, never a shell)
+//
+// Without gnuplot on PATH the tables are still written and the scripts
+// kept: one warning line goes to o->warn and report_write returns 0.
+// Several files are merged; the same entry (resfile_entry_same) in two of
+// them is an error, as the report could not say which to believe.
+#pragma once
+#include "resfile.h"
+
+#include <stdio.h>
+
+typedef struct report_options {
+    const char *outdir;
+    const char *gnuplot; // the program, looked up on PATH; NULL: "gnuplot"
+    FILE *warn;          // the warning line; NULL: stderr
+} report_options;
+
+// 0, or -1 with err (bad input, or a write that failed, naming the call).
+int report_write(resfile *const *files, int nfiles, const report_options *o, char *err, size_t cap);
+
+// The dashboard's figures, exposed for tests.
+// "87%, 47/54": the percentage rounded half to even, as PyTorch's Python did.
+void report_pass_rate(int passed, int total, char *buf, size_t cap);
+// exp(mean(log x)); NAN when n == 0.
+double report_geomean(const double *x, int n);
+// PyTorch 2.0's headline: 0.75 x AMP + 0.25 x fp32 geomean speedups.
+double report_headline(double amp, double fp32);

@@ -1,0 +1,81 @@
+// resfile: a results JSON (docs/results-schema.md) read into plain data for
+// the readers: `tcbench report`, `compare` and `export`.
+//
+//   resfile *f;
+//   diag d;
+//   if (resfile_load("results.json", &f, &d) < 0) {
+//       diag_print(&d, stderr);            // "results.json:12:5: ..." -> exit 2
+//       return 2;
+//   }
+//   for (int i = 0; i < f->nentries; i++) {
+//       const resfile_entry *e = &f->entries[i];
+//       printf("%s/%s %s %.3f ms\n", e->suite, e->name, e->mode, e->stats.median * 1e3);
+//   }
+//   resfile_free(f);
+//
+// Strings point into the parsed document, which the resfile owns. A figure
+// the file has as null, lacks, or has with the wrong type reads NAN (counts:
+// -1), as the schema lets later versions add fields and write null for what
+// could not be computed. What identifies an entry (suite, name, mode,
+// precision, workload, device, batch, status) and its samples must be there
+// and well typed, or loading fails with a message naming the case. stats
+// are recomputed from samples_s with the runner's own code, so every reader
+// sees the figures `tcbench run` printed.
+//
+// Malformed JSON gives FILE:LINE:COL from jansson; a file of a newer
+// schema_version than this build reads is refused.
+#pragma once
+#include "bench/stats.h"
+#include "diag.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RESFILE_SCHEMA_VERSION 1
+
+struct resfile;
+
+typedef struct resfile_entry {
+    const struct resfile *file; // where it came from
+    int index;                  // position in the file's cases
+    const char *suite, *name, *model, *mode, *precision, *workload, *device, *status, *message;
+    int64_t batch;
+    bool compiled;   // a compiled-family mode (anything but eager)
+    bool good;       // status ok or pass: ran, and its accuracy counts
+    double *samples; // seconds per iteration (nulls in the file left out)
+    int nsamples;
+    bench_stats stats; // of samples; n == 0 without samples
+    int64_t iterations_per_sample, kernels, peak_bytes, param_count; // -1: unknown
+    double flops, min_bytes;
+    double rel_l2;                         // against the fp64 reference
+    double compile_cold_s, compile_warm_s; // NAN unless it compiled
+    double speedup, ci95_lo, ci95_hi;      // NAN unless it passed
+    double compression_ratio;              // eager peak / this one's
+    double intensity, achieved_GFLOPs;     // the roofline object's
+} resfile_entry;
+
+typedef struct resfile {
+    char path[1024];
+    json_t *root;
+    const char *timestamp, *tool_version, *git_commit, *hostname, *os, *cpu_model;
+    int64_t cores, threads_used;     // -1 when missing
+    const char *command;             // command_line[0], or "tcbench"
+    double calib_GBps, calib_GFLOPs; // host.calibration, NAN when none
+    json_t *gpus;                    // host.gpus (CUDA runs), or NULL
+    resfile_entry *entries;
+    int nentries;
+} resfile;
+
+// 0, or -1 with d set (the file, and line and column for a JSON error).
+int resfile_load(const char *path, resfile **out, diag *d);
+void resfile_free(resfile *f);
+
+// Entries match across files on suite, name, mode, precision, workload,
+// device and batch.
+bool resfile_entry_same(const resfile_entry *a, const resfile_entry *b);
+// "smoke/gpt2 compiled fp32 infer cpu batch 2", for messages.
+void resfile_entry_label(const resfile_entry *e, char *buf, size_t cap);
+// Sort order of axis values: the schema's order (eager, compiled, fused,
+// captured; fp32, amp; infer, train; cpu, cuda), unknown values after.
+int resfile_rank(const char *axis, const char *value);

@@ -1,0 +1,446 @@
+// The report's document: the study's executive summary, headline,
+// warnings, ablation split, sweeps and per-model tables (report_int.h).
+#include "report_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+// The dashboard's warning thresholds (reference/README.md).
+#define WARN_SPEEDUP     0.95
+#define WARN_COMPILE_S   120.0
+#define WARN_COMPRESSION 0.9
+
+static const char *workload_word(const char *w) {
+    return !strcmp(w, "infer") ? "inference" : !strcmp(w, "train") ? "training" : w;
+}
+
+static void entry_where(const resfile_entry *e, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s/%s (%s, %s, %s, %s, batch %lld)", e->suite, e->name, e->mode,
+             e->precision, e->workload, e->device, (long long)e->batch);
+}
+
+static void sources(const rp_set *set, rdoc *d) {
+    rdoc_heading(d, 2, "Results");
+    rdoc_table(d, 8, "file", "run started", "host", "cpu", "cores / threads", "tcbench", "entries",
+               "calibration");
+    for (int i = 0; i < set->nfiles; i++) {
+        const resfile *f = set->files[i];
+        rdoc_cell(d, "%s", f->path);
+        rdoc_cell(d, "%s", f->timestamp);
+        rdoc_cell(d, "%s", f->hostname);
+        rdoc_cell(d, "%s", f->cpu_model);
+        rdoc_cell(d, "%lld / %lld", (long long)f->cores, (long long)f->threads_used);
+        rdoc_cell(d, "%s (git %s)", f->tool_version, f->git_commit);
+        rdoc_cell(d, "%d", f->nentries);
+        if (isfinite(f->calib_GBps) && isfinite(f->calib_GFLOPs))
+            rdoc_cell(d, "%.1f GB/s, %.1f GFLOP/s", f->calib_GBps, f->calib_GFLOPs);
+        else
+            rdoc_cell(d, "none (tcbench calibrate)");
+    }
+}
+
+// A geomean cell: "1.28x", or why there is none.
+static void geomean_cell(const rp_set *set, const rp_sel *s, rdoc *d, double *out) {
+    rp_agg a;
+    rp_agg_compute(set, s, &a);
+    *out = a.geomean;
+    if (a.total == 0)
+        rdoc_cell(d, "not measured");
+    else if (a.ngeo == 0)
+        rdoc_cell(d, "none passed (0/%d)", a.total);
+    else
+        rdoc_cell(d, "%.2fx", a.geomean);
+}
+
+static void headline(const rp_set *set, rdoc *d) {
+    rdoc_heading(d, 2, "Headline");
+    rdoc_para(d,
+              "PyTorch 2.0 summed up its 163 models in one figure per workload: 0.75 x AMP + "
+              "0.25 x fp32, of the geomean speedups over the models that passed (training on an "
+              "A100: 0.75 x 51%% + 0.25 x 21%% = 43%% faster). The same weighting of %s over "
+              "eager here:",
+              set->primary);
+    const char *devs[RP_MAX_VALUES], *wls[RP_MAX_VALUES], *suites[RP_MAX_VALUES];
+    rp_sel all = {0};
+    all.v[RP_MODE] = set->primary;
+    int nd = rp_values(set, &all, RP_DEVICE, devs, RP_MAX_VALUES);
+    int ns = rp_values(set, &all, RP_SUITE, suites, RP_MAX_VALUES);
+    bool missing[2] = {false, false};
+    rdoc_table(d, 5, "workload", "suites", "fp32 geomean", "AMP geomean",
+               "0.75 x AMP + 0.25 x fp32");
+    for (int di = 0; di < nd; di++) {
+        rp_sel s = all;
+        s.v[RP_DEVICE] = devs[di];
+        s.v[RP_WORKLOAD] = NULL;
+        int nw = rp_values(set, &s, RP_WORKLOAD, wls, RP_MAX_VALUES);
+        for (int wi = 0; wi < nw; wi++) {
+            s.v[RP_WORKLOAD] = wls[wi];
+            // all suites together, then each when there are several
+            for (int k = -1; k < (ns > 1 ? ns : 0); k++) {
+                s.v[RP_SUITE] = k < 0 ? NULL : suites[k];
+                if (nd > 1)
+                    rdoc_cell(d, "%s (%s)", workload_word(wls[wi]), devs[di]);
+                else
+                    rdoc_cell(d, "%s", workload_word(wls[wi]));
+                rdoc_cell(d, "%s", k < 0 ? "all" : suites[k]);
+                double g[2];
+                static const char *const prec[2] = {"fp32", "amp"};
+                for (int p = 0; p < 2; p++) {
+                    s.v[RP_PRECISION] = prec[p];
+                    geomean_cell(set, &s, d, &g[p]);
+                    missing[p] |= !isfinite(g[p]);
+                }
+                s.v[RP_PRECISION] = NULL;
+                if (isfinite(g[0]) && isfinite(g[1])) {
+                    double h = report_headline(g[1], g[0]);
+                    rdoc_cell(d, "%.2fx (%+.0f%%)", h, (h - 1) * 100);
+                } else
+                    rdoc_cell(d, "needs both: %s%s%s", !isfinite(g[0]) ? "no fp32" : "",
+                              !isfinite(g[0]) && !isfinite(g[1]) ? ", " : "",
+                              !isfinite(g[1]) ? "no AMP" : "");
+            }
+        }
+    }
+    if (missing[0] || missing[1])
+        rdoc_para(d, "Where a precision has no passing entries (or was not measured: this build "
+                     "runs fp32 only until AMP lands), the weighted headline cannot be formed; the "
+                     "geomean that exists stands on its own.");
+}
+
+static void executive(const rp_set *set, rdoc *d) {
+    rdoc_heading(d, 2, "Executive summary");
+    rdoc_para(d, "As the PyTorch dashboard: pass rate of all entries; geomean speedup over the "
+                 "entries that passed accuracy, slowdowns counted as they are (not clipped to "
+                 "1.0x) and the rest listed; mean cold compile time and mean peak memory "
+                 "compression ratio (eager peak / compiled peak; higher is better) of the "
+                 "entries that passed.");
+    const char *modes[RP_MAX_VALUES], *devs[RP_MAX_VALUES], *precs[RP_MAX_VALUES],
+        *wls[RP_MAX_VALUES], *suites[RP_MAX_VALUES];
+    int nm = rp_values(set, &(rp_sel){0}, RP_MODE, modes, RP_MAX_VALUES);
+    for (int mi = 0; mi < nm; mi++) {
+        if (!strcmp(modes[mi], "eager"))
+            continue;
+        rp_sel s = {0};
+        s.v[RP_MODE] = modes[mi];
+        s.v[RP_DEVICE] = NULL;
+        int nd = rp_values(set, &s, RP_DEVICE, devs, RP_MAX_VALUES);
+        for (int di = 0; di < nd; di++) {
+            s.v[RP_DEVICE] = devs[di];
+            s.v[RP_PRECISION] = NULL;
+            int np = rp_values(set, &s, RP_PRECISION, precs, RP_MAX_VALUES);
+            for (int pi = 0; pi < np; pi++) {
+                s.v[RP_PRECISION] = precs[pi];
+                s.v[RP_WORKLOAD] = NULL;
+                int nw = rp_values(set, &s, RP_WORKLOAD, wls, RP_MAX_VALUES);
+                for (int wi = 0; wi < nw; wi++) {
+                    s.v[RP_WORKLOAD] = wls[wi];
+                    s.v[RP_SUITE] = NULL;
+                    int ns = rp_values(set, &s, RP_SUITE, suites, RP_MAX_VALUES);
+                    rdoc_heading(d, 3, "%s, %s, %s, %s", modes[mi], precs[pi],
+                                 workload_word(wls[wi]), devs[di]);
+                    rdoc_table_open(d, ns + 1);
+                    rdoc_cell(d, "%s", "");
+                    for (int k = 0; k < ns; k++)
+                        rdoc_cell(d, "%s", suites[k]);
+                    rp_agg a[RP_MAX_VALUES];
+                    for (int k = 0; k < ns; k++) {
+                        s.v[RP_SUITE] = suites[k];
+                        rp_agg_compute(set, &s, &a[k]);
+                    }
+                    char buf[64];
+                    rdoc_cell(d, "Pass rate");
+                    for (int k = 0; k < ns; k++) {
+                        report_pass_rate(a[k].passed, a[k].total, buf, sizeof buf);
+                        rdoc_cell(d, "%s", buf);
+                    }
+                    rdoc_cell(d, "Geomean speedup");
+                    for (int k = 0; k < ns; k++) {
+                        rp_fmt(buf, sizeof buf, "%.2fx", a[k].geomean);
+                        rdoc_cell(d, "%s", buf);
+                    }
+                    rdoc_cell(d, "Mean compile time (s)");
+                    for (int k = 0; k < ns; k++) {
+                        rp_fmt(buf, sizeof buf, "%.2f", a[k].compile_s);
+                        rdoc_cell(d, "%s", buf);
+                    }
+                    rdoc_cell(d, "Peak memory compression ratio");
+                    for (int k = 0; k < ns; k++) {
+                        rp_fmt(buf, sizeof buf, "%.2fx", a[k].compression);
+                        rdoc_cell(d, "%s", buf);
+                    }
+                    // the entries the geomean leaves out, by name
+                    s.v[RP_SUITE] = NULL;
+                    int out = 0;
+                    for (int i = 0; i < set->n; i++) {
+                        const resfile_entry *e = set->e[i];
+                        if (!rp_match(e, &s) ||
+                            (!strcmp(e->status, "pass") && isfinite(e->speedup)))
+                            continue;
+                        char label[512];
+                        rp_label(set, e, label, sizeof label);
+                        rdoc_item(d, "Not in the geomean: %s (%s)", label, e->status);
+                        out++;
+                    }
+                    if (!out)
+                        rdoc_para(d, "Every entry passed; the geomean covers all of them.");
+                }
+            }
+        }
+    }
+}
+
+static void warnings(const rp_set *set, rdoc *d) {
+    rdoc_heading(d, 2, "Warnings");
+    int n = 0;
+    char where[600];
+    for (int i = 0; i < set->n; i++) {
+        const resfile_entry *e = set->e[i];
+        entry_where(e, where, sizeof where);
+        if (!e->good) {
+            rdoc_item(d, "%s: %s, not passing%s%s", where, e->status, *e->message ? ": " : "",
+                      e->message);
+            n++;
+        }
+        if (e->compiled && e->speedup < WARN_SPEEDUP) {
+            rdoc_item(d, "%s: speedup %.2fx < %.2fx", where, e->speedup, WARN_SPEEDUP);
+            n++;
+        }
+        if (e->compile_cold_s > WARN_COMPILE_S) {
+            rdoc_item(d, "%s: compile time %.1f s > %.0f s", where, e->compile_cold_s,
+                      WARN_COMPILE_S);
+            n++;
+        }
+        if (e->compiled && e->compression_ratio < WARN_COMPRESSION) {
+            rdoc_item(d, "%s: memory compression %.2fx < %.1fx", where, e->compression_ratio,
+                      WARN_COMPRESSION);
+            n++;
+        }
+    }
+    if (!n)
+        rdoc_para(d,
+                  "None: every entry passed, no speedup under %.2fx, no compile over %.0f s, "
+                  "no memory compression under %.1fx.",
+                  WARN_SPEEDUP, WARN_COMPILE_S, WARN_COMPRESSION);
+}
+
+// Calls fn for each device x precision x workload that has entries.
+typedef void (*group_fn)(const rp_set *set, const rp_sel *s, rdoc *d, void *user);
+static void each_group(const rp_set *set, rdoc *d, group_fn fn, void *user) {
+    const char *devs[RP_MAX_VALUES], *precs[RP_MAX_VALUES], *wls[RP_MAX_VALUES];
+    rp_sel s = {0};
+    s.v[RP_DEVICE] = NULL;
+    int nd = rp_values(set, &s, RP_DEVICE, devs, RP_MAX_VALUES);
+    for (int di = 0; di < nd; di++) {
+        s.v[RP_DEVICE] = devs[di];
+        s.v[RP_PRECISION] = NULL;
+        int np = rp_values(set, &s, RP_PRECISION, precs, RP_MAX_VALUES);
+        for (int pi = 0; pi < np; pi++) {
+            s.v[RP_PRECISION] = precs[pi];
+            s.v[RP_WORKLOAD] = NULL;
+            int nw = rp_values(set, &s, RP_WORKLOAD, wls, RP_MAX_VALUES);
+            for (int wi = 0; wi < nw; wi++) {
+                s.v[RP_WORKLOAD] = wls[wi];
+                fn(set, &s, d, user);
+            }
+        }
+    }
+}
+
+static bool same_row(const resfile_entry *a, const resfile_entry *b) {
+    return !strcmp(a->suite, b->suite) && !strcmp(a->name, b->name) && a->batch == b->batch;
+}
+
+static void ablation_group(const rp_set *set, const rp_sel *g, rdoc *d, void *user) {
+    bool *any = user;
+    const char *modes[RP_MAX_VALUES];
+    int nm = rp_values(set, g, RP_MODE, modes, RP_MAX_VALUES);
+    // the ablation's order: fusion alone, capture alone, both; then any other
+    static const char *const order[] = {"fused", "captured", "compiled"};
+    const char *cm[RP_MAX_VALUES];
+    int ncm = 0;
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++)
+        for (int m = 0; m < nm; m++)
+            if (!strcmp(modes[m], order[k]))
+                cm[ncm++] = modes[m];
+    for (int m = 0; m < nm; m++)
+        if (strcmp(modes[m], "eager") && strcmp(modes[m], "fused") &&
+            strcmp(modes[m], "captured") && strcmp(modes[m], "compiled"))
+            cm[ncm++] = modes[m];
+    bool ablation = false;
+    for (int m = 0; m < ncm; m++)
+        ablation |= !strcmp(cm[m], "fused") || !strcmp(cm[m], "captured");
+    if (!ablation)
+        return;
+    if (!*any)
+        rdoc_heading(d, 2, "Ablation: what fusion and what capture buy");
+    *any = true;
+    rdoc_heading(d, 3, "%s, %s, %s", g->v[RP_PRECISION], workload_word(g->v[RP_WORKLOAD]),
+                 g->v[RP_DEVICE]);
+    rdoc_para(d, "fused: fusion without capture; captured: capture without fusion; compiled: "
+                 "both. Each is the median speedup over eager, measured interleaved in one "
+                 "process.");
+    rdoc_table_open(d, 2 + ncm);
+    rdoc_cell(d, "case");
+    rdoc_cell(d, "batch");
+    for (int m = 0; m < ncm; m++)
+        rdoc_cell(d, "%s vs eager", cm[m]);
+    const resfile_entry *prev = NULL;
+    for (int i = 0; i < set->n; i++) {
+        const resfile_entry *e = set->e[i];
+        if (!rp_match(e, g) || (prev && same_row(prev, e)))
+            continue;
+        prev = e;
+        char label[512];
+        rp_label(set, e, label, sizeof label);
+        rdoc_cell(d, "%s", label);
+        rdoc_cell(d, "%lld", (long long)e->batch);
+        for (int m = 0; m < ncm; m++) {
+            const resfile_entry *x = NULL;
+            for (int k = i; k < set->n && !x && same_row(set->e[k], e); k++)
+                if (rp_match(set->e[k], g) && !strcmp(set->e[k]->mode, cm[m]))
+                    x = set->e[k];
+            if (!x)
+                rdoc_cell(d, "-");
+            else if (isfinite(x->speedup))
+                rdoc_cell(d, "%.2fx", x->speedup);
+            else
+                rdoc_cell(d, "%s", x->status);
+        }
+    }
+    rdoc_cell(d, "geomean (passed)");
+    rdoc_cell(d, "%s", "");
+    char line[512] = "";
+    size_t len = 0;
+    for (int m = 0; m < ncm; m++) {
+        rp_sel s = *g;
+        s.v[RP_MODE] = cm[m];
+        rp_agg a;
+        rp_agg_compute(set, &s, &a);
+        char gm[32];
+        rp_fmt(gm, sizeof gm, "%.2fx", a.geomean);
+        rdoc_cell(d, "%s (%d/%d)", gm, a.passed, a.total);
+        const char *what = !strcmp(cm[m], "fused")      ? "fusion alone"
+                           : !strcmp(cm[m], "captured") ? "capture alone"
+                           : !strcmp(cm[m], "compiled") ? "both"
+                                                        : cm[m];
+        int w =
+            snprintf(line + len, sizeof line - len, "%s%s (%s) %s", m ? ", " : "", what, cm[m], gm);
+        if (w > 0 && (size_t)w < sizeof line - len)
+            len += (size_t)w;
+    }
+    rdoc_para(d, "Geomean speedup over eager: %s.", line);
+}
+
+static void sweep_group(const rp_set *set, const rp_sel *g, rdoc *d, void *user) {
+    bool *any = user;
+    bool header = false;
+    for (int i = 0; i < set->n; i++) {
+        const resfile_entry *e = set->e[i];
+        if (!e->compiled || !rp_match(e, g) || !rp_swept(set, e))
+            continue;
+        if (!*any)
+            rdoc_heading(d, 2, "Batch-size sweeps");
+        *any = true;
+        if (!header) {
+            rdoc_heading(d, 3, "%s, %s, %s", g->v[RP_PRECISION], workload_word(g->v[RP_WORKLOAD]),
+                         g->v[RP_DEVICE]);
+            rdoc_table(d, 6, "case", "mode", "batch", "eager ms", "ms", "speedup [95% CI]");
+            header = true;
+        }
+        const resfile_entry *eager = rp_eager_of(set, e);
+        char name[512], em[32], ms[32], sp[32], lo[32], hi[32];
+        snprintf(name, sizeof name, "%s/%s", e->suite, e->name);
+        rp_fmt(em, sizeof em, "%.4f", eager && eager->stats.n ? eager->stats.median * 1e3 : NAN);
+        rp_fmt(ms, sizeof ms, "%.4f", e->stats.n ? e->stats.median * 1e3 : NAN);
+        rp_fmt(sp, sizeof sp, "%.2fx", e->speedup);
+        rp_fmt(lo, sizeof lo, "%.2f", e->ci95_lo);
+        rp_fmt(hi, sizeof hi, "%.2f", e->ci95_hi);
+        rdoc_cell(d, "%s", name);
+        rdoc_cell(d, "%s", e->mode);
+        rdoc_cell(d, "%lld", (long long)e->batch);
+        rdoc_cell(d, "%s", em);
+        rdoc_cell(d, "%s", ms);
+        if (isfinite(e->speedup))
+            rdoc_cell(d, "%s [%s, %s]", sp, lo, hi);
+        else
+            rdoc_cell(d, "%s", e->status);
+    }
+}
+
+static void per_model_group(const rp_set *set, const rp_sel *g, rdoc *d, void *user) {
+    (void)user;
+    const char *suites[RP_MAX_VALUES];
+    int ns = rp_values(set, g, RP_SUITE, suites, RP_MAX_VALUES);
+    for (int k = 0; k < ns; k++) {
+        rp_sel s = *g;
+        s.v[RP_SUITE] = suites[k];
+        rdoc_heading(d, 3, "%s: %s, %s, %s", suites[k], g->v[RP_PRECISION],
+                     workload_word(g->v[RP_WORKLOAD]), g->v[RP_DEVICE]);
+        rdoc_table(d, 10, "case", "batch", "mode", "status", "speedup [95% CI]", "latency ms",
+                   "compile s cold / warm", "peak MiB", "compression", "kernels");
+        for (int i = 0; i < set->n; i++) {
+            const resfile_entry *e = set->e[i];
+            if (!rp_match(e, &s))
+                continue;
+            char sp[32], lo[32], hi[32], ms[32], cold[32], warm[32], mib[32], cr[32];
+            rp_fmt(sp, sizeof sp, "%.2fx", e->speedup);
+            rp_fmt(lo, sizeof lo, "%.2f", e->ci95_lo);
+            rp_fmt(hi, sizeof hi, "%.2f", e->ci95_hi);
+            rp_fmt(ms, sizeof ms, "%.4f", e->stats.n ? e->stats.median * 1e3 : NAN);
+            rp_fmt(cold, sizeof cold, "%.2f", e->compile_cold_s);
+            rp_fmt(warm, sizeof warm, "%.2f", e->compile_warm_s);
+            rp_fmt(mib, sizeof mib, "%.2f", e->peak_bytes >= 0 ? e->peak_bytes / 1048576.0 : NAN);
+            rp_fmt(cr, sizeof cr, "%.2fx", e->compression_ratio);
+            rdoc_cell(d, "%s", e->name);
+            rdoc_cell(d, "%lld", (long long)e->batch);
+            rdoc_cell(d, "%s", e->mode);
+            rdoc_cell(d, "%s", e->status);
+            if (isfinite(e->speedup))
+                rdoc_cell(d, "%s [%s, %s]", sp, lo, hi);
+            else
+                rdoc_cell(d, "-");
+            rdoc_cell(d, "%s", ms);
+            if (isfinite(e->compile_cold_s))
+                rdoc_cell(d, "%s / %s", cold, warm);
+            else
+                rdoc_cell(d, "-");
+            rdoc_cell(d, "%s", mib);
+            rdoc_cell(d, "%s", cr);
+            if (e->kernels >= 0)
+                rdoc_cell(d, "%lld", (long long)e->kernels);
+            else
+                rdoc_cell(d, "-");
+        }
+    }
+}
+
+void summary_build(const rp_set *set, const rp_charts *charts, rdoc *d) {
+    rdoc_heading(d, 1, "tcbench report");
+    sources(set, d);
+    if (set->primary) {
+        headline(set, d);
+        executive(set, d);
+    } else if (set->n == 0) {
+        rdoc_para(d, "These results have no entries.");
+    } else {
+        rdoc_para(d, "Only eager was measured: there are no speedups. Run a compiled-family "
+                     "mode (tcbench run --mode eager,compiled) for the study's tables.");
+    }
+    warnings(set, d);
+    bool any = false;
+    each_group(set, d, ablation_group, &any);
+    any = false;
+    each_group(set, d, sweep_group, &any);
+    rdoc_heading(d, 2, "Per-model results");
+    rdoc_para(d, "latency: median time of one step. speedup: median eager / median of the "
+                 "mode, with its bootstrap 95%% interval; it counts only for entries that "
+                 "pass. compile: cold (empty kernel cache) / warm (cache hit). peak: most "
+                 "tensor memory live during a step. compression: eager peak / this peak.");
+    each_group(set, d, per_model_group, NULL);
+    if (charts->n) {
+        rdoc_heading(d, 2, "Charts");
+        for (int i = 0; i < charts->n; i++)
+            rdoc_chart(d, charts->c[i].stem, charts->c[i].caption, charts->c[i].drawn);
+    }
+}

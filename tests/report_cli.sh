@@ -1,0 +1,169 @@
+#!/bin/sh
+# End-to-end tests of tcbench report, compare and export on real runs of the
+# smoke suite (--only mlp,gpt2 --repeat 10, to stay fast): the report's
+# files and charts, the report without gnuplot on PATH (exit 0, exactly one
+# warning line, tables and scripts kept), compare's exit codes (the same
+# run twice passes; a different machine exits 2 unless --force; corrupt
+# JSON exits 2 with FILE:LINE:COL; pass -> fail_accuracy exits 1), and the
+# Google Benchmark export. Two separate runs are compared too, but only
+# printed: on a shared machine load can move a median between runs by more
+# than any threshold, and that is what the gate is for, not a test failure.
+# Needs TCBENCH_EXE and TCBENCH_SOURCE_DIR (tests/meson.build sets both).
+# POSIX sh, grep, sed, awk.
+
+EXE=${TCBENCH_EXE:?set TCBENCH_EXE to the tcbench binary}
+SRC=${TCBENCH_SOURCE_DIR:?set TCBENCH_SOURCE_DIR to the source tree}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/tcbench-report-XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+unset TCBENCH_TEST_FAULT TCBENCH_MODELS TCBENCH_SUITES_DIR NO_COLOR TCBENCH_CC \
+    TCBENCH_DISABLE_FUSION TCBENCH_DISABLE_CAPTURE TCBENCH_LOG
+export XDG_CACHE_HOME="$TMP/cache" TMPDIR="$TMP"
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() {
+    fail=$((fail + 1))
+    echo "FAIL: $*" >&2
+}
+
+# expect CODE DESC CMD...: run CMD, keep its output in $TMP/stdout and $TMP/stderr
+expect() {
+    want=$1
+    desc=$2
+    shift 2
+    "$@" >"$TMP/stdout" 2>"$TMP/stderr"
+    got=$?
+    if [ "$got" -eq "$want" ]; then
+        ok
+    else
+        bad "$desc: exit $got, expected $want"
+        sed 's/^/  | /' "$TMP/stderr" >&2
+    fi
+}
+
+has() { # has FILE PATTERN DESC
+    if grep -Eq -- "$2" "$1"; then ok; else bad "$3: no '$2' in $1"; fi
+}
+
+one_line() { # one_line PATTERN DESC: stderr is exactly one line matching PATTERN
+    if [ "$(wc -l <"$TMP/stderr")" -eq 1 ] && grep -Eq -- "$1" "$TMP/stderr"; then
+        ok
+    else
+        bad "$2: wanted one line matching '$1' on stderr, got:"
+        sed 's/^/  | /' "$TMP/stderr" >&2
+    fi
+}
+
+exists() { # exists PATH DESC
+    if [ -e "$1" ]; then ok; else bad "$2: $1 is missing"; fi
+}
+
+# --- help -------------------------------------------------------------------
+for cmd in report compare export; do
+    expect 0 "$cmd --help" "$EXE" "$cmd" --help
+    has "$TMP/stdout" "^usage: tcbench $cmd" "$cmd --help"
+done
+expect 0 "--help" "$EXE" --help
+for cmd in report compare export; do has "$TMP/stdout" "^  $cmd " "tcbench --help lists $cmd"; done
+
+# --- two real runs ------------------------------------------------------------
+expect 0 "run a" "$EXE" run --only mlp,gpt2 --repeat 10 -q -o "$TMP/a.json"
+expect 0 "run b" "$EXE" run --only mlp,gpt2 --repeat 10 -q -o "$TMP/b.json"
+
+# --- report -------------------------------------------------------------------
+expect 0 "report" "$EXE" report "$TMP/a.json" -o "$TMP/rep"
+for f in summary.md results.csv index.html charts/geomean.gp charts/geomean.dat; do
+    exists "$TMP/rep/$f" "report"
+done
+has "$TMP/rep/summary.md" '^\| Pass rate \| 100%, 2/2 \|$' "summary pass rate"
+has "$TMP/rep/summary.md" '^\| Geomean speedup \| [0-9]+\.[0-9][0-9]x \|$' "summary geomean"
+has "$TMP/rep/summary.md" 'needs both: no AMP' "headline says AMP is missing"
+has "$TMP/rep/results.csv" '^dev,name,batch_size,speedup,abs_latency,compilation_latency,' "csv"
+has "$TMP/rep/results.csv" '^cpu,gpt2,2,[0-9.]+,[0-9.]+,[0-9.]+,' "csv compiled row"
+if command -v gnuplot >/dev/null 2>&1; then
+    for c in geomean speedup-compiled-fp32-infer-cpu compile-compiled-fp32-infer-cpu \
+        memory-compiled-fp32-infer-cpu; do
+        exists "$TMP/rep/charts/$c.png" "gnuplot drew"
+        exists "$TMP/rep/charts/$c.svg" "gnuplot drew"
+        size=$(wc -c <"$TMP/rep/charts/$c.png" 2>/dev/null || echo 0)
+        if [ "$size" -gt 0 ] && [ "$size" -lt 204800 ]; then ok; else bad "$c.png: $size bytes"; fi
+    done
+    has "$TMP/rep/index.html" 'src="data:image/svg\+xml;base64,' "charts inline in index.html"
+    if [ -s "$TMP/stderr" ]; then bad "report with gnuplot printed: $(cat "$TMP/stderr")"; else ok; fi
+else
+    echo "report_cli: gnuplot not on PATH here; the drawn charts are not checked"
+fi
+
+# --- report without gnuplot on PATH: exit 0, one warning, tables and scripts ---
+mkdir "$TMP/nobin"
+expect 0 "report without gnuplot" env PATH="$TMP/nobin" "$EXE" report "$TMP/a.json" -o "$TMP/rep2"
+one_line 'warning: gnuplot not found on PATH' "report without gnuplot"
+for f in summary.md results.csv index.html charts/geomean.gp charts/geomean.dat \
+    charts/speedup-compiled-fp32-infer-cpu.gp charts/speedup-compiled-fp32-infer-cpu.dat; do
+    exists "$TMP/rep2/$f" "report without gnuplot"
+done
+if ls "$TMP/rep2/charts/"*.png >/dev/null 2>&1; then bad "PNG files without gnuplot"; else ok; fi
+has "$TMP/rep2/summary.md" 'not drawn \(no gnuplot\)' "summary says the charts are not drawn"
+
+# --- bad input ----------------------------------------------------------------
+expect 2 "report of nothing" "$EXE" report -o "$TMP/rep3"
+one_line 'no results file' "report of nothing"
+printf '{\n  "schema_version": 1,\n  "cases": [,]\n}\n' >"$TMP/corrupt.json"
+expect 2 "report of corrupt JSON" "$EXE" report "$TMP/corrupt.json" -o "$TMP/rep3"
+one_line "^$TMP/corrupt.json:3:[0-9]+: " "report of corrupt JSON"
+expect 2 "compare of corrupt JSON" "$EXE" compare "$TMP/a.json" "$TMP/corrupt.json"
+one_line "^$TMP/corrupt.json:3:[0-9]+: " "compare of corrupt JSON"
+expect 2 "report of the same run twice" "$EXE" report "$TMP/a.json" "$TMP/a.json" -o "$TMP/rep3"
+one_line 'is also in' "report of the same run twice"
+
+# --- compare ------------------------------------------------------------------
+expect 0 "compare a run with itself" "$EXE" compare "$TMP/a.json" "$TMP/a.json"
+has "$TMP/stdout" '^PASS: 0 regressions' "compare a a"
+"$EXE" compare "$TMP/a.json" "$TMP/b.json" >"$TMP/ab.txt" 2>&1
+echo "report_cli: two separate runs compare with exit $? (informational): $(tail -n 1 "$TMP/ab.txt")"
+expect 0 "compare --format md" "$EXE" compare --format md "$TMP/a.json" "$TMP/a.json"
+has "$TMP/stdout" '^### tcbench compare: PASS' "compare --format md"
+expect 0 "compare --format json" "$EXE" compare --format json "$TMP/a.json" "$TMP/a.json"
+has "$TMP/stdout" '"result": "pass"' "compare --format json"
+expect 0 "compare --format junit" "$EXE" compare --format junit "$TMP/a.json" "$TMP/a.json"
+has "$TMP/stdout" '<testsuites name="tcbench compare" tests="4" failures="0"' "junit"
+if command -v xmllint >/dev/null 2>&1; then
+    if xmllint --noout "$TMP/stdout" 2>"$TMP/xmllint"; then ok; else bad "junit: $(cat "$TMP/xmllint")"; fi
+fi
+expect 2 "compare --format bad" "$EXE" compare --format xml "$TMP/a.json" "$TMP/a.json"
+one_line '--format xml: expected text, md, json or junit' "compare --format bad"
+expect 2 "compare --threshold bad" "$EXE" compare --threshold 5 "$TMP/a.json" "$TMP/a.json"
+one_line '--threshold 5: expected a number between 0 and 1' "compare --threshold bad"
+expect 2 "compare --alpha bad" "$EXE" compare --alpha 0 "$TMP/a.json" "$TMP/a.json"
+one_line '--alpha 0: expected a number between 0 and 1' "compare --alpha bad"
+expect 0 "compare --alpha --threshold" "$EXE" compare --alpha 0.05 --threshold 0.1 "$TMP/a.json" "$TMP/a.json"
+has "$TMP/stdout" '\(threshold 10\.0%, alpha 0\.05;' "compare --alpha --threshold"
+expect 2 "compare of one file" "$EXE" compare "$TMP/a.json"
+one_line 'expected two results files' "compare of one file"
+
+# a different machine: refused, unless --force
+sed 's/"cpu_model": "[^"]*"/"cpu_model": "Some Other CPU"/' "$TMP/a.json" >"$TMP/other.json"
+expect 2 "compare across machines" "$EXE" compare "$TMP/a.json" "$TMP/other.json"
+one_line "different machines \(cpu_model '.*' vs 'Some Other CPU'\).*--force" "compare across machines"
+expect 0 "compare across machines --force" "$EXE" compare --force "$TMP/a.json" "$TMP/other.json"
+
+# an entry that passed and now fails accuracy is a regression
+awk '!done && /"status": "pass"/ { sub(/"pass"/, "\"fail_accuracy\""); done = 1 } { print }' \
+    "$TMP/a.json" >"$TMP/acc.json"
+expect 1 "compare pass -> fail_accuracy" "$EXE" compare "$TMP/a.json" "$TMP/acc.json"
+has "$TMP/stdout" '^regression +smoke/[a-z0-9]+ compiled .*status pass -> fail_accuracy' \
+    "compare names the status regression"
+
+# --- export -------------------------------------------------------------------
+expect 0 "export gbench" "$EXE" export --format gbench "$TMP/a.json" -o "$TMP/gbench.json"
+for p in '"context": \{' '"num_cpus": [0-9]+' '"library_build_type": "' \
+    '"name": "smoke/mlp/eager/fp32/infer/batch:16"' '"run_type": "iteration"' \
+    '"aggregate_name": "median"' '"time_unit": "ms"' '"real_time": [0-9]'; do
+    has "$TMP/gbench.json" "$p" "export gbench"
+done
+expect 2 "export without --format" "$EXE" export "$TMP/a.json"
+one_line '--format is required' "export without --format"
+
+echo "report_cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

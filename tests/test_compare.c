@@ -1,0 +1,388 @@
+// tcbench compare: the U test and Benjamini-Hochberg against known values,
+// a clear regression exits 1, 200 pairs of pure noise give under 1% false
+// regressions, a different machine exits 2 (and --force goes on), corrupt
+// JSON exits 2 with FILE:LINE:COL, ok -> fail_accuracy is a regression, the
+// JUnit output is well-formed XML, and the other formats say the same.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+// after the four above, which it needs
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "reports/compare.h"
+
+static char dir[256];
+
+// splitmix64 and Box-Muller: the same noise on every machine
+static uint64_t rng_state;
+static double uniform(void) {
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return ((z >> 11) + 0.5) / 9007199254740992.0;
+}
+static double gauss(void) { return sqrt(-2 * log(uniform())) * cos(2 * M_PI * uniform()); }
+// lognormal around median m with coefficient of variation about cv
+static double lognormal(double m, double cv) { return m * exp(gauss() * sqrt(log1p(cv * cv))); }
+
+typedef struct fake {
+    const char *name, *status;
+    double median, cv;
+    int n;
+} fake;
+
+// A results file of one entry per fake, on the host cpu.
+static void write_results(const char *path, const char *cpu, const fake *f, int nf) {
+    json_t *cases = json_array();
+    for (int i = 0; i < nf; i++) {
+        json_t *s = json_array();
+        for (int k = 0; k < f[i].n; k++)
+            json_array_append_new(s, json_real(lognormal(f[i].median, f[i].cv)));
+        json_array_append_new(cases, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:o}",
+                                               "suite", "t", "name", f[i].name, "mode", "compiled",
+                                               "precision", "fp32", "workload", "infer", "device",
+                                               "cpu", "batch", 2, "status", f[i].status, "message",
+                                               "", "samples_s", s));
+    }
+    json_t *doc = json_pack("{s:i, s:{s:s, s:i, s:i}, s:o}", "schema_version", 1, "host",
+                            "cpu_model", cpu, "cores", 2, "threads_used", 2, "cases", cases);
+    assert_non_null(doc);
+    assert_int_equal(json_dump_file(doc, path, JSON_INDENT(1)), 0);
+    json_decref(doc);
+}
+
+static void path_of(char *buf, size_t cap, const char *name) {
+    snprintf(buf, cap, "%s/%s", dir, name);
+}
+
+// compare_main with its output and errors captured.
+static int run_compare(const char *a, const char *b, const compare_options *o, char **out,
+                       char **err) {
+    char pa[512], pb[512];
+    path_of(pa, sizeof pa, a);
+    path_of(pb, sizeof pb, b);
+    char *obuf = NULL, *ebuf = NULL;
+    size_t on = 0, en = 0;
+    FILE *fo = open_memstream(&obuf, &on), *fe = open_memstream(&ebuf, &en);
+    assert_non_null(fo);
+    assert_non_null(fe);
+    int rc = compare_main(pa, pb, o, fo, fe);
+    fclose(fo);
+    fclose(fe);
+    if (out)
+        *out = obuf;
+    else
+        free(obuf);
+    if (err)
+        *err = ebuf;
+    else
+        free(ebuf);
+    return rc;
+}
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/tcbench-test-compare-XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_mann_whitney(void **state) {
+    (void)state;
+    double a[] = {1, 2, 3, 4, 5}, b[] = {6, 7, 8, 9, 10};
+    // scipy.stats.mannwhitneyu(a, b, method="asymptotic").pvalue
+    assert_true(fabs(compare_mann_whitney(a, 5, b, 5) - 0.01218578036) < 1e-9);
+    assert_true(fabs(compare_mann_whitney(b, 5, a, 5) - 0.01218578036) < 1e-9);
+    // ties: U counted pair by pair, the tie term from the groups of equal values
+    double c[] = {1, 1, 2, 2, 3, 5}, d[] = {2, 3, 3, 3, 4, 4, 6};
+    assert_true(fabs(compare_mann_whitney(c, 6, d, 7) - 0.1080220334) < 1e-9);
+    double e[] = {3, 3, 3};
+    assert_true(compare_mann_whitney(e, 3, e, 3) == 1); // all tied: no evidence
+}
+
+static void test_bh(void **state) {
+    (void)state;
+    double p[] = {0.01, 0.04, 0.03, 0.005}, q[4];
+    compare_bh_adjust(p, 4, q);
+    // R: p.adjust(c(0.01, 0.04, 0.03, 0.005), "BH")
+    double want[] = {0.02, 0.04, 0.04, 0.02};
+    for (int i = 0; i < 4; i++)
+        assert_true(fabs(q[i] - want[i]) < 1e-12);
+}
+
+static void test_clear_regression(void **state) {
+    (void)state;
+    rng_state = 1;
+    fake base[] = {{"mlp", "pass", 1e-3, 0.02, 20}, {"gpt2", "pass", 2e-3, 0.02, 20}};
+    fake cur[] = {{"mlp", "pass", 1.3e-3, 0.02, 20}, {"gpt2", "pass", 2e-3, 0.02, 20}};
+    char a[512], b[512];
+    path_of(a, sizeof a, "base.json");
+    path_of(b, sizeof b, "slow.json");
+    write_results(a, "cpu A", base, 2);
+    write_results(b, "cpu A", cur, 2);
+    compare_options o;
+    compare_options_init(&o);
+    char *out;
+    assert_int_equal(run_compare("base.json", "slow.json", &o, &out, NULL), 1);
+    assert_non_null(strstr(out, "regression   t/mlp compiled"));
+    assert_non_null(strstr(out, "same         t/gpt2 compiled"));
+    assert_non_null(strstr(out, "FAIL: 1 regression"));
+    free(out);
+    // the same file twice passes
+    assert_int_equal(run_compare("base.json", "base.json", &o, NULL, NULL), 0);
+    // and the reverse is an improvement, which passes
+    assert_int_equal(run_compare("slow.json", "base.json", &o, &out, NULL), 0);
+    assert_non_null(strstr(out, "improvement  t/mlp"));
+    free(out);
+}
+
+static void test_noise_is_not_a_regression(void **state) {
+    (void)state;
+    enum { N = 200 };
+    static fake f[N];
+    static char names[N][16];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "case%03d", i);
+        f[i] = (fake){names[i], "pass", 1e-3 * (1 + i % 7), 0.05, 20};
+    }
+    rng_state = 42;
+    char a[512], b[512];
+    path_of(a, sizeof a, "noise_a.json");
+    path_of(b, sizeof b, "noise_b.json");
+    write_results(a, "cpu A", f, N);
+    write_results(b, "cpu A", f, N);
+    resfile *fa, *fb;
+    diag d;
+    assert_int_equal(resfile_load(a, &fa, &d), 0);
+    assert_int_equal(resfile_load(b, &fb, &d), 0);
+    compare_options o;
+    compare_options_init(&o);
+    compare_result r;
+    char err[256];
+    assert_int_equal(compare_files(fa, fb, &o, &r, err, sizeof err), 0);
+    assert_int_equal(r.nrows, N);
+    // fewer than 1% false regressions (and, with BH over 200, usually none)
+    assert_true(r.count[CMP_REGRESSION] < 2);
+    int raw = 0; // the unadjusted test alone would flag about alpha x N
+    for (int i = 0; i < r.nrows; i++)
+        raw += r.rows[i].p < o.alpha;
+    print_message("noise: %d regressions, %d ambiguous, %d raw p < alpha of %d\n",
+                  r.count[CMP_REGRESSION], r.count[CMP_AMBIGUOUS], raw, N);
+    compare_result_free(&r);
+    resfile_free(fa);
+    resfile_free(fb);
+}
+
+static void test_different_machine(void **state) {
+    (void)state;
+    rng_state = 7;
+    fake f[] = {{"mlp", "pass", 1e-3, 0.02, 12}};
+    char a[512], b[512];
+    path_of(a, sizeof a, "m1.json");
+    path_of(b, sizeof b, "m2.json");
+    write_results(a, "cpu A", f, 1);
+    rng_state = 7; // the same samples: only the machine differs
+    write_results(b, "cpu B", f, 1);
+    compare_options o;
+    compare_options_init(&o);
+    char *err;
+    assert_int_equal(run_compare("m1.json", "m2.json", &o, NULL, &err), 2);
+    assert_non_null(strstr(err, "different machines (cpu_model 'cpu A' vs 'cpu B')"));
+    assert_non_null(strstr(err, "--force"));
+    assert_int_equal((int)(strchr(err, '\n') - err) + 1, (int)strlen(err)); // one line
+    free(err);
+    o.force = true;
+    assert_int_equal(run_compare("m1.json", "m2.json", &o, NULL, &err), 0);
+    assert_non_null(strstr(err, "warning: different machines"));
+    free(err);
+}
+
+static void test_corrupt_json(void **state) {
+    (void)state;
+    const char *src = getenv("TCBENCH_SOURCE_DIR");
+    char corrupt[4096], good[512];
+    snprintf(corrupt, sizeof corrupt, "%s/tests/fixtures/corrupt.json", src ? src : ".");
+    path_of(good, sizeof good, "good.json");
+    rng_state = 3;
+    fake f[] = {{"mlp", "pass", 1e-3, 0.02, 12}};
+    write_results(good, "cpu A", f, 1);
+    compare_options o;
+    compare_options_init(&o);
+    char *ebuf = NULL;
+    size_t en = 0;
+    FILE *fe = open_memstream(&ebuf, &en), *fo = fopen("/dev/null", "w");
+    assert_non_null(fe);
+    assert_non_null(fo);
+    assert_int_equal(compare_main(good, corrupt, &o, fo, fe), 2);
+    fclose(fe);
+    fclose(fo);
+    char want[4200];
+    // the second comma of line 4, column 23
+    snprintf(want, sizeof want, "%s:4:23: ", corrupt);
+    assert_true(strncmp(ebuf, want, strlen(want)) == 0);
+    assert_int_equal((int)(strchr(ebuf, '\n') - ebuf) + 1, (int)strlen(ebuf)); // one line
+    free(ebuf);
+}
+
+static void test_status_regression(void **state) {
+    (void)state;
+    rng_state = 5;
+    fake base[] = {{"mlp", "pass", 1e-3, 0.02, 12},
+                   {"gpt2", "fail_to_run", 1e-3, 0.02, 0},
+                   {"gone", "pass", 1e-3, 0.02, 12},
+                   {"few", "pass", 1e-3, 0.02, 5}};
+    fake cur[] = {{"mlp", "fail_accuracy", 1e-3, 0.02, 12},
+                  {"gpt2", "pass", 1e-3, 0.02, 12},
+                  {"few", "pass", 1e-3, 0.02, 5},
+                  {"fresh", "pass", 1e-3, 0.02, 12}};
+    char a[512], b[512];
+    path_of(a, sizeof a, "st_a.json");
+    path_of(b, sizeof b, "st_b.json");
+    write_results(a, "cpu A", base, 4);
+    write_results(b, "cpu A", cur, 4);
+    compare_options o;
+    compare_options_init(&o);
+    o.format = CMP_JSON;
+    char *out;
+    assert_int_equal(run_compare("st_a.json", "st_b.json", &o, &out, NULL), 1);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    assert_string_equal(json_string_value(json_object_get(doc, "result")), "fail");
+    json_t *counts = json_object_get(doc, "counts");
+    assert_int_equal(json_integer_value(json_object_get(counts, "regression")), 1);
+    assert_int_equal(json_integer_value(json_object_get(counts, "improvement")), 1);
+    assert_int_equal(json_integer_value(json_object_get(counts, "missing")), 1);
+    assert_int_equal(json_integer_value(json_object_get(counts, "new")), 1);
+    assert_int_equal(json_integer_value(json_object_get(counts, "insufficient")), 1);
+    json_t *first = json_array_get(json_object_get(doc, "entries"), 0);
+    assert_string_equal(json_string_value(json_object_get(first, "verdict")), "regression");
+    assert_string_equal(json_string_value(json_object_get(first, "reason")),
+                        "status pass -> fail_accuracy");
+    json_decref(doc);
+    free(out);
+    o.format = CMP_MD;
+    assert_int_equal(run_compare("st_a.json", "st_b.json", &o, &out, NULL), 1);
+    assert_non_null(strstr(out, "### tcbench compare: FAIL: 1 regression"));
+    assert_non_null(strstr(out, "| **regression** | t/mlp compiled"));
+    free(out);
+}
+
+// Well-formed XML, as far as our writer can go wrong: every tag closes in
+// order, attribute values are quoted, and text holds no raw < or stray &.
+static bool xml_well_formed(const char *s, int *testcases, int *failures) {
+    const char *stack[64];
+    size_t lens[64];
+    int depth = 0;
+    *testcases = *failures = 0;
+    if (strncmp(s, "<?xml ", 6) == 0)
+        s = strstr(s, "?>") + 2;
+    while (*s) {
+        if (*s == '&') {
+            const char *semi = strchr(s, ';');
+            if (!semi || semi - s > 6)
+                return false;
+            s = semi + 1;
+        } else if (*s == '<') {
+            bool closing = s[1] == '/';
+            const char *name = s + 1 + closing;
+            size_t n = strcspn(name, " />");
+            if (n == 0)
+                return false;
+            const char *p = name + n;
+            while (*p && *p != '>' && !(p[0] == '/' && p[1] == '>')) {
+                if (*p == '"') {
+                    const char *q = strchr(p + 1, '"');
+                    if (!q || memchr(p + 1, '<', (size_t)(q - p - 1)))
+                        return false;
+                    p = q + 1;
+                } else if (*p == '<' || *p == '\'')
+                    return false;
+                else
+                    p++;
+            }
+            if (!*p)
+                return false;
+            bool empty = *p == '/';
+            if (closing) {
+                if (depth == 0 || lens[depth - 1] != n || strncmp(stack[depth - 1], name, n))
+                    return false;
+                depth--;
+            } else {
+                if (n == 8 && !strncmp(name, "testcase", 8))
+                    (*testcases)++;
+                if (n == 7 && !strncmp(name, "failure", 7))
+                    (*failures)++;
+                if (!empty) {
+                    if (depth == 64)
+                        return false;
+                    stack[depth] = name;
+                    lens[depth++] = n;
+                }
+            }
+            s = p + (empty ? 2 : 1);
+        } else
+            s++;
+    }
+    return depth == 0;
+}
+
+static void test_junit(void **state) {
+    (void)state;
+    rng_state = 11;
+    fake base[] = {{"<script>\"x&y", "pass", 1e-3, 0.02, 20},
+                   {"gpt2", "pass", 2e-3, 0.02, 20},
+                   {"few", "pass", 1e-3, 0.02, 4}};
+    fake cur[] = {{"<script>\"x&y", "pass", 1.5e-3, 0.02, 20},
+                  {"gpt2", "pass", 2e-3, 0.02, 20},
+                  {"few", "pass", 1e-3, 0.02, 4}};
+    char a[512], b[512];
+    path_of(a, sizeof a, "j_a.json");
+    path_of(b, sizeof b, "j_b.json");
+    write_results(a, "cpu A", base, 3);
+    write_results(b, "cpu A", cur, 3);
+    compare_options o;
+    compare_options_init(&o);
+    o.format = CMP_JUNIT;
+    char *out;
+    assert_int_equal(run_compare("j_a.json", "j_b.json", &o, &out, NULL), 1);
+    int cases, failures;
+    assert_true(xml_well_formed(out, &cases, &failures));
+    assert_int_equal(cases, 3);
+    assert_int_equal(failures, 1);
+    assert_non_null(strstr(out, "name=\"&lt;script&gt;&quot;x&amp;y/compiled/fp32/infer/cpu/"
+                                "batch:2\""));
+    assert_non_null(strstr(out, "<skipped message=\"insufficient: "));
+    assert_null(strstr(out, "<script"));
+    // the checker itself refuses what is broken
+    int c, f;
+    assert_false(xml_well_formed("<a><b></a></b>", &c, &f));
+    assert_false(xml_well_formed("<a x=\"1\">x < y</a>", &c, &f));
+    assert_false(xml_well_formed("<a>&script</a>", &c, &f));
+    free(out);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mann_whitney),      cmocka_unit_test(test_bh),
+        cmocka_unit_test(test_clear_regression),  cmocka_unit_test(test_noise_is_not_a_regression),
+        cmocka_unit_test(test_different_machine), cmocka_unit_test(test_corrupt_json),
+        cmocka_unit_test(test_status_regression), cmocka_unit_test(test_junit),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
