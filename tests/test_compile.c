@@ -963,18 +963,18 @@ static model *gen_model(uint64_t seed, int nops) {
 static void test_random_graphs(void **state) {
     char cache[300];
     cache_of(state, cache, sizeof cache);
-    // TCBENCH_TEST_SEED=S[,N] reruns from another seed (N models) to search
+    // TCBENCH_TEST_SEED=S[,N[,OPS]] reruns from another seed (N models of OPS ops) to search
     // further; TCBENCH_TEST_DUMP=DIR keeps the generated source
     uint64_t seed0 = RANDOM_SEED;
-    int nmodels = RANDOM_MODELS, nops = 0;
+    int nmodels = RANDOM_MODELS, nops = 0, size = RANDOM_OPS;
     const char *env = getenv("TCBENCH_TEST_SEED");
     if (env && *env)
-        sscanf(env, "%" SCNu64 ",%d", &seed0, &nmodels);
-    print_message("random graphs: seed %" PRIu64 ", %d models\n", seed0, nmodels);
+        sscanf(env, "%" SCNu64 ",%d,%d", &seed0, &nmodels, &size);
+    print_message("random graphs: seed %" PRIu64 ", %d models of %d ops\n", seed0, nmodels, size);
     for (int mi = 0; mi < nmodels; mi++) {
         uint64_t seed = seed0 + (uint64_t)mi * 7919;
         snprintf(fail_ctx, sizeof fail_ctx, "seed %" PRIu64 ": ", seed);
-        model *m = gen_model(seed, RANDOM_OPS);
+        model *m = gen_model(seed, size);
         nops += m->g->n;
         double *ref[8];
         char err[600];

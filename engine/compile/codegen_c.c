@@ -19,6 +19,8 @@
 #include <string.h>
 
 #define PAR_MIN 32768
+// GEMMs whose second operand is at most this large run in row blocks
+#define GEMM_BLOCK_MAX_B_BYTES (256.0 * 1024)
 
 extern const char compile_prelude_math[]; // cpu_math.h, embedded at build time
 
@@ -30,6 +32,7 @@ typedef struct kgen {
     int64_t shape[TENSOR_MAX_DIMS];           // iteration shape
     int64_t st[KG_MAX_ARGS][TENSOR_MAX_DIMS]; // per-arg strides over it
     int row_level;                            // 0: 1-d loop over j; 1: rows r, inner j
+    bool hoisted[KG_MAX_ARGS];                // read once per row into h<a>
 } kgen;
 
 static int arg_of(kgroup *k, int node) {
@@ -96,10 +99,16 @@ static void index_of(const kgen *g, int ai, char *buf, size_t cap) {
 }
 
 // The value of node v inside the loop: a member's temporary, a constant, or a load.
+static void recompute_expr(kgen *g, int v, char *buf, size_t cap);
+
 static void operand(kgen *g, int v, char *buf, size_t cap) {
     const cnode *c = &g->p->info[v];
     if (c->store == CS_CONST) {
         literal(buf, cap, g->p->g->nodes[v].fa[0]);
+        return;
+    }
+    if (c->store == CS_RECOMPUTE) {
+        recompute_expr(g, v, buf, cap);
         return;
     }
     if (in_group(g, v) && c->store != CS_VIEW && c->store != CS_SOURCE) {
@@ -109,17 +118,77 @@ static void operand(kgen *g, int v, char *buf, size_t cap) {
     int ai = arg_of(g->k, v);
     char idx[96];
     index_of(g, ai, idx, sizeof idx);
-    if (g->p->g->nodes[v].dtype == DT_BOOL)
+    if (g->hoisted[ai])
+        snprintf(buf, cap, g->p->g->nodes[v].dtype == DT_BOOL ? "(h%d != 0)" : "h%d", ai);
+    else if (g->p->g->nodes[v].dtype == DT_BOOL)
         snprintf(buf, cap, "(p%d[%s] != 0)", ai, idx);
     else
         snprintf(buf, cap, "p%d[%s]", ai, idx);
+}
+
+// The C expression of an elementwise op over operands named x0, x1, x2
+// (x0 an int for where's condition). NULL for ops that are not elementwise.
+static const char *op_template(const graph_node *n, char *buf, size_t cap) {
+    switch (n->op) {
+    case OP_NEG: return "-x0";
+    case OP_EXP: return "cpu_expf(x0)";
+    case OP_LOG: return "cpu_logf(x0)";
+    case OP_SQRT: return "sqrtf(x0)";
+    case OP_RSQRT: return "1.0f / sqrtf(x0)";
+    case OP_RECIP: return "1.0f / x0";
+    case OP_ABS: return "fabsf(x0)";
+    case OP_TANH: return "cpu_tanhf(x0)";
+    case OP_SIGMOID: return "cpu_sigmoidf(x0)";
+    case OP_RELU: return "x0 < 0 ? 0.0f : x0";
+    case OP_RELU6: return "x0 < 0 ? 0.0f : x0 > 6.0f ? 6.0f : x0";
+    case OP_GELU: return "x0 * cpu_normal_cdf(x0)";
+    case OP_GELU_TANH: return "x0 / (1.0f + cpu_expf(-1.5957691216f * (x0 + 0.044715f * x0 * x0 * x0)))";
+    case OP_SILU: return "x0 / (1.0f + cpu_expf(-x0))";
+    case OP_HARDSWISH: return "x0 * ((x0 + 3.0f < 0.0f ? 0.0f : x0 + 3.0f > 6.0f ? 6.0f : x0 + 3.0f) / 6.0f)";
+    case OP_HARDSIGMOID: return "(x0 + 3.0f < 0.0f ? 0.0f : x0 + 3.0f > 6.0f ? 6.0f : x0 + 3.0f) / 6.0f";
+    case OP_SCALE: {
+        char a[48], c[48];
+        literal(a, sizeof a, n->fa[0]);
+        literal(c, sizeof c, n->fa[1]);
+        snprintf(buf, cap, "x0 * %s + %s", a, c);
+        return buf;
+    }
+    case OP_CONTIGUOUS: return "x0";
+    case OP_ADD: return "x0 + x1";
+    case OP_SUB: return "x0 - x1";
+    case OP_MUL: return "x0 * x1";
+    case OP_DIV: return "x0 / x1";
+    case OP_MAXIMUM: return "(x0 != x0 || x0 > x1) ? x0 : x1";
+    case OP_WHERE: return "x0 ? x1 : x2";
+    default: return NULL;
+    }
+}
+
+#define EXPR_CAP 2048
+
+// A recomputed node as one expression (a GNU statement expression, so each
+// operand is evaluated once): small per-channel values such as batch norm's
+// rsqrt(var + eps) cost less to recompute in every kernel that reads them
+// than a kernel launch of their own.
+static void recompute_expr(kgen *g, int v, char *buf, size_t cap) {
+    const graph_node *n = &g->p->g->nodes[v];
+    char x[3][EXPR_CAP], tb[160];
+    for (int s = 0; s < n->nsrc && s < 3; s++)
+        operand(g, n->src[s], x[s], sizeof x[s]);
+    const char *t = op_template(n, tb, sizeof tb);
+    size_t o = (size_t)snprintf(buf, cap, "({ ");
+    for (int s = 0; s < n->nsrc && s < 3 && o < cap; s++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s x%d = %s; ",
+                              s == 0 && n->op == OP_WHERE ? "int" : "float", s, x[s]);
+    if (o < cap)
+        snprintf(buf + o, cap - o, "%s; })", t ? t : "0.0f");
 }
 
 // "float vM = <op>(operands);" for member m
 static int emit_member(kgen *g, int m) {
     int v = g->k->nodes[m];
     const graph_node *n = &g->p->g->nodes[v];
-    char x[3][128];
+    char x[3][EXPR_CAP], tb[160];
     for (int s = 0; s < n->nsrc && s < 3; s++)
         operand(g, n->src[s], x[s], sizeof x[s]);
     sbuf *b = g->b;
@@ -127,43 +196,9 @@ static int emit_member(kgen *g, int m) {
     for (int s = 0; s < n->nsrc && s < 3; s++)
         sbuf_printf(b, "            %s x%d = %s;\n", s == 0 && n->op == OP_WHERE ? "int" : "float",
                     s, x[s]);
-    const char *e;
-    char buf[256];
-    switch (n->op) {
-    case OP_NEG: e = "-x0"; break;
-    case OP_EXP: e = "cpu_expf(x0)"; break;
-    case OP_LOG: e = "cpu_logf(x0)"; break;
-    case OP_SQRT: e = "sqrtf(x0)"; break;
-    case OP_RSQRT: e = "1.0f / sqrtf(x0)"; break;
-    case OP_RECIP: e = "1.0f / x0"; break;
-    case OP_ABS: e = "fabsf(x0)"; break;
-    case OP_TANH: e = "cpu_tanhf(x0)"; break;
-    case OP_SIGMOID: e = "cpu_sigmoidf(x0)"; break;
-    case OP_RELU: e = "x0 < 0 ? 0.0f : x0"; break;
-    case OP_RELU6: e = "x0 < 0 ? 0.0f : x0 > 6.0f ? 6.0f : x0"; break;
-    case OP_GELU: e = "x0 * cpu_normal_cdf(x0)"; break;
-    case OP_GELU_TANH: e = "x0 / (1.0f + cpu_expf(-1.5957691216f * (x0 + 0.044715f * x0 * x0 * x0)))"; break;
-    case OP_SILU: e = "x0 / (1.0f + cpu_expf(-x0))"; break;
-    case OP_HARDSWISH: e = "x0 * ((x0 + 3.0f < 0.0f ? 0.0f : x0 + 3.0f > 6.0f ? 6.0f : x0 + 3.0f) / 6.0f)"; break;
-    case OP_HARDSIGMOID: e = "(x0 + 3.0f < 0.0f ? 0.0f : x0 + 3.0f > 6.0f ? 6.0f : x0 + 3.0f) / 6.0f"; break;
-    case OP_SCALE: {
-        char a[48], c[48];
-        literal(a, sizeof a, n->fa[0]);
-        literal(c, sizeof c, n->fa[1]);
-        snprintf(buf, sizeof buf, "x0 * %s + %s", a, c);
-        e = buf;
-        break;
-    }
-    case OP_CONTIGUOUS: e = "x0"; break;
-    case OP_ADD: e = "x0 + x1"; break;
-    case OP_SUB: e = "x0 - x1"; break;
-    case OP_MUL: e = "x0 * x1"; break;
-    case OP_DIV: e = "x0 / x1"; break;
-    case OP_MAXIMUM: e = "(x0 != x0 || x0 > x1) ? x0 : x1"; break;
-    case OP_WHERE: e = "x0 ? x1 : x2"; break;
-    default:
+    const char *e = op_template(n, tb, sizeof tb);
+    if (!e)
         return compile_fail(g->p, "codegen: %s cannot be fused", op_name(n->op));
-    }
     sbuf_printf(b, "            v%d = %s;\n        }\n", m, e);
     return 0;
 }
@@ -205,6 +240,32 @@ static void decl_args(kgen *g) {
     }
 }
 
+// An operand that does not move along the inner loop (a per-channel scale,
+// a bias on its row) is read once per row into a local, so the compiler can
+// hoist what is computed from it: it cannot move loads past the kernel's
+// stores by itself, not knowing they do not alias.
+static bool writes(const kgen *g, int v) {
+    if (g->p->info[v].store != CS_BUFFER)
+        return false;
+    if (g->k->anchor == v || g->p->info[v].group == g->p->info[g->k->nodes[0]].group)
+        return true;
+    return false;
+}
+
+static void emit_hoists(kgen *g, bool rows) {
+    for (int a = 0; a < g->k->nargs; a++) {
+        g->hoisted[a] = false;
+        if (g->st[a][g->nd - 1] != 0 || writes(g, g->k->args[a]))
+            continue;
+        const graph_node *n = &g->p->g->nodes[g->k->args[a]];
+        if (rows)
+            sbuf_printf(g->b, "        const %s h%d = p%d[o%d];\n", ctype(n->dtype), a, a, a);
+        else
+            sbuf_printf(g->b, "        const %s h%d = p%d[0];\n", ctype(n->dtype), a, a);
+        g->hoisted[a] = true;
+    }
+}
+
 // Per-row offsets o<a> for row r of the iteration (dims 0 .. nd-2).
 static void emit_row_offsets(kgen *g, const char *r) {
     sbuf *b = g->b;
@@ -220,11 +281,28 @@ static void emit_row_offsets(kgen *g, const char *r) {
         sbuf_puts(b, "        }\n");
     }
     sbuf_puts(b, "        (void)q;\n");
+    emit_hoists(g, true);
 }
 
 static bool is_member_value(const kgen *g, int v) {
     const cnode *c = &g->p->info[v];
-    return in_group(g, v) && c->store != CS_VIEW && c->store != CS_SOURCE;
+    return in_group(g, v) && c->store != CS_VIEW && c->store != CS_SOURCE &&
+           c->store != CS_RECOMPUTE;
+}
+
+// Register node v as an operand (a recomputed node: its own operands).
+static int collect_operand(kgen *g, int v) {
+    const cnode *c = &g->p->info[v];
+    if (c->store == CS_RECOMPUTE) {
+        const graph_node *n = &g->p->g->nodes[v];
+        for (int s = 0; s < n->nsrc; s++)
+            if (collect_operand(g, n->src[s]) < 0)
+                return -1;
+        return 0;
+    }
+    if (is_member_value(g, v) || c->store == CS_CONST || arg_of(g->k, v) >= 0)
+        return 0;
+    return compile_fail(g->p, "codegen: a kernel has more than %d operands", KG_MAX_ARGS);
 }
 
 // Register every operand the group's loops read or write, in a fixed order.
@@ -232,11 +310,9 @@ static int collect_args(kgen *g, int first_member) {
     kgroup *k = g->k;
     for (int m = first_member; m < k->n; m++) {
         const graph_node *n = &g->p->g->nodes[k->nodes[m]];
-        for (int s = 0; s < n->nsrc; s++) {
-            int v = n->src[s];
-            if (!is_member_value(g, v) && g->p->info[v].store != CS_CONST && arg_of(k, v) < 0)
-                return compile_fail(g->p, "codegen: a kernel has more than %d operands", KG_MAX_ARGS);
-        }
+        for (int s = 0; s < n->nsrc; s++)
+            if (collect_operand(g, n->src[s]) < 0)
+                return -1;
     }
     for (int m = first_member; m < k->n; m++)
         if (g->p->info[k->nodes[m]].store == CS_BUFFER && arg_of(k, k->nodes[m]) < 0)
@@ -268,6 +344,7 @@ static void loop_open(kgen *g, const char *pragma_extra) {
         sbuf_printf(b, "    for (int64_t t = 0; t < %lld; t++) {\n", (long long)nchunks);
         sbuf_printf(b, "        int64_t j0 = t * %lld, j1 = j0 + %lld < %lld ? j0 + %lld : %lld;\n",
                     (long long)chunk, (long long)chunk, (long long)n, (long long)chunk, (long long)n);
+        emit_hoists(g, false);
         sbuf_printf(b, "#pragma omp simd%s\n", pragma_extra);
         sbuf_puts(b, "    for (int64_t j = j0; j < j1; j++) {\n");
         return;
@@ -632,11 +709,16 @@ static int emit_gemm(kgen *g) {
         sbuf_puts(b, "    }\n");
         return 0;
     }
-    // one matrix: row blocks, each a single-threaded GEMM plus its epilogue
+    // one matrix. Small weights: row blocks, each a single-threaded GEMM
+    // plus its epilogue while the block is in cache (OpenBLAS's own
+    // threading costs more than such a GEMM). Large weights: one GEMM
+    // threaded by OpenBLAS, as eager's (row blocks would pack the weights
+    // once per thread), then the epilogue over the rows in parallel.
     int64_t arow = ta ? 1 : lda; // step of one row of A in elements
+    bool small_b = (double)K * (double)N * 4.0 <= GEMM_BLOCK_MAX_B_BYTES;
     sbuf_printf(b, "    int nt = omp_get_max_threads();\n");
     sbuf_printf(b, "    int64_t blocks = (%lld >= 32 * (int64_t)nt && nt > 1 && %d) ? nt : 1;\n",
-                (long long)M, (double)M * N * K >= PAR_MIN * 8.0);
+                (long long)M, (double)M * N * K >= PAR_MIN * 8.0 && small_b);
     sbuf_puts(b, "    if (blocks > 1) {\n");
     sbuf_puts(b, "#pragma omp parallel for schedule(static)\n");
     sbuf_puts(b, "    for (int64_t t = 0; t < blocks; t++) {\n");
@@ -658,6 +740,7 @@ static int emit_gemm(kgen *g) {
         sbuf_puts(b, "        }\n        }\n");
     }
     sbuf_puts(b, "    }\n    } else {\n");
+
     sbuf_printf(b,
                 "        cblas_sgemm(101, %s, %s, %lld, %lld, %lld, 1.0f, p0, %lld, p1, %lld, 0.0f, "
                 "p2, %lld);\n",

@@ -24,6 +24,8 @@ typedef enum {
     CS_INLINE, // computed inside its group's kernel, never stored
     CS_BUFFER, // stored contiguously in the arena
     CS_VIEW,   // a strided view of a CS_SOURCE or CS_BUFFER node (no kernel)
+    CS_RECOMPUTE, // a small elementwise value of sources only (a per-channel
+                  // scale): recomputed inside every kernel that reads it
 } cstore;
 
 typedef struct clayout {

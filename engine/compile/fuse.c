@@ -379,6 +379,57 @@ static void resolve_views(fctx *f) {
     }
 }
 
+// Small elementwise values computed from sources alone (batch norm's
+// rsqrt(running_var + eps), per channel) are recomputed inside each kernel
+// that reads them instead of being a kernel of their own.
+#define RECOMPUTE_MAX_NUMEL 4096
+
+static void mark_recompute(fctx *f) {
+    cprog *p = f->p;
+    graph *g = f->g;
+    // forward: small elementwise values of sources alone
+    bool *cand = calloc((size_t)g->n, sizeof *cand);
+    if (!cand)
+        return; // an optimization: without memory, do without it
+    for (int v = 0; v < g->n; v++) {
+        const cnode *c = &p->info[v];
+        const graph_node *n = &g->nodes[v];
+        if (c->store != CS_INLINE || c->must_store || !compile_is_pointwise(n->op) ||
+            n->op == OP_CAST || n->dtype != DT_F32 || graph_node_numel(n) > RECOMPUTE_MAX_NUMEL)
+            continue;
+        bool ok = true;
+        for (int s = 0; s < n->nsrc && ok; s++) {
+            int u = n->src[s];
+            const cnode *sc = &p->info[u];
+            ok = sc->store == CS_SOURCE || sc->store == CS_CONST || cand[u] ||
+                 (sc->store == CS_VIEW && p->info[sc->base].store == CS_SOURCE);
+        }
+        cand[v] = ok;
+    }
+    // backward: every reader is a larger elementwise op or row reduction (the
+    // value broadcasts into it), or is recomputed itself
+    for (int v = g->n - 1; v >= 0; v--) {
+        if (!cand[v])
+            continue;
+        const graph_node *n = &g->nodes[v];
+        bool ok = ncons(f, v) > 0;
+        for (int k = 0; k < ncons(f, v) && ok; k++) {
+            int wi = cons_at(f, v, k);
+            const graph_node *w = &g->nodes[wi];
+            bool reads = (compile_is_pointwise(w->op) && w->op != OP_CAST) ||
+                         (op_kind(w->op) == OPK_REDUCE && w->ia[0] == w->ndim - 1);
+            ok = reads && (graph_node_numel(w) > graph_node_numel(n) ||
+                           p->info[wi].store == CS_RECOMPUTE);
+        }
+        if (!ok)
+            continue;
+        p->info[v].store = CS_RECOMPUTE;
+        if (p->log)
+            fprintf(p->log, "fusion: %s %%%d is recomputed where it is read\n", op_name(n->op), v);
+    }
+    free(cand);
+}
+
 int compile_fuse(cprog *p) {
     graph *g = p->g;
     fctx f = {.p = p, .g = g};
@@ -442,6 +493,7 @@ int compile_fuse(cprog *p) {
     if (g->loss >= 0)
         p->info[g->loss].must_store = true;
     resolve_views(&f);
+    mark_recompute(&f);
     if (fuse_epilogues(&f) < 0 || fuse_rows(&f) < 0 || fuse_pointwise(&f) < 0) {
         compile_fail(p, "out of memory in fuse");
         goto done;

@@ -28,7 +28,9 @@ bool clayout_reshape(const clayout *in, int ndim, const int64_t *shape, clayout 
 
 bool compile_is_pointwise(enum op op) {
     enum op_kind k = op_kind(op);
-    return k == OPK_UNARY || k == OPK_BINARY || k == OPK_WHERE || op == OP_CONTIGUOUS;
+    // dropout needs the element's flat index and stays a library kernel
+    return (k == OPK_UNARY || k == OPK_BINARY || k == OPK_WHERE || op == OP_CONTIGUOUS) &&
+           op != OP_DROPOUT;
 }
 
 double compile_scalar_op(enum op op, const graph_node *n, const double *a) {
