@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 scripts/build.sh
-exec build/tcbench run "$@"
+exec build/cli/tcbench run "$@"
