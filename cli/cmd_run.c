@@ -24,6 +24,7 @@ static const char usage[] =
     "  --exclude REGEX      skip cases whose name matches\n"
     "  --size NAME          apply the suite's size NAME (e.g. tiny, small)\n"
     "  --batch-size N       replace every case's batch size with N\n"
+    "  --batch-sizes LIST   sweep: run every case at each batch size (1,4,16,64)\n"
     "what to run:\n"
     "  --mode LIST          eager, compiled, fused (fusion only), captured (capture only);\n"
     "                       any compiled-family mode brings eager along as its baseline\n"
@@ -57,6 +58,7 @@ enum {
     OPT_EXCLUDE,
     OPT_SIZE,
     OPT_BATCH,
+    OPT_BATCHES,
     OPT_THREADS,
     OPT_REPEAT,
     OPT_TIMEOUT,
@@ -81,6 +83,7 @@ static const struct option long_opts[] = {
     {"exclude", required_argument, NULL, OPT_EXCLUDE},
     {"size", required_argument, NULL, OPT_SIZE},
     {"batch-size", required_argument, NULL, OPT_BATCH},
+    {"batch-sizes", required_argument, NULL, OPT_BATCHES},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"repeat", required_argument, NULL, OPT_REPEAT},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -117,6 +120,8 @@ static void default_suite(char *buf, size_t cap) {
 static void task_label(const bench_plan *p, int task, bool with_mode, char *buf, size_t cap) {
     const bench_task *t = &p->tasks[task];
     size_t o = (size_t)snprintf(buf, cap, "%s", p->cases[t->case_index].c->name);
+    if (p->cfg.nbatches > 0 && o < cap) // a batch-size sweep: name the batch
+        o += (size_t)snprintf(buf + o, cap - o, " b%lld", (long long)p->cases[t->case_index].batch);
     bool open = false;
     for (int a = 0; a < BENCH_AXIS_COUNT && o < cap; a++) {
         int used = 0;
@@ -288,6 +293,33 @@ static int parse(int argc, char **argv, run_args *a) {
                 return 2;
             a->cfg.batch = n;
             break;
+        case OPT_BATCHES: {
+            char *list = strdup(optarg), *save = NULL;
+            if (!list) {
+                fprintf(stderr, "tcbench run: out of memory\n");
+                return 2;
+            }
+            a->cfg.nbatches = 0;
+            for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if (a->cfg.nbatches == BENCH_MAX_BATCHES) {
+                    fprintf(stderr, "tcbench run: --batch-sizes: at most %d sizes\n",
+                            BENCH_MAX_BATCHES);
+                    free(list);
+                    return 2;
+                }
+                if (cli_parse_int(cmd, "--batch-sizes", t, 1, 1 << 20, &n) < 0) {
+                    free(list);
+                    return 2;
+                }
+                a->cfg.batches[a->cfg.nbatches++] = n;
+            }
+            free(list);
+            if (a->cfg.nbatches == 0) {
+                fprintf(stderr, "tcbench run: --batch-sizes: give at least one size\n");
+                return 2;
+            }
+            break;
+        }
         case OPT_THREADS:
             if (cli_parse_int(cmd, "--threads", optarg, 1, 4096, &n) < 0)
                 return 2;

@@ -216,6 +216,13 @@ expect 0 "run default suite" env TCBENCH_SUITES_DIR="$TMP/suites" "$EXE" run --r
 has "$TMP/default.json" "\"$TMP/suites/smoke.yaml\"" "default suite from TCBENCH_SUITES_DIR"
 if [ -s "$TMP/stderr" ]; then bad "-q still wrote to stderr"; else ok; fi
 
+# --batch-sizes: one entry per case and batch size
+expect 0 "run --batch-sizes" "$EXE" run "$TMP/suites/smoke.yaml" --only first --batch-sizes 1,4 \
+    --repeat 1 -o "$TMP/sweep.json"
+has "$TMP/sweep.json" '"batch": 1,' "sweep batch 1"
+has "$TMP/sweep.json" '"batch": 4,' "sweep batch 4"
+usage_error "--batch-sizes with a word" "batch-sizes" "$EXE" run --batch-sizes 1,x
+
 expect 1 "run with a crash" env TCBENCH_TEST_FAULT=crash:second "$EXE" run \
     "$TMP/suites/smoke.yaml" --repeat 1 -o "$TMP/crash.json"
 has "$TMP/crash.json" '"status": "crash",' "crash recorded"

@@ -199,25 +199,31 @@ static int plan_suite(bench_plan *p, const suite *s, const regex_t *filter, cons
         const suite_case *c = &s->cases[i];
         if (!selected(&p->cfg, c->name, filter, exclude, only_hit))
             continue;
-        bench_case *cs = realloc(p->cases, (size_t)(p->ncases + 1) * sizeof *cs);
-        if (!cs)
-            return diag_set(d, NULL, 0, 0, "realloc: out of memory planning %d cases",
-                            p->ncases + 1);
-        p->cases = cs;
-        bench_case *bc = &p->cases[p->ncases];
-        memset(bc, 0, sizeof *bc);
-        bc->s = s;
-        bc->c = c;
-        bc->batch = p->cfg.batch > 0 ? p->cfg.batch : c->batch;
-        model *m;
-        if (bench_case_build(c, bc->batch, &bc->md, &m, d) < 0)
-            return -1;
-        bc->param_count = graph_param_count(m->g);
-        bc->flops = graph_flops(m->g);
-        bc->min_bytes = graph_min_bytes(m->g);
-        model_free(m);
-        if (add_tasks(p, p->ncases++, vals, nvals) < 0)
-            return diag_set(d, NULL, 0, 0, "realloc: out of memory planning tasks");
+        // --batch-sizes sweeps: the case once per batch size
+        int nb = p->cfg.nbatches > 0 ? p->cfg.nbatches : 1;
+        for (int bi = 0; bi < nb; bi++) {
+            bench_case *cs = realloc(p->cases, (size_t)(p->ncases + 1) * sizeof *cs);
+            if (!cs)
+                return diag_set(d, NULL, 0, 0, "realloc: out of memory planning %d cases",
+                                p->ncases + 1);
+            p->cases = cs;
+            bench_case *bc = &p->cases[p->ncases];
+            memset(bc, 0, sizeof *bc);
+            bc->s = s;
+            bc->c = c;
+            bc->batch = p->cfg.nbatches > 0 ? p->cfg.batches[bi]
+                        : p->cfg.batch > 0  ? p->cfg.batch
+                                            : c->batch;
+            model *m;
+            if (bench_case_build(c, bc->batch, &bc->md, &m, d) < 0)
+                return -1;
+            bc->param_count = graph_param_count(m->g);
+            bc->flops = graph_flops(m->g);
+            bc->min_bytes = graph_min_bytes(m->g);
+            model_free(m);
+            if (add_tasks(p, p->ncases++, vals, nvals) < 0)
+                return diag_set(d, NULL, 0, 0, "realloc: out of memory planning tasks");
+        }
     }
     return 0;
 }

@@ -58,6 +58,7 @@
 #include <stdint.h>
 
 #define BENCH_DEFAULT_TIMEOUT_S 600.0
+#define BENCH_MAX_BATCHES 16
 // A child that runs out of memory exits with this code.
 #define BENCH_EXIT_OOM 99
 
@@ -66,6 +67,8 @@ typedef struct bench_config {
     int nsuites;
     const char *size;   // --size NAME, or NULL
     int64_t batch;      // > 0 replaces every case's batch
+    int64_t batches[BENCH_MAX_BATCHES]; // --batch-sizes: each case once per batch (a sweep)
+    int nbatches;
     int threads;        // OpenMP / OpenBLAS / oneDNN threads in each child
     int repeat;         // samples per task
     double timeout_s;   // per task, build and measurement together
