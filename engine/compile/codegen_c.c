@@ -605,6 +605,20 @@ static int emit_epilogue_body(kgen *g, int target) {
     return 0;
 }
 
+// The epilogue over output rows [r0, r1) (C expressions), each row's
+// elements in an inner simd loop.
+static int emit_epilogue_rows(kgen *g, int target, const char *r0, const char *r1, int64_t N) {
+    sbuf *b = g->b;
+    sbuf_printf(b, "        for (int64_t r = %s; r < %s; r++) {\n", r0, r1);
+    emit_row_offsets(g, "r");
+    sbuf_printf(b, "#pragma omp simd\n        for (int64_t j = 0; j < %lld; j++) {\n", (long long)N);
+    g->row_level = 1;
+    if (emit_epilogue_body(g, target) < 0)
+        return -1;
+    sbuf_puts(b, "        }\n        }\n");
+    return 0;
+}
+
 typedef struct gemm_side {
     int64_t rs, cs; // row and column strides of the matrix
     int64_t bst[TENSOR_MAX_DIMS]; // batch strides over the output's batch dims
@@ -695,17 +709,11 @@ static int emit_gemm(kgen *g) {
                     "%lld, 0.0f, p2 + bi * %lld, %lld);\n",
                     TA, TB, (long long)M, (long long)N, (long long)K, (long long)lda,
                     (long long)ldb, (long long)(M * N), (long long)N);
-        if (epi) {
-            sbuf_printf(b, "        for (int64_t r = bi * %lld; r < (bi + 1) * %lld; r++) {\n",
-                        (long long)M, (long long)M);
-            emit_row_offsets(g, "r");
-            sbuf_printf(b, "#pragma omp simd\n        for (int64_t j = 0; j < %lld; j++) {\n",
-                        (long long)N);
-            g->row_level = 1;
-            if (emit_epilogue_body(g, target) < 0)
-                return -1;
-            sbuf_puts(b, "        }\n        }\n");
-        }
+        char r0[48], r1[48];
+        snprintf(r0, sizeof r0, "bi * %lld", (long long)M);
+        snprintf(r1, sizeof r1, "(bi + 1) * %lld", (long long)M);
+        if (epi && emit_epilogue_rows(g, target, r0, r1, N) < 0)
+            return -1;
         sbuf_puts(b, "    }\n");
         return 0;
     }
@@ -729,16 +737,8 @@ static int emit_gemm(kgen *g) {
                 "%lld, p1, %lld, 0.0f, p2 + m0 * %lld, %lld);\n",
                 TA, TB, (long long)N, (long long)K, (long long)arow, (long long)lda,
                 (long long)ldb, (long long)N, (long long)N);
-    if (epi) {
-        sbuf_puts(b, "        for (int64_t r = m0; r < m1; r++) {\n");
-        emit_row_offsets(g, "r");
-        sbuf_printf(b, "#pragma omp simd\n        for (int64_t j = 0; j < %lld; j++) {\n",
-                    (long long)N);
-        g->row_level = 1;
-        if (emit_epilogue_body(g, target) < 0)
-            return -1;
-        sbuf_puts(b, "        }\n        }\n");
-    }
+    if (epi && emit_epilogue_rows(g, target, "m0", "m1", N) < 0)
+        return -1;
     sbuf_puts(b, "    }\n    } else {\n");
 
     sbuf_printf(b,
@@ -747,16 +747,12 @@ static int emit_gemm(kgen *g) {
                 TA, TB, (long long)M, (long long)N, (long long)K, (long long)lda, (long long)ldb,
                 (long long)N);
     if (epi) {
+        char r1[48];
+        snprintf(r1, sizeof r1, "%lld", (long long)M);
         sbuf_printf(b, "#pragma omp parallel for if (%lld >= %d) schedule(static)\n",
                     (long long)(M * N), PAR_MIN);
-        sbuf_printf(b, "        for (int64_t r = 0; r < %lld; r++) {\n", (long long)M);
-        emit_row_offsets(g, "r");
-        sbuf_printf(b, "#pragma omp simd\n        for (int64_t j = 0; j < %lld; j++) {\n",
-                    (long long)N);
-        g->row_level = 1;
-        if (emit_epilogue_body(g, target) < 0)
+        if (emit_epilogue_rows(g, target, "0", r1, N) < 0)
             return -1;
-        sbuf_puts(b, "        }\n        }\n");
     }
     sbuf_puts(b, "    }\n");
     return 0;
