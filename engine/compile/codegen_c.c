@@ -500,7 +500,7 @@ static int emit_row(kgen *g) {
     for (int lev = 0; lev <= maxlev; lev++) {
         if (lev > 0) {
             memset(ri.need, 0, sizeof ri.need);
-            char clauses[512] = "";
+            char clauses[FUSE_MAX_MEMBERS * 24] = "";
             size_t o = 0;
             for (int m = 0; m < k->n; m++) {
                 const graph_node *n = &p->g->nodes[k->nodes[m]];
@@ -511,8 +511,9 @@ static int emit_row(kgen *g) {
                     mark_need(g, &ri, s);
                 sbuf_printf(b, "        float acc%d = %s;\n", m,
                             n->op == OP_MAX ? "-INFINITY" : "0.0f");
-                o += (size_t)snprintf(clauses + o, sizeof clauses - o, " reduction(%s:acc%d)",
-                                      n->op == OP_MAX ? "max" : "+", m);
+                if (o < sizeof clauses) // FUSE_MAX_MEMBERS clauses fit; stay safe regardless
+                    o += (size_t)snprintf(clauses + o, sizeof clauses - o, " reduction(%s:acc%d)",
+                                          n->op == OP_MAX ? "max" : "+", m);
             }
             sbuf_printf(b, "#pragma omp simd%s\n", clauses);
             sbuf_printf(b, "        for (int64_t j = 0; j < %lld; j++) {\n", (long long)L);

@@ -7,7 +7,8 @@
 //   compiled *c;
 //   if (compile_model(m, &o, &c, err, sizeof err) < 0) ...   // err: why
 //   tensor *out[8]; compiled_stats st;
-//   compiled_run(c, out, &st);       // one step; outputs are new tensors
+//   compiled_run(c, out, &st);       // one step; outputs borrow the program's memory:
+//                                    // tensor_free them; valid until the next run
 //   compiled_free(c);
 //
 // Modes (the study's two ideas and their ablations):

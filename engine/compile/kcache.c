@@ -227,6 +227,31 @@ static void *load(const char *path, char *err, size_t cap) {
     return h;
 }
 
+// Code built with -march=native runs only where the instruction set
+// matches: the CPU's model name and flags go into the key, so a cache
+// shared between machines (a network home) never loads a foreign object.
+static const char *cpu_signature(void) {
+    static char sig[4096];
+    if (sig[0])
+        return sig;
+    snprintf(sig, sizeof sig, "unknown cpu");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return sig;
+    char line[4096];
+    size_t o = 0;
+    int found = 0;
+    while (found < 2 && fgets(line, sizeof line, f)) {
+        if ((strncmp(line, "model name", 10) == 0 || strncmp(line, "flags", 5) == 0) &&
+            o < sizeof sig) {
+            o += (size_t)snprintf(sig + o, sizeof sig - o, "%s", line);
+            found++;
+        }
+    }
+    fclose(f);
+    return sig;
+}
+
 int kcache_build(const char *src, const char *cache_dir, kcache_result *r, char *err, size_t cap) {
     memset(r, 0, sizeof *r);
     char dir[900];
@@ -244,6 +269,7 @@ int kcache_build(const char *src, const char *cache_dir, kcache_result *r, char 
     XXH3_128bits_update(st, kcache_flags(), strlen(kcache_flags()));
     XXH3_128bits_update(st, version_cache, strlen(version_cache));
     XXH3_128bits_update(st, compiler_words(), strlen(compiler_words()));
+    XXH3_128bits_update(st, cpu_signature(), strlen(cpu_signature()));
     XXH128_hash_t h = XXH3_128bits_digest(st);
     XXH3_freeState(st);
     snprintf(r->path, sizeof r->path, "%s/%016llx%016llx.so", dir, (unsigned long long)h.high64,

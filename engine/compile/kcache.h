@@ -1,6 +1,6 @@
 // kcache: builds generated C with the system compiler and keeps the shared
-// objects in an on-disk cache, keyed by XXH3-128 of the source, the flags
-// and the compiler's version.
+// objects in an on-disk cache, keyed by XXH3-128 of the source, the flags,
+// the compiler's version and the CPU (model name and flags: -march=native).
 //
 //   kcache_result r;
 //   if (kcache_build(src, NULL, &r, err, sizeof err) < 0) ...  // err: the compiler's words

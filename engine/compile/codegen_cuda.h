@@ -1,0 +1,63 @@
+// codegen_cuda: the compiler's kernel groups as one CUDA C translation unit
+// for NVRTC, the GPU form of codegen_c.c (same groups, same index math, same
+// expressions), plus how to launch each group.
+//
+//   cprog p = {.m = m, .fusion = true};
+//   compile_decompose(&p); compile_simplify(&p); compile_fuse(&p); compile_plan(&p);
+//   char *src = compile_codegen_cuda(&p);          // NULL: p.err says why
+//   cuda_nvrtc_compile(src, "m.cu", 90, &r, ...);   // backend/cuda/cuda_nvrtc.h
+//   for (int gi = 0; gi < p.ngroups; gi++) {
+//       cuda_launch l;
+//       compile_cuda_launch(&p, gi, &l);
+//       // l.lib first (cuBLAS GEMM, cuDNN convolution, an eager kernel), then
+//       // kernel "tk<l.kernel>" (when l.kernel >= 0) with <<<l.grid, l.block>>>
+//   }
+//
+// Every kernel is `extern "C" __global__ void tkN(const tc_args a)`: a.p[i]
+// is the data pointer of kgroup.args[i] (the same operands, in the same
+// order, as codegen_c's a[i]), so a launch passes one struct by value and a
+// CUDA graph can capture it. Kernels are keyed by their text (shapes,
+// strides, ops, constants; never pointers): the identical layers of a model
+// share one kernel. Group kinds:
+//   KG_POINTWISE, KG_COPY  grid-stride elementwise loop, 256 threads, 4
+//                          elements each, over codegen_c's coalesced dims
+//   KG_ROWREDUCE           one block per row (rows beyond the grid by a
+//                          grid-stride loop); emit_row's levels, each
+//                          reduction a warp-shuffle + shared-memory tree
+//   KG_GEMM                cuBLAS by the runtime (l.gemm says how), then the
+//                          epilogue in place over the output, if any
+//   KG_CONV                cuDNN by the runtime, then the epilogue
+//   KG_EXTERN              the runtime runs the op's eager CUDA kernel
+// The unit begins with cuda_prelude.cuh (embedded at build time), so the
+// generated math is the eager kernels' math. Indices are 32-bit where every
+// offset fits, else 64-bit.
+#pragma once
+#include "compile_internal.h"
+
+// What the runtime calls before a group's generated kernel.
+enum cuda_lib { CUDA_LIB_NONE, CUDA_LIB_GEMM, CUDA_LIB_CONV, CUDA_LIB_EXTERN };
+
+// C (..., M, N) contiguous = A B over the output's batch dims, row-major
+// terms as cuda_blas.c: an operand is row-major with leading dimension ld,
+// or transposed (t). Batch strides in elements, 0 where an operand
+// broadcasts; the output's are contiguous (M * N per batch). Slots: A is
+// kgroup.args[0], B args[1], C args[2].
+typedef struct cuda_gemm_desc {
+    int ta, tb;
+    int64_t M, N, K, lda, ldb;
+    int nb; // batch dims left after folding batches into M
+    int64_t bshape[TENSOR_MAX_DIMS], sa[TENSOR_MAX_DIMS], sb[TENSOR_MAX_DIMS];
+} cuda_gemm_desc;
+
+typedef struct cuda_launch {
+    int kernel; // tk<kernel>, or -1: the group is only a library call
+    enum cuda_lib lib;
+    unsigned grid, block; // 1-d
+    unsigned smem;        // dynamic shared memory bytes (0: kernels declare theirs)
+    cuda_gemm_desc gemm;  // lib == CUDA_LIB_GEMM
+} cuda_launch;
+
+// The translation unit; caller frees. Sets every group's kernel index.
+char *compile_codegen_cuda(cprog *p);
+// Group gi's launch (after compile_codegen_cuda). 0, or -1 with p->err.
+int compile_cuda_launch(cprog *p, int gi, cuda_launch *out);
