@@ -44,7 +44,7 @@ static const char usage[] =
     "                       under DIR/CASE/MODE\n"
     "  -o, --output FILE    results JSON (default results/tcbench-YYYYmmdd-HHMMSS.json);\n"
     "                       finished cases stream to FILE.jsonl as they end\n"
-    "  -q, --quiet          no progress on stderr\n"
+    "  -q, --quiet          no progress (nor the busy-machine warning) on stderr\n"
     "  -h, --help           this help\n"
     "\n"
     "exit status: 0 every entry ok (eager) or pass (compiled-family), 1 some entry\n"
@@ -391,6 +391,13 @@ static int run(run_args *a) {
                         "this build can run");
         goto done;
     }
+    double load;
+    int cores;
+    if (!a->quiet && bench_host_busy(p->cfg.threads, &load, &cores))
+        fprintf(stderr,
+                "tcbench run: warning: load average %.2f on %d cores: other work competes with "
+                "the %d threads of this run, so timings will scatter\n",
+                load, cores, p->cfg.threads);
     if (bench_report_open(p, &rep, err, sizeof err) < 0) {
         cli_fail("run", "%s", err);
         goto done;

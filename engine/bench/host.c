@@ -39,6 +39,27 @@ static bool has_flag(const char *flags, const char *flag) {
     return false;
 }
 
+double bench_loadavg(void) {
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
+bool bench_host_busy(int threads, double *load, int *cores) {
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    *cores = (int)(c > 0 ? c : 1);
+    *load = bench_loadavg();
+    // the run itself adds nothing yet; anything above the cores its threads
+    // leave free competes with them (OpenMP barriers then wait for a
+    // preempted thread, and timings scatter by orders of magnitude)
+    return *load >= 0 && *load > (double)(*cores - threads) + 0.75;
+}
+
 json_t *bench_host_json(int threads_used) {
     char hostname[256] = "unknown", os[400] = "unknown", model[256], flags[8192], dnnl[64];
     if (gethostname(hostname, sizeof hostname) < 0)
@@ -53,11 +74,15 @@ json_t *bench_host_json(int threads_used) {
     const dnnl_version_t *dv = dnnl_version();
     snprintf(dnnl, sizeof dnnl, "%d.%d.%d", dv->major, dv->minor, dv->patch);
     const char *blas_config = openblas_get_config();
-    return json_pack(
+    json_t *j = json_pack(
         "{s:s, s:s, s:s, s:i, s:i, s:{s:s, s:s}, s:{s:s, s:s}, s:{s:b, s:b, s:b, s:b}}", "hostname",
         hostname, "os", os, "cpu_model", model[0] ? model : "unknown", "cores",
         (int)(cores > 0 ? cores : 1), "threads_used", threads_used, "blas", "name", "OpenBLAS",
         "config", blas_config ? blas_config : "", "onednn", "version", dnnl, "hash",
         dv->hash ? dv->hash : "", "cpu_flags", "avx2", has_flag(flags, "avx2"), "avx512f",
         has_flag(flags, "avx512f"), "f16c", has_flag(flags, "f16c"), "fma", has_flag(flags, "fma"));
+    double l = bench_loadavg();
+    if (j)
+        json_object_set_new(j, "loadavg_start", l >= 0 ? json_real(l) : json_null());
+    return j;
 }

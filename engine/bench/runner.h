@@ -190,6 +190,10 @@ json_t *bench_result_json(const bench_plan *p, const bench_result *r,
                           const bench_calibration *calib);
 // The host object: hostname, os, cpu_model, cores, threads_used, blas, onednn, cpu_flags.
 json_t *bench_host_json(int threads_used);
+// The 1-minute load average (-1 when unknown), and whether it says other
+// work competes with `threads` threads on this machine's cores.
+double bench_loadavg(void);
+bool bench_host_busy(int threads, double *load, int *cores);
 
 typedef struct bench_hooks {
     void (*on_start)(const bench_plan *p, int group, void *user);
