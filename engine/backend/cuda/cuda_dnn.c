@@ -1,0 +1,356 @@
+// Convolution, transposed convolution and pooling through cuDNN's legacy
+// API (cuda_rt.h), as PyTorch's CUDA eager with benchmark mode off: the
+// algorithm is cuDNN's first heuristic choice (cudnnGet*Algorithm_v7),
+// picked once per shape and kept with its descriptors, so a later step only
+// binds pointers. Inputs may be strided (the tensor descriptors carry
+// strides); weights and biases are made contiguous. f32 convolutions use
+// CUDNN_FMA_MATH (no TF32) unless the context allows TF32; f16 ones tensor
+// cores, accumulating in f32. A convolution's bias is cudnnAddTensor.
+// TCBENCH_LOG=cudnn prints each choice when it is made.
+#include "cuda_rt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if !TCBENCH_HAVE_CUDNN
+
+int cuda_dnn_new(cuda_ctx *c) {
+    c->dnn = NULL;
+    return 0;
+}
+void cuda_dnn_free(cuda_ctx *c) { (void)c; }
+
+static int no_dnn(cuda_ctx *c, const graph_node *n) {
+    snprintf(c->err, sizeof c->err,
+             "%s needs cuDNN, and this build found none (install cuDNN under the CUDA toolkit "
+             "and reconfigure)",
+             op_name(n->op));
+    return -1;
+}
+
+int cuda_conv2d(cuda_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
+                const tensor *bias, tensor *out) {
+    (void)x, (void)w, (void)bias, (void)out;
+    return no_dnn(c, n);
+}
+
+int cuda_pool2d(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
+    (void)x, (void)out;
+    return no_dnn(c, n);
+}
+
+#else
+
+typedef struct dnn_key {
+    int op, dtype, has_bias;
+    int64_t x[4], xs[4], w[4], y[4];
+    int64_t ia[9];
+} dnn_key;
+
+typedef struct dnn_entry {
+    dnn_key key;
+    cudnnTensorDescriptor_t xd, yd, bd;
+    cudnnFilterDescriptor_t wd;
+    cudnnConvolutionDescriptor_t cd;
+    cudnnPoolingDescriptor_t pd;
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd;
+    size_t ws;
+    struct dnn_entry *next;
+} dnn_entry;
+
+struct cuda_dnn {
+    cudnnHandle_t h;
+    dnn_entry *head;
+};
+
+int cuda_dnn_new(cuda_ctx *c) {
+    c->dnn = calloc(1, sizeof *c->dnn);
+    if (!c->dnn) {
+        snprintf(c->err, sizeof c->err, "out of host memory for the cuDNN context");
+        return -1;
+    }
+    CUDNN_CTX(c, cudnnCreate(&c->dnn->h));
+    CUDNN_CTX(c, cudnnSetStream(c->dnn->h, c->stream));
+    return 0;
+}
+
+static void entry_free(dnn_entry *e) {
+    if (e->xd)
+        cudnnDestroyTensorDescriptor(e->xd);
+    if (e->yd)
+        cudnnDestroyTensorDescriptor(e->yd);
+    if (e->bd)
+        cudnnDestroyTensorDescriptor(e->bd);
+    if (e->wd)
+        cudnnDestroyFilterDescriptor(e->wd);
+    if (e->cd)
+        cudnnDestroyConvolutionDescriptor(e->cd);
+    if (e->pd)
+        cudnnDestroyPoolingDescriptor(e->pd);
+    free(e);
+}
+
+void cuda_dnn_free(cuda_ctx *c) {
+    if (!c->dnn)
+        return;
+    for (dnn_entry *e = c->dnn->head, *nx; e; e = nx) {
+        nx = e->next;
+        entry_free(e);
+    }
+    if (c->dnn->h)
+        cudnnDestroy(c->dnn->h);
+    free(c->dnn);
+    c->dnn = NULL;
+}
+
+static bool log_on(void) {
+    const char *l = getenv("TCBENCH_LOG");
+    return l && strstr(l, "cudnn");
+}
+
+static int as_int(cuda_ctx *c, int64_t v, int *out) {
+    if (v < 0 || v > 0x7fffffff) {
+        snprintf(c->err, sizeof c->err, "cuDNN: a dimension or stride exceeds 32 bits");
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int tensor_desc(cuda_ctx *c, cudnnTensorDescriptor_t *d, cudnnDataType_t dt,
+                       const int64_t *shape, const int64_t *stride) {
+    int s[4], st[4];
+    for (int i = 0; i < 4; i++)
+        if (as_int(c, shape[i], &s[i]) < 0 || as_int(c, stride[i], &st[i]) < 0)
+            return -1;
+    CUDNN_CTX(c, cudnnCreateTensorDescriptor(d));
+    CUDNN_CTX(c, cudnnSetTensor4dDescriptorEx(*d, dt, s[0], s[1], s[2], s[3], st[0], st[1], st[2],
+                                              st[3]));
+    return 0;
+}
+
+static int entry_init(cuda_ctx *c, dnn_entry *e) {
+    const dnn_key *k = &e->key;
+    const int64_t *ia = k->ia;
+    cudnnHandle_t h = c->dnn->h;
+    cudnnDataType_t dt = k->dtype == DT_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+    int64_t ys[4];
+    tensor_strides_contiguous(4, k->y, ys);
+    if (tensor_desc(c, &e->xd, dt, k->x, k->xs) < 0 || tensor_desc(c, &e->yd, dt, k->y, ys) < 0)
+        return -1;
+    if (k->op == OP_MAX_POOL2D || k->op == OP_AVG_POOL2D) {
+        CUDNN_CTX(c, cudnnCreatePoolingDescriptor(&e->pd));
+        // avg divides by the whole window, padding included (PyTorch's default)
+        cudnnPoolingMode_t mode = k->op == OP_MAX_POOL2D
+                                      ? CUDNN_POOLING_MAX
+                                      : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+        CUDNN_CTX(c, cudnnSetPooling2dDescriptor(e->pd, mode, CUDNN_PROPAGATE_NAN, (int)ia[4],
+                                                 (int)ia[5], (int)ia[2], (int)ia[3], (int)ia[0],
+                                                 (int)ia[1]));
+        return 0;
+    }
+    bool tr = k->op == OP_CONV_TRANSPOSE2D;
+    int g = (int)ia[6];
+    // a transposed convolution is the data gradient of the convolution from
+    // y's shape to x's, whose filter is ours: (C, O/g, kh, kw)
+    CUDNN_CTX(c, cudnnCreateFilterDescriptor(&e->wd));
+    CUDNN_CTX(c, cudnnSetFilter4dDescriptor(e->wd, dt, CUDNN_TENSOR_NCHW, (int)k->w[0],
+                                            (int)k->w[1], (int)k->w[2], (int)k->w[3]));
+    CUDNN_CTX(c, cudnnCreateConvolutionDescriptor(&e->cd));
+    CUDNN_CTX(c, cudnnSetConvolution2dDescriptor(e->cd, (int)ia[2], (int)ia[3], (int)ia[0],
+                                                 (int)ia[1], (int)ia[4], (int)ia[5],
+                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_CTX(c, cudnnSetConvolutionGroupCount(e->cd, g));
+    cudnnMathType_t mt = k->dtype == DT_F16 ? CUDNN_TENSOR_OP_MATH
+                         : c->allow_tf32    ? CUDNN_DEFAULT_MATH
+                                            : CUDNN_FMA_MATH;
+    CUDNN_CTX(c, cudnnSetConvolutionMathType(e->cd, mt));
+    if (k->has_bias) {
+        int64_t bs[4] = {1, k->y[1], 1, 1}, bst[4] = {k->y[1], 1, 1, 1};
+        if (tensor_desc(c, &e->bd, dt, bs, bst) < 0)
+            return -1;
+    }
+    int got = 0;
+    if (!tr) {
+        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        CUDNN_CTX(c, cudnnGetConvolutionForwardAlgorithm_v7(h, e->xd, e->wd, e->cd, e->yd,
+                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
+                                                            perf));
+        int i = 0;
+        while (i < got && perf[i].status != CUDNN_STATUS_SUCCESS)
+            i++;
+        if (i == got) {
+            snprintf(c->err, sizeof c->err, "conv2d: cuDNN has no algorithm for these shapes");
+            return -1;
+        }
+        e->fwd = perf[i].algo;
+        e->ws = perf[i].memory;
+    } else {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        CUDNN_CTX(c, cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                         h, e->wd, e->xd, e->cd, e->yd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
+                         perf));
+        int i = 0;
+        while (i < got && perf[i].status != CUDNN_STATUS_SUCCESS)
+            i++;
+        if (i == got) {
+            snprintf(c->err, sizeof c->err,
+                     "conv_transpose2d: cuDNN has no algorithm for these shapes");
+            return -1;
+        }
+        e->bwd = perf[i].algo;
+        e->ws = perf[i].memory;
+    }
+    if (log_on())
+        fprintf(stderr,
+                "cudnn: %s x(%lld,%lld,%lld,%lld) w(%lld,%lld,%lld,%lld) -> algo %d, %zu "
+                "bytes of workspace\n",
+                op_name((enum op)k->op), (long long)k->x[0], (long long)k->x[1], (long long)k->x[2],
+                (long long)k->x[3], (long long)k->w[0], (long long)k->w[1], (long long)k->w[2],
+                (long long)k->w[3], tr ? (int)e->bwd : (int)e->fwd, e->ws);
+    return 0;
+}
+
+static dnn_entry *lookup(cuda_ctx *c, const dnn_key *k) {
+    for (dnn_entry *e = c->dnn->head; e; e = e->next)
+        if (memcmp(&e->key, k, sizeof *k) == 0)
+            return e;
+    dnn_entry *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(c->err, sizeof c->err, "out of host memory for a cuDNN plan");
+        return NULL;
+    }
+    e->key = *k;
+    if (entry_init(c, e) < 0) {
+        entry_free(e);
+        return NULL;
+    }
+    e->next = c->dnn->head;
+    c->dnn->head = e;
+    return e;
+}
+
+static int key_init(cuda_ctx *c, dnn_key *k, const graph_node *n, const tensor *x, const tensor *w,
+                    const tensor *y) {
+    memset(k, 0, sizeof *k); // padding too: keys are compared with memcmp
+    if (!c->dnn) {
+        snprintf(c->err, sizeof c->err, "%s: the cuDNN context was not set up", op_name(n->op));
+        return -1;
+    }
+    if (x->dtype != DT_F32 && x->dtype != DT_F16) {
+        snprintf(c->err, sizeof c->err, "%s: dtype %s is not supported (f32 and f16 are)",
+                 op_name(n->op), dtype_name(x->dtype));
+        return -1;
+    }
+    k->op = n->op;
+    k->dtype = x->dtype;
+    for (int i = 0; i < 4; i++) {
+        k->x[i] = x->shape[i];
+        k->xs[i] = x->stride[i];
+        k->y[i] = y->shape[i];
+        k->w[i] = w ? w->shape[i] : 0;
+    }
+    memcpy(k->ia, n->ia, sizeof k->ia);
+    return 0;
+}
+
+// x itself, or a contiguous copy when a stride is not positive (an
+// expanded view), which cuDNN's descriptors do not take.
+static tensor *dnn_input(cuda_ctx *c, const tensor *x) {
+    bool ok = true;
+    for (int i = 0; i < x->ndim; i++)
+        ok = ok && (x->stride[i] > 0 || x->shape[i] == 1);
+    if (ok) {
+        tensor *v = tensor_view(x);
+        if (!v)
+            snprintf(c->err, sizeof c->err, "out of host memory for a view");
+        return v;
+    }
+    return cuda_contiguous(c, x);
+}
+
+static int conv(cuda_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
+                const tensor *bias, tensor *out);
+
+int cuda_conv2d(cuda_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
+                const tensor *bias, tensor *out) {
+    tensor *xc = dnn_input(c, x);
+    int rc = xc ? conv(c, n, xc, w, bias, out) : -1;
+    cuda_tensor_free(c, xc);
+    return rc;
+}
+
+static int pool(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out);
+
+int cuda_pool2d(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
+    tensor *xc = dnn_input(c, x);
+    int rc = xc ? pool(c, n, xc, out) : -1;
+    cuda_tensor_free(c, xc);
+    return rc;
+}
+
+static int conv(cuda_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
+                const tensor *bias, tensor *out) {
+    dnn_key k;
+    if (key_init(c, &k, n, x, w, out) < 0)
+        return -1;
+    if (w->dtype != x->dtype || (bias && bias->dtype != x->dtype)) {
+        snprintf(c->err, sizeof c->err, "%s: input, weight and bias dtypes differ", op_name(n->op));
+        return -1;
+    }
+    k.has_bias = bias != NULL;
+    dnn_entry *e = lookup(c, &k);
+    if (!e)
+        return -1;
+    tensor *wc = cuda_contiguous(c, w), *bc = wc && bias ? cuda_contiguous(c, bias) : NULL;
+    int rc = -1;
+    void *ws = NULL;
+    if (wc && (!bias || bc) && (e->ws == 0 || (ws = cuda_workspace(c, e->ws)))) {
+        float one = 1.0f, zero = 0.0f;
+        cudnnStatus_t s;
+        if (n->op == OP_CONV2D)
+            s = cudnnConvolutionForward(c->dnn->h, &one, e->xd, tensor_data(x), e->wd,
+                                        tensor_data(wc), e->cd, e->fwd, ws, e->ws, &zero, e->yd,
+                                        tensor_data(out));
+        else
+            s = cudnnConvolutionBackwardData(c->dnn->h, &one, e->wd, tensor_data(wc), e->xd,
+                                             tensor_data(x), e->cd, e->bwd, ws, e->ws, &zero, e->yd,
+                                             tensor_data(out));
+        rc = s == CUDNN_STATUS_SUCCESS
+                 ? 0
+                 : cuda_fail_at(c->err, sizeof c->err,
+                                n->op == OP_CONV2D ? "cudnnConvolutionForward"
+                                                   : "cudnnConvolutionBackwardData",
+                                __FILE__, __LINE__, cudnnGetErrorString(s));
+        c->kernels++;
+        if (rc == 0 && bias) {
+            s = cudnnAddTensor(c->dnn->h, &one, e->bd, tensor_data(bc), &one, e->yd,
+                               tensor_data(out));
+            if (s != CUDNN_STATUS_SUCCESS)
+                rc = cuda_fail_at(c->err, sizeof c->err, "cudnnAddTensor", __FILE__, __LINE__,
+                                  cudnnGetErrorString(s));
+            c->kernels++;
+        }
+    }
+    cuda_tensor_free(c, wc);
+    cuda_tensor_free(c, bc);
+    return rc;
+}
+
+static int pool(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
+    dnn_key k;
+    if (key_init(c, &k, n, x, NULL, out) < 0)
+        return -1;
+    dnn_entry *e = lookup(c, &k);
+    if (!e)
+        return -1;
+    float one = 1.0f, zero = 0.0f;
+    CUDNN_CTX(c, cudnnPoolingForward(c->dnn->h, e->pd, &one, e->xd, tensor_data(x), &zero, e->yd,
+                                     tensor_data(out)));
+    c->kernels++;
+    return 0;
+}
+
+#endif

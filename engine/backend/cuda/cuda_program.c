@@ -1,0 +1,489 @@
+// The compiled mode on the GPU (cuda_program.h): program.c's runtime with
+// NVRTC for the system compiler, a device arena, and a CUDA graph for the
+// captured step.
+#include "cuda_program.h"
+
+#include "compile/codegen_cuda.h"
+#include "cuda_nvrtc.h"
+#include "cuda_rt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+typedef struct tc_args {
+    char *p[KG_MAX_ARGS];
+} tc_args; // the generated kernels' one parameter (codegen_cuda.c)
+
+struct cuda_program {
+    cprog p;
+    bool capture;
+    cuda_ctx c;
+    bool ctx_ok;
+    cudaLibrary_t lib;
+    cudaKernel_t *kern;
+    int nk;
+    cuda_launch *launch; // per group
+    tc_args *args;       // per group: device pointers of kgroup.args
+    tensor **dev;        // g->n: device copies of sources and constants (owned)
+    char *arena;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    int64_t step_kernels;
+    compiled_stats st;
+    char err[600];
+};
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+// ---- operands ------------------------------------------------------------------------
+
+// The device address of node v's first element.
+static char *pointer_of(cuda_program *c, int v) {
+    const cprog *p = &c->p;
+    const cnode *cn = &p->info[v];
+    int b = cn->store == CS_VIEW ? cn->base : v;
+    int64_t eoff = cn->store == CS_VIEW ? cn->lay.offset : 0;
+    size_t es = dtype_size(p->g->nodes[v].dtype);
+    char *base;
+    if (p->info[b].store == CS_SOURCE || p->info[b].store == CS_CONST)
+        base = c->dev[b] ? (char *)tensor_data(c->dev[b]) : NULL;
+    else
+        base = c->arena + p->info[b].offset;
+    return base ? base + eoff * (int64_t)es : NULL;
+}
+
+// A header over operand v at ptr: the node's shape, its layout's strides.
+static tensor *wrap_node(cuda_program *c, int v, char *ptr) {
+    const graph_node *n = &c->p.g->nodes[v];
+    const cnode *cn = &c->p.info[v];
+    return cuda_tensor_wrap(&c->c, n->dtype, n->ndim, n->shape,
+                            cn->store == CS_VIEW ? cn->lay.stride : NULL, ptr);
+}
+
+static int arg_index(const kgroup *k, int v) {
+    for (int i = 0; i < k->nargs; i++)
+        if (k->args[i] == v)
+            return i;
+    return -1;
+}
+
+// ---- library calls --------------------------------------------------------------------
+
+// codegen_cuda's GEMM description: the batch dims in one strided-batched
+// call per run of evenly strided batches (cuda_blas.c's matmul rule).
+static int run_gemm(cuda_program *c, const kgroup *k, const cuda_gemm_desc *d, const tc_args *a) {
+    enum dtype t = c->p.g->nodes[k->args[2]].dtype;
+    int64_t bs[TENSOR_MAX_DIMS], sa[TENSOR_MAX_DIMS], sb[TENSOR_MAX_DIMS], sc[TENSOR_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < d->nb; i++)
+        if (d->bshape[i] != 1) {
+            bs[n] = d->bshape[i];
+            sa[n] = d->sa[i];
+            sb[n] = d->sb[i];
+            n++;
+        }
+    for (int i = n - 1; i >= 0; i--)
+        sc[i] = i == n - 1 ? d->M * d->N : sc[i + 1] * bs[i + 1];
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (m > 0 && sa[m - 1] == sa[i] * bs[i] && sb[m - 1] == sb[i] * bs[i] &&
+            sc[m - 1] == sc[i] * bs[i]) {
+            bs[m - 1] *= bs[i];
+            sa[m - 1] = sa[i], sb[m - 1] = sb[i], sc[m - 1] = sc[i];
+        } else {
+            bs[m] = bs[i], sa[m] = sa[i], sb[m] = sb[i], sc[m] = sc[i];
+            m++;
+        }
+    }
+    int64_t inner = m ? bs[m - 1] : 1, outer = 1;
+    for (int i = 0; i < m - 1; i++)
+        outer *= bs[i];
+    size_t es = dtype_size(t);
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t oa = 0, ob = 0, oc = 0, rest = o;
+        for (int i = m - 2; i >= 0; i--) {
+            int64_t q = rest % bs[i];
+            rest /= bs[i];
+            oa += q * sa[i], ob += q * sb[i], oc += q * sc[i];
+        }
+        if (cuda_gemm(&c->c, t, d->ta, d->lda, m ? sa[m - 1] : 0, a->p[0] + oa * (int64_t)es, d->tb,
+                      d->ldb, m ? sb[m - 1] : 0, a->p[1] + ob * (int64_t)es, d->M, d->N, d->K, 0.0f,
+                      a->p[2] + oc * (int64_t)es, m ? sc[m - 1] : 0, inner) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+// An op the generated code leaves to a library-style kernel: the eager
+// CUDA kernel, into the operand's arena slot (program.c's extern_run).
+static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
+    cuda_ctx *cc = &c->c;
+    const cprog *p = &c->p;
+    const graph_node *n = &p->g->nodes[k->anchor];
+    bool conv = k->kind == KG_CONV;
+    int nsrc = conv ? 2 : n->nsrc, rc = -1;
+    tensor *s[GRAPH_MAX_SRCS] = {0}, *y = NULL;
+    for (int i = 0; i < nsrc; i++) {
+        int v = n->src[i];
+        if (p->info[v].store == CS_CONST) {
+            s[i] = tensor_view(c->dev[v]);
+        } else {
+            int ai = conv ? i : arg_index(k, v);
+            s[i] = ai >= 0 ? wrap_node(c, v, a->p[ai]) : NULL;
+        }
+        if (!s[i])
+            goto done;
+    }
+    int out = conv ? 2 : arg_index(k, k->anchor);
+    if (out < 0 || !(y = cuda_tensor_wrap(cc, n->dtype, n->ndim, n->shape, NULL, a->p[out])))
+        goto done;
+    switch (n->op) {
+    case OP_CAST:
+    case OP_DROPOUT: rc = cuda_unary(cc, n, s[0], y); break;
+    case OP_SUM:
+    case OP_MEAN:
+    case OP_MAX: rc = cuda_reduce(cc, n, s[0], y); break;
+    case OP_CONV2D:
+    case OP_CONV_TRANSPOSE2D: rc = cuda_conv2d(cc, n, s[0], s[1], NULL, y); break;
+    case OP_MAX_POOL2D:
+    case OP_AVG_POOL2D: rc = cuda_pool2d(cc, n, s[0], y); break;
+    case OP_UPSAMPLE_NEAREST: rc = cuda_upsample_nearest(cc, s[0], n->ia[0], y); break;
+    case OP_EMBEDDING: rc = cuda_embedding(cc, s[0], s[1], y); break;
+    case OP_CONCAT:
+        rc = cuda_concat(cc, (int)n->ia[0], n->nsrc, (const tensor *const *)s, y);
+        break;
+    case OP_CROSS_ENTROPY: rc = cuda_cross_entropy(cc, s[0], s[1], n->ia[0], y); break;
+    case OP_MSE_LOSS: rc = cuda_mse_loss(cc, s[0], s[1], y); break;
+    case OP_MATMUL: rc = cuda_matmul(cc, s[0], s[1], y); break;
+    case OP_LINEAR: rc = cuda_linear(cc, s[0], s[1], n->nsrc > 2 ? s[2] : NULL, y); break;
+    case OP_CONTIGUOUS: rc = cuda_copy(cc, s[0], y); break;
+    default:
+        snprintf(cc->err, sizeof cc->err, "compiled mode has no CUDA kernel for %s",
+                 op_name(n->op));
+    }
+done:
+    if (rc < 0 && !cc->err[0])
+        snprintf(cc->err, sizeof cc->err, "out of host memory for a tensor header");
+    for (int i = 0; i < nsrc; i++)
+        cuda_tensor_free(cc, s[i]);
+    cuda_tensor_free(cc, y);
+    return rc;
+}
+
+// Every group once, in order, on the stream.
+static int run_groups(cuda_program *c) {
+    cuda_ctx *cc = &c->c;
+    int64_t k0 = cc->kernels;
+    for (int gi = 0; gi < c->p.ngroups; gi++) {
+        const kgroup *k = &c->p.groups[gi];
+        const cuda_launch *l = &c->launch[gi];
+        const tc_args *a = &c->args[gi];
+        int rc = 0;
+        cc->err[0] = 0;
+        if (l->lib == CUDA_LIB_GEMM)
+            rc = run_gemm(c, k, &l->gemm, a);
+        else if (l->lib != CUDA_LIB_NONE)
+            rc = run_extern(c, k, a);
+        if (rc == 0 && l->kernel >= 0) {
+            void *params[] = {(void *)a};
+            cudaError_t e =
+                cudaLaunchKernel((const void *)c->kern[l->kernel], (dim3){l->grid, 1, 1},
+                                 (dim3){l->block, 1, 1}, params, l->smem, cc->stream);
+            rc = e == cudaSuccess ? CUDA_LAUNCHED(cc, "cudaLaunchKernel")
+                                  : cuda_fail_at(cc->err, sizeof cc->err, "cudaLaunchKernel",
+                                                 __FILE__, __LINE__, cudaGetErrorString(e));
+        }
+        if (rc < 0) {
+            const graph_node *n = &c->p.g->nodes[k->anchor >= 0 ? k->anchor : k->nodes[0]];
+            snprintf(c->err, sizeof c->err, "group %d (%s): %s", gi, op_name(n->op), cc->err);
+            return -1;
+        }
+    }
+    c->step_kernels = cc->kernels - k0;
+    return 0;
+}
+
+// ---- building ------------------------------------------------------------------------------
+
+static int fail(cuda_program *c, char *err, size_t cap, const char *msg) {
+    snprintf(err, cap, "%s", msg);
+    cuda_program_free(c);
+    return -1;
+}
+
+static void dump(const compile_opts *o, const cprog *p, const char *src) {
+    if (!o || !o->dump_dir)
+        return;
+    mkdir(o->dump_dir, 0755);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.cu", o->dump_dir, p->m->name);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(src, f);
+        fclose(f);
+    }
+}
+
+// NVRTC for this GPU's architecture, loaded as a library; the kernels by name.
+static int load_kernels(cuda_program *c, const char *src, char *err, size_t cap) {
+    int major = 0, minor = 0;
+    CUDA_TRY(err, cap,
+             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->c.device));
+    CUDA_TRY(err, cap,
+             cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->c.device));
+    cuda_nvrtc_result r;
+    char name[300];
+    snprintf(name, sizeof name, "%s.cu", c->p.m->name);
+    if (cuda_nvrtc_compile(src, name, major * 10 + minor, &r, err, cap) < 0) {
+        size_t len = strlen(err);
+        snprintf(err + len, cap - len, "; NVRTC says: %.300s", r.log);
+        cuda_nvrtc_result_free(&r);
+        return -1;
+    }
+    cudaError_t e = cudaLibraryLoadData(&c->lib, r.cubin, NULL, NULL, 0, NULL, NULL, 0);
+    cuda_nvrtc_result_free(&r);
+    if (e != cudaSuccess)
+        return cuda_fail_at(err, cap, "cudaLibraryLoadData", __FILE__, __LINE__,
+                            cudaGetErrorString(e));
+    for (int gi = 0; gi < c->p.ngroups; gi++)
+        if (c->p.groups[gi].kernel + 1 > c->nk)
+            c->nk = c->p.groups[gi].kernel + 1;
+    c->kern = calloc((size_t)(c->nk ? c->nk : 1), sizeof *c->kern);
+    if (!c->kern)
+        return snprintf(err, cap, "out of host memory"), -1;
+    for (int k = 0; k < c->nk; k++) {
+        char kn[32];
+        snprintf(kn, sizeof kn, "tk%d", k);
+        CUDA_TRY(err, cap, cudaLibraryGetKernel(&c->kern[k], c->lib, kn));
+    }
+    return 0;
+}
+
+// Sources and the constants a library call reads, on the device.
+static int upload_values(cuda_program *c, char *err, size_t cap) {
+    cprog *p = &c->p;
+    const graph *mg = p->m->g;
+    for (int i = 0; i < mg->n; i++) {
+        int v = p->src_of[i];
+        if (v < 0)
+            continue;
+        if (!p->m->values || !p->m->values[i])
+            return snprintf(err, cap, "%s %%%d has no value: call model_init_values first",
+                            op_name(mg->nodes[i].op), i),
+                   -1;
+        if (!(c->dev[v] = cuda_tensor_upload(&c->c, p->m->values[i])))
+            return snprintf(err, cap, "copying %%%d to the GPU: %s", i, c->c.err), -1;
+    }
+    for (int v = 0; v < p->g->n; v++) {
+        const graph_node *n = &p->g->nodes[v];
+        if (p->info[v].store != CS_CONST || c->dev[v])
+            continue;
+        tensor *h = tensor_new_empty(n->dtype, n->ndim, n->shape);
+        if (!h)
+            return snprintf(err, cap, "out of host memory"), -1;
+        int64_t numel = tensor_numel(h), zero[TENSOR_MAX_DIMS] = {0};
+        size_t es = dtype_size(n->dtype);
+        if (numel > 0)
+            tensor_set(h, zero, n->fa[0]);
+        for (int64_t i = 1; i < numel; i++)
+            memcpy((char *)tensor_data(h) + i * (int64_t)es, tensor_data(h), es);
+        c->dev[v] = cuda_tensor_upload(&c->c, h);
+        tensor_free(h);
+        if (!c->dev[v])
+            return snprintf(err, cap, "copying a constant to the GPU: %s", c->c.err), -1;
+    }
+    return 0;
+}
+
+int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cuda_program **out,
+                     char *err, size_t cap) {
+    double t0 = now_s();
+    *out = NULL;
+    cuda_program *c = calloc(1, sizeof *c);
+    if (!c)
+        return snprintf(err, cap, "out of host memory"), -1;
+    cprog *p = &c->p;
+    p->m = m;
+    p->fusion = o ? o->fusion : true;
+    p->log = o ? o->log : NULL;
+    c->capture = o ? o->capture : true;
+    if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
+        compile_plan(p) < 0)
+        return fail(c, err, cap, p->err);
+    char *src = compile_codegen_cuda(p);
+    if (!src)
+        return fail(c, err, cap, p->err[0] ? p->err : "CUDA code generation ran out of memory");
+    dump(o, p, src);
+    char why[512];
+    if (cuda_probe_here(why, sizeof why) < 0) {
+        free(src);
+        return fail(c, err, cap, why);
+    }
+    c->ctx_ok = true;
+    if (cuda_ctx_init(&c->c, cuda_device_index(), allow_tf32) < 0) {
+        free(src);
+        snprintf(why, sizeof why, "CUDA set-up: %s", c->c.err);
+        return fail(c, err, cap, why);
+    }
+    int rc = load_kernels(c, src, err, cap);
+    free(src);
+    if (rc < 0) {
+        cuda_program_free(c);
+        return -1;
+    }
+    graph *g = p->g;
+    c->dev = calloc((size_t)g->n, sizeof *c->dev);
+    c->launch = calloc((size_t)(p->ngroups ? p->ngroups : 1), sizeof *c->launch);
+    c->args = calloc((size_t)(p->ngroups ? p->ngroups : 1), sizeof *c->args);
+    if (!c->dev || !c->launch || !c->args)
+        return fail(c, err, cap, "out of host memory");
+    if (upload_values(c, err, cap) < 0) {
+        cuda_program_free(c);
+        return -1;
+    }
+    if (p->arena_bytes && !(c->arena = cuda_scratch_get(&c->c, p->arena_bytes)))
+        return fail(c, err, cap, c->c.err);
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        if (compile_cuda_launch(p, gi, &c->launch[gi]) < 0)
+            return fail(c, err, cap, p->err);
+        const kgroup *k = &p->groups[gi];
+        for (int i = 0; i < k->nargs; i++)
+            c->args[gi].p[i] = pointer_of(c, k->args[i]);
+    }
+    // a first step outside any graph: library plans, workspaces, segments
+    if (run_groups(c) < 0 || cuda_ctx_sync(&c->c) < 0)
+        return fail(c, err, cap, c->err[0] ? c->err : c->c.err);
+    if (c->capture) {
+        cudaStream_t s = c->c.stream;
+        cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
+        if (e == cudaSuccess) {
+            int r = run_groups(c);
+            e = cudaStreamEndCapture(s, &c->graph);
+            if (r < 0)
+                return fail(c, err, cap, c->err);
+        }
+        if (e == cudaSuccess)
+            e = cudaGraphInstantiate(&c->exec, c->graph, 0);
+        if (e != cudaSuccess) {
+            cuda_fail_at(why, sizeof why, "capturing the step in a CUDA graph", __FILE__, __LINE__,
+                         cudaGetErrorString(e));
+            return fail(c, err, cap, why);
+        }
+    }
+    size_t params = 0;
+    for (int v = 0; v < g->n; v++)
+        if (c->dev[v])
+            params += tensor_nbytes(c->dev[v]);
+    c->st.peak_bytes = params + p->arena_bytes;
+    c->st.arena_bytes = p->arena_bytes;
+    c->st.kernels = c->step_kernels;
+    c->st.compile_s = now_s() - t0;
+    *out = c;
+    return 0;
+}
+
+// ---- running --------------------------------------------------------------------------------
+
+int cuda_program_upload_inputs(cuda_program *c) {
+    const cprog *p = &c->p;
+    for (int i = 0; i < p->m->g->n; i++) {
+        int v = p->src_of[i];
+        if (v < 0 || p->m->g->nodes[i].op != OP_INPUT)
+            continue;
+        if (cuda_tensor_copy_in(&c->c, c->dev[v], p->m->values[i]) < 0) {
+            snprintf(c->err, sizeof c->err, "uploading input %%%d: %s", i, c->c.err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int cuda_program_run(cuda_program *c, compiled_stats *st) {
+    c->err[0] = 0;
+    if (c->exec) {
+        cudaError_t e = cudaGraphLaunch(c->exec, c->c.stream);
+        if (e != cudaSuccess) {
+            cuda_fail_at(c->err, sizeof c->err, "cudaGraphLaunch", __FILE__, __LINE__,
+                         cudaGetErrorString(e));
+            return -1;
+        }
+    } else if (run_groups(c) < 0) {
+        return -1;
+    }
+    if (st)
+        *st = c->st;
+    return 0;
+}
+
+int cuda_program_sync(cuda_program *c) {
+    if (cuda_ctx_sync(&c->c) < 0) {
+        snprintf(c->err, sizeof c->err, "%s", c->c.err);
+        return -1;
+    }
+    return 0;
+}
+
+int cuda_program_outputs(cuda_program *c, tensor **outputs) {
+    const graph *g = c->p.g;
+    for (int k = 0; k < g->noutputs; k++)
+        outputs[k] = NULL;
+    if (cuda_program_sync(c) < 0)
+        return -1;
+    for (int k = 0; k < g->noutputs; k++) {
+        int v = g->outputs[k];
+        tensor *d = wrap_node(c, v, pointer_of(c, v));
+        outputs[k] = d ? cuda_tensor_download(&c->c, d) : NULL;
+        cuda_tensor_free(&c->c, d);
+        if (!outputs[k]) {
+            snprintf(c->err, sizeof c->err, "output %d: %s", k, c->c.err);
+            for (int j = 0; j < k; j++) {
+                tensor_free(outputs[j]);
+                outputs[j] = NULL;
+            }
+            return -1;
+        }
+    }
+    return 0;
+}
+
+const char *cuda_program_error(const cuda_program *c) { return c->err; }
+void *cuda_program_stream(const cuda_program *c) { return (void *)c->c.stream; }
+
+void cuda_program_free(cuda_program *c) {
+    if (!c)
+        return;
+    cprog *p = &c->p;
+    if (c->exec)
+        cudaGraphExecDestroy(c->exec);
+    if (c->graph)
+        cudaGraphDestroy(c->graph);
+    if (c->ctx_ok) {
+        if (c->dev)
+            for (int v = 0; v < p->g->n; v++)
+                cuda_tensor_free(&c->c, c->dev[v]);
+        if (c->arena)
+            cuda_scratch_put(&c->c, c->arena);
+        cuda_ctx_free(&c->c);
+    }
+    if (c->lib)
+        cudaLibraryUnload(c->lib);
+    free(c->kern);
+    free(c->launch);
+    free(c->args);
+    free(c->dev);
+    for (int gi = 0; gi < p->ngroups; gi++)
+        free(p->groups[gi].nodes);
+    free(p->groups);
+    free(p->info);
+    free(p->origin);
+    free(p->src_of);
+    graph_free(p->g);
+    free(c);
+}

@@ -1,0 +1,46 @@
+// cuda_program: the compiled mode on the GPU, compile.h's counterpart: the
+// same passes, codegen_cuda's kernels built by NVRTC for this GPU and loaded
+// with cudaLibraryLoadData, one planned arena in device memory, and the whole
+// step captured once into a CUDA graph and replayed (graph capture).
+//
+//   compile_opts o = compile_opts_default();          // fusion, capture, dump
+//   cuda_program *cp;
+//   if (cuda_program_new(m, &o, false, &cp, err, sizeof err) < 0) ...  // false: no TF32
+//   compiled_stats st;
+//   cuda_program_run(cp, &st);            // one step, enqueued (a graph launch)
+//   cuda_program_sync(cp);
+//   tensor *out[8];
+//   cuda_program_outputs(cp, out);        // host copies; the caller frees them
+//   cuda_program_free(cp);
+//
+// Modes, as on the CPU: compiled = fusion and capture; fused (capture off) =
+// the groups launched one by one every step; captured (fusion off) = one
+// kernel per original op, replayed as a graph. Per group the runtime makes
+// the library call codegen_cuda's launch names (cuBLAS GEMM, cuDNN
+// convolution, or an op's eager CUDA kernel, the same ones eager_cuda runs)
+// and then launches the generated kernel. The first step runs without
+// capture, so every library plan, workspace and allocator segment exists
+// before a graph records them. stats: kernels per step, peak bytes =
+// sources + arena, compile time (NVRTC included). TCBENCH_DISABLE_FUSION and
+// TCBENCH_DISABLE_CAPTURE work through compile_opts; --dump writes MODEL.cu.
+// Every function exists in every build; without the CUDA backend
+// cuda_program_new says so.
+#pragma once
+#include "compile/compile.h"
+#include "model.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct cuda_program cuda_program;
+
+int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cuda_program **out,
+                     char *err, size_t cap);
+// Copies m->values of the INPUT nodes to the device again.
+int cuda_program_upload_inputs(cuda_program *c);
+int cuda_program_run(cuda_program *c, compiled_stats *st);
+int cuda_program_sync(cuda_program *c);
+int cuda_program_outputs(cuda_program *c, tensor **outputs);
+const char *cuda_program_error(const cuda_program *c);
+void *cuda_program_stream(const cuda_program *c);
+void cuda_program_free(cuda_program *c);

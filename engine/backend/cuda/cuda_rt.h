@@ -1,0 +1,206 @@
+// cuda_rt: the CUDA backend's internal interface: checked library calls, the
+// per-executor context (stream, cuBLAS / cuBLASLt / cuDNN handles, caching
+// allocator), device tensors, and the eager kernels of every op.
+//
+//   cuda_ctx c;
+//   if (cuda_ctx_init(&c, cuda_device_index(), false) < 0) puts(c.err);   // no TF32
+//   tensor *x = cuda_tensor_new(&c, DT_F32, 2, (int64_t[]){8, 64});       // device memory
+//   tensor *y = cuda_tensor_new(&c, DT_F32, 2, (int64_t[]){8, 64});
+//   if (cuda_unary(&c, n, x, y) < 0) puts(c.err);    // enqueued on c.stream
+//   cuda_ctx_sync(&c);                               // waits; kernel-found errors
+//   cuda_tensor_free(&c, x); cuda_tensor_free(&c, y);
+//   cuda_ctx_free(&c);
+//
+// Every call into CUDA, cuBLAS, cuBLASLt, cuDNN and NVRTC goes through one of
+// the *_TRY macros: on failure they write "CALL failed at FILE:LINE: REASON"
+// (the library's own words) into the error buffer and return -1 from the
+// calling function. Nothing here aborts on a library error.
+//
+// Device tensors are ordinary `tensor` headers whose storage data is a
+// device pointer (views from tensor.h work on them unchanged: they only move
+// metadata). Their storage comes from cuda_tensor_new and must be released
+// with cuda_tensor_free, never tensor_free. Kernels take any strided input
+// view and write a fresh contiguous output of the node's shape, as the CPU
+// kernels do (cpu_kernels.h); each counts itself in c->kernels, and an input
+// that must first be made contiguous costs a counted copy. Float math is f32
+// in registers for f32 and f16 storage.
+#pragma once
+#include "tcbench_config.h"
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <nvrtc.h>
+#if TCBENCH_HAVE_CUDNN
+#include <cudnn.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "cuda_alloc.h"
+#include "cuda_device.h"
+#include "graph.h"
+#include "tensor.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+// Writes "CALL failed at FILE:LINE: REASON" and returns -1.
+int cuda_fail_at(char *err, size_t cap, const char *call, const char *file, int line,
+                 const char *reason);
+const char *cuda_cublas_reason(cublasStatus_t s); // cublasGetStatusString, never NULL
+
+#define CUDA_TRY(err, cap, call)                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess)                                                                     \
+            return cuda_fail_at(err, cap, #call, __FILE__, __LINE__, cudaGetErrorString(e_));      \
+    } while (0)
+#define CUBLAS_TRY(err, cap, call)                                                                 \
+    do {                                                                                           \
+        cublasStatus_t s_ = (call);                                                                \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                           \
+            return cuda_fail_at(err, cap, #call, __FILE__, __LINE__, cuda_cublas_reason(s_));      \
+    } while (0)
+// cuBLASLt reports cublasStatus_t too; a separate name says which library
+#define CUBLASLT_TRY(err, cap, call) CUBLAS_TRY(err, cap, call)
+#define NVRTC_TRY(err, cap, call)                                                                  \
+    do {                                                                                           \
+        nvrtcResult r_ = (call);                                                                   \
+        if (r_ != NVRTC_SUCCESS)                                                                   \
+            return cuda_fail_at(err, cap, #call, __FILE__, __LINE__, nvrtcGetErrorString(r_));     \
+    } while (0)
+#if TCBENCH_HAVE_CUDNN
+#define CUDNN_TRY(err, cap, call)                                                                  \
+    do {                                                                                           \
+        cudnnStatus_t s_ = (call);                                                                 \
+        if (s_ != CUDNN_STATUS_SUCCESS)                                                            \
+            return cuda_fail_at(err, cap, #call, __FILE__, __LINE__, cudnnGetErrorString(s_));     \
+    } while (0)
+#endif
+
+// The same with a context's error buffer.
+#define CUDA_CTX(c, call)     CUDA_TRY((c)->err, sizeof(c)->err, call)
+#define CUBLAS_CTX(c, call)   CUBLAS_TRY((c)->err, sizeof(c)->err, call)
+#define CUBLASLT_CTX(c, call) CUBLASLT_TRY((c)->err, sizeof(c)->err, call)
+#define CUDNN_CTX(c, call)    CUDNN_TRY((c)->err, sizeof(c)->err, call)
+
+// An error some kernel found on the device (a bad index), kept in device
+// memory until the next synchronization reads it.
+typedef struct cuda_dev_error {
+    int code; // 0 none, CUDA_DEVERR_*
+    int pad;
+    long long value, pos, limit;
+} cuda_dev_error;
+enum { CUDA_DEVERR_NONE, CUDA_DEVERR_EMBEDDING, CUDA_DEVERR_TARGET };
+
+typedef struct cuda_dnn cuda_dnn;
+typedef struct cuda_lt cuda_lt;
+
+typedef struct cuda_ctx {
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    cublasLtHandle_t lt;
+    cuda_lt *ltc;  // cuBLASLt plans by shape (cuda_blas.c)
+    cuda_dnn *dnn; // cuDNN handle and algorithms by shape; NULL without cuDNN
+    cuda_alloc *alloc;
+    cuda_dev_error *deverr; // device memory
+    int sm_count;
+    bool allow_tf32; // TF32 tensor cores for f32 GEMMs and convolutions
+    bool use_lt;     // linear + bias through a cuBLASLt epilogue (TCBENCH_CUDA_DISABLE_LT=1: off)
+    void *blas_ws;   // cuBLAS's workspace (cublasSetWorkspace), fixed so graphs can capture it
+    void *ws;        // library workspace (cuBLASLt, cuDNN), outside the allocator's counts
+    size_t ws_bytes;
+    int64_t kernels; // launches so far (library calls count as one)
+    char err[400];
+} cuda_ctx;
+
+// Selects the device, makes the stream and the library handles. Math mode:
+// CUBLAS_DEFAULT_MATH (no TF32) unless allow_tf32.
+int cuda_ctx_init(cuda_ctx *c, int device, bool allow_tf32);
+void cuda_ctx_free(cuda_ctx *c);
+// Waits for the stream; -1 with the first asynchronous error or the first
+// error a kernel recorded in c->deverr (cleared by reading it).
+int cuda_ctx_sync(cuda_ctx *c);
+// Checks a kernel launch that just happened and counts it.
+int cuda_launched(cuda_ctx *c, const char *kernel, const char *file, int line);
+#define CUDA_LAUNCHED(c, name) cuda_launched(c, name, __FILE__, __LINE__)
+
+// Device tensors. NULL with c->err set when memory runs out.
+tensor *cuda_tensor_new(cuda_ctx *c, enum dtype t, int ndim, const int64_t *shape);
+void cuda_tensor_free(cuda_ctx *c, tensor *t); // NULL is fine
+// A header over device memory someone else owns (an arena slot), with the
+// given strides (NULL: contiguous); cuda_tensor_free frees only the header.
+tensor *cuda_tensor_wrap(cuda_ctx *c, enum dtype t, int ndim, const int64_t *shape,
+                         const int64_t *stride, void *data);
+// A device copy of a host tensor (any strides; the copy is contiguous).
+tensor *cuda_tensor_upload(cuda_ctx *c, const tensor *host);
+// Copies a host tensor into an existing contiguous device tensor of its shape.
+int cuda_tensor_copy_in(cuda_ctx *c, tensor *dev, const tensor *host);
+// A host copy (contiguous) of a device tensor; waits for the stream.
+tensor *cuda_tensor_download(cuda_ctx *c, const tensor *dev);
+// x itself (a new view) when contiguous, else a contiguous copy (a counted kernel).
+tensor *cuda_contiguous(cuda_ctx *c, const tensor *x);
+// The context's library workspace, grown to at least `bytes` (NULL with
+// c->err set when it cannot grow). Not counted in peak bytes: both modes
+// make the same library calls.
+void *cuda_workspace(cuda_ctx *c, size_t bytes);
+// Device scratch memory in stream order (workspaces); cuda_scratch_put when done.
+void *cuda_scratch_get(cuda_ctx *c, size_t bytes);
+void cuda_scratch_put(cuda_ctx *c, void *p);
+
+// ---- eager kernels (cuda_pointwise.cu, cuda_reduce.cu, cuda_gather.cu) ------
+// UNARY ops, SCALE, CAST and DROPOUT; x has out's shape.
+int cuda_unary(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out);
+// ADD, SUB, MUL, DIV, MAXIMUM with broadcasting (f32, f16; i32, i64 but DIV).
+int cuda_binary(cuda_ctx *c, const graph_node *n, const tensor *a, const tensor *b, tensor *out);
+int cuda_where(cuda_ctx *c, const tensor *cond, const tensor *a, const tensor *b, tensor *out);
+// out = x elementwise, any strides on both sides, x broadcast to out's shape.
+int cuda_copy(cuda_ctx *c, const tensor *x, tensor *out);
+// SUM, MEAN, MAX over n->ia[0], kept as size 1.
+int cuda_reduce(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out);
+int cuda_softmax(cuda_ctx *c, const tensor *x, bool log, tensor *out);
+// x (..., C), weight (C), bias (C) or NULL for rms_norm
+int cuda_layer_norm(cuda_ctx *c, const tensor *x, const tensor *w, const tensor *b, double eps,
+                    tensor *out);
+int cuda_batch_norm(cuda_ctx *c, const tensor *x, const tensor *w, const tensor *b,
+                    const tensor *mean, const tensor *var, double eps, tensor *out);
+int cuda_group_norm(cuda_ctx *c, const tensor *x, const tensor *w, const tensor *b, int64_t groups,
+                    double eps, tensor *out);
+// logits (N, C), target (N) i32/i64 -> () f32; a target out of range is
+// reported by the next cuda_ctx_sync
+int cuda_cross_entropy(cuda_ctx *c, const tensor *logits, const tensor *target, int64_t ignore,
+                       tensor *out);
+int cuda_mse_loss(cuda_ctx *c, const tensor *a, const tensor *b, tensor *out);
+int cuda_upsample_nearest(cuda_ctx *c, const tensor *x, int64_t scale, tensor *out);
+// table (V, D), indices i32/i64 -> (..., D); bad indices as cross_entropy's targets
+int cuda_embedding(cuda_ctx *c, const tensor *table, const tensor *idx, tensor *out);
+int cuda_concat(cuda_ctx *c, int axis, int nin, const tensor *const *in, tensor *out);
+
+// ---- library calls (cuda_blas.c, cuda_dnn.c) ---------------------------------
+// C (M, N) row-major, ldc N, count matrices sc apart = op(A) op(B): the one
+// cuBLAS call behind matmul, linear and the compiled mode's GEMMs. An
+// operand is row-major with leading dimension ld, or transposed (t); sa / sb
+// are batch strides in elements (0: broadcast).
+int cuda_gemm(cuda_ctx *c, enum dtype t, bool ta, int64_t lda, int64_t sa, const void *A, bool tb,
+              int64_t ldb, int64_t sb, const void *B, int64_t M, int64_t N, int64_t K, float beta,
+              void *C, int64_t sc, int64_t count);
+// (..., M, K) @ (..., K, N): cuBLAS (strided-batched over broadcast batch dims)
+int cuda_matmul(cuda_ctx *c, const tensor *a, const tensor *b, tensor *out);
+// x (..., K) @ w (N, K)^T + bias: cuBLASLt with a bias epilogue, or cuBLAS
+int cuda_linear(cuda_ctx *c, const tensor *x, const tensor *w, const tensor *bias, tensor *out);
+void cuda_blas_free(cuda_ctx *c);
+// CONV2D, CONV_TRANSPOSE2D (bias may be NULL), MAX_POOL2D, AVG_POOL2D via cuDNN
+int cuda_dnn_new(cuda_ctx *c);
+void cuda_dnn_free(cuda_ctx *c);
+int cuda_conv2d(cuda_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
+                const tensor *bias, tensor *out);
+int cuda_pool2d(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out);
+
+#ifdef __cplusplus
+}
+#endif

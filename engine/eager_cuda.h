@@ -1,0 +1,64 @@
+// eager_cuda: runs a model one kernel per op on an NVIDIA GPU, as PyTorch's
+// eager mode does on CUDA.
+//
+//   char why[256];
+//   if (cuda_probe(why, sizeof why) < 0) ...            // backend/cuda/cuda_device.h
+//   eager_cuda *e;
+//   if (eager_cuda_new(m, &(eager_cuda_opts){0}, &e, err, sizeof err) < 0) ...
+//   eager_stats st;
+//   eager_cuda_run(e, &st);                 // one step, enqueued on eager_cuda_stream(e)
+//   eager_cuda_sync(e);                     // waits; asynchronous and kernel-found errors
+//   tensor *out[8];
+//   eager_cuda_outputs(e, out);             // host copies of the last step's outputs
+//   eager_cuda_free(e);
+//
+// eager_cuda_new copies every parameter, buffer, constant and input of
+// m->values to the GPU once (a framework's module.cuda()); after
+// model_init_inputs, eager_cuda_upload_inputs copies the new inputs.
+// A step is what eager.h's is, on the device: one launch per computing op
+// (library calls count as one; an op that needs a contiguous copy first
+// counts it too), every output from the caching allocator
+// (backend/cuda/cuda_alloc.h), views free, each intermediate returned to the
+// allocator right after its last consumer, all on one stream. eager_cuda_run
+// returns once the step is enqueued (as PyTorch does), so time it with CUDA
+// events on eager_cuda_stream (cuda_timer in cuda_device.h) or sync first.
+// The step's outputs stay on the device until the next step or
+// eager_cuda_outputs. GEMMs are cuBLAS / cuBLASLt (f32 without TF32 unless
+// opts.allow_tf32), convolution and pooling cuDNN, everything else the CUDA
+// C kernels in backend/cuda (docs/cuda.md).
+//
+// Every function exists in every build; without the CUDA backend
+// eager_cuda_new fails with a message that says so.
+#pragma once
+#include "eager.h"
+#include "model.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct eager_cuda_opts {
+    bool allow_tf32; // TF32 tensor cores for f32 GEMMs and convolutions (PyTorch: off for GEMMs)
+} eager_cuda_opts;
+
+typedef struct eager_cuda eager_cuda;
+
+// 0, or -1 with err set (no GPU: the driver's reason; out of memory; ...).
+int eager_cuda_new(const model *m, const eager_cuda_opts *o, eager_cuda **out, char *err,
+                   size_t cap);
+// Copies m->values of the INPUT nodes to the device again.
+int eager_cuda_upload_inputs(eager_cuda *e);
+// One step. 0, or -1 with eager_cuda_error set. st: kernels launched and the
+// allocator's peak live bytes over the step (parameters and inputs included).
+int eager_cuda_run(eager_cuda *e, eager_stats *st);
+// Waits for the step; -1 with the reason when a kernel failed or found a bad
+// index (embedding, cross_entropy targets).
+int eager_cuda_sync(eager_cuda *e);
+// Host copies of the last step's g->noutputs outputs (contiguous; the caller
+// frees them with tensor_free). Waits for the step.
+int eager_cuda_outputs(eager_cuda *e, tensor **outputs);
+const char *eager_cuda_error(const eager_cuda *e);
+// The cudaStream_t the steps run on, as void *.
+void *eager_cuda_stream(const eager_cuda *e);
+// Device bytes the allocator holds from the driver now (cached included).
+size_t eager_cuda_reserved_bytes(const eager_cuda *e);
+void eager_cuda_free(eager_cuda *e);

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# The GPU check: everything that needs an NVIDIA GPU, in one call of under
+# 8 minutes on a Debian machine with the CUDA toolkit (docs/cuda.md).
+#
+#   scripts/gpu-check.sh        # builds in build-gpu/, logs and results in build-gpu/gpu-check/
+#
+# 1. the Debian build packages (scripts/deps.sh; offline, .deb files in
+#    $TCBENCH_DEBS are installed first), 2. the GPU line of nvidia-smi,
+# 3. meson with -Dcuda=enabled into build-gpu and a build, 4. the unit tests
+# with the CUDA ones (test_cuda_ops runs every op's CUDA kernel against the
+# fp64 reference), 5. the smoke suite on the GPU, eager against compiled, in
+# fp32, then AMP and training (reported "not available yet" until those
+# exist), and last the tables. Exit status: 0 when every step that exists
+# passed, 1 when one failed, 2 when the machine cannot run the check.
+# TCBENCH_GPU_CHECK_BUDGET (seconds, default 450) bounds the whole run.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+root=$(pwd)
+build=${TCBENCH_GPU_CHECK_BUILD:-$root/build-gpu}
+out=${TCBENCH_GPU_CHECK_OUT:-$build/gpu-check}
+budget=${TCBENCH_GPU_CHECK_BUDGET:-450}
+start=$(date +%s)
+mkdir -p "$out"
+status=0
+declare -a summary tables
+
+say() { printf '[gpu-check %3ds] %s\n' "$(($(date +%s) - start))" "$*"; }
+note() { summary+=("$1"); }
+# seconds left of the budget, at most $1
+left() {
+  local l=$((budget - ($(date +%s) - start)))
+  [ "$l" -gt "$1" ] && l=$1
+  [ "$l" -lt 1 ] && l=1
+  echo "$l"
+}
+# run NAME CAP CMD...: the command under a time limit, its output in a log
+run_step() {
+  local name=$1 cap=$2
+  shift 2
+  local t rc
+  t=$(left "$cap")
+  say "$name (at most ${t}s)"
+  timeout --kill-after=10 "$t" "$@" >"$out/$name.log" 2>&1
+  rc=$?
+  [ $rc -eq 124 ] && echo "(timed out after ${t}s)" >>"$out/$name.log"
+  return $rc
+}
+finish() {
+  echo
+  say "summary"
+  for s in "${summary[@]}"; do echo "  $s"; done
+  for t in "${tables[@]}"; do
+    echo
+    cat "$t"
+  done
+  exit "$status"
+}
+
+# ---- 0. the toolkit -----------------------------------------------------------
+if ! command -v nvcc >/dev/null; then
+  for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do
+    [ -x "$d/nvcc" ] && export PATH="$d:$PATH" && break
+  done
+fi
+if ! command -v nvcc >/dev/null; then
+  say "no nvcc on PATH or in /usr/local/cuda/bin: install the CUDA toolkit"
+  status=2
+  note "toolkit: MISSING"
+  finish
+fi
+cuda_bin=$(dirname "$(command -v nvcc)")
+LD_LIBRARY_PATH="$(dirname "$cuda_bin")/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH
+note "toolkit: $(nvcc --version | tail -n 2 | head -n 1)"
+
+# ---- 1. Debian packages ---------------------------------------------------------
+if [ -n "${TCBENCH_DEBS:-}" ] && ls "$TCBENCH_DEBS"/*.deb >/dev/null 2>&1; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  run_step debs-local 120 $sudo dpkg -i "$TCBENCH_DEBS"/*.deb ||
+    say "dpkg -i of \$TCBENCH_DEBS reported errors (see $out/debs-local.log)"
+fi
+if ! run_step deps 180 scripts/deps.sh; then
+  say "scripts/deps.sh failed; the last lines:"
+  tail -n 5 "$out/deps.log"
+  missing=""
+  for p in yaml-0.1 jansson libxxhash openblas cmocka; do
+    pkg-config --exists "$p" 2>/dev/null || missing="$missing $p"
+  done
+  command -v meson >/dev/null || missing="$missing meson"
+  command -v ninja >/dev/null || missing="$missing ninja"
+  if [ -n "$missing" ]; then
+    say "missing:$missing (offline? put the .deb files in a folder and set TCBENCH_DEBS)"
+    status=2
+    note "packages: MISSING$missing"
+    finish
+  fi
+  note "packages: deps.sh failed, but everything needed is present"
+else
+  note "packages: ok"
+fi
+
+# ---- 2. the GPU --------------------------------------------------------------------
+if command -v nvidia-smi >/dev/null; then
+  gpu=$(nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap,clocks.max.sm \
+    --format=csv,noheader 2>&1 | head -n 1)
+  say "GPU: $gpu"
+  note "GPU: $gpu"
+else
+  say "no nvidia-smi"
+  note "GPU: no nvidia-smi"
+fi
+
+# ---- 3. configure and build -----------------------------------------------------------
+if [ ! -f "$build/build.ninja" ]; then
+  if ! run_step setup 120 meson setup "$build" -Dcuda=enabled -Dbuildtype=release; then
+    tail -n 20 "$out/setup.log"
+    status=2
+    note "meson setup -Dcuda=enabled: FAILED ($out/setup.log)"
+    finish
+  fi
+fi
+if ! run_step build 300 ninja -C "$build"; then
+  grep -E "error|FAILED" "$out/build.log" | head -n 20
+  status=1
+  note "build: FAILED ($out/build.log)"
+  finish
+fi
+note "build: ok ($build)"
+
+# ---- 4. unit tests, the CUDA ones included ---------------------------------------------
+if run_step tests 240 meson test -C "$build" --suite unit --print-errorlogs --num-processes 4; then
+  note "unit tests: ok"
+else
+  status=1
+  note "unit tests: FAILED ($out/tests.log)"
+fi
+grep -E "^ *[0-9]+/[0-9]+ " "$out/tests.log" | sed 's/^/  /'
+ops=$(grep -E "test_cuda_ops +(OK|FAIL|SKIP)" "$out/tests.log" | awk '{print $5}')
+note "test_cuda_ops: ${ops:-did not run}"
+if [ "$ops" = SKIP ] && command -v nvidia-smi >/dev/null; then
+  status=1 # nvidia-smi sees a GPU, yet the backend found none usable
+  note "test_cuda_ops skipped on a machine with a GPU: $(grep -m1 'skipped:' "$build/meson-logs/testlog.txt")"
+fi
+cp "$build/meson-logs/testlog.txt" "$out/testlog.txt" 2>/dev/null
+
+# ---- 5. the smoke suite on the GPU --------------------------------------------------------
+tcbench="$build/cli/tcbench"
+smoke() {
+  local name=$1
+  shift
+  local res="$out/$name.json" rc
+  run_step "$name" 120 "$tcbench" run suites/smoke.yaml --device cuda --mode eager,compiled \
+    --repeat 10 -o "$res" "$@"
+  rc=$?
+  if [ $rc -eq 0 ]; then
+    note "smoke $name: ok"
+  elif grep -q -E "not available|not in this build" "$out/$name.log"; then
+    note "smoke $name: not available yet ($(grep -m1 -E 'not available|not in this build' "$out/$name.log"))"
+    return
+  else
+    status=1
+    note "smoke $name: FAILED (exit $rc, $out/$name.log)"
+  fi
+  tables+=("$out/$name.log")
+}
+smoke fp32-infer --precision fp32 --workload infer
+smoke amp-infer --precision amp --workload infer
+smoke fp32-train --precision fp32 --workload train
+
+finish

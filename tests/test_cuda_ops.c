@@ -1,0 +1,695 @@
+// Every op's CUDA eager kernel against the fp64 reference (engine/ref.h):
+// seeded random inputs; f32 and f16 storage; odd sizes and sizes of a
+// million elements; broadcasting; permuted, sliced and expanded views
+// feeding kernels; every library path (cuBLAS strided-batched with
+// broadcast, cuBLASLt bias epilogue, cuDNN convolution with groups,
+// dilation, transposed with output padding, pooling with padding). Each
+// case also checks that a second step gives the same bits, that kernels
+// were counted and peak bytes reported; bad embedding indices and
+// cross-entropy targets must come back as errors from the sync, not as a
+// crash. A last test fails when an op in ops.def has no case. Then every
+// smoke model: eager_cuda against the CPU eager executor, the compiled mode
+// (cuda_program: NVRTC, arena, CUDA graph) and its two ablations against
+// eager_cuda.
+//
+// It needs a GPU: without a usable one (cuda_probe) it exits 77, which
+// meson reports as skipped; scripts/gpu-check.sh runs it on one.
+// TCBENCH_CUDA_OPS_ON_CPU=1 runs the f32 cases through the CPU eager
+// executor instead, which checks the cases themselves on any machine.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_program.h"
+#include "eager.h"
+#include "eager_cuda.h"
+#include "graph.h"
+#include "model.h"
+#include "modeldef.h"
+#include "ref.h"
+#include "suite.h"
+
+static bool on_cpu; // TCBENCH_CUDA_OPS_ON_CPU: the CPU eager executor checks the cases
+
+typedef int (*build_fn)(graph *g, enum dtype dt);
+
+typedef struct op_case {
+    const char *name;
+    build_fn build;
+    enum dtype dt;
+    double rtol, atol; // 0: 1e-5 and 1e-6 for f32, 2e-3 and 2e-3 for f16
+    bool gpu_only;     // f16 or an error case the CPU kernels do not share
+} op_case;
+
+// ---- graph helpers: inputs named pos get |N(0,1)| + 0.1, wide 4 N(0,1) ----------
+
+static int in(graph *g, const char *name, enum dtype dt, int nd, const int64_t *shape) {
+    return graph_input(g, name, dt, nd, shape);
+}
+
+static int in_int(graph *g, enum dtype dt, int nd, const int64_t *shape, int64_t lo, int64_t hi) {
+    int id = graph_input(g, "idx", dt, nd, shape);
+    if (id >= 0) {
+        g->nodes[id].ia[0] = lo;
+        g->nodes[id].ia[1] = hi;
+        g->nodes[id].ia[2] = 1;
+    }
+    return id;
+}
+
+static int param(graph *g, int nd, const int64_t *shape) {
+    return graph_param(g, "w", nd, shape, INIT_NORMAL, 1.0);
+}
+
+static int out(graph *g, int y) {
+    if (y >= 0)
+        graph_output(g, y);
+    return y;
+}
+
+static int op1(graph *g, enum op o, int x, const int64_t *ia, const double *fa) {
+    return graph_op(g, o, 1, &x, ia, fa);
+}
+
+#define S(...)  ((int64_t[]){__VA_ARGS__})
+#define IA(...) ((int64_t[GRAPH_MAX_IA]){__VA_ARGS__})
+#define FA(...) ((double[GRAPH_MAX_FA]){__VA_ARGS__})
+
+// ---- builders -----------------------------------------------------------------------
+
+static int b_sources(graph *g, enum dtype dt) {
+    (void)dt;
+    int x = in(g, "x", DT_F32, 2, S(7, 13));
+    int p = graph_param(g, "p", 2, S(7, 13), INIT_UNIFORM, 0.5);
+    int b = graph_buffer(g, "b", DT_F32, 2, S(7, 13), INIT_NORMAL, 2.0);
+    int f = graph_full(g, 1.5, DT_F32, 2, S(7, 13));
+    out(g, x);
+    return out(
+        g, graph_binary(g, OP_MUL, graph_binary(g, OP_ADD, p, b), graph_binary(g, OP_ADD, f, x)));
+}
+
+// every unary op, each on an input of the range it needs, in two graphs
+// (a graph has at most 8 outputs)
+static int unary_some(graph *g, enum dtype dt, int first, int last) {
+    static const enum op ops[] = {OP_NEG,         OP_EXP,       OP_RECIP, OP_ABS,
+                                  OP_TANH,        OP_SIGMOID,   OP_RELU,  OP_RELU6,
+                                  OP_GELU,        OP_GELU_TANH, OP_SILU,  OP_HARDSWISH,
+                                  OP_HARDSIGMOID, OP_LOG,       OP_SQRT,  OP_RSQRT};
+    int x = in(g, "x", dt, 2, S(7, 13)), w = in(g, "wide", dt, 2, S(7, 13));
+    int pos = in(g, "pos", dt, 2, S(7, 13)), y = -1;
+    for (int i = first; i <= last; i++) {
+        enum op o = ops[i];
+        int src = o == OP_LOG || o == OP_SQRT || o == OP_RSQRT ? pos
+                  : o == OP_EXP || o == OP_RECIP               ? x
+                                                               : w;
+        y = out(g, graph_unary(g, o, src));
+    }
+    return y;
+}
+
+static int b_unary_all(graph *g, enum dtype dt) { return unary_some(g, dt, 0, 7); }
+static int b_unary_all2(graph *g, enum dtype dt) { return unary_some(g, dt, 8, 15); }
+
+static int b_unary_big(graph *g, enum dtype dt) {
+    int x = in(g, "wide", dt, 1, S((1 << 20) + 3));
+    out(g, graph_unary(g, OP_GELU, x));
+    return out(g, graph_scale(g, x, -1.5, 0.25));
+}
+
+static int b_unary_views(graph *g, enum dtype dt) {
+    int x = in(g, "x", dt, 2, S(13, 7));
+    out(g, graph_unary(g, OP_TANH, graph_permute(g, x, (int[]){1, 0})));
+    out(g, graph_unary(g, OP_SIGMOID, graph_slice(g, x, 1, 2, 4)));
+    int r = graph_slice(g, x, 0, 3, 1);
+    return out(g, graph_unary(g, OP_SILU,
+                              graph_op_shaped(g, OP_EXPAND, 1, &r, NULL, NULL, 3, S(5, 4, 7))));
+}
+
+static int b_cast(graph *g, enum dtype dt) {
+    (void)dt;
+    int x = in(g, "wide", DT_F32, 2, S(9, 11));
+    out(g, graph_cast(g, x, DT_F16));
+    out(g, graph_cast(g, graph_cast(g, x, DT_F16), DT_F32));
+    out(g, graph_cast(g, x, DT_I32));
+    out(g, graph_cast(g, x, DT_BOOL));
+    int i = in_int(g, DT_I64, 2, S(9, 11), -1000, 1000);
+    out(g, graph_cast(g, i, DT_F32));
+    out(g, graph_cast(g, i, DT_I32));
+    return out(g, graph_cast(g, in(g, "mask", DT_BOOL, 2, S(9, 11)), DT_F32));
+}
+
+static int b_dropout(graph *g, enum dtype dt) {
+    int x = in(g, "x", dt, 3, S(4, 33, 65));
+    return out(g, op1(g, OP_DROPOUT, x, IA(7), FA(0.3)));
+}
+
+static int b_binary(graph *g, enum dtype dt) {
+    static const enum op ops[] = {OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MAXIMUM};
+    int a = in(g, "a", dt, 3, S(3, 7, 13)), b = in(g, "pos", dt, 1, S(13));
+    int c = in(g, "c", dt, 2, S(7, 1));
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        out(g, graph_binary(g, ops[i], a, b)); // (3, 7, 13) with (13)
+    out(g, graph_binary(g, OP_MUL, c, b));     // (7, 1) with (13): both broadcast
+    int t = in(g, "t", dt, 2, S(13, 7));
+    return out(g, graph_binary(g, OP_ADD, graph_permute(g, t, (int[]){1, 0}), c));
+}
+
+static int b_binary_big(graph *g, enum dtype dt) {
+    int a = in(g, "a", dt, 2, S(1031, 1029)), b = in(g, "b", dt, 2, S(1031, 1029));
+    return out(g, graph_binary(g, OP_ADD, a, b));
+}
+
+static int b_binary_int(graph *g, enum dtype dt) {
+    (void)dt;
+    int a = in_int(g, DT_I32, 2, S(5, 9), -50, 50), b = in_int(g, DT_I32, 1, S(9), -50, 50);
+    int c = in_int(g, DT_I64, 2, S(5, 9), -50, 50), d = in_int(g, DT_I64, 2, S(5, 9), -50, 50);
+    out(g, graph_binary(g, OP_ADD, a, b));
+    out(g, graph_binary(g, OP_MUL, a, b));
+    out(g, graph_binary(g, OP_SUB, c, d));
+    return out(g, graph_binary(g, OP_MAXIMUM, c, d));
+}
+
+static int b_where(graph *g, enum dtype dt) {
+    int m = in(g, "mask", DT_BOOL, 2, S(6, 10));
+    int a = in(g, "a", dt, 2, S(6, 10)), b = in(g, "b", dt, 1, S(10));
+    int causal = graph_buffer(g, "causal", DT_BOOL, 2, S(6, 10), INIT_CAUSAL_MASK, 0);
+    out(g, graph_op(g, OP_WHERE, 3, (int[]){causal, a, b}, NULL, NULL));
+    return out(g, graph_op(g, OP_WHERE, 3, (int[]){m, a, b}, NULL, NULL));
+}
+
+static int reduce_axes(graph *g, enum dtype dt, int ax0, int ax1) {
+    int x = in(g, "x", dt, 3, S(5, 37, 300)), y = -1;
+    for (int ax = ax0; ax <= ax1; ax++) {
+        out(g, graph_reduce(g, OP_SUM, x, ax));
+        out(g, graph_reduce(g, OP_MEAN, x, ax));
+        y = out(g, graph_reduce(g, OP_MAX, x, ax));
+    }
+    return y;
+}
+
+static int b_reduce(graph *g, enum dtype dt) { return reduce_axes(g, dt, 0, 1); }
+
+static int b_reduce_last(graph *g, enum dtype dt) {
+    reduce_axes(g, dt, 2, 2);
+    int x = in(g, "x2", dt, 3, S(5, 37, 300));
+    int p = graph_permute(g, x, (int[]){1, 2, 0}); // a view: copied first
+    return out(g, graph_reduce(g, OP_SUM, p, 2));
+}
+
+static int b_softmax(graph *g, enum dtype dt) {
+    int x = in(g, "wide", dt, 3, S(3, 5, 1000)), y = in(g, "x", dt, 2, S(77, 5));
+    out(g, op1(g, OP_SOFTMAX, x, NULL, NULL));
+    out(g, op1(g, OP_LOG_SOFTMAX, x, NULL, NULL));
+    out(g, op1(g, OP_SOFTMAX, y, NULL, NULL));
+    return out(g, op1(g, OP_LOG_SOFTMAX, graph_permute(g, y, (int[]){1, 0}), NULL, NULL));
+}
+
+static int b_norms(graph *g, enum dtype dt) {
+    int x = in(g, "x", dt, 3, S(4, 9, 96)), w = param(g, 1, S(96)), b = param(g, 1, S(96));
+    if (dt == DT_F16) {
+        w = graph_cast(g, w, DT_F16);
+        b = graph_cast(g, b, DT_F16);
+    }
+    out(g, graph_op(g, OP_LAYER_NORM, 3, (int[]){x, w, b}, NULL, FA(1e-5)));
+    out(g, graph_op(g, OP_RMS_NORM, 2, (int[]){x, w}, NULL, FA(1e-6)));
+    int c = in(g, "x", dt, 4, S(2, 12, 5, 7));
+    int cw = param(g, 1, S(12)), cb = param(g, 1, S(12)), cm = param(g, 1, S(12));
+    int cv = graph_buffer(g, "var", DT_F32, 1, S(12), INIT_ONES, 0);
+    if (dt == DT_F16) {
+        cw = graph_cast(g, cw, DT_F16), cb = graph_cast(g, cb, DT_F16);
+        cm = graph_cast(g, cm, DT_F16), cv = graph_cast(g, cv, DT_F16);
+    }
+    out(g, graph_op(g, OP_BATCH_NORM, 5, (int[]){c, cw, cb, cm, cv}, NULL, FA(1e-5)));
+    return out(g, graph_op(g, OP_GROUP_NORM, 3, (int[]){c, cw, cb}, IA(3), FA(1e-5)));
+}
+
+static int b_matmul(graph *g, enum dtype dt) {
+    int a = in(g, "a", dt, 3, S(3, 17, 33)), b = in(g, "b", dt, 3, S(3, 33, 19));
+    int w = in(g, "w", dt, 2, S(33, 19));
+    out(g, graph_op(g, OP_MATMUL, 2, (int[]){a, b}, NULL, NULL)); // batched
+    out(g, graph_op(g, OP_MATMUL, 2, (int[]){a, w}, NULL, NULL)); // shared B: folded
+    int bt = in(g, "bt", dt, 3, S(3, 19, 33));                    // B transposed
+    out(g,
+        graph_op(g, OP_MATMUL, 2, (int[]){a, graph_permute(g, bt, (int[]){0, 2, 1})}, NULL, NULL));
+    int at = in(g, "at", dt, 2, S(33, 17)); // A transposed, B broadcast over 2 x 3 batches
+    int a2 = graph_permute(g, at, (int[]){1, 0});
+    int b4 = in(g, "b4", dt, 4, S(2, 1, 33, 19));
+    int b4e = graph_op_shaped(g, OP_EXPAND, 1, &b4, NULL, NULL, 4, S(2, 3, 33, 19));
+    out(g, graph_op(g, OP_MATMUL, 2, (int[]){a2, b4e}, NULL, NULL));
+    int x4 = in(g, "x4", dt, 4, S(2, 3, 17, 33)); // batch dims with a gap: a loop of calls
+    int xs = graph_slice(g, x4, 1, 1, 2);
+    return out(g, graph_op(g, OP_MATMUL, 2, (int[]){xs, graph_slice(g, b4e, 1, 0, 2)}, NULL, NULL));
+}
+
+static int b_linear(graph *g, enum dtype dt) {
+    int x = in(g, "x", dt, 3, S(2, 9, 40)), w = param(g, 2, S(24, 40)), b = param(g, 1, S(24));
+    if (dt == DT_F16) {
+        w = graph_cast(g, w, DT_F16);
+        b = graph_cast(g, b, DT_F16);
+    }
+    out(g, graph_op(g, OP_LINEAR, 3, (int[]){x, w, b}, NULL, NULL));
+    out(g, graph_op(g, OP_LINEAR, 2, (int[]){x, w}, NULL, NULL));
+    int xp = graph_permute(g, in(g, "xp", dt, 3, S(9, 2, 40)), (int[]){1, 0, 2});
+    out(g, graph_op(g, OP_LINEAR, 3, (int[]){xp, w, b}, NULL, NULL)); // rows not evenly strided
+    int xs = graph_slice(g, in(g, "xs", dt, 2, S(11, 45)), 1, 3, 40); // rows wider than K
+    return out(g, graph_op(g, OP_LINEAR, 3, (int[]){xs, w, b}, NULL, NULL));
+}
+
+static int b_conv(graph *g, enum dtype dt) {
+    int x = in(g, "x", dt, 4, S(2, 6, 11, 13));
+    int w1 = param(g, 4, S(8, 6, 3, 3)), b1 = param(g, 1, S(8));
+    int w2 = param(g, 4, S(6, 2, 3, 3));                         // groups 3
+    int wt = param(g, 4, S(6, 4, 3, 3)), bt = param(g, 1, S(8)); // transposed, groups 2: O = 8
+    if (dt == DT_F16) {
+        w1 = graph_cast(g, w1, DT_F16), b1 = graph_cast(g, b1, DT_F16);
+        w2 = graph_cast(g, w2, DT_F16), wt = graph_cast(g, wt, DT_F16),
+        bt = graph_cast(g, bt, DT_F16);
+    }
+    out(g, graph_op(g, OP_CONV2D, 3, (int[]){x, w1, b1}, IA(1, 1, 1, 1, 1, 1, 1), NULL));
+    out(g, graph_op(g, OP_CONV2D, 2, (int[]){x, w2}, IA(2, 2, 2, 1, 2, 2, 3), NULL));
+    int xp = graph_permute(g, in(g, "xp", dt, 4, S(2, 11, 13, 6)), (int[]){0, 3, 1, 2});
+    out(g, graph_op(g, OP_CONV2D, 2, (int[]){xp, w1}, IA(1, 1, 0, 0, 1, 1, 1), NULL));
+    return out(g, graph_op(g, OP_CONV_TRANSPOSE2D, 3, (int[]){x, wt, bt},
+                           IA(2, 2, 1, 1, 1, 1, 2, 1, 0), NULL));
+}
+
+static int b_pool(graph *g, enum dtype dt) {
+    int x = in(g, "x", dt, 4, S(2, 5, 12, 15));
+    out(g, op1(g, OP_MAX_POOL2D, x, IA(2, 2, 1, 1, 3, 3), NULL));
+    out(g, op1(g, OP_AVG_POOL2D, x, IA(2, 2, 1, 0, 3, 2), NULL));
+    out(g, op1(g, OP_AVG_POOL2D, x, IA(1, 1, 0, 0, 12, 15), NULL)); // global
+    return out(g,
+               op1(g, OP_UPSAMPLE_NEAREST, graph_permute(g, x, (int[]){0, 1, 3, 2}), IA(2), NULL));
+}
+
+static int b_embedding(graph *g, enum dtype dt) {
+    int t = graph_buffer(g, "table", dt, 2, S(50, 24), INIT_NORMAL, 1.0);
+    out(g,
+        graph_op(g, OP_EMBEDDING, 2, (int[]){t, in_int(g, DT_I32, 2, S(3, 7), 0, 50)}, NULL, NULL));
+    return out(
+        g, graph_op(g, OP_EMBEDDING, 2, (int[]){t, in_int(g, DT_I64, 1, S(9), 0, 50)}, NULL, NULL));
+}
+
+static int b_views(graph *g, enum dtype dt) {
+    int x = in(g, "x", dt, 3, S(4, 5, 6));
+    int p = graph_permute(g, x, (int[]){2, 0, 1});
+    out(g, p);
+    out(g, graph_slice(g, p, 2, 1, 3));
+    out(g, graph_reshape(g, x, 2, S(20, 6)));
+    out(g, graph_reshape(g, p, 2, S(24, 5))); // strides cannot say it: a copy
+    out(g, graph_unary(g, OP_CONTIGUOUS, p));
+    int r = graph_slice(g, graph_reshape(g, x, 2, S(20, 6)), 0, 2, 1);
+    return out(g, graph_op_shaped(g, OP_EXPAND, 1, &r, NULL, NULL, 3, S(3, 5, 6)));
+}
+
+static int b_concat(graph *g, enum dtype dt) {
+    int a = in(g, "a", dt, 2, S(4, 2)), c = in(g, "c", dt, 2, S(4, 3));
+    int b = graph_permute(g, in(g, "b", dt, 2, S(1, 4)), (int[]){1, 0});
+    out(g, graph_op(g, OP_CONCAT, 3, (int[]){a, b, c}, IA(1), NULL));
+    return out(g, graph_op(g, OP_CONCAT, 2, (int[]){a, a}, IA(0), NULL));
+}
+
+static int b_losses(graph *g, enum dtype dt) {
+    int x = in(g, "x", dt, 2, S(37, 300));
+    out(g, graph_op(g, OP_CROSS_ENTROPY, 2, (int[]){x, in_int(g, DT_I32, 1, S(37), 0, 300)},
+                    IA(-100), NULL));
+    // targets drawn from [0, 4): those equal to the ignore index 3 are skipped
+    int xs = in(g, "xs", dt, 2, S(16, 3));
+    out(g, graph_op(g, OP_CROSS_ENTROPY, 2, (int[]){xs, in_int(g, DT_I64, 1, S(16), 0, 4)}, IA(3),
+                    NULL));
+    int a = in(g, "a", dt, 3, S(3, 40, 33)), b = in(g, "b", dt, 3, S(3, 40, 33));
+    return out(g, graph_op(g, OP_MSE_LOSS, 2, (int[]){a, b}, NULL, NULL));
+}
+
+static const op_case cases[] = {
+    {"sources", b_sources, DT_F32, 0, 0, false},
+    {"unary_f32", b_unary_all, DT_F32, 0, 0, false},
+    {"unary2_f32", b_unary_all2, DT_F32, 0, 0, false},
+    {"unary_f16", b_unary_all, DT_F16, 0, 0, true},
+    {"unary2_f16", b_unary_all2, DT_F16, 0, 0, true},
+    {"unary_big", b_unary_big, DT_F32, 0, 0, false},
+    {"unary_views", b_unary_views, DT_F32, 0, 0, false},
+    {"unary_views_f16", b_unary_views, DT_F16, 0, 0, true},
+    {"cast", b_cast, DT_F32, 0, 0, false},
+    {"dropout", b_dropout, DT_F32, 0, 0, false},
+    {"dropout_f16", b_dropout, DT_F16, 0, 0, true},
+    {"binary", b_binary, DT_F32, 0, 0, false},
+    {"binary_f16", b_binary, DT_F16, 0, 0, true},
+    {"binary_big", b_binary_big, DT_F32, 0, 0, false},
+    {"binary_int", b_binary_int, DT_I32, 0, 0, false},
+    {"where", b_where, DT_F32, 0, 0, false},
+    {"where_f16", b_where, DT_F16, 0, 0, true},
+    {"reduce", b_reduce, DT_F32, 1e-5, 1e-4, false},
+    {"reduce_f16", b_reduce, DT_F16, 4e-3, 4e-2, true},
+    {"reduce_last", b_reduce_last, DT_F32, 1e-5, 1e-4, false},
+    {"reduce_last_f16", b_reduce_last, DT_F16, 4e-3, 4e-2, true},
+    {"softmax", b_softmax, DT_F32, 1e-5, 1e-6, false},
+    {"softmax_f16", b_softmax, DT_F16, 0, 0, true},
+    {"norms", b_norms, DT_F32, 1e-4, 1e-5, false},
+    {"norms_f16", b_norms, DT_F16, 4e-3, 4e-3, true},
+    {"matmul", b_matmul, DT_F32, 1e-5, 1e-4, false},
+    {"matmul_f16", b_matmul, DT_F16, 4e-3, 4e-2, true},
+    {"linear", b_linear, DT_F32, 1e-5, 1e-4, false},
+    {"linear_f16", b_linear, DT_F16, 4e-3, 4e-2, true},
+    {"conv_pool", b_conv, DT_F32, 1e-5, 1e-4, false},
+    {"conv_f16", b_conv, DT_F16, 4e-3, 4e-2, true},
+    {"pool", b_pool, DT_F32, 0, 0, false},
+    {"pool_f16", b_pool, DT_F16, 0, 0, true},
+    {"embedding", b_embedding, DT_F32, 0, 0, false},
+    {"embedding_f16", b_embedding, DT_F16, 0, 0, true},
+    {"views", b_views, DT_F32, 0, 0, false},
+    {"concat", b_concat, DT_F32, 0, 0, false},
+    {"concat_f16", b_concat, DT_F16, 0, 0, true},
+    {"losses", b_losses, DT_F32, 1e-5, 1e-5, false},
+    {"losses_f16", b_losses, DT_F16, 2e-3, 2e-3, true},
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+// ---- running a case ---------------------------------------------------------------------
+
+static model *case_model(const op_case *tc) {
+    graph *g = graph_new();
+    assert_non_null(g);
+    if (tc->build(g, tc->dt) < 0)
+        fail_msg("%s: building the graph failed: %s", tc->name, graph_error(g));
+    model *m = model_new(g, tc->name, "test", 1);
+    assert_non_null(m);
+    assert_int_equal(model_init_values(m, 4321), 0);
+    for (int i = 0; i < g->n; i++) {
+        const graph_node *n = &g->nodes[i];
+        if (n->op != OP_INPUT || !n->name)
+            continue;
+        bool pos = strcmp(n->name, "pos") == 0, wide = strcmp(n->name, "wide") == 0;
+        if (!pos && !wide)
+            continue;
+        tensor *t = m->values[i];
+        int64_t idx[TENSOR_MAX_DIMS] = {0};
+        for (int64_t k = 0; k < tensor_numel(t); k++) {
+            double v = tensor_get(t, idx);
+            tensor_set(t, idx, pos ? fabs(v) + 0.1 : 4 * v);
+            for (int d = t->ndim - 1; d >= 0 && ++idx[d] == t->shape[d]; d--)
+                idx[d] = 0;
+        }
+    }
+    return m;
+}
+
+static int compare(const char *name, int k, const tensor *t, const double *ref, double rtol,
+                   double atol) {
+    int bad = 0;
+    for (int64_t i = 0; i < tensor_numel(t); i++) {
+        double e = tensor_get_flat(t, i), r = ref[i];
+        if ((isnan(e) && isnan(r)) || fabs(e - r) <= atol + rtol * fabs(r))
+            continue;
+        if (bad++ < 5)
+            print_error("%s: output %d element %lld: got %.9g, reference %.9g (diff %.3g)\n", name,
+                        k, (long long)i, e, r, fabs(e - r));
+    }
+    return bad;
+}
+
+// One step on the device under test; outputs as host tensors.
+static int step(model *m, void *ex, tensor **outs, eager_stats *st, char *err, size_t cap) {
+    if (on_cpu) {
+        if (eager_run(ex, outs, st) == 0)
+            return 0;
+        snprintf(err, cap, "%s", eager_error(ex));
+        return -1;
+    }
+    if (eager_cuda_run(ex, st) < 0 || eager_cuda_outputs(ex, outs) < 0) {
+        snprintf(err, cap, "%s", eager_cuda_error(ex));
+        return -1;
+    }
+    (void)m;
+    return 0;
+}
+
+static void *executor(model *m, const char *name) {
+    if (on_cpu) {
+        eager *e = eager_new(m);
+        assert_non_null(e);
+        return e;
+    }
+    eager_cuda *e;
+    char err[512];
+    if (eager_cuda_new(m, NULL, &e, err, sizeof err) < 0)
+        fail_msg("%s: eager_cuda_new: %s", name, err);
+    return e;
+}
+
+static void executor_free(void *e) {
+    if (on_cpu)
+        eager_free(e);
+    else
+        eager_cuda_free(e);
+}
+
+static void run_case(const op_case *tc) {
+    if (on_cpu && tc->gpu_only)
+        skip();
+    model *m = case_model(tc);
+    const graph *g = m->g;
+    void *e = executor(m, tc->name);
+    tensor *outs[8], *again[8];
+    eager_stats st, st2;
+    char err[512];
+    if (step(m, e, outs, &st, err, sizeof err) < 0)
+        fail_msg("%s: step failed: %s", tc->name, err);
+    double **ref = ref_run_all(m, err, sizeof err);
+    if (!ref)
+        fail_msg("%s: ref_run_all failed: %s", tc->name, err);
+    bool f16 = tc->dt == DT_F16;
+    double rtol = tc->rtol ? tc->rtol : f16 ? 2e-3 : 1e-5;
+    double atol = tc->atol ? tc->atol : f16 ? 2e-3 : 1e-6;
+    int bad = 0;
+    for (int k = 0; k < g->noutputs; k++) {
+        const graph_node *n = &g->nodes[g->outputs[k]];
+        assert_int_equal(outs[k]->dtype, n->dtype);
+        assert_int_equal(outs[k]->ndim, n->ndim);
+        assert_memory_equal(outs[k]->shape, n->shape, (size_t)n->ndim * sizeof n->shape[0]);
+        bad += compare(tc->name, k, outs[k], ref[g->outputs[k]], rtol, atol);
+    }
+    if (bad)
+        fail_msg("%s: %d elements differ from the reference", tc->name, bad);
+    assert_true(st.kernels > 0);
+    assert_true(st.peak_bytes > 0);
+    if (step(m, e, again, &st2, err, sizeof err) < 0)
+        fail_msg("%s: second step failed: %s", tc->name, err);
+    assert_int_equal(st2.kernels, st.kernels);
+    for (int k = 0; k < g->noutputs; k++) {
+        for (int64_t i = 0; i < tensor_numel(outs[k]); i++) {
+            double a = tensor_get_flat(outs[k], i), b = tensor_get_flat(again[k], i);
+            if (!(a == b || (isnan(a) && isnan(b))))
+                fail_msg("%s: output %d element %lld changed between steps", tc->name, k,
+                         (long long)i);
+        }
+        tensor_free(outs[k]);
+        tensor_free(again[k]);
+    }
+    for (int i = 0; i < g->n; i++)
+        free(ref[i]);
+    free(ref);
+    executor_free(e);
+    model_free(m);
+}
+
+static void test_case(void **state) { run_case((const op_case *)*state); }
+
+static void test_every_op_covered(void **state) {
+    (void)state;
+    bool seen[OP_COUNT] = {0};
+    for (int c = 0; c < NCASES; c++) {
+        graph *g = graph_new();
+        assert_true(cases[c].build(g, cases[c].dt) >= 0);
+        for (int i = 0; i < g->n; i++)
+            seen[g->nodes[i].op] = true;
+        graph_free(g);
+    }
+    int missing = 0;
+    for (int o = 0; o < OP_COUNT; o++)
+        if (!seen[o]) {
+            print_error("op %s has no case in test_cuda_ops.c\n", op_name((enum op)o));
+            missing++;
+        }
+    assert_int_equal(missing, 0);
+}
+
+// A bad index or target is found on the device and reported by the sync
+// (eager_cuda_outputs), with the position, and the executor stays usable.
+static void test_bad_indices(void **state) {
+    (void)state;
+    if (on_cpu)
+        skip();
+    for (int which = 0; which < 2; which++) {
+        graph *g = graph_new();
+        if (which == 0) {
+            int t = graph_buffer(g, "table", DT_F32, 2, S(10, 4), INIT_NORMAL, 1.0);
+            out(g, graph_op(g, OP_EMBEDDING, 2, (int[]){t, in_int(g, DT_I32, 1, S(50), 0, 13)},
+                            NULL, NULL));
+        } else {
+            int x = in(g, "x", DT_F32, 2, S(50, 10));
+            out(g, graph_op(g, OP_CROSS_ENTROPY, 2, (int[]){x, in_int(g, DT_I32, 1, S(50), 0, 13)},
+                            IA(-100), NULL));
+        }
+        model *m = model_new(g, "bad", "test", 1);
+        assert_int_equal(model_init_values(m, 9), 0);
+        eager_cuda *e = executor(m, "bad");
+        tensor *y = NULL;
+        assert_int_equal(eager_cuda_run(e, NULL), 0); // enqueued: found later
+        assert_int_equal(eager_cuda_outputs(e, &y), -1);
+        assert_null(y);
+        print_message("%s\n", eager_cuda_error(e));
+        assert_non_null(
+            strstr(eager_cuda_error(e), which ? "cross_entropy: target" : "embedding: index"));
+        assert_non_null(strstr(eager_cuda_error(e), "outside [0, 10)"));
+        eager_cuda_free(e);
+        model_free(m);
+    }
+}
+
+// With TF32 allowed the f32 GEMM still runs (and is close, not exact).
+static void test_tf32(void **state) {
+    (void)state;
+    if (on_cpu)
+        skip();
+    graph *g = graph_new();
+    b_matmul(g, DT_F32);
+    model *m = model_new(g, "tf32", "test", 1);
+    assert_int_equal(model_init_values(m, 3), 0);
+    eager_cuda *e;
+    char err[512];
+    if (eager_cuda_new(m, &(eager_cuda_opts){.allow_tf32 = true}, &e, err, sizeof err) < 0)
+        fail_msg("%s", err);
+    tensor *outs[8];
+    assert_int_equal(eager_cuda_run(e, NULL), 0);
+    assert_int_equal(eager_cuda_outputs(e, outs), 0);
+    double **ref = ref_run_all(m, err, sizeof err);
+    assert_non_null(ref);
+    for (int k = 0; k < g->noutputs; k++) {
+        assert_int_equal(compare("tf32", k, outs[k], ref[g->outputs[k]], 5e-3, 5e-2), 0);
+        tensor_free(outs[k]);
+    }
+    for (int i = 0; i < g->n; i++)
+        free(ref[i]);
+    free(ref);
+    eager_cuda_free(e);
+    model_free(m);
+}
+
+static int close_to(const char *what, const tensor *a, const tensor *b, double rtol, double atol) {
+    int bad = 0;
+    for (int64_t i = 0; i < tensor_numel(a); i++) {
+        double x = tensor_get_flat(a, i), y = tensor_get_flat(b, i);
+        if ((isnan(x) && isnan(y)) || fabs(x - y) <= atol + rtol * fabs(y))
+            continue;
+        if (bad++ < 3)
+            print_error("%s: element %lld: %.9g, expected %.9g\n", what, (long long)i, x, y);
+    }
+    return bad;
+}
+
+// Every smoke model on the GPU: eager_cuda against the CPU eager executor,
+// and the compiled mode (with its fused and captured ablations) against
+// eager_cuda, with the kernels per step of each.
+static void test_smoke_models(void **state) {
+    (void)state;
+    if (on_cpu)
+        skip();
+    const char *root = getenv("TCBENCH_SOURCE_DIR");
+    assert_non_null(root);
+    char path[600], err[600];
+    snprintf(path, sizeof path, "%s/suites/smoke.yaml", root);
+    suite *s;
+    diag d;
+    if (suite_load(path, NULL, &s, &d) < 0)
+        fail_msg("%s:%d:%d: %s", path, d.line, d.col, d.msg);
+    int failures = 0;
+    for (int ci = 0; ci < s->ncases; ci++) {
+        const suite_case *sc = &s->cases[ci];
+        modeldef *md = NULL;
+        model *m = NULL;
+        if (modeldef_load(sc->model_path, &md, &d) < 0 ||
+            modeldef_build(md, sc->overrides, sc->noverrides, sc->batch, &(modeldef_opts){0}, &m,
+                           &d) < 0)
+            fail_msg("%s: %d:%d: %s", sc->name, d.line, d.col, d.msg);
+        assert_int_equal(model_init_values(m, 17), 0);
+        int no = m->g->noutputs;
+        tensor *cpu[8], *gpu[8];
+        eager *e = eager_new(m);
+        assert_int_equal(eager_run(e, cpu, NULL), 0);
+        eager_free(e);
+        eager_cuda *ec;
+        if (eager_cuda_new(m, NULL, &ec, err, sizeof err) < 0)
+            fail_msg("%s: %s", sc->name, err);
+        eager_stats est;
+        if (eager_cuda_run(ec, &est) < 0 || eager_cuda_outputs(ec, gpu) < 0)
+            fail_msg("%s: eager_cuda: %s", sc->name, eager_cuda_error(ec));
+        eager_cuda_free(ec);
+        for (int k = 0; k < no; k++)
+            failures += close_to(sc->name, gpu[k], cpu[k], 1e-3, 1e-4) > 0;
+        static const struct {
+            const char *name;
+            bool fusion, capture;
+        } modes[] = {{"compiled", true, true}, {"fused", true, false}, {"captured", false, true}};
+        char line[300];
+        int o = snprintf(line, sizeof line, "%-14s eager %3lld kernels", sc->name,
+                         (long long)est.kernels);
+        for (int mi = 0; mi < 3; mi++) {
+            compile_opts co = {.fusion = modes[mi].fusion, .capture = modes[mi].capture};
+            cuda_program *cp;
+            if (cuda_program_new(m, &co, false, &cp, err, sizeof err) < 0)
+                fail_msg("%s %s: %s", sc->name, modes[mi].name, err);
+            compiled_stats st;
+            tensor *out[8];
+            for (int rep = 0; rep < 2; rep++) // the second: a graph replay
+                if (cuda_program_run(cp, &st) < 0)
+                    fail_msg("%s %s: %s", sc->name, modes[mi].name, cuda_program_error(cp));
+            if (cuda_program_outputs(cp, out) < 0)
+                fail_msg("%s %s: %s", sc->name, modes[mi].name, cuda_program_error(cp));
+            for (int k = 0; k < no; k++) {
+                failures += close_to(modes[mi].name, out[k], gpu[k], 1e-3, 1e-4) > 0;
+                tensor_free(out[k]);
+            }
+            o += snprintf(line + o, sizeof line - (size_t)o, ", %s %3lld", modes[mi].name,
+                          (long long)st.kernels);
+            cuda_program_free(cp);
+        }
+        print_message("%s\n", line);
+        for (int k = 0; k < no; k++) {
+            tensor_free(cpu[k]);
+            tensor_free(gpu[k]);
+        }
+        model_free(m);
+        modeldef_free(md);
+    }
+    suite_free(s);
+    assert_int_equal(failures, 0);
+}
+
+int main(void) {
+    const char *c = getenv("TCBENCH_CUDA_OPS_ON_CPU");
+    on_cpu = c && *c && strcmp(c, "0") != 0;
+    char why[512];
+    if (!on_cpu && cuda_probe(why, sizeof why) < 0) {
+        printf("skipped: %s\n", why);
+        return 77;
+    }
+    struct CMUnitTest tests[NCASES + 4];
+    for (int i = 0; i < NCASES; i++)
+        tests[i] = (struct CMUnitTest){cases[i].name, test_case, NULL, NULL, (void *)&cases[i]};
+    tests[NCASES] = (struct CMUnitTest)cmocka_unit_test(test_every_op_covered);
+    tests[NCASES + 1] = (struct CMUnitTest)cmocka_unit_test(test_bad_indices);
+    tests[NCASES + 2] = (struct CMUnitTest)cmocka_unit_test(test_tf32);
+    tests[NCASES + 3] = (struct CMUnitTest)cmocka_unit_test(test_smoke_models);
+    return cmocka_run_group_tests_name(on_cpu ? "cuda_ops (on the CPU)" : "cuda_ops", tests, NULL,
+                                       NULL);
+}

@@ -1,0 +1,251 @@
+// The generated CUDA compiles: for every model of suites/smoke.yaml, in every
+// variant that exists (fp32 inference today; AMP and training graphs join
+// the variant table when they exist), the compiler's passes run as
+// compile_model runs them, codegen_cuda writes the translation unit, and
+// NVRTC compiles it to a cubin for sm_80 and for sm_90. No GPU is needed.
+// A failure prints NVRTC's log and keeps the source under $TMPDIR for a
+// look. Also checked: every generated kernel is in both cubins, identical
+// kernels are emitted once (the second layer of a model adds none), and
+// every launch is well formed. Without the CUDA backend the test is skipped
+// (exit 77).
+#include "tcbench_config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile/codegen_cuda.h"
+#include "modeldef.h"
+#include "suite.h"
+
+#if TCBENCH_HAVE_CUDA
+#include "backend/cuda/cuda_nvrtc.h"
+
+// A variant of each model whose graph the compiler lowers. Adding one that
+// needs builder options is a row here.
+typedef struct variant {
+    const char *name;
+    modeldef_opts opts;
+    bool available; // the graph exists in this build
+} variant;
+
+static const variant variants[] = {
+    {"fp32-infer", {.training = false}, true},
+    // {"amp-infer", ...}, {"fp32-train", {.training = true}, ...}: when they exist
+};
+
+static const int archs[] = {80, 90};
+#define NARCH ((int)(sizeof archs / sizeof archs[0]))
+
+typedef struct model_case {
+    const suite_case *sc;
+    const variant *v;
+    char name[160];
+} model_case;
+
+static void cprog_release(cprog *p) {
+    for (int gi = 0; gi < p->ngroups; gi++)
+        free(p->groups[gi].nodes);
+    free(p->groups);
+    free(p->info);
+    free(p->origin);
+    free(p->src_of);
+    graph_free(p->g);
+}
+
+typedef struct arch_job {
+    const char *src, *name;
+    int arch;
+    cuda_nvrtc_result r;
+    int rc;
+    char err[600];
+} arch_job;
+
+static bool has_bytes(const char *hay, size_t n, const char *needle) {
+    size_t k = strlen(needle);
+    for (size_t i = 0; i + k <= n; i++)
+        if (memcmp(hay + i, needle, k) == 0 && (i + k == n || hay[i + k] == 0))
+            return true;
+    return false;
+}
+
+static void keep_source(const char *name, const char *src, char *path, size_t cap) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(path, cap, "%s/tcbench-nvrtc-%s.cu", tmp && *tmp ? tmp : "/tmp", name);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(src, f);
+        fclose(f);
+    }
+}
+
+static void test_model(void **state) {
+    const model_case *mc = *state;
+    diag d;
+    modeldef *md = NULL;
+    model *m = NULL;
+    if (modeldef_load(mc->sc->model_path, &md, &d) < 0 ||
+        modeldef_build(md, mc->sc->overrides, mc->sc->noverrides, mc->sc->batch, &mc->v->opts, &m,
+                       &d) < 0)
+        fail_msg("%s: %d:%d: %s", mc->name, d.line, d.col, d.msg);
+    cprog p = {.m = m, .fusion = true};
+    if (compile_decompose(&p) < 0 || compile_simplify(&p) < 0 || compile_fuse(&p) < 0 ||
+        compile_plan(&p) < 0)
+        fail_msg("%s: compiler: %s", mc->name, p.err);
+    char *src = compile_codegen_cuda(&p);
+    if (!src)
+        fail_msg("%s: codegen_cuda: %s", mc->name, p.err);
+
+    // launches are well formed; count the distinct kernels
+    int nkernels = 0, ngen = 0;
+    for (int gi = 0; gi < p.ngroups; gi++) {
+        cuda_launch l;
+        assert_int_equal(compile_cuda_launch(&p, gi, &l), 0);
+        if (l.kernel < 0) {
+            assert_int_not_equal(l.lib, CUDA_LIB_NONE); // a group does something
+            continue;
+        }
+        ngen++;
+        assert_true(l.grid >= 1 && l.block >= 32 && l.block <= 1024 && l.block % 32 == 0);
+        if (l.kernel + 1 > nkernels)
+            nkernels = l.kernel + 1;
+        if (l.lib == CUDA_LIB_GEMM)
+            assert_true(l.gemm.M > 0 && l.gemm.N > 0 && l.gemm.K > 0 && l.gemm.lda > 0 &&
+                        l.gemm.ldb > 0);
+    }
+    assert_true(nkernels <= ngen);
+
+    // both architectures at once: NVRTC is thread-safe
+    arch_job jobs[NARCH];
+    char uname[200];
+    snprintf(uname, sizeof uname, "%s.cu", mc->name);
+#pragma omp parallel for num_threads(NARCH)
+    for (int a = 0; a < NARCH; a++) {
+        jobs[a] = (arch_job){.src = src, .name = uname, .arch = archs[a]};
+        jobs[a].rc =
+            cuda_nvrtc_compile(src, uname, archs[a], &jobs[a].r, jobs[a].err, sizeof jobs[a].err);
+    }
+    bool failed = false;
+    for (int a = 0; a < NARCH; a++) {
+        arch_job *j = &jobs[a];
+        if (j->rc < 0) {
+            char path[512];
+            keep_source(mc->name, src, path, sizeof path);
+            fprintf(stderr, "%s sm_%d: %s\nNVRTC log:\n%s\n(source kept in %s)\n", mc->name,
+                    j->arch, j->err, j->r.log, path);
+            failed = true;
+            continue;
+        }
+        print_message("%s sm_%d: %d groups, %d kernels, %zu-byte cubin in %.2f s\n", mc->name,
+                      j->arch, p.ngroups, nkernels, j->r.cubin_size, j->r.seconds);
+        for (int k = 0; k < nkernels; k++) {
+            char kn[32];
+            snprintf(kn, sizeof kn, "tk%d", k);
+            if (!has_bytes(j->r.cubin, j->r.cubin_size, kn)) {
+                fprintf(stderr, "%s sm_%d: kernel %s is not in the cubin\n", mc->name, j->arch, kn);
+                failed = true;
+            }
+        }
+    }
+    for (int a = 0; a < NARCH; a++)
+        cuda_nvrtc_result_free(&jobs[a].r);
+    free(src);
+    cprog_release(&p);
+    model_free(m);
+    modeldef_free(md);
+    if (failed)
+        fail_msg("%s: the generated CUDA did not compile for every architecture", mc->name);
+}
+
+// Kernels are keyed by text: a model with more layers of the same shape
+// needs no more kernels.
+static void test_layers_share_kernels(void **state) {
+    (void)state;
+    int counts[2];
+    for (int i = 0; i < 2; i++) {
+        graph *g = graph_new();
+        int x = graph_input(g, "x", DT_F32, 2, (int64_t[]){16, 64});
+        for (int l = 0; l < 2 + 2 * i; l++) {
+            char name[32];
+            snprintf(name, sizeof name, "fc%d.weight", l);
+            int w = graph_param(g, name, 2, (int64_t[]){64, 64}, INIT_NORMAL, 0.02);
+            x = graph_op(g, OP_LINEAR, 2, (int[]){x, w}, NULL, NULL);
+            x = graph_unary(g, OP_GELU, x);
+            x = graph_op(g, OP_SOFTMAX, 1, &x, NULL, NULL);
+        }
+        graph_output(g, x);
+        model *m = model_new(g, "layers", "mlp", 16);
+        assert_non_null(m);
+        cprog p = {.m = m, .fusion = true};
+        assert_int_equal(compile_decompose(&p), 0);
+        assert_int_equal(compile_simplify(&p), 0);
+        assert_int_equal(compile_fuse(&p), 0);
+        assert_int_equal(compile_plan(&p), 0);
+        char *src = compile_codegen_cuda(&p);
+        assert_non_null(src);
+        counts[i] = 0;
+        for (const char *s = src; (s = strstr(s, "__global__ void")); s++)
+            counts[i]++;
+        free(src);
+        cprog_release(&p);
+        model_free(m);
+    }
+    assert_true(counts[0] > 0);
+    assert_int_equal(counts[0], counts[1]);
+}
+
+int main(void) {
+    const char *root = getenv("TCBENCH_SOURCE_DIR");
+    if (!root) {
+        fprintf(stderr, "TCBENCH_SOURCE_DIR is not set (meson test sets it)\n");
+        return 1;
+    }
+    char path[600];
+    snprintf(path, sizeof path, "%s/suites/smoke.yaml", root);
+    suite *s;
+    diag d;
+    if (suite_load(path, NULL, &s, &d) < 0) {
+        fprintf(stderr, "%s:%d:%d: %s\n", path, d.line, d.col, d.msg);
+        return 1;
+    }
+    int nv = (int)(sizeof variants / sizeof variants[0]), n = 0;
+    model_case *cases = calloc((size_t)(s->ncases * nv), sizeof *cases);
+    struct CMUnitTest *tests = calloc((size_t)(s->ncases * nv + 1), sizeof *tests);
+    if (!cases || !tests)
+        return 1;
+    for (int v = 0; v < nv; v++) {
+        if (!variants[v].available) {
+            printf("# %s: not available yet, skipped\n", variants[v].name);
+            continue;
+        }
+        for (int ci = 0; ci < s->ncases; ci++, n++) {
+            cases[n] = (model_case){&s->cases[ci], &variants[v], ""};
+            snprintf(cases[n].name, sizeof cases[n].name, "%s-%s", s->cases[ci].name,
+                     variants[v].name);
+            tests[n] = (struct CMUnitTest){cases[n].name, test_model, NULL, NULL, &cases[n]};
+        }
+    }
+    tests[n++] =
+        (struct CMUnitTest){"layers_share_kernels", test_layers_share_kernels, NULL, NULL, NULL};
+    int rc = _cmocka_run_group_tests("nvrtc", tests, (size_t)n, NULL, NULL);
+    free(tests);
+    free(cases);
+    suite_free(s);
+    return rc;
+}
+
+#else
+
+int main(void) {
+    puts("skipped: CUDA backend not built");
+    return 77;
+}
+
+#endif
