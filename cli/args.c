@@ -1,6 +1,8 @@
 // Option values shared by the subcommands (cli.h).
 #include "cli.h"
 
+#include "backend/cuda/cuda_device.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -80,6 +82,17 @@ int cli_parse_axis(const char *cmd, enum bench_axis a, const char *list, bench_c
         if (v < 0) {
             cli_fail(cmd, "%s %s: unknown %s; expected one of %s", opt, words.v[i],
                      bench_axis_name(a), bench_axis_values_list(a));
+            rc = -1;
+        } else if (a == BENCH_AXIS_DEVICE && v == BENCH_DEV_CUDA) {
+            // the GPU first: without one, the driver's reason is the answer
+            char why[400];
+            if (cuda_probe(why, sizeof why) < 0)
+                cli_fail(cmd, "%s %s: %s", opt, words.v[i], why);
+            else
+                cli_fail(cmd,
+                         "%s %s: a usable GPU is here, but the runner does not measure on it "
+                         "yet (scripts/gpu-check.sh runs the CUDA tests)",
+                         opt, words.v[i]);
             rc = -1;
         } else if (!bench_axis_available(a, v)) {
             cli_fail(cmd, "%s %s: not available in this build yet", opt, words.v[i]);

@@ -93,7 +93,6 @@ usage_error "bad --exclude" "--exclude '\[': bad regular expression" "$EXE" run 
 usage_error "--mode bogus" "--mode bogus: unknown mode" "$EXE" run --mode eager,bogus
 usage_error "--precision amp" "--precision amp: not available" "$EXE" run --precision amp
 usage_error "--workload train" "--workload train: not available" "$EXE" run --workload train
-usage_error "--device cuda" "--device cuda: not available" "$EXE" run --device cuda
 usage_error "--only nosuch" "--only nosuch" "$EXE" run "$SRC/suites/smoke.yaml" --only nosuch
 usage_error "missing suite" "nosuch\.yaml" "$EXE" run "$TMP/nosuch.yaml"
 usage_error "list without suite" "no SUITE" "$EXE" list
@@ -215,6 +214,9 @@ expect 0 "run default suite" env TCBENCH_SUITES_DIR="$TMP/suites" "$EXE" run --r
     -o "$TMP/default.json"
 has "$TMP/default.json" "\"$TMP/suites/smoke.yaml\"" "default suite from TCBENCH_SUITES_DIR"
 if [ -s "$TMP/stderr" ]; then bad "-q still wrote to stderr"; else ok; fi
+
+# --device cuda: no GPU here (or none wired yet): one line with the reason, exit 2
+usage_error "--device cuda" "^tcbench run: --device cuda: " "$EXE" run --device cuda
 
 # --batch-sizes: one entry per case and batch size
 expect 0 "run --batch-sizes" "$EXE" run "$TMP/suites/smoke.yaml" --only first --batch-sizes 1,4 \
