@@ -63,7 +63,8 @@ static int member_index(const cgen *g, int v) {
 
 static bool is_member_value(const cgen *g, int v) {
     const cnode *c = &g->p->info[v];
-    return in_group(g, v) && c->store != CS_VIEW && c->store != CS_SOURCE;
+    return in_group(g, v) && c->store != CS_VIEW && c->store != CS_SOURCE &&
+           c->store != CS_RECOMPUTE;
 }
 
 // codegen_c.c's eff_strides: v's strides over the iteration shape.
@@ -117,10 +118,16 @@ static void store_stmt(cgen *g, const char *indent, int ai, const char *idx, con
         sbuf_printf(g->b, "%sp%d[%s] = %s;\n", indent, ai, idx, val);
 }
 
+static void recompute_expr(cgen *g, int v, char *buf, size_t cap);
+
 static void operand(cgen *g, int v, char *buf, size_t cap) {
     const cnode *c = &g->p->info[v];
     if (c->store == CS_CONST) {
         literal(buf, cap, g->p->g->nodes[v].fa[0]);
+        return;
+    }
+    if (c->store == CS_RECOMPUTE) {
+        recompute_expr(g, v, buf, cap);
         return;
     }
     if (is_member_value(g, v)) {
@@ -133,11 +140,68 @@ static void operand(cgen *g, int v, char *buf, size_t cap) {
     load_expr(g, ai, idx, buf, cap);
 }
 
+// The CUDA expression of an elementwise op over operands x0, x1, x2 (the
+// eager CUDA kernels' expressions); NULL for ops that are not elementwise.
+static const char *op_template(const graph_node *n, char *buf, size_t cap) {
+    switch (n->op) {
+    case OP_NEG: return "-x0";
+    case OP_EXP: return "expf(x0)";
+    case OP_LOG: return "logf(x0)";
+    case OP_SQRT: return "sqrtf(x0)";
+    case OP_RSQRT: return "1.0f / sqrtf(x0)";
+    case OP_RECIP: return "1.0f / x0";
+    case OP_ABS: return "fabsf(x0)";
+    case OP_TANH: return "tanhf(x0)";
+    case OP_SIGMOID: return "tc_sigmoid(x0)";
+    case OP_RELU: return "x0 < 0 ? 0.0f : x0";
+    case OP_RELU6: return "tc_relu6(x0)";
+    case OP_GELU: return "tc_gelu(x0)";
+    case OP_GELU_TANH: return "tc_gelu_tanh(x0)";
+    case OP_SILU: return "tc_silu(x0)";
+    case OP_HARDSWISH: return "tc_hardswish(x0)";
+    case OP_HARDSIGMOID: return "tc_hardsigmoid(x0)";
+    case OP_SCALE: {
+        char a[48], c[48];
+        literal(a, sizeof a, n->fa[0]);
+        literal(c, sizeof c, n->fa[1]);
+        snprintf(buf, cap, "x0 * %s + %s", a, c);
+        return buf;
+    }
+    case OP_CONTIGUOUS: return "x0";
+    case OP_ADD: return "x0 + x1";
+    case OP_SUB: return "x0 - x1";
+    case OP_MUL: return "x0 * x1";
+    case OP_DIV: return "x0 / x1";
+    case OP_MAXIMUM: return "tc_maximum(x0, x1)";
+    case OP_WHERE: return "x0 ? x1 : x2";
+    default: return NULL;
+    }
+}
+
+#define EXPR_CAP 2048
+
+// A recomputed node (CS_RECOMPUTE: a small per-channel value of sources,
+// see fuse.c) as one expression: an immediately called lambda, so each
+// operand is evaluated once.
+static void recompute_expr(cgen *g, int v, char *buf, size_t cap) {
+    const graph_node *n = &g->p->g->nodes[v];
+    char x[3][EXPR_CAP], tb[160];
+    for (int s = 0; s < n->nsrc && s < 3; s++)
+        operand(g, n->src[s], x[s], sizeof x[s]);
+    const char *t = op_template(n, tb, sizeof tb);
+    size_t o = (size_t)snprintf(buf, cap, "([&]() -> float { ");
+    for (int s = 0; s < n->nsrc && s < 3 && o < cap; s++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s x%d = %s; ",
+                              s == 0 && n->op == OP_WHERE ? "int" : "float", s, x[s]);
+    if (o < cap)
+        snprintf(buf + o, cap - o, "return %s; }())", t ? t : "0.0f");
+}
+
 // "float vM = <op>(operands);" with the eager CUDA kernels' expressions
 static int emit_member(cgen *g, int m) {
     int v = g->k->nodes[m];
     const graph_node *n = &g->p->g->nodes[v];
-    char x[3][128];
+    char x[3][EXPR_CAP], tb[160];
     for (int s = 0; s < n->nsrc && s < 3; s++)
         operand(g, n->src[s], x[s], sizeof x[s]);
     sbuf *b = g->b;
@@ -145,42 +209,9 @@ static int emit_member(cgen *g, int m) {
     for (int s = 0; s < n->nsrc && s < 3; s++)
         sbuf_printf(b, "            %s x%d = %s;\n", s == 0 && n->op == OP_WHERE ? "int" : "float",
                     s, x[s]);
-    const char *e;
-    char buf[256];
-    switch (n->op) {
-    case OP_NEG: e = "-x0"; break;
-    case OP_EXP: e = "expf(x0)"; break;
-    case OP_LOG: e = "logf(x0)"; break;
-    case OP_SQRT: e = "sqrtf(x0)"; break;
-    case OP_RSQRT: e = "1.0f / sqrtf(x0)"; break;
-    case OP_RECIP: e = "1.0f / x0"; break;
-    case OP_ABS: e = "fabsf(x0)"; break;
-    case OP_TANH: e = "tanhf(x0)"; break;
-    case OP_SIGMOID: e = "tc_sigmoid(x0)"; break;
-    case OP_RELU: e = "x0 < 0 ? 0.0f : x0"; break;
-    case OP_RELU6: e = "tc_relu6(x0)"; break;
-    case OP_GELU: e = "tc_gelu(x0)"; break;
-    case OP_GELU_TANH: e = "tc_gelu_tanh(x0)"; break;
-    case OP_SILU: e = "tc_silu(x0)"; break;
-    case OP_HARDSWISH: e = "tc_hardswish(x0)"; break;
-    case OP_HARDSIGMOID: e = "tc_hardsigmoid(x0)"; break;
-    case OP_SCALE: {
-        char a[48], c[48];
-        literal(a, sizeof a, n->fa[0]);
-        literal(c, sizeof c, n->fa[1]);
-        snprintf(buf, sizeof buf, "x0 * %s + %s", a, c);
-        e = buf;
-        break;
-    }
-    case OP_CONTIGUOUS: e = "x0"; break;
-    case OP_ADD: e = "x0 + x1"; break;
-    case OP_SUB: e = "x0 - x1"; break;
-    case OP_MUL: e = "x0 * x1"; break;
-    case OP_DIV: e = "x0 / x1"; break;
-    case OP_MAXIMUM: e = "tc_maximum(x0, x1)"; break;
-    case OP_WHERE: e = "x0 ? x1 : x2"; break;
-    default: return compile_fail(g->p, "codegen_cuda: %s cannot be fused", op_name(n->op));
-    }
+    const char *e = op_template(n, tb, sizeof tb);
+    if (!e)
+        return compile_fail(g->p, "codegen_cuda: %s cannot be fused", op_name(n->op));
     sbuf_printf(b, "            v%d = %s;\n        }\n", m, e);
     return 0;
 }
@@ -261,16 +292,28 @@ static void emit_row_offsets(cgen *g, const char *r) {
     sbuf_puts(b, "        (void)q;\n");
 }
 
+// Register node v as an operand (a recomputed node: its own operands).
+static int collect_operand(cgen *g, int v) {
+    const cnode *c = &g->p->info[v];
+    if (c->store == CS_RECOMPUTE) {
+        const graph_node *n = &g->p->g->nodes[v];
+        for (int s = 0; s < n->nsrc; s++)
+            if (collect_operand(g, n->src[s]) < 0)
+                return -1;
+        return 0;
+    }
+    if (is_member_value(g, v) || c->store == CS_CONST || arg_of(g->k, v) >= 0)
+        return 0;
+    return compile_fail(g->p, "codegen_cuda: a kernel has more than %d operands", KG_MAX_ARGS);
+}
+
 static int collect_args(cgen *g, int first_member) {
     kgroup *k = g->k;
     for (int m = first_member; m < k->n; m++) {
         const graph_node *n = &g->p->g->nodes[k->nodes[m]];
-        for (int s = 0; s < n->nsrc; s++) {
-            int v = n->src[s];
-            if (!is_member_value(g, v) && g->p->info[v].store != CS_CONST && arg_of(k, v) < 0)
-                return compile_fail(g->p, "codegen_cuda: a kernel has more than %d operands",
-                                    KG_MAX_ARGS);
-        }
+        for (int s = 0; s < n->nsrc; s++)
+            if (collect_operand(g, n->src[s]) < 0)
+                return -1;
     }
     for (int m = first_member; m < k->n; m++)
         if (g->p->info[k->nodes[m]].store == CS_BUFFER && arg_of(k, k->nodes[m]) < 0)
