@@ -559,6 +559,62 @@ static double run_mode(const model *m, const mode *md, const char *cache, double
     return worst;
 }
 
+// A convolution with a bias, an activation and a residual add is one
+// oneDNN primitive (bias argument + post-ops); with batch norm after it the
+// epilogue needs the generated loop. Both match the fp64 reference.
+static void test_conv_post_ops(void **state) {
+    char cache[512];
+    cache_of(state, cache, sizeof cache);
+    for (int bn = 0; bn < 2; bn++) {
+        graph *g = graph_new();
+        int x = in(g, "x", 4, (int64_t[]){2, 3, 9, 9});
+        int r = in(g, "r", 4, (int64_t[]){2, 8, 9, 9});
+        int w = graph_param(g, "w", 4, (int64_t[]){8, 3, 3, 3}, INIT_NORMAL, 0.3);
+        int b = graph_param(g, "b", 1, (int64_t[]){8}, INIT_NORMAL, 0.3);
+        int64_t ia[GRAPH_MAX_IA] = {1, 1, 1, 1, 1, 1, 1};
+        int y = graph_op(g, OP_CONV2D, 3, (int[]){x, w, b}, ia, NULL);
+        if (bn) {
+            int gw = graph_param(g, "g", 1, (int64_t[]){8}, INIT_NORMAL, 1.0);
+            int gb = graph_param(g, "gb", 1, (int64_t[]){8}, INIT_NORMAL, 0.3);
+            int rm = graph_buffer(g, "rm", DT_F32, 1, (int64_t[]){8}, INIT_NORMAL, 0.3);
+            int rv = graph_buffer(g, "rv", DT_F32, 1, (int64_t[]){8}, INIT_ONES, 0);
+            y = graph_op(g, OP_BATCH_NORM, 5, (int[]){y, gw, gb, rm, rv}, NULL,
+                         (double[GRAPH_MAX_FA]){1e-5, 0.1});
+        }
+        y = graph_binary(g, OP_ADD, graph_unary(g, OP_RELU6, y), r);
+        graph_output(g, y);
+        model *m = model_of(g);
+        assert_int_equal(model_init_values(m, 7), 0);
+        cprog *p = passes(m, true);
+        check_prog(p);
+        assert_int_equal(count_kind(p, KG_CONV), 1);
+        int gi = group_of(p, OP_CONV2D, 0);
+        conv_post posts[CONV_POST_MAX];
+        int np = compile_conv_posts(p, &p->groups[gi], posts);
+        if (bn) {
+            assert_int_equal(np, -1); // batch norm's per-channel ops: the loop
+        } else {
+            assert_int_equal(np, 3); // bias, relu6, residual add
+            assert_true(posts[0].per_channel && posts[0].op == OP_ADD);
+            assert_int_equal(posts[1].op, OP_RELU6);
+            assert_true(!posts[2].per_channel && posts[2].operand >= 0);
+        }
+        prog_free(p);
+        double *ref[8];
+        char err[256];
+        assert_int_equal(ref_run(m, ref, err, sizeof err), 0);
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+            char why[600] = "";
+            int64_t kernels;
+            double e = run_mode(m, &modes[i], cache, ref, &kernels, why, sizeof why);
+            if (!(e < 1e-4))
+                fail_msg("conv %s, %s: %s", bn ? "+ batch norm" : "+ bias", modes[i].name, why);
+        }
+        free(ref[0]);
+        model_free(m);
+    }
+}
+
 // ---- 2. random graphs ---------------------------------------------------------
 
 #define GEN_MAX_NUMEL 40000
@@ -1428,6 +1484,7 @@ int main(void) {
         T(test_fuse_views),
         T(test_fuse_captured_keeps_ops_apart),
         T(test_fuse_diamond),
+        T(test_conv_post_ops),
         T(test_outputs_without_kernels),
         T(test_regressions),
         T(test_random_graphs),

@@ -759,7 +759,8 @@ static int emit_gemm(kgen *g) {
     return 0;
 }
 
-// Convolution by the runtime (oneDNN), then the epilogue over its output.
+// Convolution by the runtime (oneDNN), its epilogue as post-ops when they
+// can say it, else as a loop over the convolution's output.
 static int emit_conv(kgen *g) {
     cprog *p = g->p;
     kgroup *k = g->k;
@@ -773,7 +774,9 @@ static int emit_conv(kgen *g) {
         return -1;
     decl_args(g);
     sbuf_puts(g->b, "    rt->call(rt->ctx, gi, a);\n");
-    if (k->n == 1)
+    // an epilogue oneDNN can run as post-ops is done inside the call
+    conv_post posts[CONV_POST_MAX];
+    if (compile_conv_posts(p, k, posts) >= 0)
         return 0;
     set_iteration(g, an->ndim, an->shape);
     coalesce(g);

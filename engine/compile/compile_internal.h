@@ -94,6 +94,23 @@ char *compile_codegen_c(cprog *p);
 // when strides cannot express it.
 bool compile_view_layout(const cprog *p, int v, clayout *out);
 
+// A convolution's epilogue as oneDNN post-ops, when every link is one: a
+// bias (a per-channel add right after the convolution: its bias argument),
+// activations, and add / sub / mul / div / max with a full-size operand (a
+// residual). The convolution then writes the final value itself.
+#define CONV_POST_MAX 8
+
+typedef struct conv_post {
+    enum op op;  // the member's op (an activation, SCALE, or a binary op)
+    int member;  // its node
+    int operand; // binary: the other node; -1 for activations
+    bool per_channel; // binary operand broadcast over (N, ., H, W)
+} conv_post;
+
+// Number of post-ops (0 for a bare convolution) or -1 when the epilogue
+// needs the generated loop.
+int compile_conv_posts(const cprog *p, const kgroup *k, conv_post *out);
+
 // Shared helpers.
 bool clayout_reshape(const clayout *in, int ndim, const int64_t *shape, clayout *out);
 void clayout_contiguous(clayout *l, int ndim, const int64_t *shape);

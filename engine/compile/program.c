@@ -35,6 +35,9 @@ struct compiled {
     cpu_ctx cpu;
     tc_rt rt;
     compiled_stats st;
+    int *nposts;          // per group: convolution post-ops, -1 for none
+    conv_post *posts;     // ngroups x CONV_POST_MAX
+    tensor **scratch;     // ngroups x CONV_POST_MAX: recomputed per-channel operands
     char err[320];
 };
 
@@ -108,6 +111,79 @@ static int arg_index(const kgroup *k, int v) {
     return i;
 }
 
+// A recomputed per-channel value (batch norm's rsqrt(var + eps)) for
+// channel ch, from the sources it is made of.
+static double eval_channel(const compiled *c, int v, int64_t ch) {
+    const cprog *p = &c->p;
+    const graph_node *n = &p->g->nodes[v];
+    const cnode *cn = &p->info[v];
+    bool one = graph_node_numel(n) == 1;
+    switch (cn->store) {
+    case CS_CONST: return n->fa[0];
+    case CS_SOURCE: return ((const float *)c->ext[v])[one ? 0 : ch];
+    case CS_VIEW: {
+        int64_t off = cn->lay.offset, st = 0;
+        for (int i = 0; i < cn->lay.ndim; i++)
+            if (cn->lay.shape[i] != 1)
+                st = cn->lay.stride[i];
+        return ((const float *)c->ext[cn->base])[off + (one ? 0 : ch * st)];
+    }
+    default: {
+        double in[GRAPH_MAX_SRCS];
+        for (int s = 0; s < n->nsrc; s++)
+            in[s] = eval_channel(c, n->src[s], ch);
+        return compile_scalar_op(n->op, n, in);
+    }
+    }
+}
+
+// A convolution and its epilogue as one oneDNN primitive with post-ops.
+static int conv_with_posts(compiled *c, int gi, const graph_node *n, tensor *x, tensor *w,
+                           char *const *a, tensor *y) {
+    cprog *p = &c->p;
+    kgroup *k = &p->groups[gi];
+    int np = c->nposts[gi];
+    cpu_post post[CONV_POST_MAX];
+    tensor ts[CONV_POST_MAX];
+    tensor_storage ss[CONV_POST_MAX];
+    tensor *bias = NULL;
+    int npost = 0;
+    for (int i = 0; i < np; i++) {
+        const conv_post *cp = &c->posts[gi * CONV_POST_MAX + i];
+        const graph_node *m = &p->g->nodes[cp->member];
+        if (cp->per_channel && i == 0 && m->op == OP_ADD) { // the convolution's own bias
+            int ai = 0;
+            while (k->args[ai] != cp->operand)
+                ai++;
+            wrap_arg(p, cp->operand, a[ai], &ts[i], &ss[i]);
+            ts[i].ndim = 1; // C contiguous floats (conv_post.c checked)
+            ts[i].shape[0] = p->g->nodes[k->anchor].shape[1];
+            ts[i].stride[0] = 1;
+            bias = &ts[i];
+            continue;
+        }
+        int j = npost++;
+        post[j] = (cpu_post){.op = m->op, .alpha = (float)m->fa[0], .beta = (float)m->fa[1],
+                             .per_channel = cp->per_channel};
+        if (cp->operand < 0)
+            continue;
+        if (p->info[cp->operand].store == CS_RECOMPUTE) {
+            tensor *sc = c->scratch[gi * CONV_POST_MAX + i];
+            float *f = tensor_f32(sc);
+            for (int64_t ch = 0; ch < sc->shape[0]; ch++)
+                f[ch] = (float)eval_channel(c, cp->operand, ch);
+            post[j].src1 = sc;
+            continue;
+        }
+        int ai = 0;
+        while (k->args[ai] != cp->operand)
+            ai++;
+        wrap_arg(p, cp->operand, a[ai], &ts[i], &ss[i]);
+        post[j].src1 = &ts[i];
+    }
+    return cpu_conv2d_post(&c->cpu, n, x, w, bias, npost, post, y);
+}
+
 // Library kernels called from generated code: convolution, pooling, gathers,
 // casts, losses (the extern kernels of the program). Same kernels as eager.
 static int rt_call(void *ctx, int gi, char *const *a) {
@@ -143,7 +219,9 @@ static int rt_call(void *ctx, int gi, char *const *a) {
     y.ndim = n->ndim;
     memcpy(y.shape, n->shape, sizeof y.shape);
     tensor_strides_contiguous(n->ndim, n->shape, y.stride);
-    int rc = extern_run(&c->cpu, n, src, &y);
+    int rc = k->kind == KG_CONV && c->nposts[gi] >= 0
+                 ? conv_with_posts(c, gi, n, src[0], src[1], a, &y)
+                 : extern_run(&c->cpu, n, src, &y);
     if (rc < 0 && !c->err[0])
         snprintf(c->err, sizeof c->err, "%s", c->cpu.err);
     return rc;
@@ -255,6 +333,25 @@ int compile_model(const model *m, const compile_opts *o, compiled **out, char *e
     char derr[256];
     if (cpu_dnnl_new(&c->cpu.dnnl, derr, sizeof derr) < 0)
         return fail(c, err, cap, derr);
+    // convolution epilogues oneDNN runs as post-ops (codegen emits no loop for them)
+    c->nposts = malloc((size_t)(p->ngroups + 1) * sizeof *c->nposts);
+    c->posts = malloc((size_t)(p->ngroups + 1) * CONV_POST_MAX * sizeof *c->posts);
+    c->scratch = calloc((size_t)(p->ngroups + 1) * CONV_POST_MAX, sizeof *c->scratch);
+    if (!c->nposts || !c->posts || !c->scratch)
+        return fail(c, err, cap, "out of memory");
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        conv_post *cp = &c->posts[gi * CONV_POST_MAX];
+        c->nposts[gi] = p->groups[gi].kind == KG_CONV ? compile_conv_posts(p, &p->groups[gi], cp)
+                                                      : -1;
+        for (int i = 0; i < c->nposts[gi]; i++) {
+            if (cp[i].operand < 0 || p->info[cp[i].operand].store != CS_RECOMPUTE)
+                continue;
+            int64_t C = p->g->nodes[p->groups[gi].anchor].shape[1];
+            c->scratch[gi * CONV_POST_MAX + i] = tensor_new_empty(DT_F32, 1, &C);
+            if (!c->scratch[gi * CONV_POST_MAX + i])
+                return fail(c, err, cap, "out of memory");
+        }
+    }
     c->rt.call = rt_call;
     c->rt.ctx = c;
     c->st.arena_bytes = p->arena_bytes;
@@ -361,6 +458,12 @@ void compiled_free(compiled *c) {
                 tensor_free(c->bufs[v]);
         }
     }
+    if (c->scratch)
+        for (int i = 0; i < p->ngroups * CONV_POST_MAX; i++)
+            tensor_free(c->scratch[i]);
+    free(c->scratch);
+    free(c->posts);
+    free(c->nposts);
     free(c->consts);
     free(c->bufs);
     free(c->free_after);

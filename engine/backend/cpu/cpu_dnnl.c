@@ -17,9 +17,13 @@ typedef struct dnnl_key {
     int has_bias;
     int64_t x[4], w[4], y[4];
     int64_t ia[9];
+    int npost; // post-ops (cpu_conv2d_post)
+    int post_op[CPU_POST_MAX];
+    int post_chan[CPU_POST_MAX];
+    float post_a[CPU_POST_MAX], post_b[CPU_POST_MAX];
 } dnnl_key;
 
-enum { MAX_ARGS = 4 };
+enum { MAX_ARGS = 4 + CPU_POST_MAX };
 
 typedef struct dnnl_entry {
     dnnl_key key;
@@ -118,6 +122,56 @@ static void log_impl(const dnnl_key *k, const_dnnl_primitive_desc_t pd) {
 
 // Builds the primitive and its memory objects for k (descriptors of plain
 // f32 tensors). NULL with c->err set on failure.
+// The post-ops of key k as a primitive attribute (NULL when there are
+// none); md[i] receives binary post-op i's operand descriptor.
+static int post_attr(cpu_ctx *c, const dnnl_key *k, dnnl_primitive_attr_t *attr,
+                     dnnl_memory_desc_t *md) {
+    *attr = NULL;
+    if (k->npost == 0)
+        return 0;
+    dnnl_post_ops_t po = NULL;
+    DNNL_TRY(c->err, sizeof c->err, dnnl_post_ops_create, (&po));
+    for (int i = 0; i < k->npost; i++) {
+        int op = k->post_op[i];
+        if (k->post_chan[i] >= 0) {
+            dnnl_dims_t d1 = {k->post_chan[i] ? 1 : k->y[0], k->y[1],
+                              k->post_chan[i] ? 1 : k->y[2], k->post_chan[i] ? 1 : k->y[3]};
+            DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
+                     (&md[i], 4, d1, dnnl_f32, dnnl_abcd));
+            dnnl_alg_kind_t alg = op == OP_ADD   ? dnnl_binary_add
+                                  : op == OP_SUB ? dnnl_binary_sub
+                                  : op == OP_MUL ? dnnl_binary_mul
+                                  : op == OP_DIV ? dnnl_binary_div
+                                                 : dnnl_binary_max;
+            DNNL_TRY(c->err, sizeof c->err, dnnl_post_ops_append_binary, (po, alg, &md[i]));
+            continue;
+        }
+        dnnl_alg_kind_t alg;
+        float a = 0, b = 0;
+        switch (op) {
+        case OP_RELU: alg = dnnl_eltwise_relu; break;
+        case OP_RELU6: alg = dnnl_eltwise_clip; a = 0, b = 6; break;
+        case OP_SIGMOID: alg = dnnl_eltwise_logistic; break;
+        case OP_TANH: alg = dnnl_eltwise_tanh; break;
+        case OP_GELU: alg = dnnl_eltwise_gelu_erf; break;
+        case OP_GELU_TANH: alg = dnnl_eltwise_gelu_tanh; break;
+        case OP_SILU: alg = dnnl_eltwise_swish; a = 1; break;
+        case OP_HARDSWISH: alg = dnnl_eltwise_hardswish; break;
+        case OP_EXP: alg = dnnl_eltwise_exp; break;
+        default: alg = dnnl_eltwise_linear; a = k->post_a[i], b = k->post_b[i]; break;
+        }
+        DNNL_TRY(c->err, sizeof c->err, dnnl_post_ops_append_eltwise, (po, 1.0f, alg, a, b));
+    }
+    DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_attr_create, (attr));
+    DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_attr_set_post_ops, (*attr, po));
+    dnnl_post_ops_destroy(po);
+    return 0;
+fail:
+    if (po)
+        dnnl_post_ops_destroy(po);
+    return -1;
+}
+
 static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
     dnnl_entry *e = calloc(1, sizeof *e);
     dnnl_primitive_desc_t pd = NULL;
@@ -127,6 +181,8 @@ static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
     }
     e->key = *k;
     const int64_t *ia = k->ia;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_memory_desc_t md_src1[CPU_POST_MAX];
     dnnl_memory_desc_t md_x, md_w, md_b, md_y;
     dnnl_dims_t dx = {k->x[0], k->x[1], k->x[2], k->x[3]};
     dnnl_dims_t dy = {k->y[0], k->y[1], k->y[2], k->y[3]};
@@ -164,15 +220,19 @@ static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
             DNNL_TRY(c->err, sizeof c->err, dnnl_dilated_deconvolution_forward_desc_init,
                      (&d, dnnl_forward_inference, dnnl_deconvolution_direct, &md_x, &md_w,
                       k->has_bias ? &md_b : NULL, &md_y, strides, dil, pad_l, pad_r));
+            if (post_attr(c, k, &attr, md_src1) < 0)
+                goto fail;
             DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_desc_create,
-                     (&pd, &d, NULL, dnnl_engine, NULL));
+                     (&pd, &d, attr, dnnl_engine, NULL));
         } else {
             dnnl_convolution_desc_t d;
             DNNL_TRY(c->err, sizeof c->err, dnnl_dilated_convolution_forward_desc_init,
                      (&d, dnnl_forward_inference, dnnl_convolution_direct, &md_x, &md_w,
                       k->has_bias ? &md_b : NULL, &md_y, strides, dil, pad_l, pad_r));
+            if (post_attr(c, k, &attr, md_src1) < 0)
+                goto fail;
             DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_desc_create,
-                     (&pd, &d, NULL, dnnl_engine, NULL));
+                     (&pd, &d, attr, dnnl_engine, NULL));
         }
         e->arg[e->nargs] = DNNL_ARG_SRC;
         DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create,
@@ -184,6 +244,13 @@ static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
             e->arg[e->nargs] = DNNL_ARG_BIAS;
             DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create,
                      (&e->mem[e->nargs++], &md_b, dnnl_engine, DNNL_MEMORY_NONE));
+        }
+        for (int i = 0; i < k->npost; i++) {
+            if (k->post_chan[i] < 0) // an activation: no operand
+                continue;
+            e->arg[e->nargs] = DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1;
+            DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create,
+                     (&e->mem[e->nargs++], &md_src1[i], dnnl_engine, DNNL_MEMORY_NONE));
         }
     } else {
         dnnl_pooling_v2_desc_t d;
@@ -207,10 +274,14 @@ static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
     log_impl(k, pd);
     DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_create, (&e->prim, pd));
     dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
     return e;
 fail:
     if (pd)
         dnnl_primitive_desc_destroy(pd);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
     entry_free(e);
     return NULL;
 }
@@ -285,6 +356,42 @@ int cpu_conv2d(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w
     tensor_free(xc);
     tensor_free(wc);
     tensor_free(bc);
+    return rc;
+}
+
+int cpu_conv2d_post(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
+                    const tensor *bias, int npost, const cpu_post *post, tensor *out) {
+    if (x->dtype != DT_F32 || w->dtype != DT_F32 || npost > CPU_POST_MAX)
+        return cpu_fail(c, "%s: post-ops need f32 and at most %d of them", op_name(n->op),
+                        CPU_POST_MAX);
+    dnnl_key k;
+    key_init(&k, n, x, w, out);
+    k.has_bias = bias != NULL;
+    k.npost = npost;
+    for (int i = 0; i < npost; i++) {
+        k.post_op[i] = post[i].op;
+        k.post_chan[i] = post[i].src1 ? post[i].per_channel : -1;
+        k.post_a[i] = post[i].alpha;
+        k.post_b[i] = post[i].beta;
+    }
+    dnnl_entry *e = lookup(c, &k);
+    if (!e)
+        return -1;
+    tensor *xc = cpu_contiguous(c, x), *wc = xc ? cpu_contiguous(c, w) : NULL;
+    int rc = -1;
+    if (wc) {
+        void *data[MAX_ARGS] = {tensor_data(xc), tensor_data(wc)};
+        int i = 2;
+        if (bias)
+            data[i++] = tensor_data(bias); // contiguous by contract
+        for (int p = 0; p < npost; p++)
+            if (post[p].src1)
+                data[i++] = tensor_data(post[p].src1); // contiguous by contract
+        data[i] = tensor_data(out);
+        rc = execute(c, e, data);
+    }
+    tensor_free(xc);
+    tensor_free(wc);
     return rc;
 }
 

@@ -81,6 +81,20 @@ void cpu_dnnl_free(cpu_dnnl *d);
 // CONV2D and CONV_TRANSPOSE2D, attributes as in ops.def; bias may be NULL
 int cpu_conv2d(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
                const tensor *bias, tensor *out);
+// A convolution's epilogue as oneDNN post-ops: an activation (RELU,
+// RELU6, SIGMOID, TANH, GELU, GELU_TANH, SILU, HARDSWISH, EXP, SCALE as
+// x * alpha + beta) or a binary op (ADD, SUB, MUL, DIV, MAXIMUM) with src1
+// per channel (C contiguous floats) or of the output's shape (contiguous).
+#define CPU_POST_MAX 8
+typedef struct cpu_post {
+    enum op op;
+    float alpha, beta;
+    const tensor *src1;
+    bool per_channel;
+} cpu_post;
+// CONV2D / CONV_TRANSPOSE2D with an optional bias, then the post-ops, in one primitive
+int cpu_conv2d_post(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
+                    const tensor *bias, int npost, const cpu_post *post, tensor *out);
 // MAX_POOL2D, AVG_POOL2D
 int cpu_pool2d(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out);
 
