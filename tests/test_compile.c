@@ -615,6 +615,49 @@ static void test_conv_post_ops(void **state) {
     }
 }
 
+// A small value that broadcasts into one reader but is read at its own size
+// by another stays stored, and so does everything computed from it: a
+// recomputed node must never read a stored one (it would run before the
+// kernel that writes it). Found by review; every mode, both steps.
+static void test_recompute_reads_no_buffer(void **state) {
+    char cache[512];
+    cache_of(state, cache, sizeof cache);
+    graph *g = graph_new();
+    int pp = graph_param(g, "p", 2, (int64_t[]){64, 1}, INIT_NORMAL, 0.5);
+    int u = graph_scale(g, pp, 2, 0.5);
+    int v = graph_unary(g, OP_EXP, u);
+    int x = in(g, "X", 2, (int64_t[]){64, 8});
+    int y = graph_binary(g, OP_MUL, x, v);
+    int a = in(g, "A", 2, (int64_t[]){32, 1}), b = in(g, "B", 2, (int64_t[]){32, 1});
+    int q = graph_op(g, OP_CONCAT, 2, (int[]){a, b}, (int64_t[GRAPH_MAX_IA]){0}, NULL);
+    graph_output(g, y);
+    graph_output(g, graph_binary(g, OP_ADD, u, q));
+    model *m = model_of(g);
+    assert_int_equal(model_init_values(m, 3), 0);
+    cprog *p = passes(m, true);
+    check_prog(p);
+    for (int i = 0; i < p->g->n; i++) {
+        if (p->info[i].store != CS_RECOMPUTE)
+            continue;
+        const graph_node *n = &p->g->nodes[i];
+        for (int s = 0; s < n->nsrc; s++)
+            assert_int_not_equal(p->info[n->src[s]].store, CS_BUFFER);
+    }
+    prog_free(p);
+    double *ref[8];
+    char err[256];
+    assert_int_equal(ref_run(m, ref, err, sizeof err), 0);
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        char why[600] = "";
+        int64_t kernels;
+        if (!(run_mode(m, &modes[i], cache, ref, &kernels, why, sizeof why) < 1e-4))
+            fail_msg("%s: %s", modes[i].name, why);
+    }
+    free(ref[0]);
+    free(ref[1]);
+    model_free(m);
+}
+
 // ---- 2. random graphs ---------------------------------------------------------
 
 #define GEN_MAX_NUMEL 40000
@@ -1485,6 +1528,7 @@ int main(void) {
         T(test_fuse_captured_keeps_ops_apart),
         T(test_fuse_diamond),
         T(test_conv_post_ops),
+        T(test_recompute_reads_no_buffer),
         T(test_outputs_without_kernels),
         T(test_regressions),
         T(test_random_graphs),

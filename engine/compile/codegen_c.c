@@ -180,6 +180,8 @@ static void recompute_expr(kgen *g, int v, char *buf, size_t cap) {
     for (int s = 0; s < n->nsrc && s < 3 && o < cap; s++)
         o += (size_t)snprintf(buf + o, cap - o, "%s x%d = %s; ",
                               s == 0 && n->op == OP_WHERE ? "int" : "float", s, x[s]);
+    if (!t) // fuse.c recomputes elementwise ops only; a new one needs its template
+        compile_fail(g->p, "codegen: no C expression for recomputed %s", op_name(n->op));
     if (o < cap)
         snprintf(buf + o, cap - o, "%s; })", t ? t : "0.0f");
 }
@@ -511,9 +513,13 @@ static int emit_row(kgen *g) {
                     mark_need(g, &ri, s);
                 sbuf_printf(b, "        float acc%d = %s;\n", m,
                             n->op == OP_MAX ? "-INFINITY" : "0.0f");
+                if (n->op == OP_MAX)
+                    sbuf_printf(b, "        int nan%d = 0;\n", m);
                 if (o < sizeof clauses) // FUSE_MAX_MEMBERS clauses fit; stay safe regardless
                     o += (size_t)snprintf(clauses + o, sizeof clauses - o, " reduction(%s:acc%d)",
                                           n->op == OP_MAX ? "max" : "+", m);
+                if (n->op == OP_MAX && o < sizeof clauses)
+                    o += (size_t)snprintf(clauses + o, sizeof clauses - o, " reduction(|:nan%d)", m);
             }
             sbuf_printf(b, "#pragma omp simd%s\n", clauses);
             sbuf_printf(b, "        for (int64_t j = 0; j < %lld; j++) {\n", (long long)L);
@@ -524,9 +530,11 @@ static int emit_row(kgen *g) {
                     continue;
                 char x[128];
                 operand(g, n->src[0], x, sizeof x);
-                if (n->op == OP_MAX)
-                    sbuf_printf(b, "            { float x = %s; acc%d = acc%d > x ? acc%d : x; }\n",
-                                x, m, m, m);
+                if (n->op == OP_MAX) // NaN propagates, as eager's max
+                    sbuf_printf(b,
+                                "            { float x = %s; acc%d = acc%d > x ? acc%d : x; "
+                                "nan%d |= x != x; }\n",
+                                x, m, m, m, m);
                 else
                     sbuf_printf(b, "            acc%d += %s;\n", m, x);
             }
@@ -540,6 +548,8 @@ static int emit_row(kgen *g) {
             if (is_reduce(n)) {
                 if (n->op == OP_MEAN)
                     sbuf_printf(b, "        float v%d = acc%d / %lld.0f;\n", m, m, (long long)L);
+                else if (n->op == OP_MAX)
+                    sbuf_printf(b, "        float v%d = nan%d ? NAN : acc%d;\n", m, m, m);
                 else
                     sbuf_printf(b, "        float v%d = acc%d;\n", m, m);
             } else if (emit_member(g, m) < 0) {
@@ -858,7 +868,7 @@ char *compile_codegen_c(cprog *p) {
     for (int gi = 0; gi < p->ngroups; gi++) {
         kgroup *k = &p->groups[gi];
         sbuf_reset(&body);
-        if (emit_group(p, k, &body) < 0 || body.oom)
+        if (emit_group(p, k, &body) < 0 || body.oom || p->err[0])
             goto fail;
         int found = -1;
         for (int i = 0; i < nk && found < 0; i++)

@@ -424,9 +424,38 @@ static void mark_recompute(fctx *f) {
         if (!ok)
             continue;
         p->info[v].store = CS_RECOMPUTE;
-        if (p->log)
-            fprintf(p->log, "fusion: %s %%%d is recomputed where it is read\n", op_name(n->op), v);
     }
+    // a recomputed node reads only sources, constants and recomputed nodes
+    // (a candidate that stayed a stored value would be read before its
+    // kernel wrote it), and is read only by larger values or recomputed
+    // nodes: demote until both hold
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int v = 0; v < g->n; v++) {
+            if (p->info[v].store != CS_RECOMPUTE)
+                continue;
+            const graph_node *n = &g->nodes[v];
+            bool ok = true;
+            for (int s = 0; s < n->nsrc && ok; s++) {
+                const cnode *sc = &p->info[n->src[s]];
+                ok = sc->store == CS_SOURCE || sc->store == CS_CONST || sc->store == CS_RECOMPUTE ||
+                     (sc->store == CS_VIEW && p->info[sc->base].store == CS_SOURCE);
+            }
+            for (int k = 0; k < ncons(f, v) && ok; k++) {
+                int wi = cons_at(f, v, k);
+                ok = graph_node_numel(&g->nodes[wi]) > graph_node_numel(n) ||
+                     p->info[wi].store == CS_RECOMPUTE;
+            }
+            if (!ok) {
+                p->info[v].store = CS_INLINE;
+                changed = true;
+            }
+        }
+    }
+    for (int v = 0; v < g->n && p->log; v++)
+        if (p->info[v].store == CS_RECOMPUTE)
+            fprintf(p->log, "fusion: %s %%%d is recomputed where it is read\n",
+                    op_name(g->nodes[v].op), v);
     free(cand);
 }
 

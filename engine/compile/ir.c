@@ -60,7 +60,7 @@ double compile_scalar_op(enum op op, const graph_node *n, const double *a) {
     case OP_SUB: return x - a[1];
     case OP_MUL: return x * a[1];
     case OP_DIV: return x / a[1];
-    case OP_MAXIMUM: return fmax(x, a[1]);
+    case OP_MAXIMUM: return (x != x || x > a[1]) ? x : a[1]; // NaN propagates, as eager
     case OP_WHERE: return x != 0 ? a[1] : a[2];
     default: return NAN;
     }
