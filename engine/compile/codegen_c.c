@@ -705,8 +705,10 @@ static int emit_gemm(kgen *g) {
     const char *TA = ta ? "112" : "111", *TB = tb ? "112" : "111";
     // the batch loop or the row blocks
     if (nbatch > 1) {
-        double work = (double)nbatch * (double)M * (double)N * (double)K;
-        sbuf_printf(b, "#pragma omp parallel for if (%d) schedule(static)\n", work >= PAR_MIN * 8.0);
+        // one matrix per thread when there are at least as many as threads,
+        // the rule eager's matmul follows (cpu_gemm.c)
+        sbuf_printf(b, "#pragma omp parallel for if (%lld >= omp_get_max_threads()) schedule(static)\n",
+                    (long long)nbatch);
         sbuf_printf(b, "    for (int64_t bi = 0; bi < %lld; bi++) {\n", (long long)nbatch);
         sbuf_puts(b, "        int64_t oa = 0, ob = 0, qb = bi;\n");
         for (int d = nb - 1; d >= 0; d--) {
@@ -730,9 +732,9 @@ static int emit_gemm(kgen *g) {
     }
     // one matrix. Small weights: row blocks, each a single-threaded GEMM
     // plus its epilogue while the block is in cache (OpenBLAS's own
-    // threading costs more than such a GEMM). Large weights: one GEMM
-    // threaded by OpenBLAS, as eager's (row blocks would pack the weights
-    // once per thread), then the epilogue over the rows in parallel.
+    // threading costs more than such a GEMM; eager's linear uses the same
+    // rule, cpu_gemm.c). Large weights: one GEMM threaded by OpenBLAS, then
+    // the epilogue over the rows in parallel.
     int64_t arow = ta ? 1 : lda; // step of one row of A in elements
     bool small_b = (double)K * (double)N * 4.0 <= GEMM_BLOCK_MAX_B_BYTES;
     sbuf_printf(b, "    int nt = omp_get_max_threads();\n");

@@ -51,10 +51,9 @@ static int gemm_operand(cpu_ctx *c, const tensor *t, tensor **own, const tensor 
     return 0;
 }
 
-// A GEMM this small is cheaper run whole on one thread than split across
-// threads, so a batch of them is spread over threads instead (as PyTorch's
-// bmm does); OpenBLAS stays single-threaded inside a parallel region.
-#define SMALL_GEMM_FLOPS (1 << 22)
+// A batch of GEMMs is spread over threads, one matrix each, when there are
+// at least as many as threads (as PyTorch's bmm does); OpenBLAS stays
+// single-threaded inside a parallel region.
 
 int cpu_matmul(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out) {
     if (a->dtype != DT_F32 || b->dtype != DT_F32)
@@ -101,8 +100,9 @@ int cpu_matmul(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out) {
         batch = 1;
     }
     CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
-    bool par = batch >= omp_get_max_threads() && batch > 1 &&
-               2.0 * (double)M * (double)N * (double)K <= SMALL_GEMM_FLOPS;
+    // as many matrices as threads or more: one thread per matrix (the same
+    // rule the compiled mode's generated GEMMs follow)
+    bool par = batch >= omp_get_max_threads() && batch > 1;
 #pragma omp parallel for if (par) schedule(static)
     for (int64_t i = 0; i < batch; i++) {
         int64_t oa = 0, ob = 0, rest = i;
@@ -168,6 +168,33 @@ int cpu_linear(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *bias,
         ldb = K;
     }
     float *po = tensor_f32(out);
+    // Small weights and enough rows: one block of rows per thread, each a
+    // single-threaded GEMM (OpenBLAS's own threading costs more than such a
+    // GEMM). The compiled mode's generated GEMMs use the same rule, so the
+    // comparison measures fusion and capture, not two GEMM schedules.
+    int nt = omp_get_max_threads();
+    if (nt > 1 && M >= 32 * (int64_t)nt && (double)M * (double)N * (double)K >= 262144.0 &&
+        (double)K * (double)N * 4.0 <= 256.0 * 1024) {
+#pragma omp parallel for schedule(static)
+        for (int t = 0; t < nt; t++) {
+            int64_t m0 = M * t / nt, m1 = M * (t + 1) / nt;
+            float bb = 0.0f;
+            if (bias) {
+                const float *pb = tensor_f32(bias);
+                for (int64_t r = m0; r < m1; r++)
+                    for (int64_t j = 0; j < N; j++)
+                        po[r * N + j] = pb[j * bias->stride[0]];
+                bb = 1.0f;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                        (blasint)(m1 - m0), (blasint)N, (blasint)K, 1.0f, px + m0 * lda,
+                        (blasint)lda, pw, (blasint)ldb, bb, po + m0 * N, (blasint)N);
+        }
+        tensor_free(own);
+        tensor_free(ownW);
+        c->kernels++;
+        return 0;
+    }
     float beta = 0.0f;
     if (bias) {
         const float *pb = tensor_f32(bias);
