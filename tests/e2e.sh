@@ -218,6 +218,11 @@ if [ -s "$TMP/stderr" ]; then bad "-q still wrote to stderr"; else ok; fi
 # --device cuda: no GPU here (or none wired yet): one line with the reason, exit 2
 usage_error "--device cuda" "^tcbench run: --device cuda: " "$EXE" run --device cuda
 
+# --no-accuracy: compiled entries say their speedup is not validated
+expect 0 "run --no-accuracy" "$EXE" run "$TMP/suites/smoke.yaml" --only first --mode eager,compiled \
+    --no-accuracy --repeat 1 -o "$TMP/na.json"
+has "$TMP/na.json" 'accuracy not checked \(--no-accuracy\)' "unvalidated speedup said so"
+
 # --batch-sizes: one entry per case and batch size
 expect 0 "run --batch-sizes" "$EXE" run "$TMP/suites/smoke.yaml" --only first --batch-sizes 1,4 \
     --repeat 1 -o "$TMP/sweep.json"

@@ -319,6 +319,9 @@ static void finish(mode_run *runs, int n, double tol) {
             continue;
         }
         r->status = BENCH_PASS;
+        if (!r->acc.checked) // the user skipped the check: say the speed is unvalidated
+            snprintf(r->message, sizeof r->message,
+                     "accuracy not checked (--no-accuracy): the speedup is not validated");
         bench_speedup_bootstrap(er->samples, er->nsamples, r->samples, r->nsamples, &r->speedup);
     }
 }
