@@ -35,16 +35,6 @@ typedef struct kgen {
     bool hoisted[KG_MAX_ARGS];                // read once per row into h<a>
 } kgen;
 
-static int arg_of(kgroup *k, int node) {
-    for (int i = 0; i < k->nargs; i++)
-        if (k->args[i] == node)
-            return i;
-    if (k->nargs == KG_MAX_ARGS)
-        return -1;
-    k->args[k->nargs] = node;
-    return k->nargs++;
-}
-
 static const char *ctype(enum dtype t) {
     switch (t) {
     case DT_F32: return "float";
@@ -64,30 +54,6 @@ static int member_index(const kgen *g, int v) {
     return -1;
 }
 
-// Strides of node v over the iteration shape, right-aligned, 0 where v broadcasts.
-static void eff_strides(const cprog *p, int v, int nd, const int64_t *shape, int64_t *st) {
-    const cnode *c = &p->info[v];
-    const clayout *l = &c->lay;
-    int pad = nd - l->ndim;
-    for (int i = 0; i < nd; i++) {
-        int j = i - pad;
-        st[i] = (j < 0 || (l->shape[j] == 1 && shape[i] != 1)) ? 0 : l->stride[j];
-    }
-}
-
-static void literal(char *buf, size_t cap, double v) {
-    if (isnan(v))
-        snprintf(buf, cap, "NAN");
-    else if (isinf(v))
-        snprintf(buf, cap, v > 0 ? "INFINITY" : "(-INFINITY)");
-    else {
-        snprintf(buf, cap, "%.9g", (double)(float)v);
-        if (!strpbrk(buf, ".eEn")) // an integer: make it a float literal
-            strncat(buf, ".0", cap - strlen(buf) - 1);
-        strncat(buf, "f", cap - strlen(buf) - 1);
-    }
-}
-
 // The index expression of arg ai at the current point of the loop nest.
 static void index_of(const kgen *g, int ai, char *buf, size_t cap) {
     int64_t s = g->st[ai][g->nd - 1];
@@ -104,7 +70,7 @@ static void recompute_expr(kgen *g, int v, char *buf, size_t cap);
 static void operand(kgen *g, int v, char *buf, size_t cap) {
     const cnode *c = &g->p->info[v];
     if (c->store == CS_CONST) {
-        literal(buf, cap, g->p->g->nodes[v].fa[0]);
+        compile_literal(buf, cap, g->p->g->nodes[v].fa[0]);
         return;
     }
     if (c->store == CS_RECOMPUTE) {
@@ -115,7 +81,7 @@ static void operand(kgen *g, int v, char *buf, size_t cap) {
         snprintf(buf, cap, "v%d", member_index(g, v));
         return;
     }
-    int ai = arg_of(g->k, v);
+    int ai = compile_arg_of(g->k, v);
     char idx[96];
     index_of(g, ai, idx, sizeof idx);
     if (g->hoisted[ai])
@@ -148,8 +114,8 @@ static const char *op_template(const graph_node *n, char *buf, size_t cap) {
     case OP_HARDSIGMOID: return "(x0 + 3.0f < 0.0f ? 0.0f : x0 + 3.0f > 6.0f ? 6.0f : x0 + 3.0f) / 6.0f";
     case OP_SCALE: {
         char a[48], c[48];
-        literal(a, sizeof a, n->fa[0]);
-        literal(c, sizeof c, n->fa[1]);
+        compile_literal(a, sizeof a, n->fa[0]);
+        compile_literal(c, sizeof c, n->fa[1]);
         snprintf(buf, cap, "x0 * %s + %s", a, c);
         return buf;
     }
@@ -232,7 +198,7 @@ static void set_iteration(kgen *g, int nd, const int64_t *shape) {
     for (int i = 0; i < g->nd; i++)
         g->shape[i] = nd > 0 ? shape[i] : 1;
     for (int a = 0; a < g->k->nargs; a++)
-        eff_strides(g->p, g->k->args[a], g->nd, g->shape, g->st[a]);
+        compile_eff_strides(g->p, g->k->args[a], g->nd, g->shape, g->st[a]);
 }
 
 static void decl_args(kgen *g) {
@@ -302,7 +268,7 @@ static int collect_operand(kgen *g, int v) {
                 return -1;
         return 0;
     }
-    if (is_member_value(g, v) || c->store == CS_CONST || arg_of(g->k, v) >= 0)
+    if (is_member_value(g, v) || c->store == CS_CONST || compile_arg_of(g->k, v) >= 0)
         return 0;
     return compile_fail(g->p, "codegen: a kernel has more than %d operands", KG_MAX_ARGS);
 }
@@ -317,7 +283,7 @@ static int collect_args(kgen *g, int first_member) {
                 return -1;
     }
     for (int m = first_member; m < k->n; m++)
-        if (g->p->info[k->nodes[m]].store == CS_BUFFER && arg_of(k, k->nodes[m]) < 0)
+        if (g->p->info[k->nodes[m]].store == CS_BUFFER && compile_arg_of(k, k->nodes[m]) < 0)
             return compile_fail(g->p, "codegen: a kernel has more than %d operands", KG_MAX_ARGS);
     return 0;
 }
@@ -327,7 +293,7 @@ static void emit_stores(kgen *g, int m0, int m1, bool (*want)(const kgen *, int)
         int v = g->k->nodes[m];
         if (g->p->info[v].store != CS_BUFFER || (want && !want(g, m)))
             continue;
-        int ai = arg_of(g->k, v);
+        int ai = compile_arg_of(g->k, v);
         char idx[96];
         index_of(g, ai, idx, sizeof idx);
         sbuf_printf(g->b, "        p%d[%s] = v%d;\n", ai, idx, m);
@@ -556,7 +522,7 @@ static int emit_row(kgen *g) {
                 return -1;
             }
             if (p->info[k->nodes[m]].store == CS_BUFFER) {
-                int ai = arg_of(k, k->nodes[m]);
+                int ai = compile_arg_of(k, k->nodes[m]);
                 sbuf_printf(b, "        p%d[o%d] = v%d;\n", ai, ai, m);
             }
         }
@@ -574,7 +540,7 @@ static int emit_row(kgen *g) {
         emit_full_members(g, &ri, maxlev);
         for (int m = 0; m < k->n; m++)
             if (ri.full[m] && p->info[k->nodes[m]].store == CS_BUFFER) {
-                int ai = arg_of(k, k->nodes[m]);
+                int ai = compile_arg_of(k, k->nodes[m]);
                 char idx[96];
                 index_of(g, ai, idx, sizeof idx);
                 sbuf_printf(b, "            p%d[%s] = v%d;\n", ai, idx, m);
@@ -598,7 +564,7 @@ static int anchor_target(const kgen *g) {
 
 // The epilogue body at (row offsets, j): v0 is the anchor's value.
 static int emit_epilogue_body(kgen *g, int target) {
-    int ai = arg_of(g->k, target);
+    int ai = compile_arg_of(g->k, target);
     char idx[96];
     index_of(g, ai, idx, sizeof idx);
     sbuf_printf(g->b, "        float v0 = p%d[%s];\n", ai, idx);
@@ -609,7 +575,7 @@ static int emit_epilogue_body(kgen *g, int target) {
         int v = g->k->nodes[m];
         if (g->p->info[v].store != CS_BUFFER)
             continue;
-        int bi = arg_of(g->k, v);
+        int bi = compile_arg_of(g->k, v);
         index_of(g, bi, idx, sizeof idx);
         sbuf_printf(g->b, "        p%d[%s] = v%d;\n", bi, idx, m);
     }
@@ -806,8 +772,8 @@ static int emit_extern(kgen *g) {
     k->nargs = 0;
     for (int s = 0; s < an->nsrc; s++)
         if (p->info[an->src[s]].store != CS_CONST)
-            arg_of(k, an->src[s]);
-    arg_of(k, k->anchor);
+            compile_arg_of(k, an->src[s]);
+    compile_arg_of(k, k->anchor);
     sbuf_puts(g->b, "    (void)a;\n    rt->call(rt->ctx, gi, a);\n");
     return 0;
 }

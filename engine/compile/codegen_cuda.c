@@ -28,16 +28,6 @@ typedef struct cgen {
     int row_level;                            // 0: flat index j; 1: row offsets o<a> + j
 } cgen;
 
-static int arg_of(kgroup *k, int node) {
-    for (int i = 0; i < k->nargs; i++)
-        if (k->args[i] == node)
-            return i;
-    if (k->nargs == KG_MAX_ARGS)
-        return -1;
-    k->args[k->nargs] = node;
-    return k->nargs++;
-}
-
 static const char *ctype(enum dtype t) {
     switch (t) {
     case DT_F32: return "float";
@@ -65,29 +55,6 @@ static bool is_member_value(const cgen *g, int v) {
     const cnode *c = &g->p->info[v];
     return in_group(g, v) && c->store != CS_VIEW && c->store != CS_SOURCE &&
            c->store != CS_RECOMPUTE;
-}
-
-// codegen_c.c's eff_strides: v's strides over the iteration shape.
-static void eff_strides(const cprog *p, int v, int nd, const int64_t *shape, int64_t *st) {
-    const clayout *l = &p->info[v].lay;
-    int pad = nd - l->ndim;
-    for (int i = 0; i < nd; i++) {
-        int j = i - pad;
-        st[i] = (j < 0 || (l->shape[j] == 1 && shape[i] != 1)) ? 0 : l->stride[j];
-    }
-}
-
-static void literal(char *buf, size_t cap, double v) {
-    if (isnan(v))
-        snprintf(buf, cap, "NAN");
-    else if (isinf(v))
-        snprintf(buf, cap, v > 0 ? "INFINITY" : "(-INFINITY)");
-    else {
-        snprintf(buf, cap, "%.9g", (double)(float)v);
-        if (!strpbrk(buf, ".eEn"))
-            strncat(buf, ".0", cap - strlen(buf) - 1);
-        strncat(buf, "f", cap - strlen(buf) - 1);
-    }
 }
 
 static void index_of(const cgen *g, int ai, char *buf, size_t cap) {
@@ -123,7 +90,7 @@ static void recompute_expr(cgen *g, int v, char *buf, size_t cap);
 static void operand(cgen *g, int v, char *buf, size_t cap) {
     const cnode *c = &g->p->info[v];
     if (c->store == CS_CONST) {
-        literal(buf, cap, g->p->g->nodes[v].fa[0]);
+        compile_literal(buf, cap, g->p->g->nodes[v].fa[0]);
         return;
     }
     if (c->store == CS_RECOMPUTE) {
@@ -134,7 +101,7 @@ static void operand(cgen *g, int v, char *buf, size_t cap) {
         snprintf(buf, cap, "v%d", member_index(g, v));
         return;
     }
-    int ai = arg_of(g->k, v);
+    int ai = compile_arg_of(g->k, v);
     char idx[96];
     index_of(g, ai, idx, sizeof idx);
     load_expr(g, ai, idx, buf, cap);
@@ -162,8 +129,8 @@ static const char *op_template(const graph_node *n, char *buf, size_t cap) {
     case OP_HARDSIGMOID: return "tc_hardsigmoid(x0)";
     case OP_SCALE: {
         char a[48], c[48];
-        literal(a, sizeof a, n->fa[0]);
-        literal(c, sizeof c, n->fa[1]);
+        compile_literal(a, sizeof a, n->fa[0]);
+        compile_literal(c, sizeof c, n->fa[1]);
         snprintf(buf, cap, "x0 * %s + %s", a, c);
         return buf;
     }
@@ -243,7 +210,7 @@ static void set_iteration(cgen *g, int nd, const int64_t *shape) {
     for (int i = 0; i < g->nd; i++)
         g->shape[i] = nd > 0 ? shape[i] : 1;
     for (int a = 0; a < g->k->nargs; a++) {
-        eff_strides(g->p, g->k->args[a], g->nd, g->shape, g->st[a]);
+        compile_eff_strides(g->p, g->k->args[a], g->nd, g->shape, g->st[a]);
         g->used[a] = true;
     }
 }
@@ -302,7 +269,7 @@ static int collect_operand(cgen *g, int v) {
                 return -1;
         return 0;
     }
-    if (is_member_value(g, v) || c->store == CS_CONST || arg_of(g->k, v) >= 0)
+    if (is_member_value(g, v) || c->store == CS_CONST || compile_arg_of(g->k, v) >= 0)
         return 0;
     return compile_fail(g->p, "codegen_cuda: a kernel has more than %d operands", KG_MAX_ARGS);
 }
@@ -316,7 +283,7 @@ static int collect_args(cgen *g, int first_member) {
                 return -1;
     }
     for (int m = first_member; m < k->n; m++)
-        if (g->p->info[k->nodes[m]].store == CS_BUFFER && arg_of(k, k->nodes[m]) < 0)
+        if (g->p->info[k->nodes[m]].store == CS_BUFFER && compile_arg_of(k, k->nodes[m]) < 0)
             return compile_fail(g->p, "codegen_cuda: a kernel has more than %d operands",
                                 KG_MAX_ARGS);
     return 0;
@@ -327,7 +294,7 @@ static void emit_stores(cgen *g, int m0, int m1) {
         int v = g->k->nodes[m];
         if (g->p->info[v].store != CS_BUFFER)
             continue;
-        int ai = arg_of(g->k, v);
+        int ai = compile_arg_of(g->k, v);
         char idx[96], val[16];
         index_of(g, ai, idx, sizeof idx);
         snprintf(val, sizeof val, "v%d", m);
@@ -553,7 +520,7 @@ static int emit_row(cgen *g) {
                 return -1;
             }
             if (p->info[k->nodes[m]].store == CS_BUFFER) {
-                int ai = arg_of(k, k->nodes[m]);
+                int ai = compile_arg_of(k, k->nodes[m]);
                 char idx[16], val[16];
                 snprintf(idx, sizeof idx, "o%d", ai);
                 snprintf(val, sizeof val, "v%d", m);
@@ -576,7 +543,7 @@ static int emit_row(cgen *g) {
             return -1;
         for (int m = 0; m < k->n; m++)
             if (ri.full[m] && p->info[k->nodes[m]].store == CS_BUFFER) {
-                int ai = arg_of(k, k->nodes[m]);
+                int ai = compile_arg_of(k, k->nodes[m]);
                 char idx[96], val[16];
                 index_of(g, ai, idx, sizeof idx);
                 snprintf(val, sizeof val, "v%d", m);
@@ -598,7 +565,7 @@ static int anchor_target(const cgen *g) {
 }
 
 static int emit_epilogue_body(cgen *g, int target) {
-    int ai = arg_of(g->k, target);
+    int ai = compile_arg_of(g->k, target);
     char idx[96], ld[128];
     index_of(g, ai, idx, sizeof idx);
     load_expr(g, ai, idx, ld, sizeof ld);
@@ -651,8 +618,8 @@ static int emit_extern(cgen *g) {
     k->nargs = 0;
     for (int s = 0; s < an->nsrc; s++)
         if (p->info[an->src[s]].store != CS_CONST)
-            arg_of(k, an->src[s]);
-    arg_of(k, k->anchor);
+            compile_arg_of(k, an->src[s]);
+    compile_arg_of(k, k->anchor);
     return 0;
 }
 

@@ -111,6 +111,14 @@ typedef struct conv_post {
 // needs the generated loop.
 int compile_conv_posts(const cprog *p, const kgroup *k, conv_post *out);
 
+// Shared by the code generators (codegen_c.c, codegen_cuda.c).
+// The operand slot of node in k (appended when new); -1 when k is full.
+int compile_arg_of(kgroup *k, int node);
+// Strides of node v over an iteration shape, right-aligned, 0 where v broadcasts.
+void compile_eff_strides(const cprog *p, int v, int nd, const int64_t *shape, int64_t *st);
+// A float literal in C: NAN, INFINITY, or %.9g with a decimal point and f.
+void compile_literal(char *buf, size_t cap, double v);
+
 // Shared helpers.
 bool clayout_reshape(const clayout *in, int ndim, const int64_t *shape, clayout *out);
 void clayout_contiguous(clayout *l, int ndim, const int64_t *shape);

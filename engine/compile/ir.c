@@ -5,6 +5,7 @@
 #include "../backend/cpu/cpu_rules.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 void clayout_contiguous(clayout *l, int ndim, const int64_t *shape) {
@@ -63,5 +64,37 @@ double compile_scalar_op(enum op op, const graph_node *n, const double *a) {
     case OP_MAXIMUM: return (x != x || x > a[1]) ? x : a[1]; // NaN propagates, as eager
     case OP_WHERE: return x != 0 ? a[1] : a[2];
     default: return NAN;
+    }
+}
+
+int compile_arg_of(kgroup *k, int node) {
+    for (int i = 0; i < k->nargs; i++)
+        if (k->args[i] == node)
+            return i;
+    if (k->nargs == KG_MAX_ARGS)
+        return -1;
+    k->args[k->nargs] = node;
+    return k->nargs++;
+}
+
+void compile_eff_strides(const cprog *p, int v, int nd, const int64_t *shape, int64_t *st) {
+    const clayout *l = &p->info[v].lay;
+    int pad = nd - l->ndim;
+    for (int i = 0; i < nd; i++) {
+        int j = i - pad;
+        st[i] = (j < 0 || (l->shape[j] == 1 && shape[i] != 1)) ? 0 : l->stride[j];
+    }
+}
+
+void compile_literal(char *buf, size_t cap, double v) {
+    if (isnan(v))
+        snprintf(buf, cap, "NAN");
+    else if (isinf(v))
+        snprintf(buf, cap, v > 0 ? "INFINITY" : "(-INFINITY)");
+    else {
+        snprintf(buf, cap, "%.9g", (double)(float)v);
+        if (!strpbrk(buf, ".eEn")) // an integer: make it a float literal
+            strncat(buf, ".0", cap - strlen(buf) - 1);
+        strncat(buf, "f", cap - strlen(buf) - 1);
     }
 }
