@@ -20,6 +20,7 @@ struct eager {
     tensor **vals; // the step's value of each node (sources: borrowed)
     cpu_ctx cpu;
     int blas_threads; // last count given to OpenBLAS
+    double *prof;     // TCBENCH_PROFILE=eager: seconds per op, printed by eager_free
     char err[320];
 };
 
@@ -131,7 +132,11 @@ EAGER_KERNEL(softmax, cpu_softmax(CPU, s[0], false, y))
 EAGER_KERNEL(log_softmax, cpu_softmax(CPU, s[0], true, y))
 EAGER_KERNEL(layer_norm, cpu_layer_norm(CPU, s[0], s[1], s[2], n->fa[0], y))
 EAGER_KERNEL(rms_norm, cpu_rms_norm(CPU, s[0], s[1], n->fa[0], y))
-EAGER_KERNEL(batch_norm, cpu_batch_norm(CPU, s[0], s[1], s[2], s[3], s[4], n->fa[0], y))
+// training mode (ia0 1) normalizes with batch statistics and updates the
+// running ones in the model's buffers
+EAGER_KERNEL(batch_norm, n->ia[0] ? cpu_batch_norm_train(CPU, s[0], s[1], s[2], s[3], s[4],
+                                                         n->fa[0], n->fa[1], y)
+                                  : cpu_batch_norm(CPU, s[0], s[1], s[2], s[3], s[4], n->fa[0], y))
 EAGER_KERNEL(group_norm, cpu_group_norm(CPU, s[0], s[1], s[2], n->ia[0], n->fa[0], y))
 EAGER_KERNEL(matmul, cpu_matmul(CPU, s[0], s[1], y))
 EAGER_KERNEL(linear, cpu_linear(CPU, s[0], s[1], OPT(2), y))
@@ -144,6 +149,30 @@ EAGER_KERNEL(embedding, cpu_embedding(CPU, s[0], s[1], y))
 EAGER_KERNEL(concat, cpu_concat(CPU, (int)n->ia[0], n->nsrc, (const tensor *const *)s, y))
 EAGER_KERNEL(cross_entropy, cpu_cross_entropy(CPU, s[0], s[1], n->ia[0], y))
 EAGER_KERNEL(mse_loss, cpu_mse_loss(CPU, s[0], s[1], y))
+EAGER_KERNEL(ge, cpu_binary(CPU, n, s[0], s[1], y))
+
+// ---- backward ops (training) -----------------------------------------------
+
+EAGER_KERNEL(act_grad, cpu_act_grad(CPU, n, s[0], s[1], y))
+EAGER_KERNEL(sum_to, cpu_sum_to(CPU, s[0], y))
+EAGER_KERNEL(softmax_grad, cpu_softmax_grad(CPU, s[0], s[1], false, y))
+EAGER_KERNEL(log_softmax_grad, cpu_softmax_grad(CPU, s[0], s[1], true, y))
+EAGER_KERNEL(layer_norm_grad, cpu_norm_grad(CPU, n, s[0], s[1], s[2], y))
+EAGER_KERNEL(layer_norm_wgrad, cpu_norm_wgrad(CPU, n, s[0], s[1], y))
+EAGER_KERNEL(rms_norm_grad, cpu_norm_grad(CPU, n, s[0], s[1], s[2], y))
+EAGER_KERNEL(rms_norm_wgrad, cpu_norm_wgrad(CPU, n, s[0], s[1], y))
+EAGER_KERNEL(batch_norm_grad, cpu_norm_grad(CPU, n, s[0], s[1], s[2], y))
+EAGER_KERNEL(batch_norm_wgrad, cpu_norm_wgrad(CPU, n, s[0], s[1], y))
+EAGER_KERNEL(group_norm_grad, cpu_norm_grad(CPU, n, s[0], s[1], s[2], y))
+EAGER_KERNEL(group_norm_wgrad, cpu_norm_wgrad(CPU, n, s[0], s[1], y))
+EAGER_KERNEL(conv2d_grad_input, cpu_conv2d_grad_input(CPU, n, s[0], s[1], y))
+EAGER_KERNEL(conv2d_grad_weight, cpu_conv2d_grad_weight(CPU, n, s[0], s[1], y))
+EAGER_KERNEL(max_pool2d_grad, cpu_pool2d_grad(CPU, n, s[0], s[1], y))
+EAGER_KERNEL(avg_pool2d_grad, cpu_pool2d_grad(CPU, n, s[0], NULL, y))
+EAGER_KERNEL(embedding_grad, cpu_embedding_grad(CPU, s[0], s[1], y))
+EAGER_KERNEL(slice_grad, cpu_slice_grad(CPU, n, s[0], y))
+EAGER_KERNEL(cross_entropy_grad, cpu_cross_entropy_grad(CPU, n, s[0], s[1], s[2], y))
+EAGER_KERNEL(mse_loss_grad, cpu_mse_loss_grad(CPU, s[0], s[1], s[2], y))
 
 // ---- views: share storage, launch nothing --------------------------------
 
@@ -198,6 +227,20 @@ static int eager_contiguous(eager *e, const graph_node *n, tensor *const *s, ten
     return cpu_copy(&e->cpu, s[0], *out);
 }
 
+// ---- updates: write the model's own tensors (borrowed sources) in place ----
+
+// The node's value is src0 itself, a new view of it; nothing is allocated.
+#define EAGER_UPDATE(l, call)                                                                      \
+    static int eager_##l(eager *e, const graph_node *n, tensor *const *s, tensor **out) {          \
+        if ((call) < 0)                                                                            \
+            return -1;                                                                             \
+        return view_done(e, n, tensor_view(s[0]), out);                                            \
+    }
+
+EAGER_UPDATE(sgd, cpu_sgd(CPU, n, s[0], s[1], OPT(2)))
+EAGER_UPDATE(adamw, cpu_adamw(CPU, n, s[0], s[1], s[2], s[3]))
+EAGER_UPDATE(running_stat, cpu_running_stat(CPU, n, s[0], s[1]))
+
 // ---- the executor --------------------------------------------------------
 
 eager *eager_new(const model *m) {
@@ -205,6 +248,7 @@ eager *eager_new(const model *m) {
     if (!e)
         return NULL;
     e->m = m;
+    e->cpu.step = 1;
     int n = m->g->n;
     e->uses = graph_use_counts(m->g);
     e->left = calloc((size_t)(n ? n : 1), sizeof *e->left);
@@ -213,6 +257,9 @@ eager *eager_new(const model *m) {
         eager_free(e);
         return NULL;
     }
+    const char *pf = getenv("TCBENCH_PROFILE");
+    if (pf && strstr(pf, "eager"))
+        e->prof = calloc(OP_COUNT, sizeof *e->prof);
     // set-up failures are reported by the first eager_run
     char err[256];
     if (cpu_dnnl_new(&e->cpu.dnnl, err, sizeof err) < 0)
@@ -223,6 +270,13 @@ eager *eager_new(const model *m) {
 void eager_free(eager *e) {
     if (!e)
         return;
+    if (e->prof) {
+        for (int o = 0; o < OP_COUNT; o++)
+            if (e->prof[o] > 0)
+                fprintf(stderr, "eager profile: %-20s %10.3f ms\n", op_name((enum op)o),
+                        e->prof[o] * 1e3);
+        free(e->prof);
+    }
     cpu_dnnl_free(e->cpu.dnnl);
     free(e->uses);
     free(e->left);
@@ -231,6 +285,8 @@ void eager_free(eager *e) {
 }
 
 const char *eager_error(const eager *e) { return e->err; }
+
+void eager_set_step(eager *e, uint64_t step) { e->cpu.step = step; }
 
 static bool is_source(const graph *g, int id) { return op_kind(g->nodes[id].op) == OPK_SOURCE; }
 
@@ -265,7 +321,11 @@ int eager_run(eager *e, tensor **outputs, eager_stats *st) {
         tensor *s[GRAPH_MAX_SRCS];
         for (int j = 0; j < n->nsrc; j++)
             s[j] = e->vals[n->src[j]];
-        if (eager_table[n->op](e, n, s, &e->vals[i]) < 0) {
+        double t0 = e->prof ? omp_get_wtime() : 0;
+        int rc = eager_table[n->op](e, n, s, &e->vals[i]);
+        if (e->prof)
+            e->prof[n->op] += omp_get_wtime() - t0;
+        if (rc < 0) {
             snprintf(e->err, sizeof e->err, "%%%d %s: %s", i, op_name(n->op), e->cpu.err);
             release_all(e);
             return -1;

@@ -28,7 +28,13 @@ typedef struct eager_stats {
 typedef struct eager eager;
 
 eager *eager_new(const model *m);
-// One step. 0 on success; -1 when memory runs out (message in eager_error).
+// One step. 0 on success; -1 on an error (out of memory, a bad index or dtype:
+// the message in eager_error).
 int eager_run(eager *e, tensor **outputs, eager_stats *st);
 const char *eager_error(const eager *e);
+// The optimizer step of the next runs (from 1; 1 until set): dropout draws
+// its masks from it and AdamW's bias correction uses it. Update ops (SGD,
+// ADAMW, RUNNING_STAT) and training batch_norm write m->values in place, so
+// each run sees the previous one's parameters and statistics.
+void eager_set_step(eager *e, uint64_t step);
 void eager_free(eager *e);

@@ -135,6 +135,38 @@ EC_KERNEL(concat, cuda_concat(C, (int)n->ia[0], n->nsrc, (const tensor *const *)
 EC_KERNEL(cross_entropy, cuda_cross_entropy(C, s[0], s[1], n->ia[0], y))
 EC_KERNEL(mse_loss, cuda_mse_loss(C, s[0], s[1], y))
 
+// Training (backward ops, optimizer updates) is not on the GPU yet: a
+// training graph says so by name instead of running part of the step.
+#define EC_CPU_ONLY(l)                                                                             \
+    static int ec_##l(eager_cuda *e, const graph_node *n, tensor *const *s, tensor **out) {        \
+        (void)s, (void)out;                                                                        \
+        return ctx_fail(e, "%s: training ops run on the CPU only in this build", op_name(n->op));  \
+    }
+EC_CPU_ONLY(ge)
+EC_CPU_ONLY(act_grad)
+EC_CPU_ONLY(sum_to)
+EC_CPU_ONLY(softmax_grad)
+EC_CPU_ONLY(log_softmax_grad)
+EC_CPU_ONLY(layer_norm_grad)
+EC_CPU_ONLY(layer_norm_wgrad)
+EC_CPU_ONLY(rms_norm_grad)
+EC_CPU_ONLY(rms_norm_wgrad)
+EC_CPU_ONLY(batch_norm_grad)
+EC_CPU_ONLY(batch_norm_wgrad)
+EC_CPU_ONLY(group_norm_grad)
+EC_CPU_ONLY(group_norm_wgrad)
+EC_CPU_ONLY(conv2d_grad_input)
+EC_CPU_ONLY(conv2d_grad_weight)
+EC_CPU_ONLY(max_pool2d_grad)
+EC_CPU_ONLY(avg_pool2d_grad)
+EC_CPU_ONLY(embedding_grad)
+EC_CPU_ONLY(slice_grad)
+EC_CPU_ONLY(cross_entropy_grad)
+EC_CPU_ONLY(mse_loss_grad)
+EC_CPU_ONLY(sgd)
+EC_CPU_ONLY(adamw)
+EC_CPU_ONLY(running_stat)
+
 // ---- views: share storage, launch nothing --------------------------------
 
 static int view_done(eager_cuda *e, const graph_node *n, tensor *v, tensor **out) {

@@ -22,6 +22,10 @@ enum op_kind op_kind(enum op op) { return op_table[op].kind; }
 int op_min_srcs(enum op op) { return op_table[op].min_srcs; }
 int op_max_srcs(enum op op) { return op_table[op].max_srcs; }
 
+bool op_has_side_effect(const graph_node *n) {
+    return op_kind(n->op) == OPK_UPDATE || (n->op == OP_BATCH_NORM && n->ia[0]);
+}
+
 graph *graph_new(void) {
     graph *g = calloc(1, sizeof *g);
     if (!g)
@@ -207,6 +211,91 @@ static int conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
     return (int)((in + 2 * p - d * (k - 1) - 1) / s + 1);
 }
 
+// Backward ops: the output has dy's shape, a stated shape (the forward
+// input's), or the weight gradients' (2, C) / (C).
+static int infer_grad(graph *g, graph_node *n, const graph_node *const *s, int ndim_hint,
+                      const int64_t *shape_hint) {
+    const graph_node *dy = s[0];
+    char b0[96], b1[96];
+    n->dtype = dy->dtype;
+    if (!dtype_is_float(dy->dtype))
+        return fail(g, "%s: the gradient must be floating point, got %s", op_name(n->op),
+                    dtype_name(dy->dtype));
+    switch (n->op) {
+    case OP_ACT_GRAD:
+    case OP_SOFTMAX_GRAD:
+    case OP_LOG_SOFTMAX_GRAD:
+    case OP_LAYER_NORM_GRAD:
+    case OP_RMS_NORM_GRAD:
+    case OP_BATCH_NORM_GRAD:
+    case OP_GROUP_NORM_GRAD:
+    case OP_MAX_POOL2D_GRAD:
+        copy_shape(n, dy);
+        if (n->op == OP_MAX_POOL2D_GRAD)
+            copy_shape(n, s[1]);
+        else if (!same_shape(dy, s[1]))
+            return fail(g, "%s: %s and %s differ", op_name(n->op), shape_s(b0, dy),
+                        shape_s(b1, s[1]));
+        if (n->op == OP_ACT_GRAD &&
+            (n->ia[0] < 0 || n->ia[0] >= OP_COUNT || op_kind((enum op)n->ia[0]) != OPK_UNARY))
+            return fail(g, "act_grad: ia0 must name a unary op");
+        return 0;
+    case OP_LAYER_NORM_WGRAD:
+    case OP_RMS_NORM_WGRAD:
+    case OP_BATCH_NORM_WGRAD:
+    case OP_GROUP_NORM_WGRAD: {
+        if (!same_shape(dy, s[1]) || dy->ndim < (n->op == OP_BATCH_NORM_WGRAD ||
+                                                  n->op == OP_GROUP_NORM_WGRAD ? 2 : 1))
+            return fail(g, "%s: %s and %s differ", op_name(n->op), shape_s(b0, dy),
+                        shape_s(b1, s[1]));
+        bool chan = n->op == OP_BATCH_NORM_WGRAD || n->op == OP_GROUP_NORM_WGRAD;
+        int64_t c = chan ? dy->shape[1] : dy->shape[dy->ndim - 1];
+        n->ndim = n->op == OP_RMS_NORM_WGRAD ? 1 : 2;
+        n->shape[0] = n->ndim == 2 ? 2 : c;
+        n->shape[1] = c;
+        return 0;
+    }
+    case OP_CROSS_ENTROPY_GRAD:
+    case OP_MSE_LOSS_GRAD:
+        if (dy->ndim != 0)
+            return fail(g, "%s: the loss gradient must be a scalar", op_name(n->op));
+        copy_shape(n, s[1]);
+        return 0;
+    default:
+        break;
+    }
+    // shape given
+    if (ndim_hint < 0 || ndim_hint > TENSOR_MAX_DIMS)
+        return fail(g, "%s needs its output shape", op_name(n->op));
+    n->ndim = ndim_hint;
+    if (ndim_hint > 0)
+        memcpy(n->shape, shape_hint, (size_t)ndim_hint * sizeof *shape_hint);
+    if (n->op == OP_SUM_TO) {
+        const graph_node *pair[2] = {dy, n};
+        graph_node tmp = *n;
+        if (n->ndim > dy->ndim || !broadcast(g, 2, pair, &tmp) || !same_shape(&tmp, dy))
+            return fail(g, "sum_to: %s does not broadcast to %s", shape_s(b1, n), shape_s(b0, dy));
+    } else if (n->op == OP_SLICE_GRAD) {
+        if (norm_axis(g, n->op, n->ia[0], n->ndim, &n->ia[0]) < 0)
+            return -1;
+        bool ok = n->ndim == dy->ndim && n->ia[1] >= 0 &&
+                  n->ia[1] + dy->shape[n->ia[0]] <= n->shape[n->ia[0]];
+        for (int d = 0; ok && d < n->ndim; d++)
+            ok = d == n->ia[0] || n->shape[d] == dy->shape[d];
+        if (!ok)
+            return fail(g, "slice_grad: %s is not a slice of %s", shape_s(b0, dy), shape_s(b1, n));
+    } else if (n->op == OP_EMBEDDING_GRAD) {
+        if (n->ndim != 2 || dy->ndim != s[1]->ndim + 1 || dy->shape[dy->ndim - 1] != n->shape[1] ||
+            (s[1]->dtype != DT_I32 && s[1]->dtype != DT_I64))
+            return fail(g, "embedding_grad: %s and indices %s do not make %s", shape_s(b0, dy),
+                        shape_s(b1, s[1]), shape_s(b1, n));
+    } else if (n->ndim != 4 || dy->ndim != 4) {
+        return fail(g, "%s: needs 4-d shapes, got %s and %s", op_name(n->op), shape_s(b0, dy),
+                    shape_s(b1, n));
+    }
+    return 0;
+}
+
 // Shape and dtype inference: fills n (op, srcs and attributes already set).
 static int infer(graph *g, graph_node *n, int ndim_hint, const int64_t *shape_hint) {
     const graph_node *s[GRAPH_MAX_SRCS];
@@ -233,6 +322,8 @@ static int infer(graph *g, graph_node *n, int ndim_hint, const int64_t *shape_hi
         if (s[0]->dtype != s[1]->dtype)
             return fail(g, "%s: dtypes %s and %s differ (cast one first)", op_name(n->op),
                         dtype_name(s[0]->dtype), dtype_name(s[1]->dtype));
+        if (n->op == OP_GE)
+            n->dtype = DT_BOOL;
         return 0;
     case OPK_WHERE:
         if (s[0]->dtype != DT_BOOL)
@@ -449,6 +540,18 @@ static int infer(graph *g, graph_node *n, int ndim_hint, const int64_t *shape_hi
         if (s[1]->dtype != DT_I32 && s[1]->dtype != DT_I64)
             return fail(g, "cross_entropy: targets must be integers, got %s",
                         dtype_name(s[1]->dtype));
+        return 0;
+    case OPK_GRAD:
+        return infer_grad(g, n, s, ndim_hint, shape_hint);
+    case OPK_UPDATE:
+        copy_shape(n, x);
+        if (!same_shape(x, s[1]) || x->dtype != s[1]->dtype || !dtype_is_float(x->dtype))
+            return fail(g, "%s: gradient %s does not match %s", op_name(n->op), shape_s(b0, s[1]),
+                        shape_s(b1, x));
+        for (int i = 2; i < n->nsrc; i++)
+            if (!same_shape(x, s[i]) || s[i]->dtype != x->dtype)
+                return fail(g, "%s: state %d has shape %s, expected %s", op_name(n->op), i,
+                            shape_s(b0, s[i]), shape_s(b1, x));
         return 0;
     }
     return fail(g, "unknown op kind");

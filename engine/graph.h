@@ -41,6 +41,8 @@ enum op_kind {
     OPK_VIEW,
     OPK_COPY,
     OPK_LOSS,
+    OPK_GRAD,   // backward ops (engine/autograd.c)
+    OPK_UPDATE, // in-place updates of sources (optimizers, running statistics)
 };
 
 const char *op_name(enum op op);
@@ -61,7 +63,11 @@ enum init_kind {
 
 #define GRAPH_MAX_SRCS 8
 #define GRAPH_MAX_IA 12
-#define GRAPH_MAX_FA 2
+#define GRAPH_MAX_FA 6
+// A model file names at most GRAPH_MAX_MODEL_OUTPUTS outputs; the training
+// check graph adds one per gradient (engine/autograd.h).
+#define GRAPH_MAX_MODEL_OUTPUTS 8
+#define GRAPH_MAX_OUTPUTS 1024
 
 typedef struct graph_node {
     enum op op;
@@ -78,11 +84,16 @@ typedef struct graph_node {
 typedef struct graph {
     graph_node *nodes;
     int n, cap;
-    int outputs[8];
+    int outputs[GRAPH_MAX_OUTPUTS];
     int noutputs;
     int loss; // node id of the scalar loss, or -1
     char err[256];
 } graph;
+
+// Ops that write one of their sources in place (OPK_UPDATE, and batch_norm in
+// training mode, which updates its running statistics): never merged, never
+// dead, and run after every other reader of what they write.
+bool op_has_side_effect(const graph_node *n);
 
 graph *graph_new(void);
 void graph_free(graph *g);

@@ -665,9 +665,8 @@ static int build_outputs(md_build *b, md_scope *root) {
         return 0;
     }
     int n = o->kind == YD_SEQ ? o->n : 1;
-    if (n > (int)(sizeof b->g->outputs / sizeof b->g->outputs[0]))
-        return bfail(b, o, "at most %d outputs",
-                     (int)(sizeof b->g->outputs / sizeof b->g->outputs[0]));
+    if (n > GRAPH_MAX_MODEL_OUTPUTS)
+        return bfail(b, o, "at most %d outputs", GRAPH_MAX_MODEL_OUTPUTS);
     for (int i = 0; i < n; i++) {
         int id;
         if (resolve(b, root, o->kind == YD_SEQ ? o->vals[i] : o, &id) < 0)

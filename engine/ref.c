@@ -18,6 +18,7 @@
 typedef struct ref_ctx {
     const model *m;
     const graph *g;
+    uint64_t step; // the optimizer step, from 1
     char *err;
     size_t errcap;
 } ref_ctx;
@@ -135,8 +136,7 @@ REF_UNARY(cast, cpu_cast_value(n->dtype, x))
 // clang-format on
 
 static int ref_dropout(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
-    (void)c;
-    uint64_t key = cpu_dropout_key(n->ia[0]);
+    uint64_t key = cpu_dropout_key(n->ia[0], c->step);
     uint32_t thr = cpu_dropout_threshold(n->fa[0]);
     int64_t count = graph_node_numel(n);
     for (int64_t i = 0; i < count; i++)
@@ -159,6 +159,7 @@ static int binary(ref_ctx *c, const graph_node *n, const double *const *s, doubl
         case OP_SUB: r = x - y; break;
         case OP_MUL: r = x * y; break;
         case OP_DIV: r = x / y; break;
+        case OP_GE: r = x >= y; break;
         default: r = (isnan(x) || x > y) ? x : y; break; // MAXIMUM, NaN wins
         }
         o[i++] = is_int ? cpu_cast_value(n->dtype, r) : r;
@@ -175,6 +176,7 @@ REF_BINARY(sub)
 REF_BINARY(mul)
 REF_BINARY(div)
 REF_BINARY(maximum)
+REF_BINARY(ge)
 
 static int ref_where(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
     const graph_node *m = src(c, n, 0), *a = src(c, n, 1), *b = src(c, n, 2);
@@ -288,12 +290,44 @@ static int ref_rms_norm(ref_ctx *c, const graph_node *n, const double *const *s,
     return 0;
 }
 
+// Inference: the running statistics. Training (ia0 1): the batch's, biased
+// variance; the running ones (s[3], s[4]) then move toward them by momentum
+// fa1, the variance unbiased, as PyTorch. They are written in place: the
+// run's own copies, or the session's (ref_session_run).
 static int ref_batch_norm(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
-    (void)c;
     int64_t N = n->shape[0], C = n->shape[1], S = graph_node_numel(n) / (N * C);
-    for (int64_t i = 0; i < N * C * S; i++) {
-        int64_t ch = (i / S) % C;
-        o[i] = (s[0][i] - s[3][ch]) / sqrt(s[4][ch] + n->fa[0]) * s[1][ch] + s[2][ch];
+    if (!n->ia[0]) {
+        for (int64_t i = 0; i < N * C * S; i++) {
+            int64_t ch = (i / S) % C;
+            o[i] = (s[0][i] - s[3][ch]) / sqrt(s[4][ch] + n->fa[0]) * s[1][ch] + s[2][ch];
+        }
+        return 0;
+    }
+    if (N * S < 2)
+        return fail(c,
+                    "batch_norm: training needs more than one value per channel, got input of "
+                    "%lld x %lld",
+                    (long long)N, (long long)S);
+    double *rmean = (double *)s[3], *rvar = (double *)s[4], m = n->fa[1], cnt = (double)(N * S);
+    for (int64_t ch = 0; ch < C; ch++) {
+        double mean = 0, var = 0;
+        for (int64_t b = 0; b < N; b++)
+            for (int64_t k = 0; k < S; k++)
+                mean += s[0][(b * C + ch) * S + k];
+        mean /= cnt;
+        for (int64_t b = 0; b < N; b++)
+            for (int64_t k = 0; k < S; k++) {
+                double d = s[0][(b * C + ch) * S + k] - mean;
+                var += d * d;
+            }
+        var /= cnt;
+        for (int64_t b = 0; b < N; b++)
+            for (int64_t k = 0; k < S; k++) {
+                int64_t i = (b * C + ch) * S + k;
+                o[i] = (s[0][i] - mean) / sqrt(var + n->fa[0]) * s[1][ch] + s[2][ch];
+            }
+        rmean[ch] = (1 - m) * rmean[ch] + m * mean;
+        rvar[ch] = (1 - m) * rvar[ch] + m * var * cnt / (cnt - 1);
     }
     return 0;
 }
@@ -584,19 +618,454 @@ static int ref_mse_loss(ref_ctx *c, const graph_node *n, const double *const *s,
     return 0;
 }
 
+// ---- backward ops ----------------------------------------------------------------
+
+// f'(x) for the forward unary op f; false for ops without one here
+static bool dact(const graph_node *n, enum op f, double x, double *d) {
+    double k = sqrt(2 / M_PI), s = 1 / (1 + exp(-x)), t;
+    switch (f) {
+    case OP_NEG: *d = -1; break;
+    case OP_EXP: *d = exp(x); break;
+    case OP_LOG: *d = 1 / x; break;
+    case OP_SQRT: *d = 0.5 / sqrt(x); break;
+    case OP_RSQRT: *d = -0.5 * pow(x, -1.5); break;
+    case OP_RECIP: *d = -1 / (x * x); break;
+    case OP_ABS: *d = x > 0 ? 1 : x < 0 ? -1 : 0; break;
+    case OP_TANH: *d = 1 - tanh(x) * tanh(x); break;
+    case OP_SIGMOID: *d = s * (1 - s); break;
+    case OP_RELU: *d = x > 0; break;
+    case OP_RELU6: *d = x > 0 && x < 6; break;
+    case OP_GELU:
+        *d = 0.5 * (1 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
+        break;
+    case OP_GELU_TANH:
+        t = tanh(k * (x + 0.044715 * x * x * x));
+        *d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
+        break;
+    case OP_SILU: *d = s * (1 + x * (1 - s)); break;
+    case OP_HARDSWISH: *d = x < -3 ? 0 : x <= 3 ? x / 3 + 0.5 : 1; break;
+    case OP_HARDSIGMOID: *d = x > -3 && x < 3 ? 1.0 / 6 : 0; break;
+    case OP_SCALE: *d = n->fa[0]; break;
+    default: return false;
+    }
+    return true;
+}
+
+static int ref_act_grad(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    enum op f = (enum op)n->ia[0];
+    int64_t count = graph_node_numel(n);
+    for (int64_t i = 0; i < count; i++) {
+        double d;
+        if (!dact(n, f, s[1][i], &d))
+            return fail(c, "act_grad: no derivative for %s", op_name(f));
+        o[i] = s[0][i] * d;
+    }
+    return 0;
+}
+
+// every element of dy added into the output element it was broadcast from
+static int ref_sum_to(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    const graph_node *dy = src(c, n, 0);
+    memset(o, 0, (size_t)graph_node_numel(n) * sizeof *o);
+    int64_t idx[TENSOR_MAX_DIMS] = {0}, i = 0;
+    do
+        o[bcast_offset(n->ndim, n->shape, dy->ndim, idx)] += s[0][i++];
+    while (next_index(dy->ndim, dy->shape, idx));
+    return 0;
+}
+
+static void softmax_grad_rows(const graph_node *n, const double *dy, const double *y, double *o,
+                              bool log_in) {
+    int64_t C = n->shape[n->ndim - 1], rows = graph_node_numel(n) / C;
+    for (int64_t r = 0; r < rows; r++) {
+        const double *d = dy + r * C, *yr = y + r * C;
+        double sum = 0;
+        for (int64_t i = 0; i < C; i++)
+            sum += log_in ? d[i] : d[i] * yr[i];
+        for (int64_t i = 0; i < C; i++)
+            o[r * C + i] = log_in ? d[i] - exp(yr[i]) * sum : yr[i] * (d[i] - sum);
+    }
+}
+
+static int ref_softmax_grad(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    (void)c;
+    softmax_grad_rows(n, s[0], s[1], o, false);
+    return 0;
+}
+
+static int ref_log_softmax_grad(ref_ctx *c, const graph_node *n, const double *const *s,
+                                double *o) {
+    (void)c;
+    softmax_grad_rows(n, s[0], s[1], o, true);
+    return 0;
+}
+
+// The sets a norm's statistics run over: `groups` of `len` elements. Layer
+// and rms norm: rows of the last axis, weight per column; batch norm: a
+// channel over (N, spatial); group norm: (n, group) over (C/G, spatial),
+// weight per channel.
+typedef struct norm_sets {
+    enum op fwd; // LAYER_NORM, RMS_NORM, BATCH_NORM or GROUP_NORM
+    int64_t groups, len, C, S, G;
+} norm_sets;
+
+static norm_sets norm_sets_of(const graph_node *n, const graph_node *x) {
+    norm_sets L = {0};
+    int64_t numel = graph_node_numel(x);
+    switch (n->op) {
+    case OP_LAYER_NORM_GRAD:
+    case OP_LAYER_NORM_WGRAD: L.fwd = OP_LAYER_NORM; break;
+    case OP_RMS_NORM_GRAD:
+    case OP_RMS_NORM_WGRAD: L.fwd = OP_RMS_NORM; break;
+    case OP_BATCH_NORM_GRAD:
+    case OP_BATCH_NORM_WGRAD: L.fwd = OP_BATCH_NORM; break;
+    default: L.fwd = OP_GROUP_NORM; break;
+    }
+    if (L.fwd == OP_LAYER_NORM || L.fwd == OP_RMS_NORM) {
+        L.C = L.len = x->shape[x->ndim - 1];
+        L.groups = numel / L.C;
+        return L;
+    }
+    L.C = x->shape[1];
+    L.S = numel / (x->shape[0] * L.C);
+    L.G = L.fwd == OP_GROUP_NORM ? n->ia[0] : 1;
+    L.groups = L.fwd == OP_GROUP_NORM ? x->shape[0] * L.G : L.C;
+    L.len = numel / L.groups;
+    return L;
+}
+
+// offset of element k of set grp, and its weight channel
+static int64_t norm_elem(const norm_sets *L, int64_t grp, int64_t k, int64_t *ch) {
+    switch (L->fwd) {
+    case OP_BATCH_NORM: *ch = grp; return ((k / L->S) * L->C + grp) * L->S + k % L->S;
+    case OP_GROUP_NORM: *ch = (grp % L->G) * (L->C / L->G) + k / L->S; return grp * L->len + k;
+    default: *ch = k; return grp * L->len + k;
+    }
+}
+
+// dx (s: dy, x, weight) or the weight gradients (s: dy, x; o is (2, C), or
+// (C) for rms norm): mean and biased variance of each set recomputed from x,
+// xhat = (x - mean) / sqrt(var + eps), g = dy * w,
+// dx = (g - mean(g) - xhat mean(g xhat)) / sqrt(var + eps), rms norm
+// without the mean and the mean(g) term.
+static int norm_backward(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    const graph_node *x = src(c, n, 1);
+    if ((n->op == OP_GROUP_NORM_GRAD || n->op == OP_GROUP_NORM_WGRAD) &&
+        (x->ndim < 2 || n->ia[0] <= 0 || x->shape[1] % n->ia[0]))
+        return fail(c, "%s: %lld groups do not divide the channels of the input", op_name(n->op),
+                    (long long)n->ia[0]);
+    norm_sets L = norm_sets_of(n, x);
+    bool center = L.fwd != OP_RMS_NORM, dx = n->nsrc == 3;
+    if (!dx)
+        memset(o, 0, (size_t)graph_node_numel(n) * sizeof *o);
+    for (int64_t grp = 0; grp < L.groups; grp++) {
+        int64_t ch;
+        double mean = 0, var = 0;
+        for (int64_t k = 0; center && k < L.len; k++)
+            mean += s[1][norm_elem(&L, grp, k, &ch)];
+        mean /= (double)L.len;
+        for (int64_t k = 0; k < L.len; k++) {
+            double d = s[1][norm_elem(&L, grp, k, &ch)] - mean;
+            var += d * d;
+        }
+        double rstd = 1 / sqrt(var / (double)L.len + n->fa[0]), mg = 0, mgx = 0;
+        for (int64_t k = 0; k < L.len; k++) {
+            int64_t at = norm_elem(&L, grp, k, &ch);
+            double xhat = (s[1][at] - mean) * rstd;
+            if (dx) {
+                mg += s[0][at] * s[2][ch];
+                mgx += s[0][at] * s[2][ch] * xhat;
+            } else {
+                o[ch] += s[0][at] * xhat;
+                if (center)
+                    o[L.C + ch] += s[0][at];
+            }
+        }
+        if (!dx)
+            continue;
+        mg = center ? mg / (double)L.len : 0;
+        mgx /= (double)L.len;
+        for (int64_t k = 0; k < L.len; k++) {
+            int64_t at = norm_elem(&L, grp, k, &ch);
+            double xhat = (s[1][at] - mean) * rstd;
+            o[at] = rstd * (s[0][at] * s[2][ch] - mg - xhat * mgx);
+        }
+    }
+    return 0;
+}
+
+#define REF_NORM_BACKWARD(l)                                                                       \
+    static int ref_##l(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {       \
+        return norm_backward(c, n, s, o);                                                          \
+    }
+REF_NORM_BACKWARD(layer_norm_grad)
+REF_NORM_BACKWARD(layer_norm_wgrad)
+REF_NORM_BACKWARD(rms_norm_grad)
+REF_NORM_BACKWARD(rms_norm_wgrad)
+REF_NORM_BACKWARD(batch_norm_grad)
+REF_NORM_BACKWARD(batch_norm_wgrad)
+REF_NORM_BACKWARD(group_norm_grad)
+REF_NORM_BACKWARD(group_norm_wgrad)
+
+// conv2d's attributes, defaulted as graph.c does for the forward op
+typedef struct conv_attr {
+    int64_t sh, sw, ph, pw, dh, dw, groups;
+} conv_attr;
+
+static conv_attr conv_attr_of(const graph_node *n) {
+    const int64_t *ia = n->ia;
+    return (conv_attr){
+        ia[0] > 0 ? ia[0] : 1, ia[1] > 0 ? ia[1] : 1, ia[2], ia[3], ia[4] > 0 ? ia[4] : 1,
+        ia[5] > 0 ? ia[5] : 1, ia[6] > 0 ? ia[6] : 1};
+}
+
+// The adjoint of ref_conv2d in x: each product x[b, c, ih, iw] *
+// w[oc, ci, i, j] of the forward sends dy[b, oc, oh, ow] * w back to x's
+// pixel. Images run in parallel, so no two threads write one pixel.
+static int ref_conv2d_grad_input(ref_ctx *c, const graph_node *n, const double *const *s,
+                                 double *o) {
+    const graph_node *dy = src(c, n, 0), *w = src(c, n, 1);
+    int64_t N = n->shape[0], C = n->shape[1], H = n->shape[2], W = n->shape[3];
+    int64_t O = dy->shape[1], OH = dy->shape[2], OW = dy->shape[3];
+    int64_t KH = w->shape[2], KW = w->shape[3];
+    conv_attr a = conv_attr_of(n);
+    int64_t Cg = C / a.groups, Og = O / a.groups;
+    if (C % a.groups || O % a.groups || w->shape[0] != O || w->shape[1] != Cg)
+        return fail(c, "conv2d_grad_input: weight, groups and shapes do not agree");
+    memset(o, 0, (size_t)graph_node_numel(n) * sizeof *o);
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < N; b++)
+        for (int64_t oc = 0; oc < O; oc++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double d = s[0][((b * O + oc) * OH + oh) * OW + ow];
+                    int64_t c0 = oc / Og * Cg;
+                    for (int64_t ci = 0; ci < Cg; ci++)
+                        for (int64_t i = 0; i < KH; i++)
+                            for (int64_t j = 0; j < KW; j++) {
+                                int64_t ih = oh * a.sh - a.ph + i * a.dh;
+                                int64_t iw = ow * a.sw - a.pw + j * a.dw;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                                    continue;
+                                o[((b * C + c0 + ci) * H + ih) * W + iw] +=
+                                    d * s[1][((oc * Cg + ci) * KH + i) * KW + j];
+                            }
+                }
+    return 0;
+}
+
+// dw[oc, ci, i, j] = sum over images and output pixels of dy * the input
+// pixel that tap met in the forward
+static int ref_conv2d_grad_weight(ref_ctx *c, const graph_node *n, const double *const *s,
+                                  double *o) {
+    const graph_node *dy = src(c, n, 0), *x = src(c, n, 1);
+    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
+    int64_t O = dy->shape[1], OH = dy->shape[2], OW = dy->shape[3];
+    int64_t KH = n->shape[2], KW = n->shape[3];
+    conv_attr a = conv_attr_of(n);
+    int64_t Cg = C / a.groups, Og = O / a.groups;
+    if (C % a.groups || O % a.groups || n->shape[0] != O || n->shape[1] != Cg)
+        return fail(c, "conv2d_grad_weight: weight, groups and shapes do not agree");
+#pragma omp parallel for schedule(static)
+    for (int64_t oc = 0; oc < O; oc++) {
+        int64_t c0 = oc / Og * Cg;
+        for (int64_t ci = 0; ci < Cg; ci++)
+            for (int64_t i = 0; i < KH; i++)
+                for (int64_t j = 0; j < KW; j++) {
+                    double acc = 0;
+                    for (int64_t b = 0; b < N; b++)
+                        for (int64_t oh = 0; oh < OH; oh++)
+                            for (int64_t ow = 0; ow < OW; ow++) {
+                                int64_t ih = oh * a.sh - a.ph + i * a.dh;
+                                int64_t iw = ow * a.sw - a.pw + j * a.dw;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                                    continue;
+                                acc += s[0][((b * O + oc) * OH + oh) * OW + ow] *
+                                       s[1][((b * C + c0 + ci) * H + ih) * W + iw];
+                            }
+                    o[((oc * Cg + ci) * KH + i) * KW + j] = acc;
+                }
+    }
+    return 0;
+}
+
+// Each window's dy goes back to its pixels: max pool's to the first maximum
+// in row-major window order (padding never wins), avg pool's spread over the
+// in-bounds pixels divided by the whole window, as the forward counts it.
+static int pool_backward(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    const graph_node *dy = src(c, n, 0);
+    int64_t H = n->shape[2], W = n->shape[3], OH = dy->shape[2], OW = dy->shape[3];
+    int64_t kh = n->ia[4], kw = n->ia[5];
+    int64_t sh = n->ia[0] > 0 ? n->ia[0] : kh, sw = n->ia[1] > 0 ? n->ia[1] : kw;
+    bool is_max = n->op == OP_MAX_POOL2D_GRAD;
+    (void)c;
+    memset(o, 0, (size_t)graph_node_numel(n) * sizeof *o);
+    for (int64_t p = 0; p < n->shape[0] * n->shape[1]; p++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                double d = s[0][(p * OH + oh) * OW + ow], best = 0;
+                int64_t at = -1;
+                for (int64_t i = 0; i < kh; i++)
+                    for (int64_t j = 0; j < kw; j++) {
+                        int64_t ih = oh * sh - n->ia[2] + i, iw = ow * sw - n->ia[3] + j;
+                        if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                            continue;
+                        int64_t k = (p * H + ih) * W + iw;
+                        if (!is_max)
+                            o[k] += d / (double)(kh * kw);
+                        else if (at < 0 || s[1][k] > best || (isnan(s[1][k]) && !isnan(best))) {
+                            best = s[1][k];
+                            at = k;
+                        }
+                    }
+                if (is_max && at >= 0)
+                    o[at] += d;
+            }
+    return 0;
+}
+
+static int ref_max_pool2d_grad(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    return pool_backward(c, n, s, o);
+}
+static int ref_avg_pool2d_grad(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    return pool_backward(c, n, s, o);
+}
+
+static int ref_embedding_grad(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    int64_t V = n->shape[0], D = n->shape[1], count = graph_node_numel(src(c, n, 1));
+    memset(o, 0, (size_t)(V * D) * sizeof *o);
+    for (int64_t i = 0; i < count; i++) {
+        double id = s[1][i];
+        if (id < 0 || id >= (double)V)
+            return fail(c, "embedding_grad: index %lld at position %lld is outside [0, %lld)",
+                        (long long)id, (long long)i, (long long)V);
+        for (int64_t d = 0; d < D; d++)
+            o[(int64_t)id * D + d] += s[0][i * D + d];
+    }
+    return 0;
+}
+
+static int ref_slice_grad(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    const graph_node *dy = src(c, n, 0);
+    memset(o, 0, (size_t)graph_node_numel(n) * sizeof *o);
+    int64_t idx[TENSOR_MAX_DIMS] = {0}, i = 0;
+    do {
+        int64_t off = 0;
+        for (int d = 0; d < n->ndim; d++)
+            off = off * n->shape[d] + idx[d] + (d == n->ia[0] ? n->ia[1] : 0);
+        o[off] = s[0][i++];
+    } while (next_index(dy->ndim, dy->shape, idx));
+    return 0;
+}
+
+// d mean(-log softmax(row)[t]) / d logits = (softmax(row) - onehot(t)) / count
+static int ref_cross_entropy_grad(ref_ctx *c, const graph_node *n, const double *const *s,
+                                  double *o) {
+    int64_t N = n->shape[0], C = n->shape[1], count = 0;
+    for (int64_t r = 0; r < N; r++) {
+        int64_t t = (int64_t)s[2][r];
+        if (t == n->ia[0])
+            continue;
+        if (t < 0 || t >= C)
+            return fail(c, "cross_entropy_grad: target %lld in row %lld is outside [0, %lld)",
+                        (long long)t, (long long)r, (long long)C);
+        count++;
+    }
+    for (int64_t r = 0; r < N; r++) {
+        int64_t t = (int64_t)s[2][r];
+        const double *row = s[1] + r * C;
+        double m = -INFINITY, sum = 0;
+        for (int64_t i = 0; i < C; i++)
+            m = row[i] > m ? row[i] : m;
+        for (int64_t i = 0; i < C; i++)
+            sum += exp(row[i] - m);
+        for (int64_t i = 0; i < C; i++)
+            o[r * C + i] =
+                t == n->ia[0] ? 0 : s[0][0] * (exp(row[i] - m) / sum - (i == t)) / (double)count;
+    }
+    return 0;
+}
+
+static int ref_mse_loss_grad(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    (void)c;
+    int64_t count = graph_node_numel(n);
+    for (int64_t i = 0; i < count; i++)
+        o[i] = s[0][0] * 2 * (s[1][i] - s[2][i]) / (double)count;
+    return 0;
+}
+
+// ---- updates: write their sources (the run's or the session's copies) ----------------
+
+// PyTorch's SGD: d = g + wd p; with momentum, buf = d on the first step and
+// momentum buf + (1 - dampening) d after, d = nesterov ? d + momentum buf :
+// buf; p -= lr d.
+static int ref_sgd(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    double lr = n->fa[0], mom = n->fa[1], wd = n->fa[2], damp = n->fa[3];
+    double *p = (double *)s[0], *buf = n->nsrc > 2 ? (double *)s[2] : NULL;
+    if (mom != 0 && !buf)
+        return fail(c, "sgd: momentum %g needs a momentum buffer (a third input)", mom);
+    int64_t count = graph_node_numel(n);
+    for (int64_t i = 0; i < count; i++) {
+        double d = s[1][i] + wd * p[i];
+        if (mom != 0) {
+            buf[i] = c->step == 1 ? d : mom * buf[i] + (1 - damp) * d;
+            d = n->ia[0] ? d + mom * buf[i] : buf[i];
+        }
+        p[i] -= lr * d;
+        o[i] = p[i];
+    }
+    return 0;
+}
+
+// PyTorch's AdamW at step t: p *= 1 - lr wd; m, v move toward g, g^2;
+// p -= lr / (1 - b1^t) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+static int ref_adamw(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    double lr = n->fa[0], b1 = n->fa[1], b2 = n->fa[2], eps = n->fa[3], wd = n->fa[4];
+    double t = (double)c->step;
+    double *p = (double *)s[0], *m = (double *)s[2], *v = (double *)s[3];
+    int64_t count = graph_node_numel(n);
+    for (int64_t i = 0; i < count; i++) {
+        double g = s[1][i];
+        p[i] *= 1 - lr * wd;
+        m[i] = b1 * m[i] + (1 - b1) * g;
+        v[i] = b2 * v[i] + (1 - b2) * g * g;
+        p[i] -= lr / (1 - pow(b1, t)) * m[i] / (sqrt(v[i]) / sqrt(1 - pow(b2, t)) + eps);
+        o[i] = p[i];
+    }
+    return 0;
+}
+
+static int ref_running_stat(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    (void)c;
+    double *buf = (double *)s[0], m = n->fa[0], f = n->fa[1];
+    int64_t count = graph_node_numel(n);
+    for (int64_t i = 0; i < count; i++) {
+        buf[i] = (1 - m) * buf[i] + m * f * s[1][i];
+        o[i] = buf[i];
+    }
+    return 0;
+}
+
 // ---- the interpreter -------------------------------------------------------------
 
-static void free_vals(int n, double **vals) {
-    for (int i = 0; i < n; i++)
-        free(vals[i]);
+static bool is_source(const graph *g, int i) { return op_kind(g->nodes[i].op) == OPK_SOURCE; }
+
+// Frees every value but the borrowed sources.
+static void free_vals(const graph *g, double **vals, double *const *srcs) {
+    for (int i = 0; i < g->n; i++)
+        if (!(srcs && is_source(g, i)))
+            free(vals[i]);
     free(vals);
 }
 
-// Every node's value; with keep_all false, each is freed after its last use
+// Every node's value at optimizer step `step`. Sources are read from
+// m->values, or borrowed from srcs (a session's copies, which the updates
+// then write). With keep_all false, each value is freed after its last use
 // (outputs and the loss are kept).
-static double **ref_exec(const model *m, bool keep_all, char *err, size_t errcap) {
+static double **ref_exec(const model *m, double *const *srcs, uint64_t step, bool keep_all,
+                         char *err, size_t errcap) {
     const graph *g = m->g;
-    ref_ctx c = {m, g, err, errcap};
+    ref_ctx c = {m, g, step, err, errcap};
     double **vals = calloc((size_t)(g->n ? g->n : 1), sizeof *vals);
     int *left = keep_all ? NULL : graph_use_counts(g);
     if (!vals || (!keep_all && !left)) {
@@ -610,22 +1079,28 @@ static double **ref_exec(const model *m, bool keep_all, char *err, size_t errcap
         const double *s[GRAPH_MAX_SRCS];
         for (int j = 0; j < n->nsrc; j++)
             s[j] = vals[n->src[j]];
-        vals[i] = malloc((size_t)graph_node_numel(n) * sizeof **vals);
-        if (!vals[i]) {
-            snprintf(err, errcap, "out of memory in the reference run at %%%d %s", i,
-                     op_name(n->op));
-            goto fail;
+        if (srcs && is_source(g, i)) {
+            vals[i] = srcs[i];
+        } else {
+            vals[i] = malloc((size_t)graph_node_numel(n) * sizeof **vals);
+            if (!vals[i]) {
+                snprintf(err, errcap, "out of memory in the reference run at %%%d %s", i,
+                         op_name(n->op));
+                goto fail;
+            }
+            if (ref_table[n->op](&c, n, s, vals[i]) < 0)
+                goto fail;
         }
-        if (ref_table[n->op](&c, n, s, vals[i]) < 0)
-            goto fail;
         if (keep_all)
             continue;
-        for (int j = 0; j < n->nsrc; j++)
-            if (--left[n->src[j]] == 0) {
-                free(vals[n->src[j]]);
-                vals[n->src[j]] = NULL;
+        for (int j = 0; j < n->nsrc; j++) {
+            int p = n->src[j];
+            if (--left[p] == 0 && !(srcs && is_source(g, p))) {
+                free(vals[p]);
+                vals[p] = NULL;
             }
-        if (left[i] == 0) {
+        }
+        if (left[i] == 0 && !(srcs && is_source(g, i))) {
             free(vals[i]);
             vals[i] = NULL;
         }
@@ -634,33 +1109,106 @@ static double **ref_exec(const model *m, bool keep_all, char *err, size_t errcap
     return vals;
 fail:
     free(left);
-    free_vals(g->n, vals);
+    free_vals(g, vals, srcs);
     return NULL;
 }
 
-int ref_run(const model *m, double **outputs, char *err, size_t errcap) {
-    const graph *g = m->g;
-    double **vals = ref_exec(m, false, err, errcap);
-    if (!vals)
-        return -1;
-    int rc = 0;
+// Copies of the outputs out of one run's values.
+static int copy_outputs(const graph *g, double **vals, double **outputs, char *err, size_t errcap) {
     for (int k = 0; k < g->noutputs; k++) {
         const graph_node *n = &g->nodes[g->outputs[k]];
         size_t bytes = (size_t)graph_node_numel(n) * sizeof **outputs;
-        outputs[k] = malloc(bytes);
+        outputs[k] = malloc(bytes ? bytes : 1);
         if (!outputs[k]) {
             snprintf(err, errcap, "out of memory copying reference output %d", k);
-            for (int j = 0; j < k; j++)
+            for (int j = 0; j < k; j++) {
                 free(outputs[j]);
-            rc = -1;
-            break;
+                outputs[j] = NULL;
+            }
+            return -1;
         }
         memcpy(outputs[k], vals[g->outputs[k]], bytes);
     }
-    free_vals(g->n, vals);
+    return 0;
+}
+
+int ref_run(const model *m, double **outputs, char *err, size_t errcap) {
+    double **vals = ref_exec(m, NULL, 1, false, err, errcap);
+    if (!vals)
+        return -1;
+    int rc = copy_outputs(m->g, vals, outputs, err, errcap);
+    free_vals(m->g, vals, NULL);
     return rc;
 }
 
 double **ref_run_all(const model *m, char *err, size_t errcap) {
-    return ref_exec(m, true, err, errcap);
+    return ref_exec(m, NULL, 1, true, err, errcap);
+}
+
+// ---- sessions: sources that persist across runs -------------------------------------
+
+struct ref_session {
+    const model *m;
+    double **src; // g->n entries: the fp64 value of each source node, NULL for the rest
+};
+
+ref_session *ref_session_new(const model *m, char *err, size_t errcap) {
+    const graph *g = m->g;
+    ref_session *s = calloc(1, sizeof *s);
+    if (s) {
+        s->m = m;
+        s->src = calloc((size_t)(g->n ? g->n : 1), sizeof *s->src);
+    }
+    if (!s || !s->src) {
+        snprintf(err, errcap, "out of memory starting a reference session");
+        ref_session_free(s);
+        return NULL;
+    }
+    ref_ctx c = {m, g, 1, err, errcap};
+    for (int i = 0; i < g->n; i++) {
+        if (!is_source(g, i))
+            continue;
+        const graph_node *n = &g->nodes[i];
+        s->src[i] = malloc((size_t)graph_node_numel(n) * sizeof **s->src);
+        if (!s->src[i]) {
+            snprintf(err, errcap, "out of memory copying %%%d %s", i, op_name(n->op));
+            ref_session_free(s);
+            return NULL;
+        }
+        if (source(&c, n, s->src[i]) < 0) {
+            ref_session_free(s);
+            return NULL;
+        }
+    }
+    return s;
+}
+
+int ref_session_run(ref_session *s, uint64_t step, double **outputs, char *err, size_t errcap) {
+    // the batch may have been redrawn (model_init_inputs); parameters and
+    // buffers are the session's own
+    const graph *g = s->m->g;
+    ref_ctx c = {s->m, g, step, err, errcap};
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == OP_INPUT && source(&c, &g->nodes[i], s->src[i]) < 0)
+            return -1;
+    double **vals = ref_exec(s->m, s->src, step ? step : 1, false, err, errcap);
+    if (!vals)
+        return -1;
+    int rc = copy_outputs(s->m->g, vals, outputs, err, errcap);
+    free_vals(s->m->g, vals, s->src);
+    return rc;
+}
+
+const double *ref_session_source(const ref_session *s, int node) {
+    return node >= 0 && node < s->m->g->n ? s->src[node] : NULL;
+}
+
+void ref_session_free(ref_session *s) {
+    if (!s)
+        return;
+    if (s->src)
+        for (int i = 0; i < s->m->g->n; i++)
+            free(s->src[i]);
+    free(s->src);
+    free(s);
 }

@@ -4,13 +4,19 @@
 #include "yamldoc.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 static const char *const suite_keys[] = {"name", "defaults", "cases", NULL};
-static const char *const defaults_keys[] = {"modes", "precisions", "workloads", NULL};
-static const char *const case_keys[] = {"name", "model", "batch", "params", "sizes", NULL};
+static const char *const defaults_keys[] = {"modes", "precisions", "workloads", "optimizer",
+                                            NULL};
+static const char *const case_keys[] = {"name", "model", "batch", "params", "sizes", "optimizer",
+                                        NULL};
+static const char *const adamw_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay", NULL};
+static const char *const sgd_keys[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov",
+                                       NULL};
 static const char *const size_keys[] = {"params", "batch", NULL};
 
 // The words each default list may hold (the runner's modes, precisions,
@@ -183,6 +189,70 @@ static char *model_stem(const char *model) {
     return strndup(b, n);
 }
 
+// A non-negative finite number.
+static int parse_rate(suite_ctx *x, const yd_node *v, const char *what, double *out) {
+    char *end = NULL;
+    double d = v->kind == YD_SCALAR && !yd_is_null(v) ? strtod(v->str, &end) : NAN;
+    if (!end || end == v->str || *end || !(d >= 0) || d > 1e30)
+        return diag_set(x->d, x->doc->path, v->line, v->col,
+                        "%s must be a non-negative number, got '%s'", what,
+                        v->kind == YD_SCALAR ? v->str : "a collection");
+    *out = d;
+    return 0;
+}
+
+// optimizer: adamw | sgd | {adamw: {lr: .., beta1: .., beta2: .., eps: .., weight_decay: ..}}
+//          | {sgd: {lr: .., momentum: .., dampening: .., weight_decay: .., nesterov: true}}
+static int parse_optimizer(suite_ctx *x, const yd_node *n, train_opts *o) {
+    const yd_node *kind = n, *opts = NULL;
+    if (n->kind == YD_MAP) {
+        if (n->n != 1)
+            return diag_set(x->d, x->doc->path, n->line, n->col,
+                            "optimizer is adamw or sgd, or a one-key mapping like "
+                            "{adamw: {lr: 0.001}}");
+        kind = n->keys[0];
+        opts = n->vals[0];
+    }
+    if (kind->kind != YD_SCALAR || yd_is_null(kind) ||
+        (strcmp(kind->str, "adamw") && strcmp(kind->str, "sgd")))
+        return diag_set(x->d, x->doc->path, kind->line, kind->col,
+                        "unknown optimizer '%s'; expected adamw or sgd",
+                        kind->kind == YD_SCALAR ? kind->str : "a collection");
+    bool sgd = !strcmp(kind->str, "sgd");
+    *o = sgd ? train_opts_sgd() : train_opts_default();
+    if (!opts || yd_is_null(opts))
+        return 0;
+    if (yd_expect(x->doc, opts, YD_MAP, "the optimizer's settings", x->d) < 0 ||
+        yd_check_keys(x->doc, opts, sgd ? "sgd" : "adamw", sgd ? sgd_keys : adamw_keys, x->d) < 0)
+        return -1;
+    for (int i = 0; i < opts->n; i++) {
+        const char *k = opts->keys[i]->str;
+        const yd_node *v = opts->vals[i];
+        if (!strcmp(k, "nesterov")) {
+            if (v->kind != YD_SCALAR || (strcmp(v->str, "true") && strcmp(v->str, "false")))
+                return diag_set(x->d, x->doc->path, v->line, v->col,
+                                "nesterov must be true or false");
+            o->nesterov = !strcmp(v->str, "true");
+            continue;
+        }
+        double *dst = !strcmp(k, "lr")             ? &o->lr
+                      : !strcmp(k, "beta1")        ? &o->beta1
+                      : !strcmp(k, "beta2")        ? &o->beta2
+                      : !strcmp(k, "eps")          ? &o->eps
+                      : !strcmp(k, "weight_decay") ? &o->weight_decay
+                      : !strcmp(k, "momentum")     ? &o->momentum
+                                                   : &o->dampening;
+        if (parse_rate(x, v, k, dst) < 0)
+            return -1;
+        if ((dst == &o->beta1 || dst == &o->beta2) && *dst >= 1)
+            return diag_set(x->d, x->doc->path, v->line, v->col, "%s must be below 1", k);
+    }
+    if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
+        return diag_set(x->d, x->doc->path, opts->line, opts->col,
+                        "nesterov needs a momentum and zero dampening");
+    return 0;
+}
+
 static int parse_case(suite_ctx *x, suite *s, const yd_node *n, const char *size, bool *size_seen) {
     if (yd_expect(x->doc, n, YD_MAP, "a case", x->d) < 0 ||
         yd_check_keys(x->doc, n, "a case", case_keys, x->d) < 0)
@@ -230,6 +300,10 @@ static int parse_case(suite_ctx *x, suite *s, const yd_node *n, const char *size
     if (parse_batch(x, batch, &c->batch) < 0)
         return -1;
     if (params && add_overrides(x, s, c, params, "params") < 0)
+        return -1;
+    const yd_node *opt = yd_get(n, "optimizer");
+    c->optim = s->optim;
+    if (opt && parse_optimizer(x, opt, &c->optim) < 0)
         return -1;
     const yd_node *sizes = yd_get(n, "sizes");
     if (!sizes)
@@ -294,6 +368,7 @@ static int parse_suite(suite_ctx *x, suite *s, const yd_node *root, const char *
         words_set(x, &s->precisions, &s->nprecisions, (const char *const[]){"fp32", NULL}) < 0 ||
         words_set(x, &s->workloads, &s->nworkloads, (const char *const[]){"infer", NULL}) < 0)
         return -1;
+    s->optim = train_opts_default();
     const yd_node *def = yd_get(root, "defaults");
     if (def) {
         if (yd_expect(x->doc, def, YD_MAP, "defaults", x->d) < 0 ||
@@ -308,6 +383,8 @@ static int parse_suite(suite_ctx *x, suite *s, const yd_node *root, const char *
             return -1;
         if ((v = yd_get(def, "workloads")) &&
             parse_words(x, v, "workloads", known_workloads, &s->workloads, &s->nworkloads) < 0)
+            return -1;
+        if ((v = yd_get(def, "optimizer")) && parse_optimizer(x, v, &s->optim) < 0)
             return -1;
     }
     const yd_node *cases = yd_get(root, "cases");

@@ -12,8 +12,11 @@
 // under $TCBENCH_MODELS when set; a value with '/' or ending .yaml is a path
 // relative to the suite file), a batch size, parameter overrides, and
 // optional named sizes; --size NAME applies that size's overrides over the
-// case's own. Suite-level defaults give the modes, precisions and workloads.
+// case's own. Suite-level defaults give the modes, precisions, workloads and
+// the optimizer of training (`optimizer: sgd`, or `{adamw: {lr: 0.001}}`),
+// which a case may override.
 #pragma once
+#include "autograd.h"
 #include "diag.h"
 #include "modeldef.h"
 
@@ -26,6 +29,7 @@ typedef struct suite_case {
     modeldef_override *overrides; // strings owned by the suite
     int noverrides;
     int line, col; // where the case starts
+    train_opts optim; // the training workload's optimizer (suite default, or the case's)
 } suite_case;
 
 typedef struct suite {
@@ -40,6 +44,7 @@ typedef struct suite {
     int nprecisions;
     char **workloads;
     int nworkloads;
+    train_opts optim; // defaults.optimizer; AdamW, lr 0.01 when unset
 } suite;
 
 // size may be NULL (no size). A size the suite does not define is an error.

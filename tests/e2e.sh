@@ -92,7 +92,7 @@ usage_error "bad --filter" "--filter '\(': bad regular expression" "$EXE" run --
 usage_error "bad --exclude" "--exclude '\[': bad regular expression" "$EXE" run --exclude '['
 usage_error "--mode bogus" "--mode bogus: unknown mode" "$EXE" run --mode eager,bogus
 usage_error "--precision amp" "--precision amp: not available" "$EXE" run --precision amp
-usage_error "--workload train" "--workload train: not available" "$EXE" run --workload train
+usage_error "--workload bogus" "--workload bogus" "$EXE" run --workload bogus
 usage_error "--only nosuch" "--only nosuch" "$EXE" run "$SRC/suites/smoke.yaml" --only nosuch
 usage_error "missing suite" "nosuch\.yaml" "$EXE" run "$TMP/nosuch.yaml"
 usage_error "list without suite" "no SUITE" "$EXE" list
@@ -257,6 +257,25 @@ else
     bad "--dump wrote no source under $TMP/dump/first/captured"
 fi
 if ls "$TMP"/tcbench-kcache-* >/dev/null 2>&1; then bad "temporary kernel cache left"; else ok; fi
+
+# --- training: the whole step, checked over two steps, both modes ------------
+expect 0 "run --workload train" "$EXE" run "$SRC/suites/smoke.yaml" --only mlp --workload train \
+    --mode eager,compiled,captured --repeat 2 -o "$TMP/train.json"
+has "$TMP/train.json" '"workload": "train",' "training recorded"
+has "$TMP/train.json" '"status": "pass",' "compiled training passes"
+has "$TMP/stdout" '^mlp +captured +pass' "captured training passes"
+cat >"$TMP/suites/sgd.yaml" <<EOF
+name: sgd
+defaults: {optimizer: {sgd: {lr: 0.05, momentum: 0.9, nesterov: true}}}
+cases:
+  - {name: mlp, model: $SRC/models/mlp.yaml, batch: 4, params: {features: 8, hidden: 16, classes: 4}}
+EOF
+expect 0 "run --workload train with sgd" "$EXE" run "$TMP/suites/sgd.yaml" --workload train \
+    --repeat 1 -o "$TMP/sgd.json"
+has "$TMP/sgd.json" '"status": "pass",' "sgd training passes"
+expect 1 "train a model without a loss" "$EXE" run "$TMP/suites/smoke.yaml" --only first \
+    --workload train --repeat 1 -o "$TMP/noloss.json"
+has "$TMP/noloss.json" 'the model has no loss to train' "no loss said so"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

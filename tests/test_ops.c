@@ -360,6 +360,159 @@ static int b_chain(graph *g, const op_case *tc) {
     return out(g, y);
 }
 
+// ---- builders for the training ops ---------------------------------------------
+
+// dy * f'(x), f = ia[0]; x "pos" for the ops defined on x > 0, "wide" else
+static int b_act_grad(graph *g, const op_case *tc) {
+    enum op f = (enum op)tc->ia[0];
+    bool pos = f == OP_LOG || f == OP_SQRT || f == OP_RSQRT;
+    int dy = in(g, "dy", tc->dt, tc->nd, tc->shape);
+    int x = in(g, pos ? "pos" : "wide", tc->dt, tc->nd, tc->shape);
+    return out(g, op(g, OP_ACT_GRAD, 2, (int[]){dy, x}, tc));
+}
+
+// x a transposed view, dy sliced out of a wider input
+static int b_act_grad_views(graph *g, const op_case *tc) {
+    int64_t R = tc->shape[0], C = tc->shape[1];
+    int dy = graph_slice(g, in(g, "dy", tc->dt, 2, (int64_t[]){R, C + 4}), 1, 2, C);
+    int x = graph_permute(g, in(g, "wide", tc->dt, 2, (int64_t[]){C, R}), (int[]){1, 0});
+    return out(g, op(g, OP_ACT_GRAD, 2, (int[]){dy, x}, tc));
+}
+
+// dy (shape) summed to shape2
+static int b_sum_to(graph *g, const op_case *tc) {
+    int dy = in(g, "dy", tc->dt, tc->nd, tc->shape);
+    return out(g, graph_op_shaped(g, OP_SUM_TO, 1, &dy, NULL, NULL, tc->nd2, tc->shape2));
+}
+
+// dy a transposed view of a (shape[1], shape[0]) input
+static int b_sum_to_perm(graph *g, const op_case *tc) {
+    int x = in(g, "dy", tc->dt, 2, (int64_t[]){tc->shape[1], tc->shape[0]});
+    int dy = graph_permute(g, x, (int[]){1, 0});
+    return out(g, graph_op_shaped(g, OP_SUM_TO, 1, &dy, NULL, NULL, tc->nd2, tc->shape2));
+}
+
+// dy, x of shape and the weight (C): the last axis, or axis 1 for the
+// channel norms; the weight gradients take dy and x only
+static int b_norm_grad(graph *g, const op_case *tc) {
+    bool chan = tc->op == OP_BATCH_NORM_GRAD || tc->op == OP_BATCH_NORM_WGRAD ||
+                tc->op == OP_GROUP_NORM_GRAD || tc->op == OP_GROUP_NORM_WGRAD;
+    int64_t C = chan ? tc->shape[1] : tc->shape[tc->nd - 1];
+    int dy = in(g, "dy", tc->dt, tc->nd, tc->shape);
+    int x = in(g, "x", tc->dt, tc->nd, tc->shape);
+    int w = param(g, 1, &C);
+    bool wgrad = op_min_srcs(tc->op) == 2;
+    return out(g, op(g, tc->op, wgrad ? 2 : 3, (int[]){dy, x, w}, tc));
+}
+
+// x a transposed view of a (shape[1], shape[0]) input
+static int b_norm_grad_perm(graph *g, const op_case *tc) {
+    int64_t C = tc->shape[1];
+    int dy = in(g, "dy", tc->dt, 2, tc->shape);
+    int x = graph_permute(g, in(g, "x", tc->dt, 2, (int64_t[]){tc->shape[1], tc->shape[0]}),
+                          (int[]){1, 0});
+    int w = param(g, 1, &C);
+    return out(g, op(g, tc->op, 3, (int[]){dy, x, w}, tc));
+}
+
+static int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+    return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
+
+// x shape in shape, weight (O, C/g, kh, kw) in shape2, ia as conv2d; dy has
+// the forward output's shape. grad_input makes dx from (dy, w), grad_weight
+// dw from (dy, x).
+static int b_conv_grad(graph *g, const op_case *tc) {
+    const int64_t *xs = tc->shape, *ws = tc->shape2, *ia = tc->ia;
+    int64_t dys[4] = {xs[0], ws[0], conv_out_size(xs[2], ws[2], ia[0], ia[2], ia[4]),
+                      conv_out_size(xs[3], ws[3], ia[1], ia[3], ia[5])};
+    int dy = in(g, "dy", tc->dt, 4, dys);
+    if (tc->op == OP_CONV2D_GRAD_INPUT) {
+        int w = param(g, 4, ws);
+        return out(g, graph_op_shaped(g, tc->op, 2, (int[]){dy, w}, ia, NULL, 4, xs));
+    }
+    int x = in(g, "x", tc->dt, 4, xs);
+    return out(g, graph_op_shaped(g, tc->op, 2, (int[]){dy, x}, ia, NULL, 4, ws));
+}
+
+// x shape in shape, ia as the pools
+static int b_pool_grad(graph *g, const op_case *tc) {
+    const int64_t *xs = tc->shape, *ia = tc->ia;
+    int64_t dys[4] = {xs[0], xs[1], conv_out_size(xs[2], ia[4], ia[0], ia[2], 1),
+                      conv_out_size(xs[3], ia[5], ia[1], ia[3], 1)};
+    int dy = in(g, "dy", tc->dt, 4, dys);
+    if (tc->op == OP_AVG_POOL2D_GRAD)
+        return out(g, graph_op_shaped(g, tc->op, 1, &dy, ia, NULL, 4, xs));
+    int x = in(g, "x", tc->dt, 4, xs);
+    return out(g, op(g, tc->op, 2, (int[]){dy, x}, tc));
+}
+
+// table (V, D) = shape, indices of shape2 in [0, V + ia[1]) (i64 when ia[0])
+static int b_embedding_grad(graph *g, const op_case *tc) {
+    int64_t dys[TENSOR_MAX_DIMS];
+    memcpy(dys, tc->shape2, sizeof tc->shape2);
+    dys[tc->nd2] = tc->shape[1];
+    int i =
+        in_int(g, tc->ia[0] ? DT_I64 : DT_I32, tc->nd2, tc->shape2, 0, tc->shape[0] + tc->ia[1]);
+    int dy = in(g, "dy", tc->dt, tc->nd2 + 1, dys);
+    return out(g,
+               graph_op_shaped(g, OP_EMBEDDING_GRAD, 2, (int[]){dy, i}, NULL, NULL, 2, tc->shape));
+}
+
+// dy (shape2) into zeros of shape at ia[1] along ia[0]; dy a transposed
+// view when ia[2]
+static int b_slice_grad(graph *g, const op_case *tc) {
+    int dy;
+    if (tc->ia[2])
+        dy = graph_permute(g, in(g, "dy", tc->dt, 2, (int64_t[]){tc->shape2[1], tc->shape2[0]}),
+                           (int[]){1, 0});
+    else
+        dy = in(g, "dy", tc->dt, tc->nd2, tc->shape2);
+    int64_t ia[GRAPH_MAX_IA] = {tc->ia[0], tc->ia[1]};
+    return out(g, graph_op_shaped(g, OP_SLICE_GRAD, 1, &dy, ia, NULL, tc->nd, tc->shape));
+}
+
+// dloss () and logits (N, C), targets in [0, C); ia0 ignored
+static int b_cross_entropy_grad(graph *g, const op_case *tc) {
+    int dl = in(g, "dl", DT_F32, 0, NULL);
+    int x = in(g, "x", DT_F32, 2, tc->shape);
+    int t = in_int(g, tc->dt, 1, tc->shape, 0, tc->shape[1]);
+    return out(g, op(g, OP_CROSS_ENTROPY_GRAD, 3, (int[]){dl, x, t}, tc));
+}
+
+// dloss (), a (a transposed view when ia[0]), b
+static int b_mse_grad(graph *g, const op_case *tc) {
+    int dl = in(g, "dl", DT_F32, 0, NULL);
+    int a = tc->ia[0]
+                ? graph_permute(g, in(g, "a", DT_F32, 2, (int64_t[]){tc->shape[1], tc->shape[0]}),
+                                (int[]){1, 0})
+                : in(g, "a", DT_F32, tc->nd, tc->shape);
+    int b = in(g, "b", DT_F32, tc->nd, tc->shape);
+    return out(g, graph_op(g, OP_MSE_LOSS_GRAD, 3, (int[]){dl, a, b}, NULL, NULL));
+}
+
+// param, gradient (a transposed view when ia[1]) and the optimizer's state
+// buffers: zeros for SGD's momentum and Adam's second moment, N(0, 1) for
+// Adam's first; RUNNING_STAT: a buffer of ones and a statistic
+static int b_update(graph *g, const op_case *tc) {
+    int p = tc->op == OP_RUNNING_STAT
+                ? graph_buffer(g, "rs", DT_F32, tc->nd, tc->shape, INIT_ONES, 0)
+                : param(g, tc->nd, tc->shape);
+    int gr = tc->ia[1]
+                 ? graph_permute(g, in(g, "g", DT_F32, 2, (int64_t[]){tc->shape[1], tc->shape[0]}),
+                                 (int[]){1, 0})
+                 : in(g, "g", DT_F32, tc->nd, tc->shape);
+    int s[4] = {p, gr, -1, -1}, ns = 2;
+    if (tc->op == OP_SGD && tc->fa[1] != 0)
+        s[ns++] = graph_buffer(g, "buf", DT_F32, tc->nd, tc->shape, INIT_ZEROS, 0);
+    if (tc->op == OP_ADAMW) {
+        s[ns++] = graph_buffer(g, "m", DT_F32, tc->nd, tc->shape, INIT_NORMAL, 0.1);
+        s[ns++] = graph_buffer(g, "v", DT_F32, tc->nd, tc->shape, INIT_ZEROS, 0);
+    }
+    int64_t ia[GRAPH_MAX_IA] = {tc->ia[0]};
+    return out(g, graph_op(g, tc->op, ns, s, ia, tc->fa));
+}
+
 // ---- the cases ------------------------------------------------------------------
 
 #define S1(a)          .nd = 1, .shape = {a}
@@ -379,6 +532,9 @@ static int b_chain(graph *g, const op_case *tc) {
 
 #define UN(o)                                                                                      \
     { #o, b_unary_wide, OP_##o, S2(7, 13), ONE }
+#define AG(o)                                                                                      \
+    { "act_grad_" #o, b_act_grad, OP_ACT_GRAD, S2(7, 13), IA(OP_##o), .atol = 1e-5, ONE }
+#define NORM(eps, tol) .fa = {eps}, .rtol = 1e-4, .atol = (tol)
 #define UN_POS(o)                                                                                  \
     { #o "_pos", b_unary_pos, OP_##o, S2(7, 13), ONE }
 
@@ -559,6 +715,137 @@ static const op_case cases[] = {
      .atol = 1e-5, ONE},
     {"mse_loss", b_mse, OP_MSE_LOSS, S2(7, 13), .atol = 1e-6, ONE},
     {"mse_loss_big", b_mse, OP_MSE_LOSS, BIG, .atol = 1e-5, ONE},
+    // comparisons into bool
+    {"ge", b_binary, OP_GE, S2(7, 13), T2(7, 13), ONE},
+    {"ge_bcast_f16", b_binary, OP_GE, S3(3, 7, 13), T1(13), .dt = DT_F16, ONE},
+    {"ge_perm_big", b_binary_perm, OP_GE, BIG, ONE},
+    {"ge_i32", b_binary_int, OP_GE, S2(7, 13), T2(7, 1), .dt = DT_I32, ONE},
+    // training: activation gradients, dy * f'(x) for every unary op with one
+    AG(NEG),
+    AG(EXP),
+    AG(LOG),
+    AG(SQRT),
+    AG(RSQRT),
+    AG(RECIP),
+    AG(ABS),
+    AG(TANH),
+    AG(SIGMOID),
+    AG(RELU),
+    AG(RELU6),
+    AG(GELU),
+    AG(GELU_TANH),
+    AG(SILU),
+    AG(HARDSWISH),
+    AG(HARDSIGMOID),
+    {"act_grad_SCALE", b_act_grad, OP_ACT_GRAD, S2(7, 13), IA(OP_SCALE), .fa = {-1.5, 0.25}, ONE},
+    {"act_grad_gelu_big", b_act_grad, OP_ACT_GRAD, BIG, IA(OP_GELU), .atol = 1e-5, ONE},
+    {"act_grad_silu_views", b_act_grad_views, OP_ACT_GRAD, S2(33, 17), IA(OP_SILU), .atol = 1e-5,
+     ONE},
+    {"act_grad_tanh_f16", b_act_grad, OP_ACT_GRAD, S2(7, 13), IA(OP_TANH), F16, ONE},
+    // sums over broadcast axes
+    {"sum_to_bias", b_sum_to, OP_SUM_TO, S2(7, 13), T1(13), .atol = 1e-5, ONE},
+    {"sum_to_rows", b_sum_to, OP_SUM_TO, S2(7, 13), T2(7, 1), .atol = 1e-5, ONE},
+    {"sum_to_scalar", b_sum_to, OP_SUM_TO, S2(7, 13), .atol = 1e-5, ONE},
+    {"sum_to_channel", b_sum_to, OP_SUM_TO, S4(2, 5, 6, 7), T3(5, 1, 1), .atol = 1e-5, ONE},
+    {"sum_to_same", b_sum_to, OP_SUM_TO, S2(7, 13), T2(7, 13), ONE},
+    {"sum_to_inner", b_sum_to, OP_SUM_TO, S3(3, 7, 13), T3(3, 1, 13), .atol = 1e-5, ONE},
+    {"sum_to_big_bias", b_sum_to, OP_SUM_TO, BIG, T1(301), .atol = 1e-4, ONE},
+    {"sum_to_big_scalar", b_sum_to, OP_SUM_TO, BIG, .atol = 1e-3, ONE},
+    {"sum_to_big_channel", b_sum_to, OP_SUM_TO, S4(4, 64, 33, 35), T3(64, 1, 1), .atol = 1e-4, ONE},
+    {"sum_to_big_outer", b_sum_to, OP_SUM_TO, S3(40, 3, 700), T2(1, 700), .atol = 1e-4, ONE},
+    {"sum_to_perm", b_sum_to_perm, OP_SUM_TO, S2(7, 13), T1(13), .atol = 1e-5, .kernels = 2},
+    {"sum_to_f16", b_sum_to, OP_SUM_TO, S3(3, 7, 13), T2(1, 13), F16, ONE},
+    {"sum_to_f16_big", b_sum_to, OP_SUM_TO, BIG, T1(301), .dt = DT_F16, .rtol = 2e-3, .atol = 2e-2,
+     ONE},
+    // softmax gradients (y is any tensor: the formulas do not need a softmax)
+    {"softmax_grad", b_binary, OP_SOFTMAX_GRAD, S2(7, 13), T2(7, 13), ONE},
+    {"softmax_grad_big", b_binary, OP_SOFTMAX_GRAD, S2(129, 1000), T2(129, 1000), .atol = 1e-4,
+     ONE},
+    {"log_softmax_grad", b_binary, OP_LOG_SOFTMAX_GRAD, S3(2, 7, 13), T3(2, 7, 13), .atol = 1e-5,
+     ONE},
+    {"log_softmax_grad_perm", b_binary_perm, OP_LOG_SOFTMAX_GRAD, S2(7, 13), .atol = 1e-5,
+     .kernels = 2},
+    // norm gradients
+    {"layer_norm_grad", b_norm_grad, OP_LAYER_NORM_GRAD, S3(5, 7, 64), NORM(1e-5, 1e-5), ONE},
+    {"layer_norm_grad_odd", b_norm_grad, OP_LAYER_NORM_GRAD, S2(3, 13), NORM(1e-3, 1e-5), ONE},
+    {"layer_norm_grad_big", b_norm_grad, OP_LAYER_NORM_GRAD, S2(64, 768), NORM(1e-5, 1e-5), ONE},
+    {"layer_norm_grad_perm", b_norm_grad_perm, OP_LAYER_NORM_GRAD, S2(7, 13), NORM(1e-5, 1e-5),
+     .kernels = 2},
+    {"layer_norm_wgrad", b_norm_grad, OP_LAYER_NORM_WGRAD, S3(5, 7, 64), NORM(1e-5, 1e-5), ONE},
+    {"layer_norm_wgrad_big", b_norm_grad, OP_LAYER_NORM_WGRAD, S2(257, 301), NORM(1e-5, 1e-4), ONE},
+    {"rms_norm_grad", b_norm_grad, OP_RMS_NORM_GRAD, S3(5, 7, 64), NORM(1e-6, 1e-5), ONE},
+    {"rms_norm_grad_big", b_norm_grad, OP_RMS_NORM_GRAD, S2(64, 768), NORM(1e-6, 1e-5), ONE},
+    {"rms_norm_wgrad", b_norm_grad, OP_RMS_NORM_WGRAD, S2(9, 13), NORM(1e-6, 1e-5), ONE},
+    {"rms_norm_wgrad_big", b_norm_grad, OP_RMS_NORM_WGRAD, S2(257, 301), NORM(1e-6, 1e-4), ONE},
+    {"batch_norm_grad", b_norm_grad, OP_BATCH_NORM_GRAD, S4(2, 3, 5, 7), NORM(1e-5, 1e-5), ONE},
+    {"batch_norm_grad_2d", b_norm_grad, OP_BATCH_NORM_GRAD, S2(9, 13), NORM(1e-5, 1e-5), ONE},
+    {"batch_norm_grad_big", b_norm_grad, OP_BATCH_NORM_GRAD, S4(2, 32, 28, 28), NORM(1e-5, 1e-5),
+     ONE},
+    {"batch_norm_wgrad", b_norm_grad, OP_BATCH_NORM_WGRAD, S4(2, 3, 5, 7), NORM(1e-5, 1e-5), ONE},
+    {"batch_norm_wgrad_big", b_norm_grad, OP_BATCH_NORM_WGRAD, S4(2, 32, 28, 28), NORM(1e-5, 1e-4),
+     ONE},
+    {"group_norm_grad", b_norm_grad, OP_GROUP_NORM_GRAD, S4(2, 6, 5, 7), IA(3), NORM(1e-5, 1e-5),
+     ONE},
+    {"group_norm_grad_big", b_norm_grad, OP_GROUP_NORM_GRAD, S4(2, 32, 24, 24), IA(8),
+     NORM(1e-5, 1e-5), ONE},
+    {"group_norm_wgrad", b_norm_grad, OP_GROUP_NORM_WGRAD, S4(2, 6, 5, 7), IA(2), NORM(1e-5, 1e-5),
+     ONE},
+    {"group_norm_wgrad_big", b_norm_grad, OP_GROUP_NORM_WGRAD, S4(2, 32, 24, 24), IA(8),
+     NORM(1e-5, 1e-4), ONE},
+    {"batch_norm_train", b_channel_norm, OP_BATCH_NORM, S4(2, 3, 5, 7), IA(1), .fa = {1e-5, 0.1},
+     .rtol = 1e-4, .atol = 1e-5, ONE},
+    {"batch_norm_train_2d_big", b_channel_norm, OP_BATCH_NORM, S2(300, 130), IA(1),
+     .fa = {1e-5, 0.1}, .rtol = 1e-4, .atol = 1e-5, ONE},
+    // convolution and pooling gradients (ia as conv2d and the pools)
+    {"conv2d_grad_input", b_conv_grad, OP_CONV2D_GRAD_INPUT, S4(2, 3, 9, 11), T4(4, 3, 3, 3),
+     IA(1, 1, 1, 1, 1, 1, 1), GEMM(36), ONE},
+    {"conv2d_grad_input_stride_dil", b_conv_grad, OP_CONV2D_GRAD_INPUT, S4(2, 3, 13, 12),
+     T4(5, 3, 3, 2), IA(2, 3, 0, 1, 2, 1, 1), GEMM(45), ONE},
+    {"conv2d_grad_input_groups", b_conv_grad, OP_CONV2D_GRAD_INPUT, S4(1, 4, 8, 8), T4(6, 2, 3, 3),
+     IA(1, 1, 1, 1, 1, 1, 2), GEMM(27), ONE},
+    {"conv2d_grad_weight", b_conv_grad, OP_CONV2D_GRAD_WEIGHT, S4(2, 3, 9, 11), T4(4, 3, 3, 3),
+     IA(1, 1, 1, 1, 1, 1, 1), GEMM(198), ONE},
+    {"conv2d_grad_weight_stride_dil", b_conv_grad, OP_CONV2D_GRAD_WEIGHT, S4(2, 3, 13, 12),
+     T4(5, 3, 3, 2), IA(2, 3, 0, 1, 2, 1, 1), GEMM(80), ONE},
+    {"conv2d_grad_weight_depthwise", b_conv_grad, OP_CONV2D_GRAD_WEIGHT, S4(2, 4, 7, 7),
+     T4(4, 1, 3, 3), IA(2, 2, 1, 1, 1, 1, 4), GEMM(32), ONE},
+    {"max_pool2d_grad", b_pool_grad, OP_MAX_POOL2D_GRAD, S4(2, 3, 9, 11), IA(2, 2, 1, 1, 3, 3),
+     ONE},
+    {"max_pool2d_grad_overlap", b_pool_grad, OP_MAX_POOL2D_GRAD, S4(1, 2, 8, 7),
+     IA(1, 1, 0, 0, 2, 2), ONE},
+    {"avg_pool2d_grad", b_pool_grad, OP_AVG_POOL2D_GRAD, S4(2, 3, 9, 11), IA(2, 2, 1, 1, 3, 3),
+     ONE},
+    {"avg_pool2d_grad_rect", b_pool_grad, OP_AVG_POOL2D_GRAD, S4(1, 2, 8, 9), IA(1, 3, 0, 1, 2, 3),
+     ONE},
+    // data movement gradients
+    {"embedding_grad", b_embedding_grad, OP_EMBEDDING_GRAD, S2(11, 6), T2(3, 5), .atol = 1e-5, ONE},
+    {"embedding_grad_repeats", b_embedding_grad, OP_EMBEDDING_GRAD, S2(3, 7), T1(40), .atol = 1e-5,
+     ONE},
+    {"embedding_grad_i64_big", b_embedding_grad, OP_EMBEDDING_GRAD, S2(1000, 64), T2(8, 128), IA(1),
+     .atol = 1e-5, ONE},
+    {"slice_grad", b_slice_grad, OP_SLICE_GRAD, S3(4, 9, 5), T3(4, 3, 5), IA(1, 2), ONE},
+    {"slice_grad_first", b_slice_grad, OP_SLICE_GRAD, S2(7, 13), T2(2, 13), IA(0, 5), ONE},
+    {"slice_grad_last_perm", b_slice_grad, OP_SLICE_GRAD, S2(7, 13), T2(7, 4), IA(-1, 0, 1), ONE},
+    {"slice_grad_f16_big", b_slice_grad, OP_SLICE_GRAD, S2(257, 301), T2(257, 100), IA(1, 150), F16,
+     ONE},
+    // loss gradients
+    {"cross_entropy_grad", b_cross_entropy_grad, OP_CROSS_ENTROPY_GRAD, S2(9, 13), .dt = DT_I32,
+     IA(-100), ONE},
+    {"cross_entropy_grad_ignore", b_cross_entropy_grad, OP_CROSS_ENTROPY_GRAD, S2(40, 5),
+     .dt = DT_I64, IA(3), ONE},
+    {"cross_entropy_grad_big", b_cross_entropy_grad, OP_CROSS_ENTROPY_GRAD, S2(64, 1000),
+     .dt = DT_I32, IA(-100), ONE},
+    {"mse_loss_grad", b_mse_grad, OP_MSE_LOSS_GRAD, S2(7, 13), ONE},
+    {"mse_loss_grad_perm_big", b_mse_grad, OP_MSE_LOSS_GRAD, BIG, IA(1), ONE},
+    // updates at step 1 (several steps: test_updates_steps)
+    {"sgd", b_update, OP_SGD, S2(7, 13), .fa = {0.1, 0, 0.01}, ONE},
+    {"sgd_momentum", b_update, OP_SGD, S2(7, 13), .fa = {0.1, 0.9, 0.01, 0.1}, ONE},
+    {"sgd_nesterov_perm", b_update, OP_SGD, S2(7, 13), IA(1, 1), .fa = {0.1, 0.9, 0, 0},
+     .kernels = 2},
+    {"sgd_big", b_update, OP_SGD, BIG, .fa = {0.1, 0.9, 0.01, 0}, ONE},
+    {"adamw", b_update, OP_ADAMW, S2(7, 13), .fa = {1e-2, 0.9, 0.999, 1e-8, 0.01}, ONE},
+    {"adamw_big", b_update, OP_ADAMW, BIG, .fa = {1e-3, 0.8, 0.99, 1e-6, 0.1}, ONE},
+    {"running_stat", b_update, OP_RUNNING_STAT, S1(13), .fa = {0.1, 1.5}, ONE},
     // executor: intermediates are freed after their last use
     {"chain", b_chain, OP_TANH, S2(64, 1024), .kernels = 8},
 };
@@ -621,12 +908,16 @@ static void run_case(const op_case *tc) {
     // live before the step: the sources (and whatever an earlier failed
     // case leaked when its assertion jumped out)
     size_t live = tensor_mem_live();
-    if (eager_run(e, outs, &st) < 0)
-        fail_msg("%s: eager_run failed: %s", tc->name, eager_error(e));
+    // the reference first: update ops change the model's values in eager
     char err[256];
     double **ref = ref_run_all(m, err, sizeof err);
     if (!ref)
         fail_msg("%s: ref_run_all failed: %s", tc->name, err);
+    if (eager_run(e, outs, &st) < 0)
+        fail_msg("%s: eager_run failed: %s", tc->name, eager_error(e));
+    bool updates = false;
+    for (int i = 0; i < g->n; i++)
+        updates |= op_kind(g->nodes[i].op) == OPK_UPDATE;
     double rtol = tc->rtol ? tc->rtol : 1e-5, atol = tc->atol ? tc->atol : 1e-6;
     int bad = 0;
     size_t out_bytes = 0, all_bytes = 0;
@@ -639,7 +930,8 @@ static void run_case(const op_case *tc) {
         assert_int_equal(outs[k]->ndim, n->ndim);
         assert_memory_equal(outs[k]->shape, n->shape, (size_t)n->ndim * sizeof n->shape[0]);
         bad += compare(tc->name, k, outs[k], ref[g->outputs[k]], rtol, atol);
-        if (op_kind(n->op) != OPK_VIEW && op_kind(n->op) != OPK_SOURCE && n->op != OP_CONTIGUOUS)
+        if (op_kind(n->op) != OPK_VIEW && op_kind(n->op) != OPK_SOURCE && n->op != OP_CONTIGUOUS &&
+            op_kind(n->op) != OPK_UPDATE) // an update's value is its parameter
             out_bytes += tensor_nbytes(outs[k]);
     }
     if (bad)
@@ -652,12 +944,13 @@ static void run_case(const op_case *tc) {
     if (st.peak_bytes < live + out_bytes || st.peak_bytes > live + 2 * all_bytes)
         fail_msg("%s: peak %zu bytes; live before %zu, outputs %zu, all nodes %zu", tc->name,
                  st.peak_bytes, live, out_bytes, all_bytes);
-    // a second step: same kernels, same bits (cached primitives, no state)
+    // a second step: same kernels, same bits (cached primitives, no state;
+    // updates move their parameters, test_updates_steps follows them)
     if (eager_run(e, again, &st2) < 0)
         fail_msg("%s: second eager_run failed: %s", tc->name, eager_error(e));
     assert_int_equal(st2.kernels, st.kernels);
     for (int k = 0; k < g->noutputs; k++) {
-        for (int64_t i = 0; i < tensor_numel(outs[k]); i++) {
+        for (int64_t i = 0; !updates && i < tensor_numel(outs[k]); i++) {
             double a = tensor_get_flat(outs[k], i), b = tensor_get_flat(again[k], i);
             if (!(a == b || (isnan(a) && isnan(b))))
                 fail_msg("%s: output %d element %lld changed between steps", tc->name, k,
@@ -767,6 +1060,23 @@ static void test_errors(void **state) {
     expect_error(&cv, "f16", false);
     const op_case dv = {"div_i32", b_binary_int, OP_DIV, S2(3, 4), T2(3, 4), .dt = DT_I32};
     expect_error(&dv, "i32", false);
+    // ids drawn from [0, 5 + 4): some fall outside the (5, 3) table
+    const op_case eg = {
+        "embedding_grad_bad", b_embedding_grad, OP_EMBEDDING_GRAD, S2(5, 3), T1(100), IA(0, 4)};
+    expect_error(&eg, "outside [0, 5)", true);
+    const op_case ag = {"act_grad_cast", b_act_grad, OP_ACT_GRAD, S2(3, 4), IA(OP_CAST)};
+    expect_error(&ag, "no derivative for cast", true);
+    const op_case sg = {"sgd_no_buffer", b_binary, OP_SGD, S2(3, 4), T2(3, 4), .fa = {0.1, 0.9}};
+    expect_error(&sg, "momentum buffer", true);
+    const op_case bn = {"bn_train_one", b_channel_norm, OP_BATCH_NORM,
+                        S2(1, 4),       IA(1),          .fa = {1e-5, 0.1}};
+    expect_error(&bn, "more than one value per channel", true);
+    const op_case nf = {"layer_norm_grad_f16", b_norm_grad, OP_LAYER_NORM_GRAD, S2(3, 4),
+                        .dt = DT_F16};
+    expect_error(&nf, "f16", false);
+    const op_case gg = {"group_norm_grad_groups", b_norm_grad, OP_GROUP_NORM_GRAD, S4(2, 6, 2, 2),
+                        IA(4)};
+    expect_error(&gg, "groups do not divide", true);
 }
 
 // A model whose values were never set up is refused, not dereferenced.
@@ -807,8 +1117,204 @@ static void test_ref_run_outputs(void **state) {
     model_free(m);
 }
 
+// ---- training over several steps -------------------------------------------------
+
+// Every element of t against n doubles: |t - r| <= atol + rtol |r|.
+static void expect_close(const char *what, int step, const tensor *t, const double *r, double rtol,
+                         double atol) {
+    for (int64_t i = 0; i < tensor_numel(t); i++) {
+        double e = tensor_get_flat(t, i);
+        if (!(fabs(e - r[i]) <= atol + rtol * fabs(r[i])))
+            fail_msg("%s, step %d, element %lld: eager %.9g, reference %.9g", what, step,
+                     (long long)i, e, r[i]);
+    }
+}
+
+// Runs m for `steps` steps in eager and in a reference session, redrawing
+// the inputs each step; after each, every output and every PARAM and BUFFER
+// (the updated state) must agree.
+static void train_steps(model *m, int steps, double rtol, double atol) {
+    const graph *g = m->g;
+    char err[256];
+    ref_session *rs = ref_session_new(m, err, sizeof err);
+    if (!rs)
+        fail_msg("ref_session_new: %s", err);
+    eager *e = eager_new(m);
+    assert_non_null(e);
+    for (int step = 1; step <= steps; step++) {
+        assert_int_equal(model_init_inputs(m, 99, (uint64_t)step), 0);
+        tensor *outs[8];
+        double *ref[8];
+        eager_set_step(e, (uint64_t)step);
+        if (eager_run(e, outs, NULL) < 0)
+            fail_msg("step %d: eager_run: %s", step, eager_error(e));
+        if (ref_session_run(rs, (uint64_t)step, ref, err, sizeof err) < 0)
+            fail_msg("step %d: ref_session_run: %s", step, err);
+        for (int k = 0; k < g->noutputs; k++) {
+            expect_close(op_name(g->nodes[g->outputs[k]].op), step, outs[k], ref[k], rtol, atol);
+            tensor_free(outs[k]);
+            free(ref[k]);
+        }
+        for (int i = 0; i < g->n; i++)
+            if (g->nodes[i].op == OP_PARAM || g->nodes[i].op == OP_BUFFER)
+                expect_close(g->nodes[i].name, step, m->values[i], ref_session_source(rs, i), rtol,
+                             atol);
+    }
+    assert_null(ref_session_source(rs, g->outputs[0])); // not a source
+    eager_free(e);
+    ref_session_free(rs);
+}
+
+// SGD (plain; momentum with nesterov), AdamW and a running statistic over
+// three steps, with gradients that depend on the parameters (p * x), so
+// each step's state feeds the next.
+static void test_updates_steps(void **state) {
+    (void)state;
+    graph *g = graph_new();
+    int64_t s2[] = {5, 7}, s1[] = {13};
+    int p1 = graph_param(g, "p1", 2, s2, INIT_NORMAL, 1.0);
+    int g1 = graph_binary(g, OP_MUL, p1, graph_input(g, "x1", DT_F32, 2, s2));
+    int buf = graph_buffer(g, "buf", DT_F32, 2, s2, INIT_ZEROS, 0);
+    int64_t nesterov[GRAPH_MAX_IA] = {1};
+    graph_output(g, graph_op(g, OP_SGD, 3, (int[]){p1, g1, buf}, nesterov,
+                             (double[GRAPH_MAX_FA]){0.1, 0.9, 0.01, 0.1}));
+    int p2 = graph_param(g, "p2", 1, s1, INIT_NORMAL, 1.0);
+    int g2 = graph_binary(g, OP_MUL, p2, graph_input(g, "x2", DT_F32, 1, s1));
+    int m2 = graph_buffer(g, "m2", DT_F32, 1, s1, INIT_ZEROS, 0);
+    int v2 = graph_buffer(g, "v2", DT_F32, 1, s1, INIT_ZEROS, 0);
+    graph_output(g, graph_op(g, OP_ADAMW, 4, (int[]){p2, g2, m2, v2}, NULL,
+                             (double[GRAPH_MAX_FA]){1e-2, 0.9, 0.999, 1e-8, 0.01}));
+    int p3 = graph_param(g, "p3", 1, s1, INIT_NORMAL, 1.0);
+    int g3 = graph_input(g, "g3", DT_F32, 1, s1);
+    graph_output(
+        g, graph_op(g, OP_SGD, 2, (int[]){p3, g3}, NULL, (double[GRAPH_MAX_FA]){0.05, 0, 0.1, 0}));
+    int rs = graph_buffer(g, "rs", DT_F32, 1, s1, INIT_ONES, 0);
+    int y = graph_op(g, OP_RUNNING_STAT, 2, (int[]){rs, graph_input(g, "st", DT_F32, 1, s1)}, NULL,
+                     (double[GRAPH_MAX_FA]){0.1, 2.0});
+    if (y < 0)
+        fail_msg("%s", graph_error(g));
+    graph_output(g, y);
+    model *m = model_new(g, "updates", "test", 1);
+    assert_int_equal(model_init_values(m, 5), 0);
+    tensor *p0 = tensor_contiguous(m->values[p1]);
+    train_steps(m, 3, 1e-5, 1e-6);
+    // the model's own tensors moved (eager wrote them in place)
+    assert_true(tensor_get_flat(m->values[p1], 0) != tensor_get_flat(p0, 0));
+    tensor_free(p0);
+    model_free(m);
+}
+
+// Training batch_norm normalizes with the batch's statistics and moves the
+// running mean and (unbiased) variance, in the model's buffers, each step.
+static void test_batch_norm_training_steps(void **state) {
+    (void)state;
+    graph *g = graph_new();
+    int64_t C = 3;
+    int x = graph_input(g, "x", DT_F32, 4, (int64_t[]){4, C, 5, 5});
+    int w = graph_param(g, "w", 1, &C, INIT_NORMAL, 1.0);
+    int b = graph_param(g, "b", 1, &C, INIT_NORMAL, 1.0);
+    int rm = graph_buffer(g, "running_mean", DT_F32, 1, &C, INIT_ZEROS, 0);
+    int rv = graph_buffer(g, "running_var", DT_F32, 1, &C, INIT_ONES, 0);
+    int64_t train[GRAPH_MAX_IA] = {1};
+    graph_output(g, graph_op(g, OP_BATCH_NORM, 5, (int[]){x, w, b, rm, rv}, train,
+                             (double[GRAPH_MAX_FA]){1e-5, 0.1}));
+    model *m = model_new(g, "bn_train", "test", 1);
+    assert_int_equal(model_init_values(m, 5), 0);
+    train_steps(m, 3, 1e-4, 1e-5);
+    // after three steps of momentum 0.1 the mean is about 0.271 of the batch's
+    assert_true(tensor_get_flat(m->values[rm], 0) != 0);
+    assert_true(tensor_get_flat(m->values[rv], 0) != 1);
+    model_free(m);
+}
+
+// The dropout mask is a function of (stream, step, element): the same pair
+// gives the same mask in eager and in the reference, another step or
+// another stream a different one.
+static int64_t mask_diff(const tensor *a, const tensor *b) {
+    int64_t d = 0;
+    for (int64_t i = 0; i < tensor_numel(a); i++)
+        d += (tensor_get_flat(a, i) == 0) != (tensor_get_flat(b, i) == 0);
+    return d;
+}
+
+static void test_dropout_steps(void **state) {
+    (void)state;
+    graph *g = graph_new();
+    int64_t shape[] = {64, 100};
+    int x = graph_input(g, "x", DT_F32, 2, shape);
+    int64_t s5[GRAPH_MAX_IA] = {5}, s6[GRAPH_MAX_IA] = {6};
+    double p[GRAPH_MAX_FA] = {0.5};
+    graph_output(g, graph_op(g, OP_DROPOUT, 1, &x, s5, p));
+    graph_output(g, graph_op(g, OP_DROPOUT, 1, &x, s6, p));
+    model *m = model_new(g, "dropout_steps", "test", 1);
+    assert_int_equal(model_init_values(m, 5), 0);
+    eager *e = eager_new(m);
+    char err[256];
+    ref_session *rs = ref_session_new(m, err, sizeof err);
+    assert_non_null(rs);
+    tensor *a[2], *b[2], *c[2];
+    double *r[2];
+    assert_int_equal(eager_run(e, a, NULL), 0); // step 1 by default
+    eager_set_step(e, 1);
+    assert_int_equal(eager_run(e, b, NULL), 0);
+    eager_set_step(e, 2);
+    assert_int_equal(eager_run(e, c, NULL), 0);
+    assert_int_equal(ref_session_run(rs, 2, r, err, sizeof err), 0);
+    int64_t n = tensor_numel(a[0]);
+    assert_int_equal(mask_diff(a[0], b[0]), 0);
+    assert_int_equal(mask_diff(a[1], b[1]), 0);
+    // independent masks of p = 0.5 differ in about half the places
+    assert_true(mask_diff(a[0], c[0]) > n / 3);
+    assert_true(mask_diff(a[0], a[1]) > n / 3);
+    assert_true(mask_diff(c[0], c[1]) > n / 3);
+    for (int k = 0; k < 2; k++) {
+        for (int64_t i = 0; i < n; i++)
+            assert_true((tensor_get_flat(c[k], i) == 0) == (r[k][i] == 0));
+        tensor_free(a[k]);
+        tensor_free(b[k]);
+        tensor_free(c[k]);
+        free(r[k]);
+    }
+    ref_session_free(rs);
+    eager_free(e);
+    model_free(m);
+}
+
+// Rows named by several positions get the sum of those positions' rows;
+// rows named by none are zero.
+static void test_embedding_grad_repeats(void **state) {
+    (void)state;
+    graph *g = graph_new();
+    int64_t V = 4, D = 3, N = 6;
+    int idx = graph_input(g, "idx", DT_I64, 1, &N);
+    int dy = graph_input(g, "dy", DT_F32, 2, (int64_t[]){N, D});
+    graph_output(g, graph_op_shaped(g, OP_EMBEDDING_GRAD, 2, (int[]){dy, idx}, NULL, NULL, 2,
+                                    (int64_t[]){V, D}));
+    model *m = model_new(g, "embedding_grad_repeats", "test", 1);
+    assert_int_equal(model_init_values(m, 5), 0);
+    const int64_t ids[] = {2, 0, 2, 2, 3, 0};
+    for (int64_t i = 0; i < N; i++) {
+        tensor_set(m->values[idx], (int64_t[]){i}, (double)ids[i]);
+        for (int64_t d = 0; d < D; d++)
+            tensor_set(m->values[dy], (int64_t[]){i, d}, (double)(i * 10 + d));
+    }
+    eager *e = eager_new(m);
+    tensor *y;
+    assert_int_equal(eager_run(e, &y, NULL), 0);
+    for (int64_t v = 0; v < V; v++)
+        for (int64_t d = 0; d < D; d++) {
+            double want = 0;
+            for (int64_t i = 0; i < N; i++)
+                want += ids[i] == v ? (double)(i * 10 + d) : 0;
+            assert_true(tensor_get(y, (int64_t[]){v, d}) == want);
+        }
+    tensor_free(y);
+    eager_free(e);
+    model_free(m);
+}
+
 int main(void) {
-    struct CMUnitTest tests[NCASES + 5];
+    struct CMUnitTest tests[NCASES + 9];
     for (int c = 0; c < NCASES; c++)
         tests[c] = (struct CMUnitTest){cases[c].name, test_case, NULL, NULL, (void *)&cases[c]};
     tests[NCASES] = (struct CMUnitTest)cmocka_unit_test(test_every_op_covered);
@@ -816,5 +1322,9 @@ int main(void) {
     tests[NCASES + 2] = (struct CMUnitTest)cmocka_unit_test(test_errors);
     tests[NCASES + 3] = (struct CMUnitTest)cmocka_unit_test(test_no_values);
     tests[NCASES + 4] = (struct CMUnitTest)cmocka_unit_test(test_ref_run_outputs);
-    return _cmocka_run_group_tests("test_ops", tests, NCASES + 5, NULL, NULL);
+    tests[NCASES + 5] = (struct CMUnitTest)cmocka_unit_test(test_updates_steps);
+    tests[NCASES + 6] = (struct CMUnitTest)cmocka_unit_test(test_batch_norm_training_steps);
+    tests[NCASES + 7] = (struct CMUnitTest)cmocka_unit_test(test_dropout_steps);
+    tests[NCASES + 8] = (struct CMUnitTest)cmocka_unit_test(test_embedding_grad_repeats);
+    return _cmocka_run_group_tests("test_ops", tests, NCASES + 9, NULL, NULL);
 }

@@ -49,6 +49,7 @@ typedef struct bench_accuracy {
     double vs_eager_max_abs, vs_eager_rel_l2;
     double eager_rmse; // eager's RMSE against fp64, NaN without the reference
     char rule[200];    // "allclose", "rmse", "cosine", "failed: ...", "" when not checked
+    char worst[96];    // training: the item furthest from fp64 ("the gradient of fc.weight")
 } bench_accuracy;
 
 enum bench_rule { BENCH_RULE_ALLCLOSE, BENCH_RULE_RMSE, BENCH_RULE_COSINE, BENCH_RULE_FAILED };

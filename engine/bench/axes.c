@@ -21,7 +21,7 @@ static const axis_row axes[] = {
     [BENCH_AXIS_PRECISION] =
         {"precision", {"fp32", "amp"}, {true, false}, BENCH_PREC_COUNT, "fp32, amp"},
     [BENCH_AXIS_WORKLOAD] =
-        {"workload", {"infer", "train"}, {true, false}, BENCH_WL_COUNT, "infer, train"},
+        {"workload", {"infer", "train"}, {true, true}, BENCH_WL_COUNT, "infer, train"},
     [BENCH_AXIS_DEVICE] = {"device", {"cpu", "cuda"}, {true, false}, BENCH_DEV_COUNT, "cpu, cuda"},
 };
 static_assert(sizeof axes / sizeof axes[0] == BENCH_AXIS_COUNT, "one row per axis");

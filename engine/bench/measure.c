@@ -4,10 +4,12 @@
 // interleaved.
 #include "runner.h"
 
+#include "autograd.h"
 #include "compile/compile.h"
 #include "eager.h"
 #include "ref.h"
 #include "timing.h"
+#include "train_check.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -43,6 +45,8 @@ typedef struct mode_run {
     eager *e;    // eager
     compiled *c; // compiled-family; NULL once it failed
     int noutputs;
+    tensor **out; // noutputs slots for a step's outputs
+    uint64_t step; // training: the optimizer step of the next run
     int64_t kernels;
     size_t peak_bytes;
 } mode_run;
@@ -50,11 +54,14 @@ typedef struct mode_run {
 // One step, outputs dropped at once as a benchmark loop does.
 static int mode_step(void *ctx) {
     mode_run *mr = ctx;
-    tensor *out[BENCH_MAX_OUTPUTS] = {0};
+    tensor **out = mr->out;
     int rc;
+    mr->step++;
     if (mr->e) {
+        eager_set_step(mr->e, mr->step);
         rc = eager_run(mr->e, out, NULL); // its figures come from check_eager
     } else {
+        compiled_set_step(mr->c, mr->step);
         compiled_stats st;
         if ((rc = compiled_run(mr->c, out, &st)) == 0)
             mr->kernels = st.kernels, mr->peak_bytes = st.peak_bytes;
@@ -137,36 +144,63 @@ static void reference_skip(const bench_plan *p, const bench_case *bc, char *why,
                  bc->flops, p->cfg.accuracy_flops_limit);
 }
 
-// PyTorch's rule on each output of a compiled-family mode (accuracy.h): x
-// against eager's outputs eo and the reference ref (NULL when not run).
-static void judge(mode_run *mr, tensor *const *x, tensor *const *eo, double *const *ref,
-                  const bench_accuracy *eager_acc, double tol) {
+// TCBENCH_LOG=accuracy: each compared item's error, on stderr.
+static bool log_accuracy(void) {
+    const char *l = getenv("TCBENCH_LOG");
+    return l && strstr(l, "accuracy");
+}
+
+// PyTorch's rule on each of n items (outputs; for training also the
+// parameters after the steps) of a compiled-family mode (accuracy.h): x
+// against eager's eo and the reference ref (NULL when not run); eager_rmse[i]
+// is eager's RMSE against ref on item i. m names the items of a training
+// check (NULL: "output i").
+static void judge(mode_run *mr, int n, tensor *const *x, tensor *const *eo, double *const *ref,
+                  const double *eager_rmse, double eager_rmse_all, double tol, const model *m,
+                  const bool *skip) {
     bench_accuracy *acc = &mr->r->acc;
     enum bench_rule worst = BENCH_RULE_ALLCLOSE;
     char why[sizeof acc->rule] = "";
     acc->vs_eager = true;
     acc->checked = true;
     acc->vs_eager_max_abs = acc->vs_eager_rel_l2 = 0;
-    acc->eager_rmse = ref ? eager_acc->rmse : NAN;
+    acc->eager_rmse = ref ? eager_rmse_all : NAN;
     if (!ref)
         acc->rel_l2 = acc->max_abs = acc->rmse = NAN;
-    for (int i = 0; i < mr->noutputs; i++) {
+    for (int i = 0; i < n; i++) {
+        if (skip && skip[i])
+            continue;
         bench_vs_eager ve;
         bench_accuracy_vs_eager(x[i], eo[i], tol, &ve);
         acc->vs_eager_max_abs = isnan(ve.max_abs) ? NAN : fmax(acc->vs_eager_max_abs, ve.max_abs);
         acc->vs_eager_rel_l2 = isnan(ve.rel_l2) ? NAN : fmax(acc->vs_eager_rel_l2, ve.rel_l2);
-        double rmse = NAN, eager_rmse = NAN;
+        double rmse = NAN, ermse = NAN;
         if (ref) {
             bench_accuracy_out o;
             bench_accuracy_compare(x[i], ref[i], &o);
+            if (m) { // training: the floored relative error (train_check.h)
+                o.rel_l2 = train_item_error(x[i], ref[i], tol);
+                if (log_accuracy()) {
+                    char name[160];
+                    train_item_name(m, i, name, sizeof name);
+                    fprintf(stderr, "accuracy: %s: %s vs fp64 %.3g, vs eager max abs %.3g\n", name,
+                            bench_axis_value(BENCH_AXIS_MODE, mr->mode), o.rel_l2, ve.max_abs);
+                }
+            }
             bench_accuracy_merge(acc, &o);
             rmse = o.rmse;
-            eager_rmse = eager_acc->outputs[i].rmse;
+            ermse = eager_rmse[i];
         }
         char w[sizeof why];
-        enum bench_rule r = bench_rule_apply(&ve, rmse, eager_rmse, tol, w, sizeof w);
-        if (r == BENCH_RULE_FAILED && worst != BENCH_RULE_FAILED)
-            snprintf(why, sizeof why, "output %d: %.170s", i, w);
+        enum bench_rule r = bench_rule_apply(&ve, rmse, ermse, tol, w, sizeof w);
+        if (r == BENCH_RULE_FAILED && worst != BENCH_RULE_FAILED) {
+            char name[160];
+            if (m)
+                train_item_name(m, i, name, sizeof name);
+            else
+                snprintf(name, sizeof name, "output %d", i);
+            snprintf(why, sizeof why, "%.60s: %.120s", name, w);
+        }
         if (r > worst)
             worst = r;
     }
@@ -245,12 +279,143 @@ static void check_compiled(const bench_plan *p, mode_run *runs, int n, double to
             runs[k].c = NULL;
             continue;
         }
-        if (p->cfg.accuracy)
-            judge(&runs[k], xo, ref->eager, ref->have_fp64 ? ref->fp64 : NULL, &runs[0].r->acc,
-                  tol);
+        if (p->cfg.accuracy) {
+            double ermse[BENCH_MAX_OUTPUTS];
+            for (int i = 0; i < ref->noutputs; i++)
+                ermse[i] = runs[0].r->acc.outputs[i].rmse;
+            judge(&runs[k], ref->noutputs, xo, ref->eager, ref->have_fp64 ? ref->fp64 : NULL,
+                  ermse, runs[0].r->acc.rmse, tol, NULL, NULL);
+        }
         for (int i = 0; i < ref->noutputs; i++)
             tensor_free(xo[i]);
     }
+}
+
+// Training: every mode two optimizer steps from the same starting values
+// (train_check.h); eager against the fp64 reference's own two steps, each
+// compiled-family mode against eager's by PyTorch's rule. Kernels and peak
+// memory come from the second step. The values are put back after. -1 when
+// the group cannot go on (every status set).
+static int check_train(const bench_plan *p, const bench_case *bc, const model *m, mode_run *runs,
+                       int n, double tol) {
+    int nitems = train_check_items(m), nout = m->g->noutputs, rc = -1;
+    tensor **eitems = calloc((size_t)nitems, sizeof *eitems);
+    tensor **xitems = calloc((size_t)nitems, sizeof *xitems);
+    double **ref = calloc((size_t)nitems, sizeof *ref);
+    double *ermse = calloc((size_t)nitems, sizeof *ermse);
+    bool *noise = calloc((size_t)nitems, sizeof *noise);
+    tensor **outs = runs[0].out;
+    train_snapshot s0 = {0};
+    char skip[160], err[512] = "";
+    bench_result *er = runs[0].r;
+    if (!eitems || !xitems || !ref || !ermse || !noise || train_snapshot_take(m, &s0) < 0) {
+        set_all(er, n, BENCH_OOM, "out of memory setting up the training check");
+        goto done;
+    }
+    reference_skip(p, bc, skip, sizeof skip);
+    for (int i = 0; i < n; i++) {
+        runs[i].r->acc.tol = tol;
+        snprintf(runs[i].r->acc.reason, sizeof runs[i].r->acc.reason, "%s", skip);
+    }
+    bool have_fp64 = !skip[0];
+    if (have_fp64 && train_reference(m, ref, err, sizeof err) < 0) {
+        for (int i = 0; i < n; i++)
+            set_status(runs[i].r, BENCH_ERROR, "fp64 reference: %s", err);
+        goto done;
+    }
+    eager_stats st;
+    for (uint64_t step = 1; step <= train_check_steps(); step++) {
+        eager_set_step(runs[0].e, step);
+        if (eager_run(runs[0].e, outs, &st) < 0) {
+            for (int i = 0; i < n; i++)
+                set_status(runs[i].r, BENCH_OOM, "eager_run: %s", eager_error(runs[0].e));
+            goto done;
+        }
+        if (step < train_check_steps())
+            for (int i = 0; i < nout; i++)
+                tensor_free(outs[i]);
+    }
+    runs[0].kernels = st.kernels;
+    runs[0].peak_bytes = st.peak_bytes;
+    if (train_check_fill(m, outs, eitems) < 0) {
+        set_all(er, n, BENCH_OOM, "out of memory copying eager's parameters");
+        goto done;
+    }
+    if (train_check_skips(m, have_fp64 ? ref : NULL, eitems, noise) < 0) {
+        set_all(er, n, BENCH_OOM, "out of memory");
+        goto done;
+    }
+    if (have_fp64) {
+        double worst = -1;
+        for (int i = 0; i < nitems; i++) {
+            if (noise[i])
+                continue;
+            bench_accuracy_out o;
+            bench_accuracy_compare(eitems[i], ref[i], &o);
+            o.rel_l2 = train_item_error(eitems[i], ref[i], tol);
+            if (log_accuracy()) {
+                char name[160];
+                train_item_name(m, i, name, sizeof name);
+                fprintf(stderr, "accuracy: %s: eager vs fp64 %.3g\n", name, o.rel_l2);
+            }
+            bench_accuracy_merge(&er->acc, &o);
+            ermse[i] = o.rmse;
+            if (!(o.rel_l2 <= worst)) { // NaN counts as worst
+                worst = isnan(o.rel_l2) ? INFINITY : o.rel_l2;
+                train_item_name(m, i, er->acc.worst, sizeof er->acc.worst);
+            }
+        }
+        er->acc.checked = true;
+    }
+    for (int k = 1; k < n; k++) {
+        if (!runs[k].c)
+            continue;
+        train_snapshot_restore(m, &s0);
+        compiled_stats cs;
+        bool ok = true;
+        for (uint64_t step = 1; step <= train_check_steps() && ok; step++) {
+            compiled_set_step(runs[k].c, step);
+            if (compiled_run(runs[k].c, outs, &cs) < 0) {
+                set_status(runs[k].r, BENCH_FAIL_TO_RUN, "compiled_run: %s",
+                           compiled_error(runs[k].c));
+                compiled_free(runs[k].c);
+                runs[k].c = NULL;
+                ok = false;
+            } else if (step < train_check_steps()) {
+                for (int i = 0; i < nout; i++)
+                    tensor_free(outs[i]);
+            }
+        }
+        if (!ok)
+            continue;
+        runs[k].kernels = cs.kernels;
+        runs[k].peak_bytes = cs.peak_bytes;
+        if (train_check_fill(m, outs, xitems) < 0) {
+            set_all(er, n, BENCH_OOM, "out of memory copying the parameters");
+            goto done;
+        }
+        if (p->cfg.accuracy)
+            judge(&runs[k], nitems, xitems, eitems, have_fp64 ? ref : NULL, ermse, er->acc.rmse,
+                  tol, m, noise);
+        train_check_free_items(nitems, xitems);
+    }
+    rc = 0;
+done:
+    if (s0.data)
+        train_snapshot_restore(m, &s0);
+    train_snapshot_free(&s0);
+    if (eitems)
+        train_check_free_items(nitems, eitems);
+    if (xitems)
+        train_check_free_items(nitems, xitems);
+    for (int i = 0; ref && i < nitems; i++)
+        free(ref[i]);
+    free(ref);
+    free(ermse);
+    free(noise);
+    free(eitems);
+    free(xitems);
+    return rc;
 }
 
 // Times every mode still running, interleaved; a compiled-family mode that
@@ -309,7 +474,8 @@ static void finish(mode_run *runs, int n, double tol) {
             r->status = BENCH_OK;
             if (!bench_accuracy_passes(&r->acc, tol))
                 set_status(r, BENCH_FAIL_ACCURACY,
-                           "rel_l2 %.3g vs the fp64 reference is above %.0e", r->acc.rel_l2, tol);
+                           "rel_l2 %.3g vs the fp64 reference is above %.0e%s%s", r->acc.rel_l2,
+                           tol, r->acc.worst[0] ? ", worst: " : "", r->acc.worst);
             continue;
         }
         if (r->peak_bytes > 0)
@@ -335,6 +501,130 @@ static void result_init(bench_result *r, int task) {
     r->acc.eager_rmse = NAN;
 }
 
+// The group's model (training: with its backward and optimizer; keep_grads:
+// returning every gradient), its values, eager, and a mode_run per task.
+// -1 with every status set when it cannot be built.
+static int group_setup(const bench_plan *p, const bench_group *gr, const bench_case *bc,
+                       bool train, bool keep_grads, bench_result *rs, int n, model **mp,
+                       eager **ep, mode_run *runs) {
+    modeldef_opts opts = {.training = train};
+    diag d = {0};
+    if (modeldef_build(bc->md, bc->c->overrides, bc->c->noverrides, bc->batch, &opts, mp, &d) < 0) {
+        char msg[512];
+        diag_format(&d, msg, sizeof msg);
+        set_all(rs, n, BENCH_ERROR, msg);
+        return -1;
+    }
+    model *m = *mp;
+    if (train) { // the training step as one graph, before its values exist
+        char err[512];
+        if (autograd_build(m->g, &bc->c->optim, keep_grads, err, sizeof err) < 0) {
+            set_all(rs, n, BENCH_ERROR, err);
+            return -1;
+        }
+    }
+    if (model_init_values(m, p->cfg.seed) < 0) {
+        set_all(rs, n, BENCH_OOM, "model_init_values: out of memory");
+        return -1;
+    }
+    if (!(*ep = eager_new(m))) {
+        set_all(rs, n, BENCH_OOM, "eager_new: out of memory");
+        return -1;
+    }
+    for (int k = 0; k < n; k++) {
+        runs[k] = (mode_run){.mode = p->tasks[gr->first + k].axis[BENCH_AXIS_MODE],
+                             .r = &rs[k],
+                             .noutputs = m->g->noutputs,
+                             .out = calloc((size_t)m->g->noutputs, sizeof(tensor *))};
+        if (!runs[k].out) {
+            set_all(rs, n, BENCH_OOM, "out of memory");
+            return -1;
+        }
+        if (runs[k].mode == BENCH_MODE_EAGER)
+            runs[k].e = *ep;
+    }
+    // the plan puts eager first in any group with a compiled-family mode
+    if (!runs[0].e) {
+        set_all(rs, n, BENCH_ERROR, "internal: the group has no eager baseline first");
+        return -1;
+    }
+    return 0;
+}
+
+static void group_teardown(model *m, eager *e, mode_run *runs, int n) {
+    for (int k = 1; k < n; k++) {
+        compiled_free(runs[k].c);
+        runs[k].c = NULL;
+    }
+    for (int k = 0; k < n; k++) {
+        free(runs[k].out);
+        runs[k].out = NULL;
+    }
+    eager_free(e);
+    model_free(m);
+}
+
+// Training, in two parts. The check (check_train) runs a graph that also
+// returns every gradient, compiled once per mode into the kernel cache. The
+// measured graph returns only the loss, so that a gradient can die at its
+// update (it differs from the checked one in its outputs alone); its
+// compile latency, kernels and peak memory come from its first step.
+static void measure_train(const bench_plan *p, const bench_group *gr, const bench_case *bc,
+                          bench_result *rs, int n, double tol) {
+    model *m = NULL;
+    eager *e = NULL;
+    mode_run runs[BENCH_MODE_COUNT] = {{0}};
+    bool dead[BENCH_MODE_COUNT] = {0};
+    if (group_setup(p, gr, bc, true, true, rs, n, &m, &e, runs) < 0)
+        goto done;
+    for (int k = 1; k < n; k++) {
+        compile_opts o = compile_opts_default();
+        o.capture = runs[k].mode != BENCH_MODE_FUSED && o.capture;
+        o.fusion = runs[k].mode != BENCH_MODE_CAPTURED && o.fusion;
+        char err[512];
+        if (compile_model(m, &o, &runs[k].c, err, sizeof err) < 0)
+            set_status(&rs[k], BENCH_FAIL_TO_RUN, "%s", err);
+    }
+    int rc = check_train(p, bc, m, runs, n, tol);
+    for (int k = 1; k < n; k++)
+        dead[k] = !runs[k].c;
+    group_teardown(m, e, runs, n);
+    m = NULL, e = NULL;
+    if (rc < 0)
+        return;
+
+    if (group_setup(p, gr, bc, true, false, rs, n, &m, &e, runs) < 0)
+        goto done;
+    for (int k = 1; k < n; k++) {
+        char err[512];
+        if (!dead[k] && compile_mode(p, bc, m, &runs[k], err, sizeof err) < 0)
+            set_status(&rs[k], BENCH_FAIL_TO_RUN, "%s", err);
+    }
+    // the first step: kernels and peak memory of each mode
+    eager_stats st;
+    eager_set_step(runs[0].e, ++runs[0].step);
+    if (eager_run(runs[0].e, runs[0].out, &st) < 0) {
+        for (int k = 0; k < n; k++)
+            set_status(runs[k].r, BENCH_OOM, "eager_run: %s", eager_error(runs[0].e));
+        goto done;
+    }
+    for (int i = 0; i < runs[0].noutputs; i++)
+        tensor_free(runs[0].out[i]);
+    runs[0].kernels = st.kernels;
+    runs[0].peak_bytes = st.peak_bytes;
+    for (int k = 1; k < n; k++)
+        if (runs[k].c && mode_step(&runs[k]) < 0) {
+            set_status(runs[k].r, BENCH_FAIL_TO_RUN, "compiled_run: %s", compiled_error(runs[k].c));
+            compiled_free(runs[k].c);
+            runs[k].c = NULL;
+        }
+    if (time_modes(p, runs, n) < 0)
+        goto done;
+    finish(runs, n, tol);
+done:
+    group_teardown(m, e, runs, n);
+}
+
 void bench_group_measure(const bench_plan *p, int group, bench_result *rs) {
     const bench_group *gr = &p->groups[group];
     int n = gr->ntasks;
@@ -358,39 +648,18 @@ void bench_group_measure(const bench_plan *p, int group, bench_result *rs) {
     omp_set_num_threads(p->cfg.threads);
     openblas_set_num_threads(p->cfg.threads);
 
-    modeldef_opts opts = {.training = t->axis[BENCH_AXIS_WORKLOAD] == BENCH_WL_TRAIN};
+    bool train = t->axis[BENCH_AXIS_WORKLOAD] == BENCH_WL_TRAIN;
     double tol = bench_tolerance(t->axis[BENCH_AXIS_PRECISION], t->axis[BENCH_AXIS_WORKLOAD]);
-    model *m = NULL;
-    eager *e = NULL;
-    diag d = {0};
-    mode_run runs[BENCH_MODE_COUNT] = {{0}};
-    reference ref = {0};
-    if (modeldef_build(bc->md, bc->c->overrides, bc->c->noverrides, bc->batch, &opts, &m, &d) < 0) {
-        char msg[512];
-        diag_format(&d, msg, sizeof msg);
-        set_all(rs, n, BENCH_ERROR, msg);
+    if (train) {
+        measure_train(p, gr, bc, rs, n, tol);
         return;
     }
-    if (model_init_values(m, p->cfg.seed) < 0) {
-        set_all(rs, n, BENCH_OOM, "model_init_values: out of memory");
+    model *m = NULL;
+    eager *e = NULL;
+    mode_run runs[BENCH_MODE_COUNT] = {{0}};
+    reference ref = {0};
+    if (group_setup(p, gr, bc, false, false, rs, n, &m, &e, runs) < 0)
         goto done;
-    }
-    if (!(e = eager_new(m))) {
-        set_all(rs, n, BENCH_OOM, "eager_new: out of memory");
-        goto done;
-    }
-    for (int k = 0; k < n; k++) {
-        runs[k] = (mode_run){.mode = p->tasks[gr->first + k].axis[BENCH_AXIS_MODE],
-                             .r = &rs[k],
-                             .noutputs = m->g->noutputs};
-        if (runs[k].mode == BENCH_MODE_EAGER)
-            runs[k].e = e;
-    }
-    // the plan puts eager first in any group with a compiled-family mode
-    if (!runs[0].e) {
-        set_all(rs, n, BENCH_ERROR, "internal: the group has no eager baseline first");
-        goto done;
-    }
     if (check_eager(p, bc, m, runs, n, tol, &ref) < 0)
         goto done;
     for (int k = 1; k < n; k++) {
@@ -406,8 +675,5 @@ void bench_group_measure(const bench_plan *p, int group, bench_result *rs) {
     finish(runs, n, tol);
 done:
     reference_free(&ref);
-    for (int k = 1; k < n; k++)
-        compiled_free(runs[k].c);
-    eager_free(e);
-    model_free(m);
+    group_teardown(m, e, runs, n);
 }

@@ -126,6 +126,12 @@ static const char *op_template(const graph_node *n, char *buf, size_t cap) {
     case OP_DIV: return "x0 / x1";
     case OP_MAXIMUM: return "(x0 != x0 || x0 > x1) ? x0 : x1";
     case OP_WHERE: return "x0 ? x1 : x2";
+    case OP_GE: return "x0 >= x1 ? 1.0f : 0.0f";
+    case OP_ACT_GRAD: // dy * f'(x); compile_is_pointwise lists the ops with a cpu_d<op>f
+        if (n->ia[0] < 0 || n->ia[0] >= OP_COUNT)
+            return NULL;
+        snprintf(buf, cap, "x0 * cpu_d%sf(x1)", op_name((enum op)n->ia[0]));
+        return buf;
     default: return NULL;
     }
 }
@@ -698,8 +704,8 @@ static int emit_gemm(kgen *g) {
     }
     // one matrix. Small weights: row blocks, each a single-threaded GEMM
     // plus its epilogue while the block is in cache (OpenBLAS's own
-    // threading costs more than such a GEMM; eager's linear uses the same
-    // rule, cpu_gemm.c). Large weights: one GEMM threaded by OpenBLAS, then
+    // threading costs more than such a GEMM; eager's linear and matmul use
+    // the same rule, cpu_gemm_row_blocks). Large weights: one GEMM threaded by OpenBLAS, then
     // the epilogue over the rows in parallel.
     int64_t arow = ta ? 1 : lda; // step of one row of A in elements
     bool small_b = (double)K * (double)N * 4.0 <= GEMM_BLOCK_MAX_B_BYTES;
@@ -778,13 +784,120 @@ static int emit_extern(kgen *g) {
     return 0;
 }
 
+// ---- in-place updates: the multi-tensor apply -----------------------------
+
+// Elements per chunk of the update table: the loop's unit of parallel work.
+#define UPDATE_CHUNK 32768
+
+// Every member's tensor cut into chunks of a table, one parallel loop over
+// the chunks; each chunk's op, its operands' first slot in a, its element
+// range and its hyperparameters. The step t comes from rt at run time, so
+// one build serves every step. The math is the eager kernels' (PyTorch's
+// AdamW and SGD; engine/ops.def), in the same order of operations.
+static int emit_update(kgen *g) {
+    cprog *p = g->p;
+    kgroup *k = g->k;
+    sbuf *b = g->b;
+    int64_t total = 0;
+    int nchunks = 0, slot = 0;
+    k->nargs = 0;
+    sbuf_puts(b, "    static const tc_chunk ch[] = {\n");
+    for (int m = 0; m < k->n; m++) {
+        const graph_node *n = &p->g->nodes[k->nodes[m]];
+        int64_t numel = graph_node_numel(n);
+        // op 0 AdamW, 1 SGD with momentum, 2 plain SGD, 3 running stat (as cpu_sgd, a
+        // momentum of 0 leaves the buffer alone)
+        int op = n->op == OP_ADAMW          ? 0
+                 : n->op == OP_RUNNING_STAT ? 3
+                 : n->fa[1] != 0            ? 1
+                                            : 2;
+        double h[5] = {n->fa[0], n->fa[1], n->fa[2], n->fa[3], n->fa[4]};
+        if (n->op == OP_SGD)
+            h[4] = n->ia[0] != 0;
+        for (int64_t lo = 0; lo < numel; lo += UPDATE_CHUNK, nchunks++) {
+            int64_t hi = lo + UPDATE_CHUNK < numel ? lo + UPDATE_CHUNK : numel;
+            sbuf_printf(b, "        {%d, %d, %lld, %lld, {%.17g, %.17g, %.17g, %.17g, %.17g}},\n",
+                        op, slot, (long long)lo, (long long)hi, h[0], h[1], h[2], h[3], h[4]);
+        }
+        total += numel;
+        slot += n->nsrc;
+    }
+    if (nchunks == 0) // only empty tensors
+        sbuf_puts(b, "        {-1, 0, 0, 0, {0}},\n");
+    sbuf_puts(b, "    };\n");
+    sbuf_puts(b, "    const uint64_t t = rt->step ? rt->step : 1;\n");
+    sbuf_printf(b, "#pragma omp parallel for if (%lld >= %d) schedule(dynamic, 1)\n",
+                (long long)total, PAR_MIN);
+    sbuf_printf(b, "    for (int c = 0; c < %d; c++) {\n", nchunks);
+    sbuf_puts(b,
+              "        const tc_chunk *q = &ch[c];\n"
+              "        float *restrict w = (float *)a[q->arg];\n"
+              "        const float *restrict gr = (const float *)a[q->arg + 1];\n"
+              "        const int64_t lo = q->lo, hi = q->hi;\n"
+              "        if (q->op == 0) { // AdamW: decay, moments, bias-corrected step\n"
+              "            float *restrict m = (float *)a[q->arg + 2], *restrict v = (float *)a[q->arg + 3];\n"
+              "            const double lr = q->h[0], b1 = q->h[1], b2 = q->h[2];\n"
+              "            const float decay = (float)(1 - lr * q->h[4]), eps = (float)q->h[3];\n"
+              "            const float step = (float)(lr / (1 - tc_powi(b1, t)));\n"
+              "            const float inv_bc2 = (float)(1 / sqrt(1 - tc_powi(b2, t)));\n"
+              "            const float fb1 = (float)b1, fb2 = (float)b2;\n"
+              "            const float ob1 = (float)(1 - b1), ob2 = (float)(1 - b2);\n"
+              "#pragma omp simd\n"
+              "            for (int64_t i = lo; i < hi; i++) {\n"
+              "                float gi_ = gr[i];\n"
+              "                float mi = fb1 * m[i] + ob1 * gi_, vi = fb2 * v[i] + ob2 * gi_ * gi_;\n"
+              "                m[i] = mi;\n"
+              "                v[i] = vi;\n"
+              "                w[i] = w[i] * decay - step * mi / (sqrtf(vi) * inv_bc2 + eps);\n"
+              "            }\n"
+              "        } else if (q->op == 1) { // SGD with momentum (dampening, nesterov)\n"
+              "            float *restrict buf = (float *)a[q->arg + 2];\n"
+              "            const float lr = (float)q->h[0], mom = (float)q->h[1], wd = (float)q->h[2];\n"
+              "            const int first = t == 1, nesterov = q->h[4] != 0;\n"
+              "            const float keep = first ? 0.0f : mom;\n"
+              "            const float take = first ? 1.0f : 1.0f - (float)q->h[3];\n"
+              "#pragma omp simd\n"
+              "            for (int64_t i = lo; i < hi; i++) {\n"
+              "                float d = gr[i] + wd * w[i];\n"
+              "                float bi = keep * buf[i] + take * d;\n"
+              "                buf[i] = bi;\n"
+              "                w[i] -= lr * (nesterov ? d + mom * bi : bi);\n"
+              "            }\n"
+              "        } else if (q->op == 2) { // SGD without momentum\n"
+              "            const float lr = (float)q->h[0], wd = (float)q->h[2];\n"
+              "#pragma omp simd\n"
+              "            for (int64_t i = lo; i < hi; i++)\n"
+              "                w[i] -= lr * (gr[i] + wd * w[i]);\n"
+              "        } else if (q->op == 3) { // running statistic: (1 - momentum) buf + momentum * factor * stat\n"
+              "            const float keep = (float)(1 - q->h[0]), take = (float)(q->h[0] * q->h[1]);\n"
+              "#pragma omp simd\n"
+              "            for (int64_t i = lo; i < hi; i++)\n"
+              "                w[i] = keep * w[i] + take * gr[i];\n"
+              "        }\n"
+              "    }\n");
+    return 0;
+}
+
 // ---- the translation unit -----------------------------------------------
 
 static const char tc_abi[] =
     "typedef struct tc_rt {\n"
     "    int (*call)(void *ctx, int gi, char *const *a);\n"
     "    void *ctx;\n"
+    "    uint64_t step; // the training step t, from 1 (compiled_set_step)\n"
     "} tc_rt;\n"
+    "typedef struct tc_chunk { // one piece of one tensor of an update kernel\n"
+    "    int op, arg;           // kind; slot of the tensor's first operand in a\n"
+    "    int64_t lo, hi;        // element range\n"
+    "    double h[5];           // hyperparameters\n"
+    "} tc_chunk;\n"
+    "static inline double tc_powi(double x, uint64_t n) {\n"
+    "    double r = 1.0;\n"
+    "    for (; n; n >>= 1, x *= x)\n"
+    "        if (n & 1)\n"
+    "            r *= x;\n"
+    "    return r;\n"
+    "}\n"
     "void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha,\n"
     "                 const float *a, int lda, const float *b, int ldb, float beta, float *c,\n"
     "                 int ldc);\n";
@@ -797,6 +910,7 @@ static int emit_group(cprog *p, kgroup *k, sbuf *b) {
     case KG_GEMM: return emit_gemm(&g);
     case KG_CONV: return emit_conv(&g);
     case KG_COPY: return emit_copy(&g);
+    case KG_UPDATE: return emit_update(&g);
     default: return emit_extern(&g);
     }
 }
@@ -864,12 +978,18 @@ char *compile_codegen_c(cprog *p) {
     for (int gi = 0; gi < p->ngroups; gi++) {
         kgroup *k = &p->groups[gi];
         sbuf_puts(&out, "    {\n        char *const a[] = {");
-        for (int i = 0; i < k->nargs; i++) {
+        int nops = compile_group_operands(p, k, NULL, 0);
+        int *ops = malloc((size_t)(nops ? nops : 1) * sizeof *ops);
+        if (!ops)
+            goto fail;
+        compile_group_operands(p, k, ops, nops);
+        for (int i = 0; i < nops; i++) {
             char ptr[96];
-            pointer_of(p, k->args[i], ptr, sizeof ptr);
+            pointer_of(p, ops[i], ptr, sizeof ptr);
             sbuf_printf(&out, "%s%s", i ? ", " : "", ptr);
         }
-        if (k->nargs == 0)
+        free(ops);
+        if (nops == 0)
             sbuf_puts(&out, "0");
         sbuf_printf(&out, "};\n        k%d(a, rt, %d);\n    }\n", k->kernel, gi);
     }

@@ -140,6 +140,7 @@ static const char *op_template(const graph_node *n, char *buf, size_t cap) {
     case OP_MUL: return "x0 * x1";
     case OP_DIV: return "x0 / x1";
     case OP_MAXIMUM: return "tc_maximum(x0, x1)";
+    case OP_GE: return "x0 >= x1 ? 1.0f : 0.0f";
     case OP_WHERE: return "x0 ? x1 : x2";
     default: return NULL;
     }
@@ -734,7 +735,23 @@ static const char *kind_name(kg_kind k) {
     return names[k];
 }
 
+// Training graphs are CPU-only: the backward ops and the updates have no
+// CUDA lowering here (and no eager CUDA kernels), so refuse them by name
+// rather than emit code that computes something else.
+static int refuse_training(cprog *p) {
+    const graph *g = p->m->g;
+    for (int i = 0; i < g->n; i++) {
+        const graph_node *n = &g->nodes[i];
+        enum op_kind k = op_kind(n->op);
+        if (k == OPK_GRAD || k == OPK_UPDATE || op_has_side_effect(n))
+            return compile_fail(p, "training is CPU-only in this build: %s", op_name(n->op));
+    }
+    return 0;
+}
+
 char *compile_codegen_cuda(cprog *p) {
+    if (refuse_training(p) < 0)
+        return NULL;
     sbuf out = {0}, body = {0}, kern = {0};
     char **texts = calloc((size_t)p->ngroups + 1, sizeof *texts);
     int nk = 0;

@@ -11,6 +11,12 @@
 //                                    // tensor_free them; valid until the next run
 //   compiled_free(c);
 //
+// Training graphs (engine/autograd.h: forward, backward and optimizer as one
+// graph) run the same way; each run is one optimizer step and updates the
+// model's parameters and optimizer state (m->values) in place. Set the step
+// number t (from 1; Adam's bias correction, dropout masks) before each run:
+//   for (uint64_t t = 1; t <= steps; t++) { compiled_set_step(c, t); compiled_run(c, out, &st); }
+//
 // Modes (the study's two ideas and their ablations):
 //   compiled  fusion on,  capture on  (one generated step(), planned arena)
 //   fused     fusion on,  capture off (runtime loop calls each kernel,
@@ -23,6 +29,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 typedef struct compile_opts {
@@ -47,6 +54,8 @@ typedef struct compiled compiled;
 
 int compile_model(const model *m, const compile_opts *o, compiled **out, char *err, size_t cap);
 int compiled_run(compiled *c, tensor **outputs, compiled_stats *st);
+// The optimizer step t of the next runs (default 1), as eager_set_step.
+void compiled_set_step(compiled *c, uint64_t step);
 void compiled_info(const compiled *c, compiled_stats *st);
 const char *compiled_error(const compiled *c);
 void compiled_free(compiled *c);

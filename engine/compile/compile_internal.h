@@ -12,6 +12,13 @@
 // Every node of the compiled graph keeps the id of the original op it came
 // from (origin), so the "captured" ablation can fuse only within an op and
 // logs can name what the user wrote.
+//
+// Training graphs (engine/autograd.h) add nodes with side effects
+// (op_has_side_effect): updates that write their sources in place. Every
+// pass keeps them (never dead, merged or folded), each source is written by
+// at most one of them, nothing reads an update's value (it is its src0,
+// after the write: CS_VIEW of that source, but with a group of its own),
+// and the plan runs the writer after every other reader of what it writes.
 #pragma once
 #include "compile.h"
 
@@ -23,7 +30,8 @@ typedef enum {
     CS_CONST,  // a FULL: a literal in the generated code
     CS_INLINE, // computed inside its group's kernel, never stored
     CS_BUFFER, // stored contiguously in the arena
-    CS_VIEW,   // a strided view of a CS_SOURCE or CS_BUFFER node (no kernel)
+    CS_VIEW,   // a strided view of a CS_SOURCE or CS_BUFFER node (no kernel); an
+               // update's value (its src0, written in place by its group)
     CS_RECOMPUTE, // a small elementwise value of sources only (a per-channel
                   // scale): recomputed inside every kernel that reads it
 } cstore;
@@ -42,6 +50,9 @@ typedef enum {
     KG_CONV,      // convolution (oneDNN) + elementwise epilogue
     KG_EXTERN,    // an op run by a library-style kernel (gather, pool, concat, loss)
     KG_COPY,      // a view that strides cannot express, made contiguous
+    KG_UPDATE,    // in-place updates (AdamW, SGD, running statistics) as one
+                  // generated loop over a table of chunks of every tensor
+                  // (multi-tensor apply); operands: each member's sources
 } kg_kind;
 
 #define KG_MAX_ARGS 48
@@ -49,6 +60,9 @@ typedef enum {
 
 typedef struct kgroup {
     kg_kind kind;
+    // KG_UPDATE: members may pass FUSE_MAX_MEMBERS (every optimizer update
+    // of the model) and args stays empty: the operands are the members'
+    // sources, in member order (compile_group_operands)
     int anchor;  // the GEMM / CONV / EXTERN / COPY node; -1 for pointwise and row groups
     int *nodes;  // members, in graph order
     int n;
@@ -123,5 +137,15 @@ void compile_literal(char *buf, size_t cap, double v);
 bool clayout_reshape(const clayout *in, int ndim, const int64_t *shape, clayout *out);
 void clayout_contiguous(clayout *l, int ndim, const int64_t *shape);
 double compile_scalar_op(enum op op, const graph_node *n, const double *in);
-bool compile_is_pointwise(enum op op);
+// Elementwise ops the generators write as one expression (act_grad only
+// for the activations with a cpu_d<op>f derivative).
+bool compile_is_pointwise(const graph_node *n);
+// Does n write its source s in place (updates, training batch norm)?
+bool compile_writes(const graph_node *n, int s);
+// An update the generated multi-tensor loop runs (f32 AdamW, SGD, running stat).
+bool compile_is_generated_update(const graph *g, const graph_node *n);
+// The operand nodes of group k in the order its kernel takes their pointers
+// (k->args, or a KG_UPDATE group's members' sources); returns the count,
+// writing at most cap.
+int compile_group_operands(const cprog *p, const kgroup *k, int *out, int cap);
 int compile_fail(cprog *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -2,9 +2,18 @@
 // PrimTorch idea), so that fusion sees every elementwise step and the
 // reductions between them. Biases of linear and convolution layers become
 // separate adds, which fusion then folds into the GEMM's epilogue.
+//
+// Training: the row-wise backward ops (softmax, log-softmax, layer and RMS
+// norm) become reductions over the rows; the norms' statistics are written
+// with the same nodes as their forward, so CSE shares the forward's mean and
+// rstd (one value per row) with the backward; mse_loss_grad becomes pointwise; batch norm in training mode
+// becomes batch-statistic reductions, the normalization, and one
+// running_stat update per running buffer. act_grad and ge stay nodes: the
+// generators write them as expressions (compile_is_pointwise).
 #include "compile_internal.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,15 +55,74 @@ static int channel_view(dctx *d, int v, int ndim) {
     return graph_reshape(d->ng, v, ndim - 1, s);
 }
 
-// x normalized over its last axis: (x - mean) * rsqrt(var + eps)
-static int normalize_last(dctx *d, int x, double eps) {
+// x normalized over its last axis: (x - mean) * rsqrt(var + eps). With
+// rstd (the backward), the rsqrt goes to *rstd and the result is computed
+// as (x + -mean) * rstd: the same bits, but a node CSE does not merge with
+// the forward's, so the forward shares only its statistics (one value per
+// row) and keeps no full-size intermediate alive for the backward.
+static int normalize_last(dctx *d, int x, double eps, int *rstd) {
     graph *g = d->ng;
     int nd = graph_at(g, x)->ndim;
     int mu = graph_reduce(g, OP_MEAN, x, nd - 1);
     int xc = graph_binary(g, OP_SUB, x, mu);
     int var = graph_reduce(g, OP_MEAN, graph_binary(g, OP_MUL, xc, xc), nd - 1);
     int r = graph_unary(g, OP_RSQRT, graph_scale(g, var, 1, eps));
-    return graph_binary(g, OP_MUL, xc, r);
+    if (!rstd)
+        return graph_binary(g, OP_MUL, xc, r);
+    *rstd = r;
+    return graph_binary(g, OP_MUL, graph_binary(g, OP_ADD, x, graph_unary(g, OP_NEG, mu)), r);
+}
+
+// x * rsqrt(mean(x^2) + eps) over the last axis, as RMS norm's forward;
+// backward (CSE-distinct, as above): rstd * x
+static int rms_last(dctx *d, int x, double eps, int *rstd, bool backward) {
+    graph *g = d->ng;
+    int ms = graph_reduce(g, OP_MEAN, graph_binary(g, OP_MUL, x, x), graph_at(g, x)->ndim - 1);
+    *rstd = graph_unary(g, OP_RSQRT, graph_scale(g, ms, 1, eps));
+    return backward ? graph_binary(g, OP_MUL, *rstd, x) : graph_binary(g, OP_MUL, x, *rstd);
+}
+
+// Batch norm in training mode. x (N, C, ...) viewed as (N, C, L): the mean
+// and the biased variance of each channel as a mean over each row (a row
+// group) then over N (one small reduction); the running buffers updated by
+// running_stat nodes, the variance's with the unbiased factor n / (n - 1).
+static int batch_norm_train(dctx *d, const graph_node *n, const int *s) {
+    graph *g = d->ng;
+    const graph_node *x = graph_at(g, s[0]);
+    int64_t N = x->shape[0], C = x->shape[1], L = 1;
+    for (int i = 2; i < x->ndim; i++)
+        L *= x->shape[i];
+    int64_t shape[TENSOR_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    int nd = x->ndim;
+    int xr = nd > 2 ? graph_reshape(g, s[0], 3, (int64_t[]){N, C, L}) : s[0];
+    int mean, var, xc;
+    if (nd > 2) { // per (n, c) over the row, then over n
+        mean = graph_reduce(g, OP_MEAN, graph_reduce(g, OP_MEAN, xr, 2), 0);
+        xc = graph_binary(g, OP_SUB, xr, mean);
+        var = graph_reduce(g, OP_MEAN,
+                           graph_reduce(g, OP_MEAN, graph_binary(g, OP_MUL, xc, xc), 2), 0);
+    } else {
+        mean = graph_reduce(g, OP_MEAN, xr, 0);
+        xc = graph_binary(g, OP_SUB, xr, mean);
+        var = graph_reduce(g, OP_MEAN, graph_binary(g, OP_MUL, xc, xc), 0);
+    }
+    int r = graph_unary(g, OP_RSQRT, graph_scale(g, var, 1, n->fa[0]));
+    int w = s[1], b = s[2];
+    if (nd > 2) {
+        w = graph_reshape(g, w, 2, (int64_t[]){C, 1});
+        b = graph_reshape(g, b, 2, (int64_t[]){C, 1});
+    }
+    int y = graph_binary(
+        g, OP_ADD, graph_binary(g, OP_MUL, graph_binary(g, OP_MUL, xc, r), w), b);
+    double cnt = (double)(N * L), mom = n->fa[1];
+    int sm = graph_reshape(g, mean, 1, &C), sv = graph_reshape(g, var, 1, &C);
+    if (graph_op(g, OP_RUNNING_STAT, 2, (int[]){s[3], sm}, NULL, (double[GRAPH_MAX_FA]){mom, 1}) <
+            0 ||
+        graph_op(g, OP_RUNNING_STAT, 2, (int[]){s[4], sv}, NULL,
+                 (double[GRAPH_MAX_FA]){mom, cnt > 1 ? cnt / (cnt - 1) : 1}) < 0)
+        return -1;
+    return nd > 2 ? graph_reshape(g, y, nd, shape) : y;
 }
 
 static int expand_node(dctx *d, const graph_node *n, const int *s) {
@@ -83,16 +151,16 @@ static int expand_node(dctx *d, const graph_node *n, const int *s) {
         return graph_binary(g, OP_SUB, xc, graph_unary(g, OP_LOG, sum));
     }
     case OP_LAYER_NORM: {
-        int y = normalize_last(d, s[0], n->fa[0]);
+        int y = normalize_last(d, s[0], n->fa[0], NULL);
         return graph_binary(g, OP_ADD, graph_binary(g, OP_MUL, y, s[1]), s[2]);
     }
     case OP_RMS_NORM: {
-        int ax = n->ndim - 1;
-        int ms = graph_reduce(g, OP_MEAN, graph_binary(g, OP_MUL, s[0], s[0]), ax);
-        int r = graph_unary(g, OP_RSQRT, graph_scale(g, ms, 1, n->fa[0]));
-        return graph_binary(g, OP_MUL, graph_binary(g, OP_MUL, s[0], r), s[1]);
+        int r;
+        return graph_binary(g, OP_MUL, rms_last(d, s[0], n->fa[0], &r, false), s[1]);
     }
     case OP_BATCH_NORM: {
+        if (n->ia[0])
+            return batch_norm_train(d, n, s);
         // inference: running statistics, per channel
         int nd = n->ndim;
         int mean = channel_view(d, s[3], nd), var = channel_view(d, s[4], nd);
@@ -106,9 +174,37 @@ static int expand_node(dctx *d, const graph_node *n, const int *s) {
         const graph_node *x = graph_at(g, s[0]);
         int64_t N = x->shape[0], G = n->ia[0];
         int v = graph_reshape(g, s[0], 3, (int64_t[]){N, G, -1});
-        int y = graph_reshape(g, normalize_last(d, v, n->fa[0]), x->ndim, x->shape);
+        int y = graph_reshape(g, normalize_last(d, v, n->fa[0], NULL), x->ndim, x->shape);
         int w = channel_view(d, s[1], x->ndim), b = channel_view(d, s[2], x->ndim);
         return graph_binary(g, OP_ADD, graph_binary(g, OP_MUL, y, w), b);
+    }
+    case OP_SOFTMAX_GRAD: { // y * (dy - sum(dy * y))
+        int sum = graph_reduce(g, OP_SUM, graph_binary(g, OP_MUL, s[0], s[1]), n->ndim - 1);
+        return graph_binary(g, OP_MUL, s[1], graph_binary(g, OP_SUB, s[0], sum));
+    }
+    case OP_LOG_SOFTMAX_GRAD: { // dy - exp(y) * sum(dy)
+        int sum = graph_reduce(g, OP_SUM, s[0], n->ndim - 1);
+        return graph_binary(g, OP_SUB, s[0],
+                            graph_binary(g, OP_MUL, graph_unary(g, OP_EXP, s[1]), sum));
+    }
+    case OP_LAYER_NORM_GRAD:
+    case OP_RMS_NORM_GRAD: {
+        // g = dy * w; dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), the
+        // mean(g) term only for layer norm; xhat and rstd as the forward's
+        int r, ax = n->ndim - 1;
+        int xhat = n->op == OP_LAYER_NORM_GRAD ? normalize_last(d, s[1], n->fa[0], &r)
+                                                : rms_last(d, s[1], n->fa[0], &r, true);
+        int gw = graph_binary(g, OP_MUL, s[0], s[2]);
+        int m2 = graph_reduce(g, OP_MEAN, graph_binary(g, OP_MUL, gw, xhat), ax);
+        int t = graph_binary(g, OP_MUL, xhat, m2);
+        if (n->op == OP_LAYER_NORM_GRAD)
+            t = graph_binary(g, OP_ADD, t, graph_reduce(g, OP_MEAN, gw, ax));
+        return graph_binary(g, OP_MUL, r, graph_binary(g, OP_SUB, gw, t));
+    }
+    case OP_MSE_LOSS_GRAD: { // dloss * 2 (a - b) / numel
+        double k = 2.0 / (double)graph_node_numel(n);
+        return graph_binary(g, OP_MUL, graph_scale(g, graph_binary(g, OP_SUB, s[1], s[2]), k, 0),
+                            s[0]);
     }
     case OP_LINEAR:
         if (n->nsrc == 3)
@@ -127,8 +223,84 @@ static int expand_node(dctx *d, const graph_node *n, const int *s) {
     return graph_op_shaped(g, n->op, n->nsrc, s, n->ia, n->fa, n->ndim, n->shape);
 }
 
+// What the passes assume of side effects (compile_internal.h): each written
+// node a parameter, buffer or input, written once, and no update's value
+// read by another node.
+static int check_side_effects(cprog *p) {
+    const graph *g = p->m->g;
+    char *state = calloc((size_t)g->n + 1, 1); // 2: written by an earlier node
+    if (!state)
+        return compile_fail(p, "out of memory in decompose");
+    int rc = 0;
+    for (int i = 0; i < g->n && !rc; i++) {
+        const graph_node *n = &g->nodes[i];
+        for (int j = 0; j < n->nsrc && !rc; j++) {
+            const graph_node *u = &g->nodes[n->src[j]];
+            if (op_kind(u->op) == OPK_UPDATE)
+                rc = compile_fail(p, "%s (node %d) reads the value of %s (node %d): an update's "
+                                     "value is for the next step, read its source instead",
+                                  op_name(n->op), i, op_name(u->op), n->src[j]);
+            else if (compile_writes(n, j) &&
+                     (op_kind(u->op) != OPK_SOURCE || u->op == OP_FULL))
+                rc = compile_fail(p, "%s (node %d) writes %s (node %d): only parameters, "
+                                     "buffers and inputs can be updated in place",
+                                  op_name(n->op), i, op_name(u->op), n->src[j]);
+            else if (compile_writes(n, j) && state[n->src[j]] == 2)
+                rc = compile_fail(p, "%s (node %d) writes %s, which another update writes too",
+                                  op_name(n->op), i, u->name ? u->name : op_name(u->op));
+            else if (compile_writes(n, j))
+                state[n->src[j]] = 2;
+        }
+    }
+    free(state);
+    return rc;
+}
+
+// Rematerialization (the partitioner's choice for cheap values): in a
+// training step, a forward pointwise value that the backward reads, all of
+// whose inputs the backward keeps anyway (or sources), is computed again in
+// the backward instead of being kept from the forward: the forward copy dies
+// at its last forward reader, and the recompute fuses with the backward's
+// other work on the same inputs (gelu(h) next to gelu's gradient of h). The
+// copy is tagged in its last integer attribute (a slot pointwise ops do not
+// use) so that CSE does not merge it back into the forward's node.
+#define REMAT_TAG (GRAPH_MAX_IA - 1)
+
+static bool remat_candidate(const graph *g, int u, const bool *bread) {
+    const graph_node *n = &g->nodes[u];
+    if (u > g->loss || !compile_is_pointwise(n) || n->op == OP_CAST ||
+        n->op == OP_CONTIGUOUS || op_has_side_effect(n))
+        return false;
+    for (int k = 0; k < n->nsrc; k++) {
+        const graph_node *x = &g->nodes[n->src[k]];
+        if (op_kind(x->op) != OPK_SOURCE && !bread[n->src[k]])
+            return false;
+    }
+    return true;
+}
+
 int compile_decompose(cprog *p) {
     const graph *g = p->m->g;
+    // which forward values the backward reads (training graphs only)
+    bool *bread = NULL;
+    int *remat = NULL;
+    const char *off = getenv("TCBENCH_DISABLE_REMAT");
+    if (g->loss >= 0 && g->n > g->loss + 1 && !(off && *off && strcmp(off, "0"))) {
+        bread = calloc((size_t)g->n, sizeof *bread);
+        remat = malloc((size_t)g->n * sizeof *remat);
+        if (!bread || !remat) {
+            free(bread), free(remat);
+            return compile_fail(p, "out of memory in decompose");
+        }
+        for (int i = 0; i < g->n; i++) {
+            remat[i] = -1;
+            if (i > g->loss)
+                for (int j = 0; j < g->nodes[i].nsrc; j++)
+                    bread[g->nodes[i].src[j]] = true;
+        }
+    }
+    if (check_side_effects(p) < 0)
+        return -1;
     dctx d = {.p = p, .ng = graph_new()};
     int *map = malloc((size_t)g->n * sizeof *map);
     p->src_of = malloc((size_t)g->n * sizeof *p->src_of);
@@ -144,14 +316,39 @@ int compile_decompose(cprog *p) {
             s[j] = map[n->src[j]];
         d.cur = i;
         int before = d.ng->n;
-        if (d.cap < before + DECOMPOSE_SLACK) {
-            int cap = before * 2 + DECOMPOSE_SLACK;
+        if (d.cap < before + 2 * DECOMPOSE_SLACK) {
+            int cap = before * 2 + 2 * DECOMPOSE_SLACK;
             int *o = realloc(d.origin, (size_t)cap * sizeof *o);
             if (!o)
                 goto oom;
             d.origin = o;
             d.cap = cap;
         }
+        if (bread && i > g->loss && op_kind(n->op) != OPK_UPDATE)
+            for (int j = 0; j < n->nsrc && j < GRAPH_MAX_SRCS; j++) {
+                int u = n->src[j];
+                if (!remat_candidate(g, u, bread))
+                    continue;
+                if (remat[u] < 0) {
+                    const graph_node *un = &g->nodes[u];
+                    int us[GRAPH_MAX_SRCS];
+                    int64_t ia[GRAPH_MAX_IA];
+                    for (int k = 0; k < un->nsrc; k++)
+                        us[k] = map[un->src[k]];
+                    memcpy(ia, un->ia, sizeof ia);
+                    ia[REMAT_TAG] = 1;
+                    remat[u] = graph_op_shaped(d.ng, un->op, un->nsrc, us, ia, un->fa, un->ndim,
+                                               un->shape);
+                    if (remat[u] < 0) {
+                        compile_fail(p, "recompute %s: %s", op_name(un->op), graph_error(d.ng));
+                        goto fail;
+                    }
+                    if (p->log)
+                        fprintf(p->log, "remat: %s %%%d is recomputed for the backward\n",
+                                op_name(un->op), u);
+                }
+                s[j] = remat[u];
+            }
         map[i] = track(&d, before, expand_node(&d, n, s));
         if (map[i] < 0) {
             compile_fail(p, "decompose %s (node %d): %s", op_name(n->op), i, graph_error(d.ng));
@@ -165,6 +362,8 @@ int compile_decompose(cprog *p) {
     p->g = d.ng;
     p->origin = d.origin;
     free(map);
+    free(bread);
+    free(remat);
     return 0;
 oom:
     compile_fail(p, "out of memory in decompose");
@@ -172,5 +371,7 @@ fail:
     graph_free(d.ng);
     free(d.origin);
     free(map);
+    free(bread);
+    free(remat);
     return -1;
 }

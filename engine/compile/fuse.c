@@ -13,6 +13,9 @@
 //      reductions over those rows (softmax and the norms become one kernel);
 //   3. the remaining elementwise nodes fuse vertically with same-shape
 //      consumers.
+//   4. the optimizer's updates (and batch norm's running statistics) become
+//      one KG_UPDATE group, a multi-tensor apply; one per update without
+//      fusion. Updates never join any other group.
 // A merge is refused when it would make a cycle between groups (checked on
 // the group graph), when a group would exceed FUSE_MAX_NODES, or, without
 // fusion (the "captured" ablation), when the nodes come from different ops.
@@ -132,8 +135,14 @@ static bool makes_cycle(fctx *f, int gid, int v) {
 
 static bool fusable_pointwise(fctx *f, int v) {
     const graph_node *n = &f->g->nodes[v];
-    return compile_is_pointwise(n->op) && n->op != OP_CAST && f->p->info[v].group < 0 &&
+    return compile_is_pointwise(n) && n->op != OP_CAST && f->p->info[v].group < 0 &&
            f->p->info[v].store == CS_INLINE;
+}
+
+// A training step's backward: the nodes that came from ops after the loss.
+static bool backward_phase(const fctx *f, int v) {
+    int loss = f->p->m->g->loss;
+    return loss >= 0 && f->p->origin[v] > loss;
 }
 
 // Policy and size checks shared by every merge.
@@ -144,6 +153,11 @@ static const char *refuse(fctx *f, int gid, int v) {
     int seed = k->anchor >= 0 ? k->anchor : k->nodes[0];
     if (!f->p->fusion && f->p->origin[v] != f->p->origin[seed])
         return "fusion disabled (different ops)";
+    // a backward value computed in a forward kernel would be stored until
+    // the backward reads it; computed in the backward it costs a recompute
+    // of cheap pointwise work and no memory (the partitioner's choice)
+    if (backward_phase(f, v) != backward_phase(f, seed))
+        return "forward and backward stay apart (the backward recomputes)";
     if (makes_cycle(f, gid, v))
         return "would make a cycle";
     return NULL;
@@ -394,7 +408,7 @@ static void mark_recompute(fctx *f) {
     for (int v = 0; v < g->n; v++) {
         const cnode *c = &p->info[v];
         const graph_node *n = &g->nodes[v];
-        if (c->store != CS_INLINE || c->must_store || !compile_is_pointwise(n->op) ||
+        if (c->store != CS_INLINE || c->must_store || !compile_is_pointwise(n) ||
             n->op == OP_CAST || n->dtype != DT_F32 || graph_node_numel(n) > RECOMPUTE_MAX_NUMEL)
             continue;
         bool ok = true;
@@ -416,7 +430,7 @@ static void mark_recompute(fctx *f) {
         for (int k = 0; k < ncons(f, v) && ok; k++) {
             int wi = cons_at(f, v, k);
             const graph_node *w = &g->nodes[wi];
-            bool reads = (compile_is_pointwise(w->op) && w->op != OP_CAST) ||
+            bool reads = (compile_is_pointwise(w) && w->op != OP_CAST) ||
                          (op_kind(w->op) == OPK_REDUCE && w->ia[0] == w->ndim - 1);
             ok = reads && (graph_node_numel(w) > graph_node_numel(n) ||
                            p->info[wi].store == CS_RECOMPUTE);
@@ -457,6 +471,109 @@ static void mark_recompute(fctx *f) {
             fprintf(p->log, "fusion: %s %%%d is recomputed where it is read\n",
                     op_name(g->nodes[v].op), v);
     free(cand);
+}
+
+// 4. Updates. With fusion, the generated updates run as a few multi-tensor
+// kernels, "buckets" of the optimizer: updates are taken in the order their
+// gradients complete (the last node they depend on, in graph order, which
+// follows the backward), and a bucket closes once it holds an eighth of all
+// the updated bytes (64 KiB at least). The scheduler runs a bucket as soon as it is ready, so
+// a gradient's memory is free again soon after it is complete instead of
+// every gradient living until one kernel at the end. An update that reads
+// (not writes) a source another member writes stays apart, so that no
+// member sees another's write. Without fusion each update is its own
+// kernel; f16 updates or strided operands are library kernels.
+typedef struct upd {
+    int v, ready;
+    size_t bytes;
+} upd;
+
+static int upd_cmp(const void *a, const void *b) {
+    const upd *x = a, *y = b;
+    return x->ready != y->ready ? (x->ready < y->ready ? -1 : 1) : (x->v < y->v ? -1 : x->v > y->v);
+}
+
+static int fuse_updates(fctx *f) {
+    cprog *p = f->p;
+    graph *g = f->g;
+    if (g->n <= 0)
+        return 0;
+    bool *written = calloc((size_t)g->n, sizeof *written);
+    upd *u = malloc((size_t)g->n * sizeof *u);
+    int nu = 0;
+    if (!written || !u)
+        goto oom;
+    for (int v = 0; v < g->n; v++) {
+        const graph_node *n = &g->nodes[v];
+        if (!compile_is_generated_update(g, n))
+            continue;
+        for (int s = 0; s < n->nsrc; s++)
+            written[n->src[s]] |= compile_writes(n, s);
+    }
+    for (int v = 0; v < g->n; v++) {
+        const graph_node *n = &g->nodes[v];
+        if (op_kind(n->op) != OPK_UPDATE)
+            continue;
+        bool flat = true; // the generated loop reads every operand as a flat array
+        for (int s = 0; s < n->nsrc; s++)
+            flat &= contiguous(&p->info[n->src[s]].lay);
+        bool alone = !p->fusion;
+        for (int s = 0; s < n->nsrc; s++)
+            alone |= !compile_writes(n, s) && written[n->src[s]];
+        if (!flat || !compile_is_generated_update(g, n) || alone) {
+            int gid = group_new(f, flat && compile_is_generated_update(g, n) ? KG_UPDATE : KG_EXTERN,
+                                flat && compile_is_generated_update(g, n) ? -1 : v);
+            if (gid < 0)
+                goto oom;
+            group_add(f, gid, v);
+            continue;
+        }
+        // ready: after its operands and every other reader of what it writes
+        int ready = 0;
+        for (int s = 0; s < n->nsrc; s++) {
+            if (op_kind(g->nodes[n->src[s]].op) != OPK_SOURCE && n->src[s] > ready)
+                ready = n->src[s]; // the gradient (sources are there from the start)
+            if (!compile_writes(n, s))
+                continue;
+            for (int k = 0; k < ncons(f, n->src[s]); k++) {
+                int c = cons_at(f, n->src[s], k);
+                if (c != v && op_kind(g->nodes[c].op) != OPK_UPDATE && c > ready)
+                    ready = c;
+            }
+        }
+        u[nu++] = (upd){v, ready, graph_node_bytes(&g->nodes[n->src[0]])};
+    }
+    qsort(u, (size_t)nu, sizeof *u, upd_cmp);
+    size_t total = 0;
+    for (int i = 0; i < nu; i++)
+        total += u[i].bytes;
+    size_t cap = total / 8 > (64 << 10) ? total / 8 : (64 << 10), fill = 0;
+    int gid = -1;
+    for (int i = 0; i < nu; i++) {
+        if (gid < 0 || fill >= cap) {
+            if ((gid = group_new(f, KG_UPDATE, -1)) < 0)
+                goto oom;
+            if (nu > FUSE_MAX_NODES) { // room for every update
+                int *nodes = realloc(p->groups[gid].nodes, (size_t)nu * sizeof *nodes);
+                if (!nodes)
+                    goto oom;
+                p->groups[gid].nodes = nodes;
+            }
+            fill = 0;
+        }
+        group_add(f, gid, u[i].v);
+        fill += u[i].bytes;
+        if (p->log)
+            fprintf(p->log, "fusion: %s %%%d into update bucket %d (ready after %%%d)\n",
+                    op_name(g->nodes[u[i].v].op), u[i].v, gid, u[i].ready);
+    }
+    free(written);
+    free(u);
+    return 0;
+oom:
+    free(written);
+    free(u);
+    return -1;
 }
 
 int compile_fuse(cprog *p) {
@@ -516,6 +633,10 @@ int compile_fuse(cprog *p) {
         c->store = n->op == OP_FULL ? CS_CONST
                    : op_kind(n->op) == OPK_SOURCE ? CS_SOURCE
                                                   : CS_INLINE;
+        if (op_kind(n->op) == OPK_UPDATE) { // its value: src0, written in place
+            c->store = CS_VIEW;
+            c->base = n->src[0];
+        }
     }
     for (int i = 0; i < g->noutputs; i++)
         p->info[g->outputs[i]].must_store = true;
@@ -523,7 +644,8 @@ int compile_fuse(cprog *p) {
         p->info[g->loss].must_store = true;
     resolve_views(&f);
     mark_recompute(&f);
-    if (fuse_epilogues(&f) < 0 || fuse_rows(&f) < 0 || fuse_pointwise(&f) < 0) {
+    if (fuse_epilogues(&f) < 0 || fuse_rows(&f) < 0 || fuse_pointwise(&f) < 0 ||
+        fuse_updates(&f) < 0) {
         compile_fail(p, "out of memory in fuse");
         goto done;
     }
@@ -541,7 +663,7 @@ int compile_fuse(cprog *p) {
     // a member is stored when anything outside its group reads it
     for (int v = 0; v < g->n; v++) {
         cnode *c = &p->info[v];
-        if (c->group < 0)
+        if (c->group < 0 || op_kind(g->nodes[v].op) == OPK_UPDATE)
             continue;
         for (int k = 0; k < ncons(&f, v); k++)
             if (p->info[cons_at(&f, v, k)].group != c->group)

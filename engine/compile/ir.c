@@ -27,16 +27,100 @@ bool clayout_reshape(const clayout *in, int ndim, const int64_t *shape, clayout 
     return true;
 }
 
-bool compile_is_pointwise(enum op op) {
-    enum op_kind k = op_kind(op);
+// Activations whose derivative cpu_math.h has as cpu_d<op>f.
+static bool has_derivative(int64_t op) {
+    switch (op) {
+    case OP_NEG: case OP_EXP: case OP_LOG: case OP_SQRT: case OP_RSQRT: case OP_RECIP:
+    case OP_ABS: case OP_TANH: case OP_SIGMOID: case OP_RELU: case OP_RELU6: case OP_GELU:
+    case OP_GELU_TANH: case OP_SILU: case OP_HARDSWISH: case OP_HARDSIGMOID:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool compile_is_pointwise(const graph_node *n) {
+    enum op_kind k = op_kind(n->op);
+    if (n->op == OP_ACT_GRAD)
+        return has_derivative(n->ia[0]);
     // dropout needs the element's flat index and stays a library kernel
-    return (k == OPK_UNARY || k == OPK_BINARY || k == OPK_WHERE || op == OP_CONTIGUOUS) &&
-           op != OP_DROPOUT;
+    return (k == OPK_UNARY || k == OPK_BINARY || k == OPK_WHERE || n->op == OP_CONTIGUOUS) &&
+           n->op != OP_DROPOUT;
+}
+
+bool compile_writes(const graph_node *n, int s) {
+    switch (n->op) {
+    case OP_SGD:
+    case OP_ADAMW: return s == 0 || s >= 2; // the parameter and the optimizer state
+    case OP_RUNNING_STAT: return s == 0;
+    case OP_BATCH_NORM: return n->ia[0] && s >= 3; // training: the running statistics
+    default: return false;
+    }
+}
+
+bool compile_is_generated_update(const graph *g, const graph_node *n) {
+    if (n->op != OP_SGD && n->op != OP_ADAMW && n->op != OP_RUNNING_STAT)
+        return false;
+    if (n->op == OP_SGD && n->fa[1] != 0 && n->nsrc < 3)
+        return false; // momentum without its buffer: cpu_sgd says so
+    for (int s = 0; s < n->nsrc; s++)
+        if (g->nodes[n->src[s]].dtype != DT_F32)
+            return false;
+    return true;
+}
+
+int compile_group_operands(const cprog *p, const kgroup *k, int *out, int cap) {
+    int n = 0;
+    if (k->kind != KG_UPDATE) {
+        for (int i = 0; i < k->nargs; i++, n++)
+            if (n < cap)
+                out[n] = k->args[i];
+        return n;
+    }
+    for (int m = 0; m < k->n; m++) {
+        const graph_node *u = &p->g->nodes[k->nodes[m]];
+        for (int s = 0; s < u->nsrc; s++, n++)
+            if (n < cap)
+                out[n] = u->src[s];
+    }
+    return n;
+}
+
+// The derivative of unary op `op` at x, as cpu_math.h's cpu_d<op>f.
+static double derivative(int64_t op, double x) {
+    const double k = sqrt(2 / M_PI);
+    switch (op) {
+    case OP_NEG: return -1;
+    case OP_EXP: return exp(x);
+    case OP_LOG: return 1 / x;
+    case OP_SQRT: return 0.5 / sqrt(x);
+    case OP_RSQRT: return -0.5 / (x * sqrt(x));
+    case OP_RECIP: return -1 / (x * x);
+    case OP_ABS: return x > 0 ? 1 : x < 0 ? -1 : 0;
+    case OP_TANH: return 1 - tanh(x) * tanh(x);
+    case OP_SIGMOID: return 1 / (1 + exp(-x)) * (1 - 1 / (1 + exp(-x)));
+    case OP_RELU: return x > 0 ? 1 : 0;
+    case OP_RELU6: return x > 0 && x < 6 ? 1 : 0;
+    case OP_GELU: return 0.5 * (1 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
+    case OP_GELU_TANH: {
+        double t = tanh(k * (x + 0.044715 * x * x * x));
+        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
+    }
+    case OP_SILU: {
+        double s = 1 / (1 + exp(-x));
+        return s * (1 + x * (1 - s));
+    }
+    case OP_HARDSWISH: return x < -3 ? 0 : x <= 3 ? x / 3 + 0.5 : 1;
+    case OP_HARDSIGMOID: return x > -3 && x < 3 ? 1.0 / 6 : 0;
+    default: return NAN;
+    }
 }
 
 double compile_scalar_op(enum op op, const graph_node *n, const double *a) {
     double x = a[0];
     switch (op) {
+    case OP_ACT_GRAD: return x * derivative(n->ia[0], a[1]);
+    case OP_GE: return x >= a[1] ? 1 : 0;
     case OP_NEG: return -x;
     case OP_EXP: return exp(x);
     case OP_LOG: return log(x);

@@ -3,9 +3,13 @@
 // kernel reads each element of a dying input only where it writes the same
 // element of its output, then best-fit offsets in one arena (greedy by
 // size: the largest tensors placed first, each at the lowest offset free for
-// its whole live range).
+// its whole live range). A group that writes a source in place (an update)
+// runs after every other group that reads that source, directly, through a
+// view, or through a value recomputed from it (CS_RECOMPUTE), so forward and
+// backward both read a parameter's old value.
 #include "compile_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +24,30 @@ static int producer_group(const cprog *p, int v) {
     return p->info[b].group;
 }
 
+static void add_edge(char *edge, int *indeg, int ng, int from, int to) {
+    if (from >= 0 && to >= 0 && from != to && !edge[(size_t)from * ng + to]) {
+        edge[(size_t)from * ng + to] = 1;
+        indeg[to]++;
+    }
+}
+
+// Group gi reads node v: it must run before whatever writes v's storage.
+static void read_edges(const cprog *p, int v, int gi, const int *writer, char *edge, int *indeg) {
+    if (p->info[v].store == CS_RECOMPUTE) { // recomputed inside gi from its sources
+        const graph_node *n = &p->g->nodes[v];
+        for (int s = 0; s < n->nsrc; s++)
+            read_edges(p, n->src[s], gi, writer, edge, indeg);
+        return;
+    }
+    add_edge(edge, indeg, p->ngroups, gi, writer[storage_of(p, v)]);
+}
+
+static bool is_update(const cprog *p, int gi) {
+    const kgroup *k = &p->groups[gi];
+    return k->kind == KG_UPDATE ||
+           (k->kind == KG_EXTERN && op_kind(p->g->nodes[k->anchor].op) == OPK_UPDATE);
+}
+
 // Reorder p->groups topologically (Kahn's algorithm, earliest member first).
 static int schedule(cprog *p) {
     int ng = p->ngroups;
@@ -27,29 +55,43 @@ static int schedule(cprog *p) {
     int *order = malloc((size_t)ng * sizeof *order);
     char *edge = calloc((size_t)ng * (size_t)ng, 1);
     bool *done = calloc((size_t)ng, sizeof *done);
-    if (!indeg || !order || !edge || !done) {
-        free(indeg), free(order), free(edge), free(done);
+    int *writer = malloc((size_t)p->g->n * sizeof *writer); // group writing a source, or -1
+    if (!indeg || !order || !edge || !done || !writer) {
+        free(indeg), free(order), free(edge), free(done), free(writer);
         return compile_fail(p, "out of memory in schedule");
     }
+    for (int v = 0; v < p->g->n; v++)
+        writer[v] = -1;
+    for (int gi = 0; gi < ng; gi++)
+        for (int m = 0; m < p->groups[gi].n; m++) {
+            const graph_node *n = &p->g->nodes[p->groups[gi].nodes[m]];
+            for (int s = 0; s < n->nsrc; s++)
+                if (compile_writes(n, s))
+                    writer[n->src[s]] = gi;
+        }
     for (int gi = 0; gi < ng; gi++) {
         kgroup *k = &p->groups[gi];
         for (int m = 0; m < k->n; m++) {
             const graph_node *n = &p->g->nodes[k->nodes[m]];
             for (int s = 0; s < n->nsrc; s++) {
-                int pg = producer_group(p, n->src[s]);
-                if (pg >= 0 && pg != gi && !edge[(size_t)pg * ng + gi]) {
-                    edge[(size_t)pg * ng + gi] = 1;
-                    indeg[gi]++;
-                }
+                add_edge(edge, indeg, ng, producer_group(p, n->src[s]), gi);
+                read_edges(p, n->src[s], gi, writer, edge, indeg);
             }
         }
     }
+    free(writer);
+    // earliest member first, but an update as soon as it is ready: its
+    // gradient (and the update's reads) can die at once
     for (int pos = 0; pos < ng; pos++) {
         int best = -1;
-        for (int gi = 0; gi < ng; gi++)
-            if (!done[gi] && indeg[gi] == 0 &&
-                (best < 0 || p->groups[gi].nodes[0] < p->groups[best].nodes[0]))
+        for (int gi = 0; gi < ng; gi++) {
+            if (done[gi] || indeg[gi] != 0)
+                continue;
+            bool up = is_update(p, gi), bup = best >= 0 && is_update(p, best);
+            if (best < 0 || (up && !bup) ||
+                (up == bup && p->groups[gi].nodes[0] < p->groups[best].nodes[0]))
                 best = gi;
+        }
         if (best < 0) {
             free(indeg), free(order), free(edge), free(done);
             return compile_fail(p, "internal error: the kernel groups form a cycle");
@@ -224,6 +266,28 @@ int compile_plan(cprog *p) {
         if (alias[v] >= 0 && alias[v] != v)
             p->info[v].offset = p->info[alias[v]].offset;
     p->arena_bytes = arena;
+    if (p->log) { // how close the packing came to the most bytes live at once
+        size_t most = 0;
+        int at = 0;
+        for (int gi = 0; gi <= p->ngroups; gi++) {
+            size_t live = 0;
+            for (int i = 0; i < nitems; i++)
+                if (p->info[items[i]].first <= gi && gi <= p->info[items[i]].last)
+                    live += (graph_node_bytes(&g->nodes[items[i]]) + ALIGN - 1) / ALIGN * ALIGN;
+            if (live > most)
+                most = live, at = gi;
+        }
+        fprintf(p->log, "plan: arena %zu bytes; at most %zu live at once (at group %d of %d)\n",
+                arena, most, at, p->ngroups);
+        const char *lg = getenv("TCBENCH_LOG"); // TCBENCH_LOG=fusion,memory: what is live then
+        if (lg && strstr(lg, "memory"))
+            for (int i = 0; i < nitems; i++)
+                if (p->info[items[i]].first <= at && at <= p->info[items[i]].last)
+                    fprintf(p->log, "plan:   live %s %%%d %zu bytes, groups %d..%d\n",
+                            op_name(g->nodes[items[i]].op), items[i],
+                            graph_node_bytes(&g->nodes[items[i]]), p->info[items[i]].first,
+                            p->info[items[i]].last);
+    }
     free(alias);
     free(items);
     return 0;

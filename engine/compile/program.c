@@ -14,9 +14,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
-typedef struct tc_rt {
+typedef struct tc_rt { // as codegen_c.c's tc_abi
     int (*call)(void *ctx, int gi, char *const *a);
     void *ctx;
+    uint64_t step;
 } tc_rt;
 typedef void (*tc_kernel)(char *const *, const tc_rt *, int);
 typedef void (*tc_step_fn)(char *const *ext, char *arena, const tc_rt *rt);
@@ -38,6 +39,9 @@ struct compiled {
     int *nposts;          // per group: convolution post-ops, -1 for none
     conv_post *posts;     // ngroups x CONV_POST_MAX
     tensor **scratch;     // ngroups x CONV_POST_MAX: recomputed per-channel operands
+    char **ptrs;          // fused mode: one group's operand pointers
+    int *ops;             // fused mode: one group's operand nodes
+    int maxops;           // most operands of any group
     char err[320];
 };
 
@@ -81,11 +85,42 @@ static void wrap_arg(const cprog *p, int v, char *ptr, tensor *t, tensor_storage
 }
 
 // One library kernel into a preallocated output (the same cpu_* kernels the
-// eager executor calls).
+// eager executor calls). Updates write their sources (s[]) in place and
+// leave y, which is their src0, alone.
 static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor *y) {
     switch (n->op) {
     case OP_CAST:
     case OP_DROPOUT: return cpu_unary(c, n, s[0], y);
+    case OP_GE: return cpu_binary(c, n, s[0], s[1], y);
+    case OP_BATCH_NORM:
+        if (n->ia[0])
+            return cpu_batch_norm_train(c, s[0], s[1], s[2], s[3], s[4], n->fa[0], n->fa[1], y);
+        return cpu_batch_norm(c, s[0], s[1], s[2], s[3], s[4], n->fa[0], y);
+    // backward
+    case OP_ACT_GRAD: return cpu_act_grad(c, n, s[0], s[1], y);
+    case OP_SUM_TO: return cpu_sum_to(c, s[0], y);
+    case OP_SOFTMAX_GRAD:
+    case OP_LOG_SOFTMAX_GRAD: return cpu_softmax_grad(c, s[0], s[1], n->op == OP_LOG_SOFTMAX_GRAD, y);
+    case OP_LAYER_NORM_GRAD:
+    case OP_RMS_NORM_GRAD:
+    case OP_BATCH_NORM_GRAD:
+    case OP_GROUP_NORM_GRAD: return cpu_norm_grad(c, n, s[0], s[1], s[2], y);
+    case OP_LAYER_NORM_WGRAD:
+    case OP_RMS_NORM_WGRAD:
+    case OP_BATCH_NORM_WGRAD:
+    case OP_GROUP_NORM_WGRAD: return cpu_norm_wgrad(c, n, s[0], s[1], y);
+    case OP_CONV2D_GRAD_INPUT: return cpu_conv2d_grad_input(c, n, s[0], s[1], y);
+    case OP_CONV2D_GRAD_WEIGHT: return cpu_conv2d_grad_weight(c, n, s[0], s[1], y);
+    case OP_MAX_POOL2D_GRAD: return cpu_pool2d_grad(c, n, s[0], s[1], y);
+    case OP_AVG_POOL2D_GRAD: return cpu_pool2d_grad(c, n, s[0], NULL, y);
+    case OP_EMBEDDING_GRAD: return cpu_embedding_grad(c, s[0], s[1], y);
+    case OP_SLICE_GRAD: return cpu_slice_grad(c, n, s[0], y);
+    case OP_CROSS_ENTROPY_GRAD: return cpu_cross_entropy_grad(c, n, s[0], s[1], s[2], y);
+    case OP_MSE_LOSS_GRAD: return cpu_mse_loss_grad(c, s[0], s[1], s[2], y);
+    // updates, in place
+    case OP_SGD: return cpu_sgd(c, n, s[0], s[1], n->nsrc > 2 ? s[2] : NULL);
+    case OP_ADAMW: return cpu_adamw(c, n, s[0], s[1], s[2], s[3]);
+    case OP_RUNNING_STAT: return cpu_running_stat(c, n, s[0], s[1]);
     case OP_SUM:
     case OP_MEAN:
     case OP_MAX: return cpu_reduce(c, n, s[0], y);
@@ -250,7 +285,8 @@ static void dump(const compile_opts *o, const cprog *p, const char *src) {
         return;
     for (int gi = 0; gi < p->ngroups; gi++) {
         const kgroup *k = &p->groups[gi];
-        static const char *kinds[] = {"pointwise", "row", "gemm", "conv", "extern", "copy"};
+        static const char *kinds[] = {"pointwise", "row", "gemm", "conv", "extern", "copy",
+                                      "update"};
         fprintf(f, "group %d (%s, kernel k%d):", gi, kinds[k->kind], k->kernel);
         for (int m = 0; m < k->n; m++)
             fprintf(f, " %s%%%d%s", op_name(p->g->nodes[k->nodes[m]].op), k->nodes[m],
@@ -352,8 +388,18 @@ int compile_model(const model *m, const compile_opts *o, compiled **out, char *e
                 return fail(c, err, cap, "out of memory");
         }
     }
+    c->maxops = 1;
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        int n = compile_group_operands(p, &p->groups[gi], NULL, 0);
+        c->maxops = n > c->maxops ? n : c->maxops;
+    }
+    c->ptrs = malloc((size_t)c->maxops * sizeof *c->ptrs);
+    c->ops = malloc((size_t)c->maxops * sizeof *c->ops);
+    if (!c->ptrs || !c->ops)
+        return fail(c, err, cap, "out of memory");
     c->rt.call = rt_call;
     c->rt.ctx = c;
+    compiled_set_step(c, 1);
     c->st.arena_bytes = p->arena_bytes;
     c->st.compile_s = now_s() - t0;
     *out = c;
@@ -411,10 +457,10 @@ int compiled_run(compiled *c, tensor **outputs, compiled_stats *st) {
                     return -1;
                 }
             }
-            char *args[KG_MAX_ARGS];
-            for (int i = 0; i < k->nargs; i++)
-                args[i] = storage_ptr(c, k->args[i]);
-            c->kernels[k->kernel](args, &c->rt, gi);
+            int nops = compile_group_operands(p, k, c->ops, c->maxops);
+            for (int i = 0; i < nops; i++)
+                c->ptrs[i] = storage_ptr(c, c->ops[i]);
+            c->kernels[k->kernel](c->ptrs, &c->rt, gi);
             for (int v = 0; v < g->n; v++)
                 if (c->free_after[v] == gi && c->bufs[v]) {
                     tensor_free(c->bufs[v]);
@@ -442,6 +488,11 @@ int compiled_run(compiled *c, tensor **outputs, compiled_stats *st) {
     return 0;
 }
 
+void compiled_set_step(compiled *c, uint64_t step) {
+    c->cpu.step = step;
+    c->rt.step = step;
+}
+
 const char *compiled_error(const compiled *c) { return c->err; }
 
 void compiled_info(const compiled *c, compiled_stats *st) { *st = c->st; }
@@ -462,6 +513,8 @@ void compiled_free(compiled *c) {
         for (int i = 0; i < p->ngroups * CONV_POST_MAX; i++)
             tensor_free(c->scratch[i]);
     free(c->scratch);
+    free(c->ptrs);
+    free(c->ops);
     free(c->posts);
     free(c->nposts);
     free(c->consts);

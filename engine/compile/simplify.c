@@ -1,7 +1,11 @@
 // Simplification: identities (x*1, x+0, scale(1, 0), casts and reshapes to
 // the same type and shape, reshape chains), constant folding of ops whose
 // inputs are all constants, common subexpressions, and dead code. The graph
-// is rebuilt from what survives, so shapes are checked again.
+// is rebuilt from what survives, so shapes are checked again. Nodes with
+// side effects (updates, training batch norm) are never folded, merged or
+// dead; every read of a source before its update is a read of the old value
+// (nothing may read an update's value: see compile_internal.h), so merging
+// two reads of one parameter stays right.
 #include "compile_internal.h"
 
 #include <stdlib.h>
@@ -120,8 +124,8 @@ int compile_simplify(cprog *p) {
         bool all_const = nd->nsrc > 0;
         for (int j = 0; j < nd->nsrc; j++)
             all_const &= g->nodes[s[j]].op == OP_FULL;
-        if (all_const && (compile_is_pointwise(nd->op) || op_kind(nd->op) == OPK_VIEW) &&
-            nd->op != OP_DROPOUT) {
+        if (all_const && (compile_is_pointwise(nd) || op_kind(nd->op) == OPK_VIEW) &&
+            nd->op != OP_DROPOUT && !op_has_side_effect(nd)) {
             double in[GRAPH_MAX_SRCS];
             for (int j = 0; j < nd->nsrc; j++)
                 in[j] = g->nodes[s[j]].fa[0];
@@ -134,6 +138,8 @@ int compile_simplify(cprog *p) {
         }
         if (op_kind(g->nodes[i].op) == OPK_SOURCE && g->nodes[i].op != OP_FULL)
             continue; // parameters and inputs are never merged
+        if (op_has_side_effect(&g->nodes[i]))
+            continue; // two identical updates are two updates
         uint64_t h = node_hash(&g->nodes[i], s) & (uint64_t)(hcap - 1);
         for (;; h = (h + 1) & (uint64_t)(hcap - 1)) {
             int o = table[h];
@@ -148,9 +154,13 @@ int compile_simplify(cprog *p) {
         }
     }
 
-    // dead code: keep what the outputs, the loss and the sources need
+    // dead code: keep what the outputs, the loss, the sources and the side
+    // effects need
     for (int i = 0; i < g->noutputs; i++)
         live[repl[g->outputs[i]]] = true;
+    for (int i = 0; i < n; i++)
+        if (op_has_side_effect(&g->nodes[i]))
+            live[i] = true;
     if (g->loss >= 0)
         live[repl[g->loss]] = true;
     for (int i = n - 1; i >= 0; i--) {

@@ -149,7 +149,9 @@ int nn_batch_norm(nn_ctx *x) {
     if (rm < 0 || rv < 0)
         return -1;
     double fa[GRAPH_MAX_FA] = {nn_float(x, "eps", 1e-5), nn_float(x, "momentum", 0.1)};
-    return nn_emit(x, graph_op(x->g, OP_BATCH_NORM, 5, (int[]){X0, w, b, rm, rv}, NULL, fa));
+    // training: batch statistics, and the running ones updated (train mode)
+    int64_t ia[GRAPH_MAX_IA] = {x->c->training};
+    return nn_emit(x, graph_op(x->g, OP_BATCH_NORM, 5, (int[]){X0, w, b, rm, rv}, ia, fa));
 }
 
 int nn_layer_norm(nn_ctx *x) {

@@ -5,34 +5,11 @@
 // primitive cache does. Tensors stay plain NCHW / OIHW (format tag abcd):
 // eager tensors are plain, and oneDNN picks its best kernel for that layout.
 // TCBENCH_LOG=dnnl prints each primitive's implementation when it is made.
-#include "cpu_kernels.h"
+#include "cpu_dnnl_internal.h"
 
-#include <dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct dnnl_key {
-    int op;
-    int has_bias;
-    int64_t x[4], w[4], y[4];
-    int64_t ia[9];
-    int npost; // post-ops (cpu_conv2d_post)
-    int post_op[CPU_POST_MAX];
-    int post_chan[CPU_POST_MAX];
-    float post_a[CPU_POST_MAX], post_b[CPU_POST_MAX];
-} dnnl_key;
-
-enum { MAX_ARGS = 4 + CPU_POST_MAX };
-
-typedef struct dnnl_entry {
-    dnnl_key key;
-    dnnl_primitive_t prim;
-    int nargs;
-    int arg[MAX_ARGS];           // DNNL_ARG_SRC, ...
-    dnnl_memory_t mem[MAX_ARGS]; // bound to tensor data at each call
-    struct dnnl_entry *next;
-} dnnl_entry;
 
 struct cpu_dnnl {
     dnnl_entry *head;
@@ -43,7 +20,7 @@ struct cpu_dnnl {
 static dnnl_engine_t dnnl_engine;
 static dnnl_stream_t dnnl_stream_;
 
-static const char *status_str(dnnl_status_t s) {
+const char *cpu_dnnl_status_str(dnnl_status_t s) {
     switch (s) {
     case dnnl_success: return "success";
     case dnnl_out_of_memory: return "out of memory";
@@ -56,16 +33,7 @@ static const char *status_str(dnnl_status_t s) {
     }
 }
 
-// Runs a dnnl_* call; on failure records its name and status and jumps to
-// `fail` (so partly made objects are released there).
-#define DNNL_TRY(errbuf, cap, fn, args)                                                            \
-    do {                                                                                           \
-        dnnl_status_t st_ = fn args;                                                               \
-        if (st_ != dnnl_success) {                                                                 \
-            snprintf(errbuf, cap, "%s failed: %s", #fn, status_str(st_));                          \
-            goto fail;                                                                             \
-        }                                                                                          \
-    } while (0)
+dnnl_engine_t cpu_dnnl_engine(void) { return dnnl_engine; }
 
 int cpu_dnnl_new(cpu_dnnl **out, char *err, size_t errcap) {
     *out = NULL;
@@ -88,7 +56,7 @@ fail:
     return -1;
 }
 
-static void entry_free(dnnl_entry *e) {
+void cpu_dnnl_entry_free(dnnl_entry *e) {
     for (int i = 0; i < e->nargs; i++)
         if (e->mem[i])
             dnnl_memory_destroy(e->mem[i]);
@@ -102,12 +70,12 @@ void cpu_dnnl_free(cpu_dnnl *d) {
         return;
     for (dnnl_entry *e = d->head, *next; e; e = next) {
         next = e->next;
-        entry_free(e);
+        cpu_dnnl_entry_free(e);
     }
     free(d);
 }
 
-static void log_impl(const dnnl_key *k, const_dnnl_primitive_desc_t pd) {
+void cpu_dnnl_log_impl(const dnnl_key *k, const_dnnl_primitive_desc_t pd) {
     const char *want = getenv("TCBENCH_LOG");
     if (!want || !strstr(want, "dnnl"))
         return;
@@ -271,7 +239,7 @@ static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
     e->arg[e->nargs] = DNNL_ARG_DST;
     DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create,
              (&e->mem[e->nargs++], &md_y, dnnl_engine, DNNL_MEMORY_NONE));
-    log_impl(k, pd);
+    cpu_dnnl_log_impl(k, pd);
     DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_create, (&e->prim, pd));
     dnnl_primitive_desc_destroy(pd);
     if (attr)
@@ -282,11 +250,11 @@ fail:
         dnnl_primitive_desc_destroy(pd);
     if (attr)
         dnnl_primitive_attr_destroy(attr);
-    entry_free(e);
+    cpu_dnnl_entry_free(e);
     return NULL;
 }
 
-static dnnl_entry *lookup(cpu_ctx *c, const dnnl_key *k) {
+dnnl_entry *cpu_dnnl_lookup(cpu_ctx *c, const dnnl_key *k, cpu_dnnl_make_fn make) {
     if (!c->dnnl) {
         cpu_fail(c, "%s: the oneDNN context was not set up (cpu_dnnl_new)", op_name(k->op));
         return NULL;
@@ -294,7 +262,7 @@ static dnnl_entry *lookup(cpu_ctx *c, const dnnl_key *k) {
     for (dnnl_entry *e = c->dnnl->head; e; e = e->next)
         if (memcmp(&e->key, k, sizeof *k) == 0)
             return e;
-    dnnl_entry *e = entry_new(c, k);
+    dnnl_entry *e = make(c, k);
     if (e) {
         e->next = c->dnnl->head;
         c->dnnl->head = e;
@@ -303,8 +271,8 @@ static dnnl_entry *lookup(cpu_ctx *c, const dnnl_key *k) {
 }
 
 // Binds data pointers (in the entry's argument order) and runs it.
-static int execute(cpu_ctx *c, dnnl_entry *e, void *const *data) {
-    dnnl_exec_arg_t args[MAX_ARGS];
+int cpu_dnnl_execute(cpu_ctx *c, dnnl_entry *e, void *const *data) {
+    dnnl_exec_arg_t args[CPU_DNNL_MAX_ARGS];
     for (int i = 0; i < e->nargs; i++) {
         DNNL_TRY(c->err, sizeof c->err, dnnl_memory_set_data_handle, (e->mem[i], data[i]));
         args[i].arg = e->arg[i];
@@ -319,8 +287,8 @@ fail:
     return -1;
 }
 
-static void key_init(dnnl_key *k, const graph_node *n, const tensor *x, const tensor *w,
-                     const tensor *y) {
+void cpu_dnnl_key_init(dnnl_key *k, const graph_node *n, const tensor *x, const tensor *w,
+                       const tensor *y) {
     memset(k, 0, sizeof *k); // padding bytes too: keys are compared with memcmp
     k->op = n->op;
     for (int i = 0; i < 4; i++) {
@@ -337,21 +305,21 @@ int cpu_conv2d(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w
         return cpu_fail(c, "%s: dtype %s is not supported by the CPU eager kernels (f32 only)",
                         op_name(n->op), dtype_name(x->dtype != DT_F32 ? x->dtype : w->dtype));
     dnnl_key k;
-    key_init(&k, n, x, w, out);
+    cpu_dnnl_key_init(&k, n, x, w, out);
     k.has_bias = bias != NULL;
-    dnnl_entry *e = lookup(c, &k);
+    dnnl_entry *e = cpu_dnnl_lookup(c, &k, entry_new);
     if (!e)
         return -1;
     tensor *xc = cpu_contiguous(c, x), *wc = xc ? cpu_contiguous(c, w) : NULL;
     tensor *bc = wc && bias ? cpu_contiguous(c, bias) : NULL;
     int rc = -1;
     if (wc && (!bias || bc)) {
-        void *data[MAX_ARGS] = {tensor_data(xc), tensor_data(wc)};
+        void *data[CPU_DNNL_MAX_ARGS] = {tensor_data(xc), tensor_data(wc)};
         int i = 2;
         if (bias)
             data[i++] = tensor_data(bc);
         data[i] = tensor_data(out);
-        rc = execute(c, e, data);
+        rc = cpu_dnnl_execute(c, e, data);
     }
     tensor_free(xc);
     tensor_free(wc);
@@ -365,7 +333,7 @@ int cpu_conv2d_post(cpu_ctx *c, const graph_node *n, const tensor *x, const tens
         return cpu_fail(c, "%s: post-ops need f32 and at most %d of them", op_name(n->op),
                         CPU_POST_MAX);
     dnnl_key k;
-    key_init(&k, n, x, w, out);
+    cpu_dnnl_key_init(&k, n, x, w, out);
     k.has_bias = bias != NULL;
     k.npost = npost;
     for (int i = 0; i < npost; i++) {
@@ -374,13 +342,13 @@ int cpu_conv2d_post(cpu_ctx *c, const graph_node *n, const tensor *x, const tens
         k.post_a[i] = post[i].alpha;
         k.post_b[i] = post[i].beta;
     }
-    dnnl_entry *e = lookup(c, &k);
+    dnnl_entry *e = cpu_dnnl_lookup(c, &k, entry_new);
     if (!e)
         return -1;
     tensor *xc = cpu_contiguous(c, x), *wc = xc ? cpu_contiguous(c, w) : NULL;
     int rc = -1;
     if (wc) {
-        void *data[MAX_ARGS] = {tensor_data(xc), tensor_data(wc)};
+        void *data[CPU_DNNL_MAX_ARGS] = {tensor_data(xc), tensor_data(wc)};
         int i = 2;
         if (bias)
             data[i++] = tensor_data(bias); // contiguous by contract
@@ -388,7 +356,7 @@ int cpu_conv2d_post(cpu_ctx *c, const graph_node *n, const tensor *x, const tens
             if (post[p].src1)
                 data[i++] = tensor_data(post[p].src1); // contiguous by contract
         data[i] = tensor_data(out);
-        rc = execute(c, e, data);
+        rc = cpu_dnnl_execute(c, e, data);
     }
     tensor_free(xc);
     tensor_free(wc);
@@ -400,14 +368,14 @@ int cpu_pool2d(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
         return cpu_fail(c, "%s: dtype %s is not supported by the CPU eager kernels (f32 only)",
                         op_name(n->op), dtype_name(x->dtype));
     dnnl_key k;
-    key_init(&k, n, x, NULL, out);
-    dnnl_entry *e = lookup(c, &k);
+    cpu_dnnl_key_init(&k, n, x, NULL, out);
+    dnnl_entry *e = cpu_dnnl_lookup(c, &k, entry_new);
     if (!e)
         return -1;
     tensor *xc = cpu_contiguous(c, x);
     if (!xc)
         return -1;
-    int rc = execute(c, e, (void *[]){tensor_data(xc), tensor_data(out)});
+    int rc = cpu_dnnl_execute(c, e, (void *[]){tensor_data(xc), tensor_data(out)});
     tensor_free(xc);
     return rc;
 }

@@ -51,6 +51,11 @@ static int gemm_operand(cpu_ctx *c, const tensor *t, tensor **own, const tensor 
     return 0;
 }
 
+bool cpu_gemm_row_blocks(int64_t M, int64_t N, int64_t K, int nt) {
+    return nt > 1 && M >= 32 * (int64_t)nt && (double)M * (double)N * (double)K >= 262144.0 &&
+           (double)K * (double)N * 4.0 <= 256.0 * 1024;
+}
+
 // A batch of GEMMs is spread over threads, one matrix each, when there are
 // at least as many as threads (as PyTorch's bmm does); OpenBLAS stays
 // single-threaded inside a parallel region.
@@ -100,9 +105,25 @@ int cpu_matmul(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out) {
         batch = 1;
     }
     CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+    int nt = omp_get_max_threads();
+    if (batch == 1 && cpu_gemm_row_blocks(M, N, K, nt)) {
+        // one matrix, a small right operand: a block of rows per thread, as
+        // cpu_linear and the compiled mode's GEMMs
+#pragma omp parallel for schedule(static)
+        for (int t = 0; t < nt; t++) {
+            int64_t m0 = M * t / nt, m1 = M * (t + 1) / nt;
+            cblas_sgemm(CblasRowMajor, TA, TB, (blasint)(m1 - m0), (blasint)N, (blasint)K, 1.0f,
+                        pa + (ta ? m0 : m0 * lda), (blasint)lda, pb, (blasint)ldb, 0.0f,
+                        po + m0 * N, (blasint)N);
+        }
+        tensor_free(ownA);
+        tensor_free(ownB);
+        c->kernels++;
+        return 0;
+    }
     // as many matrices as threads or more: one thread per matrix (the same
     // rule the compiled mode's generated GEMMs follow)
-    bool par = batch >= omp_get_max_threads() && batch > 1;
+    bool par = batch >= nt && batch > 1;
 #pragma omp parallel for if (par) schedule(static)
     for (int64_t i = 0; i < batch; i++) {
         int64_t oa = 0, ob = 0, rest = i;
@@ -173,8 +194,7 @@ int cpu_linear(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *bias,
     // GEMM). The compiled mode's generated GEMMs use the same rule, so the
     // comparison measures fusion and capture, not two GEMM schedules.
     int nt = omp_get_max_threads();
-    if (nt > 1 && M >= 32 * (int64_t)nt && (double)M * (double)N * (double)K >= 262144.0 &&
-        (double)K * (double)N * 4.0 <= 256.0 * 1024) {
+    if (cpu_gemm_row_blocks(M, N, K, nt)) {
 #pragma omp parallel for schedule(static)
         for (int t = 0; t < nt; t++) {
             int64_t m0 = M * t / nt, m1 = M * (t + 1) / nt;

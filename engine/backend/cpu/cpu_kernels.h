@@ -28,11 +28,20 @@ typedef struct cpu_dnnl cpu_dnnl;
 typedef struct cpu_ctx {
     int64_t kernels; // kernels launched, internal copies included
     cpu_dnnl *dnnl;  // oneDNN engine, stream and primitive cache
+    uint64_t step;   // the training step, from 1 (dropout masks, Adam's bias correction);
+                     // 0, a zeroed ctx, counts as 1
     char err[256];
 } cpu_ctx;
 
 // Sets c->err (printf-style) and returns -1.
 int cpu_fail(cpu_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// f32 checks shared by the kernels: an error naming `what` for another
+// dtype (t may be NULL); contiguous f32 versions of np inputs (NULL entries
+// stay NULL; on failure nothing stays allocated); freeing such a list.
+int cpu_need_f32(cpu_ctx *c, const char *what, const tensor *t);
+int cpu_inputs_f32(cpu_ctx *c, const char *what, int np, const tensor *const *in, tensor **out);
+void cpu_free_all(int np, tensor **t);
 
 // x itself (a new view) when contiguous, else a contiguous copy, counted as
 // a kernel. NULL with c->err set when memory runs out.
@@ -41,7 +50,7 @@ tensor *cpu_contiguous(cpu_ctx *c, const tensor *x);
 // pointwise (cpu_pointwise.c)
 // UNARY ops, SCALE, CAST and DROPOUT; x has out's shape.
 int cpu_unary(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out);
-// ADD, SUB, MUL, DIV, MAXIMUM with broadcasting.
+// ADD, SUB, MUL, DIV, MAXIMUM with broadcasting; GE (any dtype) into bool.
 int cpu_binary(cpu_ctx *c, const graph_node *n, const tensor *a, const tensor *b, tensor *out);
 // cond ? a : b with broadcasting, any dtype.
 int cpu_where(cpu_ctx *c, const tensor *cond, const tensor *a, const tensor *b, tensor *out);
@@ -70,6 +79,10 @@ int cpu_cross_entropy(cpu_ctx *c, const tensor *logits, const tensor *target, in
 int cpu_mse_loss(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out);
 
 // matrix products through cblas_sgemm (cpu_gemm.c)
+// Small right operand (K x N at most 256 KiB) and enough rows: one block of
+// rows per thread, each a single-threaded GEMM (OpenBLAS's own threading
+// costs more than such a GEMM). The compiled mode's GEMMs use the same rule.
+bool cpu_gemm_row_blocks(int64_t M, int64_t N, int64_t K, int nt);
 // (..., M, K) @ (..., K, N) -> (..., M, N), batch dims broadcast
 int cpu_matmul(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out);
 // x (..., K) @ w (N, K)^T + bias (N) -> (..., N); bias may be NULL
@@ -104,3 +117,41 @@ int cpu_upsample_nearest(cpu_ctx *c, const tensor *x, int64_t scale, tensor *out
 // table (V, D), indices (...) i32/i64 -> (..., D)
 int cpu_embedding(cpu_ctx *c, const tensor *table, const tensor *idx, tensor *out);
 int cpu_concat(cpu_ctx *c, int axis, int nin, const tensor *const *in, tensor *out);
+
+// ---- training: backward ops and in-place updates (cpu_grad.c) ----
+// ACT_GRAD: out = dy * f'(x), f the unary op (enum op)n->ia[0]
+int cpu_act_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x, tensor *out);
+// SUM_TO: out (its own shape) = dy summed over the axes dy was broadcast along
+int cpu_sum_to(cpu_ctx *c, const tensor *dy, tensor *out);
+// SOFTMAX_GRAD (log false) and LOG_SOFTMAX_GRAD (log true); y the forward output
+int cpu_softmax_grad(cpu_ctx *c, const tensor *dy, const tensor *y, bool log, tensor *out);
+// LAYER_NORM_GRAD, RMS_NORM_GRAD, BATCH_NORM_GRAD, GROUP_NORM_GRAD: dx
+int cpu_norm_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
+                  const tensor *w, tensor *out);
+// LAYER_NORM_WGRAD, RMS_NORM_WGRAD, BATCH_NORM_WGRAD, GROUP_NORM_WGRAD
+int cpu_norm_wgrad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
+                   tensor *out);
+int cpu_embedding_grad(cpu_ctx *c, const tensor *dy, const tensor *idx, tensor *out);
+int cpu_slice_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, tensor *out);
+int cpu_cross_entropy_grad(cpu_ctx *c, const graph_node *n, const tensor *dloss,
+                           const tensor *logits, const tensor *target, tensor *out);
+int cpu_mse_loss_grad(cpu_ctx *c, const tensor *dloss, const tensor *a, const tensor *b,
+                      tensor *out);
+// Updates, in place, with c->step: p, and the state (buf may be NULL for SGD)
+int cpu_sgd(cpu_ctx *c, const graph_node *n, tensor *p, const tensor *g, tensor *buf);
+int cpu_adamw(cpu_ctx *c, const graph_node *n, tensor *p, const tensor *g, tensor *m, tensor *v);
+int cpu_running_stat(cpu_ctx *c, const graph_node *n, tensor *buf, const tensor *stat);
+// BATCH_NORM in training mode: batch statistics; running mean and var
+// updated in place with momentum (unbiased variance, as PyTorch)
+int cpu_batch_norm_train(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b,
+                         tensor *rmean, tensor *rvar, double eps, double momentum, tensor *out);
+
+// ---- training: convolution and pooling backward (cpu_dnnl_grad.c) ----
+// CONV2D_GRAD_INPUT (dy, w) and CONV2D_GRAD_WEIGHT (dy, x), attributes as conv2d
+int cpu_conv2d_grad_input(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *w,
+                          tensor *out);
+int cpu_conv2d_grad_weight(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
+                           tensor *out);
+// MAX_POOL2D_GRAD (x the forward input) and AVG_POOL2D_GRAD (x NULL)
+int cpu_pool2d_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
+                    tensor *out);

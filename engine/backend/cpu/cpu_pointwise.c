@@ -284,7 +284,7 @@ int cpu_unary(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
         j.p.a = (float)n->fa[0];
         j.p.b = (float)n->fa[1];
     } else if (n->op == OP_DROPOUT) {
-        j.p.key = cpu_dropout_key(n->ia[0]);
+        j.p.key = cpu_dropout_key(n->ia[0], c->step ? c->step : 1);
         j.p.thr = cpu_dropout_threshold(n->fa[0]);
         j.p.a = (float)(1.0 / (1.0 - n->fa[0]));
     }
@@ -398,7 +398,53 @@ static void seg_binary_int(void *ctx, int64_t n, char *const *ptr, const int64_t
     }
 }
 
+// GE: a >= b into bool (uint8) for every input dtype; NaN compares false.
+// f16 goes through f32 chunks, integers compare as int64.
+static void seg_ge(void *ctx, int64_t n, char *const *ptr, const int64_t *st, int64_t flat0) {
+    (void)flat0;
+    enum dtype t = *(const enum dtype *)ctx;
+    uint8_t *restrict o = (uint8_t *)ptr[0];
+    if (t == DT_F32) {
+        const float *restrict a = (const float *)ptr[1], *restrict b = (const float *)ptr[2];
+        if (st[1] == 1 && st[2] == 1) {
+#pragma omp simd
+            for (int64_t i = 0; i < n; i++)
+                o[i] = a[i] >= b[i];
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                o[i] = a[i * st[1]] >= b[i * st[2]];
+        }
+    } else if (t == DT_F16) {
+        float x[CHUNK], y[CHUNK];
+        const uint16_t *a = (const uint16_t *)ptr[1], *b = (const uint16_t *)ptr[2];
+        for (int64_t i = 0; i < n; i += CHUNK) {
+            int64_t m = n - i < CHUNK ? n - i : CHUNK;
+            cpu_f16_load(m, a + i * st[1], st[1], x);
+            cpu_f16_load(m, b + i * st[2], st[2], y);
+            for (int64_t k = 0; k < m; k++)
+                o[i + k] = x[k] >= y[k];
+        }
+    } else {
+        int64_t es = (int64_t)dtype_size(t);
+        for (int64_t i = 0; i < n; i++)
+            o[i] = t == DT_BOOL ? ptr[1][i * st[1]] >= ptr[2][i * st[2]]
+                                : load_int(t, ptr[1] + i * st[1] * es) >=
+                                      load_int(t, ptr[2] + i * st[2] * es);
+    }
+}
+
 int cpu_binary(cpu_ctx *c, const graph_node *n, const tensor *a, const tensor *b, tensor *out) {
+    if (n->op == OP_GE) {
+        if (a->dtype != b->dtype || out->dtype != DT_BOOL)
+            return cpu_fail(c, "ge: inputs %s and %s must match, into bool", dtype_name(a->dtype),
+                            dtype_name(b->dtype));
+        cpu_iter it;
+        cpu_iter_init(&it, out, 2, (const tensor *[]){a, b});
+        enum dtype t = a->dtype;
+        cpu_iter_run(&it, seg_ge, &t);
+        c->kernels++;
+        return 0;
+    }
     binary_fn fn = binary_table[n->op];
     if (!fn)
         return cpu_fail(c, "%s is not a binary op", op_name(n->op));

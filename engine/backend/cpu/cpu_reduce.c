@@ -59,8 +59,8 @@ static float max_f32(const float *x, int64_t n) {
     return r;
 }
 
-static int need_f32(cpu_ctx *c, const char *what, const tensor *t) {
-    if (t->dtype != DT_F32)
+int cpu_need_f32(cpu_ctx *c, const char *what, const tensor *t) {
+    if (t && t->dtype != DT_F32)
         return cpu_fail(c, "%s: dtype %s is not supported by the CPU eager kernels (f32 only)",
                         what, dtype_name(t->dtype));
     return 0;
@@ -69,7 +69,7 @@ static int need_f32(cpu_ctx *c, const char *what, const tensor *t) {
 // ---- SUM, MEAN, MAX over one axis ---------------------------------------
 
 int cpu_reduce(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
-    if (need_f32(c, op_name(n->op), x) < 0)
+    if (cpu_need_f32(c, op_name(n->op), x) < 0)
         return -1;
     tensor *xc = cpu_contiguous(c, x);
     if (!xc)
@@ -128,7 +128,7 @@ int cpu_reduce(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
 
 int cpu_softmax(cpu_ctx *c, const tensor *x, bool log, tensor *out) {
     const char *name = log ? "log_softmax" : "softmax";
-    if (need_f32(c, name, x) < 0)
+    if (cpu_need_f32(c, name, x) < 0)
         return -1;
     tensor *xc = cpu_contiguous(c, x);
     if (!xc)
@@ -170,15 +170,15 @@ int cpu_softmax(cpu_ctx *c, const tensor *x, bool log, tensor *out) {
 
 // ---- norms ---------------------------------------------------------------
 
-// Makes the 1-d parameters contiguous (they nearly always are: a view, no
+// Makes the inputs contiguous (1-d parameters nearly always are: a view, no
 // copy) and checks their dtype.
-static int params_f32(cpu_ctx *c, const char *what, int np, const tensor *const *in, tensor **out) {
+int cpu_inputs_f32(cpu_ctx *c, const char *what, int np, const tensor *const *in, tensor **out) {
     for (int i = 0; i < np; i++)
         out[i] = NULL;
     for (int i = 0; i < np; i++) {
         if (!in[i])
             continue;
-        if (need_f32(c, what, in[i]) < 0 || !(out[i] = cpu_contiguous(c, in[i]))) {
+        if (cpu_need_f32(c, what, in[i]) < 0 || !(out[i] = cpu_contiguous(c, in[i]))) {
             for (int k = 0; k < i; k++)
                 tensor_free(out[k]);
             return -1;
@@ -187,7 +187,7 @@ static int params_f32(cpu_ctx *c, const char *what, int np, const tensor *const 
     return 0;
 }
 
-static void free_all(int np, tensor **t) {
+void cpu_free_all(int np, tensor **t) {
     for (int i = 0; i < np; i++)
         tensor_free(t[i]);
 }
@@ -195,7 +195,7 @@ static void free_all(int np, tensor **t) {
 int cpu_layer_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b, double eps,
                    tensor *out) {
     tensor *t[3];
-    if (params_f32(c, b ? "layer_norm" : "rms_norm", 3, (const tensor *[]){x, w, b}, t) < 0)
+    if (cpu_inputs_f32(c, b ? "layer_norm" : "rms_norm", 3, (const tensor *[]){x, w, b}, t) < 0)
         return -1;
     int64_t C = t[0]->shape[t[0]->ndim - 1], rows = tensor_numel(t[0]) / C;
     const float *px = tensor_f32(t[0]), *pw = tensor_f32(t[1]);
@@ -218,7 +218,7 @@ int cpu_layer_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b
                 o[i] = row[i] * rms * pw[i];
         }
     }
-    free_all(3, t);
+    cpu_free_all(3, t);
     c->kernels++;
     return 0;
 }
@@ -230,13 +230,13 @@ int cpu_rms_norm(cpu_ctx *c, const tensor *x, const tensor *w, double eps, tenso
 int cpu_batch_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b,
                    const tensor *mean, const tensor *var, double eps, tensor *out) {
     tensor *t[5];
-    if (params_f32(c, "batch_norm", 5, (const tensor *[]){x, w, b, mean, var}, t) < 0)
+    if (cpu_inputs_f32(c, "batch_norm", 5, (const tensor *[]){x, w, b, mean, var}, t) < 0)
         return -1;
     int64_t N = t[0]->shape[0], C = t[0]->shape[1], S = tensor_numel(t[0]) / (N * C);
     // y = x * scale + shift per channel, folded once per call
     float *scale = malloc((size_t)(2 * C) * sizeof *scale);
     if (!scale) {
-        free_all(5, t);
+        cpu_free_all(5, t);
         return cpu_fail(c, "batch_norm: out of memory for %lld channels", (long long)C);
     }
     float *shift = scale + C;
@@ -269,7 +269,7 @@ int cpu_batch_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b
         }
     }
     free(scale);
-    free_all(5, t);
+    cpu_free_all(5, t);
     c->kernels++;
     return 0;
 }
@@ -277,7 +277,7 @@ int cpu_batch_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b
 int cpu_group_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b, int64_t groups,
                    double eps, tensor *out) {
     tensor *t[3];
-    if (params_f32(c, "group_norm", 3, (const tensor *[]){x, w, b}, t) < 0)
+    if (cpu_inputs_f32(c, "group_norm", 3, (const tensor *[]){x, w, b}, t) < 0)
         return -1;
     int64_t N = t[0]->shape[0], C = t[0]->shape[1], S = tensor_numel(t[0]) / (N * C);
     int64_t Cg = C / groups, len = Cg * S;
@@ -299,7 +299,7 @@ int cpu_group_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b
                 d[i] = s[i] * a + bb;
         }
     }
-    free_all(3, t);
+    cpu_free_all(3, t);
     c->kernels++;
     return 0;
 }
@@ -308,7 +308,7 @@ int cpu_group_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b
 
 int cpu_cross_entropy(cpu_ctx *c, const tensor *logits, const tensor *target, int64_t ignore,
                       tensor *out) {
-    if (need_f32(c, "cross_entropy", logits) < 0)
+    if (cpu_need_f32(c, "cross_entropy", logits) < 0)
         return -1;
     if (target->dtype != DT_I32 && target->dtype != DT_I64)
         return cpu_fail(c, "cross_entropy: targets must be i32 or i64, got %s",
@@ -356,7 +356,7 @@ int cpu_cross_entropy(cpu_ctx *c, const tensor *logits, const tensor *target, in
 
 int cpu_mse_loss(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out) {
     tensor *t[2];
-    if (params_f32(c, "mse_loss", 2, (const tensor *[]){a, b}, t) < 0)
+    if (cpu_inputs_f32(c, "mse_loss", 2, (const tensor *[]){a, b}, t) < 0)
         return -1;
     int64_t n = tensor_numel(t[0]), nb = (n + BLOCK - 1) / BLOCK;
     const float *pa = tensor_f32(t[0]), *pb = tensor_f32(t[1]);
@@ -371,7 +371,7 @@ int cpu_mse_loss(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out) {
         total += s;
     }
     *tensor_f32(out) = (float)(total / (double)n);
-    free_all(2, t);
+    cpu_free_all(2, t);
     c->kernels++;
     return 0;
 }

@@ -2,7 +2,7 @@
 // eager kernels must apply identically, kept in one place so they cannot
 // drift apart.
 //
-//   uint64_t key = cpu_dropout_key(n->ia[0]);          // the op's stream id
+//   uint64_t key = cpu_dropout_key(n->ia[0], step);    // stream id, training step
 //   uint32_t thr = cpu_dropout_threshold(n->fa[0]);    // p
 //   y[i] = cpu_dropout_keep(key, i, thr) ? x[i] / (1 - p) : 0;
 //
@@ -22,8 +22,11 @@ static inline uint64_t cpu_mix64(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-static inline uint64_t cpu_dropout_key(int64_t stream) {
-    return cpu_mix64((uint64_t)stream + 0x9e3779b97f4a7c15ull);
+// A mask per (stream, step): the same op draws a new mask every training
+// step, and the same step always draws the same one (eager, compiled and the
+// reference agree bit for bit).
+static inline uint64_t cpu_dropout_key(int64_t stream, uint64_t step) {
+    return cpu_mix64(cpu_mix64((uint64_t)stream + 0x9e3779b97f4a7c15ull) + step);
 }
 
 // p as a 24-bit threshold: element i is dropped when its 24-bit draw is

@@ -177,7 +177,7 @@ int cuda_unary(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
         p.a = (float)n->fa[0];
         p.b = (float)n->fa[1];
     } else if (n->op == OP_DROPOUT) {
-        p.key = cpu_dropout_key(n->ia[0]);
+        p.key = cpu_dropout_key(n->ia[0], c->step ? c->step : 1);
         p.thr = cpu_dropout_threshold(n->fa[0]);
         p.a = (float)(1.0 / (1.0 - n->fa[0]));
     }

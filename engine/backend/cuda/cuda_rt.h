@@ -116,6 +116,7 @@ typedef struct cuda_ctx {
     void *ws;        // library workspace (cuBLASLt, cuDNN), outside the allocator's counts
     size_t ws_bytes;
     int64_t kernels; // launches so far (library calls count as one)
+    uint64_t step;   // the training step (dropout masks; 0 counts as 1, as on the CPU)
     char err[400];
 } cuda_ctx;
 

@@ -1,0 +1,536 @@
+// The backward pass and the optimizer, appended to the forward graph
+// (autograd.h). One rule per op kind; each rule reads the node's gradient
+// dy and adds a contribution to the gradient of each input that needs one.
+#include "autograd.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+train_opts train_opts_default(void) {
+    return (train_opts){.optim = OPTIM_ADAMW,
+                        .lr = 0.01,
+                        .beta1 = 0.9,
+                        .beta2 = 0.999,
+                        .eps = 1e-8,
+                        .weight_decay = 0.01};
+}
+
+train_opts train_opts_sgd(void) {
+    return (train_opts){.optim = OPTIM_SGD, .lr = 0.01, .momentum = 0.9};
+}
+
+const char *optim_name(optim_kind k) { return k == OPTIM_SGD ? "sgd" : "adamw"; }
+
+typedef struct ag {
+    graph *g;
+    int nfwd;       // forward nodes: ids below this
+    bool *req;      // forward node needs a gradient (depends on a parameter)
+    int *grad;      // accumulated gradient of each forward node, -1 none yet
+    char *err;
+    size_t cap;
+} ag;
+
+static int agfail(ag *a, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->err, a->cap, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+// A builder call's result, or the graph's message.
+static int chk(ag *a, int id, const char *what) {
+    if (id < 0 && !a->err[0])
+        agfail(a, "backward of %s: %s", what, graph_error(a->g));
+    return id;
+}
+
+static graph_node node(const ag *a, int id) { return a->g->nodes[id]; }
+
+static bool same_shape(const graph_node *x, int ndim, const int64_t *shape) {
+    if (x->ndim != ndim)
+        return false;
+    for (int i = 0; i < ndim; i++)
+        if (x->shape[i] != shape[i])
+            return false;
+    return true;
+}
+
+// t summed down to the shape of node `like` (a no-op when it already has it).
+static int sum_to(ag *a, int t, int like) {
+    if (t < 0)
+        return -1;
+    graph_node l = node(a, like), tn = node(a, t);
+    if (same_shape(&tn, l.ndim, l.shape))
+        return t;
+    return graph_op_shaped(a->g, OP_SUM_TO, 1, &t, NULL, NULL, l.ndim, l.shape);
+}
+
+static int zero(ag *a, enum dtype t) { return graph_full(a->g, 0.0, t, 0, NULL); }
+
+// Adds contribution c to the gradient of forward node x.
+static int accumulate(ag *a, int x, int c) {
+    if (c < 0)
+        return -1;
+    if (!a->req[x])
+        return 0;
+    graph_node xn = node(a, x), cn = node(a, c);
+    if (!same_shape(&cn, xn.ndim, xn.shape))
+        return agfail(a, "internal: gradient of %%%d %s has the wrong shape", x, op_name(xn.op));
+    if (a->grad[x] < 0) {
+        a->grad[x] = c;
+        return 0;
+    }
+    int s = graph_binary(a->g, OP_ADD, a->grad[x], c);
+    if (s < 0)
+        return chk(a, s, "accumulation");
+    a->grad[x] = s;
+    return 0;
+}
+
+static int reshape_to(ag *a, int t, int like) {
+    graph_node l = node(a, like);
+    return graph_reshape(a->g, t, l.ndim, l.shape);
+}
+
+// The last two axes swapped: a view.
+static int transpose(ag *a, int t) {
+    graph_node n = node(a, t);
+    int perm[TENSOR_MAX_DIMS];
+    for (int i = 0; i < n.ndim; i++)
+        perm[i] = i;
+    perm[n.ndim - 1] = n.ndim - 2;
+    perm[n.ndim - 2] = n.ndim - 1;
+    return graph_permute(a->g, t, perm);
+}
+
+// Row `r` of a (2, C) weight gradient as (C).
+static int wgrad_row(ag *a, int wg, int r) {
+    graph_node n = node(a, wg);
+    int s = graph_slice(a->g, wg, 0, r, 1);
+    return graph_reshape(a->g, s, 1, &n.shape[1]);
+}
+
+static int back_unary(ag *a, const graph_node *n, int y, int dy) {
+    int x = n->src[0];
+    graph *g = a->g;
+    switch (n->op) {
+    case OP_NEG: return accumulate(a, x, graph_unary(g, OP_NEG, dy));
+    case OP_SCALE: return accumulate(a, x, graph_scale(g, dy, n->fa[0], 0));
+    case OP_CAST: return accumulate(a, x, graph_cast(g, dy, node(a, x).dtype));
+    case OP_EXP: return accumulate(a, x, graph_binary(g, OP_MUL, dy, y)); // grad * result
+    case OP_DROPOUT: // the same mask (stream, element, step): dy * mask / (1 - p)
+        return accumulate(a, x, graph_op(g, OP_DROPOUT, 1, &dy, n->ia, n->fa));
+    default: {
+        int64_t ia[GRAPH_MAX_IA] = {n->op};
+        double fa[GRAPH_MAX_FA];
+        memcpy(fa, n->fa, sizeof fa);
+        return accumulate(a, x, graph_op(g, OP_ACT_GRAD, 2, (int[]){dy, x}, ia, fa));
+    }
+    }
+}
+
+static int back_binary(ag *a, const graph_node *n, int y, int dy) {
+    int x0 = n->src[0], x1 = n->src[1];
+    graph *g = a->g;
+    switch (n->op) {
+    case OP_ADD:
+        if (a->req[x0] && accumulate(a, x0, sum_to(a, dy, x0)) < 0)
+            return -1;
+        return a->req[x1] ? accumulate(a, x1, sum_to(a, dy, x1)) : 0;
+    case OP_SUB:
+        if (a->req[x0] && accumulate(a, x0, sum_to(a, dy, x0)) < 0)
+            return -1;
+        return a->req[x1] ? accumulate(a, x1, graph_unary(g, OP_NEG, sum_to(a, dy, x1))) : 0;
+    case OP_MUL:
+        if (a->req[x0] && accumulate(a, x0, sum_to(a, graph_binary(g, OP_MUL, dy, x1), x0)) < 0)
+            return -1;
+        return a->req[x1] ? accumulate(a, x1, sum_to(a, graph_binary(g, OP_MUL, dy, x0), x1)) : 0;
+    case OP_DIV: {
+        int q = graph_binary(g, OP_DIV, dy, x1); // dy / b
+        if (a->req[x0] && accumulate(a, x0, sum_to(a, q, x0)) < 0)
+            return -1;
+        if (!a->req[x1])
+            return 0;
+        // d/db (a / b) = -a / b^2 = -(dy / b) * y
+        int t = graph_unary(g, OP_NEG, graph_binary(g, OP_MUL, q, y));
+        return accumulate(a, x1, sum_to(a, t, x1));
+    }
+    case OP_MAXIMUM: { // ties go to the first operand
+        int m = graph_binary(g, OP_GE, x0, x1), z = zero(a, n->dtype);
+        if (m < 0 || z < 0)
+            return -1;
+        if (a->req[x0] &&
+            accumulate(a, x0, sum_to(a, graph_op(g, OP_WHERE, 3, (int[]){m, dy, z}, NULL, NULL),
+                                     x0)) < 0)
+            return -1;
+        return a->req[x1] ? accumulate(a, x1,
+                                       sum_to(a, graph_op(g, OP_WHERE, 3, (int[]){m, z, dy}, NULL,
+                                                          NULL),
+                                              x1))
+                          : 0;
+    }
+    default: return 0; // GE: a bool has no gradient
+    }
+}
+
+static int back_reduce(ag *a, const graph_node *n, int y, int dy) {
+    int x = n->src[0];
+    graph *g = a->g;
+    graph_node xn = node(a, x);
+    switch (n->op) {
+    case OP_SUM:
+        return accumulate(a, x, graph_op_shaped(g, OP_EXPAND, 1, &dy, NULL, NULL, xn.ndim, xn.shape));
+    case OP_MEAN: {
+        int s = graph_scale(g, dy, 1.0 / (double)xn.shape[n->ia[0]], 0);
+        return accumulate(a, x, graph_op_shaped(g, OP_EXPAND, 1, &s, NULL, NULL, xn.ndim, xn.shape));
+    }
+    default: { // MAX: every position equal to the maximum takes dy
+        int ye = graph_op_shaped(g, OP_EXPAND, 1, &y, NULL, NULL, xn.ndim, xn.shape);
+        int de = graph_op_shaped(g, OP_EXPAND, 1, &dy, NULL, NULL, xn.ndim, xn.shape);
+        int m = graph_binary(g, OP_GE, x, ye), z = zero(a, n->dtype);
+        if (m < 0 || z < 0 || de < 0)
+            return -1;
+        return accumulate(a, x, graph_op(g, OP_WHERE, 3, (int[]){m, de, z}, NULL, NULL));
+    }
+    }
+}
+
+// A norm's dx, and its weight (and bias) gradients from one (2, C) or (C) node.
+static int back_norm(ag *a, const graph_node *n, int y, int dy) {
+    graph *g = a->g;
+    int x = n->src[0];
+    enum op gop, wop;
+    switch (n->op) {
+    case OP_SOFTMAX:
+    case OP_LOG_SOFTMAX:
+        return accumulate(a, x,
+                          graph_op(g, n->op == OP_SOFTMAX ? OP_SOFTMAX_GRAD : OP_LOG_SOFTMAX_GRAD,
+                                   2, (int[]){dy, y}, NULL, NULL));
+    case OP_LAYER_NORM: gop = OP_LAYER_NORM_GRAD, wop = OP_LAYER_NORM_WGRAD; break;
+    case OP_RMS_NORM: gop = OP_RMS_NORM_GRAD, wop = OP_RMS_NORM_WGRAD; break;
+    case OP_GROUP_NORM: gop = OP_GROUP_NORM_GRAD, wop = OP_GROUP_NORM_WGRAD; break;
+    case OP_BATCH_NORM:
+        if (!n->ia[0])
+            return agfail(a, "batch_norm in eval mode inside a training graph has no backward");
+        gop = OP_BATCH_NORM_GRAD, wop = OP_BATCH_NORM_WGRAD;
+        break;
+    default: return agfail(a, "%s has no backward", op_name(n->op));
+    }
+    int w = n->src[1], b = n->op == OP_RMS_NORM ? -1 : n->src[2];
+    if (a->req[x] && accumulate(a, x, graph_op(g, gop, 3, (int[]){dy, x, w}, n->ia, n->fa)) < 0)
+        return -1;
+    if (!a->req[w] && (b < 0 || !a->req[b]))
+        return 0;
+    int wg = graph_op(g, wop, 2, (int[]){dy, x}, n->ia, n->fa);
+    if (wg < 0)
+        return -1;
+    if (n->op == OP_RMS_NORM)
+        return accumulate(a, w, wg);
+    if (accumulate(a, w, wgrad_row(a, wg, 0)) < 0)
+        return -1;
+    return accumulate(a, b, wgrad_row(a, wg, 1));
+}
+
+static int back_gemm(ag *a, const graph_node *n, int dy) {
+    graph *g = a->g;
+    int x = n->src[0], w = n->src[1];
+    graph_node xn = node(a, x), wn = node(a, w), dn = node(a, dy);
+    if (n->op == OP_LINEAR) {
+        // dx = dy @ W; dW = dy^T @ x over all rows; db = dy summed over rows
+        if (a->req[x]) {
+            int dx;
+            if (dn.ndim >= 2) {
+                dx = graph_binary(g, OP_MATMUL, dy, w);
+            } else { // a single row
+                int r = graph_reshape(g, dy, 2, (int64_t[]){1, dn.shape[0]});
+                dx = graph_reshape(g, graph_binary(g, OP_MATMUL, r, w), 1, xn.shape);
+            }
+            if (accumulate(a, x, dx) < 0)
+                return -1;
+        }
+        int64_t N = wn.shape[0], K = wn.shape[1], M = graph_node_numel(&xn) / K;
+        if (a->req[w]) {
+            int d2 = graph_reshape(g, dy, 2, (int64_t[]){M, N});
+            int x2 = graph_reshape(g, x, 2, (int64_t[]){M, K});
+            if (accumulate(a, w, graph_binary(g, OP_MATMUL, transpose(a, d2), x2)) < 0)
+                return -1;
+        }
+        if (n->nsrc == 3 && a->req[n->src[2]])
+            return accumulate(a, n->src[2], sum_to(a, dy, n->src[2]));
+        return 0;
+    }
+    // matmul: da = dy @ b^T, db = a^T @ dy, summed over broadcast batch axes
+    if (a->req[x] && accumulate(a, x, sum_to(a, graph_binary(g, OP_MATMUL, dy, transpose(a, w)),
+                                             x)) < 0)
+        return -1;
+    if (!a->req[w])
+        return 0;
+    if (wn.ndim == 2 && xn.ndim > 2) { // a shared right operand: one GEMM over all rows
+        int64_t K = xn.shape[xn.ndim - 1], M = graph_node_numel(&xn) / K;
+        int x2 = graph_reshape(g, x, 2, (int64_t[]){M, K});
+        int d2 = graph_reshape(g, dy, 2, (int64_t[]){M, wn.shape[1]});
+        return accumulate(a, w, graph_binary(g, OP_MATMUL, transpose(a, x2), d2));
+    }
+    return accumulate(a, w, sum_to(a, graph_binary(g, OP_MATMUL, transpose(a, x), dy), w));
+}
+
+static int back_conv(ag *a, const graph_node *n, int dy) {
+    graph *g = a->g;
+    int x = n->src[0], w = n->src[1];
+    graph_node xn = node(a, x), wn = node(a, w);
+    int64_t ia[GRAPH_MAX_IA];
+    memcpy(ia, n->ia, sizeof ia);
+    if (n->op == OP_CONV2D) {
+        if (a->req[x] && accumulate(a, x, graph_op_shaped(g, OP_CONV2D_GRAD_INPUT, 2,
+                                                          (int[]){dy, w}, ia, NULL, xn.ndim,
+                                                          xn.shape)) < 0)
+            return -1;
+        if (a->req[w] && accumulate(a, w, graph_op_shaped(g, OP_CONV2D_GRAD_WEIGHT, 2,
+                                                          (int[]){dy, x}, ia, NULL, wn.ndim,
+                                                          wn.shape)) < 0)
+            return -1;
+    } else {
+        // the adjoint of a transposed convolution is the convolution itself;
+        // its weight gradient is conv2d's with the roles of input and output swapped
+        ia[7] = ia[8] = 0;
+        if (a->req[x] && accumulate(a, x, graph_op(g, OP_CONV2D, 2, (int[]){dy, w}, ia, NULL)) < 0)
+            return -1;
+        if (a->req[w] && accumulate(a, w, graph_op_shaped(g, OP_CONV2D_GRAD_WEIGHT, 2,
+                                                          (int[]){x, dy}, ia, NULL, wn.ndim,
+                                                          wn.shape)) < 0)
+            return -1;
+    }
+    if (n->nsrc == 3 && a->req[n->src[2]]) {
+        graph_node dn = node(a, dy);
+        int s = graph_op_shaped(g, OP_SUM_TO, 1, &dy, NULL, NULL, 3,
+                                (int64_t[]){dn.shape[1], 1, 1});
+        return accumulate(a, n->src[2], reshape_to(a, s, n->src[2]));
+    }
+    return 0;
+}
+
+static int back_pool(ag *a, const graph_node *n, int dy) {
+    graph *g = a->g;
+    int x = n->src[0];
+    graph_node xn = node(a, x);
+    switch (n->op) {
+    case OP_MAX_POOL2D:
+        return accumulate(a, x, graph_op(g, OP_MAX_POOL2D_GRAD, 2, (int[]){dy, x}, n->ia, NULL));
+    case OP_AVG_POOL2D:
+        return accumulate(a, x, graph_op_shaped(g, OP_AVG_POOL2D_GRAD, 1, &dy, n->ia, NULL,
+                                                xn.ndim, xn.shape));
+    default: { // nearest upsampling by s: each input took s*s copies
+        int64_t s = n->ia[0];
+        int64_t ia[GRAPH_MAX_IA] = {s, s, 0, 0, s, s};
+        int p = graph_op(g, OP_AVG_POOL2D, 1, &dy, ia, NULL);
+        return accumulate(a, x, graph_scale(g, p, (double)(s * s), 0));
+    }
+    }
+}
+
+static int back_view(ag *a, const graph_node *n, int dy) {
+    graph *g = a->g;
+    int x = n->src[0];
+    graph_node xn = node(a, x);
+    switch (n->op) {
+    case OP_RESHAPE: return accumulate(a, x, reshape_to(a, dy, x));
+    case OP_PERMUTE: {
+        int inv[TENSOR_MAX_DIMS];
+        for (int i = 0; i < n->ndim; i++)
+            inv[n->ia[i]] = i;
+        return accumulate(a, x, graph_permute(g, dy, inv));
+    }
+    case OP_SLICE:
+        return accumulate(a, x, graph_op_shaped(g, OP_SLICE_GRAD, 1, &dy, n->ia, NULL, xn.ndim,
+                                                xn.shape));
+    default: return accumulate(a, x, sum_to(a, dy, x)); // EXPAND
+    }
+}
+
+// The gradient of forward node i (dy) spread to its inputs.
+static int backward(ag *a, int i) {
+    graph_node n = node(a, i);
+    int dy = a->grad[i];
+    graph *g = a->g;
+    switch (op_kind(n.op)) {
+    case OPK_SOURCE: return 0;
+    case OPK_UNARY: return back_unary(a, &n, i, dy);
+    case OPK_BINARY: return back_binary(a, &n, i, dy);
+    case OPK_WHERE: {
+        int z = zero(a, n.dtype), c = n.src[0];
+        if (z < 0)
+            return -1;
+        if (a->req[n.src[1]] &&
+            accumulate(a, n.src[1], sum_to(a, graph_op(g, OP_WHERE, 3, (int[]){c, dy, z}, NULL,
+                                                       NULL),
+                                           n.src[1])) < 0)
+            return -1;
+        if (!a->req[n.src[2]])
+            return 0;
+        return accumulate(a, n.src[2],
+                          sum_to(a, graph_op(g, OP_WHERE, 3, (int[]){c, z, dy}, NULL, NULL),
+                                 n.src[2]));
+    }
+    case OPK_REDUCE: return back_reduce(a, &n, i, dy);
+    case OPK_NORM: return back_norm(a, &n, i, dy);
+    case OPK_GEMM: return back_gemm(a, &n, dy);
+    case OPK_CONV: return back_conv(a, &n, dy);
+    case OPK_POOL: return back_pool(a, &n, dy);
+    case OPK_GATHER: {
+        graph_node t = node(a, n.src[0]);
+        if (!a->req[n.src[0]])
+            return 0;
+        return accumulate(a, n.src[0], graph_op_shaped(g, OP_EMBEDDING_GRAD, 2,
+                                                       (int[]){dy, n.src[1]}, NULL, NULL, 2,
+                                                       t.shape));
+    }
+    case OPK_VIEW: return back_view(a, &n, dy);
+    case OPK_COPY:
+        if (n.op == OP_CONTIGUOUS)
+            return accumulate(a, n.src[0], dy);
+        for (int k = 0, at = 0; k < n.nsrc; k++) { // concat: each input's slice of dy
+            graph_node s = node(a, n.src[k]);
+            int64_t len = s.shape[n.ia[0]];
+            if (a->req[n.src[k]] &&
+                accumulate(a, n.src[k], graph_slice(g, dy, (int)n.ia[0], at, len)) < 0)
+                return -1;
+            at += (int)len;
+        }
+        return 0;
+    case OPK_LOSS:
+        if (n.op == OP_CROSS_ENTROPY)
+            return accumulate(a, n.src[0],
+                              graph_op(g, OP_CROSS_ENTROPY_GRAD, 3, (int[]){dy, n.src[0], n.src[1]},
+                                       n.ia, NULL));
+        else {
+            int d = graph_op(g, OP_MSE_LOSS_GRAD, 3, (int[]){dy, n.src[0], n.src[1]}, NULL, NULL);
+            if (!a->req[n.src[0]]) // only the target needs it: d/db = -d/da
+                return accumulate(a, n.src[1], graph_unary(g, OP_NEG, d));
+            if (accumulate(a, n.src[0], d) < 0)
+                return -1;
+            return a->req[n.src[1]] ? accumulate(a, n.src[1], graph_unary(g, OP_NEG, d)) : 0;
+        }
+    case OPK_GRAD:
+    case OPK_UPDATE: break;
+    }
+    return agfail(a, "%s has no backward (a graph is differentiated once)", op_name(n.op));
+}
+
+// One optimizer state buffer named after the parameter.
+static int state(ag *a, int p, const char *suffix) {
+    graph_node pn = node(a, p);
+    char name[512];
+    snprintf(name, sizeof name, "%s.%s", pn.name ? pn.name : "param", suffix);
+    return chk(a, graph_buffer(a->g, name, pn.dtype, pn.ndim, pn.shape, INIT_ZEROS, 0), "state");
+}
+
+static int optimizer(ag *a, const train_opts *o, int p, int gr) {
+    graph *g = a->g;
+    double fa[GRAPH_MAX_FA] = {0};
+    int64_t ia[GRAPH_MAX_IA] = {0};
+    if (o->optim == OPTIM_ADAMW) {
+        int m = state(a, p, "exp_avg"), v = state(a, p, "exp_avg_sq");
+        if (m < 0 || v < 0)
+            return -1;
+        fa[0] = o->lr, fa[1] = o->beta1, fa[2] = o->beta2, fa[3] = o->eps, fa[4] = o->weight_decay;
+        return chk(a, graph_op(g, OP_ADAMW, 4, (int[]){p, gr, m, v}, NULL, fa), "adamw");
+    }
+    fa[0] = o->lr, fa[1] = o->momentum, fa[2] = o->weight_decay, fa[3] = o->dampening;
+    ia[0] = o->nesterov;
+    if (o->momentum == 0)
+        return chk(a, graph_op(g, OP_SGD, 2, (int[]){p, gr}, ia, fa), "sgd");
+    int buf = state(a, p, "momentum_buffer");
+    if (buf < 0)
+        return -1;
+    return chk(a, graph_op(g, OP_SGD, 3, (int[]){p, gr, buf}, ia, fa), "sgd");
+}
+
+int autograd_build(graph *g, const train_opts *o, bool keep_grads, char *err, size_t cap) {
+    err[0] = '\0';
+    if (g->loss < 0) {
+        snprintf(err, cap, "the model has no loss to train (add a loss: section)");
+        return -1;
+    }
+    for (int i = 0; i < g->n; i++)
+        if (op_kind(g->nodes[i].op) == OPK_GRAD || op_kind(g->nodes[i].op) == OPK_UPDATE) {
+            snprintf(err, cap, "the graph already has a backward");
+            return -1;
+        }
+    ag a = {.g = g, .nfwd = g->n, .err = err, .cap = cap};
+    size_t nn = g->n > 0 ? (size_t)g->n : 1;
+    a.req = calloc(nn, sizeof *a.req);
+    a.grad = malloc(nn * sizeof *a.grad);
+    int rc = -1;
+    if (!a.req || !a.grad) {
+        snprintf(err, cap, "out of memory building the backward");
+        goto done;
+    }
+    int nparams = 0;
+    for (int i = 0; i < a.nfwd; i++) {
+        const graph_node *n = &g->nodes[i];
+        a.grad[i] = -1;
+        if (n->op == OP_PARAM) {
+            a.req[i] = true;
+            nparams++;
+            continue;
+        }
+        if (!dtype_is_float(n->dtype) || op_kind(n->op) == OPK_SOURCE)
+            continue;
+        for (int k = 0; k < n->nsrc; k++)
+            a.req[i] |= a.req[n->src[k]];
+    }
+    if (!nparams || !a.req[g->loss]) {
+        snprintf(err, cap, "the loss does not depend on any parameter");
+        goto done;
+    }
+    a.grad[g->loss] = graph_full(g, 1.0, g->nodes[g->loss].dtype, g->nodes[g->loss].ndim,
+                                 g->nodes[g->loss].shape);
+    if (a.grad[g->loss] < 0) {
+        chk(&a, -1, "the loss");
+        goto done;
+    }
+    for (int i = g->loss; i >= 0; i--) {
+        if (a.grad[i] < 0 || !a.req[i])
+            continue;
+        if (backward(&a, i) < 0) {
+            if (!err[0])
+                snprintf(err, cap, "backward of %%%d %s: %s", i, op_name(g->nodes[i].op),
+                         graph_error(g));
+            goto done;
+        }
+    }
+    // outputs: the loss, then each trained parameter's gradient; then the updates
+    g->noutputs = 0;
+    graph_output(g, g->loss);
+    for (int i = 0; i < a.nfwd; i++)
+        if (keep_grads && g->nodes[i].op == OP_PARAM && a.grad[i] >= 0) {
+            if (g->noutputs >= GRAPH_MAX_OUTPUTS) {
+                snprintf(err, cap, "more than %d parameters", GRAPH_MAX_OUTPUTS - 1);
+                goto done;
+            }
+            graph_output(g, a.grad[i]);
+        }
+    for (int i = 0; i < a.nfwd; i++)
+        if (g->nodes[i].op == OP_PARAM && a.grad[i] >= 0 && optimizer(&a, o, i, a.grad[i]) < 0)
+            goto done;
+    rc = 0;
+done:
+    free(a.req);
+    free(a.grad);
+    return rc;
+}
+
+int autograd_param_of_output(const graph *g, int output) {
+    if (output < 1 || output >= g->noutputs)
+        return -1;
+    int gr = g->outputs[output];
+    for (int i = 0; i < g->n; i++) {
+        const graph_node *n = &g->nodes[i];
+        if ((n->op == OP_ADAMW || n->op == OP_SGD) && n->src[1] == gr)
+            return n->src[0];
+    }
+    return -1;
+}

@@ -1,0 +1,63 @@
+// cpu_dnnl_internal: the primitive cache of cpu_dnnl.c, shared with the
+// backward kernels of cpu_dnnl_grad.c; not for use outside those two files.
+//
+//   dnnl_key k;
+//   cpu_dnnl_key_init(&k, n, x, w, y);            // op, shapes, attributes
+//   dnnl_entry *e = cpu_dnnl_lookup(c, &k, make);  // make(c, &k) on a miss
+//   cpu_dnnl_execute(c, e, (void *[]){...});       // data in e->arg order
+//
+// A make function builds the primitive and one memory object per argument
+// (data handle DNNL_MEMORY_NONE) on cpu_dnnl_engine(); the cache owns the
+// entry from then on and frees it with the executor's cpu_dnnl.
+#pragma once
+#include "cpu_kernels.h"
+
+#include <dnnl.h>
+#include <stdio.h>
+
+typedef struct dnnl_key {
+    int op;
+    int has_bias;
+    int64_t x[4], w[4], y[4]; // forward input, weight, forward output
+    int64_t ia[9];
+    int npost; // post-ops (cpu_conv2d_post)
+    int post_op[CPU_POST_MAX];
+    int post_chan[CPU_POST_MAX];
+    float post_a[CPU_POST_MAX], post_b[CPU_POST_MAX];
+} dnnl_key;
+
+enum { CPU_DNNL_MAX_ARGS = 4 + CPU_POST_MAX };
+
+typedef struct dnnl_entry {
+    dnnl_key key;
+    dnnl_primitive_t prim;
+    int nargs;
+    int arg[CPU_DNNL_MAX_ARGS];           // DNNL_ARG_SRC, ...
+    dnnl_memory_t mem[CPU_DNNL_MAX_ARGS]; // bound to tensor data at each call
+    struct dnnl_entry *next;
+} dnnl_entry;
+
+typedef dnnl_entry *(*cpu_dnnl_make_fn)(cpu_ctx *c, const dnnl_key *k);
+
+const char *cpu_dnnl_status_str(dnnl_status_t s);
+
+// Runs a dnnl_* call; on failure records its name and status and jumps to
+// `fail` (so partly made objects are released there).
+#define DNNL_TRY(errbuf, cap, fn, args)                                                            \
+    do {                                                                                           \
+        dnnl_status_t st_ = fn args;                                                               \
+        if (st_ != dnnl_success) {                                                                 \
+            snprintf(errbuf, cap, "%s failed: %s", #fn, cpu_dnnl_status_str(st_));                 \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+dnnl_engine_t cpu_dnnl_engine(void); // made by the first cpu_dnnl_new
+void cpu_dnnl_key_init(dnnl_key *k, const graph_node *n, const tensor *x, const tensor *w,
+                       const tensor *y);
+dnnl_entry *cpu_dnnl_lookup(cpu_ctx *c, const dnnl_key *k, cpu_dnnl_make_fn make);
+// Binds data pointers (in the entry's argument order), runs it, counts a kernel.
+int cpu_dnnl_execute(cpu_ctx *c, dnnl_entry *e, void *const *data);
+void cpu_dnnl_entry_free(dnnl_entry *e); // a partly made one too
+// TCBENCH_LOG=dnnl: prints the implementation oneDNN chose for pd
+void cpu_dnnl_log_impl(const dnnl_key *k, const_dnnl_primitive_desc_t pd);

@@ -1,0 +1,948 @@
+// Training kernels (cpu_kernels.h): the backward ops and the in-place
+// updates, one kernel each, as PyTorch's backward formulas and its foreach
+// optimizers run. Outer loops are OpenMP-parallel over independent rows,
+// channels or output tiles; inner loops are unit-stride and vectorize. Sums
+// that reduce over many rows go through double accumulators. Inputs may be
+// strided views: they are made contiguous first (a counted copy), except the
+// pointwise ones, which walk strides with cpu_iter.
+#include "cpu_f16.h"
+#include "cpu_iter.h"
+#include "cpu_kernels.h"
+#include "cpu_math.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+// f16 pointwise operands go through f32 buffers of this many elements.
+#define CHUNK 256
+
+static uint64_t step_of(const cpu_ctx *c) { return c->step ? c->step : 1; }
+
+
+// The in-place targets of updates: the model's own tensors, written where
+// they are, so they must be contiguous f32.
+static int need_target(cpu_ctx *c, const char *what, const tensor *t) {
+    if (!t)
+        return 0;
+    if (cpu_need_f32(c, what, t) < 0)
+        return -1;
+    if (!tensor_is_contiguous(t))
+        return cpu_fail(c, "%s: the tensors it updates in place must be contiguous", what);
+    return 0;
+}
+
+// ---- ACT_GRAD ----------------------------------------------------------------
+
+// o[i] = dy[i] * f'(x[i]) over a run; k is SCALE's factor.
+typedef void (*act_fn)(int64_t n, float *restrict o, const float *restrict dy, int64_t sd,
+                       const float *restrict xp, int64_t sx, float k);
+
+#define ACT(name, expr)                                                                            \
+    static void ag_##name(int64_t n, float *restrict o, const float *restrict dy, int64_t sd,      \
+                          const float *restrict xp, int64_t sx, float k) {                         \
+        (void)k;                                                                                   \
+        if (sd == 1 && sx == 1) {                                                                  \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                  \
+                float x = xp[i];                                                                   \
+                o[i] = dy[i] * (expr);                                                             \
+            }                                                                                      \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                float x = xp[i * sx];                                                              \
+                o[i] = dy[i * sd] * (expr);                                                        \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+// clang-format off
+ACT(neg, cpu_dnegf(x))
+ACT(exp, cpu_dexpf(x))
+ACT(log, cpu_dlogf(x))
+ACT(sqrt, cpu_dsqrtf(x))
+ACT(rsqrt, cpu_drsqrtf(x))
+ACT(recip, cpu_drecipf(x))
+ACT(abs, cpu_dabsf(x))
+ACT(tanh, cpu_dtanhf(x))
+ACT(sigmoid, cpu_dsigmoidf(x))
+ACT(relu, cpu_dreluf(x))
+ACT(relu6, cpu_drelu6f(x))
+ACT(gelu, cpu_dgeluf(x))
+ACT(gelu_tanh, cpu_dgelu_tanhf(x))
+ACT(silu, cpu_dsiluf(x))
+ACT(hardswish, cpu_dhardswishf(x))
+ACT(hardsigmoid, cpu_dhardsigmoidf(x))
+ACT(scale, ((void)x, k))
+// clang-format on
+
+static const act_fn act_table[OP_COUNT] = {
+    [OP_NEG] = ag_neg,
+    [OP_EXP] = ag_exp,
+    [OP_LOG] = ag_log,
+    [OP_SQRT] = ag_sqrt,
+    [OP_RSQRT] = ag_rsqrt,
+    [OP_RECIP] = ag_recip,
+    [OP_ABS] = ag_abs,
+    [OP_TANH] = ag_tanh,
+    [OP_SIGMOID] = ag_sigmoid,
+    [OP_RELU] = ag_relu,
+    [OP_RELU6] = ag_relu6,
+    [OP_GELU] = ag_gelu,
+    [OP_GELU_TANH] = ag_gelu_tanh,
+    [OP_SILU] = ag_silu,
+    [OP_HARDSWISH] = ag_hardswish,
+    [OP_HARDSIGMOID] = ag_hardsigmoid,
+    [OP_SCALE] = ag_scale,
+};
+
+typedef struct act_job {
+    act_fn fn;
+    float k;
+} act_job;
+
+static void seg_act_f32(void *ctx, int64_t n, char *const *ptr, const int64_t *st, int64_t flat0) {
+    (void)flat0;
+    const act_job *j = ctx;
+    j->fn(n, (float *)ptr[0], (const float *)ptr[1], st[1], (const float *)ptr[2], st[2], j->k);
+}
+
+static void seg_act_f16(void *ctx, int64_t n, char *const *ptr, const int64_t *st, int64_t flat0) {
+    (void)flat0;
+    const act_job *j = ctx;
+    float d[CHUNK], x[CHUNK], y[CHUNK];
+    const uint16_t *pd = (const uint16_t *)ptr[1], *px = (const uint16_t *)ptr[2];
+    for (int64_t i = 0; i < n; i += CHUNK) {
+        int64_t m = n - i < CHUNK ? n - i : CHUNK;
+        cpu_f16_load(m, pd + i * st[1], st[1], d);
+        cpu_f16_load(m, px + i * st[2], st[2], x);
+        j->fn(m, y, d, 1, x, 1, j->k);
+        cpu_f16_store(m, y, (uint16_t *)ptr[0] + i, 1);
+    }
+}
+
+int cpu_act_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x, tensor *out) {
+    enum op f = (enum op)n->ia[0];
+    act_job j = {f >= 0 && f < OP_COUNT ? act_table[f] : NULL, (float)n->fa[0]};
+    if (!j.fn)
+        return cpu_fail(c, "act_grad: no derivative for %s (cast and dropout have none here)",
+                        f >= 0 && f < OP_COUNT ? op_name(f) : "an unknown op");
+    if (dy->dtype != x->dtype || (dy->dtype != DT_F32 && dy->dtype != DT_F16))
+        return cpu_fail(c, "act_grad: dtypes %s and %s (f32 or f16, the same for both)",
+                        dtype_name(dy->dtype), dtype_name(x->dtype));
+    cpu_iter it;
+    cpu_iter_init(&it, out, 2, (const tensor *[]){dy, x});
+    cpu_iter_run(&it, dy->dtype == DT_F32 ? seg_act_f32 : seg_act_f16, &j);
+    c->kernels++;
+    return 0;
+}
+
+// ---- SUM_TO --------------------------------------------------------------------
+
+// f32 or f16 elements as f32
+static void load_row(enum dtype t, const char *p, int64_t n, float *dst) {
+    if (t == DT_F32)
+        memcpy(dst, p, (size_t)n * sizeof *dst);
+    else
+        cpu_f16_load(n, (const uint16_t *)p, 1, dst);
+}
+
+static double row_sum(enum dtype t, const char *p, int64_t n) {
+    double total = 0;
+    float buf[CHUNK];
+    for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
+        int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+        const float *x = (const float *)p + i0;
+        if (t != DT_F32) {
+            cpu_f16_load(m, (const uint16_t *)p + i0, 1, buf);
+            x = buf;
+        }
+        float s = 0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t i = 0; i < m; i++)
+            s += x[i];
+        total += s;
+    }
+    return total;
+}
+
+// Element offset of flat index q over dims (size, stride).
+static int64_t offset_of(int64_t q, int nd, const int64_t *size, const int64_t *stride) {
+    int64_t off = 0;
+    for (int d = nd - 1; d >= 0; d--) {
+        off += (q % size[d]) * stride[d];
+        q /= size[d];
+    }
+    return off;
+}
+
+// dy's dims, size-1 ones dropped and neighbours of the same kind merged, are
+// kept (K: in out) or reduced (R). When the last one is kept, a tile is IB
+// consecutive outputs summed as vectors over every reduced position; when
+// it is reduced, a tile is one output summed as rows. Few tiles (a bias
+// gradient, a full sum) also split the reduction, into partial sums that a
+// second loop of the same parallel region adds up.
+typedef struct sum_to_plan {
+    int nk, nr;
+    int64_t ks[TENSOR_MAX_DIMS], kst[TENSOR_MAX_DIMS]; // kept dims but the vector one
+    int64_t rs[TENSOR_MAX_DIMS], rst[TENSOR_MAX_DIMS]; // reduced dims but the row one
+    int64_t I, L;                                      // vector and row lengths (1 if none)
+} sum_to_plan;
+
+enum { IB = 256 };
+
+static void sum_to_plan_make(const tensor *dc, const tensor *out, sum_to_plan *p) {
+    int nd = dc->ndim, off = nd - out->ndim, m = 0;
+    int64_t size[TENSOR_MAX_DIMS];
+    bool kept[TENSOR_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+        int64_t sz = dc->shape[d];
+        if (sz == 1)
+            continue;
+        bool k = d >= off && out->shape[d - off] == sz;
+        if (m && kept[m - 1] == k) {
+            size[m - 1] *= sz;
+        } else {
+            size[m] = sz;
+            kept[m++] = k;
+        }
+    }
+    int64_t stride[TENSOR_MAX_DIMS], st = 1;
+    for (int d = m - 1; d >= 0; d--) {
+        stride[d] = st;
+        st *= size[d];
+    }
+    memset(p, 0, sizeof *p);
+    p->I = p->L = 1;
+    for (int d = 0; d < m; d++) {
+        if (d == m - 1 && kept[d])
+            p->I = size[d];
+        else if (d == m - 1)
+            p->L = size[d];
+        else if (kept[d]) {
+            p->ks[p->nk] = size[d];
+            p->kst[p->nk++] = stride[d];
+        } else {
+            p->rs[p->nr] = size[d];
+            p->rst[p->nr++] = stride[d];
+        }
+    }
+}
+
+int cpu_sum_to(cpu_ctx *c, const tensor *dy, tensor *out) {
+    enum dtype t = dy->dtype;
+    if ((t != DT_F32 && t != DT_F16) || out->dtype != t)
+        return cpu_fail(c, "sum_to: dtype %s is not supported (f32 and f16 are)", dtype_name(t));
+    tensor *dc = cpu_contiguous(c, dy);
+    if (!dc)
+        return -1;
+    sum_to_plan p;
+    sum_to_plan_make(dc, out, &p);
+    int64_t nK = shape_numel(p.nk, p.ks), nR = shape_numel(p.nr, p.rs);
+    int64_t nb = (p.I + IB - 1) / IB, tiles = nK * nb, onum = nK * p.I;
+    int64_t red = nR * p.L; // reduced positions of a tile: rows (vector tiles) or elements
+    if (p.I > 1)
+        red = nR;
+    bool par = tensor_numel(dc) >= CPU_PAR_MIN;
+    int nt = par ? omp_get_max_threads() : 1;
+    int64_t split = 1;
+    if (par && tiles < 4 * nt) {
+        int64_t minchunk = p.I > 1 ? (4096 + p.I - 1) / p.I : 4096;
+        split = (4 * nt + tiles - 1) / tiles;
+        if (split > red / minchunk)
+            split = red / minchunk;
+        if (split < 1)
+            split = 1;
+    }
+    float *part = NULL;
+    if (split > 1 && !(part = malloc((size_t)(split * onum) * sizeof *part))) {
+        tensor_free(dc);
+        return cpu_fail(c, "sum_to: out of memory for partial sums");
+    }
+    const char *px = tensor_data(dc);
+    int64_t es = (int64_t)dtype_size(t);
+    float *of = t == DT_F32 ? tensor_f32(out) : NULL;
+    uint16_t *oh = t == DT_F16 ? (uint16_t *)tensor_data(out) : NULL;
+#pragma omp parallel if (par)
+    {
+#pragma omp for schedule(static)
+        for (int64_t w = 0; w < tiles * split; w++) {
+            int64_t tile = w / split, r = w % split;
+            int64_t kidx = tile / nb, i0 = (tile % nb) * IB;
+            int64_t len = p.I - i0 < IB ? p.I - i0 : IB;
+            int64_t q0 = red * r / split, q1 = red * (r + 1) / split;
+            const char *base = px + (offset_of(kidx, p.nk, p.ks, p.kst) + i0) * es;
+            float acc[IB], buf[IB];
+            if (p.I > 1) { // vectors of len over the reduced rows
+                for (int64_t i = 0; i < len; i++)
+                    acc[i] = 0;
+                for (int64_t q = q0; q < q1; q++) {
+                    const char *row = base + offset_of(q, p.nr, p.rs, p.rst) * es;
+                    const float *v = (const float *)row;
+                    if (t != DT_F32) {
+                        load_row(t, row, len, buf);
+                        v = buf;
+                    }
+#pragma omp simd
+                    for (int64_t i = 0; i < len; i++)
+                        acc[i] += v[i];
+                }
+            } else { // row segments of the flat reduced range [q0, q1)
+                double total = 0;
+                for (int64_t q = q0; q < q1;) {
+                    int64_t j = q % p.L, seg = p.L - j < q1 - q ? p.L - j : q1 - q;
+                    const char *row = base + (offset_of(q / p.L, p.nr, p.rs, p.rst) + j) * es;
+                    total += row_sum(t, row, seg);
+                    q += seg;
+                }
+                acc[0] = (float)total;
+            }
+            float *dst = split > 1 ? part + r * onum + kidx * p.I + i0 : NULL;
+            for (int64_t i = 0; i < len; i++) {
+                if (dst)
+                    dst[i] = acc[i];
+                else if (of)
+                    of[kidx * p.I + i0 + i] = acc[i];
+                else
+                    oh[kidx * p.I + i0 + i] = dtype_f32_to_f16(acc[i]);
+            }
+        }
+        if (split > 1) {
+#pragma omp for schedule(static)
+            for (int64_t o = 0; o < onum; o++) {
+                double s = 0;
+                for (int64_t r = 0; r < split; r++)
+                    s += part[r * onum + o];
+                if (of)
+                    of[o] = (float)s;
+                else
+                    oh[o] = dtype_f32_to_f16((float)s);
+            }
+        }
+    }
+    free(part);
+    tensor_free(dc);
+    c->kernels++;
+    return 0;
+}
+
+// ---- SOFTMAX_GRAD, LOG_SOFTMAX_GRAD --------------------------------------------
+
+int cpu_softmax_grad(cpu_ctx *c, const tensor *dy, const tensor *y, bool log, tensor *out) {
+    tensor *t[2];
+    if (cpu_inputs_f32(c, log ? "log_softmax_grad" : "softmax_grad", 2, (const tensor *[]){dy, y}, t) <
+        0)
+        return -1;
+    int64_t C = t[0]->ndim ? t[0]->shape[t[0]->ndim - 1] : 1, rows = tensor_numel(t[0]) / C;
+    const float *pd = tensor_f32(t[0]), *py = tensor_f32(t[1]);
+    float *po = tensor_f32(out);
+#pragma omp parallel for if (rows * C >= CPU_PAR_MIN) schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *d = pd + r * C, *yr = py + r * C;
+        float *o = po + r * C;
+        double s = 0;
+        if (log) {
+#pragma omp simd reduction(+ : s)
+            for (int64_t i = 0; i < C; i++)
+                s += d[i];
+            float sf = (float)s;
+#pragma omp simd
+            for (int64_t i = 0; i < C; i++)
+                o[i] = d[i] - cpu_expf(yr[i]) * sf;
+        } else {
+#pragma omp simd reduction(+ : s)
+            for (int64_t i = 0; i < C; i++)
+                s += d[i] * yr[i];
+            float sf = (float)s;
+#pragma omp simd
+            for (int64_t i = 0; i < C; i++)
+                o[i] = yr[i] * (d[i] - sf);
+        }
+    }
+    cpu_free_all(2, t);
+    c->kernels++;
+    return 0;
+}
+
+// ---- norms: statistics recomputed from x -------------------------------------
+
+// mean (when centered) and 1/sqrt(var + eps) of n contiguous floats; var
+// is the biased one, (x - mean)^2 summed, two passes.
+static void row_stats(const float *x, int64_t n, bool center, double eps, float *mean,
+                      float *rstd) {
+    double s = 0, q = 0;
+    if (center) {
+#pragma omp simd reduction(+ : s)
+        for (int64_t i = 0; i < n; i++)
+            s += x[i];
+    }
+    float m = (float)(s / (double)n);
+#pragma omp simd reduction(+ : q)
+    for (int64_t i = 0; i < n; i++)
+        q += (double)((x[i] - m) * (x[i] - m));
+    *mean = m;
+    *rstd = (float)(1.0 / sqrt(q / (double)n + eps));
+}
+
+// Statistics of channel ch of x (N, C, S) over its N planes.
+static void chan_stats(const float *x, int64_t N, int64_t C, int64_t S, int64_t ch, double eps,
+                       float *mean, float *rstd, double *var) {
+    double s = 0, q = 0;
+    for (int64_t b = 0; b < N; b++) {
+        const float *p = x + (b * C + ch) * S;
+#pragma omp simd reduction(+ : s)
+        for (int64_t i = 0; i < S; i++)
+            s += p[i];
+    }
+    double n = (double)(N * S);
+    float m = (float)(s / n);
+    for (int64_t b = 0; b < N; b++) {
+        const float *p = x + (b * C + ch) * S;
+#pragma omp simd reduction(+ : q)
+        for (int64_t i = 0; i < S; i++)
+            q += (double)((p[i] - m) * (p[i] - m));
+    }
+    *mean = m;
+    *var = q / n;
+    *rstd = (float)(1.0 / sqrt(q / n + eps));
+}
+
+// Over one set of statistics with n elements: g = dy * w, xhat = (x - mean)
+// rstd, dx = rstd (g - mean(g) - xhat mean(g xhat)); without centering
+// (rms) the mean(g) term goes. w is per element (wstep 1) or one value
+// (wstep 0). sg and sgx are the sums of g and g * (x - mean) already taken.
+static void dx_apply(int64_t len, const float *dy, const float *x, const float *w, int64_t wstep,
+                     float mean, float rstd, float mg, float mgx, float *o) {
+    if (wstep) {
+#pragma omp simd
+        for (int64_t i = 0; i < len; i++)
+            o[i] = rstd * (dy[i] * w[i] - mg - (x[i] - mean) * rstd * mgx);
+    } else {
+        float wv = w[0];
+#pragma omp simd
+        for (int64_t i = 0; i < len; i++)
+            o[i] = rstd * (dy[i] * wv - mg - (x[i] - mean) * rstd * mgx);
+    }
+}
+
+// sums of dy * w and dy * w * (x - mean) over len elements
+static void g_sums(int64_t len, const float *dy, const float *x, const float *w, int64_t wstep,
+                   float mean, double *sg, double *sgx) {
+    double a = 0, b = 0;
+    if (wstep) {
+#pragma omp simd reduction(+ : a, b)
+        for (int64_t i = 0; i < len; i++) {
+            float g = dy[i] * w[i];
+            a += g;
+            b += g * (x[i] - mean);
+        }
+    } else {
+        float wv = w[0];
+#pragma omp simd reduction(+ : a, b)
+        for (int64_t i = 0; i < len; i++) {
+            float g = dy[i] * wv;
+            a += g;
+            b += g * (x[i] - mean);
+        }
+    }
+    *sg += a;
+    *sgx += b;
+}
+
+// group norm's groups come from the node, unchecked by shape inference
+static int bad_groups(cpu_ctx *c, const graph_node *n, const tensor *x) {
+    bool gn = n->op == OP_GROUP_NORM_GRAD || n->op == OP_GROUP_NORM_WGRAD;
+    if (gn && (x->ndim < 2 || n->ia[0] <= 0 || x->shape[1] % n->ia[0]))
+        return cpu_fail(c, "%s: %lld groups do not divide the channels of the input",
+                        op_name(n->op), (long long)n->ia[0]);
+    return 0;
+}
+
+int cpu_norm_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
+                  const tensor *w, tensor *out) {
+    tensor *t[3];
+    if (cpu_inputs_f32(c, op_name(n->op), 3, (const tensor *[]){dy, x, w}, t) < 0)
+        return -1;
+    const float *pd = tensor_f32(t[0]), *px = tensor_f32(t[1]), *pw = tensor_f32(t[2]);
+    float *po = tensor_f32(out);
+    double eps = n->fa[0];
+    int64_t numel = tensor_numel(t[1]);
+    bool par = numel >= CPU_PAR_MIN;
+    if (bad_groups(c, n, t[1]) < 0) {
+        cpu_free_all(3, t);
+        return -1;
+    }
+    if (n->op == OP_LAYER_NORM_GRAD || n->op == OP_RMS_NORM_GRAD) {
+        bool center = n->op == OP_LAYER_NORM_GRAD;
+        int64_t C = t[1]->shape[t[1]->ndim - 1], rows = numel / C;
+#pragma omp parallel for if (par) schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = px + r * C, *dr = pd + r * C;
+            float mean, rstd;
+            row_stats(xr, C, center, eps, &mean, &rstd);
+            double sg = 0, sgx = 0;
+            g_sums(C, dr, xr, pw, 1, mean, &sg, &sgx);
+            float mg = center ? (float)(sg / (double)C) : 0.0f;
+            float mgx = (float)(sgx * rstd / (double)C);
+            dx_apply(C, dr, xr, pw, 1, mean, rstd, mg, mgx, po + r * C);
+        }
+    } else if (n->op == OP_BATCH_NORM_GRAD) {
+        int64_t N = t[1]->shape[0], C = t[1]->shape[1], S = numel / (N * C);
+        double cnt = (double)(N * S);
+#pragma omp parallel for if (par) schedule(static)
+        for (int64_t ch = 0; ch < C; ch++) {
+            float mean, rstd;
+            double var, sg = 0, sgx = 0;
+            chan_stats(px, N, C, S, ch, eps, &mean, &rstd, &var);
+            for (int64_t b = 0; b < N; b++) {
+                int64_t o = (b * C + ch) * S;
+                g_sums(S, pd + o, px + o, pw + ch, 0, mean, &sg, &sgx);
+            }
+            float mg = (float)(sg / cnt), mgx = (float)(sgx * rstd / cnt);
+            for (int64_t b = 0; b < N; b++) {
+                int64_t o = (b * C + ch) * S;
+                dx_apply(S, pd + o, px + o, pw + ch, 0, mean, rstd, mg, mgx, po + o);
+            }
+        }
+    } else if (n->op == OP_GROUP_NORM_GRAD) {
+        int64_t N = t[1]->shape[0], C = t[1]->shape[1], S = numel / (N * C);
+        int64_t G = n->ia[0], Cg = C / G, len = Cg * S;
+#pragma omp parallel for if (par) schedule(static)
+        for (int64_t ng = 0; ng < N * G; ng++) {
+            const float *xr = px + ng * len, *dr = pd + ng * len;
+            const float *wg = pw + (ng % G) * Cg;
+            float mean, rstd;
+            row_stats(xr, len, true, eps, &mean, &rstd);
+            double sg = 0, sgx = 0;
+            for (int64_t k = 0; k < Cg; k++)
+                g_sums(S, dr + k * S, xr + k * S, wg + k, 0, mean, &sg, &sgx);
+            float mg = (float)(sg / (double)len), mgx = (float)(sgx * rstd / (double)len);
+            for (int64_t k = 0; k < Cg; k++)
+                dx_apply(S, dr + k * S, xr + k * S, wg + k, 0, mean, rstd, mg, mgx,
+                         po + ng * len + k * S);
+        }
+    } else {
+        cpu_free_all(3, t);
+        return cpu_fail(c, "%s is not a norm gradient", op_name(n->op));
+    }
+    cpu_free_all(3, t);
+    c->kernels++;
+    return 0;
+}
+
+// sums of dy * (x - mean) * rstd and of dy over len elements, added to *a, *b
+static void wg_sums(int64_t len, const float *dy, const float *x, float mean, float rstd, double *a,
+                    double *b) {
+    double sa = 0, sb = 0;
+#pragma omp simd reduction(+ : sa, sb)
+    for (int64_t i = 0; i < len; i++) {
+        sa += dy[i] * ((x[i] - mean) * rstd);
+        sb += dy[i];
+    }
+    *a += sa;
+    *b += sb;
+}
+
+int cpu_norm_wgrad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
+                   tensor *out) {
+    tensor *t[2];
+    if (cpu_inputs_f32(c, op_name(n->op), 2, (const tensor *[]){dy, x}, t) < 0)
+        return -1;
+    const float *pd = tensor_f32(t[0]), *px = tensor_f32(t[1]);
+    float *po = tensor_f32(out);
+    double eps = n->fa[0];
+    int64_t numel = tensor_numel(t[1]);
+    bool par = numel >= CPU_PAR_MIN;
+    if (bad_groups(c, n, t[1]) < 0) {
+        cpu_free_all(2, t);
+        return -1;
+    }
+    if (n->op == OP_LAYER_NORM_WGRAD || n->op == OP_RMS_NORM_WGRAD) {
+        // rows summed into per-thread partials (2, C), added up at the end
+        bool center = n->op == OP_LAYER_NORM_WGRAD;
+        int64_t C = t[1]->shape[t[1]->ndim - 1], rows = numel / C;
+        int nt = par ? omp_get_max_threads() : 1;
+        double *part = calloc((size_t)(nt * 2 * C), sizeof *part);
+        if (!part) {
+            cpu_free_all(2, t);
+            return cpu_fail(c, "%s: out of memory for partial sums", op_name(n->op));
+        }
+#pragma omp parallel if (par) num_threads(nt)
+        {
+            double *pa = part + (int64_t)omp_get_thread_num() * 2 * C, *pb = pa + C;
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < rows; r++) {
+                const float *xr = px + r * C, *dr = pd + r * C;
+                float mean, rstd;
+                row_stats(xr, C, center, eps, &mean, &rstd);
+#pragma omp simd
+                for (int64_t i = 0; i < C; i++) {
+                    pa[i] += dr[i] * ((xr[i] - mean) * rstd);
+                    pb[i] += dr[i];
+                }
+            }
+#pragma omp for schedule(static)
+            for (int64_t i = 0; i < C; i++) {
+                double a = 0, b = 0;
+                for (int k = 0; k < nt; k++) {
+                    a += part[k * 2 * C + i];
+                    b += part[k * 2 * C + C + i];
+                }
+                po[i] = (float)a;
+                if (center)
+                    po[C + i] = (float)b;
+            }
+        }
+        free(part);
+    } else if (n->op == OP_BATCH_NORM_WGRAD) {
+        int64_t N = t[1]->shape[0], C = t[1]->shape[1], S = numel / (N * C);
+#pragma omp parallel for if (par) schedule(static)
+        for (int64_t ch = 0; ch < C; ch++) {
+            float mean, rstd;
+            double var, a = 0, b = 0;
+            chan_stats(px, N, C, S, ch, eps, &mean, &rstd, &var);
+            for (int64_t bi = 0; bi < N; bi++) {
+                int64_t o = (bi * C + ch) * S;
+                wg_sums(S, pd + o, px + o, mean, rstd, &a, &b);
+            }
+            po[ch] = (float)a;
+            po[C + ch] = (float)b;
+        }
+    } else if (n->op == OP_GROUP_NORM_WGRAD) {
+        // statistics per (n, group) first, then channels over the batch
+        int64_t N = t[1]->shape[0], C = t[1]->shape[1], S = numel / (N * C);
+        int64_t G = n->ia[0], Cg = C / G, len = Cg * S;
+        float *st = malloc((size_t)(2 * N * G) * sizeof *st);
+        if (!st) {
+            cpu_free_all(2, t);
+            return cpu_fail(c, "group_norm_wgrad: out of memory for statistics");
+        }
+#pragma omp parallel if (par)
+        {
+#pragma omp for schedule(static)
+            for (int64_t ng = 0; ng < N * G; ng++)
+                row_stats(px + ng * len, len, true, eps, &st[2 * ng], &st[2 * ng + 1]);
+#pragma omp for schedule(static)
+            for (int64_t ch = 0; ch < C; ch++) {
+                double a = 0, b = 0;
+                for (int64_t bi = 0; bi < N; bi++) {
+                    int64_t ng = bi * G + ch / Cg, o = (bi * C + ch) * S;
+                    wg_sums(S, pd + o, px + o, st[2 * ng], st[2 * ng + 1], &a, &b);
+                }
+                po[ch] = (float)a;
+                po[C + ch] = (float)b;
+            }
+        }
+        free(st);
+    } else {
+        cpu_free_all(2, t);
+        return cpu_fail(c, "%s is not a norm weight gradient", op_name(n->op));
+    }
+    cpu_free_all(2, t);
+    c->kernels++;
+    return 0;
+}
+
+// ---- BATCH_NORM in training mode ------------------------------------------------
+
+int cpu_batch_norm_train(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b,
+                         tensor *rmean, tensor *rvar, double eps, double momentum, tensor *out) {
+    if (need_target(c, "batch_norm", rmean) < 0 || need_target(c, "batch_norm", rvar) < 0)
+        return -1;
+    tensor *t[3];
+    if (cpu_inputs_f32(c, "batch_norm", 3, (const tensor *[]){x, w, b}, t) < 0)
+        return -1;
+    int64_t N = t[0]->shape[0], C = t[0]->shape[1], S = tensor_numel(t[0]) / (N * C);
+    if (N * S < 2) {
+        cpu_free_all(3, t);
+        return cpu_fail(c,
+                        "batch_norm: training needs more than one value per channel, got "
+                        "input of %lld x %lld",
+                        (long long)N, (long long)S);
+    }
+    const float *px = tensor_f32(t[0]), *pw = tensor_f32(t[1]), *pb = tensor_f32(t[2]);
+    float *pm = tensor_f32(rmean), *pv = tensor_f32(rvar), *po = tensor_f32(out);
+    double cnt = (double)(N * S), m = momentum;
+#pragma omp parallel for if (N * C * S >= CPU_PAR_MIN) schedule(static)
+    for (int64_t ch = 0; ch < C; ch++) {
+        float mean, rstd;
+        double var;
+        chan_stats(px, N, C, S, ch, eps, &mean, &rstd, &var);
+        float a = rstd * pw[ch], sh = pb[ch] - mean * a;
+        for (int64_t bi = 0; bi < N; bi++) {
+            const float *src = px + (bi * C + ch) * S;
+            float *dst = po + (bi * C + ch) * S;
+#pragma omp simd
+            for (int64_t i = 0; i < S; i++)
+                dst[i] = src[i] * a + sh;
+        }
+        pm[ch] = (float)((1 - m) * pm[ch] + m * mean);
+        pv[ch] = (float)((1 - m) * pv[ch] + m * var * cnt / (cnt - 1));
+    }
+    cpu_free_all(3, t);
+    c->kernels++;
+    return 0;
+}
+
+// ---- EMBEDDING_GRAD ----------------------------------------------------------------
+
+// The positions of each row are bucketed first (a counting sort: one pass
+// over the indices, which also checks them), then rows are summed in
+// parallel, each by one thread in position order: no races, no atomics,
+// and the same bits for any thread count.
+int cpu_embedding_grad(cpu_ctx *c, const tensor *dy, const tensor *idx, tensor *out) {
+    if (idx->dtype != DT_I32 && idx->dtype != DT_I64)
+        return cpu_fail(c, "embedding_grad: indices must be i32 or i64, got %s",
+                        dtype_name(idx->dtype));
+    if (cpu_need_f32(c, "embedding_grad", dy) < 0)
+        return -1;
+    int64_t V = out->shape[0], D = out->shape[1];
+    tensor *dc = cpu_contiguous(c, dy);
+    tensor *ic = dc ? cpu_contiguous(c, idx) : NULL;
+    int64_t n = ic ? tensor_numel(ic) : 0;
+    int64_t *start = ic ? calloc((size_t)(V + 1), sizeof *start) : NULL;
+    int64_t *fill = start ? malloc((size_t)(V ? V : 1) * sizeof *fill) : NULL;
+    int64_t *pos = fill ? malloc((size_t)(n ? n : 1) * sizeof *pos) : NULL;
+    int rc = 0;
+    if (!pos) { // a failed cpu_contiguous has said why already
+        rc = ic ? cpu_fail(c, "embedding_grad: out of memory for %lld rows", (long long)V) : -1;
+        goto done;
+    }
+    const int32_t *p32 = tensor_data(ic);
+    const int64_t *p64 = tensor_data(ic);
+    bool i32 = ic->dtype == DT_I32;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t id = i32 ? p32[i] : p64[i];
+        if (id < 0 || id >= V) {
+            rc = cpu_fail(c, "embedding_grad: index %lld at position %lld is outside [0, %lld)",
+                          (long long)id, (long long)i, (long long)V);
+            goto done;
+        }
+        start[id + 1]++;
+    }
+    for (int64_t v = 0; v < V; v++) {
+        start[v + 1] += start[v];
+        fill[v] = start[v];
+    }
+    for (int64_t i = 0; i < n; i++)
+        pos[fill[i32 ? p32[i] : p64[i]]++] = i;
+    const float *pd = tensor_f32(dc);
+    float *po = tensor_f32(out);
+#pragma omp parallel for if ((V + n) * D >= CPU_PAR_MIN) schedule(dynamic, 16)
+    for (int64_t v = 0; v < V; v++) {
+        float *o = po + v * D;
+        memset(o, 0, (size_t)D * sizeof *o);
+        for (int64_t k = start[v]; k < start[v + 1]; k++) {
+            const float *row = pd + pos[k] * D;
+#pragma omp simd
+            for (int64_t d = 0; d < D; d++)
+                o[d] += row[d];
+        }
+    }
+    c->kernels++;
+done:
+    free(pos);
+    free(fill);
+    free(start);
+    tensor_free(ic);
+    tensor_free(dc);
+    return rc;
+}
+
+// ---- SLICE_GRAD ----------------------------------------------------------------------
+
+// Zeros around the slot, then dy copied into the slot (a strided view of
+// out made on the stack, as cpu_concat does). Any dtype.
+int cpu_slice_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, tensor *out) {
+    int ax = (int)n->ia[0];
+    int64_t start = n->ia[1], len = dy->shape[ax], A = out->shape[ax];
+    int64_t outer = shape_numel(ax, out->shape),
+            inner = shape_numel(out->ndim - ax - 1, out->shape + ax + 1);
+    size_t es = dtype_size(out->dtype);
+    char *po = tensor_data(out);
+    size_t before = (size_t)(start * inner) * es, after = (size_t)((A - start - len) * inner) * es;
+#pragma omp parallel for if (tensor_numel(out) >= CPU_PAR_MIN) schedule(static)
+    for (int64_t o = 0; o < outer; o++) {
+        char *row = po + (size_t)(o * A * inner) * es;
+        memset(row, 0, before);
+        memset(row + (size_t)((start + len) * inner) * es, 0, after);
+    }
+    tensor slot = *out;
+    slot.offset += start * out->stride[ax];
+    slot.shape[ax] = len;
+    cpu_iter_copy(&slot, dy);
+    c->kernels++;
+    return 0;
+}
+
+// ---- losses ----------------------------------------------------------------------------
+
+// the scalar upstream gradient, any float dtype
+static float scalar_of(const tensor *t) { return (float)tensor_get_flat(t, 0); }
+
+int cpu_cross_entropy_grad(cpu_ctx *c, const graph_node *n, const tensor *dloss,
+                           const tensor *logits, const tensor *target, tensor *out) {
+    if (cpu_need_f32(c, "cross_entropy_grad", logits) < 0)
+        return -1;
+    if (target->dtype != DT_I32 && target->dtype != DT_I64)
+        return cpu_fail(c, "cross_entropy_grad: targets must be i32 or i64, got %s",
+                        dtype_name(target->dtype));
+    int64_t N = logits->shape[0], C = logits->shape[1], ignore = n->ia[0], count = 0;
+    const char *pt = tensor_data(target);
+    int64_t ts = target->stride[0] * (int64_t)dtype_size(target->dtype);
+    bool i32 = target->dtype == DT_I32;
+#define TARGET(r) (i32 ? *(const int32_t *)(pt + (r)*ts) : *(const int64_t *)(pt + (r)*ts))
+    for (int64_t r = 0; r < N; r++) {
+        int64_t tr = TARGET(r);
+        if (tr == ignore)
+            continue;
+        if (tr < 0 || tr >= C)
+            return cpu_fail(c, "cross_entropy_grad: target %lld in row %lld is outside [0, %lld)",
+                            (long long)tr, (long long)r, (long long)C);
+        count++;
+    }
+    tensor *lc = cpu_contiguous(c, logits);
+    if (!lc)
+        return -1;
+    const float *px = tensor_f32(lc);
+    float *po = tensor_f32(out);
+    float k = count ? scalar_of(dloss) / (float)count : 0.0f;
+#pragma omp parallel for if (N * C >= CPU_PAR_MIN) schedule(static)
+    for (int64_t r = 0; r < N; r++) {
+        const float *row = px + r * C;
+        float *o = po + r * C;
+        int64_t tr = TARGET(r);
+        if (tr == ignore) {
+            memset(o, 0, (size_t)C * sizeof *o);
+            continue;
+        }
+        float m = row[0];
+        for (int64_t i = 1; i < C; i++)
+            m = (row[i] != row[i] || row[i] > m) ? row[i] : m;
+        float s = 0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t i = 0; i < C; i++) {
+            float e = cpu_expf(row[i] - m);
+            o[i] = e;
+            s += e;
+        }
+        float ks = k / s;
+#pragma omp simd
+        for (int64_t i = 0; i < C; i++)
+            o[i] *= ks;
+        o[tr] -= k;
+    }
+#undef TARGET
+    tensor_free(lc);
+    c->kernels++;
+    return 0;
+}
+
+static void seg_mse_grad(void *ctx, int64_t n, char *const *ptr, const int64_t *st, int64_t flat0) {
+    (void)flat0;
+    float k = *(const float *)ctx;
+    float *restrict o = (float *)ptr[0];
+    const float *restrict a = (const float *)ptr[1], *restrict b = (const float *)ptr[2];
+    if (st[1] == 1 && st[2] == 1) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++)
+            o[i] = k * (a[i] - b[i]);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            o[i] = k * (a[i * st[1]] - b[i * st[2]]);
+    }
+}
+
+int cpu_mse_loss_grad(cpu_ctx *c, const tensor *dloss, const tensor *a, const tensor *b,
+                      tensor *out) {
+    if (cpu_need_f32(c, "mse_loss_grad", a) < 0 || cpu_need_f32(c, "mse_loss_grad", b) < 0)
+        return -1;
+    float k = (float)(2.0 * tensor_get_flat(dloss, 0) / (double)tensor_numel(a));
+    cpu_iter it;
+    cpu_iter_init(&it, out, 2, (const tensor *[]){a, b});
+    cpu_iter_run(&it, seg_mse_grad, &k);
+    c->kernels++;
+    return 0;
+}
+
+// ---- updates, in place -------------------------------------------------------------------
+
+int cpu_sgd(cpu_ctx *c, const graph_node *n, tensor *p, const tensor *g, tensor *buf) {
+    float lr = (float)n->fa[0], mom = (float)n->fa[1], wd = (float)n->fa[2];
+    float damp = 1.0f - (float)n->fa[3];
+    bool nesterov = n->ia[0] != 0, first = step_of(c) == 1;
+    if (need_target(c, "sgd", p) < 0 || need_target(c, "sgd", buf) < 0)
+        return -1;
+    if (mom != 0 && !buf)
+        return cpu_fail(c, "sgd: momentum %g needs a momentum buffer (a third input)", mom);
+    tensor *gc;
+    if (cpu_inputs_f32(c, "sgd", 1, &g, &gc) < 0)
+        return -1;
+    int64_t count = tensor_numel(p);
+    float *pp = tensor_f32(p), *pb = buf ? tensor_f32(buf) : NULL;
+    const float *pg = tensor_f32(gc);
+    bool par = count >= CPU_PAR_MIN;
+    if (mom == 0) {
+#pragma omp parallel for simd if (par) schedule(static)
+        for (int64_t i = 0; i < count; i++)
+            pp[i] -= lr * (pg[i] + wd * pp[i]);
+    } else {
+        // the first step starts the buffer at d, as PyTorch's
+        float keep = first ? 0.0f : mom, take = first ? 1.0f : damp, nest = nesterov ? mom : 0;
+#pragma omp parallel for simd if (par) schedule(static)
+        for (int64_t i = 0; i < count; i++) {
+            float d = pg[i] + wd * pp[i];
+            float bv = keep * pb[i] + take * d;
+            pb[i] = bv;
+            pp[i] -= lr * (nesterov ? d + nest * bv : bv);
+        }
+    }
+    tensor_free(gc);
+    c->kernels++;
+    return 0;
+}
+
+int cpu_adamw(cpu_ctx *c, const graph_node *n, tensor *p, const tensor *g, tensor *m, tensor *v) {
+    if (need_target(c, "adamw", p) < 0 || need_target(c, "adamw", m) < 0 ||
+        need_target(c, "adamw", v) < 0)
+        return -1;
+    tensor *gc;
+    if (cpu_inputs_f32(c, "adamw", 1, &g, &gc) < 0)
+        return -1;
+    double lr = n->fa[0], b1 = n->fa[1], b2 = n->fa[2], t = (double)step_of(c);
+    float decay = (float)(1 - lr * n->fa[4]), eps = (float)n->fa[3];
+    float step = (float)(lr / (1 - pow(b1, t))), inv_bc2 = (float)(1 / sqrt(1 - pow(b2, t)));
+    float fb1 = (float)b1, fb2 = (float)b2, ob1 = (float)(1 - b1), ob2 = (float)(1 - b2);
+    int64_t count = tensor_numel(p);
+    float *pp = tensor_f32(p), *pm = tensor_f32(m), *pv = tensor_f32(v);
+    const float *pg = tensor_f32(gc);
+#pragma omp parallel for simd if (count >= CPU_PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < count; i++) {
+        float gi = pg[i];
+        float mi = fb1 * pm[i] + ob1 * gi, vi = fb2 * pv[i] + ob2 * gi * gi;
+        pm[i] = mi;
+        pv[i] = vi;
+        pp[i] = pp[i] * decay - step * mi / (sqrtf(vi) * inv_bc2 + eps);
+    }
+    tensor_free(gc);
+    c->kernels++;
+    return 0;
+}
+
+int cpu_running_stat(cpu_ctx *c, const graph_node *n, tensor *buf, const tensor *stat) {
+    if (need_target(c, "running_stat", buf) < 0)
+        return -1;
+    tensor *sc;
+    if (cpu_inputs_f32(c, "running_stat", 1, &stat, &sc) < 0)
+        return -1;
+    float keep = (float)(1 - n->fa[0]), take = (float)(n->fa[0] * n->fa[1]);
+    int64_t count = tensor_numel(buf);
+    float *pb = tensor_f32(buf);
+    const float *ps = tensor_f32(sc);
+#pragma omp parallel for simd if (count >= CPU_PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < count; i++)
+        pb[i] = keep * pb[i] + take * ps[i];
+    tensor_free(sc);
+    c->kernels++;
+    return 0;
+}
