@@ -19,8 +19,6 @@
 #include <string.h>
 
 #define PAR_MIN 32768
-// GEMMs whose second operand is at most this large run in row blocks
-#define GEMM_BLOCK_MAX_B_BYTES (256.0 * 1024)
 
 extern const char compile_prelude_math[]; // cpu_math.h, embedded at build time
 
@@ -702,16 +700,14 @@ static int emit_gemm(kgen *g) {
         sbuf_puts(b, "    }\n");
         return 0;
     }
-    // one matrix. Small weights: row blocks, each a single-threaded GEMM
-    // plus its epilogue while the block is in cache (OpenBLAS's own
-    // threading costs more than such a GEMM; eager's linear and matmul use
-    // the same rule, cpu_gemm_row_blocks). Large weights: one GEMM threaded by OpenBLAS, then
-    // the epilogue over the rows in parallel.
+    // one matrix: row blocks, each a single-threaded GEMM plus its epilogue
+    // while the block is in cache, when there are rows enough (eager's
+    // linear and matmul use the same rule, cpu_gemm_row_blocks); else one
+    // GEMM threaded by OpenBLAS, then the epilogue over the rows in parallel.
     int64_t arow = ta ? 1 : lda; // step of one row of A in elements
-    bool small_b = (double)K * (double)N * 4.0 <= GEMM_BLOCK_MAX_B_BYTES;
     sbuf_printf(b, "    int nt = omp_get_max_threads();\n");
     sbuf_printf(b, "    int64_t blocks = (%lld >= 32 * (int64_t)nt && nt > 1 && %d) ? nt : 1;\n",
-                (long long)M, (double)M * N * K >= PAR_MIN * 8.0 && small_b);
+                (long long)M, (double)M * N * K >= PAR_MIN * 8.0);
     sbuf_puts(b, "    if (blocks > 1) {\n");
     sbuf_puts(b, "#pragma omp parallel for schedule(static)\n");
     sbuf_puts(b, "    for (int64_t t = 0; t < blocks; t++) {\n");

@@ -9,6 +9,7 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 // A (R, C) matrix with element strides (sr, sc) as BLAS sees it: row-major
@@ -51,9 +52,12 @@ static int gemm_operand(cpu_ctx *c, const tensor *t, tensor **own, const tensor 
     return 0;
 }
 
+// Row blocks whenever there are rows enough, whatever the size of B: eager
+// calling OpenBLAS's own threading between its other OpenMP kernels stalled
+// for milliseconds (vit training at batch 16: 9.6 ms a step against 2.4 ms
+// with row blocks), while the same GEMMs inside one generated step did not.
 bool cpu_gemm_row_blocks(int64_t M, int64_t N, int64_t K, int nt) {
-    return nt > 1 && M >= 32 * (int64_t)nt && (double)M * (double)N * (double)K >= 262144.0 &&
-           (double)K * (double)N * 4.0 <= 256.0 * 1024;
+    return nt > 1 && M >= 32 * (int64_t)nt && (double)M * (double)N * (double)K >= 262144.0;
 }
 
 // A batch of GEMMs is spread over threads, one matrix each, when there are

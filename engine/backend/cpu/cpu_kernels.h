@@ -79,9 +79,10 @@ int cpu_cross_entropy(cpu_ctx *c, const tensor *logits, const tensor *target, in
 int cpu_mse_loss(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out);
 
 // matrix products through cblas_sgemm (cpu_gemm.c)
-// Small right operand (K x N at most 256 KiB) and enough rows: one block of
-// rows per thread, each a single-threaded GEMM (OpenBLAS's own threading
-// costs more than such a GEMM). The compiled mode's GEMMs use the same rule.
+// Enough rows (32 a thread) and work: one block of rows per thread, each a
+// single-threaded GEMM (OpenBLAS's own threading, between the executor's
+// other OpenMP kernels, costs more). The compiled mode's GEMMs use the same
+// rule.
 bool cpu_gemm_row_blocks(int64_t M, int64_t N, int64_t K, int nt);
 // (..., M, K) @ (..., K, N) -> (..., M, N), batch dims broadcast
 int cpu_matmul(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out);
