@@ -270,7 +270,9 @@ static const char *prog_check(const cprog *p, char *why, size_t cap) {
             int w = at == b->group ? v : u; // the node written over the other
             bool inplace = ua == va && ub == vb && at >= 0 &&
                            (p->groups[at].kind == KG_POINTWISE ||
-                            (p->groups[at].kind == KG_ROWREDUCE && full_row(p, at, w)));
+                            (p->groups[at].kind == KG_ROWREDUCE && full_row(p, at, w)) ||
+                            (p->groups[at].kind == KG_EXTERN && p->groups[at].anchor == w &&
+                             g->nodes[w].op == OP_CROSS_ENTROPY_GRAD)); // plan.c: row by row
             if (!inplace) {
                 snprintf(why, cap, "%%%d and %%%d share arena bytes while both live", u, v);
                 bad = why;

@@ -19,6 +19,23 @@ static int storage_of(const cprog *p, int v) {
     return p->info[v].store == CS_VIEW ? p->info[v].base : v;
 }
 
+// v covers its whole storage in row-major order (the storage itself, or a
+// contiguous view of all of it)
+static bool full_view(const cprog *p, int v) {
+    const cnode *c = &p->info[v];
+    if (c->store == CS_BUFFER)
+        return true;
+    if (c->store != CS_VIEW || c->lay.offset != 0)
+        return false;
+    int64_t expect = 1;
+    for (int d = c->lay.ndim - 1; d >= 0; d--) {
+        if (c->lay.shape[d] != 1 && c->lay.stride[d] != expect)
+            return false;
+        expect *= c->lay.shape[d];
+    }
+    return expect == graph_node_numel(&p->g->nodes[c->base]);
+}
+
 static int producer_group(const cprog *p, int v) {
     int b = storage_of(p, v);
     return p->info[b].group;
@@ -222,6 +239,28 @@ int compile_plan(cprog *p) {
                 }
             }
         }
+    }
+
+    // in place, library kernels that allow it: cross_entropy_grad reads each
+    // row of the logits before it writes the same row (max, then exp, then the
+    // gradient over its own exp), so its output may take the logits' memory
+    // when they die there (the largest tensor of a language model's step)
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        kgroup *k = &p->groups[gi];
+        if (k->kind != KG_EXTERN || g->nodes[k->anchor].op != OP_CROSS_ENTROPY_GRAD)
+            continue;
+        int o = k->anchor, v = g->nodes[o].src[1], b = storage_of(p, v);
+        if (p->info[o].store != CS_BUFFER || alias[o] >= 0 || p->info[b].store != CS_BUFFER ||
+            p->info[b].group == gi || p->info[b].last != gi || alias[b] != -1 ||
+            graph_node_bytes(&g->nodes[b]) != graph_node_bytes(&g->nodes[o]) ||
+            !full_view(p, v))
+            continue;
+        alias[o] = b;
+        alias[b] = b;
+        p->info[b].last = p->info[o].last;
+        if (p->log)
+            fprintf(p->log, "plan: %s %%%d reuses the memory of %%%d in place\n",
+                    op_name(g->nodes[o].op), o, b);
     }
 
     // greedy by size
