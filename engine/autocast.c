@@ -1,0 +1,159 @@
+// The autocast pass (autocast.h): a copy of the graph, node by node, with
+// casts inserted before each op whose rule asks for another dtype.
+#include "autocast.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+autocast_rule_kind autocast_rule(enum op op) {
+    switch (op) {
+    case OP_MATMUL:
+    case OP_LINEAR:
+    case OP_CONV2D:
+    case OP_CONV_TRANSPOSE2D: return AC_LOW;
+    case OP_EXP:
+    case OP_LOG:
+    case OP_RSQRT:
+    case OP_RECIP:
+    case OP_SOFTMAX:
+    case OP_LOG_SOFTMAX:
+    case OP_LAYER_NORM:
+    case OP_RMS_NORM:
+    case OP_BATCH_NORM:
+    case OP_GROUP_NORM:
+    case OP_CROSS_ENTROPY:
+    case OP_MSE_LOSS:
+    case OP_SUM:
+    case OP_MEAN: return AC_F32;
+    case OP_ADD:
+    case OP_SUB:
+    case OP_MUL:
+    case OP_DIV:
+    case OP_MAXIMUM:
+    case OP_GE:
+    case OP_WHERE:
+    case OP_CONCAT: return AC_PROMOTE;
+    default: return AC_KEEP;
+    }
+}
+
+const char *autocast_rule_name(autocast_rule_kind r) {
+    static const char *names[] = {"keep", "low", "f32", "promote"};
+    return names[r];
+}
+
+typedef struct ac {
+    const graph *in;
+    graph *g;
+    int *map;      // in node -> out node
+    int *cast[2];  // in node -> its cast to low / to f32 in out, -1 none yet
+    enum dtype low;
+} ac;
+
+// The out value of in node v as dtype t (made once, then shared).
+static int as(ac *a, int v, enum dtype t) {
+    int x = a->map[v];
+    if (x < 0 || a->g->nodes[x].dtype == t || !dtype_is_float(a->g->nodes[x].dtype))
+        return x;
+    int *slot = &a->cast[t == DT_F32][v];
+    if (*slot < 0)
+        *slot = graph_cast(a->g, x, t);
+    return *slot;
+}
+
+static int copy_source(ac *a, const graph_node *n) {
+    graph *g = a->g;
+    int id;
+    switch (n->op) {
+    case OP_INPUT: id = graph_input(g, n->name, n->dtype, n->ndim, n->shape); break;
+    case OP_PARAM:
+        id = graph_param(g, n->name, n->ndim, n->shape, (enum init_kind)n->ia[0], n->fa[0]);
+        break;
+    case OP_BUFFER:
+        id = graph_buffer(g, n->name, n->dtype, n->ndim, n->shape, (enum init_kind)n->ia[0],
+                          n->fa[0]);
+        break;
+    default: id = graph_full(g, n->fa[0], n->dtype, n->ndim, n->shape); break;
+    }
+    if (id >= 0) { // every attribute as it was (input ranges, init arguments)
+        memcpy(g->nodes[id].ia, n->ia, sizeof n->ia);
+        memcpy(g->nodes[id].fa, n->fa, sizeof n->fa);
+    }
+    return id;
+}
+
+static int copy_op(ac *a, int i) {
+    const graph_node *n = &a->in->nodes[i];
+    autocast_rule_kind r = autocast_rule(n->op);
+    enum dtype want = r == AC_LOW ? a->low : DT_F32;
+    if (r == AC_PROMOTE) { // the widest floating input
+        want = a->low;
+        bool any = false;
+        for (int k = 0; k < n->nsrc; k++) {
+            const graph_node *s = &a->g->nodes[a->map[n->src[k]]];
+            if (!dtype_is_float(s->dtype))
+                continue;
+            if (s->dtype == DT_F32)
+                want = DT_F32;
+            any = true;
+        }
+        if (!any)
+            r = AC_KEEP;
+    }
+    int s[GRAPH_MAX_SRCS];
+    for (int k = 0; k < n->nsrc; k++)
+        if ((s[k] = r == AC_KEEP ? a->map[n->src[k]] : as(a, n->src[k], want)) < 0)
+            return -1;
+    int id = graph_op_shaped(a->g, n->op, n->nsrc, s, n->ia, n->fa, n->ndim, n->shape);
+    if (id >= 0 && n->name)
+        a->g->nodes[id].name = strdup(n->name);
+    return id;
+}
+
+int autocast_build(const graph *in, enum dtype low, graph **out, char *err, size_t cap) {
+    *out = NULL;
+    if (low != DT_F16) {
+        snprintf(err, cap, "autocast: %s is not a low-precision float this build supports",
+                 dtype_name(low));
+        return -1;
+    }
+    size_t nn = in->n > 0 ? (size_t)in->n : 1;
+    ac a = {.in = in, .g = graph_new(), .low = low};
+    a.map = malloc(nn * sizeof *a.map);
+    a.cast[0] = malloc(nn * sizeof *a.cast[0]);
+    a.cast[1] = malloc(nn * sizeof *a.cast[1]);
+    int rc = -1;
+    if (!a.g || !a.map || !a.cast[0] || !a.cast[1]) {
+        snprintf(err, cap, "autocast: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < in->n; i++)
+        a.map[i] = a.cast[0][i] = a.cast[1][i] = -1;
+    for (int i = 0; i < in->n; i++) {
+        const graph_node *n = &in->nodes[i];
+        enum op_kind k = op_kind(n->op);
+        if (k == OPK_GRAD || k == OPK_UPDATE) {
+            snprintf(err, cap, "autocast runs on the forward graph, before autograd (%%%d %s)", i,
+                     op_name(n->op));
+            goto done;
+        }
+        a.map[i] = k == OPK_SOURCE ? copy_source(&a, n) : copy_op(&a, i);
+        if (a.map[i] < 0) {
+            snprintf(err, cap, "autocast: %%%d %s: %s", i, op_name(n->op), graph_error(a.g));
+            goto done;
+        }
+    }
+    for (int i = 0; i < in->noutputs; i++)
+        graph_output(a.g, a.map[in->outputs[i]]);
+    a.g->loss = in->loss >= 0 ? a.map[in->loss] : -1;
+    *out = a.g;
+    a.g = NULL;
+    rc = 0;
+done:
+    graph_free(a.g);
+    free(a.map);
+    free(a.cast[0]);
+    free(a.cast[1]);
+    return rc;
+}

@@ -1,0 +1,34 @@
+// autocast: automatic mixed precision as a graph pass, with PyTorch's CUDA
+// autocast policy (torch.autocast for float16), used by both modes.
+//
+//   graph *amp;
+//   if (autocast_build(m->g, DT_F16, &amp, err, sizeof err) < 0) ...
+//
+// Every op gets a rule (autocast_rule):
+//   low      matmul, linear, convolutions (attention's matmuls included): every
+//            floating input cast to the low dtype; the GEMM accumulates in f32
+//   f32      exp, log, rsqrt, recip, softmax, log_softmax, the norms, the
+//            losses, sum and mean: every floating input cast to f32
+//   promote  binary ops, where, concat: floating inputs of different dtypes
+//            cast to the widest
+//   keep     everything else (activations, views, pooling, embedding,
+//            dropout, casts): runs in its input's dtype
+// Parameters stay f32 (master weights). A value is cast to a dtype once and
+// the copy shared by every reader, so a weight's f16 copy is made once per
+// step however often it is used. Integer and bool inputs are never cast.
+// The pass runs on the forward graph, before autograd (autograd.h), whose
+// backward of a cast is the cast back.
+#pragma once
+#include "graph.h"
+
+#include <stddef.h>
+
+typedef enum { AC_KEEP, AC_LOW, AC_F32, AC_PROMOTE } autocast_rule_kind;
+
+autocast_rule_kind autocast_rule(enum op op);
+const char *autocast_rule_name(autocast_rule_kind r); // "keep", "low", "f32", "promote"
+
+// A new graph: in's nodes in order with the casts the policy asks for
+// (sources keep their names, dtypes and initializers). low is DT_F16. 0, or
+// -1 with err set.
+int autocast_build(const graph *in, enum dtype low, graph **out, char *err, size_t cap);
