@@ -138,7 +138,12 @@ int cpu_cross_entropy_grad(cpu_ctx *c, const graph_node *n, const tensor *dloss,
                            const tensor *logits, const tensor *target, tensor *out);
 int cpu_mse_loss_grad(cpu_ctx *c, const tensor *dloss, const tensor *a, const tensor *b,
                       tensor *out);
+// The step of c (0 counts as 1), and a check that t (may be NULL) can be
+// updated in place: contiguous f32, an error naming `what` otherwise.
+uint64_t cpu_step(const cpu_ctx *c);
+int cpu_need_target(cpu_ctx *c, const char *what, const tensor *t);
 // Updates, in place, with c->step: p, and the state (buf may be NULL for SGD)
+// (cpu_update.c)
 int cpu_sgd(cpu_ctx *c, const graph_node *n, tensor *p, const tensor *g, tensor *buf);
 int cpu_adamw(cpu_ctx *c, const graph_node *n, tensor *p, const tensor *g, tensor *m, tensor *v);
 int cpu_running_stat(cpu_ctx *c, const graph_node *n, tensor *buf, const tensor *stat);
