@@ -428,13 +428,22 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return flag == FTW_DP ? rmdir(path) : unlink(path);
 }
 
+// A fresh kernel cache directory under $TMPDIR (or /tmp), removed by cache_done.
+static void cache_new(char *buf, size_t cap) {
+    const char *t = getenv("TMPDIR");
+    snprintf(buf, cap, "%s/tcbench-test-autograd-XXXXXX", t && *t ? t : "/tmp");
+    assert_non_null(mkdtemp(buf));
+}
+
+static void cache_done(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
 // Each smoke model trained 20 steps on one fixed batch: eagerly, then
 // compiled from the same starting values. The loss falls, the two loss
 // curves agree, and compiled training needs no more memory than eager.
 static void test_smoke_training(void **state) {
     (void)state;
-    char cache[] = "/tmp/tcbench-test-autograd-XXXXXX";
-    assert_non_null(mkdtemp(cache));
+    char cache[600];
+    cache_new(cache, sizeof cache);
     smoke *sm = smoke_load();
     train_opts o = getenv("TEST_SGD") ? train_opts_sgd() : train_opts_default();
     enum { STEPS = 20 };
@@ -532,7 +541,7 @@ static void test_smoke_training(void **state) {
         model_free(m);
     }
     smoke_free(sm);
-    nftw(cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    cache_done(cache);
 }
 
 // Eager and compiled against the fp64 reference's own steps (SGD, which
@@ -541,8 +550,8 @@ static void test_smoke_training(void **state) {
 // sizes magnify rounding over more steps, eager as much as compiled).
 static void test_smoke_vs_reference(void **state) {
     (void)state;
-    char cache[] = "/tmp/tcbench-test-autograd-XXXXXX";
-    assert_non_null(mkdtemp(cache));
+    char cache[600];
+    cache_new(cache, sizeof cache);
     smoke *sm = smoke_load();
     train_opts o = train_opts_sgd();
     enum { STEPS = 3 };
@@ -586,7 +595,7 @@ static void test_smoke_vs_reference(void **state) {
         model_free(m);
     }
     smoke_free(sm);
-    nftw(cache, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    cache_done(cache);
 }
 
 int main(void) {

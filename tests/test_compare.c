@@ -92,7 +92,8 @@ static int run_compare(const char *a, const char *b, const compare_options *o, c
 
 static int setup(void **state) {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/tcbench-test-compare-XXXXXX");
+    const char *t = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/tcbench-test-compare-XXXXXX", t && *t ? t : "/tmp");
     return mkdtemp(dir) ? 0 : -1;
 }
 

@@ -46,7 +46,10 @@ static void env_restore(const char *key, const char *v) {
 
 // *state: a fresh directory (mode 0700); the cache goes in <dir>/cache.
 static int setup(void **state) {
-    char *d = strdup("/tmp/tcbench-test-compile-XXXXXX");
+    const char *t = getenv("TMPDIR");
+    char *d = malloc(600);
+    if (d)
+        snprintf(d, 600, "%s/tcbench-test-compile-XXXXXX", t && *t ? t : "/tmp");
     if (!d || !mkdtemp(d))
         return -1;
     *state = d;

@@ -96,7 +96,8 @@ static int setup(void **state) {
     (void)state;
     const char *src = getenv("TCBENCH_SOURCE_DIR");
     snprintf(fixture, sizeof fixture, "%s/tests/fixtures/report_fixture.json", src ? src : ".");
-    snprintf(outdir, sizeof outdir, "/tmp/tcbench-test-report-XXXXXX");
+    const char *t = getenv("TMPDIR");
+    snprintf(outdir, sizeof outdir, "%s/tcbench-test-report-XXXXXX", t && *t ? t : "/tmp");
     if (!mkdtemp(outdir))
         return -1;
     resfile *f;
