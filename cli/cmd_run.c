@@ -28,12 +28,15 @@ static const char usage[] =
     "what to run:\n"
     "  --mode LIST          eager, compiled, fused (fusion only), captured (capture only);\n"
     "                       any compiled-family mode brings eager along as its baseline\n"
-    "  --precision LIST     fp32 (amp: not in this build yet)\n"
+    "  --precision LIST     fp32, amp (autocast to f16 with PyTorch's CUDA policy, f32\n"
+    "                       master weights; docs/amp.md)\n"
     "  --workload LIST      infer, train (a whole step: forward, loss, backward and the\n"
     "                       suite's optimizer, AdamW lr 0.01 by default)\n"
     "  --device cpu         cpu (cuda: not in this build yet)\n"
     "                       (default for the three lists above: the suite's defaults\n"
     "                       that this build can run)\n"
+    "  --grad-scaler        dynamic loss scaling (PyTorch's GradScaler) for --precision amp\n"
+    "                       --workload train; off by default, as in PyTorch's harness\n"
     "measuring:\n"
     "  --threads N          threads per case (default: online cores)\n"
     "  --repeat N           timed samples per case (default 10)\n"
@@ -69,7 +72,8 @@ enum {
     OPT_WORKLOAD,
     OPT_DEVICE,
     OPT_NO_ACC,
-    OPT_DUMP
+    OPT_DUMP,
+    OPT_GRAD_SCALER
 };
 
 // the axis options are consecutive, in axis order, for `c - OPT_MODE`
@@ -96,6 +100,7 @@ static const struct option long_opts[] = {
     {"device", required_argument, NULL, OPT_DEVICE},
     {"no-accuracy", no_argument, NULL, OPT_NO_ACC},
     {"dump", required_argument, NULL, OPT_DUMP},
+    {"grad-scaler", no_argument, NULL, OPT_GRAD_SCALER},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -196,8 +201,13 @@ static void print_row(const bench_plan *p, const bench_result *r, int w, bool co
     else
         snprintf(cell, sizeof cell, "-");
     printf(" %11s", cell);
+    // mixed precision: kernels/casts, the casts that run as kernels of their own
+    if (p->tasks[r->task].axis[BENCH_AXIS_PRECISION] == BENCH_PREC_AMP)
+        snprintf(cell, sizeof cell, "%lld/%lld", (long long)r->kernels, (long long)r->cast_kernels);
+    else
+        snprintf(cell, sizeof cell, "%lld", (long long)r->kernels);
     if (r->stats.n > 0)
-        printf(" %8lld %9.2f", (long long)r->kernels, (double)r->peak_bytes / (1024.0 * 1024.0));
+        printf(" %8s %9.2f", cell, (double)r->peak_bytes / (1024.0 * 1024.0));
     else
         printf(" %8s %9s", "-", "-");
     if (isfinite(r->compression_ratio))
@@ -254,8 +264,13 @@ static void print_table(const bench_report *rep) {
     printf("%-*s %-9s %-13s %10s %-21s %11s %8s %9s %11s %9s\n", w, "case", "mode", "status",
            "median ms", "speedup [95% CI]", "compile s", "kernels", "peak MiB", "compression",
            "rel-err");
-    for (int i = 0; i < rep->nresults; i++)
+    bool amp = false;
+    for (int i = 0; i < rep->nresults; i++) {
         print_row(p, &rep->results[i], w, color);
+        amp |= p->tasks[rep->results[i].task].axis[BENCH_AXIS_PRECISION] == BENCH_PREC_AMP;
+    }
+    if (amp)
+        printf("(amp rows: kernels/casts, casts = the kernels that do nothing but cast)\n");
     print_summary(rep);
     for (int i = 0; i < rep->nresults; i++) {
         const bench_result *r = &rep->results[i];
@@ -351,6 +366,7 @@ static int parse(int argc, char **argv, run_args *a) {
             break;
         case OPT_NO_ACC: a->cfg.accuracy = false; break;
         case OPT_DUMP: a->cfg.dump_dir = optarg; break;
+        case OPT_GRAD_SCALER: a->cfg.grad_scaler = true; break;
         case 'q': a->quiet = true; break;
         case 'h': fputs(usage, stdout); return 1;
         default: return cli_bad_option(cmd, c, argv);

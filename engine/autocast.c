@@ -58,7 +58,7 @@ static int as(ac *a, int v, enum dtype t) {
         return x;
     int *slot = &a->cast[t == DT_F32][v];
     if (*slot < 0)
-        *slot = graph_cast(a->g, x, t);
+        *slot = graph_autocast(a->g, x, t);
     return *slot;
 }
 

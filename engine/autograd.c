@@ -3,10 +3,15 @@
 // dy and adds a contribution to the gradient of each input that needs one.
 #include "autograd.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+// GradScaler's defaults, for when the scaler is turned on
+#define SCALER_DEFAULTS                                                                            \
+    .init_scale = 65536.0, .growth_factor = 2.0, .backoff_factor = 0.5, .growth_interval = 2000
 
 train_opts train_opts_default(void) {
     return (train_opts){.optim = OPTIM_ADAMW,
@@ -14,11 +19,12 @@ train_opts train_opts_default(void) {
                         .beta1 = 0.9,
                         .beta2 = 0.999,
                         .eps = 1e-8,
-                        .weight_decay = 0.01};
+                        .weight_decay = 0.01,
+                        SCALER_DEFAULTS};
 }
 
 train_opts train_opts_sgd(void) {
-    return (train_opts){.optim = OPTIM_SGD, .lr = 0.01, .momentum = 0.9};
+    return (train_opts){.optim = OPTIM_SGD, .lr = 0.01, .momentum = 0.9, SCALER_DEFAULTS};
 }
 
 const char *optim_name(optim_kind k) { return k == OPTIM_SGD ? "sgd" : "adamw"; }
@@ -119,7 +125,9 @@ static int back_unary(ag *a, const graph_node *n, int y, int dy) {
     switch (n->op) {
     case OP_NEG: return accumulate(a, x, graph_unary(g, OP_NEG, dy));
     case OP_SCALE: return accumulate(a, x, graph_scale(g, dy, n->fa[0], 0));
-    case OP_CAST: return accumulate(a, x, graph_cast(g, dy, node(a, x).dtype));
+    case OP_CAST: // back to the input's dtype, an autocast cast's by autocast's rule
+        return accumulate(a, x, n->ia[1] ? graph_autocast(g, dy, node(a, x).dtype)
+                                         : graph_cast(g, dy, node(a, x).dtype));
     case OP_EXP: return accumulate(a, x, graph_binary(g, OP_MUL, dy, y)); // grad * result
     case OP_DROPOUT: // the same mask (stream, element, step): dy * mask / (1 - p)
         return accumulate(a, x, graph_op(g, OP_DROPOUT, 1, &dy, n->ia, n->fa));
@@ -419,6 +427,43 @@ static int backward(ag *a, int i) {
     return agfail(a, "%s has no backward (a graph is differentiated once)", op_name(n.op));
 }
 
+// The grad scaler's nodes: its state (BUFFER scalars) and this step's check.
+typedef struct scaler {
+    int scale, tracker, step; // "grad_scaler.scale", "grad_scaler.growth_tracker", "optimizer.step"
+    int found;                // found_inf over every gradient
+} scaler;
+
+static int scaler_buffer(ag *a, const char *name, double init) {
+    return chk(a, graph_buffer(a->g, name, DT_F32, 0, NULL, INIT_CONSTANT, init), "grad scaler");
+}
+
+// found_inf over the gradients of the parameters, in parameter order: one
+// node per 7 gradients, each later one carrying the flag before it over.
+static int check_grads(ag *a, scaler *sc) {
+    int src[GRAPH_MAX_SRCS], n = 0;
+    sc->found = -1;
+    for (int i = 0; i <= a->nfwd; i++) {
+        bool last = i == a->nfwd;
+        if (!last && !(a->g->nodes[i].op == OP_PARAM && a->grad[i] >= 0))
+            continue;
+        if (n == 0) {
+            src[n++] = sc->scale;
+            if (sc->found >= 0)
+                src[n++] = sc->found;
+        }
+        if (!last)
+            src[n++] = a->grad[i];
+        if (n == GRAPH_MAX_SRCS || (last && n > (sc->found >= 0 ? 2 : 1))) {
+            int64_t ia[GRAPH_MAX_IA] = {sc->found >= 0};
+            sc->found = chk(a, graph_op(a->g, OP_FOUND_INF, n, src, ia, NULL), "found_inf");
+            if (sc->found < 0)
+                return -1;
+            n = 0;
+        }
+    }
+    return 0;
+}
+
 // One optimizer state buffer named after the parameter.
 static int state(ag *a, int p, const char *suffix) {
     graph_node pn = node(a, p);
@@ -427,25 +472,41 @@ static int state(ag *a, int p, const char *suffix) {
     return chk(a, graph_buffer(a->g, name, pn.dtype, pn.ndim, pn.shape, INIT_ZEROS, 0), "state");
 }
 
-static int optimizer(ag *a, const train_opts *o, int p, int gr) {
-    graph *g = a->g;
+// The update of parameter p; with the scaler (sc not NULL) its three
+// sources follow the state and ia1 says so.
+static int optimizer(ag *a, const train_opts *o, int p, int gr, const scaler *sc) {
     double fa[GRAPH_MAX_FA] = {0};
     int64_t ia[GRAPH_MAX_IA] = {0};
-    if (o->optim == OPTIM_ADAMW) {
-        int m = state(a, p, "exp_avg"), v = state(a, p, "exp_avg_sq");
-        if (m < 0 || v < 0)
+    int src[GRAPH_MAX_SRCS] = {p, gr}, n = 2;
+    enum op op = o->optim == OPTIM_ADAMW ? OP_ADAMW : OP_SGD;
+    if (op == OP_ADAMW) {
+        if ((src[n++] = state(a, p, "exp_avg")) < 0 || (src[n++] = state(a, p, "exp_avg_sq")) < 0)
             return -1;
         fa[0] = o->lr, fa[1] = o->beta1, fa[2] = o->beta2, fa[3] = o->eps, fa[4] = o->weight_decay;
-        return chk(a, graph_op(g, OP_ADAMW, 4, (int[]){p, gr, m, v}, NULL, fa), "adamw");
+    } else {
+        fa[0] = o->lr, fa[1] = o->momentum, fa[2] = o->weight_decay, fa[3] = o->dampening;
+        ia[0] = o->nesterov;
+        if (o->momentum != 0 && (src[n++] = state(a, p, "momentum_buffer")) < 0)
+            return -1;
     }
-    fa[0] = o->lr, fa[1] = o->momentum, fa[2] = o->weight_decay, fa[3] = o->dampening;
-    ia[0] = o->nesterov;
-    if (o->momentum == 0)
-        return chk(a, graph_op(g, OP_SGD, 2, (int[]){p, gr}, ia, fa), "sgd");
-    int buf = state(a, p, "momentum_buffer");
-    if (buf < 0)
+    if (sc) {
+        ia[1] = 1;
+        src[n++] = sc->scale, src[n++] = sc->found, src[n++] = sc->step;
+    }
+    return chk(a, graph_op(a->g, op, n, src, ia, fa), op_name(op));
+}
+
+static int scaler_check_opts(const train_opts *o, char *err, size_t cap) {
+    if (!(o->init_scale > 0 && isfinite((float)o->init_scale)) || !(o->growth_factor > 1) ||
+        !(o->backoff_factor > 0 && o->backoff_factor < 1) || o->growth_interval < 1) {
+        snprintf(err, cap,
+                 "grad scaler: init_scale %g, growth_factor %g, backoff_factor %g, "
+                 "growth_interval %d: need a finite f32 scale above 0, growth above 1, backoff "
+                 "in (0, 1) and an interval of at least 1 (PyTorch's: 65536, 2, 0.5, 2000)",
+                 o->init_scale, o->growth_factor, o->backoff_factor, o->growth_interval);
         return -1;
-    return chk(a, graph_op(g, OP_SGD, 3, (int[]){p, gr, buf}, ia, fa), "sgd");
+    }
+    return 0;
 }
 
 int autograd_build(graph *g, const train_opts *o, bool keep_grads, char *err, size_t cap) {
@@ -459,6 +520,8 @@ int autograd_build(graph *g, const train_opts *o, bool keep_grads, char *err, si
             snprintf(err, cap, "the graph already has a backward");
             return -1;
         }
+    if (o->grad_scaler && scaler_check_opts(o, err, cap) < 0)
+        return -1;
     ag a = {.g = g, .nfwd = g->n, .err = err, .cap = cap};
     size_t nn = g->n > 0 ? (size_t)g->n : 1;
     a.req = calloc(nn, sizeof *a.req);
@@ -486,8 +549,20 @@ int autograd_build(graph *g, const train_opts *o, bool keep_grads, char *err, si
         snprintf(err, cap, "the loss does not depend on any parameter");
         goto done;
     }
-    a.grad[g->loss] = graph_full(g, 1.0, g->nodes[g->loss].dtype, g->nodes[g->loss].ndim,
-                                 g->nodes[g->loss].shape);
+    scaler sc = {-1, -1, -1, -1};
+    graph_node ln = g->nodes[g->loss];
+    if (o->grad_scaler) { // the seed: d(loss * scale) / d loss
+        if ((sc.scale = scaler_buffer(&a, "grad_scaler.scale", o->init_scale)) < 0 ||
+            (sc.tracker = scaler_buffer(&a, "grad_scaler.growth_tracker", 0)) < 0 ||
+            (sc.step = scaler_buffer(&a, "optimizer.step", 0)) < 0)
+            goto done;
+        int seed = graph_cast(g, sc.scale, ln.dtype);
+        if (seed >= 0 && ln.ndim > 0)
+            seed = graph_op_shaped(g, OP_EXPAND, 1, &seed, NULL, NULL, ln.ndim, ln.shape);
+        a.grad[g->loss] = seed;
+    } else {
+        a.grad[g->loss] = graph_full(g, 1.0, ln.dtype, ln.ndim, ln.shape);
+    }
     if (a.grad[g->loss] < 0) {
         chk(&a, -1, "the loss");
         goto done;
@@ -502,20 +577,38 @@ int autograd_build(graph *g, const train_opts *o, bool keep_grads, char *err, si
             goto done;
         }
     }
-    // outputs: the loss, then each trained parameter's gradient; then the updates
+    // outputs: the loss, then each trained parameter's gradient (unscaled:
+    // times 1/scale); then the scaler's check, the updates, the scaler's update
     g->noutputs = 0;
     graph_output(g, g->loss);
+    int inv = o->grad_scaler && keep_grads ? graph_unary(g, OP_RECIP, sc.scale) : -1;
+    if (o->grad_scaler && keep_grads && chk(&a, inv, "unscale") < 0)
+        goto done;
     for (int i = 0; i < a.nfwd; i++)
         if (keep_grads && g->nodes[i].op == OP_PARAM && a.grad[i] >= 0) {
             if (g->noutputs >= GRAPH_MAX_OUTPUTS) {
                 snprintf(err, cap, "more than %d parameters", GRAPH_MAX_OUTPUTS - 1);
                 goto done;
             }
-            graph_output(g, a.grad[i]);
+            int out =
+                inv >= 0 ? chk(&a, graph_binary(g, OP_MUL, a.grad[i], inv), "unscale") : a.grad[i];
+            if (out < 0)
+                goto done;
+            graph_output(g, out);
         }
+    if (o->grad_scaler && check_grads(&a, &sc) < 0)
+        goto done;
     for (int i = 0; i < a.nfwd; i++)
-        if (g->nodes[i].op == OP_PARAM && a.grad[i] >= 0 && optimizer(&a, o, i, a.grad[i]) < 0)
+        if (g->nodes[i].op == OP_PARAM && a.grad[i] >= 0 &&
+            optimizer(&a, o, i, a.grad[i], o->grad_scaler ? &sc : NULL) < 0)
             goto done;
+    if (o->grad_scaler &&
+        chk(&a,
+            graph_op(g, OP_SCALER_UPDATE, 4, (int[]){sc.scale, sc.tracker, sc.step, sc.found},
+                     (int64_t[GRAPH_MAX_IA]){o->growth_interval},
+                     (double[GRAPH_MAX_FA]){o->growth_factor, o->backoff_factor}),
+            "scaler_update") < 0)
+        goto done;
     rc = 0;
 done:
     free(a.req);
@@ -527,10 +620,22 @@ int autograd_param_of_output(const graph *g, int output) {
     if (output < 1 || output >= g->noutputs)
         return -1;
     int gr = g->outputs[output];
+    const graph_node *o = &g->nodes[gr];
     for (int i = 0; i < g->n; i++) {
         const graph_node *n = &g->nodes[i];
-        if ((n->op == OP_ADAMW || n->op == OP_SGD) && n->src[1] == gr)
+        if (n->op != OP_ADAMW && n->op != OP_SGD)
+            continue;
+        // under the grad scaler the output is the gradient times 1/scale
+        if (n->src[1] == gr ||
+            (graph_scaler_src(n) >= 0 && o->op == OP_MUL && o->src[0] == n->src[1]))
             return n->src[0];
     }
+    return -1;
+}
+
+int autograd_scaler_state(const graph *g, const char *name) {
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == OP_BUFFER && g->nodes[i].name && !strcmp(g->nodes[i].name, name))
+            return i;
     return -1;
 }

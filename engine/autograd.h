@@ -21,6 +21,19 @@
 // after its last use, as autograd frees what a backward node saved), the
 // compiler through its passes (fusion across forward and backward, one
 // fused optimizer kernel).
+//
+// With grad_scaler (dynamic loss scaling, PyTorch's torch.amp.GradScaler;
+// docs/amp.md) the step also holds the scaler: three BUFFER scalars,
+// "grad_scaler.scale" (init_scale), "grad_scaler.growth_tracker" (0) and
+// "optimizer.step" (0, the optimizer steps taken: PyTorch's state['step']);
+// the backward is seeded with the scale instead of 1 (the gradient of
+// loss * scale; the loss output stays unscaled); found_inf nodes check
+// every gradient times 1/scale; each update takes (scale, found_inf, step)
+// as extra sources, skips itself when found_inf is set, unscales its
+// gradient in f32 and uses step + 1 as Adam's t and SGD's first-step rule,
+// so a skipped step advances nothing, as in PyTorch; and one scaler_update
+// after every update backs the scale off or grows it. Gradient outputs
+// (keep_grads) are unscaled, as p.grad after scaler.step.
 #pragma once
 #include "graph.h"
 
@@ -36,12 +49,19 @@ typedef struct train_opts {
     double weight_decay;
     double momentum, dampening;  // SGD
     bool nesterov;
+    // dynamic loss scaling (PyTorch's GradScaler; off by default, as in its harness)
+    bool grad_scaler;
+    double init_scale;     // 2^16
+    double growth_factor;  // 2: the scale after growth_interval good steps in a row
+    double backoff_factor; // 0.5: the scale after a step with an inf or NaN gradient
+    int growth_interval;   // 2000
 } train_opts;
 
 // AdamW with PyTorch's defaults (betas 0.9, 0.999; eps 1e-8; weight decay
-// 0.01) and lr 0.01, the rate PyTorch's benchmark harness trains with.
+// 0.01) and lr 0.01, the rate PyTorch's benchmark harness trains with; the
+// grad scaler off, with GradScaler's defaults for when it is turned on.
 train_opts train_opts_default(void);
-// SGD with PyTorch's defaults except momentum 0.9 and lr 0.01.
+// SGD with PyTorch's defaults except momentum 0.9 and lr 0.01 (scaler as above).
 train_opts train_opts_sgd(void);
 const char *optim_name(optim_kind k); // "adamw", "sgd"
 
@@ -54,3 +74,7 @@ int autograd_build(graph *g, const train_opts *o, bool keep_grads, char *err, si
 // After autograd_build: number of parameters with gradients (the outputs
 // after the loss) and, for output i >= 1, the parameter node it belongs to.
 int autograd_param_of_output(const graph *g, int output);
+// After autograd_build with grad_scaler: the node of one of its state
+// buffers ("grad_scaler.scale", "grad_scaler.growth_tracker",
+// "optimizer.step"), or -1.
+int autograd_scaler_state(const graph *g, const char *name);

@@ -29,9 +29,9 @@ bool dtype_parse(const char *s, enum dtype *out) {
     return false;
 }
 
-// Bit-exact conversions, portable C. The eager kernels use F16C through the
-// compiler's _Float16 / vcvtph2ps where the target has it; these are the
-// reference the tests hold them to.
+// Bit-exact conversions, portable C. The eager kernels use F16C
+// (backend/cpu/cpu_f16.h) where the target has it; these are the reference
+// the tests hold them to, bit for bit, NaN payloads included.
 float dtype_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
@@ -48,8 +48,8 @@ float dtype_f16_to_f32(uint16_t h) {
             } while ((man & 0x400u) == 0);
             bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
         }
-    } else if (exp == 31) {
-        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp == 31) { // inf, or NaN made quiet as F16C's vcvtph2ps does
+        bits = sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0);
     } else {
         bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
     }

@@ -6,7 +6,8 @@
 //   enum dtype u; dtype_parse("i32", &u);
 //
 // f16 is IEEE binary16 stored as uint16_t; arithmetic happens in f32
-// registers (see dtype_f16_to_f32 / dtype_f32_to_f16, round to nearest even).
+// registers (see dtype_f16_to_f32 / dtype_f32_to_f16, round to nearest even,
+// NaNs made quiet: bit for bit what F16C's vcvtph2ps / vcvtps2ph give).
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>

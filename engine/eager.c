@@ -237,9 +237,19 @@ static int eager_contiguous(eager *e, const graph_node *n, tensor *const *s, ten
         return view_done(e, n, tensor_view(s[0]), out);                                            \
     }
 
-EAGER_UPDATE(sgd, cpu_sgd(CPU, n, s[0], s[1], OPT(2)))
-EAGER_UPDATE(adamw, cpu_adamw(CPU, n, s[0], s[1], s[2], s[3]))
+// the grad scaler's (scale, found_inf, step) of an SGD or ADAMW node, or NULL
+#define SCALER (graph_scaler_src(n) >= 0 ? (const tensor *const *)s + graph_scaler_src(n) : NULL)
+
+// SGD's momentum buffer: a third source before the grad scaler's, if any
+static tensor *sgd_buffer(const graph_node *n, tensor *const *s) {
+    return (graph_scaler_src(n) >= 0 ? graph_scaler_src(n) : n->nsrc) > 2 ? s[2] : NULL;
+}
+
+EAGER_UPDATE(sgd, cpu_sgd(CPU, n, s[0], s[1], sgd_buffer(n, s), SCALER))
+EAGER_UPDATE(adamw, cpu_adamw(CPU, n, s[0], s[1], s[2], s[3], SCALER))
 EAGER_UPDATE(running_stat, cpu_running_stat(CPU, n, s[0], s[1]))
+EAGER_UPDATE(scaler_update, cpu_scaler_update(CPU, n, s[0], s[1], s[2], s[3]))
+EAGER_KERNEL(found_inf, cpu_found_inf(CPU, n, (const tensor *const *)s, y))
 
 // ---- the executor --------------------------------------------------------
 
@@ -358,6 +368,9 @@ int eager_run(eager *e, tensor **outputs, eager_stats *st) {
     release_all(e);
     if (st) {
         st->kernels = e->cpu.kernels;
+        st->cast_kernels = 0;
+        for (int i = 0; i < g->n; i++) // one kernel each (graph_cast makes no no-op casts)
+            st->cast_kernels += g->nodes[i].op == OP_CAST;
         st->peak_bytes = tensor_mem_peak();
     }
     return 0;

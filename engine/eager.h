@@ -21,8 +21,9 @@
 #include <stdint.h>
 
 typedef struct eager_stats {
-    int64_t kernels;   // kernels launched in the step
-    size_t peak_bytes; // most tensor bytes live at once in the step (params included)
+    int64_t kernels;      // kernels launched in the step
+    int64_t cast_kernels; // of which dtype casts (mixed precision's)
+    size_t peak_bytes;    // most tensor bytes live at once in the step (params included)
 } eager_stats;
 
 typedef struct eager eager;
@@ -33,8 +34,10 @@ eager *eager_new(const model *m);
 int eager_run(eager *e, tensor **outputs, eager_stats *st);
 const char *eager_error(const eager *e);
 // The optimizer step of the next runs (from 1; 1 until set): dropout draws
-// its masks from it and AdamW's bias correction uses it. Update ops (SGD,
-// ADAMW, RUNNING_STAT) and training batch_norm write m->values in place, so
-// each run sees the previous one's parameters and statistics.
+// its masks from it and AdamW's bias correction uses it (under the grad
+// scaler the graph's own count of steps taken does, engine/autograd.h).
+// Update ops (SGD, ADAMW, RUNNING_STAT) and training batch_norm write
+// m->values in place, so each run sees the previous one's parameters and
+// statistics.
 void eager_set_step(eager *e, uint64_t step);
 void eager_free(eager *e);

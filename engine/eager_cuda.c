@@ -166,6 +166,8 @@ EC_CPU_ONLY(mse_loss_grad)
 EC_CPU_ONLY(sgd)
 EC_CPU_ONLY(adamw)
 EC_CPU_ONLY(running_stat)
+EC_CPU_ONLY(found_inf)
+EC_CPU_ONLY(scaler_update)
 
 // ---- views: share storage, launch nothing --------------------------------
 

@@ -26,6 +26,10 @@ bool op_has_side_effect(const graph_node *n) {
     return op_kind(n->op) == OPK_UPDATE || (n->op == OP_BATCH_NORM && n->ia[0]);
 }
 
+int graph_scaler_src(const graph_node *n) {
+    return (n->op == OP_SGD || n->op == OP_ADAMW) && n->ia[1] ? n->nsrc - 3 : -1;
+}
+
 graph *graph_new(void) {
     graph *g = calloc(1, sizeof *g);
     if (!g)
@@ -255,6 +259,17 @@ static int infer_grad(graph *g, graph_node *n, const graph_node *const *s, int n
         n->shape[1] = c;
         return 0;
     }
+    case OP_FOUND_INF: // s[0] the scale, s[1] with ia0 an earlier flag
+        n->ndim = 0;
+        n->dtype = DT_F32;
+        for (int i = 0; i < n->nsrc; i++)
+            if (!dtype_is_float(s[i]->dtype) ||
+                ((i == 0 || (i == 1 && n->ia[0])) && (s[i]->ndim != 0 || s[i]->dtype != DT_F32)))
+                return fail(g, "found_inf: needs an f32 scale () (and flag, with ia0), then "
+                               "floating-point tensors");
+        if (n->ia[0] && n->nsrc < 3)
+            return fail(g, "found_inf: a chained flag needs tensors to check as well");
+        return 0;
     case OP_CROSS_ENTROPY_GRAD:
     case OP_MSE_LOSS_GRAD:
         if (dy->ndim != 0)
@@ -543,16 +558,27 @@ static int infer(graph *g, graph_node *n, int ndim_hint, const int64_t *shape_hi
         return 0;
     case OPK_GRAD:
         return infer_grad(g, n, s, ndim_hint, shape_hint);
-    case OPK_UPDATE:
+    case OPK_UPDATE: {
         copy_shape(n, x);
         if (!same_shape(x, s[1]) || x->dtype != s[1]->dtype || !dtype_is_float(x->dtype))
             return fail(g, "%s: gradient %s does not match %s", op_name(n->op), shape_s(b0, s[1]),
                         shape_s(b1, x));
-        for (int i = 2; i < n->nsrc; i++)
+        int end = n->ia[1] && (n->op == OP_SGD || n->op == OP_ADAMW) ? n->nsrc - 3 : n->nsrc;
+        if ((n->op == OP_SGD && (end < 2 || end > 3)) || (n->op == OP_ADAMW && end != 4))
+            return fail(g, "%s: %d inputs do not make its state%s", op_name(n->op), n->nsrc,
+                        n->ia[1] ? " and the grad scaler's three" : "");
+        if (n->op == OP_SCALER_UPDATE && (x->ndim != 0 || x->dtype != DT_F32))
+            return fail(g, "scaler_update: the scale and its counters must be f32 scalars ()");
+        for (int i = 2; i < end; i++)
             if (!same_shape(x, s[i]) || s[i]->dtype != x->dtype)
                 return fail(g, "%s: state %d has shape %s, expected %s", op_name(n->op), i,
                             shape_s(b0, s[i]), shape_s(b1, x));
+        for (int i = end; i < n->nsrc; i++)
+            if (s[i]->ndim != 0 || s[i]->dtype != DT_F32)
+                return fail(g, "%s: the grad scaler's input %d must be an f32 scalar ()",
+                            op_name(n->op), i);
         return 0;
+    }
     }
     return fail(g, "unknown op kind");
 }
@@ -659,6 +685,14 @@ int graph_cast(graph *g, int x, enum dtype t) {
     if (g->nodes[x].dtype == t)
         return x;
     return graph_op(g, OP_CAST, 1, &x, (int64_t[GRAPH_MAX_IA]){t}, NULL);
+}
+
+int graph_autocast(graph *g, int x, enum dtype t) {
+    if (x < 0)
+        return -1;
+    if (g->nodes[x].dtype == t)
+        return x;
+    return graph_op(g, OP_CAST, 1, &x, (int64_t[GRAPH_MAX_IA]){t, 1}, NULL);
 }
 
 int graph_reduce(graph *g, enum op op, int x, int axis) {

@@ -59,6 +59,7 @@ enum init_kind {
     INIT_CAUSAL_MASK, // bool (T, S): key s visible to query t when s <= t + (S - T)
     INIT_ROPE_COS,    // (T, D): cos(t * theta^(-2(i mod D/2)/D)), fa0 theta
     INIT_ROPE_SIN,
+    INIT_CONSTANT, // every element fa0 (the grad scaler's initial scale)
 };
 
 #define GRAPH_MAX_SRCS 8
@@ -94,6 +95,10 @@ typedef struct graph {
 // training mode, which updates its running statistics): never merged, never
 // dead, and run after every other reader of what they write.
 bool op_has_side_effect(const graph_node *n);
+// SGD and ADAMW under the grad scaler (ia1 set; engine/autograd.h) end with
+// three more sources: the loss scale, found_inf and the optimizer's step
+// count. The index of the first of them, or -1 for any other node.
+int graph_scaler_src(const graph_node *n);
 
 graph *graph_new(void);
 void graph_free(graph *g);
@@ -121,6 +126,9 @@ int graph_reshape(graph *g, int x, int ndim, const int64_t *shape); // one -1 al
 int graph_permute(graph *g, int x, const int *perm);
 int graph_slice(graph *g, int x, int axis, int64_t start, int64_t len);
 int graph_cast(graph *g, int x, enum dtype t);
+// A cast mixed precision made (ia1 = 1; autocast.h): the fp64 reference
+// treats it as exact, so that its answer is the model's without autocast.
+int graph_autocast(graph *g, int x, enum dtype t);
 int graph_reduce(graph *g, enum op op, int x, int axis); // keeps the axis as size 1
 
 void graph_output(graph *g, int node);

@@ -90,6 +90,7 @@ static void fill(tensor *t, const graph_node *n, uint64_t key) {
             case INIT_UNIFORM: v = n->fa[0] * (2 * uniform01(key, (uint64_t)i) - 1); break;
             case INIT_ZEROS: v = 0; break;
             case INIT_ONES: v = 1; break;
+            case INIT_CONSTANT: v = n->fa[0]; break;
             case INIT_CAUSAL_MASK: v = (c <= (r % T) + (S - T)); break;
             case INIT_ROPE_COS:
             case INIT_ROPE_SIN: {
@@ -108,6 +109,12 @@ static uint64_t node_key(uint64_t seed, int id, uint64_t step) {
     return mix(mix(seed) ^ mix(((uint64_t)id << 20) ^ step));
 }
 
+// A source's stream is keyed by its node id less the casts autocast
+// inserted before it, so that a model draws the same parameters and inputs
+// in fp32 and in mixed precision (autocast.h copies the nodes in order,
+// adding casts).
+static bool autocast_cast(const graph_node *n) { return n->op == OP_CAST && n->ia[1] != 0; }
+
 int model_init_values(model *m, uint64_t seed) {
     graph *g = m->g;
     if (!m->values) {
@@ -115,25 +122,29 @@ int model_init_values(model *m, uint64_t seed) {
         if (!m->values)
             return -1;
     }
+    int casts = 0;
     for (int i = 0; i < g->n; i++) {
         const graph_node *n = &g->nodes[i];
+        casts += autocast_cast(n);
         if (op_kind(n->op) != OPK_SOURCE)
             continue;
         tensor_free(m->values[i]);
         m->values[i] = tensor_new_empty(n->dtype, n->ndim, n->shape);
         if (!m->values[i])
             return -1;
-        fill(m->values[i], n, node_key(seed, i, 0));
+        fill(m->values[i], n, node_key(seed, i - casts, 0));
     }
     return 0;
 }
 
 int model_init_inputs(model *m, uint64_t seed, uint64_t step) {
+    int casts = 0;
     for (int i = 0; i < m->g->n; i++) {
         const graph_node *n = &m->g->nodes[i];
+        casts += autocast_cast(n);
         if (n->op != OP_INPUT || !m->values || !m->values[i])
             continue;
-        fill(m->values[i], n, node_key(seed, i, step));
+        fill(m->values[i], n, node_key(seed, i - casts, step));
     }
     return 0;
 }

@@ -3,7 +3,9 @@
 // Only the outermost loops of the heavy ops run in parallel (each output
 // element is still one obvious sum), so real models stay checkable.
 // Values of f16 and f32 nodes are not rounded to their dtype; CAST does
-// round, by the rule the eager kernels share (backend/cpu/cpu_rules.h).
+// round, by the rule the eager kernels share (backend/cpu/cpu_rules.h),
+// except the casts autocast made: the reference of a mixed-precision graph
+// is the model's fp64 answer without autocast, as in PyTorch's harness.
 #include "ref.h"
 
 #include "backend/cpu/cpu_rules.h"
@@ -132,7 +134,7 @@ REF_UNARY(silu, x / (1 + exp(-x)))
 REF_UNARY(hardswish, x * clamp6(x + 3) / 6)
 REF_UNARY(hardsigmoid, clamp6(x + 3) / 6)
 REF_UNARY(scale, x * n->fa[0] + n->fa[1])
-REF_UNARY(cast, cpu_cast_value(n->dtype, x))
+REF_UNARY(cast, n->ia[1] ? x : cpu_cast_value(n->dtype, x)) // autocast's: exact (graph.h)
 // clang-format on
 
 static int ref_dropout(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
@@ -996,19 +998,45 @@ static int ref_mse_loss_grad(ref_ctx *c, const graph_node *n, const double *cons
 
 // ---- updates: write their sources (the run's or the session's copies) ----------------
 
+// The grad scaler of an SGD or ADAMW node: whether found_inf skips it, else
+// the gradient's factor (1/scale, rounded to f32 as PyTorch's unscale_) and
+// t, the optimizer's own step count + 1. Without the scaler: 1 and the run's step.
+static bool scaler_skip(const ref_ctx *c, const graph_node *n, const double *const *s, double *inv,
+                        double *t) {
+    int k = graph_scaler_src(n);
+    *inv = 1;
+    *t = (double)c->step;
+    if (k < 0)
+        return false;
+    if (s[k + 1][0] != 0)
+        return true;
+    *inv = (float)(1 / s[k][0]);
+    *t = s[k + 2][0] + 1;
+    return false;
+}
+
+// A step the grad scaler skips: every source stays, the value is the parameter.
+static int skipped(const graph_node *n, const double *const *s, double *o) {
+    memcpy(o, s[0], (size_t)graph_node_numel(n) * sizeof *o);
+    return 0;
+}
+
 // PyTorch's SGD: d = g + wd p; with momentum, buf = d on the first step and
 // momentum buf + (1 - dampening) d after, d = nesterov ? d + momentum buf :
 // buf; p -= lr d.
 static int ref_sgd(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
-    double lr = n->fa[0], mom = n->fa[1], wd = n->fa[2], damp = n->fa[3];
-    double *p = (double *)s[0], *buf = n->nsrc > 2 ? (double *)s[2] : NULL;
+    double lr = n->fa[0], mom = n->fa[1], wd = n->fa[2], damp = n->fa[3], inv, t;
+    int end = graph_scaler_src(n) >= 0 ? graph_scaler_src(n) : n->nsrc;
+    double *p = (double *)s[0], *buf = end > 2 ? (double *)s[2] : NULL;
     if (mom != 0 && !buf)
         return fail(c, "sgd: momentum %g needs a momentum buffer (a third input)", mom);
+    if (scaler_skip(c, n, s, &inv, &t))
+        return skipped(n, s, o);
     int64_t count = graph_node_numel(n);
     for (int64_t i = 0; i < count; i++) {
-        double d = s[1][i] + wd * p[i];
+        double d = s[1][i] * inv + wd * p[i];
         if (mom != 0) {
-            buf[i] = c->step == 1 ? d : mom * buf[i] + (1 - damp) * d;
+            buf[i] = t == 1 ? d : mom * buf[i] + (1 - damp) * d;
             d = n->ia[0] ? d + mom * buf[i] : buf[i];
         }
         p[i] -= lr * d;
@@ -1020,12 +1048,13 @@ static int ref_sgd(ref_ctx *c, const graph_node *n, const double *const *s, doub
 // PyTorch's AdamW at step t: p *= 1 - lr wd; m, v move toward g, g^2;
 // p -= lr / (1 - b1^t) m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 static int ref_adamw(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
-    double lr = n->fa[0], b1 = n->fa[1], b2 = n->fa[2], eps = n->fa[3], wd = n->fa[4];
-    double t = (double)c->step;
+    double lr = n->fa[0], b1 = n->fa[1], b2 = n->fa[2], eps = n->fa[3], wd = n->fa[4], inv, t;
+    if (scaler_skip(c, n, s, &inv, &t))
+        return skipped(n, s, o);
     double *p = (double *)s[0], *m = (double *)s[2], *v = (double *)s[3];
     int64_t count = graph_node_numel(n);
     for (int64_t i = 0; i < count; i++) {
-        double g = s[1][i];
+        double g = s[1][i] * inv;
         p[i] *= 1 - lr * wd;
         m[i] = b1 * m[i] + (1 - b1) * g;
         v[i] = b2 * v[i] + (1 - b2) * g * g;
@@ -1043,6 +1072,49 @@ static int ref_running_stat(ref_ctx *c, const graph_node *n, const double *const
         buf[i] = (1 - m) * buf[i] + m * f * s[1][i];
         o[i] = buf[i];
     }
+    return 0;
+}
+
+// ---- the grad scaler ----------------------------------------------------------------
+
+// 1 when an element of a tensor times 1/scale is inf or NaN. Both the
+// element and the product are rounded to the tensor's dtype first, as the
+// executors store them: a scaled f32 gradient beyond FLT_MAX overflowed
+// there, which is what the scaler is for. (Values inside the backward are
+// not rounded here, as everywhere in the reference: an f16 intermediate that
+// overflows in an executor but not in fp64 is a step only the executor skips.)
+static int ref_found_inf(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    double inv = (float)(1 / s[0][0]);
+    o[0] = n->ia[0] && s[1][0] != 0; // an earlier flag of the chain
+    for (int k = n->ia[0] ? 2 : 1; k < n->nsrc; k++) {
+        enum dtype t = src(c, n, k)->dtype;
+        int64_t count = graph_node_numel(src(c, n, k));
+        for (int64_t i = 0; i < count && !o[0]; i++)
+            o[0] = !isfinite(cpu_cast_value(t, cpu_cast_value(t, s[k][i]) * inv));
+    }
+    return 0;
+}
+
+// PyTorch's _amp_update_scale_: an inf or NaN backs the scale off and
+// restarts the count of good steps; growth_interval good steps in a row grow
+// it (unless that would overflow f32); a good step is one optimizer step.
+static int ref_scaler_update(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    (void)c;
+    double *scale = (double *)s[0], *tracker = (double *)s[1], *step = (double *)s[2];
+    if (s[3][0] != 0) {
+        *scale *= n->fa[1];
+        *tracker = 0;
+    } else {
+        *step += 1;
+        if (*tracker + 1 >= (double)n->ia[0]) {
+            if (isfinite(cpu_cast_value(DT_F32, *scale * n->fa[0])))
+                *scale *= n->fa[0];
+            *tracker = 0;
+        } else {
+            *tracker += 1;
+        }
+    }
+    o[0] = *scale;
     return 0;
 }
 

@@ -69,7 +69,8 @@ for cmd in run list check calibrate; do
 done
 expect 0 "run --help" "$EXE" run --help
 for opt in --only --filter --exclude --size --batch-size --threads --repeat --timeout --seed \
-    --output --mode --precision --workload --device --no-accuracy --dump --quiet --help; do
+    --output --mode --precision --workload --device --no-accuracy --dump --quiet --help \
+    --grad-scaler; do
     has "$TMP/stdout" "$opt" "run --help lists $opt"
 done
 has "$TMP/stdout" "captured" "run --help names the modes"
@@ -91,7 +92,6 @@ usage_error "value for a flag" "option '--quiet' takes no value" "$EXE" run --qu
 usage_error "bad --filter" "--filter '\(': bad regular expression" "$EXE" run --filter '('
 usage_error "bad --exclude" "--exclude '\[': bad regular expression" "$EXE" run --exclude '['
 usage_error "--mode bogus" "--mode bogus: unknown mode" "$EXE" run --mode eager,bogus
-usage_error "--precision amp" "--precision amp: not available" "$EXE" run --precision amp
 usage_error "--workload bogus" "--workload bogus" "$EXE" run --workload bogus
 usage_error "--only nosuch" "--only nosuch" "$EXE" run "$SRC/suites/smoke.yaml" --only nosuch
 usage_error "missing suite" "nosuch\.yaml" "$EXE" run "$TMP/nosuch.yaml"
@@ -159,8 +159,9 @@ if [ -f "$OUT" ]; then
         os cpu_model cores threads_used blas config onednn cpu_flags avx2 avx512f f16c fma \
         suites size seed repeat threads timeout_s modes precisions workloads device cases \
         median_s q1_s q3_s min_s max_s mean_s stddev_s cv mad_s outliers n checked rel_l2 \
-        max_abs rmse wall_s tolerance calibration dump_dir vs_eager_max_abs vs_eager_rel_l2 \
-        rmse_vs_fp64 eager_rmse_vs_fp64 rule cold_s warm_s cache_hit median ci95_lo ci95_hi \
+        max_abs rmse wall_s tolerance calibration dump_dir grad_scaler vs_eager_max_abs \
+        vs_eager_rel_l2 rmse_vs_fp64 eager_rmse_vs_fp64 rule cold_s warm_s cache_hit median \
+        ci95_lo ci95_hi \
         intensity achieved_GFLOPs achieved_GBps; do
         has "$OUT" "\"$key\":" "results field $key"
     done
@@ -262,8 +263,16 @@ if ls "$TMP"/tcbench-kcache-* >/dev/null 2>&1; then bad "temporary kernel cache 
 expect 0 "run --workload train" "$EXE" run "$SRC/suites/smoke.yaml" --only mlp --workload train \
     --mode eager,compiled,captured --repeat 2 -o "$TMP/train.json"
 has "$TMP/train.json" '"workload": "train",' "training recorded"
+has "$TMP/train.json" '"grad_scaler": false,' "no grad scaler by default"
 has "$TMP/train.json" '"status": "pass",' "compiled training passes"
 has "$TMP/stdout" '^mlp +captured +pass' "captured training passes"
+# dynamic loss scaling in AMP training (docs/amp.md): runs, and the results say so
+expect 0 "run --precision amp --workload train --grad-scaler" "$EXE" run "$SRC/suites/smoke.yaml" \
+    --only mlp --precision amp --workload train --grad-scaler --mode eager,compiled --repeat 1 \
+    --no-accuracy -o "$TMP/scaler.json"
+has "$TMP/scaler.json" '"grad_scaler": true,' "--grad-scaler recorded"
+has "$TMP/scaler.json" '"precision": "amp",' "amp training ran"
+has "$TMP/stdout" '^mlp +compiled +pass' "compiled amp training with the scaler passes"
 cat >"$TMP/suites/sgd.yaml" <<EOF
 name: sgd
 defaults: {optimizer: {sgd: {lr: 0.05, momentum: 0.9, nesterov: true}}}

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "autocast.h"
 #include "autograd.h"
 #include "compile/codegen_cuda.h"
 #include "compile/compile_internal.h"
@@ -574,8 +575,8 @@ static const mode modes[] = {
 
 // Compiles m in mode md, runs two steps and compares both with ref. Returns
 // the worst error (NAN and a message on a failure) and the kernels per step.
-static double run_mode(const model *m, const mode *md, const char *cache, double **ref,
-                       int64_t *kernels, char *why, size_t cap) {
+static double run_mode_tol(const model *m, const mode *md, const char *cache, double **ref,
+                           double tol, int64_t *kernels, char *why, size_t cap) {
     compile_opts o = compile_opts_default();
     o.fusion = md->fusion;
     o.capture = md->capture;
@@ -596,7 +597,7 @@ static double run_mode(const model *m, const mode *md, const char *cache, double
         *kernels = st.kernels;
         for (int i = 0; i < m->g->noutputs; i++) {
             double e = rel_l2(out[i], ref[i]);
-            if (!(e < 1e-4)) {
+            if (!(e < tol)) {
                 snprintf(why, cap, "step %d, output %d (%%%d): relative L2 error %g", step, i,
                          m->g->outputs[i], e);
                 worst = NAN;
@@ -608,6 +609,11 @@ static double run_mode(const model *m, const mode *md, const char *cache, double
     }
     compiled_free(c);
     return worst;
+}
+
+static double run_mode(const model *m, const mode *md, const char *cache, double **ref,
+                       int64_t *kernels, char *why, size_t cap) {
+    return run_mode_tol(m, md, cache, ref, 1e-4, kernels, why, cap);
 }
 
 // A convolution with a bias, an activation and a residual add is one
@@ -1160,6 +1166,133 @@ static void test_random_graphs(void **state) {
     print_message("%d random models, %d graph nodes\n", nmodels, nops);
 }
 
+// ---- mixed precision ----------------------------------------------------------
+
+// m's graph through the autocast pass (f16); values drawn again from seed.
+static void to_amp(model *m, uint64_t seed) {
+    graph *a;
+    char err[300];
+    if (autocast_build(m->g, DT_F16, &a, err, sizeof err) < 0)
+        fail_msg("autocast: %s", err);
+    for (int i = 0; m->values && i < m->g->n; i++)
+        tensor_free(m->values[i]);
+    free(m->values);
+    m->values = NULL;
+    graph_free(m->g);
+    m->g = a;
+    assert_int_equal(model_init_values(m, seed), 0);
+}
+
+// Eager's worst relative L2 error against the fp64 reference (the model
+// without autocast): the yardstick for the compiled modes, which round to
+// f16 less often than eager and so land at least as close.
+static double eager_rel_error(const model *m, double **ref) {
+    eager *e = eager_new(m);
+    assert_non_null(e);
+    tensor *out[8] = {0};
+    if (eager_run(e, out, NULL) < 0)
+        fail_msg("eager: %s", eager_error(e));
+    double worst = 0;
+    for (int i = 0; i < m->g->noutputs; i++) {
+        worst = fmax(worst, rel_l2(out[i], ref[i]));
+        tensor_free(out[i]);
+    }
+    eager_free(e);
+    return worst;
+}
+
+static int count_casts(const graph *g) {
+    int n = 0;
+    for (int v = 0; v < g->n; v++)
+        n += g->nodes[v].op == OP_CAST;
+    return n;
+}
+
+// Random graphs under autocast: f16 loads and stores in every kind of
+// generated kernel (pointwise, rows, GEMM epilogues, copies), casts fused
+// into them; each mode within 2x eager's own error against fp64 (+1e-3).
+static void test_random_graphs_amp(void **state) {
+    char cache[300];
+    cache_of(state, cache, sizeof cache);
+    int with_casts = 0;
+    for (int mi = 0; mi < RANDOM_MODELS; mi++) {
+        uint64_t seed = RANDOM_SEED + 31 + (uint64_t)mi * 7919;
+        snprintf(fail_ctx, sizeof fail_ctx, "amp seed %" PRIu64 ": ", seed);
+        model *m = gen_model(seed, RANDOM_OPS);
+        to_amp(m, seed);
+        with_casts += count_casts(m->g) > 0;
+        double *ref[8];
+        char err[600];
+        if (ref_run(m, ref, err, sizeof err) < 0)
+            fail_msg("seed %" PRIu64 ": reference: %s", seed, err);
+        double tol = 2 * eager_rel_error(m, ref) + 1e-3;
+        int64_t kernels;
+        for (int k = 0; k < 4; k++)
+            if (isnan(run_mode_tol(m, &modes[k], cache, ref, tol, &kernels, err, sizeof err))) {
+                graph_print(m->g, stderr);
+                fail_msg("seed %" PRIu64 " (model %d), %s mode: %s", seed, mi, modes[k].name, err);
+            }
+        for (int i = 0; i < m->g->noutputs; i++)
+            free(ref[i]);
+        model_free(m);
+    }
+    fail_ctx[0] = 0;
+    assert_true(with_casts > RANDOM_MODELS / 2); // the pass had work in most of them
+}
+
+// linear -> gelu -> cast to f32 -> add -> layer norm -> cast to f16 ->
+// linear: under autocast the casts fuse into the GEMM epilogue and the row
+// kernel, so compiled runs no kernel of its own for an activation cast;
+// only the weights' f16 copies (made once per step) stand alone.
+static void test_amp_casts_fuse(void **state) {
+    char cache[300];
+    cache_of(state, cache, sizeof cache);
+    graph *g = graph_new();
+    int x = in(g, "x", 2, (int64_t[]){64, 32});
+    int w1 = graph_param(g, "w1", 2, (int64_t[]){32, 32}, INIT_NORMAL, 0.2);
+    int b1 = graph_param(g, "b1", 1, (int64_t[]){32}, INIT_NORMAL, 0.2);
+    int w2 = graph_param(g, "w2", 2, (int64_t[]){16, 32}, INIT_NORMAL, 0.2);
+    int lw = graph_param(g, "lw", 1, (int64_t[]){32}, INIT_ONES, 0);
+    int lb = graph_param(g, "lb", 1, (int64_t[]){32}, INIT_ZEROS, 0);
+    int h = graph_unary(g, OP_GELU, graph_op(g, OP_LINEAR, 3, (int[]){x, w1, b1}, NULL, NULL));
+    int r = graph_binary(g, OP_ADD, h, x);
+    int n = graph_op(g, OP_LAYER_NORM, 3, (int[]){r, lw, lb}, NULL, (double[GRAPH_MAX_FA]){1e-5});
+    graph_output(g, graph_op(g, OP_LINEAR, 2, (int[]){n, w2}, NULL, NULL));
+    model *m = model_of(g);
+    to_amp(m, 5);
+    double *ref[8];
+    char err[600];
+    if (ref_run(m, ref, err, sizeof err) < 0)
+        fail_msg("reference: %s", err);
+    cprog *p = passes(m, 1);
+    int cast_groups = 0, weight_casts = 0;
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        const kgroup *k = &p->groups[gi];
+        bool casts = k->n > 0;
+        for (int i = 0; i < k->n; i++)
+            casts &= p->g->nodes[k->nodes[i]].op == OP_CAST;
+        if (!casts)
+            continue;
+        cast_groups++;
+        int src = p->g->nodes[k->nodes[0]].src[0];
+        weight_casts += p->g->nodes[src].op == OP_PARAM;
+    }
+    // x's cast to f16 for the first GEMM, and w1, w2: three kernels of
+    // casts alone, two of them weights'; b1's copy is recomputed in the
+    // epilogue that adds it, and the two casts between the GEMMs and the
+    // norm are in their kernels
+    assert_int_equal(cast_groups, 3);
+    assert_int_equal(weight_casts, 2);
+    prog_free(p);
+    double tol = 2 * eager_rel_error(m, ref) + 1e-3;
+    int64_t kernels;
+    for (int k = 0; k < 4; k++)
+        if (isnan(run_mode_tol(m, &modes[k], cache, ref, tol, &kernels, err, sizeof err)))
+            fail_msg("%s mode: %s", modes[k].name, err);
+    free(ref[0]);
+    model_free(m);
+}
+
 // Outputs that are sources, views of sources, or constants folded at
 // compile time: nothing computes them, yet each must come out right. And
 // constants read as operands: a bool one, one a GEMM reads.
@@ -1254,9 +1387,8 @@ static void test_regressions(void **state) {
 
 // ---- 3. the smoke suite -------------------------------------------------------
 
-static void test_smoke_suite(void **state) {
-    char cache[300], path[600];
-    cache_of(state, cache, sizeof cache);
+static suite *smoke_suite(void) {
+    char path[600];
     const char *root = getenv("TCBENCH_SOURCE_DIR");
     assert_non_null(root); // set by tests/meson.build
     snprintf(path, sizeof path, "%s/suites/smoke.yaml", root);
@@ -1265,15 +1397,36 @@ static void test_smoke_suite(void **state) {
     if (suite_load(path, NULL, &s, &d) < 0)
         fail_msg("%s:%d:%d: %s", path, d.line, d.col, d.msg);
     assert_true(s->ncases >= 8);
+    return s;
+}
+
+// A smoke case's inference model (its definition in *md, freed by the caller).
+static model *smoke_model(const suite_case *sc, modeldef **md) {
+    diag d;
+    model *m = NULL;
+    *md = NULL;
+    if (modeldef_load(sc->model_path, md, &d) < 0 ||
+        modeldef_build(*md, sc->overrides, sc->noverrides, sc->batch, &(modeldef_opts){0}, &m,
+                       &d) < 0)
+        fail_msg("%s: %d:%d: %s", sc->name, d.line, d.col, d.msg);
+    return m;
+}
+
+// Every smoke model in each compiled-family mode, against fp64: fp32 within
+// 1e-4; under autocast (amp) within 2x eager's own error (+1e-3). Compiled
+// runs fewer kernels than eager either way.
+static void check_smoke_suite(void **state, bool amp) {
+    char cache[300];
+    cache_of(state, cache, sizeof cache);
+    suite *s = smoke_suite();
     for (int ci = 0; ci < s->ncases; ci++) {
         const suite_case *sc = &s->cases[ci];
-        modeldef *md = NULL;
-        model *m = NULL;
-        if (modeldef_load(sc->model_path, &md, &d) < 0 ||
-            modeldef_build(md, sc->overrides, sc->noverrides, sc->batch, &(modeldef_opts){0}, &m,
-                           &d) < 0)
-            fail_msg("%s: %d:%d: %s", sc->name, d.line, d.col, d.msg);
-        assert_int_equal(model_init_values(m, 17), 0);
+        modeldef *md;
+        model *m = smoke_model(sc, &md);
+        if (amp)
+            to_amp(m, 17);
+        else
+            assert_int_equal(model_init_values(m, 17), 0);
         double *ref[8];
         char err[600];
         if (ref_run(m, ref, err, sizeof err) < 0)
@@ -1282,18 +1435,19 @@ static void test_smoke_suite(void **state) {
         assert_non_null(e);
         tensor *eo[8];
         eager_stats est;
-        assert_int_equal(eager_run(e, eo, &est), 0);
+        if (eager_run(e, eo, &est) < 0)
+            fail_msg("%s: eager: %s", sc->name, eager_error(e));
         for (int i = 0; i < m->g->noutputs; i++)
             tensor_free(eo[i]);
         eager_free(e);
+        double tol = amp ? 2 * eager_rel_error(m, ref) + 1e-3 : 1e-4;
         int64_t kernels[3];
-        for (int k = 0; k < 3; k++) {
-            double err_l2 = run_mode(m, &modes[k], cache, ref, &kernels[k], err, sizeof err);
-            if (isnan(err_l2))
+        for (int k = 0; k < 3; k++)
+            if (isnan(run_mode_tol(m, &modes[k], cache, ref, tol, &kernels[k], err, sizeof err)))
                 fail_msg("%s, %s mode: %s", sc->name, modes[k].name, err);
-        }
-        print_message("%-14s eager %3lld kernels, compiled %3lld, captured %3lld\n", sc->name,
-                      (long long)est.kernels, (long long)kernels[0], (long long)kernels[2]);
+        print_message("%-14s %s eager %3lld kernels (%lld casts), compiled %3lld, captured %3lld\n",
+                      sc->name, amp ? "amp " : "fp32", (long long)est.kernels,
+                      (long long)est.cast_kernels, (long long)kernels[0], (long long)kernels[2]);
         if (kernels[0] >= est.kernels)
             fail_msg("%s: compiled runs %lld kernels, eager %lld", sc->name, (long long)kernels[0],
                      (long long)est.kernels);
@@ -1304,6 +1458,9 @@ static void test_smoke_suite(void **state) {
     }
     suite_free(s);
 }
+
+static void test_smoke_suite(void **state) { check_smoke_suite(state, false); }
+static void test_smoke_suite_amp(void **state) { check_smoke_suite(state, true); }
 
 // ---- 4. the kernel cache ------------------------------------------------------
 
@@ -2016,14 +2173,8 @@ static void test_train_update_order(void **state) {
 // that after one update eager is 1% (resnet) to 12% (mobilenet_v2) from
 // fp64; the other models stay within 1e-6 of it over three steps.
 static void test_train_smoke(void **state) {
-    char path[600];
-    const char *root = getenv("TCBENCH_SOURCE_DIR");
-    assert_non_null(root);
-    snprintf(path, sizeof path, "%s/suites/smoke.yaml", root);
-    suite *s;
+    suite *s = smoke_suite();
     diag d;
-    if (suite_load(path, NULL, &s, &d) < 0)
-        fail_msg("%s:%d:%d: %s", path, d.line, d.col, d.msg);
     for (int ci = 0; ci < s->ncases; ci++) {
         modeldef *md = NULL;
         if (modeldef_load(s->cases[ci].model_path, &md, &d) < 0)
@@ -2096,7 +2247,10 @@ int main(void) {
         T(test_outputs_without_kernels),
         T(test_regressions),
         T(test_random_graphs),
+        T(test_random_graphs_amp),
+        T(test_amp_casts_fuse),
         T(test_smoke_suite),
+        T(test_smoke_suite_amp),
         T(test_kcache_miss_then_hit),
         T(test_kcache_corrupt_entry),
         T(test_kcache_concurrent),

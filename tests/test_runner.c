@@ -328,10 +328,17 @@ static void test_plan(void **state) {
     assert_int_equal(p->groups[2].ntasks, 1);
     bench_plan_free(p);
     cfg.naxis[BENCH_AXIS_MODE] = 0;
+    // amp plans like fp32; a value this build cannot run is refused
     cfg.axis[BENCH_AXIS_PRECISION][0] = BENCH_PREC_AMP;
     cfg.naxis[BENCH_AXIS_PRECISION] = 1;
+    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+    assert_int_equal(p->ntasks, 6);
+    bench_plan_free(p);
+    cfg.naxis[BENCH_AXIS_PRECISION] = 0;
+    cfg.axis[BENCH_AXIS_DEVICE][0] = BENCH_DEV_CUDA;
+    cfg.naxis[BENCH_AXIS_DEVICE] = 1;
     assert_int_equal(bench_plan_new(&cfg, &p, &d), -1);
-    assert_string_equal(d.msg, "--precision amp: not available in this build yet");
+    assert_string_equal(d.msg, "--device cuda: not available in this build yet");
 }
 
 static bench_config all_modes(bench_config cfg) {

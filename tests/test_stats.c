@@ -149,7 +149,7 @@ static void test_accuracy_figures(void **state) {
     bench_accuracy acc = {.checked = true};
     bench_accuracy_merge(&acc, &o);
     assert_false(bench_accuracy_passes(&acc, BENCH_TOL_FP32));
-    bench_accuracy_out tiny = {1e-7, 1e-7, 1e-7};
+    bench_accuracy_out tiny = {1e-7, 1e-7, 1e-7, 1, NAN};
     bench_accuracy tight = {.checked = true};
     bench_accuracy_merge(&tight, &tiny);
     assert_true(bench_accuracy_passes(&tight, BENCH_TOL_FP32));
@@ -159,6 +159,41 @@ static void test_accuracy_figures(void **state) {
     assert_near(tight.rel_l2, 1 / sqrt(14), EPS);
     assert_false(bench_accuracy_passes(&tight, BENCH_TOL_FP32));
     tensor_free(x);
+}
+
+// Mixed precision: an output above tol passes by its cosine with fp64
+// (>= 0.99), every output by one rule or the other.
+static void test_accuracy_cosine_fallback(void **state) {
+    (void)state;
+    double ref[] = {1, 2, 3, 4};
+    tensor *x = vec(4, (float[]){1.02f, 2.05f, 2.96f, 4.03f}); // rel_l2 ~1.2e-2, cosine ~0.9999
+    bench_accuracy_out o;
+    bench_accuracy_compare(x, ref, &o);
+    assert_true(o.rel_l2 > 1e-3);
+    assert_true(o.cosine > 0.999 && o.cosine < 1);
+    bench_accuracy plain = {.checked = true, .tol = 1e-3};
+    bench_accuracy_merge(&plain, &o);
+    assert_false(bench_accuracy_passes(&plain, 1e-3));
+    bench_accuracy amp = {.checked = true, .tol = 1e-3, .cosine_fallback = true};
+    bench_accuracy_merge(&amp, &o);
+    assert_true(bench_accuracy_passes(&amp, 1e-3));
+    assert_near(amp.cosine, o.cosine, EPS);
+    // a second output pointing elsewhere fails both rules, and the whole
+    tensor *y = vec(4, (float[]){4, 3, 2, 1});
+    bench_accuracy_out p;
+    bench_accuracy_compare(y, ref, &p);
+    assert_true(p.cosine < BENCH_COSINE_MIN);
+    bench_accuracy_merge(&amp, &p);
+    assert_int_equal(amp.failed_items, 1);
+    assert_false(bench_accuracy_passes(&amp, 1e-3));
+    // zeros against zeros: cosine 1
+    double zeros[] = {0, 0, 0, 0};
+    tensor *z = vec(4, (float[]){0, 0, 0, 0});
+    bench_accuracy_compare(z, zeros, &p);
+    assert_near(p.cosine, 1, EPS);
+    tensor_free(x);
+    tensor_free(y);
+    tensor_free(z);
 }
 
 static void test_accuracy_edges(void **state) {
@@ -176,7 +211,7 @@ static void test_accuracy_edges(void **state) {
     bench_accuracy_compare(nan, ref, &o);
     assert_true(isnan(o.rel_l2));
     bench_accuracy acc = {.checked = true};
-    bench_accuracy_merge(&acc, &(bench_accuracy_out){0, 0, 0});
+    bench_accuracy_merge(&acc, &(bench_accuracy_out){0, 0, 0, 1, NAN});
     bench_accuracy_merge(&acc, &o);
     assert_true(isnan(acc.rel_l2));
     assert_false(bench_accuracy_passes(&acc, BENCH_TOL_FP32));
@@ -297,9 +332,9 @@ int main(void) {
         cmocka_unit_test(test_even_six),         cmocka_unit_test(test_single_sample),
         cmocka_unit_test(test_no_samples),       cmocka_unit_test(test_outliers_both_sides),
         cmocka_unit_test(test_quantile),         cmocka_unit_test(test_accuracy_figures),
-        cmocka_unit_test(test_accuracy_edges),   cmocka_unit_test(test_bootstrap_constant),
-        cmocka_unit_test(test_bootstrap_spread), cmocka_unit_test(test_tolerance_table),
-        cmocka_unit_test(test_vs_eager_rule),
+        cmocka_unit_test(test_accuracy_edges),   cmocka_unit_test(test_accuracy_cosine_fallback),
+        cmocka_unit_test(test_bootstrap_constant), cmocka_unit_test(test_bootstrap_spread),
+        cmocka_unit_test(test_tolerance_table),  cmocka_unit_test(test_vs_eager_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

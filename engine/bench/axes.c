@@ -19,7 +19,7 @@ static const axis_row axes[] = {
                          BENCH_MODE_COUNT,
                          "eager, compiled, fused, captured"},
     [BENCH_AXIS_PRECISION] =
-        {"precision", {"fp32", "amp"}, {true, false}, BENCH_PREC_COUNT, "fp32, amp"},
+        {"precision", {"fp32", "amp"}, {true, true}, BENCH_PREC_COUNT, "fp32, amp"},
     [BENCH_AXIS_WORKLOAD] =
         {"workload", {"infer", "train"}, {true, true}, BENCH_WL_COUNT, "infer, train"},
     [BENCH_AXIS_DEVICE] = {"device", {"cpu", "cuda"}, {true, false}, BENCH_DEV_COUNT, "cpu, cuda"},

@@ -5,6 +5,7 @@
 #include "runner.h"
 
 #include "autograd.h"
+#include "autocast.h"
 #include "compile/compile.h"
 #include "eager.h"
 #include "ref.h"
@@ -47,7 +48,7 @@ typedef struct mode_run {
     int noutputs;
     tensor **out; // noutputs slots for a step's outputs
     uint64_t step; // training: the optimizer step of the next run
-    int64_t kernels;
+    int64_t kernels, cast_kernels;
     size_t peak_bytes;
 } mode_run;
 
@@ -64,7 +65,8 @@ static int mode_step(void *ctx) {
         compiled_set_step(mr->c, mr->step);
         compiled_stats st;
         if ((rc = compiled_run(mr->c, out, &st)) == 0)
-            mr->kernels = st.kernels, mr->peak_bytes = st.peak_bytes;
+            mr->kernels = st.kernels, mr->cast_kernels = st.cast_kernels,
+            mr->peak_bytes = st.peak_bytes;
     }
     for (int i = 0; i < mr->noutputs; i++)
         tensor_free(out[i]);
@@ -226,6 +228,12 @@ static void reference_free(reference *ref) {
     }
 }
 
+// Mixed precision: eager's outputs may also pass against fp64 by their
+// cosine similarity (accuracy.h), PyTorch's fallback for AMP.
+static bool amp_task(const bench_plan *p, const bench_result *r) {
+    return p->tasks[r->task].axis[BENCH_AXIS_PRECISION] == BENCH_PREC_AMP;
+}
+
 // Accuracy first: eager once, before anything is compiled (its kernels and
 // peak memory come from this step), and the fp64 reference once. -1 when
 // the group cannot go on (every status set).
@@ -241,10 +249,12 @@ static int check_eager(const bench_plan *p, const bench_case *bc, const model *m
         return -1;
     }
     runs[0].kernels = st.kernels;
+    runs[0].cast_kernels = st.cast_kernels;
     runs[0].peak_bytes = st.peak_bytes;
     reference_skip(p, bc, skip, sizeof skip);
     for (int i = 0; i < n; i++) {
         runs[i].r->acc.tol = tol;
+        runs[i].r->acc.cosine_fallback = amp_task(p, runs[i].r);
         snprintf(runs[i].r->acc.reason, sizeof runs[i].r->acc.reason, "%s", skip);
     }
     ref->have_fp64 = !skip[0];
@@ -302,40 +312,51 @@ static int check_train(const bench_plan *p, const bench_case *bc, const model *m
     tensor **eitems = calloc((size_t)nitems, sizeof *eitems);
     tensor **xitems = calloc((size_t)nitems, sizeof *xitems);
     double **ref = calloc((size_t)nitems, sizeof *ref);
+    double **base = calloc((size_t)nitems, sizeof *base); // amp: fp64 on f16-rounded values
     double *ermse = calloc((size_t)nitems, sizeof *ermse);
     bool *noise = calloc((size_t)nitems, sizeof *noise);
     tensor **outs = runs[0].out;
     train_snapshot s0 = {0};
     char skip[160], err[512] = "";
     bench_result *er = runs[0].r;
-    if (!eitems || !xitems || !ref || !ermse || !noise || train_snapshot_take(m, &s0) < 0) {
+    if (!eitems || !xitems || !ref || !base || !ermse || !noise ||
+        train_snapshot_take(m, &s0) < 0) {
         set_all(er, n, BENCH_OOM, "out of memory setting up the training check");
         goto done;
     }
     reference_skip(p, bc, skip, sizeof skip);
+    // the scaler skips a step when an f16 gradient overflows; the reference,
+    // which does not round to f16, never does: eager alone is the yardstick
+    if (!skip[0] && p->cfg.grad_scaler && amp_task(p, er))
+        snprintf(skip, sizeof skip,
+                 "skipped: under --grad-scaler a step is skipped when an f16 gradient "
+                 "overflows, which the fp64 reference cannot");
     for (int i = 0; i < n; i++) {
         runs[i].r->acc.tol = tol;
+        runs[i].r->acc.cosine_fallback = amp_task(p, runs[i].r);
         snprintf(runs[i].r->acc.reason, sizeof runs[i].r->acc.reason, "%s", skip);
     }
     bool have_fp64 = !skip[0];
-    if (have_fp64 && train_reference(m, ref, err, sizeof err) < 0) {
+    const uint64_t steps = train_check_steps(amp_task(p, er));
+    if (have_fp64 && train_reference(m, steps, ref, err, sizeof err) < 0) {
         for (int i = 0; i < n; i++)
             set_status(runs[i].r, BENCH_ERROR, "fp64 reference: %s", err);
         goto done;
     }
     eager_stats st;
-    for (uint64_t step = 1; step <= train_check_steps(); step++) {
+    for (uint64_t step = 1; step <= steps; step++) {
         eager_set_step(runs[0].e, step);
         if (eager_run(runs[0].e, outs, &st) < 0) {
             for (int i = 0; i < n; i++)
                 set_status(runs[i].r, BENCH_OOM, "eager_run: %s", eager_error(runs[0].e));
             goto done;
         }
-        if (step < train_check_steps())
+        if (step < steps)
             for (int i = 0; i < nout; i++)
                 tensor_free(outs[i]);
     }
     runs[0].kernels = st.kernels;
+    runs[0].cast_kernels = st.cast_kernels;
     runs[0].peak_bytes = st.peak_bytes;
     if (train_check_fill(m, outs, eitems) < 0) {
         set_all(er, n, BENCH_OOM, "out of memory copying eager's parameters");
@@ -345,18 +366,49 @@ static int check_train(const bench_plan *p, const bench_case *bc, const model *m
         set_all(er, n, BENCH_OOM, "out of memory");
         goto done;
     }
+    if (steps == 1 && have_fp64) { // Adam's sign of noise (train_check.h)
+        int64_t set = train_mask_eager(m, eitems, ref);
+        if (log_accuracy())
+            fprintf(stderr, "accuracy: eager: %lld parameter elements whose gradient's sign "
+                            "differs from fp64's take fp64's update\n", (long long)set);
+    }
+    // mixed precision: the baseline of fp64 on the model's values rounded to f16
+    if (have_fp64 && amp_task(p, er) &&
+        train_reference_rounded(m, &s0, DT_F16, steps, base, err, sizeof err) < 0) {
+        for (int i = 0; i < n; i++)
+            set_status(runs[i].r, BENCH_ERROR, "fp64 reference (rounded values): %s", err);
+        goto done;
+    }
     if (have_fp64) {
-        double worst = -1;
+        double worst = -1, top = 0; // top: the largest gradient element (fp64)
+        for (int k = 1; k < nout; k++)
+            for (int64_t e = 0; e < tensor_numel(eitems[k]); e++)
+                top = fmax(top, fabs(ref[k][e]));
         for (int i = 0; i < nitems; i++) {
             if (noise[i])
                 continue;
             bench_accuracy_out o;
             bench_accuracy_compare(eitems[i], ref[i], &o);
             o.rel_l2 = train_item_error(eitems[i], ref[i], tol);
+            // a gradient that is zero in exact arithmetic (its parameter is
+            // not compared after the steps): its rounding noise against the
+            // model's largest gradient
+            if (i >= 1 && i < nout && noise[nout + i - 1] && top > 0)
+                o.rel_l2 = o.max_abs / top;
+            if (base[i]) {
+                double d2 = 0;
+                int64_t ne = tensor_numel(eitems[i]);
+                for (int64_t e = 0; e < ne; e++)
+                    d2 += (base[i][e] - ref[i][e]) * (base[i][e] - ref[i][e]);
+                o.base_rmse = ne ? sqrt(d2 / (double)ne) : 0;
+            }
             if (log_accuracy()) {
                 char name[160];
                 train_item_name(m, i, name, sizeof name);
-                fprintf(stderr, "accuracy: %s: eager vs fp64 %.3g\n", name, o.rel_l2);
+                fprintf(stderr,
+                        "accuracy: %s: eager vs fp64 %.3g (rms %.3g, cosine %.6f, rounded-values "
+                        "baseline rms %.3g)\n",
+                        name, o.rel_l2, o.rmse, o.cosine, o.base_rmse);
             }
             bench_accuracy_merge(&er->acc, &o);
             ermse[i] = o.rmse;
@@ -373,7 +425,7 @@ static int check_train(const bench_plan *p, const bench_case *bc, const model *m
         train_snapshot_restore(m, &s0);
         compiled_stats cs;
         bool ok = true;
-        for (uint64_t step = 1; step <= train_check_steps() && ok; step++) {
+        for (uint64_t step = 1; step <= steps && ok; step++) {
             compiled_set_step(runs[k].c, step);
             if (compiled_run(runs[k].c, outs, &cs) < 0) {
                 set_status(runs[k].r, BENCH_FAIL_TO_RUN, "compiled_run: %s",
@@ -381,7 +433,7 @@ static int check_train(const bench_plan *p, const bench_case *bc, const model *m
                 compiled_free(runs[k].c);
                 runs[k].c = NULL;
                 ok = false;
-            } else if (step < train_check_steps()) {
+            } else if (step < steps) {
                 for (int i = 0; i < nout; i++)
                     tensor_free(outs[i]);
             }
@@ -389,10 +441,18 @@ static int check_train(const bench_plan *p, const bench_case *bc, const model *m
         if (!ok)
             continue;
         runs[k].kernels = cs.kernels;
+        runs[k].cast_kernels = cs.cast_kernels;
         runs[k].peak_bytes = cs.peak_bytes;
         if (train_check_fill(m, outs, xitems) < 0) {
             set_all(er, n, BENCH_OOM, "out of memory copying the parameters");
             goto done;
+        }
+        if (steps == 1) {
+            int64_t set = train_mask_mode(m, xitems, eitems, have_fp64 ? ref : NULL);
+            if (log_accuracy())
+                fprintf(stderr, "accuracy: %s: %lld parameter elements whose gradient's sign "
+                                "differs take eager's update\n",
+                        bench_axis_value(BENCH_AXIS_MODE, runs[k].mode), (long long)set);
         }
         if (p->cfg.accuracy)
             judge(&runs[k], nitems, xitems, eitems, have_fp64 ? ref : NULL, ermse, er->acc.rmse,
@@ -410,7 +470,10 @@ done:
         train_check_free_items(nitems, xitems);
     for (int i = 0; ref && i < nitems; i++)
         free(ref[i]);
+    for (int i = 0; base && i < nitems; i++)
+        free(base[i]);
     free(ref);
+    free(base);
     free(ermse);
     free(noise);
     free(eitems);
@@ -468,14 +531,16 @@ static void finish(mode_run *runs, int n, double tol) {
         if (k > 0 && !runs[k].c)
             continue; // fail_to_run already
         r->kernels = runs[k].kernels;
+        r->cast_kernels = runs[k].cast_kernels;
         r->peak_bytes = (int64_t)runs[k].peak_bytes;
         r->message[0] = '\0';
         if (k == 0) {
             r->status = BENCH_OK;
             if (!bench_accuracy_passes(&r->acc, tol))
                 set_status(r, BENCH_FAIL_ACCURACY,
-                           "rel_l2 %.3g vs the fp64 reference is above %.0e%s%s", r->acc.rel_l2,
-                           tol, r->acc.worst[0] ? ", worst: " : "", r->acc.worst);
+                           "rel_l2 %.3g vs the fp64 reference is above %.0e%s%s%s", r->acc.rel_l2,
+                           tol, r->acc.cosine_fallback ? " and its cosine is below 0.99" : "",
+                           r->acc.worst[0] ? ", worst: " : "", r->acc.worst);
             continue;
         }
         if (r->peak_bytes > 0)
@@ -516,9 +581,24 @@ static int group_setup(const bench_plan *p, const bench_group *gr, const bench_c
         return -1;
     }
     model *m = *mp;
+    if (p->tasks[gr->first].axis[BENCH_AXIS_PRECISION] == BENCH_PREC_AMP) {
+        // autocast before autograd: the backward of each cast is the cast back
+        graph *amp;
+        char err[512];
+        if (autocast_build(m->g, DT_F16, &amp, err, sizeof err) < 0) {
+            set_all(rs, n, BENCH_ERROR, err);
+            return -1;
+        }
+        graph_free(m->g);
+        m->g = amp;
+    }
     if (train) { // the training step as one graph, before its values exist
         char err[512];
-        if (autograd_build(m->g, &bc->c->optim, keep_grads, err, sizeof err) < 0) {
+        // --grad-scaler: loss scaling where f16 gradients need it, AMP training
+        train_opts o = bc->c->optim;
+        o.grad_scaler =
+            p->cfg.grad_scaler && p->tasks[gr->first].axis[BENCH_AXIS_PRECISION] == BENCH_PREC_AMP;
+        if (autograd_build(m->g, &o, keep_grads, err, sizeof err) < 0) {
             set_all(rs, n, BENCH_ERROR, err);
             return -1;
         }
@@ -611,6 +691,7 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
     for (int i = 0; i < runs[0].noutputs; i++)
         tensor_free(runs[0].out[i]);
     runs[0].kernels = st.kernels;
+    runs[0].cast_kernels = st.cast_kernels;
     runs[0].peak_bytes = st.peak_bytes;
     for (int k = 1; k < n; k++)
         if (runs[k].c && mode_step(&runs[k]) < 0) {

@@ -39,12 +39,14 @@ static json_t *accuracy_json(const bench_accuracy *a, bool compiled) {
     json_t *outs = json_array();
     for (int i = 0; i < a->noutputs; i++)
         json_array_append_new(
-            outs, json_pack("{s:o, s:o, s:o}", "rel_l2", jreal(a->outputs[i].rel_l2), "max_abs",
-                            jreal(a->outputs[i].max_abs), "rmse", jreal(a->outputs[i].rmse)));
-    json_t *j =
-        json_pack("{s:b, s:s, s:o, s:o, s:o, s:o, s:o}", "checked", a->checked, "reason", a->reason,
-                  "rel_l2", checked_real(a, a->rel_l2), "max_abs", checked_real(a, a->max_abs),
-                  "rmse", checked_real(a, a->rmse), "outputs", outs, "tolerance", jreal(a->tol));
+            outs, json_pack("{s:o, s:o, s:o, s:o}", "rel_l2", jreal(a->outputs[i].rel_l2),
+                            "max_abs", jreal(a->outputs[i].max_abs), "rmse",
+                            jreal(a->outputs[i].rmse), "cosine", jreal(a->outputs[i].cosine)));
+    json_t *j = json_pack("{s:b, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "checked", a->checked,
+                          "reason", a->reason, "rel_l2", checked_real(a, a->rel_l2), "max_abs",
+                          checked_real(a, a->max_abs), "rmse", checked_real(a, a->rmse), "cosine",
+                          checked_real(a, a->cosine), "outputs", outs, "tolerance", jreal(a->tol),
+                          "cosine_fallback", a->cosine_fallback);
     if (!j || !compiled)
         return j;
     int rc = 0;
@@ -123,6 +125,7 @@ json_t *bench_result_json(const bench_plan *p, const bench_result *r,
     rc |= json_object_set_new(c, "flops", jreal(bc->flops));
     rc |= json_object_set_new(c, "peak_bytes", json_integer(r->peak_bytes));
     rc |= json_object_set_new(c, "kernels", json_integer(r->kernels));
+    rc |= json_object_set_new(c, "cast_kernels", json_integer(r->cast_kernels));
     rc |= json_object_set_new(c, "accuracy", accuracy_json(&r->acc, compiled));
     rc |= json_object_set_new(c, "compile", compile_json(r));
     rc |= json_object_set_new(c, "arena_bytes",
@@ -176,6 +179,7 @@ static json_t *config_json(const bench_plan *p) {
     rc |= json_object_set_new(j, "devices", axis_json(p, BENCH_AXIS_DEVICE));
     rc |= json_object_set_new(j, "device", json_string(bench_axis_value(BENCH_AXIS_DEVICE, dev)));
     rc |= json_object_set_new(j, "check_accuracy", json_boolean(c->accuracy));
+    rc |= json_object_set_new(j, "grad_scaler", json_boolean(c->grad_scaler));
     rc |= json_object_set_new(j, "accuracy_flops_limit", jreal(c->accuracy_flops_limit));
     rc |= json_object_set_new(j, "only", strings_json(c->only, c->nonly));
     rc |= json_object_set_new(j, "filter", c->filter ? json_string(c->filter) : json_null());

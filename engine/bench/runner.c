@@ -141,6 +141,7 @@ static int result_from_json(const json_t *j, bench_result *r) {
     bench_stats_compute(r->samples, r->nsamples, &r->stats);
     r->iters_per_sample = getint(j, "iterations_per_sample");
     r->kernels = getint(j, "kernels");
+    r->cast_kernels = getint(j, "cast_kernels");
     r->peak_bytes = getint(j, "peak_bytes");
     r->arena_bytes = getint(j, "arena_bytes");
     r->compression_ratio = getnum(j, "compression_ratio");
@@ -158,11 +159,14 @@ static int result_from_json(const json_t *j, bench_result *r) {
     a->max_abs = getnum(acc, "max_abs");
     a->rmse = getnum(acc, "rmse");
     a->tol = getnum(acc, "tolerance");
+    a->cosine = getnum(acc, "cosine");
+    a->cosine_fallback = json_is_true(json_object_get(acc, "cosine_fallback"));
     const json_t *outs = json_object_get(acc, "outputs");
     for (size_t i = 0; i < json_array_size(outs) && i < BENCH_MAX_OUTPUTS; i++) {
         const json_t *o = json_array_get(outs, i);
         a->outputs[a->noutputs++] =
-            (bench_accuracy_out){getnum(o, "rel_l2"), getnum(o, "max_abs"), getnum(o, "rmse")};
+            (bench_accuracy_out){getnum(o, "rel_l2"), getnum(o, "max_abs"), getnum(o, "rmse"),
+                                 getnum(o, "cosine"), NAN};
     }
     a->vs_eager = json_object_get(acc, "rule") != NULL;
     a->vs_eager_max_abs = getnum(acc, "vs_eager_max_abs");

@@ -79,6 +79,7 @@ typedef struct bench_config {
     int axis[BENCH_AXIS_COUNT][BENCH_AXIS_MAX];
     int naxis[BENCH_AXIS_COUNT];
     bool accuracy;               // check against the fp64 reference
+    bool grad_scaler;            // --grad-scaler: dynamic loss scaling in AMP training
     double accuracy_flops_limit; // skip the check above this many FLOPs per step
     const char *const *only;     // exact case names
     int nonly;
@@ -152,6 +153,7 @@ typedef struct bench_result {
     bench_stats stats; // stats.n == 0 when there are no samples
     int64_t iters_per_sample;
     int64_t kernels;
+    int64_t cast_kernels; // of which dtype casts alone (mixed precision)
     int64_t peak_bytes;
     bench_accuracy acc;
     double wall_s; // fork to exit of the group's child, as the parent saw it

@@ -5,6 +5,7 @@
 #include "train_check.h"
 
 #include "accuracy.h"
+#include "backend/cpu/cpu_rules.h"
 #include "ref.h"
 
 #include <math.h>
@@ -45,10 +46,10 @@ void train_snapshot_free(train_snapshot *s) {
     s->data = NULL;
 }
 
-uint64_t train_check_steps(void) {
+uint64_t train_check_steps(bool amp) {
     const char *e = getenv("TCBENCH_CHECK_STEPS");
-    long v = e ? strtol(e, NULL, 10) : 2;
-    return v >= 1 && v <= 100 ? (uint64_t)v : 2;
+    long def = amp ? 1 : 2, v = e ? strtol(e, NULL, 10) : def;
+    return v >= 1 && v <= 100 ? (uint64_t)v : (uint64_t)def;
 }
 
 int train_check_items(const model *m) { return 2 * m->g->noutputs - 1; }
@@ -106,6 +107,47 @@ int train_check_skips(const model *m, double *const *ref, tensor *const *eitems,
     return n;
 }
 
+static int sgn(double x) { return (x > 0) - (x < 0); }
+
+// Parameter item p's elements where grad's sign differs from yard's (or,
+// with yard2, from either) take src's value (src_d when not NULL).
+static int64_t mask_item(tensor *p, const tensor *grad, const tensor *yard, const double *yard_d,
+                         const tensor *yard2, const tensor *src, const double *src_d) {
+    if (p->dtype != DT_F32 || !tensor_is_contiguous(p))
+        return 0;
+    float *w = tensor_f32(p);
+    int64_t n = tensor_numel(p), set = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int s = sgn(tensor_get_flat(grad, i));
+        bool flip = s != sgn(yard_d ? yard_d[i] : tensor_get_flat(yard, i));
+        flip |= yard2 && s != sgn(tensor_get_flat(yard2, i));
+        if (!flip)
+            continue;
+        w[i] = (float)(src_d ? src_d[i] : tensor_get_flat(src, i));
+        set++;
+    }
+    return set;
+}
+
+int64_t train_mask_eager(const model *m, tensor *const *eitems, double *const *ref) {
+    int nout = m->g->noutputs;
+    int64_t set = 0;
+    for (int k = 1; k < nout; k++)
+        set += mask_item(eitems[nout + k - 1], eitems[k], NULL, ref[k], NULL, NULL,
+                         ref[nout + k - 1]);
+    return set;
+}
+
+int64_t train_mask_mode(const model *m, tensor *const *xitems, tensor *const *eitems,
+                        double *const *ref) {
+    int nout = m->g->noutputs;
+    int64_t set = 0;
+    for (int k = 1; k < nout; k++)
+        set += mask_item(xitems[nout + k - 1], xitems[k], eitems[k], ref ? ref[k] : NULL,
+                         ref ? eitems[k] : NULL, eitems[nout + k - 1], NULL);
+    return set;
+}
+
 double train_item_error(const tensor *x, const double *ref, double tol) {
     bench_accuracy_out o;
     bench_accuracy_compare(x, ref, &o);
@@ -116,6 +158,24 @@ double train_item_error(const tensor *x, const double *ref, double tol) {
     return o.rmse * sqrt(n) / (rl > floor ? rl : floor);
 }
 
+int train_reference_rounded(const model *m, const train_snapshot *s0, enum dtype low, uint64_t steps,
+                            double **items, char *err, size_t cap) {
+    const graph *g = m->g;
+    for (int i = 0; i < g->n; i++) {
+        const graph_node *n = &g->nodes[i];
+        tensor *t = m->values[i];
+        if ((n->op != OP_PARAM && n->op != OP_INPUT) || !t || t->dtype != DT_F32 ||
+            !tensor_is_contiguous(t))
+            continue;
+        float *f = tensor_f32(t);
+        for (int64_t e = 0; e < tensor_numel(t); e++)
+            f[e] = (float)cpu_cast_value(low, f[e]);
+    }
+    int rc = train_reference(m, steps, items, err, cap);
+    train_snapshot_restore(m, s0);
+    return rc;
+}
+
 void train_check_free_items(int n, tensor **items) {
     for (int i = 0; i < n; i++) {
         tensor_free(items[i]);
@@ -123,13 +183,13 @@ void train_check_free_items(int n, tensor **items) {
     }
 }
 
-int train_reference(const model *m, double **items, char *err, size_t cap) {
+int train_reference(const model *m, uint64_t steps, double **items, char *err, size_t cap) {
     const graph *g = m->g;
     ref_session *s = ref_session_new(m, err, cap);
     if (!s)
         return -1;
     int rc = -1;
-    for (uint64_t step = 1; step <= train_check_steps(); step++) {
+    for (uint64_t step = 1; step <= steps; step++) {
         for (int k = 0; k < g->noutputs; k++) {
             free(items[k]);
             items[k] = NULL;

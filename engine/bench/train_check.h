@@ -35,15 +35,41 @@ int train_snapshot_take(const model *m, train_snapshot *s);
 void train_snapshot_restore(const model *m, const train_snapshot *s);
 void train_snapshot_free(train_snapshot *s);
 
-// Optimizer steps the check runs: 2 (TCBENCH_CHECK_STEPS overrides, for debugging).
-uint64_t train_check_steps(void);
+// Optimizer steps the check runs: 2, so that the second update (moments,
+// bias correction at t = 2) is checked too; 1 under mixed precision, whose
+// f16 gradients carry rounding noise that Adam's first update, lr * sign(g)
+// in effect, turns into whole +-lr steps wherever a gradient is near zero:
+// the second step's gradients then differ from fp64 by several percent in
+// eager itself (docs/amp.md). TCBENCH_CHECK_STEPS overrides, for debugging.
+uint64_t train_check_steps(bool amp);
 int train_check_items(const model *m);
 // items[0 .. noutputs) take the outputs (ownership moves); the parameters
 // are copied. -1 when memory runs out.
 int train_check_fill(const model *m, tensor *const *outputs, tensor **items);
 void train_check_free_items(int n, tensor **items);
-// The fp64 reference's items after two steps of its own (numel doubles each).
-int train_reference(const model *m, double **items, char *err, size_t cap);
+// One-step checks: Adam's first update is lr * g / (|g| + eps), about
+// lr * sign(g), so a gradient element whose sign is rounding noise moves its
+// parameter by +lr in one executor and -lr in the other, however close the
+// gradients. Such elements (the gradient's sign differs from the
+// yardstick's) take the yardstick's value after the step, in the
+// parameter items only; the gradients themselves are still compared.
+// train_mask_eager: eager against fp64 (eitems changed); train_mask_mode: a
+// compiled-family mode's xitems against eager's (masked) eitems, by fp64's
+// signs when ref is not NULL and also by eager's. Each returns the elements
+// it set.
+int64_t train_mask_eager(const model *m, tensor *const *eitems, double *const *ref);
+int64_t train_mask_mode(const model *m, tensor *const *xitems, tensor *const *eitems,
+                        double *const *ref);
+
+// The fp64 reference's items after `steps` steps of its own (numel doubles each).
+int train_reference(const model *m, uint64_t steps, double **items, char *err, size_t cap);
+// The same from m's parameters and inputs rounded to low (f16): how far
+// exact arithmetic moves when only the model's own values carry low's
+// rounding, the baseline mixed-precision eager is held to (accuracy.h,
+// base_rmse). Deep batch-normed convnets at random initialization are
+// that sensitive. m's values are put back from s0.
+int train_reference_rounded(const model *m, const train_snapshot *s0, enum dtype low, uint64_t steps,
+                            double **items, char *err, size_t cap);
 void train_item_name(const model *m, int k, char *buf, size_t cap);
 // skip[k] for the parameters whose gradient is rounding noise (from ref, or
 // eager's items when ref is NULL); returns how many, -1 without memory.

@@ -31,7 +31,18 @@ typedef struct kgen {
     int64_t st[KG_MAX_ARGS][TENSOR_MAX_DIMS]; // per-arg strides over it
     int row_level;                            // 0: 1-d loop over j; 1: rows r, inner j
     bool hoisted[KG_MAX_ARGS];                // read once per row into h<a>
+    // inside an inner loop being emitted (inner_begin .. inner_end): f16
+    // operands with unit stride go through f32 tiles s<a>, converted in
+    // bulk (F16C) before and after the loop, which then vectorizes
+    bool inner;
+    sbuf *outer;                              // where the loop goes
+    sbuf body;                                // the loop's body, meanwhile
+    char lo[48], hi[48];                      // loop_open's inner bounds
+    bool tile_read[KG_MAX_ARGS], tile_write[KG_MAX_ARGS];
 } kgen;
+
+// Elements per f16 tile: a few KiB of stack per staged operand.
+#define TILE 256
 
 static const char *ctype(enum dtype t) {
     switch (t) {
@@ -41,6 +52,13 @@ static const char *ctype(enum dtype t) {
     case DT_BOOL: return "unsigned char";
     default: return "uint16_t";
     }
+}
+
+static bool is_half(const kgen *g, int ai) { return g->p->g->nodes[g->k->args[ai]].dtype == DT_F16; }
+
+// An f16 operand read or written through a tile in this inner loop.
+static bool tiled(const kgen *g, int ai) {
+    return g->inner && is_half(g, ai) && !g->hoisted[ai] && g->st[ai][g->nd - 1] == 1;
 }
 
 static bool in_group(const kgen *g, int v) { return g->p->info[v].group == g->p->info[g->k->nodes[0]].group; }
@@ -82,12 +100,88 @@ static void operand(kgen *g, int v, char *buf, size_t cap) {
     int ai = compile_arg_of(g->k, v);
     char idx[96];
     index_of(g, ai, idx, sizeof idx);
-    if (g->hoisted[ai])
+    if (g->hoisted[ai]) {
         snprintf(buf, cap, g->p->g->nodes[v].dtype == DT_BOOL ? "(h%d != 0)" : "h%d", ai);
-    else if (g->p->g->nodes[v].dtype == DT_BOOL)
+    } else if (tiled(g, ai)) {
+        g->tile_read[ai] = true;
+        snprintf(buf, cap, "s%d[j - jt]", ai);
+    } else if (is_half(g, ai)) {
+        snprintf(buf, cap, "tc_h2f(p%d[%s])", ai, idx);
+    } else if (g->p->g->nodes[v].dtype == DT_BOOL) {
         snprintf(buf, cap, "(p%d[%s] != 0)", ai, idx);
-    else
+    } else {
         snprintf(buf, cap, "p%d[%s]", ai, idx);
+    }
+}
+
+// "p<a>[idx] = val;" with the conversion an f16 operand needs (or into its tile).
+static void emit_store(kgen *g, const char *indent, int ai, const char *idx, const char *val) {
+    if (tiled(g, ai)) {
+        g->tile_write[ai] = true;
+        sbuf_printf(g->b, "%ss%d[j - jt] = %s;\n", indent, ai, val);
+    } else if (is_half(g, ai)) {
+        sbuf_printf(g->b, "%sp%d[%s] = tc_f2h(%s);\n", indent, ai, idx, val);
+    } else {
+        sbuf_printf(g->b, "%sp%d[%s] = %s;\n", indent, ai, idx, val);
+    }
+}
+
+// The value of arg ai at the current point, as a float expression.
+static void load_expr(kgen *g, int ai, char *buf, size_t cap) {
+    char idx[96];
+    index_of(g, ai, idx, sizeof idx);
+    if (tiled(g, ai)) {
+        g->tile_read[ai] = true;
+        snprintf(buf, cap, "s%d[j - jt]", ai);
+    } else if (is_half(g, ai)) {
+        snprintf(buf, cap, "tc_h2f(p%d[%s])", ai, idx);
+    } else {
+        snprintf(buf, cap, "p%d[%s]", ai, idx);
+    }
+}
+
+// An inner loop over j in [lo, hi): its body is written between
+// inner_begin and inner_end into a buffer of its own, so that inner_end
+// knows which f16 operands it touched and wraps it in tiles for them.
+static void inner_begin(kgen *g, sbuf *body) {
+    g->outer = g->b;
+    g->b = body;
+    sbuf_reset(body);
+    g->inner = true;
+    memset(g->tile_read, 0, sizeof g->tile_read);
+    memset(g->tile_write, 0, sizeof g->tile_write);
+}
+
+static void inner_end(kgen *g, sbuf *body, const char *ind, const char *lo, const char *hi,
+                      const char *clauses) {
+    g->b = g->outer;
+    g->inner = false;
+    sbuf *b = g->b;
+    bool any = false;
+    for (int a = 0; a < g->k->nargs; a++)
+        any |= g->tile_read[a] || g->tile_write[a];
+    if (!any) {
+        sbuf_printf(b, "#pragma omp simd%s\n%sfor (int64_t j = %s; j < %s; j++) {\n%s%s}\n",
+                    clauses, ind, lo, hi, body->s ? body->s : "", ind);
+        return;
+    }
+    sbuf_printf(b, "%sfor (int64_t jt = %s; jt < %s; jt += %d) {\n", ind, lo, hi, TILE);
+    sbuf_printf(b, "%s    const int64_t jn = %s - jt < %d ? %s - jt : %d;\n", ind, hi, TILE, hi, TILE);
+    for (int a = 0; a < g->k->nargs; a++) {
+        if (!g->tile_read[a] && !g->tile_write[a])
+            continue;
+        sbuf_printf(b, "%s    float s%d[%d];\n", ind, a, TILE);
+        if (g->tile_read[a])
+            sbuf_printf(b, "%s    tc_h2f_n(s%d, p%d + %s%d + jt, jn);\n", ind, a, a,
+                        g->row_level ? "o" : "", g->row_level ? a : 0);
+    }
+    sbuf_printf(b, "#pragma omp simd%s\n%s    for (int64_t j = jt; j < jt + jn; j++) {\n%s%s    }\n",
+                clauses, ind, body->s ? body->s : "", ind);
+    for (int a = 0; a < g->k->nargs; a++)
+        if (g->tile_write[a])
+            sbuf_printf(b, "%s    tc_f2h_n(p%d + %s%d + jt, s%d, jn);\n", ind, a,
+                        g->row_level ? "o" : "", g->row_level ? a : 0, a);
+    sbuf_printf(b, "%s}\n", ind);
 }
 
 // The C expression of an elementwise op over operands named x0, x1, x2
@@ -117,7 +211,8 @@ static const char *op_template(const graph_node *n, char *buf, size_t cap) {
         snprintf(buf, cap, "x0 * %s + %s", a, c);
         return buf;
     }
-    case OP_CONTIGUOUS: return "x0";
+    case OP_CONTIGUOUS:
+    case OP_CAST: return "x0"; // between f32 and f16 (fuse.c): the store rounds
     case OP_ADD: return "x0 + x1";
     case OP_SUB: return "x0 - x1";
     case OP_MUL: return "x0 * x1";
@@ -230,10 +325,12 @@ static void emit_hoists(kgen *g, bool rows) {
         if (g->st[a][g->nd - 1] != 0 || writes(g, g->k->args[a]))
             continue;
         const graph_node *n = &g->p->g->nodes[g->k->args[a]];
-        if (rows)
-            sbuf_printf(g->b, "        const %s h%d = p%d[o%d];\n", ctype(n->dtype), a, a, a);
+        char at[32];
+        snprintf(at, sizeof at, rows ? "p%d[o%d]" : "p%d[0]", a, a);
+        if (n->dtype == DT_F16)
+            sbuf_printf(g->b, "        const float h%d = tc_h2f(%s);\n", a, at);
         else
-            sbuf_printf(g->b, "        const %s h%d = p%d[0];\n", ctype(n->dtype), a, a);
+            sbuf_printf(g->b, "        const %s h%d = %s;\n", ctype(n->dtype), a, at);
         g->hoisted[a] = true;
     }
 }
@@ -298,14 +395,15 @@ static void emit_stores(kgen *g, int m0, int m1, bool (*want)(const kgen *, int)
         if (g->p->info[v].store != CS_BUFFER || (want && !want(g, m)))
             continue;
         int ai = compile_arg_of(g->k, v);
-        char idx[96];
+        char idx[96], val[16];
         index_of(g, ai, idx, sizeof idx);
-        sbuf_printf(g->b, "        p%d[%s] = v%d;\n", ai, idx, m);
+        snprintf(val, sizeof val, "v%d", m);
+        emit_store(g, "        ", ai, idx, val);
     }
 }
 
 // Open the loop nest over the iteration shape; the body sees j (and o<a>).
-static void loop_open(kgen *g, const char *pragma_extra) {
+static void loop_open(kgen *g) {
     sbuf *b = g->b;
     int64_t total = shape_numel(g->nd, g->shape);
     if (g->nd == 1) {
@@ -317,8 +415,9 @@ static void loop_open(kgen *g, const char *pragma_extra) {
         sbuf_printf(b, "        int64_t j0 = t * %lld, j1 = j0 + %lld < %lld ? j0 + %lld : %lld;\n",
                     (long long)chunk, (long long)chunk, (long long)n, (long long)chunk, (long long)n);
         emit_hoists(g, false);
-        sbuf_printf(b, "#pragma omp simd%s\n", pragma_extra);
-        sbuf_puts(b, "    for (int64_t j = j0; j < j1; j++) {\n");
+        snprintf(g->lo, sizeof g->lo, "j0");
+        snprintf(g->hi, sizeof g->hi, "j1");
+        inner_begin(g, &g->body);
         return;
     }
     g->row_level = 1;
@@ -327,11 +426,15 @@ static void loop_open(kgen *g, const char *pragma_extra) {
                 PAR_MIN);
     sbuf_printf(b, "    for (int64_t r = 0; r < %lld; r++) {\n", (long long)rows);
     emit_row_offsets(g, "r");
-    sbuf_printf(b, "#pragma omp simd%s\n", pragma_extra);
-    sbuf_printf(b, "    for (int64_t j = 0; j < %lld; j++) {\n", (long long)g->shape[g->nd - 1]);
+    snprintf(g->lo, sizeof g->lo, "0");
+    snprintf(g->hi, sizeof g->hi, "%lld", (long long)g->shape[g->nd - 1]);
+    inner_begin(g, &g->body);
 }
 
-static void loop_close(kgen *g) { sbuf_puts(g->b, "    }\n    }\n"); }
+static void loop_close(kgen *g) {
+    inner_end(g, &g->body, "    ", g->lo, g->hi, "");
+    sbuf_puts(g->b, "    }\n");
+}
 
 static int emit_pointwise(kgen *g) {
     const graph_node *n0 = &g->p->g->nodes[g->k->nodes[0]];
@@ -340,7 +443,7 @@ static int emit_pointwise(kgen *g) {
     set_iteration(g, n0->ndim, n0->shape);
     coalesce(g);
     decl_args(g);
-    loop_open(g, "");
+    loop_open(g);
     for (int m = 0; m < g->k->n; m++)
         if (emit_member(g, m) < 0)
             return -1;
@@ -387,7 +490,7 @@ static int emit_copy(kgen *g) {
     sbuf_printf(g->b, "    const %s *p0 = (const %s *)a[0] + %lld;\n", ctype(n->dtype),
                 ctype(n->dtype), (long long)in.offset);
     sbuf_printf(g->b, "    %s *p1 = (%s *)a[1];\n", ctype(n->dtype), ctype(n->dtype));
-    loop_open(g, "");
+    loop_open(g);
     char i0[96], i1[96];
     index_of(g, 0, i0, sizeof i0);
     index_of(g, 1, i1, sizeof i1);
@@ -491,24 +594,25 @@ static int emit_row(kgen *g) {
                 if (n->op == OP_MAX && o < sizeof clauses)
                     o += (size_t)snprintf(clauses + o, sizeof clauses - o, " reduction(|:nan%d)", m);
             }
-            sbuf_printf(b, "#pragma omp simd%s\n", clauses);
-            sbuf_printf(b, "        for (int64_t j = 0; j < %lld; j++) {\n", (long long)L);
+            inner_begin(g, &g->body);
             emit_full_members(g, &ri, lev - 1);
             for (int m = 0; m < k->n; m++) {
                 const graph_node *n = &p->g->nodes[k->nodes[m]];
                 if (!is_reduce(n) || ri.level[m] != lev)
                     continue;
-                char x[128];
+                char x[EXPR_CAP];
                 operand(g, n->src[0], x, sizeof x);
                 if (n->op == OP_MAX) // NaN propagates, as eager's max
-                    sbuf_printf(b,
+                    sbuf_printf(g->b,
                                 "            { float x = %s; acc%d = acc%d > x ? acc%d : x; "
                                 "nan%d |= x != x; }\n",
                                 x, m, m, m, m);
                 else
-                    sbuf_printf(b, "            acc%d += %s;\n", m, x);
+                    sbuf_printf(g->b, "            acc%d += %s;\n", m, x);
             }
-            sbuf_puts(b, "        }\n");
+            char hi[32];
+            snprintf(hi, sizeof hi, "%lld", (long long)L);
+            inner_end(g, &g->body, "        ", "0", hi, clauses);
         }
         // row values of this level, in order
         for (int m = 0; m < k->n; m++) {
@@ -527,7 +631,10 @@ static int emit_row(kgen *g) {
             }
             if (p->info[k->nodes[m]].store == CS_BUFFER) {
                 int ai = compile_arg_of(k, k->nodes[m]);
-                sbuf_printf(b, "        p%d[o%d] = v%d;\n", ai, ai, m);
+                char idx[16], val[16];
+                snprintf(idx, sizeof idx, "o%d", ai);
+                snprintf(val, sizeof val, "v%d", m);
+                emit_store(g, "        ", ai, idx, val);
             }
         }
     }
@@ -539,17 +646,19 @@ static int emit_row(kgen *g) {
             mark_need(g, &ri, m);
         }
     if (any_full_store) {
-        sbuf_puts(b, "#pragma omp simd\n");
-        sbuf_printf(b, "        for (int64_t j = 0; j < %lld; j++) {\n", (long long)L);
+        inner_begin(g, &g->body);
         emit_full_members(g, &ri, maxlev);
         for (int m = 0; m < k->n; m++)
             if (ri.full[m] && p->info[k->nodes[m]].store == CS_BUFFER) {
                 int ai = compile_arg_of(k, k->nodes[m]);
-                char idx[96];
+                char idx[96], val[16];
                 index_of(g, ai, idx, sizeof idx);
-                sbuf_printf(b, "            p%d[%s] = v%d;\n", ai, idx, m);
+                snprintf(val, sizeof val, "v%d", m);
+                emit_store(g, "            ", ai, idx, val);
             }
-        sbuf_puts(b, "        }\n");
+        char hi[32];
+        snprintf(hi, sizeof hi, "%lld", (long long)L);
+        inner_end(g, &g->body, "        ", "0", hi, "");
     }
     sbuf_puts(b, "    }\n");
     return 0;
@@ -569,9 +678,9 @@ static int anchor_target(const kgen *g) {
 // The epilogue body at (row offsets, j): v0 is the anchor's value.
 static int emit_epilogue_body(kgen *g, int target) {
     int ai = compile_arg_of(g->k, target);
-    char idx[96];
-    index_of(g, ai, idx, sizeof idx);
-    sbuf_printf(g->b, "        float v0 = p%d[%s];\n", ai, idx);
+    char idx[96], x[128];
+    load_expr(g, ai, x, sizeof x);
+    sbuf_printf(g->b, "        float v0 = %s;\n", x);
     for (int m = 1; m < g->k->n; m++)
         if (emit_member(g, m) < 0)
             return -1;
@@ -580,8 +689,10 @@ static int emit_epilogue_body(kgen *g, int target) {
         if (g->p->info[v].store != CS_BUFFER)
             continue;
         int bi = compile_arg_of(g->k, v);
+        char val[16];
         index_of(g, bi, idx, sizeof idx);
-        sbuf_printf(g->b, "        p%d[%s] = v%d;\n", bi, idx, m);
+        snprintf(val, sizeof val, "v%d", m);
+        emit_store(g, "        ", bi, idx, val);
     }
     return 0;
 }
@@ -592,11 +703,14 @@ static int emit_epilogue_rows(kgen *g, int target, const char *r0, const char *r
     sbuf *b = g->b;
     sbuf_printf(b, "        for (int64_t r = %s; r < %s; r++) {\n", r0, r1);
     emit_row_offsets(g, "r");
-    sbuf_printf(b, "#pragma omp simd\n        for (int64_t j = 0; j < %lld; j++) {\n", (long long)N);
     g->row_level = 1;
+    inner_begin(g, &g->body);
     if (emit_epilogue_body(g, target) < 0)
         return -1;
-    sbuf_puts(b, "        }\n        }\n");
+    char hi[32];
+    snprintf(hi, sizeof hi, "%lld", (long long)N);
+    inner_end(g, &g->body, "        ", "0", hi, "");
+    sbuf_puts(b, "        }\n");
     return 0;
 }
 
@@ -615,6 +729,8 @@ static void gemm_ld(int64_t rows, int64_t cols, const gemm_side *s, bool *trans,
     }
 }
 
+static int emit_library_anchor(kgen *g, int target);
+
 static int emit_gemm(kgen *g) {
     cprog *p = g->p;
     kgroup *k = g->k;
@@ -629,6 +745,8 @@ static int emit_gemm(kgen *g) {
     k->nargs = 3;
     if (collect_args(g, 1) < 0)
         return -1;
+    if (is_half(g, 0) || is_half(g, 1) || is_half(g, 2)) // f16: eager's kernel, then the epilogue
+        return emit_library_anchor(g, target);
     const clayout *la = &p->info[a].lay, *lw = &p->info[w].lay;
     int nd = an->ndim, nb = nd >= 2 ? nd - 2 : 0;
     int64_t M = nd >= 2 ? an->shape[nd - 2] : 1, N = an->shape[nd - 1];
@@ -741,6 +859,21 @@ static int emit_gemm(kgen *g) {
 
 // Convolution by the runtime (oneDNN), its epilogue as post-ops when they
 // can say it, else as a loop over the convolution's output.
+static int emit_library_anchor(kgen *g, int target) {
+    const graph_node *an = &g->p->g->nodes[g->k->anchor];
+    decl_args(g);
+    sbuf_puts(g->b, "    rt->call(rt->ctx, gi, a);\n");
+    if (g->k->n == 1)
+        return 0;
+    set_iteration(g, an->ndim, an->shape);
+    coalesce(g);
+    loop_open(g);
+    if (emit_epilogue_body(g, target) < 0)
+        return -1;
+    loop_close(g);
+    return 0;
+}
+
 static int emit_conv(kgen *g) {
     cprog *p = g->p;
     kgroup *k = g->k;
@@ -752,19 +885,14 @@ static int emit_conv(kgen *g) {
     k->nargs = 3;
     if (collect_args(g, 1) < 0)
         return -1;
-    decl_args(g);
-    sbuf_puts(g->b, "    rt->call(rt->ctx, gi, a);\n");
     // an epilogue oneDNN can run as post-ops is done inside the call
     conv_post posts[CONV_POST_MAX];
-    if (compile_conv_posts(p, k, posts) >= 0)
+    if (compile_conv_posts(p, k, posts) >= 0) {
+        decl_args(g);
+        sbuf_puts(g->b, "    rt->call(rt->ctx, gi, a);\n");
         return 0;
-    set_iteration(g, an->ndim, an->shape);
-    coalesce(g);
-    loop_open(g, "");
-    if (emit_epilogue_body(g, target) < 0)
-        return -1;
-    loop_close(g);
-    return 0;
+    }
+    return emit_library_anchor(g, target);
 }
 
 static int emit_extern(kgen *g) {
@@ -789,7 +917,10 @@ static int emit_extern(kgen *g) {
 // the chunks; each chunk's op, its operands' first slot in a, its element
 // range and its hyperparameters. The step t comes from rt at run time, so
 // one build serves every step. The math is the eager kernels' (PyTorch's
-// AdamW and SGD; engine/ops.def), in the same order of operations.
+// AdamW and SGD; engine/ops.def), in the same order of operations. Under
+// the grad scaler (a chunk's amp: the slot of its scale, found_inf and step
+// count, after its state) each chunk reads found_inf from memory and skips
+// itself when it is set: the step's skip needs no trip to the host.
 static int emit_update(kgen *g) {
     cprog *p = g->p;
     kgroup *k = g->k;
@@ -812,16 +943,18 @@ static int emit_update(kgen *g) {
             h[4] = n->ia[0] != 0;
         for (int64_t lo = 0; lo < numel; lo += UPDATE_CHUNK, nchunks++) {
             int64_t hi = lo + UPDATE_CHUNK < numel ? lo + UPDATE_CHUNK : numel;
-            sbuf_printf(b, "        {%d, %d, %lld, %lld, {%.17g, %.17g, %.17g, %.17g, %.17g}},\n",
-                        op, slot, (long long)lo, (long long)hi, h[0], h[1], h[2], h[3], h[4]);
+            sbuf_printf(b,
+                        "        {%d, %d, %d, %lld, %lld, {%.17g, %.17g, %.17g, %.17g, %.17g}},\n",
+                        op, slot, graph_scaler_src(n), (long long)lo, (long long)hi, h[0], h[1],
+                        h[2], h[3], h[4]);
         }
         total += numel;
         slot += n->nsrc;
     }
     if (nchunks == 0) // only empty tensors
-        sbuf_puts(b, "        {-1, 0, 0, 0, {0}},\n");
+        sbuf_puts(b, "        {-1, 0, -1, 0, 0, {0}},\n");
     sbuf_puts(b, "    };\n");
-    sbuf_puts(b, "    const uint64_t t = rt->step ? rt->step : 1;\n");
+    sbuf_puts(b, "    const uint64_t t0 = rt->step ? rt->step : 1;\n");
     sbuf_printf(b, "#pragma omp parallel for if (%lld >= %d) schedule(dynamic, 1)\n",
                 (long long)total, PAR_MIN);
     sbuf_printf(b, "    for (int c = 0; c < %d; c++) {\n", nchunks);
@@ -830,6 +963,14 @@ static int emit_update(kgen *g) {
               "        float *restrict w = (float *)a[q->arg];\n"
               "        const float *restrict gr = (const float *)a[q->arg + 1];\n"
               "        const int64_t lo = q->lo, hi = q->hi;\n"
+              "        uint64_t t = t0;\n"
+              "        float inv = 1.0f; // the gradient's factor\n"
+              "        if (q->amp >= 0) { // grad scaler: found_inf skips, 1/scale, own step count\n"
+              "            if (*(const float *)a[q->arg + q->amp + 1] != 0.0f)\n"
+              "                continue;\n"
+              "            inv = (float)(1.0 / *(const float *)a[q->arg + q->amp]);\n"
+              "            t = (uint64_t)*(const float *)a[q->arg + q->amp + 2] + 1;\n"
+              "        }\n"
               "        if (q->op == 0) { // AdamW: decay, moments, bias-corrected step\n"
               "            float *restrict m = (float *)a[q->arg + 2], *restrict v = (float *)a[q->arg + 3];\n"
               "            const double lr = q->h[0], b1 = q->h[1], b2 = q->h[2];\n"
@@ -840,7 +981,7 @@ static int emit_update(kgen *g) {
               "            const float ob1 = (float)(1 - b1), ob2 = (float)(1 - b2);\n"
               "#pragma omp simd\n"
               "            for (int64_t i = lo; i < hi; i++) {\n"
-              "                float gi_ = gr[i];\n"
+              "                float gi_ = gr[i] * inv;\n"
               "                float mi = fb1 * m[i] + ob1 * gi_, vi = fb2 * v[i] + ob2 * gi_ * gi_;\n"
               "                m[i] = mi;\n"
               "                v[i] = vi;\n"
@@ -854,7 +995,7 @@ static int emit_update(kgen *g) {
               "            const float take = first ? 1.0f : 1.0f - (float)q->h[3];\n"
               "#pragma omp simd\n"
               "            for (int64_t i = lo; i < hi; i++) {\n"
-              "                float d = gr[i] + wd * w[i];\n"
+              "                float d = gr[i] * inv + wd * w[i];\n"
               "                float bi = keep * buf[i] + take * d;\n"
               "                buf[i] = bi;\n"
               "                w[i] -= lr * (nesterov ? d + mom * bi : bi);\n"
@@ -863,7 +1004,7 @@ static int emit_update(kgen *g) {
               "            const float lr = (float)q->h[0], wd = (float)q->h[2];\n"
               "#pragma omp simd\n"
               "            for (int64_t i = lo; i < hi; i++)\n"
-              "                w[i] -= lr * (gr[i] + wd * w[i]);\n"
+              "                w[i] -= lr * (gr[i] * inv + wd * w[i]);\n"
               "        } else if (q->op == 3) { // running statistic: (1 - momentum) buf + momentum * factor * stat\n"
               "            const float keep = (float)(1 - q->h[0]), take = (float)(q->h[0] * q->h[1]);\n"
               "#pragma omp simd\n"
@@ -884,6 +1025,7 @@ static const char tc_abi[] =
     "} tc_rt;\n"
     "typedef struct tc_chunk { // one piece of one tensor of an update kernel\n"
     "    int op, arg;           // kind; slot of the tensor's first operand in a\n"
+    "    int amp;               // grad scaler: its first operand's slot after arg, or -1\n"
     "    int64_t lo, hi;        // element range\n"
     "    double h[5];           // hyperparameters\n"
     "} tc_chunk;\n"
@@ -894,21 +1036,79 @@ static const char tc_abi[] =
     "            r *= x;\n"
     "    return r;\n"
     "}\n"
+    "// f16 (IEEE half, stored as uint16_t) to and from f32: F16C where the\n"
+    "// target has it (eight values an instruction, round to nearest even)\n"
+    "#if defined(__F16C__)\n"
+    "#include <immintrin.h>\n"
+    "static inline float tc_h2f(uint16_t h) { return _cvtsh_ss(h); }\n"
+    "static inline uint16_t tc_f2h(float x) { return (uint16_t)_cvtss_sh(x, 0); }\n"
+    "#else\n"
+    "static inline float tc_h2f(uint16_t h) {\n"
+    "    uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;\n"
+    "    if (e == 31) u = s | 0x7f800000u | (m << 13);\n"
+    "    else if (e) u = s | ((e + 112) << 23) | (m << 13);\n"
+    "    else if (!m) u = s;\n"
+    "    else { float f = (float)m * 0x1p-24f; memcpy(&u, &f, 4); u |= s; }\n"
+    "    float f;\n"
+    "    memcpy(&f, &u, 4);\n"
+    "    return f;\n"
+    "}\n"
+    "static inline uint16_t tc_f2h(float f) {\n"
+    "    uint32_t x;\n"
+    "    memcpy(&x, &f, 4);\n"
+    "    uint32_t s = (x >> 16) & 0x8000u, ex = (x >> 23) & 0xffu, m = x & 0x7fffffu;\n"
+    "    if (ex == 0xff) return (uint16_t)(s | 0x7c00u | (m ? 0x200u | (m >> 13) : 0));\n"
+    "    int e = (int)ex - 112;\n"
+    "    if (e >= 31) return (uint16_t)(s | 0x7c00u);\n"
+    "    if (e <= 0) {\n"
+    "        if (e < -10) return (uint16_t)s;\n"
+    "        m |= 0x800000u;\n"
+    "        int sh = 14 - e;\n"
+    "        uint32_t h = m >> sh, r = m & ((1u << sh) - 1), mid = 1u << (sh - 1);\n"
+    "        return (uint16_t)(s | (h + (r > mid || (r == mid && (h & 1)))));\n"
+    "    }\n"
+    "    uint32_t h = ((uint32_t)e << 10) | (m >> 13), r = m & 0x1fffu;\n"
+    "    return (uint16_t)(s | (h + (r > 0x1000u || (r == 0x1000u && (h & 1)))));\n"
+    "}\n"
+    "#endif\n"
+    "static inline void tc_h2f_n(float *restrict d, const uint16_t *restrict s, int64_t n) {\n"
+    "    int64_t i = 0;\n"
+    "#if defined(__F16C__)\n"
+    "    for (; i + 8 <= n; i += 8)\n"
+    "        _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));\n"
+    "#endif\n"
+    "    for (; i < n; i++)\n"
+    "        d[i] = tc_h2f(s[i]);\n"
+    "}\n"
+    "static inline void tc_f2h_n(uint16_t *restrict d, const float *restrict s, int64_t n) {\n"
+    "    int64_t i = 0;\n"
+    "#if defined(__F16C__)\n"
+    "    for (; i + 8 <= n; i += 8)\n"
+    "        _mm_storeu_si128((__m128i *)(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), 0));\n"
+    "#endif\n"
+    "    for (; i < n; i++)\n"
+    "        d[i] = tc_f2h(s[i]);\n"
+    "}\n"
     "void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha,\n"
     "                 const float *a, int lda, const float *b, int ldb, float beta, float *c,\n"
     "                 int ldc);\n";
 
 static int emit_group(cprog *p, kgroup *k, sbuf *b) {
     kgen g = {.p = p, .k = k, .b = b};
+    int rc;
     switch (k->kind) {
-    case KG_POINTWISE: return emit_pointwise(&g);
-    case KG_ROWREDUCE: return emit_row(&g);
-    case KG_GEMM: return emit_gemm(&g);
-    case KG_CONV: return emit_conv(&g);
-    case KG_COPY: return emit_copy(&g);
-    case KG_UPDATE: return emit_update(&g);
-    default: return emit_extern(&g);
+    case KG_POINTWISE: rc = emit_pointwise(&g); break;
+    case KG_ROWREDUCE: rc = emit_row(&g); break;
+    case KG_GEMM: rc = emit_gemm(&g); break;
+    case KG_CONV: rc = emit_conv(&g); break;
+    case KG_COPY: rc = emit_copy(&g); break;
+    case KG_UPDATE: rc = emit_update(&g); break;
+    default: rc = emit_extern(&g); break;
     }
+    if (g.body.oom)
+        b->oom = true;
+    free(g.body.s);
+    return rc;
 }
 
 // The pointer expression for operand node v in tc_step.

@@ -44,6 +44,7 @@ compile_opts compile_opts_default(void);
 
 typedef struct compiled_stats {
     int64_t kernels;      // kernels run per step
+    int64_t cast_kernels; // of which do nothing but cast (the rest fused into neighbours)
     size_t peak_bytes;    // parameters + inputs + arena (or live peak, fused mode)
     size_t arena_bytes;   // the planned arena
     double compile_s;     // wall time of compile_model

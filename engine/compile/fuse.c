@@ -133,10 +133,17 @@ static bool makes_cycle(fctx *f, int gid, int v) {
     return false;
 }
 
+// A cast between f32 and f16 fuses (the kernel loads and stores convert);
+// casts of indices and masks stay library kernels, as eager's.
+static bool float_cast(const graph *g, const graph_node *n) {
+    enum dtype from = g->nodes[n->src[0]].dtype;
+    return (from == DT_F32 || from == DT_F16) && (n->dtype == DT_F32 || n->dtype == DT_F16);
+}
+
 static bool fusable_pointwise(fctx *f, int v) {
     const graph_node *n = &f->g->nodes[v];
-    return compile_is_pointwise(n) && n->op != OP_CAST && f->p->info[v].group < 0 &&
-           f->p->info[v].store == CS_INLINE;
+    return compile_is_pointwise(n) && (n->op != OP_CAST || float_cast(f->g, n)) &&
+           f->p->info[v].group < 0 && f->p->info[v].store == CS_INLINE;
 }
 
 // A training step's backward: the nodes that came from ops after the loss.
@@ -394,8 +401,8 @@ static void resolve_views(fctx *f) {
 }
 
 // Small elementwise values computed from sources alone (batch norm's
-// rsqrt(running_var + eps), per channel) are recomputed inside each kernel
-// that reads them instead of being a kernel of their own.
+// rsqrt(running_var + eps), per channel; a bias's f16 copy) are recomputed
+// inside each kernel that reads them instead of being a kernel of their own.
 #define RECOMPUTE_MAX_NUMEL 4096
 
 static void mark_recompute(fctx *f) {
@@ -408,8 +415,12 @@ static void mark_recompute(fctx *f) {
     for (int v = 0; v < g->n; v++) {
         const cnode *c = &p->info[v];
         const graph_node *n = &g->nodes[v];
+        // f32 values, and the f16 copies autocast makes of small parameters
+        // (a bias read by its GEMM's epilogue)
+        bool cast = n->op == OP_CAST && float_cast(g, n);
         if (c->store != CS_INLINE || c->must_store || !compile_is_pointwise(n) ||
-            n->op == OP_CAST || n->dtype != DT_F32 || graph_node_numel(n) > RECOMPUTE_MAX_NUMEL)
+            (n->op == OP_CAST && !cast) || (n->dtype != DT_F32 && !cast) ||
+            graph_node_numel(n) > RECOMPUTE_MAX_NUMEL)
             continue;
         bool ok = true;
         for (int s = 0; s < n->nsrc && ok; s++) {
@@ -430,7 +441,7 @@ static void mark_recompute(fctx *f) {
         for (int k = 0; k < ncons(f, v) && ok; k++) {
             int wi = cons_at(f, v, k);
             const graph_node *w = &g->nodes[wi];
-            bool reads = (compile_is_pointwise(w) && w->op != OP_CAST) ||
+            bool reads = (compile_is_pointwise(w) && (w->op != OP_CAST || float_cast(g, w))) ||
                          (op_kind(w->op) == OPK_REDUCE && w->ia[0] == w->ndim - 1);
             ok = reads && (graph_node_numel(w) > graph_node_numel(n) ||
                            p->info[wi].store == CS_RECOMPUTE);

@@ -51,8 +51,10 @@ bool compile_is_pointwise(const graph_node *n) {
 bool compile_writes(const graph_node *n, int s) {
     switch (n->op) {
     case OP_SGD:
-    case OP_ADAMW: return s == 0 || s >= 2; // the parameter and the optimizer state
+    case OP_ADAMW: // the parameter and the optimizer state, not the grad scaler's sources
+        return s == 0 || (s >= 2 && (graph_scaler_src(n) < 0 || s < graph_scaler_src(n)));
     case OP_RUNNING_STAT: return s == 0;
+    case OP_SCALER_UPDATE: return s <= 2;          // the scale and its two counts, not found_inf
     case OP_BATCH_NORM: return n->ia[0] && s >= 3; // training: the running statistics
     default: return false;
     }
@@ -61,7 +63,8 @@ bool compile_writes(const graph_node *n, int s) {
 bool compile_is_generated_update(const graph *g, const graph_node *n) {
     if (n->op != OP_SGD && n->op != OP_ADAMW && n->op != OP_RUNNING_STAT)
         return false;
-    if (n->op == OP_SGD && n->fa[1] != 0 && n->nsrc < 3)
+    int end = graph_scaler_src(n) >= 0 ? graph_scaler_src(n) : n->nsrc;
+    if (n->op == OP_SGD && n->fa[1] != 0 && end < 3)
         return false; // momentum without its buffer: cpu_sgd says so
     for (int s = 0; s < n->nsrc; s++)
         if (g->nodes[n->src[s]].dtype != DT_F32)

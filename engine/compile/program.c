@@ -118,9 +118,19 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
     case OP_CROSS_ENTROPY_GRAD: return cpu_cross_entropy_grad(c, n, s[0], s[1], s[2], y);
     case OP_MSE_LOSS_GRAD: return cpu_mse_loss_grad(c, s[0], s[1], s[2], y);
     // updates, in place
-    case OP_SGD: return cpu_sgd(c, n, s[0], s[1], n->nsrc > 2 ? s[2] : NULL);
-    case OP_ADAMW: return cpu_adamw(c, n, s[0], s[1], s[2], s[3]);
+    case OP_SGD: {
+        int sc = graph_scaler_src(n); // the grad scaler's sources, or -1
+        return cpu_sgd(c, n, s[0], s[1], (sc < 0 ? n->nsrc : sc) > 2 ? s[2] : NULL,
+                       sc < 0 ? NULL : (const tensor *const *)s + sc);
+    }
+    case OP_ADAMW: {
+        int sc = graph_scaler_src(n);
+        return cpu_adamw(c, n, s[0], s[1], s[2], s[3],
+                         sc < 0 ? NULL : (const tensor *const *)s + sc);
+    }
     case OP_RUNNING_STAT: return cpu_running_stat(c, n, s[0], s[1]);
+    case OP_SCALER_UPDATE: return cpu_scaler_update(c, n, s[0], s[1], s[2], s[3]);
+    case OP_FOUND_INF: return cpu_found_inf(c, n, (const tensor *const *)s, y);
     case OP_SUM:
     case OP_MEAN:
     case OP_MAX: return cpu_reduce(c, n, s[0], y);
@@ -146,6 +156,13 @@ static int arg_index(const kgroup *k, int v) {
     return i;
 }
 
+// Element i of source or constant v's storage.
+static double ext_value(const compiled *c, int v, int64_t i) {
+    if (c->p.g->nodes[v].dtype == DT_F16)
+        return dtype_f16_to_f32(((const uint16_t *)c->ext[v])[i]);
+    return ((const float *)c->ext[v])[i];
+}
+
 // A recomputed per-channel value (batch norm's rsqrt(var + eps)) for
 // channel ch, from the sources it is made of.
 static double eval_channel(const compiled *c, int v, int64_t ch) {
@@ -155,13 +172,13 @@ static double eval_channel(const compiled *c, int v, int64_t ch) {
     bool one = graph_node_numel(n) == 1;
     switch (cn->store) {
     case CS_CONST: return n->fa[0];
-    case CS_SOURCE: return ((const float *)c->ext[v])[one ? 0 : ch];
+    case CS_SOURCE: return ext_value(c, v, one ? 0 : ch);
     case CS_VIEW: {
         int64_t off = cn->lay.offset, st = 0;
         for (int i = 0; i < cn->lay.ndim; i++)
             if (cn->lay.shape[i] != 1)
                 st = cn->lay.stride[i];
-        return ((const float *)c->ext[cn->base])[off + (one ? 0 : ch * st)];
+        return ext_value(c, cn->base, off + (one ? 0 : ch * st));
     }
     default: {
         double in[GRAPH_MAX_SRCS];
@@ -230,7 +247,8 @@ static int rt_call(void *ctx, int gi, char *const *a) {
     tensor_storage ss[GRAPH_MAX_SRCS + 1];
     tensor *src[GRAPH_MAX_SRCS];
     int nsrc = n->nsrc;
-    if (k->kind == KG_CONV)
+    bool slots = k->kind == KG_CONV || k->kind == KG_GEMM; // x, w, target in slots 0, 1, 2
+    if (slots)
         nsrc = 2;
     for (int s = 0; s < nsrc; s++) {
         int v = n->src[s];
@@ -238,19 +256,21 @@ static int rt_call(void *ctx, int gi, char *const *a) {
             src[s] = c->consts[v];
             continue;
         }
-        // a convolution's operands are slots 0 and 1; an extern kernel's
+        // a convolution's or GEMM's operands are slots 0 and 1; an extern kernel's
         // list each node once however often the op reads it (concat(x, x))
-        int i = k->kind == KG_CONV ? s : arg_index(k, v);
+        int i = slots ? s : arg_index(k, v);
         wrap_arg(p, v, a[i], &ts[s], &ss[s]);
         src[s] = &ts[s];
     }
     // the output: for a convolution the buffer it writes (slot 2), else the anchor
-    int ai = k->kind == KG_CONV ? 2 : arg_index(k, k->anchor);
+    int ai = slots ? 2 : arg_index(k, k->anchor);
     int out = k->args[ai];
     tensor y;
     tensor_storage ys;
     wrap_arg(p, out, a[ai], &y, &ys);
-    y.dtype = n->dtype;
+    // the target's own dtype: an epilogue that ends in a cast to f32 gets
+    // the GEMM's f32 result unrounded (no f16 rounding in between)
+    y.dtype = p->g->nodes[out].dtype;
     y.ndim = n->ndim;
     memcpy(y.shape, n->shape, sizeof y.shape);
     tensor_strides_contiguous(n->ndim, n->shape, y.stride);
@@ -401,6 +421,14 @@ int compile_model(const model *m, const compile_opts *o, compiled **out, char *e
     c->rt.ctx = c;
     compiled_set_step(c, 1);
     c->st.arena_bytes = p->arena_bytes;
+    c->st.cast_kernels = 0;
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        const kgroup *k = &p->groups[gi];
+        bool casts = k->n > 0;
+        for (int i = 0; i < k->n && casts; i++)
+            casts = p->g->nodes[k->nodes[i]].op == OP_CAST;
+        c->st.cast_kernels += casts;
+    }
     c->st.compile_s = now_s() - t0;
     *out = c;
     return 0;

@@ -299,11 +299,51 @@ void cpu_dnnl_key_init(dnnl_key *k, const graph_node *n, const tensor *x, const 
     memcpy(k->ia, n->ia, sizeof k->ia);
 }
 
+// ---- f16 (AMP): oneDNN 2.6 has no f16 convolution on a CPU without
+// AVX512-FP16, so f16 operands go through f32 scratch (cpu_f32_in): the f32
+// primitive, the output rounded to f16 once. As with the GEMMs, any operand
+// may be f32 or f16, and so may the output: the compiled mode fuses a cast
+// to f32 after a convolution by asking for the f32 result unrounded.
+
+static bool any_f16(const tensor *x, const tensor *w, const tensor *bias, int npost,
+                    const cpu_post *post, const tensor *out) {
+    bool f16 = x->dtype == DT_F16 || w->dtype == DT_F16 || out->dtype == DT_F16 ||
+               (bias && bias->dtype == DT_F16);
+    for (int i = 0; i < npost; i++)
+        f16 = f16 || (post[i].src1 && post[i].src1->dtype == DT_F16);
+    return f16;
+}
+
+static int conv_f16(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
+                    const tensor *bias, int npost, const cpu_post *post, tensor *out) {
+    const char *what = op_name(n->op);
+    int64_t k0 = c->kernels;
+    cpu_post p32[CPU_POST_MAX];
+    tensor *own[3 + CPU_POST_MAX] = {0}; // x, w, bias, then each post-op operand
+    bool ok = (own[0] = cpu_f32_in(c, what, x)) && (own[1] = cpu_f32_in(c, what, w)) &&
+              (!bias || (own[2] = cpu_f32_in(c, what, bias)));
+    for (int i = 0; ok && i < npost; i++) {
+        p32[i] = post[i];
+        if (post[i].src1)
+            ok = (p32[i].src1 = own[3 + i] = cpu_f32_in(c, what, post[i].src1)) != NULL;
+    }
+    tensor *o32 = ok ? cpu_f32_out(c, what, out) : NULL;
+    int rc = -1;
+    if (o32)
+        rc = npost ? cpu_conv2d_post(c, n, own[0], own[1], own[2], npost, p32, o32)
+                   : cpu_conv2d(c, n, own[0], own[1], own[2], o32);
+    cpu_f32_done(o32, out, rc);
+    cpu_free_all(3 + CPU_POST_MAX, own);
+    c->kernels = k0 + (rc == 0);
+    return rc;
+}
+
 int cpu_conv2d(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
                const tensor *bias, tensor *out) {
-    if (x->dtype != DT_F32 || w->dtype != DT_F32 || (bias && bias->dtype != DT_F32))
-        return cpu_fail(c, "%s: dtype %s is not supported by the CPU eager kernels (f32 only)",
-                        op_name(n->op), dtype_name(x->dtype != DT_F32 ? x->dtype : w->dtype));
+    if (any_f16(x, w, bias, 0, NULL, out))
+        return conv_f16(c, n, x, w, bias, 0, NULL, out);
+    if (cpu_need_same_float(c, op_name(n->op), 4, (const tensor *[]){x, w, bias, out}) < 0)
+        return -1;
     dnnl_key k;
     cpu_dnnl_key_init(&k, n, x, w, out);
     k.has_bias = bias != NULL;
@@ -329,9 +369,16 @@ int cpu_conv2d(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w
 
 int cpu_conv2d_post(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
                     const tensor *bias, int npost, const cpu_post *post, tensor *out) {
-    if (x->dtype != DT_F32 || w->dtype != DT_F32 || npost > CPU_POST_MAX)
-        return cpu_fail(c, "%s: post-ops need f32 and at most %d of them", op_name(n->op),
-                        CPU_POST_MAX);
+    if (npost > CPU_POST_MAX)
+        return cpu_fail(c, "%s: at most %d post-ops, got %d", op_name(n->op), CPU_POST_MAX, npost);
+    if (any_f16(x, w, bias, npost, post, out))
+        return conv_f16(c, n, x, w, bias, npost, post, out);
+    if (cpu_need_same_float(c, op_name(n->op), 4, (const tensor *[]){x, w, bias, out}) < 0)
+        return -1;
+    for (int i = 0; i < npost; i++)
+        if (post[i].src1 && post[i].src1->dtype != DT_F32)
+            return cpu_fail(c, "%s: post-op operand dtype %s is not supported (f32, f16)",
+                            op_name(n->op), dtype_name(post[i].src1->dtype));
     dnnl_key k;
     cpu_dnnl_key_init(&k, n, x, w, out);
     k.has_bias = bias != NULL;
@@ -363,10 +410,24 @@ int cpu_conv2d_post(cpu_ctx *c, const graph_node *n, const tensor *x, const tens
     return rc;
 }
 
+// f16 as the convolutions: max pooling of f16 values is exact in f32 and
+// rounds back to the same value; avg pooling rounds its f32 mean once.
+static int pool_f16(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
+    int64_t k0 = c->kernels;
+    tensor *x32 = cpu_f32_in(c, op_name(n->op), x);
+    tensor *o32 = x32 ? cpu_f32_out(c, op_name(n->op), out) : NULL;
+    int rc = o32 ? cpu_pool2d(c, n, x32, o32) : -1;
+    cpu_f32_done(o32, out, rc);
+    tensor_free(x32);
+    c->kernels = k0 + (rc == 0);
+    return rc;
+}
+
 int cpu_pool2d(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
-    if (x->dtype != DT_F32)
-        return cpu_fail(c, "%s: dtype %s is not supported by the CPU eager kernels (f32 only)",
-                        op_name(n->op), dtype_name(x->dtype));
+    if (cpu_need_same_float(c, op_name(n->op), 2, (const tensor *[]){x, out}) < 0)
+        return -1;
+    if (x->dtype == DT_F16)
+        return pool_f16(c, n, x, out);
     dnnl_key k;
     cpu_dnnl_key_init(&k, n, x, NULL, out);
     dnnl_entry *e = cpu_dnnl_lookup(c, &k, entry_new);

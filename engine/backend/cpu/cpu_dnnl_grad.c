@@ -5,7 +5,10 @@
 // descriptor of the same shapes, its hint. Pooling's dx is a plain OpenMP
 // loop: oneDNN's max-pool backward wants the forward's workspace, which the
 // eager forward does not keep, and the loop is a few lines. Tensors are
-// plain NCHW / OIHW, as in cpu_dnnl.c; f32 only.
+// plain NCHW / OIHW, as in cpu_dnnl.c. f16 (AMP: dy and the operand are
+// both f16) goes through f32 scratch as the forward convolutions do
+// (cpu_f32_in, cpu_kernels.h): oneDNN has no f16 on this CPU, and the pooling
+// loop sums in f32.
 #include "cpu_dnnl_internal.h"
 #include "cpu_iter.h"
 
@@ -90,11 +93,8 @@ fail:;
 // shapes, one of them `out`; a and b the inputs in the primitive's order.
 static int conv_grad(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
                      const tensor *y, const tensor *a, const tensor *b, tensor *out) {
-    const tensor *all[] = {a, b, out};
-    for (int i = 0; i < 3; i++)
-        if (all[i]->dtype != DT_F32)
-            return cpu_fail(c, "%s: dtype %s is not supported by the CPU eager kernels (f32 only)",
-                            op_name(n->op), dtype_name(all[i]->dtype));
+    if (cpu_need_same_float(c, op_name(n->op), 3, (const tensor *[]){a, b, out}) < 0)
+        return -1;
     if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4)
         return cpu_fail(c, "%s: needs 4-d input, weight and output, got %d, %d and %d dims",
                         op_name(n->op), x->ndim, w->ndim, y->ndim);
@@ -112,18 +112,26 @@ static int conv_grad(cpu_ctx *c, const graph_node *n, const tensor *x, const ten
     dnnl_entry *e = cpu_dnnl_lookup(c, &k, conv_grad_new);
     if (!e)
         return -1;
-    tensor *ac = cpu_contiguous(c, a), *bc = ac ? cpu_contiguous(c, b) : NULL;
+    // f16: one kernel, its conversions included (cpu_kernels.h)
+    int64_t k0 = c->kernels;
+    bool f16 = out->dtype == DT_F16;
+    tensor *ac = cpu_f32_in(c, op_name(n->op), a);
+    tensor *bc = ac ? cpu_f32_in(c, op_name(n->op), b) : NULL;
+    tensor *oc = bc ? cpu_f32_out(c, op_name(n->op), out) : NULL;
     int rc = -1;
-    if (bc) {
-        rc = cpu_dnnl_execute(c, e, (void *[]){tensor_data(ac), tensor_data(bc), tensor_data(out)});
+    if (oc) {
+        rc = cpu_dnnl_execute(c, e, (void *[]){tensor_data(ac), tensor_data(bc), tensor_data(oc)});
         if (rc < 0) {
             char why[sizeof c->err];
             memcpy(why, c->err, sizeof why);
             cpu_fail(c, "%s: %s", op_name(n->op), why);
         }
     }
+    cpu_f32_done(oc, out, rc);
     tensor_free(ac);
     tensor_free(bc);
+    if (f16)
+        c->kernels = k0 + (rc == 0);
     return rc;
 }
 
@@ -145,11 +153,8 @@ int cpu_pool2d_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const ten
     bool max = n->op == OP_MAX_POOL2D_GRAD;
     if (max && !x)
         return cpu_fail(c, "%s: needs the forward input x", op_name(n->op));
-    const tensor *all[] = {dy, out, max ? x : dy};
-    for (int i = 0; i < 3; i++)
-        if (all[i]->dtype != DT_F32)
-            return cpu_fail(c, "%s: dtype %s is not supported by the CPU eager kernels (f32 only)",
-                            op_name(n->op), dtype_name(all[i]->dtype));
+    if (cpu_need_same_float(c, op_name(n->op), 3, (const tensor *[]){dy, out, max ? x : NULL}) < 0)
+        return -1;
     if (dy->ndim != 4 || out->ndim != 4 || (max && x->ndim != 4))
         return cpu_fail(c, "%s: needs 4-d (N, C, H, W) tensors", op_name(n->op));
     for (int i = 0; i < 4; i++)
@@ -160,15 +165,20 @@ int cpu_pool2d_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const ten
     if (sh < 1 || sw < 1 || kh < 1 || kw < 1)
         return cpu_fail(c, "%s: stride and kernel must be >= 1, got %lldx%lld and %lldx%lld",
                         op_name(n->op), (long long)sh, (long long)sw, (long long)kh, (long long)kw);
-    tensor *dyc = cpu_contiguous(c, dy), *xc = dyc && max ? cpu_contiguous(c, x) : NULL;
-    if (!dyc || (max && !xc)) {
+    // f16: one kernel, its conversions included (cpu_kernels.h)
+    int64_t k0 = c->kernels;
+    const char *what = op_name(n->op);
+    tensor *dyc = cpu_f32_in(c, what, dy), *xc = dyc && max ? cpu_f32_in(c, what, x) : NULL;
+    tensor *oc = dyc && (!max || xc) ? cpu_f32_out(c, what, out) : NULL;
+    if (!oc) {
         tensor_free(dyc);
+        tensor_free(xc);
         return -1;
     }
     int64_t P = out->shape[0] * out->shape[1], H = out->shape[2], W = out->shape[3];
     int64_t OH = dy->shape[2], OW = dy->shape[3];
     const float *g = tensor_f32(dyc), *xs = max ? tensor_f32(xc) : NULL;
-    float *dx = tensor_f32(out);
+    float *dx = tensor_f32(oc);
 #pragma omp parallel for if (P * H * W >= CPU_PAR_MIN) schedule(static)
     for (int64_t p = 0; p < P; p++) {
         float *d = dx + p * H * W;
@@ -203,7 +213,8 @@ int cpu_pool2d_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const ten
                 }
             }
     }
-    c->kernels++;
+    c->kernels = out->dtype == DT_F16 ? k0 + 1 : c->kernels + 1;
+    cpu_f32_done(oc, out, 0);
     tensor_free(dyc);
     tensor_free(xc);
     return 0;

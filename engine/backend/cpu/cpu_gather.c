@@ -1,6 +1,7 @@
 // Data movement: nearest upsampling, embedding gather and concatenation
 // (cpu_kernels.h). They move bytes, so each works for every dtype by
-// element size.
+// element size (f16 under AMP included), given that the output's dtype is
+// the input's: checked, as a mismatch would misread memory.
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
 
@@ -15,6 +16,9 @@
     } while (0)
 
 int cpu_upsample_nearest(cpu_ctx *c, const tensor *x, int64_t scale, tensor *out) {
+    if (x->dtype != out->dtype)
+        return cpu_fail(c, "upsample_nearest: input %s and output %s differ in dtype",
+                        dtype_name(x->dtype), dtype_name(out->dtype));
     int64_t N = x->shape[0], C = x->shape[1], OH = out->shape[2], OW = out->shape[3];
     int64_t es = (int64_t)dtype_size(x->dtype);
     const char *px = tensor_data(x);
@@ -40,6 +44,9 @@ int cpu_upsample_nearest(cpu_ctx *c, const tensor *x, int64_t scale, tensor *out
 int cpu_embedding(cpu_ctx *c, const tensor *table, const tensor *idx, tensor *out) {
     if (idx->dtype != DT_I32 && idx->dtype != DT_I64)
         return cpu_fail(c, "embedding: indices must be i32 or i64, got %s", dtype_name(idx->dtype));
+    if (table->dtype != out->dtype)
+        return cpu_fail(c, "embedding: table %s and output %s differ in dtype",
+                        dtype_name(table->dtype), dtype_name(out->dtype));
     int64_t V = table->shape[0], D = table->shape[1];
     int64_t es = (int64_t)dtype_size(table->dtype);
     // rows are copied whole, so the table's rows must be contiguous and the
@@ -77,6 +84,10 @@ int cpu_embedding(cpu_ctx *c, const tensor *table, const tensor *idx, tensor *ou
 }
 
 int cpu_concat(cpu_ctx *c, int axis, int nin, const tensor *const *in, tensor *out) {
+    for (int i = 0; i < nin; i++)
+        if (in[i]->dtype != out->dtype)
+            return cpu_fail(c, "concat: input %d is %s, the output %s (cast it first)", i,
+                            dtype_name(in[i]->dtype), dtype_name(out->dtype));
     int64_t at = 0;
     for (int i = 0; i < nin; i++) {
         // the input's slot in the output: a view made on the stack (no

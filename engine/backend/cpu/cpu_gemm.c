@@ -5,7 +5,6 @@
 // one GEMM, and the bias of a linear preloaded into the output with beta = 1
 // (addmm).
 #include "cpu_iter.h"
-#include "cpu_f16.h"
 #include "cpu_kernels.h"
 
 #include <cblas.h>
@@ -72,58 +71,22 @@ bool cpu_gemm_row_blocks(int64_t M, int64_t N, int64_t K, int nt) {
 // accumulation, the result rounded to f16 once. The conversions belong to
 // the one kernel this op launches.
 
-// t as a contiguous f32 tensor (a new view when it already is one).
-static tensor *f32_of(cpu_ctx *c, const tensor *t) {
-    if (!t || t->dtype == DT_F32)
-        return t ? cpu_contiguous(c, t) : NULL;
-    tensor *tc = cpu_contiguous(c, t), *y = tc ? tensor_new_empty(DT_F32, t->ndim, t->shape) : NULL;
-    if (!y) {
-        tensor_free(tc);
-        cpu_fail(c, "out of memory converting an f16 operand to f32");
-        return NULL;
-    }
-    int64_t n = tensor_numel(t);
-    const uint16_t *src = tensor_data(tc);
-    float *dst = tensor_f32(y);
-#pragma omp parallel for if (n >= CPU_PAR_MIN) schedule(static)
-    for (int64_t i = 0; i < n; i += 4096)
-        cpu_f16_load(n - i < 4096 ? n - i : 4096, src + i, 1, dst + i);
-    tensor_free(tc);
-    return y;
-}
-
-// matmul (w NULL) or linear (w, bias) with any f16 operand or output.
+// matmul (w NULL) or linear (w, bias) with any f16 operand or output,
+// through cpu_f32_in / cpu_f32_out (cpu_kernels.h).
 static int gemm_f16(cpu_ctx *c, const tensor *a, const tensor *b, const tensor *bias, bool linear,
                     tensor *out) {
-    for (const tensor *t = a; t; t = t == a ? b : t == b ? bias : NULL)
-        if (t->dtype != DT_F32 && t->dtype != DT_F16)
-            return cpu_fail(c, "%s: dtype %s is not supported (f32, f16)", linear ? "linear" : "matmul",
-                            dtype_name(t->dtype));
+    const char *what = linear ? "linear" : "matmul";
     int64_t k0 = c->kernels;
-    tensor *a32 = f32_of(c, a), *b32 = a32 ? f32_of(c, b) : NULL;
-    tensor *c32 = bias && b32 ? f32_of(c, bias) : NULL;
-    tensor *o32 = out->dtype == DT_F32 ? tensor_view(out)
-                                        : tensor_new_empty(DT_F32, out->ndim, out->shape);
+    tensor *a32 = cpu_f32_in(c, what, a), *b32 = a32 ? cpu_f32_in(c, what, b) : NULL;
+    tensor *c32 = bias && b32 ? cpu_f32_in(c, what, bias) : NULL;
+    tensor *o32 = b32 && (!bias || c32) ? cpu_f32_out(c, what, out) : NULL;
     int rc = -1;
-    if (!a32 || !b32 || (bias && !c32) || !o32) {
-        if (!c->err[0])
-            cpu_fail(c, "out of memory for the f32 copies of an f16 GEMM");
-        goto done;
-    }
-    rc = linear ? cpu_linear(c, a32, b32, c32, o32) : cpu_matmul(c, a32, b32, o32);
-    if (rc == 0 && out->dtype == DT_F16) {
-        int64_t n = tensor_numel(out);
-        const float *src = tensor_f32(o32);
-        uint16_t *dst = tensor_data(out);
-#pragma omp parallel for if (n >= CPU_PAR_MIN) schedule(static)
-        for (int64_t i = 0; i < n; i += 4096)
-            cpu_f16_store(n - i < 4096 ? n - i : 4096, src + i, dst + i, 1);
-    }
-done:
+    if (o32)
+        rc = linear ? cpu_linear(c, a32, b32, c32, o32) : cpu_matmul(c, a32, b32, o32);
+    cpu_f32_done(o32, out, rc);
     tensor_free(a32);
     tensor_free(b32);
     tensor_free(c32);
-    tensor_free(o32);
     c->kernels = k0 + 1;
     return rc;
 }

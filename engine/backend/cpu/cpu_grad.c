@@ -4,7 +4,10 @@
 // channels or output tiles; inner loops are unit-stride and vectorize. Sums
 // that reduce over many rows go through double accumulators. Inputs may be
 // strided views: they are made contiguous first (a counted copy), except the
-// pointwise ones, which walk strides with cpu_iter.
+// pointwise ones, which walk strides with cpu_iter. act_grad and sum_to have
+// f16 loops; the others read f16 operands (AMP) into f32 scratch and round
+// an f16 output once (cpu_f32_in, cpu_f32_out), so their sums stay f32 or
+// wider.
 #include "cpu_f16.h"
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
@@ -126,9 +129,10 @@ int cpu_act_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor
     if (!j.fn)
         return cpu_fail(c, "act_grad: no derivative for %s (cast and dropout have none here)",
                         f >= 0 && f < OP_COUNT ? op_name(f) : "an unknown op");
-    if (dy->dtype != x->dtype || (dy->dtype != DT_F32 && dy->dtype != DT_F16))
-        return cpu_fail(c, "act_grad: dtypes %s and %s (f32 or f16, the same for both)",
-                        dtype_name(dy->dtype), dtype_name(x->dtype));
+    if (dy->dtype != x->dtype || out->dtype != x->dtype ||
+        (dy->dtype != DT_F32 && dy->dtype != DT_F16))
+        return cpu_fail(c, "act_grad: dtypes %s, %s and %s (f32 or f16, the same for all)",
+                        dtype_name(dy->dtype), dtype_name(x->dtype), dtype_name(out->dtype));
     cpu_iter it;
     cpu_iter_init(&it, out, 2, (const tensor *[]){dy, x});
     cpu_iter_run(&it, dy->dtype == DT_F32 ? seg_act_f32 : seg_act_f16, &j);
@@ -328,13 +332,17 @@ int cpu_sum_to(cpu_ctx *c, const tensor *dy, tensor *out) {
 // ---- SOFTMAX_GRAD, LOG_SOFTMAX_GRAD --------------------------------------------
 
 int cpu_softmax_grad(cpu_ctx *c, const tensor *dy, const tensor *y, bool log, tensor *out) {
-    tensor *t[2];
-    if (cpu_inputs_f32(c, log ? "log_softmax_grad" : "softmax_grad", 2, (const tensor *[]){dy, y}, t) <
-        0)
+    const char *what = log ? "log_softmax_grad" : "softmax_grad";
+    tensor *t[2], *oc = NULL;
+    if (cpu_inputs_f32(c, what, 2, (const tensor *[]){dy, y}, t) < 0)
         return -1;
+    if (!(oc = cpu_f32_out(c, what, out))) {
+        cpu_free_all(2, t);
+        return -1;
+    }
     int64_t C = t[0]->ndim ? t[0]->shape[t[0]->ndim - 1] : 1, rows = tensor_numel(t[0]) / C;
     const float *pd = tensor_f32(t[0]), *py = tensor_f32(t[1]);
-    float *po = tensor_f32(out);
+    float *po = tensor_f32(oc);
 #pragma omp parallel for if (rows * C >= CPU_PAR_MIN) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *d = pd + r * C, *yr = py + r * C;
@@ -360,7 +368,7 @@ int cpu_softmax_grad(cpu_ctx *c, const tensor *dy, const tensor *y, bool log, te
     }
     cpu_free_all(2, t);
     c->kernels++;
-    return 0;
+    return cpu_f32_done(oc, out, 0);
 }
 
 // ---- norms: statistics recomputed from x -------------------------------------
@@ -459,18 +467,19 @@ static int bad_groups(cpu_ctx *c, const graph_node *n, const tensor *x) {
 
 int cpu_norm_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
                   const tensor *w, tensor *out) {
-    tensor *t[3];
+    tensor *t[4];
     if (cpu_inputs_f32(c, op_name(n->op), 3, (const tensor *[]){dy, x, w}, t) < 0)
         return -1;
+    t[3] = cpu_f32_out(c, op_name(n->op), out);
+    if (!t[3] || bad_groups(c, n, t[1]) < 0) {
+        cpu_free_all(4, t);
+        return -1;
+    }
     const float *pd = tensor_f32(t[0]), *px = tensor_f32(t[1]), *pw = tensor_f32(t[2]);
-    float *po = tensor_f32(out);
+    float *po = tensor_f32(t[3]);
     double eps = n->fa[0];
     int64_t numel = tensor_numel(t[1]);
     bool par = numel >= CPU_PAR_MIN;
-    if (bad_groups(c, n, t[1]) < 0) {
-        cpu_free_all(3, t);
-        return -1;
-    }
     if (n->op == OP_LAYER_NORM_GRAD || n->op == OP_RMS_NORM_GRAD) {
         bool center = n->op == OP_LAYER_NORM_GRAD;
         int64_t C = t[1]->shape[t[1]->ndim - 1], rows = numel / C;
@@ -521,12 +530,12 @@ int cpu_norm_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tenso
                          po + ng * len + k * S);
         }
     } else {
-        cpu_free_all(3, t);
+        cpu_free_all(4, t);
         return cpu_fail(c, "%s is not a norm gradient", op_name(n->op));
     }
     cpu_free_all(3, t);
     c->kernels++;
-    return 0;
+    return cpu_f32_done(t[3], out, 0);
 }
 
 // sums of dy * (x - mean) * rstd and of dy over len elements, added to *a, *b
@@ -544,18 +553,19 @@ static void wg_sums(int64_t len, const float *dy, const float *x, float mean, fl
 
 int cpu_norm_wgrad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
                    tensor *out) {
-    tensor *t[2];
+    tensor *t[3];
     if (cpu_inputs_f32(c, op_name(n->op), 2, (const tensor *[]){dy, x}, t) < 0)
         return -1;
+    t[2] = cpu_f32_out(c, op_name(n->op), out);
+    if (!t[2] || bad_groups(c, n, t[1]) < 0) {
+        cpu_free_all(3, t);
+        return -1;
+    }
     const float *pd = tensor_f32(t[0]), *px = tensor_f32(t[1]);
-    float *po = tensor_f32(out);
+    float *po = tensor_f32(t[2]);
     double eps = n->fa[0];
     int64_t numel = tensor_numel(t[1]);
     bool par = numel >= CPU_PAR_MIN;
-    if (bad_groups(c, n, t[1]) < 0) {
-        cpu_free_all(2, t);
-        return -1;
-    }
     if (n->op == OP_LAYER_NORM_WGRAD || n->op == OP_RMS_NORM_WGRAD) {
         // rows summed into per-thread partials (2, C), added up at the end
         bool center = n->op == OP_LAYER_NORM_WGRAD;
@@ -563,7 +573,7 @@ int cpu_norm_wgrad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tens
         int nt = par ? omp_get_max_threads() : 1;
         double *part = calloc((size_t)(nt * 2 * C), sizeof *part);
         if (!part) {
-            cpu_free_all(2, t);
+            cpu_free_all(3, t);
             return cpu_fail(c, "%s: out of memory for partial sums", op_name(n->op));
         }
 #pragma omp parallel if (par) num_threads(nt)
@@ -613,7 +623,7 @@ int cpu_norm_wgrad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tens
         int64_t G = n->ia[0], Cg = C / G, len = Cg * S;
         float *st = malloc((size_t)(2 * N * G) * sizeof *st);
         if (!st) {
-            cpu_free_all(2, t);
+            cpu_free_all(3, t);
             return cpu_fail(c, "group_norm_wgrad: out of memory for statistics");
         }
 #pragma omp parallel if (par)
@@ -634,12 +644,12 @@ int cpu_norm_wgrad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tens
         }
         free(st);
     } else {
-        cpu_free_all(2, t);
+        cpu_free_all(3, t);
         return cpu_fail(c, "%s is not a norm weight gradient", op_name(n->op));
     }
     cpu_free_all(2, t);
     c->kernels++;
-    return 0;
+    return cpu_f32_done(t[2], out, 0);
 }
 
 // ---- BATCH_NORM in training mode ------------------------------------------------
@@ -648,7 +658,7 @@ int cpu_batch_norm_train(cpu_ctx *c, const tensor *x, const tensor *w, const ten
                          tensor *rmean, tensor *rvar, double eps, double momentum, tensor *out) {
     if (cpu_need_target(c, "batch_norm", rmean) < 0 || cpu_need_target(c, "batch_norm", rvar) < 0)
         return -1;
-    tensor *t[3];
+    tensor *t[4];
     if (cpu_inputs_f32(c, "batch_norm", 3, (const tensor *[]){x, w, b}, t) < 0)
         return -1;
     int64_t N = t[0]->shape[0], C = t[0]->shape[1], S = tensor_numel(t[0]) / (N * C);
@@ -659,8 +669,12 @@ int cpu_batch_norm_train(cpu_ctx *c, const tensor *x, const tensor *w, const ten
                         "input of %lld x %lld",
                         (long long)N, (long long)S);
     }
+    if (!(t[3] = cpu_f32_out(c, "batch_norm", out))) {
+        cpu_free_all(3, t);
+        return -1;
+    }
     const float *px = tensor_f32(t[0]), *pw = tensor_f32(t[1]), *pb = tensor_f32(t[2]);
-    float *pm = tensor_f32(rmean), *pv = tensor_f32(rvar), *po = tensor_f32(out);
+    float *pm = tensor_f32(rmean), *pv = tensor_f32(rvar), *po = tensor_f32(t[3]);
     double cnt = (double)(N * S), m = momentum;
 #pragma omp parallel for if (N * C * S >= CPU_PAR_MIN) schedule(static)
     for (int64_t ch = 0; ch < C; ch++) {
@@ -680,7 +694,7 @@ int cpu_batch_norm_train(cpu_ctx *c, const tensor *x, const tensor *w, const ten
     }
     cpu_free_all(3, t);
     c->kernels++;
-    return 0;
+    return cpu_f32_done(t[3], out, 0);
 }
 
 // ---- EMBEDDING_GRAD ----------------------------------------------------------------
@@ -693,11 +707,10 @@ int cpu_embedding_grad(cpu_ctx *c, const tensor *dy, const tensor *idx, tensor *
     if (idx->dtype != DT_I32 && idx->dtype != DT_I64)
         return cpu_fail(c, "embedding_grad: indices must be i32 or i64, got %s",
                         dtype_name(idx->dtype));
-    if (cpu_need_f32(c, "embedding_grad", dy) < 0)
-        return -1;
     int64_t V = out->shape[0], D = out->shape[1];
-    tensor *dc = cpu_contiguous(c, dy);
-    tensor *ic = dc ? cpu_contiguous(c, idx) : NULL;
+    tensor *dc = cpu_f32_in(c, "embedding_grad", dy);
+    tensor *oc = dc ? cpu_f32_out(c, "embedding_grad", out) : NULL;
+    tensor *ic = oc ? cpu_contiguous(c, idx) : NULL;
     int64_t n = ic ? tensor_numel(ic) : 0;
     int64_t *start = ic ? calloc((size_t)(V + 1), sizeof *start) : NULL;
     int64_t *fill = start ? malloc((size_t)(V ? V : 1) * sizeof *fill) : NULL;
@@ -726,7 +739,7 @@ int cpu_embedding_grad(cpu_ctx *c, const tensor *dy, const tensor *idx, tensor *
     for (int64_t i = 0; i < n; i++)
         pos[fill[i32 ? p32[i] : p64[i]]++] = i;
     const float *pd = tensor_f32(dc);
-    float *po = tensor_f32(out);
+    float *po = tensor_f32(oc);
 #pragma omp parallel for if ((V + n) * D >= CPU_PAR_MIN) schedule(dynamic, 16)
     for (int64_t v = 0; v < V; v++) {
         float *o = po + v * D;
@@ -745,7 +758,7 @@ done:
     free(start);
     tensor_free(ic);
     tensor_free(dc);
-    return rc;
+    return cpu_f32_done(oc, out, rc);
 }
 
 // ---- SLICE_GRAD ----------------------------------------------------------------------
@@ -753,6 +766,9 @@ done:
 // Zeros around the slot, then dy copied into the slot (a strided view of
 // out made on the stack, as cpu_concat does). Any dtype.
 int cpu_slice_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, tensor *out) {
+    if (dy->dtype != out->dtype)
+        return cpu_fail(c, "slice_grad: dy %s and output %s differ in dtype", dtype_name(dy->dtype),
+                        dtype_name(out->dtype));
     int ax = (int)n->ia[0];
     int64_t start = n->ia[1], len = dy->shape[ax], A = out->shape[ax];
     int64_t outer = shape_numel(ax, out->shape),
@@ -781,8 +797,6 @@ static float scalar_of(const tensor *t) { return (float)tensor_get_flat(t, 0); }
 
 int cpu_cross_entropy_grad(cpu_ctx *c, const graph_node *n, const tensor *dloss,
                            const tensor *logits, const tensor *target, tensor *out) {
-    if (cpu_need_f32(c, "cross_entropy_grad", logits) < 0)
-        return -1;
     if (target->dtype != DT_I32 && target->dtype != DT_I64)
         return cpu_fail(c, "cross_entropy_grad: targets must be i32 or i64, got %s",
                         dtype_name(target->dtype));
@@ -800,11 +814,14 @@ int cpu_cross_entropy_grad(cpu_ctx *c, const graph_node *n, const tensor *dloss,
                             (long long)tr, (long long)r, (long long)C);
         count++;
     }
-    tensor *lc = cpu_contiguous(c, logits);
-    if (!lc)
+    tensor *lc = cpu_f32_in(c, "cross_entropy_grad", logits);
+    tensor *oc = lc ? cpu_f32_out(c, "cross_entropy_grad", out) : NULL;
+    if (!oc) {
+        tensor_free(lc);
         return -1;
+    }
     const float *px = tensor_f32(lc);
-    float *po = tensor_f32(out);
+    float *po = tensor_f32(oc);
     float k = count ? scalar_of(dloss) / (float)count : 0.0f;
 #pragma omp parallel for if (N * C >= CPU_PAR_MIN) schedule(static)
     for (int64_t r = 0; r < N; r++) {
@@ -834,7 +851,7 @@ int cpu_cross_entropy_grad(cpu_ctx *c, const graph_node *n, const tensor *dloss,
 #undef TARGET
     tensor_free(lc);
     c->kernels++;
-    return 0;
+    return cpu_f32_done(oc, out, 0);
 }
 
 static void seg_mse_grad(void *ctx, int64_t n, char *const *ptr, const int64_t *st, int64_t flat0) {
@@ -854,12 +871,23 @@ static void seg_mse_grad(void *ctx, int64_t n, char *const *ptr, const int64_t *
 
 int cpu_mse_loss_grad(cpu_ctx *c, const tensor *dloss, const tensor *a, const tensor *b,
                       tensor *out) {
-    if (cpu_need_f32(c, "mse_loss_grad", a) < 0 || cpu_need_f32(c, "mse_loss_grad", b) < 0)
-        return -1;
     float k = (float)(2.0 * tensor_get_flat(dloss, 0) / (double)tensor_numel(a));
-    cpu_iter it;
-    cpu_iter_init(&it, out, 2, (const tensor *[]){a, b});
-    cpu_iter_run(&it, seg_mse_grad, &k);
-    c->kernels++;
-    return 0;
+    if (a->dtype == DT_F32 && b->dtype == DT_F32 && out->dtype == DT_F32) {
+        cpu_iter it;
+        cpu_iter_init(&it, out, 2, (const tensor *[]){a, b});
+        cpu_iter_run(&it, seg_mse_grad, &k);
+        c->kernels++;
+        return 0;
+    }
+    // f16 somewhere: through f32 scratch, one kernel in all
+    int64_t k0 = c->kernels;
+    tensor *t[3] = {0};
+    int rc = -1;
+    if (cpu_inputs_f32(c, "mse_loss_grad", 2, (const tensor *[]){a, b}, t) == 0 &&
+        (t[2] = cpu_f32_out(c, "mse_loss_grad", out)))
+        rc = cpu_mse_loss_grad(c, dloss, t[0], t[1], t[2]);
+    cpu_f32_done(t[2], out, rc);
+    cpu_free_all(2, t);
+    c->kernels = k0 + (rc == 0);
+    return rc;
 }

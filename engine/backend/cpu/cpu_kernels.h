@@ -37,8 +37,9 @@ typedef struct cpu_ctx {
 int cpu_fail(cpu_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 // f32 checks shared by the kernels: an error naming `what` for another
-// dtype (t may be NULL); contiguous f32 versions of np inputs (NULL entries
-// stay NULL; on failure nothing stays allocated); freeing such a list.
+// dtype (t may be NULL); contiguous f32 versions of np f32 or f16 inputs
+// (cpu_f32_in each; NULL entries stay NULL; on failure nothing stays
+// allocated); freeing such a list.
 int cpu_need_f32(cpu_ctx *c, const char *what, const tensor *t);
 int cpu_inputs_f32(cpu_ctx *c, const char *what, int np, const tensor *const *in, tensor **out);
 void cpu_free_all(int np, tensor **t);
@@ -46,6 +47,28 @@ void cpu_free_all(int np, tensor **t);
 // x itself (a new view) when contiguous, else a contiguous copy, counted as
 // a kernel. NULL with c->err set when memory runs out.
 tensor *cpu_contiguous(cpu_ctx *c, const tensor *x);
+
+// f16 through f32 (AMP). This CPU has no f16 arithmetic (no AVX512-FP16)
+// and oneDNN has no f16 convolution on it, so a kernel without an f16 loop
+// of its own does what eager's f16 GEMMs do: f16 operands converted to f32
+// scratch (F16C, eight values an instruction), the f32 kernel, the result
+// rounded to f16 once. The conversions are part of the op's one kernel (not
+// counted apart); for f32 these are cpu_contiguous and a view of out, so
+// the f32 path copies nothing more than before.
+//
+//   tensor *x32 = cpu_f32_in(c, "conv2d", x);      // contiguous f32 or NULL
+//   tensor *o32 = cpu_f32_out(c, "conv2d", out);   // out itself, or scratch
+//   int rc = ...f32 kernel writing o32...;
+//   return cpu_f32_done(o32, out, rc);             // rounds into out when rc == 0
+//
+// cpu_f32_in fails (NULL, c->err naming `what` and the dtype) for a dtype
+// other than f32 and f16, as does cpu_f32_out.
+tensor *cpu_f32_in(cpu_ctx *c, const char *what, const tensor *t);
+tensor *cpu_f32_out(cpu_ctx *c, const char *what, tensor *out);
+int cpu_f32_done(tensor *o32, tensor *out, int rc);
+// An error naming `what` unless every non-NULL tensor of the list is f32, or
+// every one is f16: kernels whose operands come from one autocast region.
+int cpu_need_same_float(cpu_ctx *c, const char *what, int n, const tensor *const *t);
 
 // pointwise (cpu_pointwise.c)
 // UNARY ops, SCALE, CAST and DROPOUT; x has out's shape.
@@ -92,7 +115,8 @@ int cpu_linear(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *bias,
 // convolution and pooling through oneDNN (cpu_dnnl.c)
 int cpu_dnnl_new(cpu_dnnl **out, char *err, size_t errcap);
 void cpu_dnnl_free(cpu_dnnl *d);
-// CONV2D and CONV_TRANSPOSE2D, attributes as in ops.def; bias may be NULL
+// CONV2D and CONV_TRANSPOSE2D, attributes as in ops.def; bias may be NULL.
+// Each operand and the output f32 or f16 (f16 through f32, rounded once).
 int cpu_conv2d(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
                const tensor *bias, tensor *out);
 // A convolution's epilogue as oneDNN post-ops: an activation (RELU,
@@ -143,10 +167,20 @@ int cpu_mse_loss_grad(cpu_ctx *c, const tensor *dloss, const tensor *a, const te
 uint64_t cpu_step(const cpu_ctx *c);
 int cpu_need_target(cpu_ctx *c, const char *what, const tensor *t);
 // Updates, in place, with c->step: p, and the state (buf may be NULL for SGD)
-// (cpu_update.c)
-int cpu_sgd(cpu_ctx *c, const graph_node *n, tensor *p, const tensor *g, tensor *buf);
-int cpu_adamw(cpu_ctx *c, const graph_node *n, tensor *p, const tensor *g, tensor *m, tensor *v);
+// (cpu_update.c). scaler: NULL, or the grad scaler's scale, found_inf and
+// step count (graph_scaler_src): a nonzero found_inf skips the update, the
+// gradient is multiplied by 1/scale, and t is the step count + 1.
+int cpu_sgd(cpu_ctx *c, const graph_node *n, tensor *p, const tensor *g, tensor *buf,
+            const tensor *const *scaler);
+int cpu_adamw(cpu_ctx *c, const graph_node *n, tensor *p, const tensor *g, tensor *m, tensor *v,
+              const tensor *const *scaler);
 int cpu_running_stat(cpu_ctx *c, const graph_node *n, tensor *buf, const tensor *stat);
+// FOUND_INF: out () = 1 when any element of in[1 .. nin) times 1 / in[0] is not finite
+// (with n->ia[0], in[1] is an earlier flag: 1 when it is)
+int cpu_found_inf(cpu_ctx *c, const graph_node *n, const tensor *const *in, tensor *out);
+// SCALER_UPDATE, in place: the scale, the growth tracker and the step count, given found_inf
+int cpu_scaler_update(cpu_ctx *c, const graph_node *n, tensor *scale, tensor *tracker, tensor *step,
+                      const tensor *found);
 // BATCH_NORM in training mode: batch statistics; running mean and var
 // updated in place with momentum (unbiased variance, as PyTorch)
 int cpu_batch_norm_train(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b,

@@ -243,6 +243,9 @@ static void seg_cast_generic(void *ctx, int64_t n, char *const *ptr, const int64
 // ---- copy ----------------------------------------------------------------
 
 int cpu_copy(cpu_ctx *c, const tensor *x, tensor *out) {
+    if (x->dtype != out->dtype) // a copy moves bytes: a cast is cpu_unary's
+        return cpu_fail(c, "copy: input %s and output %s differ in dtype", dtype_name(x->dtype),
+                        dtype_name(out->dtype));
     cpu_iter_copy(out, x);
     c->kernels++;
     return 0;
@@ -258,6 +261,72 @@ tensor *cpu_contiguous(cpu_ctx *c, const tensor *x) {
     }
     cpu_copy(c, x, y);
     return y;
+}
+
+// ---- f16 through f32 scratch (cpu_kernels.h) ------------------------------
+
+// Strided f16 reads straight into contiguous f32: one pass, no f16 copy first.
+tensor *cpu_f32_in(cpu_ctx *c, const char *what, const tensor *t) {
+    if (t->dtype == DT_F32)
+        return cpu_contiguous(c, t);
+    if (t->dtype != DT_F16) {
+        cpu_fail(c, "%s: dtype %s is not supported by the CPU eager kernels (f32, f16)", what,
+                 dtype_name(t->dtype));
+        return NULL;
+    }
+    tensor *y = tensor_new_empty(DT_F32, t->ndim, t->shape);
+    if (!y) {
+        cpu_fail(c, "%s: out of memory for the f32 copy of a %zu-byte f16 operand", what,
+                 tensor_nbytes(t));
+        return NULL;
+    }
+    cpu_iter it;
+    cpu_iter_init(&it, y, 1, &t);
+    cpu_iter_run(&it, seg_cast_f16_to_f32, NULL);
+    return y;
+}
+
+tensor *cpu_f32_out(cpu_ctx *c, const char *what, tensor *out) {
+    if (out->dtype != DT_F32 && out->dtype != DT_F16) {
+        cpu_fail(c, "%s: output dtype %s is not supported by the CPU eager kernels (f32, f16)",
+                 what, dtype_name(out->dtype));
+        return NULL;
+    }
+    tensor *y =
+        out->dtype == DT_F32 ? tensor_view(out) : tensor_new_empty(DT_F32, out->ndim, out->shape);
+    if (!y)
+        cpu_fail(c, "%s: out of memory for an f32 output of %lld elements", what,
+                 (long long)tensor_numel(out));
+    return y;
+}
+
+int cpu_f32_done(tensor *o32, tensor *out, int rc) {
+    if (rc == 0 && o32 && out->dtype == DT_F16) {
+        cpu_iter it;
+        cpu_iter_init(&it, out, 1, (const tensor *[]){o32});
+        cpu_iter_run(&it, seg_cast_f32_to_f16, NULL);
+    }
+    tensor_free(o32);
+    return rc;
+}
+
+int cpu_need_same_float(cpu_ctx *c, const char *what, int n, const tensor *const *t) {
+    enum dtype first = DT_COUNT;
+    for (int i = 0; i < n; i++) {
+        if (!t[i])
+            continue;
+        if (t[i]->dtype != DT_F32 && t[i]->dtype != DT_F16)
+            return cpu_fail(c, "%s: dtype %s is not supported by the CPU eager kernels (f32, f16)",
+                            what, dtype_name(t[i]->dtype));
+        if (first == DT_COUNT)
+            first = t[i]->dtype;
+        else if (t[i]->dtype != first)
+            return cpu_fail(c,
+                            "%s: dtype f16 is not supported beside f32 (operands and output all "
+                            "f32 or all f16)",
+                            what);
+    }
+    return 0;
 }
 
 int cpu_unary(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
@@ -288,6 +357,9 @@ int cpu_unary(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
         j.p.thr = cpu_dropout_threshold(n->fa[0]);
         j.p.a = (float)(1.0 / (1.0 - n->fa[0]));
     }
+    if (x->dtype != out->dtype)
+        return cpu_fail(c, "%s: input %s and output %s differ in dtype", op_name(n->op),
+                        dtype_name(x->dtype), dtype_name(out->dtype));
     if (x->dtype == DT_F32)
         cpu_iter_run(&it, seg_unary_f32, &j);
     else if (x->dtype == DT_F16)
@@ -448,6 +520,9 @@ int cpu_binary(cpu_ctx *c, const graph_node *n, const tensor *a, const tensor *b
     binary_fn fn = binary_table[n->op];
     if (!fn)
         return cpu_fail(c, "%s is not a binary op", op_name(n->op));
+    if (a->dtype != b->dtype || out->dtype != a->dtype)
+        return cpu_fail(c, "%s: dtypes %s, %s into %s differ (cast first)", op_name(n->op),
+                        dtype_name(a->dtype), dtype_name(b->dtype), dtype_name(out->dtype));
     cpu_iter it;
     cpu_iter_init(&it, out, 2, (const tensor *[]){a, b});
     if (a->dtype == DT_F32) {
@@ -494,6 +569,9 @@ static void seg_where(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
 int cpu_where(cpu_ctx *c, const tensor *cond, const tensor *a, const tensor *b, tensor *out) {
     if (cond->dtype != DT_BOOL)
         return cpu_fail(c, "where: the condition must be bool, got %s", dtype_name(cond->dtype));
+    if (a->dtype != out->dtype || b->dtype != out->dtype)
+        return cpu_fail(c, "where: dtypes %s and %s into %s differ", dtype_name(a->dtype),
+                        dtype_name(b->dtype), dtype_name(out->dtype));
     cpu_iter it;
     cpu_iter_init(&it, out, 3, (const tensor *[]){cond, a, b});
     int64_t es = (int64_t)dtype_size(out->dtype);

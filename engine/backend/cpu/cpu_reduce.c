@@ -2,7 +2,9 @@
 // parallel over independent rows (or channel planes), f32 throughout with
 // the long sums taken in vector-width float blocks added into a double, so
 // rounding does not grow with the row length. Inputs are made contiguous
-// first (a counted copy when they are views).
+// first (a counted copy when they are views). f16 inputs (AMP) are read
+// into f32 scratch and an f16 output is rounded once from an f32 one
+// (cpu_f32_in, cpu_f32_out): the sums stay f32 or wider.
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
 #include "cpu_math.h"
@@ -69,11 +71,12 @@ int cpu_need_f32(cpu_ctx *c, const char *what, const tensor *t) {
 // ---- SUM, MEAN, MAX over one axis ---------------------------------------
 
 int cpu_reduce(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
-    if (cpu_need_f32(c, op_name(n->op), x) < 0)
+    tensor *xc = cpu_f32_in(c, op_name(n->op), x);
+    tensor *oc = xc ? cpu_f32_out(c, op_name(n->op), out) : NULL;
+    if (!oc) {
+        tensor_free(xc);
         return -1;
-    tensor *xc = cpu_contiguous(c, x);
-    if (!xc)
-        return -1;
+    }
     int ax = (int)n->ia[0];
     int64_t outer = 1, inner = 1, R = xc->shape[ax];
     for (int d = 0; d < ax; d++)
@@ -81,7 +84,7 @@ int cpu_reduce(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
     for (int d = ax + 1; d < xc->ndim; d++)
         inner *= xc->shape[d];
     const float *px = tensor_f32(xc);
-    float *po = tensor_f32(out);
+    float *po = tensor_f32(oc);
     bool is_max = n->op == OP_MAX;
     float mul = n->op == OP_MEAN ? 1.0f / (float)R : 1.0f;
     bool par = outer * R * inner >= CPU_PAR_MIN;
@@ -121,21 +124,21 @@ int cpu_reduce(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
     }
     tensor_free(xc);
     c->kernels++;
-    return 0;
+    return cpu_f32_done(oc, out, 0);
 }
 
 // ---- softmax and log_softmax over the last axis --------------------------
 
 int cpu_softmax(cpu_ctx *c, const tensor *x, bool log, tensor *out) {
     const char *name = log ? "log_softmax" : "softmax";
-    if (cpu_need_f32(c, name, x) < 0)
+    tensor *xc = cpu_f32_in(c, name, x), *oc = xc ? cpu_f32_out(c, name, out) : NULL;
+    if (!oc) {
+        tensor_free(xc);
         return -1;
-    tensor *xc = cpu_contiguous(c, x);
-    if (!xc)
-        return -1;
+    }
     int64_t C = xc->shape[xc->ndim - 1], rows = tensor_numel(xc) / C;
     const float *px = tensor_f32(xc);
-    float *po = tensor_f32(out);
+    float *po = tensor_f32(oc);
 #pragma omp parallel for if (rows * C >= CPU_PAR_MIN) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *row = px + r * C;
@@ -165,20 +168,20 @@ int cpu_softmax(cpu_ctx *c, const tensor *x, bool log, tensor *out) {
     }
     tensor_free(xc);
     c->kernels++;
-    return 0;
+    return cpu_f32_done(oc, out, 0);
 }
 
 // ---- norms ---------------------------------------------------------------
 
-// Makes the inputs contiguous (1-d parameters nearly always are: a view, no
-// copy) and checks their dtype.
+// Makes the inputs contiguous f32 (1-d f32 parameters nearly always are: a
+// view, no copy); f16 ones are converted.
 int cpu_inputs_f32(cpu_ctx *c, const char *what, int np, const tensor *const *in, tensor **out) {
     for (int i = 0; i < np; i++)
         out[i] = NULL;
     for (int i = 0; i < np; i++) {
         if (!in[i])
             continue;
-        if (cpu_need_f32(c, what, in[i]) < 0 || !(out[i] = cpu_contiguous(c, in[i]))) {
+        if (!(out[i] = cpu_f32_in(c, what, in[i]))) {
             for (int k = 0; k < i; k++)
                 tensor_free(out[k]);
             return -1;
@@ -194,13 +197,18 @@ void cpu_free_all(int np, tensor **t) {
 
 int cpu_layer_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b, double eps,
                    tensor *out) {
-    tensor *t[3];
-    if (cpu_inputs_f32(c, b ? "layer_norm" : "rms_norm", 3, (const tensor *[]){x, w, b}, t) < 0)
+    const char *what = b ? "layer_norm" : "rms_norm";
+    tensor *t[3], *oc = NULL;
+    if (cpu_inputs_f32(c, what, 3, (const tensor *[]){x, w, b}, t) < 0)
         return -1;
+    if (!(oc = cpu_f32_out(c, what, out))) {
+        cpu_free_all(3, t);
+        return -1;
+    }
     int64_t C = t[0]->shape[t[0]->ndim - 1], rows = tensor_numel(t[0]) / C;
     const float *px = tensor_f32(t[0]), *pw = tensor_f32(t[1]);
     const float *pb = b ? tensor_f32(t[2]) : NULL;
-    float *po = tensor_f32(out);
+    float *po = tensor_f32(oc);
 #pragma omp parallel for if (rows * C >= CPU_PAR_MIN) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *row = px + r * C;
@@ -220,7 +228,7 @@ int cpu_layer_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b
     }
     cpu_free_all(3, t);
     c->kernels++;
-    return 0;
+    return cpu_f32_done(oc, out, 0);
 }
 
 int cpu_rms_norm(cpu_ctx *c, const tensor *x, const tensor *w, double eps, tensor *out) {
@@ -229,15 +237,18 @@ int cpu_rms_norm(cpu_ctx *c, const tensor *x, const tensor *w, double eps, tenso
 
 int cpu_batch_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b,
                    const tensor *mean, const tensor *var, double eps, tensor *out) {
-    tensor *t[5];
+    tensor *t[5], *oc = NULL;
     if (cpu_inputs_f32(c, "batch_norm", 5, (const tensor *[]){x, w, b, mean, var}, t) < 0)
         return -1;
     int64_t N = t[0]->shape[0], C = t[0]->shape[1], S = tensor_numel(t[0]) / (N * C);
     // y = x * scale + shift per channel, folded once per call
     float *scale = malloc((size_t)(2 * C) * sizeof *scale);
-    if (!scale) {
+    if (!scale)
+        cpu_fail(c, "batch_norm: out of memory for %lld channels", (long long)C);
+    if (!scale || !(oc = cpu_f32_out(c, "batch_norm", out))) {
+        free(scale);
         cpu_free_all(5, t);
-        return cpu_fail(c, "batch_norm: out of memory for %lld channels", (long long)C);
+        return -1;
     }
     float *shift = scale + C;
     const float *pw = tensor_f32(t[1]), *pb = tensor_f32(t[2]);
@@ -248,7 +259,7 @@ int cpu_batch_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b
         shift[ch] = (float)(pb[ch] - pm[ch] * s);
     }
     const float *px = tensor_f32(t[0]);
-    float *po = tensor_f32(out);
+    float *po = tensor_f32(oc);
     bool par = N * C * S >= CPU_PAR_MIN;
     if (S == 1) { // (N, C): rows of channels
 #pragma omp parallel for if (par) schedule(static)
@@ -271,18 +282,22 @@ int cpu_batch_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b
     free(scale);
     cpu_free_all(5, t);
     c->kernels++;
-    return 0;
+    return cpu_f32_done(oc, out, 0);
 }
 
 int cpu_group_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b, int64_t groups,
                    double eps, tensor *out) {
-    tensor *t[3];
+    tensor *t[3], *oc = NULL;
     if (cpu_inputs_f32(c, "group_norm", 3, (const tensor *[]){x, w, b}, t) < 0)
         return -1;
+    if (!(oc = cpu_f32_out(c, "group_norm", out))) {
+        cpu_free_all(3, t);
+        return -1;
+    }
     int64_t N = t[0]->shape[0], C = t[0]->shape[1], S = tensor_numel(t[0]) / (N * C);
     int64_t Cg = C / groups, len = Cg * S;
     const float *px = tensor_f32(t[0]), *pw = tensor_f32(t[1]), *pb = tensor_f32(t[2]);
-    float *po = tensor_f32(out);
+    float *po = tensor_f32(oc);
 #pragma omp parallel for if (N * C * S >= CPU_PAR_MIN) schedule(static)
     for (int64_t ng = 0; ng < N * groups; ng++) {
         const float *src = px + ng * len;
@@ -301,19 +316,19 @@ int cpu_group_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b
     }
     cpu_free_all(3, t);
     c->kernels++;
-    return 0;
+    return cpu_f32_done(oc, out, 0);
 }
 
 // ---- losses --------------------------------------------------------------
 
 int cpu_cross_entropy(cpu_ctx *c, const tensor *logits, const tensor *target, int64_t ignore,
                       tensor *out) {
-    if (cpu_need_f32(c, "cross_entropy", logits) < 0)
+    if (cpu_need_f32(c, "cross_entropy", out) < 0)
         return -1;
     if (target->dtype != DT_I32 && target->dtype != DT_I64)
         return cpu_fail(c, "cross_entropy: targets must be i32 or i64, got %s",
                         dtype_name(target->dtype));
-    tensor *lc = cpu_contiguous(c, logits);
+    tensor *lc = cpu_f32_in(c, "cross_entropy", logits);
     if (!lc)
         return -1;
     int64_t N = lc->shape[0], C = lc->shape[1];
@@ -356,7 +371,8 @@ int cpu_cross_entropy(cpu_ctx *c, const tensor *logits, const tensor *target, in
 
 int cpu_mse_loss(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out) {
     tensor *t[2];
-    if (cpu_inputs_f32(c, "mse_loss", 2, (const tensor *[]){a, b}, t) < 0)
+    if (cpu_need_f32(c, "mse_loss", out) < 0 ||
+        cpu_inputs_f32(c, "mse_loss", 2, (const tensor *[]){a, b}, t) < 0)
         return -1;
     int64_t n = tensor_numel(t[0]), nb = (n + BLOCK - 1) / BLOCK;
     const float *pa = tensor_f32(t[0]), *pb = tensor_f32(t[1]);

@@ -1,0 +1,840 @@
+// f16 (AMP) in the CPU eager kernels. First the conversions: dtype.c's
+// portable ones and cpu_f16.h's F16C ones must follow IEEE round to nearest
+// even (ties, subnormals, overflow to inf, NaN, -0) and agree bit for bit on
+// every half and on millions of floats. Then every kernel AMP reaches runs
+// a one-op graph with f16 inputs in eager, three ways checked: against the
+// fp64 reference (within f16's rounding), against the same graph on the
+// same values in f32 (a kernel that converts to f32, runs its f32 loop and
+// rounds once must give exactly the rounded f32 result; one with its own
+// f16 loop within 1e-3), and as one kernel, its conversions included.
+// Cases cover stride, padding, dilation, groups, depthwise, transposed
+// convolutions, strided (permuted) f16 inputs and sizes above the OpenMP
+// threshold; conv2d_post is called directly; kernels that cannot take a
+// dtype say so; and a small CNN trains a step under autocast.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autocast.h"
+#include "autograd.h"
+#include "backend/cpu/cpu_f16.h"
+#include "backend/cpu/cpu_kernels.h"
+#include "eager.h"
+#include "graph.h"
+#include "model.h"
+#include "ref.h"
+
+// ---- conversions ----------------------------------------------------------------
+
+static uint32_t bits_of(float f) {
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return b;
+}
+
+static float float_of(uint32_t b) {
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t next_u64(void) { // xorshift64*
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return rng * 0x2545f4914f6cdd1dull;
+}
+
+// cpu_f16.h's converters kept out of line: with the constant sizes and
+// strides of these tests inlined, gcc's loop analysis warns (falsely) that
+// the tail loops overflow
+#if defined(__clang__)
+#define OUT_OF_LINE __attribute__((noinline))
+#else
+#define OUT_OF_LINE __attribute__((noipa))
+#endif
+
+OUT_OF_LINE static void f16_load(int64_t n, const uint16_t *src, int64_t stride, float *dst) {
+    cpu_f16_load(n, src, stride, dst);
+}
+
+OUT_OF_LINE static void f16_store(int64_t n, const float *src, uint16_t *dst, int64_t stride) {
+    cpu_f16_store(n, src, dst, stride);
+}
+
+// f narrowed by the scalar reference, by the vector lanes and the tail of
+// cpu_f16_store (19 = 16 in lanes + 3 in the tail) and by its strided path
+static void expect_narrow(float f, uint16_t want) {
+    if (dtype_f32_to_f16(f) != want)
+        fail_msg("dtype_f32_to_f16(%a = 0x%08x) = 0x%04x, want 0x%04x", (double)f, bits_of(f),
+                 dtype_f32_to_f16(f), want);
+    float in[19];
+    uint16_t out[38];
+    for (int i = 0; i < 19; i++)
+        in[i] = f;
+    f16_store(19, in, out, 1);
+    for (int i = 0; i < 19; i++)
+        if (out[i] != want)
+            fail_msg("cpu_f16_store lane %d: %a -> 0x%04x, want 0x%04x", i, (double)f, out[i],
+                     want);
+    f16_store(19, in, out, 2);
+    assert_int_equal(out[36], want);
+}
+
+static void test_narrow_rules(void **state) {
+    (void)state;
+    const float ulp1 = 0x1p-10f, tiny = 0x1p-24f; // f16's ulp at 1, its smallest subnormal
+    const struct {
+        float f;
+        uint16_t h;
+    } rules[] = {
+        {1.0f, 0x3c00},
+        {1.0f + ulp1 / 2, 0x3c00},            // tie: down to the even 1
+        {1.0f + 3 * ulp1 / 2, 0x3c02},        // tie: up to the even 1 + 2 ulp
+        {1.0f + ulp1 / 2 + 0x1p-23f, 0x3c01}, // just above the tie
+        {-(1.0f + 3 * ulp1 / 2), 0xbc02},     // ties are symmetric
+        {0x1p-14f, 0x0400},                   // smallest normal
+        {tiny, 0x0001},                       // smallest subnormal
+        {1023 * tiny, 0x03ff},                // largest subnormal
+        {1023.5f * tiny, 0x0400},             // tie between them: the even one
+        {tiny / 2, 0x0000},                   // tie between 0 and the smallest: 0
+        {tiny / 2 * 1.0000001f, 0x0001},      // above it: the smallest subnormal
+        {3 * tiny / 2, 0x0002},               // tie between 1 and 2 subnormal ulps: 2
+        {tiny / 4, 0x0000},                   // rounds to 0
+        {-tiny / 4, 0x8000},                  // to -0: the sign stays
+        {1e-40f, 0x0000},                     // an f32 subnormal
+        {65504.0f, 0x7bff},                   // largest finite
+        {65519.0f, 0x7bff},                   // below the tie with the next binade
+        {65520.0f, 0x7c00},                   // the tie: overflows to inf
+        {-65520.0f, 0xfc00},
+        {1e10f, 0x7c00},
+        {INFINITY, 0x7c00},
+        {-INFINITY, 0xfc00},
+        {0.0f, 0x0000},
+        {-0.0f, 0x8000},
+        {float_of(0x7fc00000u), 0x7e00}, // quiet NaN
+        {float_of(0xffc00000u), 0xfe00}, // its sign kept
+        {float_of(0x7f800001u), 0x7e00}, // signaling NaN: made quiet
+        {float_of(0x7fa00000u), 0x7f00}, // the payload's top bits kept
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        expect_narrow(rules[i].f, rules[i].h);
+}
+
+// h widened by the scalar reference, by the vector lanes and tail of
+// cpu_f16_load and by its strided path
+static void expect_widen(uint16_t h, uint32_t want) {
+    assert_int_equal(bits_of(dtype_f16_to_f32(h)), want);
+    uint16_t in[38];
+    float out[19];
+    for (int i = 0; i < 38; i++)
+        in[i] = h;
+    f16_load(19, in, 1, out);
+    for (int i = 0; i < 19; i++)
+        assert_int_equal(bits_of(out[i]), want);
+    f16_load(19, in, 2, out);
+    assert_int_equal(bits_of(out[18]), want);
+}
+
+static void test_widen_rules(void **state) {
+    (void)state;
+    expect_widen(0x3c00, bits_of(1.0f));
+    expect_widen(0x8000, 0x80000000u); // -0
+    expect_widen(0x0001, bits_of(0x1p-24f));
+    expect_widen(0x03ff, bits_of(1023 * 0x1p-24f));
+    expect_widen(0x7bff, bits_of(65504.0f));
+    expect_widen(0x7c00, bits_of(INFINITY));
+    expect_widen(0xfc00, bits_of(-INFINITY));
+    expect_widen(0x7e00, 0x7fc00000u);
+    expect_widen(0x7c01, 0x7fc02000u); // signaling NaN: quiet, payload kept, as F16C
+    expect_widen(0xfd55, 0xffeaa000u);
+}
+
+// Every half: widened by the vector path (contiguous and strided) as by
+// the scalar one, and narrowed back to itself (a NaN to its quiet self).
+static void test_all_halves(void **state) {
+    (void)state;
+    enum { N = 65536 };
+    uint16_t *h = malloc(N * sizeof *h), *h2 = malloc(2 * N * sizeof *h2);
+    uint16_t *back = malloc(N * sizeof *back);
+    float *v = malloc(N * sizeof *v), *s = malloc(N * sizeof *s);
+    assert_true(h && h2 && back && v && s);
+    for (uint32_t i = 0; i < N; i++) {
+        h[i] = h2[2 * i] = (uint16_t)i;
+        h2[2 * i + 1] = 0x7bff; // between the halves a stride-2 read must skip
+    }
+    f16_load(N, h, 1, v);
+    for (uint32_t i = 0; i < N; i++)
+        if (bits_of(v[i]) != bits_of(dtype_f16_to_f32(h[i])))
+            fail_msg("0x%04x widens to 0x%08x (F16C), 0x%08x (dtype.c)", i, bits_of(v[i]),
+                     bits_of(dtype_f16_to_f32(h[i])));
+    // stride 2: the same halves through the scalar intrinsic
+    f16_load(N, h2, 2, s);
+    for (uint32_t i = 0; i < N; i++)
+        assert_int_equal(bits_of(s[i]), bits_of(v[i]));
+    f16_store(N, v, back, 1);
+    for (uint32_t i = 0; i < N; i++) {
+        bool nan = (i & 0x7c00) == 0x7c00 && (i & 0x3ff);
+        uint16_t want = (uint16_t)(nan ? i | 0x200 : i);
+        if (back[i] != want || dtype_f32_to_f16(v[i]) != want)
+            fail_msg("0x%04x round-trips to 0x%04x (F16C), 0x%04x (dtype.c), want 0x%04x", i,
+                     back[i], dtype_f32_to_f16(v[i]), want);
+    }
+    free(h), free(h2), free(back), free(v), free(s);
+}
+
+// Random f32 bit patterns (every exponent: NaNs, infinities, subnormals,
+// huge values) and values at, just below and just above every tie between
+// two halves: F16C and dtype.c narrow them alike.
+static void test_random_floats(void **state) {
+    (void)state;
+    enum { B = 4096 };
+    float f[B];
+    uint16_t h[B];
+    for (int block = 0; block < 1024; block++) { // 4M floats
+        for (int i = 0; i < B; i++)
+            f[i] = float_of((uint32_t)(next_u64() >> 32));
+        f16_store(B, f, h, 1);
+        for (int i = 0; i < B; i++)
+            if (h[i] != dtype_f32_to_f16(f[i]))
+                fail_msg("%a (0x%08x): F16C 0x%04x, dtype.c 0x%04x", (double)f[i], bits_of(f[i]),
+                         h[i], dtype_f32_to_f16(f[i]));
+    }
+    int n = 0;
+    for (uint32_t i = 0; i < 65536; i++) {
+        if ((i & 0x7c00) == 0x7c00)
+            continue; // inf and NaN have no neighbours
+        // a normal half's tie with the next one lies 2^12 f32 ulps above it
+        uint32_t base = bits_of(dtype_f16_to_f32((uint16_t)i));
+        for (uint32_t d = 0x0fff; d <= 0x1001; d++) {
+            f[n++] = float_of(base + d);
+            if (n == B) {
+                f16_store(B, f, h, 1);
+                for (int k = 0; k < B; k++)
+                    assert_int_equal(h[k], dtype_f32_to_f16(f[k]));
+                n = 0;
+            }
+        }
+    }
+}
+
+// ---- one-op graphs in f16 and f32 -------------------------------------------------
+
+typedef struct f16_case f16_case;
+typedef int (*build_fn)(graph *g, enum dtype dt, const f16_case *tc);
+
+struct f16_case {
+    const char *name;
+    build_fn build;
+    enum op op;
+    int nd, nd2;
+    int64_t s[4], s2[4]; // main and second shapes
+    int64_t ia[GRAPH_MAX_IA];
+    double fa[GRAPH_MAX_FA];
+    int bias;  // convolutions: 0 none, 1 an input of the case's dtype, 2 an f32 parameter
+    bool perm; // the main input an NHWC tensor permuted to NCHW (strided)
+    bool own;  // the kernel has its own f16 loop: close to the f32 result, not equal
+};
+
+static int out(graph *g, int y) {
+    if (y >= 0)
+        graph_output(g, y);
+    return y;
+}
+
+static int param(graph *g, int nd, const int64_t *shape) {
+    return graph_param(g, "w", nd, shape, INIT_NORMAL, 1.0);
+}
+
+// the main (N, C, H, W) input, NHWC permuted when tc->perm
+static int x4(graph *g, enum dtype dt, const f16_case *tc) {
+    const int64_t *s = tc->s;
+    if (!tc->perm)
+        return graph_input(g, "x", dt, 4, s);
+    int x = graph_input(g, "x", dt, 4, (int64_t[]){s[0], s[2], s[3], s[1]});
+    return graph_permute(g, x, (int[]){0, 3, 1, 2});
+}
+
+// x (s), weight (s2) of dt; bias as tc->bias
+static int b_conv(graph *g, enum dtype dt, const f16_case *tc) {
+    int x = x4(g, dt, tc), w = graph_input(g, "w", dt, 4, tc->s2);
+    int64_t O = tc->op == OP_CONV2D ? tc->s2[0] : tc->s2[1] * tc->ia[6];
+    int b = tc->bias == 1 ? graph_input(g, "b", dt, 1, &O) : param(g, 1, &O);
+    return out(g, graph_op(g, tc->op, tc->bias ? 3 : 2, (int[]){x, w, b}, tc->ia, NULL));
+}
+
+static int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+    return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
+
+// dy of the forward output's shape; grad_input: (dy, w) -> dx (s);
+// grad_weight: (dy, x) -> dw (s2)
+static int b_conv_grad(graph *g, enum dtype dt, const f16_case *tc) {
+    const int64_t *xs = tc->s, *ws = tc->s2, *ia = tc->ia;
+    int64_t dys[4] = {xs[0], ws[0], conv_out_size(xs[2], ws[2], ia[0], ia[2], ia[4]),
+                      conv_out_size(xs[3], ws[3], ia[1], ia[3], ia[5])};
+    int dy = graph_input(g, "dy", dt, 4, dys);
+    bool data = tc->op == OP_CONV2D_GRAD_INPUT;
+    int other = data ? graph_input(g, "w", dt, 4, ws) : x4(g, dt, tc);
+    return out(g, graph_op_shaped(g, tc->op, 2, (int[]){dy, other}, ia, NULL, 4, data ? xs : ws));
+}
+
+// MAX_POOL2D, AVG_POOL2D, UPSAMPLE_NEAREST on x (s)
+static int b_pool(graph *g, enum dtype dt, const f16_case *tc) {
+    int x = x4(g, dt, tc);
+    return out(g, graph_op(g, tc->op, 1, &x, tc->ia, NULL));
+}
+
+static int b_pool_grad(graph *g, enum dtype dt, const f16_case *tc) {
+    const int64_t *xs = tc->s, *ia = tc->ia;
+    int64_t dys[4] = {xs[0], xs[1], conv_out_size(xs[2], ia[4], ia[0], ia[2], 1),
+                      conv_out_size(xs[3], ia[5], ia[1], ia[3], 1)};
+    int dy = graph_input(g, "dy", dt, 4, dys);
+    if (tc->op == OP_AVG_POOL2D_GRAD)
+        return out(g, graph_op_shaped(g, tc->op, 1, &dy, ia, NULL, 4, xs));
+    return out(g, graph_op(g, tc->op, 2, (int[]){dy, x4(g, dt, tc)}, ia, NULL));
+}
+
+// one input of s: reductions (axis ia0), softmax, log_softmax
+static int b_one(graph *g, enum dtype dt, const f16_case *tc) {
+    int x = graph_input(g, "x", dt, tc->nd, tc->s);
+    return out(g, graph_op(g, tc->op, 1, &x, tc->ia, tc->fa));
+}
+
+// (B, R, C) made contiguous as (B, C, R)
+static int b_transpose(graph *g, enum dtype dt, const f16_case *tc) {
+    int x = graph_input(g, "x", dt, 3, tc->s);
+    return out(g, graph_unary(g, OP_CONTIGUOUS, graph_permute(g, x, (int[]){0, 2, 1})));
+}
+
+// (R, 2 | 1 | 3) pieces along axis 1, the middle one a transposed view
+static int b_concat(graph *g, enum dtype dt, const f16_case *tc) {
+    int64_t R = tc->s[0];
+    int a = graph_input(g, "a", dt, 2, (int64_t[]){R, 2});
+    int b = graph_permute(g, graph_input(g, "b", dt, 2, (int64_t[]){1, R}), (int[]){1, 0});
+    int c = graph_input(g, "c", dt, 2, (int64_t[]){R, 3});
+    return out(g, graph_op(g, OP_CONCAT, 3, (int[]){a, b, c}, tc->ia, NULL));
+}
+
+// dy (s2) into zeros of s at ia1 along ia0
+static int b_slice_grad(graph *g, enum dtype dt, const f16_case *tc) {
+    int dy = graph_input(g, "dy", dt, tc->nd2, tc->s2);
+    return out(g, graph_op_shaped(g, OP_SLICE_GRAD, 1, &dy, tc->ia, NULL, tc->nd, tc->s));
+}
+
+static int idx_in(graph *g, int nd, const int64_t *shape, int64_t hi) {
+    int id = graph_input(g, "idx", DT_I32, nd, shape);
+    if (id >= 0) {
+        g->nodes[id].ia[0] = 0;
+        g->nodes[id].ia[1] = hi;
+        g->nodes[id].ia[2] = 1;
+    }
+    return id;
+}
+
+// table (s) of dt, indices (s2)
+static int b_embedding(graph *g, enum dtype dt, const f16_case *tc) {
+    int t = graph_input(g, "table", dt, 2, tc->s);
+    int i = idx_in(g, tc->nd2, tc->s2, tc->s[0]);
+    return out(g, graph_op(g, OP_EMBEDDING, 2, (int[]){t, i}, NULL, NULL));
+}
+
+// dy (s2..., D) onto a (V, D) = s table
+static int b_embedding_grad(graph *g, enum dtype dt, const f16_case *tc) {
+    int64_t dys[TENSOR_MAX_DIMS];
+    memcpy(dys, tc->s2, sizeof tc->s2);
+    dys[tc->nd2] = tc->s[1];
+    int i = idx_in(g, tc->nd2, tc->s2, tc->s[0]);
+    int dy = graph_input(g, "dy", dt, tc->nd2 + 1, dys);
+    return out(g, graph_op_shaped(g, OP_EMBEDDING_GRAD, 2, (int[]){dy, i}, NULL, NULL, 2, tc->s));
+}
+
+static int b_sum_to(graph *g, enum dtype dt, const f16_case *tc) {
+    int dy = graph_input(g, "dy", dt, tc->nd, tc->s);
+    return out(g, graph_op_shaped(g, OP_SUM_TO, 1, &dy, NULL, NULL, tc->nd2, tc->s2));
+}
+
+// x of dt, f32 parameters as AMP has them: (C) over the last axis, or axis
+// 1 for the channel norms; batch norm's running statistics
+static int b_norm(graph *g, enum dtype dt, const f16_case *tc) {
+    bool chan = tc->op == OP_BATCH_NORM || tc->op == OP_GROUP_NORM;
+    int64_t C = chan ? tc->s[1] : tc->s[tc->nd - 1];
+    int x = graph_input(g, "x", dt, tc->nd, tc->s);
+    int w = param(g, 1, &C), b = param(g, 1, &C);
+    int s[5] = {x, w, b, -1, -1}, ns = tc->op == OP_RMS_NORM ? 2 : 3;
+    if (tc->op == OP_BATCH_NORM) {
+        s[ns++] = graph_buffer(g, "mean", DT_F32, 1, &C, INIT_NORMAL, 0.5);
+        s[ns++] = graph_buffer(g, "var", DT_F32, 1, &C, INIT_ONES, 0);
+    }
+    return out(g, graph_op(g, tc->op, ns, s, tc->ia, tc->fa));
+}
+
+// dy, x of dt and an f32 weight (C); weight gradients take dy and x only
+static int b_norm_grad(graph *g, enum dtype dt, const f16_case *tc) {
+    bool chan = tc->op == OP_BATCH_NORM_GRAD || tc->op == OP_BATCH_NORM_WGRAD ||
+                tc->op == OP_GROUP_NORM_GRAD || tc->op == OP_GROUP_NORM_WGRAD;
+    int64_t C = chan ? tc->s[1] : tc->s[tc->nd - 1];
+    int dy = graph_input(g, "dy", dt, tc->nd, tc->s), x = graph_input(g, "x", dt, tc->nd, tc->s);
+    int w = param(g, 1, &C);
+    return out(g, graph_op(g, tc->op, op_min_srcs(tc->op), (int[]){dy, x, w}, tc->ia, tc->fa));
+}
+
+// two inputs of s: softmax grads, act_grad, mse_loss
+static int b_two(graph *g, enum dtype dt, const f16_case *tc) {
+    int a = graph_input(g, "a", dt, tc->nd, tc->s), b = graph_input(g, "b", dt, tc->nd, tc->s);
+    return out(g, graph_op(g, tc->op, 2, (int[]){a, b}, tc->ia, tc->fa));
+}
+
+// logits (N, C) of dt, targets; the grad with an f32 dloss ()
+static int b_cross_entropy(graph *g, enum dtype dt, const f16_case *tc) {
+    int x = graph_input(g, "x", dt, 2, tc->s), t = idx_in(g, 1, tc->s, tc->s[1]);
+    if (tc->op == OP_CROSS_ENTROPY)
+        return out(g, graph_op(g, OP_CROSS_ENTROPY, 2, (int[]){x, t}, tc->ia, NULL));
+    int dl = graph_input(g, "dl", DT_F32, 0, NULL);
+    return out(g, graph_op(g, OP_CROSS_ENTROPY_GRAD, 3, (int[]){dl, x, t}, tc->ia, NULL));
+}
+
+// an f32 dloss (), a and b of dt
+static int b_mse_grad(graph *g, enum dtype dt, const f16_case *tc) {
+    int dl = graph_input(g, "dl", DT_F32, 0, NULL);
+    int a = graph_input(g, "a", dt, tc->nd, tc->s), b = graph_input(g, "b", dt, tc->nd, tc->s);
+    return out(g, graph_op(g, OP_MSE_LOSS_GRAD, 3, (int[]){dl, a, b}, NULL, NULL));
+}
+
+#define S2(a, b)       .nd = 2, .s = {a, b}
+#define S3(a, b, c)    .nd = 3, .s = {a, b, c}
+#define S4(a, b, c, d) .nd = 4, .s = {a, b, c, d}
+#define T1(a)          .nd2 = 1, .s2 = {a}
+#define T2(a, b)       .nd2 = 2, .s2 = {a, b}
+#define T4(a, b, c, d) .nd2 = 4, .s2 = {a, b, c, d}
+#define IA(...)        .ia = {__VA_ARGS__}
+// conv2d's ia: stride (2), padding (2), dilation (2), groups, output padding (2)
+#define CONV(sh, sw, ph, pw, dh, dw, g) IA(sh, sw, ph, pw, dh, dw, g)
+#define BIG                             S2(257, 301) // above the one-thread threshold
+
+static const f16_case cases[] = {
+    // convolutions: x and w f16, bias f16 or f32
+    {"conv2d_bias", b_conv, OP_CONV2D, S4(2, 3, 9, 11), T4(4, 3, 3, 3), CONV(1, 1, 1, 1, 1, 1, 1),
+     .bias = 1},
+    {"conv2d_stride_pad_dil_f32_bias", b_conv, OP_CONV2D, S4(2, 3, 13, 12), T4(5, 3, 3, 2),
+     CONV(2, 3, 0, 1, 2, 1, 1), .bias = 2},
+    {"conv2d_groups", b_conv, OP_CONV2D, S4(1, 4, 8, 8), T4(6, 2, 3, 3), CONV(1, 1, 1, 1, 1, 1, 2)},
+    {"conv2d_depthwise_perm", b_conv, OP_CONV2D, S4(2, 8, 7, 7), T4(8, 1, 3, 3),
+     CONV(2, 2, 1, 1, 1, 1, 8), .bias = 1, .perm = true},
+    {"conv2d_1x1_big", b_conv, OP_CONV2D, S4(2, 32, 28, 28), T4(48, 32, 1, 1),
+     CONV(1, 1, 0, 0, 1, 1, 1), .bias = 1},
+    {"conv_transpose2d", b_conv, OP_CONV_TRANSPOSE2D, S4(2, 4, 5, 6), T4(4, 3, 3, 3),
+     IA(2, 2, 1, 1, 1, 1, 1, 1, 1), .bias = 1},
+    {"conv_transpose2d_groups_dil", b_conv, OP_CONV_TRANSPOSE2D, S4(1, 4, 5, 5), T4(4, 2, 3, 2),
+     IA(1, 2, 1, 0, 2, 1, 2, 0, 1), .bias = 2},
+    {"conv2d_grad_input", b_conv_grad, OP_CONV2D_GRAD_INPUT, S4(2, 3, 13, 12), T4(5, 3, 3, 2),
+     CONV(2, 3, 0, 1, 2, 1, 1)},
+    {"conv2d_grad_input_groups", b_conv_grad, OP_CONV2D_GRAD_INPUT, S4(1, 4, 8, 8), T4(6, 2, 3, 3),
+     CONV(1, 1, 1, 1, 1, 1, 2)},
+    {"conv2d_grad_weight", b_conv_grad, OP_CONV2D_GRAD_WEIGHT, S4(2, 3, 9, 11), T4(4, 3, 3, 3),
+     CONV(1, 1, 1, 1, 1, 1, 1), .perm = true},
+    {"conv2d_grad_weight_depthwise", b_conv_grad, OP_CONV2D_GRAD_WEIGHT, S4(2, 4, 7, 7),
+     T4(4, 1, 3, 3), CONV(2, 2, 1, 1, 1, 1, 4)},
+    // pooling, upsampling and their gradients (pool ia: stride, padding, kernel)
+    {"max_pool2d_perm", b_pool, OP_MAX_POOL2D, S4(2, 3, 9, 11), IA(2, 2, 1, 1, 3, 3), .perm = true},
+    {"avg_pool2d", b_pool, OP_AVG_POOL2D, S4(2, 3, 9, 11), IA(2, 2, 1, 1, 3, 3)},
+    {"max_pool2d_big", b_pool, OP_MAX_POOL2D, S4(4, 16, 32, 32), IA(2, 2, 0, 0, 2, 2)},
+    {"max_pool2d_grad", b_pool_grad, OP_MAX_POOL2D_GRAD, S4(2, 3, 9, 11), IA(2, 2, 1, 1, 3, 3)},
+    {"avg_pool2d_grad", b_pool_grad, OP_AVG_POOL2D_GRAD, S4(1, 2, 8, 9), IA(1, 3, 0, 1, 2, 3)},
+    {"upsample_nearest_perm", b_pool, OP_UPSAMPLE_NEAREST, S4(1, 3, 4, 5), IA(3), .perm = true},
+    // data movement
+    {"concat", b_concat, OP_CONCAT, S2(7, 0), IA(1)},
+    {"slice_grad", b_slice_grad, OP_SLICE_GRAD, S3(4, 9, 5), .nd2 = 3, .s2 = {4, 3, 5}, IA(1, 2)},
+    {"embedding", b_embedding, OP_EMBEDDING, S2(11, 6), T2(3, 5)},
+    {"embedding_grad", b_embedding_grad, OP_EMBEDDING_GRAD, S2(7, 6), T1(40)},
+    {"contiguous_transpose", b_transpose, OP_CONTIGUOUS, S3(2, 33, 70)},
+    // reductions: f32 sums, the result rounded once
+    {"sum_rows_big", b_one, OP_SUM, BIG, IA(1)},
+    {"mean_inner_big", b_one, OP_MEAN, BIG, IA(0)},
+    {"max_rows", b_one, OP_MAX, S3(3, 7, 13), IA(2)},
+    {"sum_to_bias_big", b_sum_to, OP_SUM_TO, BIG, T1(301), .own = true},
+    {"sum_to_channel", b_sum_to, OP_SUM_TO, S4(2, 5, 6, 7), .nd2 = 3, .s2 = {5, 1, 1}, .own = true},
+    // softmax, norms and their gradients
+    {"softmax", b_one, OP_SOFTMAX, S3(2, 7, 13)},
+    {"log_softmax_big", b_one, OP_LOG_SOFTMAX, BIG},
+    {"layer_norm", b_norm, OP_LAYER_NORM, S3(5, 7, 64), .fa = {1e-5}},
+    {"rms_norm", b_norm, OP_RMS_NORM, S2(9, 13), .fa = {1e-6}},
+    {"batch_norm", b_norm, OP_BATCH_NORM, S4(2, 3, 5, 7), .fa = {1e-5}},
+    {"batch_norm_train", b_norm, OP_BATCH_NORM, S4(2, 3, 5, 7), IA(1), .fa = {1e-5, 0.1}},
+    {"group_norm", b_norm, OP_GROUP_NORM, S4(2, 6, 5, 7), IA(3), .fa = {1e-5}},
+    {"softmax_grad", b_two, OP_SOFTMAX_GRAD, S2(7, 13)},
+    {"log_softmax_grad", b_two, OP_LOG_SOFTMAX_GRAD, S3(2, 7, 13)},
+    {"layer_norm_grad", b_norm_grad, OP_LAYER_NORM_GRAD, S3(5, 7, 64), .fa = {1e-5}},
+    {"layer_norm_wgrad", b_norm_grad, OP_LAYER_NORM_WGRAD, S3(5, 7, 64), .fa = {1e-5}},
+    {"batch_norm_grad", b_norm_grad, OP_BATCH_NORM_GRAD, S4(2, 3, 5, 7), .fa = {1e-5}},
+    {"batch_norm_wgrad", b_norm_grad, OP_BATCH_NORM_WGRAD, S4(2, 3, 5, 7), .fa = {1e-5}},
+    {"group_norm_grad", b_norm_grad, OP_GROUP_NORM_GRAD, S4(2, 6, 5, 7), IA(3), .fa = {1e-5}},
+    {"act_grad_gelu", b_two, OP_ACT_GRAD, S2(7, 13), IA(OP_GELU), .own = true},
+    // losses over f16 values (the loss itself is f32)
+    {"cross_entropy", b_cross_entropy, OP_CROSS_ENTROPY, S2(9, 13), IA(-100)},
+    {"cross_entropy_grad", b_cross_entropy, OP_CROSS_ENTROPY_GRAD, S2(9, 13), IA(-100)},
+    {"mse_loss", b_two, OP_MSE_LOSS, S2(7, 13)},
+    {"mse_loss_grad", b_mse_grad, OP_MSE_LOSS_GRAD, S2(7, 13)},
+};
+
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+static model *case_model(const f16_case *tc, enum dtype dt) {
+    graph *g = graph_new();
+    assert_non_null(g);
+    if (tc->build(g, dt, tc) < 0)
+        fail_msg("%s: building the graph failed: %s", tc->name, graph_error(g));
+    model *m = model_new(g, tc->name, "test", 1);
+    assert_non_null(m);
+    assert_int_equal(model_init_values(m, 77), 0);
+    return m;
+}
+
+// dst's sources take src's values: the same values, widened where src
+// holds f16 and dst f32
+static void copy_values(const model *src, model *dst) {
+    for (int i = 0; i < src->g->n; i++) {
+        const tensor *a = src->values[i];
+        tensor *b = dst->values[i];
+        if (!a)
+            continue;
+        assert_non_null(b);
+        assert_int_equal(tensor_numel(a), tensor_numel(b));
+        if (a->dtype == b->dtype) {
+            memcpy(tensor_data(b), tensor_data(a), tensor_nbytes(a));
+            continue;
+        }
+        assert_true(a->dtype == DT_F16 && b->dtype == DT_F32);
+        const uint16_t *h = tensor_data(a);
+        for (int64_t k = 0; k < tensor_numel(a); k++)
+            tensor_f32(b)[k] = dtype_f16_to_f32(h[k]);
+    }
+}
+
+// The value an f16 step should give for element k: the f32 step's rounded
+static double expected_from_f32(const tensor *y32, enum dtype dt, int64_t k) {
+    float v = tensor_f32(y32)[k];
+    return dt == DT_F16 ? dtype_f16_to_f32(dtype_f32_to_f16(v)) : v;
+}
+
+static void run_case(const f16_case *tc) {
+    model *m16 = case_model(tc, DT_F16), *m32 = case_model(tc, DT_F32);
+    copy_values(m16, m32);
+    const graph *g = m16->g;
+    const graph_node *n = &g->nodes[g->outputs[0]];
+    eager *e16 = eager_new(m16), *e32 = eager_new(m32);
+    assert_true(e16 && e32);
+    tensor *y16, *y32;
+    eager_stats st;
+    if (eager_run(e16, &y16, &st) < 0)
+        fail_msg("%s: f16 eager_run failed: %s", tc->name, eager_error(e16));
+    if (eager_run(e32, &y32, NULL) < 0)
+        fail_msg("%s: f32 eager_run failed: %s", tc->name, eager_error(e32));
+    char err[256];
+    double *ref;
+    if (ref_run(m16, &ref, err, sizeof err) < 0)
+        fail_msg("%s: ref_run failed: %s", tc->name, err);
+    // the node's dtype, one kernel, conversions included
+    assert_int_equal(y16->dtype, n->dtype);
+    if (st.kernels != 1)
+        fail_msg("%s: %lld kernels, expected 1", tc->name, (long long)st.kernels);
+    assert_true(tensor_is_contiguous(y16) && tensor_is_contiguous(y32));
+    double scale = 1;
+    for (int64_t k = 0; k < tensor_numel(y16); k++)
+        scale = fmax(scale, fabs(ref[k]));
+    int bad = 0;
+    for (int64_t k = 0; k < tensor_numel(y16); k++) {
+        double got = tensor_get_flat(y16, k), want = expected_from_f32(y32, y16->dtype, k);
+        // f16's rounding is 2^-11 relative; what the f32 sums add is far below 1e-3
+        bool near_ref = fabs(got - ref[k]) <= 2e-3 * fabs(ref[k]) + 1e-3 * scale;
+        bool same = tc->own ? fabs(got - want) <= 1e-3 * (fabs(want) + scale)
+                            : got == want || (isnan(got) && isnan(want));
+        if ((!near_ref || !same) && bad++ < 5)
+            print_error("%s: element %lld: f16 step %.9g, f32 step rounded %.9g, fp64 %.9g\n",
+                        tc->name, (long long)k, got, want, ref[k]);
+    }
+    if (bad)
+        fail_msg("%s: %d elements off", tc->name, bad);
+    free(ref);
+    tensor_free(y16);
+    tensor_free(y32);
+    eager_free(e16);
+    eager_free(e32);
+    model_free(m16);
+    model_free(m32);
+}
+
+static void test_case(void **state) { run_case((const f16_case *)*state); }
+
+// ---- conv2d_post (the compiled mode's convolution with its epilogue) ----------
+
+static tensor *random_tensor(enum dtype dt, int nd, const int64_t *shape) {
+    tensor *t = tensor_new_empty(dt, nd, shape);
+    assert_non_null(t);
+    for (int64_t k = 0; k < tensor_numel(t); k++) {
+        float v = (float)((double)(next_u64() >> 11) / 4503599627370496.0 - 1.0);
+        if (dt == DT_F16)
+            ((uint16_t *)tensor_data(t))[k] = dtype_f32_to_f16(v);
+        else
+            tensor_f32(t)[k] = v;
+    }
+    return t;
+}
+
+static tensor *widened(const tensor *t) {
+    if (t->dtype == DT_F32)
+        return tensor_contiguous(t);
+    tensor *y = tensor_new_empty(DT_F32, t->ndim, t->shape);
+    assert_non_null(y);
+    f16_load(tensor_numel(t), tensor_data(t), 1, tensor_f32(y));
+    return y;
+}
+
+// x, w f16 with an f16 bias, post-ops relu, + an f16 tensor of the output's
+// shape, * f32 per channel, then x * 0.5 - 1: the rounded f32 result
+static void run_post(enum op op, const int64_t *xs, const int64_t *ws, const int64_t *ys) {
+    cpu_ctx c = {0};
+    char err[256];
+    assert_int_equal(cpu_dnnl_new(&c.dnnl, err, sizeof err), 0);
+    graph_node n = {.op = op, .ia = {1, 1, 1, 1, 1, 1, 1}};
+    int64_t O = ys[1];
+    tensor *x = random_tensor(DT_F16, 4, xs), *w = random_tensor(DT_F16, 4, ws);
+    tensor *b = random_tensor(DT_F16, 1, &O), *add = random_tensor(DT_F16, 4, ys);
+    tensor *mul = random_tensor(DT_F32, 1, &O);
+    tensor *y = tensor_new_empty(DT_F16, 4, ys), *y32 = tensor_new_empty(DT_F32, 4, ys);
+    cpu_post post[4] = {{.op = OP_RELU},
+                        {.op = OP_ADD, .src1 = add},
+                        {.op = OP_MUL, .src1 = mul, .per_channel = true},
+                        {.op = OP_SCALE, .alpha = 0.5f, .beta = -1.0f}};
+    if (cpu_conv2d_post(&c, &n, x, w, b, 4, post, y) < 0)
+        fail_msg("%s with post-ops, f16: %s", op_name(op), c.err);
+    assert_int_equal(c.kernels, 1);
+    tensor *x32 = widened(x), *w32 = widened(w), *b32 = widened(b), *add32 = widened(add);
+    cpu_post post32[4] = {post[0], post[1], post[2], post[3]};
+    post32[1].src1 = add32;
+    if (cpu_conv2d_post(&c, &n, x32, w32, b32, 4, post32, y32) < 0)
+        fail_msg("%s with post-ops, f32: %s", op_name(op), c.err);
+    const uint16_t *h = tensor_data(y);
+    for (int64_t k = 0; k < tensor_numel(y); k++)
+        if (h[k] != dtype_f32_to_f16(tensor_f32(y32)[k]))
+            fail_msg("%s with post-ops: element %lld is 0x%04x, the rounded f32 result 0x%04x",
+                     op_name(op), (long long)k, h[k], dtype_f32_to_f16(tensor_f32(y32)[k]));
+    // f16 operands into an f32 output (the compiled mode's conv then cast):
+    // the f32 result, unrounded
+    tensor *yf = tensor_new_empty(DT_F32, 4, ys);
+    assert_int_equal(cpu_conv2d_post(&c, &n, x, w, b, 4, post, yf), 0);
+    assert_memory_equal(tensor_data(yf), tensor_data(y32), tensor_nbytes(y32));
+    tensor *all[] = {x, w, b, add, mul, y, y32, x32, w32, b32, add32, yf};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tensor_free(all[i]);
+    cpu_dnnl_free(c.dnnl);
+}
+
+static void test_conv_post(void **state) {
+    (void)state;
+    run_post(OP_CONV2D, (int64_t[]){2, 3, 9, 11}, (int64_t[]){4, 3, 3, 3},
+             (int64_t[]){2, 4, 9, 11});
+    // transposed (C, O, kh, kw); stride 1, padding 1: the input's size
+    run_post(OP_CONV_TRANSPOSE2D, (int64_t[]){2, 4, 6, 5}, (int64_t[]){4, 3, 3, 3},
+             (int64_t[]){2, 3, 6, 5});
+}
+
+// ---- dtypes a kernel cannot take ------------------------------------------------
+
+static void expect_fail(cpu_ctx *c, int rc, const char *says) {
+    assert_int_equal(rc, -1);
+    if (!strstr(c->err, says))
+        fail_msg("error \"%s\" does not say \"%s\"", c->err, says);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    cpu_ctx c = {0};
+    char err[256];
+    assert_int_equal(cpu_dnnl_new(&c.dnnl, err, sizeof err), 0);
+    graph_node conv = {.op = OP_CONV2D, .ia = {1, 1, 1, 1, 1, 1, 1}};
+    int64_t xs[4] = {1, 2, 5, 5}, ws[4] = {3, 2, 3, 3}, ys[4] = {1, 3, 5, 5}, O = 3;
+    tensor *x16 = tensor_new(DT_F16, 4, xs), *w32 = tensor_new(DT_F32, 4, ws);
+    tensor *xi = tensor_new(DT_I32, 4, xs), *wi = tensor_new(DT_I32, 4, ws);
+    tensor *y16 = tensor_new(DT_F16, 4, ys), *yi = tensor_new(DT_I32, 4, ys);
+    tensor *bi = tensor_new(DT_I32, 1, &O), *x32 = tensor_new(DT_F32, 4, xs);
+    expect_fail(&c, cpu_conv2d(&c, &conv, xi, wi, NULL, yi), "conv2d: dtype i32 is not supported");
+    expect_fail(&c, cpu_conv2d(&c, &conv, x16, w32, NULL, yi), "conv2d: output dtype i32");
+    cpu_post post = {.op = OP_ADD, .src1 = yi};
+    tensor *y32 = tensor_new(DT_F32, 4, ys), *w16 = tensor_new(DT_F16, 4, ws);
+    expect_fail(&c, cpu_conv2d_post(&c, &conv, x32, w32, NULL, 1, &post, y32),
+                "conv2d: post-op operand dtype i32");
+    expect_fail(&c, cpu_conv2d_post(&c, &conv, x16, w16, bi, 0, NULL, y16),
+                "conv2d: dtype i32 is not supported");
+    // backward and pooling kernels take one dtype throughout (AMP's f16 gradients)
+    graph_node pool = {.op = OP_MAX_POOL2D, .ia = {1, 1, 0, 0, 1, 1}};
+    expect_fail(&c, cpu_pool2d(&c, &pool, x16, x32),
+                "max_pool2d: dtype f16 is not supported beside f32");
+    graph_node gi = {.op = OP_CONV2D_GRAD_INPUT, .ia = {1, 1, 1, 1, 1, 1, 1}};
+    expect_fail(&c, cpu_conv2d_grad_input(&c, &gi, y16, w32, x16),
+                "conv2d_grad_input: dtype f16 is not supported beside f32");
+    graph_node sum = {.op = OP_SUM, .ia = {1}};
+    tensor *si = tensor_new(DT_I32, 4, (int64_t[]){1, 1, 5, 5});
+    expect_fail(&c, cpu_reduce(&c, &sum, xi, si), "sum: dtype i32 is not supported");
+    expect_fail(&c, cpu_softmax(&c, xi, false, xi), "softmax: dtype i32 is not supported");
+    expect_fail(&c, cpu_concat(&c, 1, 1, (const tensor *[]){x32}, x16),
+                "concat: input 0 is f32, the output f16");
+    expect_fail(&c, cpu_copy(&c, x32, x16), "copy: input f32 and output f16 differ");
+    assert_int_equal(c.kernels, 0);
+    tensor *all[] = {x16, w32, xi, wi, y16, yi, bi, x32, y32, w16, si};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        tensor_free(all[i]);
+    cpu_dnnl_free(c.dnnl);
+}
+
+// ---- a CNN's training step under autocast ------------------------------------------
+
+static void conv_ia(int64_t *ia, int64_t stride, int64_t pad, int64_t groups) {
+    int64_t v[GRAPH_MAX_IA] = {stride, stride, pad, pad, 1, 1, groups};
+    memcpy(ia, v, sizeof v);
+}
+
+// conv -> relu -> max pool -> depthwise conv -> hardswish -> avg pool ->
+// upsample, concat with the max pool's output -> transposed conv -> slice
+// -> batch norm -> mse against a target: what AMP runs in f16 and back.
+static int cnn(graph *g) {
+    int64_t ia[GRAPH_MAX_IA];
+    double bn_fa[GRAPH_MAX_FA] = {1e-5, 0.1};
+    int x = graph_input(g, "x", DT_F32, 4, (int64_t[]){2, 3, 12, 12});
+    int w1 = graph_param(g, "c1.w", 4, (int64_t[]){8, 3, 3, 3}, INIT_NORMAL, 0.3);
+    int b1 = graph_param(g, "c1.b", 1, (int64_t[]){8}, INIT_NORMAL, 0.1);
+    conv_ia(ia, 1, 1, 1);
+    int h = graph_unary(g, OP_RELU, graph_op(g, OP_CONV2D, 3, (int[]){x, w1, b1}, ia, NULL));
+    int p = graph_op(g, OP_MAX_POOL2D, 1, &h, (int64_t[GRAPH_MAX_IA]){2, 2, 0, 0, 2, 2}, NULL);
+    int dw = graph_param(g, "dw.w", 4, (int64_t[]){8, 1, 3, 3}, INIT_NORMAL, 0.3);
+    conv_ia(ia, 1, 1, 8);
+    int d = graph_unary(g, OP_HARDSWISH, graph_op(g, OP_CONV2D, 2, (int[]){p, dw}, ia, NULL));
+    int a = graph_op(g, OP_AVG_POOL2D, 1, &d, (int64_t[GRAPH_MAX_IA]){2, 2, 0, 0, 2, 2}, NULL);
+    int u = graph_op(g, OP_UPSAMPLE_NEAREST, 1, &a, (int64_t[GRAPH_MAX_IA]){2}, NULL);
+    int cat = graph_op(g, OP_CONCAT, 2, (int[]){u, p}, (int64_t[GRAPH_MAX_IA]){1}, NULL);
+    int wt = graph_param(g, "ct.w", 4, (int64_t[]){16, 4, 2, 2}, INIT_NORMAL, 0.2);
+    conv_ia(ia, 2, 0, 1);
+    int t = graph_op(g, OP_CONV_TRANSPOSE2D, 2, (int[]){cat, wt}, ia, NULL); // (2, 4, 12, 12)
+    int s = graph_slice(g, t, 1, 1, 2);
+    int bw = graph_param(g, "bn.w", 1, (int64_t[]){2}, INIT_ONES, 0);
+    int bb = graph_param(g, "bn.b", 1, (int64_t[]){2}, INIT_ZEROS, 0);
+    int rm = graph_buffer(g, "bn.mean", DT_F32, 1, (int64_t[]){2}, INIT_ZEROS, 0);
+    int rv = graph_buffer(g, "bn.var", DT_F32, 1, (int64_t[]){2}, INIT_ONES, 0);
+    int bn = graph_op(g, OP_BATCH_NORM, 5, (int[]){s, bw, bb, rm, rv}, (int64_t[GRAPH_MAX_IA]){1},
+                      bn_fa);
+    int y = graph_input(g, "target", DT_F32, 4, (int64_t[]){2, 2, 12, 12});
+    g->loss = graph_op(g, OP_MSE_LOSS, 2, (int[]){bn, y}, NULL, NULL);
+    return g->loss;
+}
+
+static model *cnn_model(bool amp) {
+    graph *g = graph_new();
+    assert_non_null(g);
+    if (cnn(g) < 0)
+        fail_msg("cnn: %s", graph_error(g));
+    char err[256];
+    if (amp) {
+        graph *a;
+        if (autocast_build(g, DT_F16, &a, err, sizeof err) < 0)
+            fail_msg("autocast: %s", err);
+        graph_free(g);
+        g = a;
+    }
+    train_opts o = train_opts_default();
+    if (autograd_build(g, &o, true, err, sizeof err) < 0)
+        fail_msg("autograd: %s", err);
+    model *m = model_new(g, "cnn", "test", 2);
+    assert_non_null(m);
+    assert_int_equal(model_init_values(m, 3), 0);
+    return m;
+}
+
+// ||a - b|| / ||b|| over all elements
+static double rel_l2(const tensor *a, const tensor *b) {
+    double num = 0, den = 0;
+    for (int64_t k = 0; k < tensor_numel(b); k++) {
+        double d = tensor_get_flat(a, k) - tensor_get_flat(b, k);
+        num += d * d;
+        den += tensor_get_flat(b, k) * tensor_get_flat(b, k);
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+// The casts shift node ids, and with them the values drawn from the seed:
+// amp's sources take f32's values, matched by name.
+static void copy_by_name(const model *from, model *to) {
+    for (int i = 0; i < to->g->n; i++) {
+        const graph_node *n = &to->g->nodes[i];
+        if (!to->values[i] || !n->name)
+            continue;
+        int j = 0;
+        while (j < from->g->n && !(from->values[j] && from->g->nodes[j].name &&
+                                   strcmp(from->g->nodes[j].name, n->name) == 0))
+            j++;
+        if (j == from->g->n)
+            fail_msg("source %s of the amp graph is not in the f32 one", n->name);
+        assert_int_equal(tensor_nbytes(from->values[j]), tensor_nbytes(to->values[i]));
+        memcpy(tensor_data(to->values[i]), tensor_data(from->values[j]),
+               tensor_nbytes(to->values[i]));
+    }
+}
+
+static void test_amp_cnn_step(void **state) {
+    (void)state;
+    model *amp = cnn_model(true), *f32 = cnn_model(false);
+    copy_by_name(f32, amp);
+    int f16_nodes = 0;
+    for (int i = 0; i < amp->g->n; i++)
+        f16_nodes += amp->g->nodes[i].dtype == DT_F16;
+    assert_true(f16_nodes > 20); // the forward and backward of the convolutions run in f16
+    assert_int_equal(amp->g->noutputs, f32->g->noutputs);
+    eager *ea = eager_new(amp), *ef = eager_new(f32);
+    assert_true(ea && ef);
+    tensor *oa[16], *of[16];
+    assert_true(amp->g->noutputs <= 16);
+    for (int step = 1; step <= 2; step++) {
+        eager_set_step(ea, (uint64_t)step);
+        eager_set_step(ef, (uint64_t)step);
+        if (eager_run(ea, oa, NULL) < 0)
+            fail_msg("amp step %d: %s", step, eager_error(ea));
+        if (eager_run(ef, of, NULL) < 0)
+            fail_msg("f32 step %d: %s", step, eager_error(ef));
+        // the loss, then each parameter's gradient (f32: master weights)
+        for (int k = 0; k < amp->g->noutputs; k++) {
+            assert_int_equal(oa[k]->dtype, DT_F32);
+            double r = rel_l2(oa[k], of[k]);
+            if (!(r < 1e-2))
+                fail_msg("step %d, output %d: relative L2 %.3g from the f32 step", step, k, r);
+            tensor_free(oa[k]);
+            tensor_free(of[k]);
+        }
+    }
+    eager_free(ea);
+    eager_free(ef);
+    model_free(amp);
+    model_free(f32);
+}
+
+int main(void) {
+    struct CMUnitTest tests[NCASES + 7];
+    tests[0] = (struct CMUnitTest)cmocka_unit_test(test_narrow_rules);
+    tests[1] = (struct CMUnitTest)cmocka_unit_test(test_widen_rules);
+    tests[2] = (struct CMUnitTest)cmocka_unit_test(test_all_halves);
+    tests[3] = (struct CMUnitTest)cmocka_unit_test(test_random_floats);
+    for (int i = 0; i < NCASES; i++)
+        tests[4 + i] = (struct CMUnitTest){cases[i].name, test_case, NULL, NULL, (void *)&cases[i]};
+    tests[NCASES + 4] = (struct CMUnitTest)cmocka_unit_test(test_conv_post);
+    tests[NCASES + 5] = (struct CMUnitTest)cmocka_unit_test(test_errors);
+    tests[NCASES + 6] = (struct CMUnitTest)cmocka_unit_test(test_amp_cnn_step);
+    return _cmocka_run_group_tests("f16", tests, NCASES + 7, NULL, NULL);
+}
