@@ -4,6 +4,7 @@
 // batch dims of a matmul against a shared matrix folded into the rows of
 // one GEMM, and the bias of a linear preloaded into the output with beta = 1
 // (addmm).
+#include "cpu_f16.h"
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
 
@@ -71,13 +72,59 @@ bool cpu_gemm_row_blocks(int64_t M, int64_t N, int64_t K, int nt) {
 // accumulation, the result rounded to f16 once. The conversions belong to
 // the one kernel this op launches.
 
-// matmul (w NULL) or linear (w, bias) with any f16 operand or output,
-// through cpu_f32_in / cpu_f32_out (cpu_kernels.h).
+// An operand as f32 in its own layout: an f32 one as a view; an f16 one by
+// converting the storage span its view covers in one contiguous pass, then
+// viewing that with the same strides, so that a transposed operand stays a
+// transposed view (the GEMM's transpose flag) and a broadcast one (GQA's
+// shared keys) stays broadcast (batch stride 0) instead of being written
+// out element by element. A view covering much more storage than it reads
+// (a narrow slice) is gathered contiguous instead.
+static tensor *gemm_f32_of(cpu_ctx *c, const char *what, const tensor *t) {
+    if (t->dtype == DT_F32) {
+        tensor *v = tensor_view(t);
+        if (!v)
+            cpu_fail(c, "%s: out of memory", what);
+        return v;
+    }
+    int64_t lo = t->offset, hi = t->offset, n = tensor_numel(t);
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t ext = (t->shape[d] - 1) * t->stride[d];
+        lo += ext < 0 ? ext : 0;
+        hi += ext > 0 ? ext : 0;
+    }
+    int64_t span = hi - lo + 1;
+    if (t->dtype != DT_F16 || n == 0 || span > 2 * n)
+        return cpu_f32_in(c, what, t);
+    tensor *buf = tensor_new_empty(DT_F32, 1, &span), *v = buf ? tensor_view(buf) : NULL;
+    tensor_free(buf);
+    if (!v) {
+        cpu_fail(c, "%s: out of memory for the f32 copy of a %zu-byte f16 operand", what,
+                 tensor_nbytes(t));
+        return NULL;
+    }
+    const uint16_t *src = (const uint16_t *)t->storage->data + lo;
+    float *dst = tensor_f32(v);
+    int64_t chunks = (span + 32767) / 32768;
+#pragma omp parallel for if (chunks > 1) schedule(static)
+    for (int64_t i = 0; i < chunks; i++) {
+        int64_t s = i * 32768, e = s + 32768 < span ? s + 32768 : span;
+        cpu_f16_load(e - s, src + s, 1, dst + s);
+    }
+    v->ndim = t->ndim;
+    memcpy(v->shape, t->shape, sizeof v->shape);
+    memcpy(v->stride, t->stride, sizeof v->stride);
+    v->offset = t->offset - lo;
+    return v;
+}
+
+// matmul (w NULL) or linear (w, bias) with any f16 operand or output: the
+// operands through gemm_f32_of, the output through cpu_f32_out
+// (cpu_kernels.h), then the f32 kernel.
 static int gemm_f16(cpu_ctx *c, const tensor *a, const tensor *b, const tensor *bias, bool linear,
                     tensor *out) {
     const char *what = linear ? "linear" : "matmul";
     int64_t k0 = c->kernels;
-    tensor *a32 = cpu_f32_in(c, what, a), *b32 = a32 ? cpu_f32_in(c, what, b) : NULL;
+    tensor *a32 = gemm_f32_of(c, what, a), *b32 = a32 ? gemm_f32_of(c, what, b) : NULL;
     tensor *c32 = bias && b32 ? cpu_f32_in(c, what, bias) : NULL;
     tensor *o32 = b32 && (!bias || c32) ? cpu_f32_out(c, what, out) : NULL;
     int rc = -1;
