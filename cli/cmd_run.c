@@ -30,6 +30,8 @@ static const char usage[] =
     "                       any compiled-family mode brings eager along as its baseline\n"
     "  --precision LIST     fp32, amp (autocast to f16 with PyTorch's CUDA policy, f32\n"
     "                       master weights; docs/amp.md)\n"
+    "  --amp-dtype TYPE     amp's low dtype: fp16 (default) or bf16 (autocast's same\n"
+    "                       policy; 8 mantissa bits instead of 11, f32's range)\n"
     "  --workload LIST      infer, train (a whole step: forward, loss, backward and the\n"
     "                       suite's optimizer, AdamW lr 0.01 by default)\n"
     "  --device cpu         cpu (cuda: not in this build yet)\n"
@@ -73,7 +75,8 @@ enum {
     OPT_DEVICE,
     OPT_NO_ACC,
     OPT_DUMP,
-    OPT_GRAD_SCALER
+    OPT_GRAD_SCALER,
+    OPT_AMP_DTYPE
 };
 
 // the axis options are consecutive, in axis order, for `c - OPT_MODE`
@@ -101,6 +104,7 @@ static const struct option long_opts[] = {
     {"no-accuracy", no_argument, NULL, OPT_NO_ACC},
     {"dump", required_argument, NULL, OPT_DUMP},
     {"grad-scaler", no_argument, NULL, OPT_GRAD_SCALER},
+    {"amp-dtype", required_argument, NULL, OPT_AMP_DTYPE},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -367,6 +371,16 @@ static int parse(int argc, char **argv, run_args *a) {
         case OPT_NO_ACC: a->cfg.accuracy = false; break;
         case OPT_DUMP: a->cfg.dump_dir = optarg; break;
         case OPT_GRAD_SCALER: a->cfg.grad_scaler = true; break;
+        case OPT_AMP_DTYPE:
+            if (strcmp(optarg, "fp16") == 0) {
+                a->cfg.amp_dtype = DT_F16;
+            } else if (strcmp(optarg, "bf16") == 0) {
+                a->cfg.amp_dtype = DT_BF16;
+            } else {
+                fprintf(stderr, "tcbench run: --amp-dtype %s: expected fp16 or bf16\n", optarg);
+                return 2;
+            }
+            break;
         case 'q': a->quiet = true; break;
         case 'h': fputs(usage, stdout); return 1;
         default: return cli_bad_option(cmd, c, argv);

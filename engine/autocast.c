@@ -113,7 +113,7 @@ static int copy_op(ac *a, int i) {
 
 int autocast_build(const graph *in, enum dtype low, graph **out, char *err, size_t cap) {
     *out = NULL;
-    if (low != DT_F16) {
+    if (low != DT_F16 && low != DT_BF16) {
         snprintf(err, cap, "autocast: %s is not a low-precision float this build supports",
                  dtype_name(low));
         return -1;

@@ -29,6 +29,7 @@ autocast_rule_kind autocast_rule(enum op op);
 const char *autocast_rule_name(autocast_rule_kind r); // "keep", "low", "f32", "promote"
 
 // A new graph: in's nodes in order with the casts the policy asks for
-// (sources keep their names, dtypes and initializers). low is DT_F16. 0, or
+// (sources keep their names, dtypes and initializers). low is DT_F16 or
+// DT_BF16 (PyTorch's policy is one table for both). 0, or
 // -1 with err set.
 int autocast_build(const graph *in, enum dtype low, graph **out, char *err, size_t cap);

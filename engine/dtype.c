@@ -10,7 +10,7 @@ static const struct {
 } dtype_table[] = {
     [DT_F32] = {"f32", 4, true},  [DT_F16] = {"f16", 2, true},
     [DT_I32] = {"i32", 4, false}, [DT_I64] = {"i64", 8, false},
-    [DT_BOOL] = {"bool", 1, false},
+    [DT_BOOL] = {"bool", 1, false}, [DT_BF16] = {"bf16", 2, true},
 };
 static_assert(sizeof(dtype_table) / sizeof(dtype_table[0]) == DT_COUNT,
               "dtype_table needs one row per dtype");
@@ -18,6 +18,7 @@ static_assert(sizeof(dtype_table) / sizeof(dtype_table[0]) == DT_COUNT,
 size_t dtype_size(enum dtype t) { return dtype_table[t].size; }
 const char *dtype_name(enum dtype t) { return dtype_table[t].name; }
 bool dtype_is_float(enum dtype t) { return dtype_table[t].is_float; }
+bool dtype_is_half(enum dtype t) { return t == DT_F16 || t == DT_BF16; }
 
 bool dtype_parse(const char *s, enum dtype *out) {
     for (int i = 0; i < DT_COUNT; i++) {
@@ -86,4 +87,24 @@ uint16_t dtype_f32_to_f16(float f) {
     if (rem > 0x1000u || (rem == 0x1000u && (half & 1)))
         half++; // may carry into the exponent, which is the right answer
     return (uint16_t)(sign | half);
+}
+
+float dtype_bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+// Round to nearest even on the bits: adding 0x7fff plus the kept lowest bit
+// carries exactly when the dropped half is above the tie, or at it with an
+// odd kept part; a carry out of the mantissa bumps the exponent, up to inf
+// at the top of the range. Subnormals round the same way (no flush, unlike
+// AVX512-BF16's vcvtneps2bf16). NaN keeps sign and top payload, made quiet.
+uint16_t dtype_f32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40u);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }

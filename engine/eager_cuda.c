@@ -261,6 +261,14 @@ int eager_cuda_new(const model *m, const eager_cuda_opts *o, eager_cuda **out, c
         eager_cuda_free(e);
         return -1;
     }
+    for (int i = 0; i < m->g->n; i++)
+        if (m->g->nodes[i].dtype == DT_BF16) {
+            snprintf(err, cap,
+                     "eager CUDA: bf16 is not supported by the CUDA backend (f32 and "
+                     "f16 are; run --amp-dtype bf16 on the CPU)");
+            eager_cuda_free(e);
+            return -1;
+        }
     e->ctx_ok = true;
     if (cuda_ctx_init(C, dev, o && o->allow_tf32) < 0) {
         snprintf(err, cap, "CUDA set-up: %s", e->c.err);

@@ -53,6 +53,7 @@ static void store(tensor *t, int64_t i, double v) {
     switch (t->dtype) {
     case DT_F32: ((float *)b)[i] = (float)v; break;
     case DT_F16: ((uint16_t *)b)[i] = dtype_f32_to_f16((float)v); break;
+    case DT_BF16: ((uint16_t *)b)[i] = dtype_f32_to_bf16((float)v); break;
     case DT_I32: ((int32_t *)b)[i] = (int32_t)v; break;
     case DT_I64: ((int64_t *)b)[i] = (int64_t)v; break;
     case DT_BOOL: ((uint8_t *)b)[i] = v != 0; break;

@@ -364,7 +364,7 @@ static int load_inputs(modeldef *md, const yd_node *in, diag *d) {
         enum dtype t = DT_F32;
         if (dt && (dt->kind != YD_SCALAR || !dtype_parse(dt->str, &t)))
             return diag_set(d, md->path, dt->line, dt->col,
-                            "unknown dtype '%s'; expected one of f32, f16, i32, i64, bool",
+                            "unknown dtype '%s'; expected one of f32, f16, bf16, i32, i64, bool",
                             dt->kind == YD_SCALAR ? dt->str : "(not a word)");
         if (range) {
             if (dtype_is_float(t) || t == DT_BOOL)

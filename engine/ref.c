@@ -2,7 +2,7 @@
 // over output elements, in double, views materialized by index arithmetic.
 // Only the outermost loops of the heavy ops run in parallel (each output
 // element is still one obvious sum), so real models stay checkable.
-// Values of f16 and f32 nodes are not rounded to their dtype; CAST does
+// Values of f16, bf16 and f32 nodes are not rounded to their dtype; CAST does
 // round, by the rule the eager kernels share (backend/cpu/cpu_rules.h),
 // except the casts autocast made: the reference of a mixed-precision graph
 // is the model's fp64 answer without autocast, as in PyTorch's harness.

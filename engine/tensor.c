@@ -249,6 +249,7 @@ static double load(enum dtype dt, const void *base, int64_t o) {
     switch (dt) {
     case DT_F32: return ((const float *)base)[o];
     case DT_F16: return dtype_f16_to_f32(((const uint16_t *)base)[o]);
+    case DT_BF16: return dtype_bf16_to_f32(((const uint16_t *)base)[o]);
     case DT_I32: return ((const int32_t *)base)[o];
     case DT_I64: return (double)((const int64_t *)base)[o];
     case DT_BOOL: return ((const uint8_t *)base)[o];
@@ -266,6 +267,7 @@ void tensor_set(tensor *t, const int64_t *idx, double v) {
     switch (t->dtype) {
     case DT_F32: ((float *)b)[o] = (float)v; break;
     case DT_F16: ((uint16_t *)b)[o] = dtype_f32_to_f16((float)v); break;
+    case DT_BF16: ((uint16_t *)b)[o] = dtype_f32_to_bf16((float)v); break;
     case DT_I32: ((int32_t *)b)[o] = (int32_t)v; break;
     case DT_I64: ((int64_t *)b)[o] = (int64_t)v; break;
     case DT_BOOL: ((uint8_t *)b)[o] = v != 0; break;

@@ -70,7 +70,7 @@ done
 expect 0 "run --help" "$EXE" run --help
 for opt in --only --filter --exclude --size --batch-size --threads --repeat --timeout --seed \
     --output --mode --precision --workload --device --no-accuracy --dump --quiet --help \
-    --grad-scaler; do
+    --grad-scaler --amp-dtype; do
     has "$TMP/stdout" "$opt" "run --help lists $opt"
 done
 has "$TMP/stdout" "captured" "run --help names the modes"
@@ -273,6 +273,15 @@ expect 0 "run --precision amp --workload train --grad-scaler" "$EXE" run "$SRC/s
 has "$TMP/scaler.json" '"grad_scaler": true,' "--grad-scaler recorded"
 has "$TMP/scaler.json" '"precision": "amp",' "amp training ran"
 has "$TMP/stdout" '^mlp +compiled +pass' "compiled amp training with the scaler passes"
+has "$TMP/scaler.json" '"amp_dtype": "fp16",' "fp16 is amp's default dtype"
+# --amp-dtype bf16 (docs/amp.md): amp in bfloat16, checked and recorded
+expect 0 "run --precision amp --amp-dtype bf16" "$EXE" run "$SRC/suites/smoke.yaml" --only mlp \
+    --precision amp --amp-dtype bf16 --mode eager,compiled --repeat 1 -o "$TMP/bf16.json"
+has "$TMP/bf16.json" '"amp_dtype": "bf16",' "--amp-dtype bf16 recorded"
+has "$TMP/bf16.json" '"precision": "amp",' "bf16 amp ran"
+has "$TMP/stdout" '^mlp +compiled +pass' "compiled bf16 amp passes"
+usage_error "--amp-dtype int8" "--amp-dtype int8: expected fp16 or bf16" "$EXE" run \
+    --amp-dtype int8
 cat >"$TMP/suites/sgd.yaml" <<EOF
 name: sgd
 defaults: {optimizer: {sgd: {lr: 0.05, momentum: 0.9, nesterov: true}}}
@@ -285,6 +294,15 @@ has "$TMP/sgd.json" '"status": "pass",' "sgd training passes"
 expect 1 "train a model without a loss" "$EXE" run "$TMP/suites/smoke.yaml" --only first \
     --workload train --repeat 1 -o "$TMP/noloss.json"
 has "$TMP/noloss.json" 'the model has no loss to train' "no loss said so"
+
+# --- mixed precision: every smoke model, inference and training, eager and
+# compiled, each check passing (exit 0); amp rows count their cast kernels
+expect 0 "run --precision amp (smoke suite)" "$EXE" run "$SRC/suites/smoke.yaml" --precision amp \
+    --workload infer,train --mode eager,compiled --repeat 1 -o "$TMP/amp.json"
+has "$TMP/amp.json" '"cast_kernels": [1-9]' "cast kernels counted"
+has "$TMP/stdout" '^resnet \[train\] +compiled +pass' "compiled amp training passes on resnet"
+has "$TMP/stdout" '^mobilenet_v2 \[infer\] +compiled +pass' "compiled amp inference passes"
+has "$TMP/stdout" 'amp rows: kernels/casts' "the table says what amp's kernels column holds"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

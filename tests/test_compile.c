@@ -1168,11 +1168,12 @@ static void test_random_graphs(void **state) {
 
 // ---- mixed precision ----------------------------------------------------------
 
-// m's graph through the autocast pass (f16); values drawn again from seed.
-static void to_amp(model *m, uint64_t seed) {
+// m's graph through the autocast pass to low (f16 or bf16); values drawn
+// again from seed.
+static void to_amp(model *m, uint64_t seed, enum dtype low) {
     graph *a;
     char err[300];
-    if (autocast_build(m->g, DT_F16, &a, err, sizeof err) < 0)
+    if (autocast_build(m->g, low, &a, err, sizeof err) < 0)
         fail_msg("autocast: %s", err);
     for (int i = 0; m->values && i < m->g->n; i++)
         tensor_free(m->values[i]);
@@ -1208,19 +1209,27 @@ static int count_casts(const graph *g) {
     return n;
 }
 
-// Random graphs under autocast: f16 loads and stores in every kind of
-// generated kernel (pointwise, rows, GEMM epilogues, copies), casts fused
-// into them; each mode within 2x eager's own error against fp64 (+1e-3).
-static void test_random_graphs_amp(void **state) {
+static int count_dtype(const graph *g, enum dtype t) {
+    int n = 0;
+    for (int v = 0; v < g->n; v++)
+        n += g->nodes[v].dtype == t;
+    return n;
+}
+
+// Random graphs under autocast to low (f16 or bf16): 16-bit loads and
+// stores in every kind of generated kernel (pointwise, rows, GEMM
+// epilogues, copies), casts fused into them; each mode within 2x eager's
+// own error against fp64 (+1e-3).
+static void random_graphs_amp(void **state, enum dtype low) {
     char cache[300];
     cache_of(state, cache, sizeof cache);
     int with_casts = 0;
     for (int mi = 0; mi < RANDOM_MODELS; mi++) {
         uint64_t seed = RANDOM_SEED + 31 + (uint64_t)mi * 7919;
-        snprintf(fail_ctx, sizeof fail_ctx, "amp seed %" PRIu64 ": ", seed);
+        snprintf(fail_ctx, sizeof fail_ctx, "amp %s seed %" PRIu64 ": ", dtype_name(low), seed);
         model *m = gen_model(seed, RANDOM_OPS);
-        to_amp(m, seed);
-        with_casts += count_casts(m->g) > 0;
+        to_amp(m, seed, low);
+        with_casts += count_casts(m->g) > 0 && count_dtype(m->g, low) > 0;
         double *ref[8];
         char err[600];
         if (ref_run(m, ref, err, sizeof err) < 0)
@@ -1239,6 +1248,9 @@ static void test_random_graphs_amp(void **state) {
     fail_ctx[0] = 0;
     assert_true(with_casts > RANDOM_MODELS / 2); // the pass had work in most of them
 }
+
+static void test_random_graphs_amp(void **state) { random_graphs_amp(state, DT_F16); }
+static void test_random_graphs_amp_bf16(void **state) { random_graphs_amp(state, DT_BF16); }
 
 // linear -> gelu -> cast to f32 -> add -> layer norm -> cast to f16 ->
 // linear: under autocast the casts fuse into the GEMM epilogue and the row
@@ -1259,7 +1271,7 @@ static void test_amp_casts_fuse(void **state) {
     int n = graph_op(g, OP_LAYER_NORM, 3, (int[]){r, lw, lb}, NULL, (double[GRAPH_MAX_FA]){1e-5});
     graph_output(g, graph_op(g, OP_LINEAR, 2, (int[]){n, w2}, NULL, NULL));
     model *m = model_of(g);
-    to_amp(m, 5);
+    to_amp(m, 5, DT_F16);
     double *ref[8];
     char err[600];
     if (ref_run(m, ref, err, sizeof err) < 0)
@@ -1412,19 +1424,24 @@ static model *smoke_model(const suite_case *sc, modeldef **md) {
     return m;
 }
 
-// Every smoke model in each compiled-family mode, against fp64: fp32 within
-// 1e-4; under autocast (amp) within 2x eager's own error (+1e-3). Compiled
-// runs fewer kernels than eager either way.
-static void check_smoke_suite(void **state, bool amp) {
+// Every smoke model in each compiled-family mode, against fp64: fp32 (dt
+// DT_F32) within 1e-4; under autocast to dt (f16 or bf16) within 2x eager's
+// own error (+1e-3). Compiled runs fewer kernels than eager either way. bf16
+// shares f16's code paths but its dtype, so it takes one transformer and
+// one convnet (the test's time limit).
+static void check_smoke_suite(void **state, enum dtype dt) {
+    bool amp = dt != DT_F32;
     char cache[300];
     cache_of(state, cache, sizeof cache);
     suite *s = smoke_suite();
     for (int ci = 0; ci < s->ncases; ci++) {
         const suite_case *sc = &s->cases[ci];
+        if (dt == DT_BF16 && strcmp(sc->name, "gpt2") != 0 && strcmp(sc->name, "resnet") != 0)
+            continue;
         modeldef *md;
         model *m = smoke_model(sc, &md);
         if (amp)
-            to_amp(m, 17);
+            to_amp(m, 17, dt);
         else
             assert_int_equal(model_init_values(m, 17), 0);
         double *ref[8];
@@ -1446,8 +1463,8 @@ static void check_smoke_suite(void **state, bool amp) {
             if (isnan(run_mode_tol(m, &modes[k], cache, ref, tol, &kernels[k], err, sizeof err)))
                 fail_msg("%s, %s mode: %s", sc->name, modes[k].name, err);
         print_message("%-14s %s eager %3lld kernels (%lld casts), compiled %3lld, captured %3lld\n",
-                      sc->name, amp ? "amp " : "fp32", (long long)est.kernels,
-                      (long long)est.cast_kernels, (long long)kernels[0], (long long)kernels[2]);
+                      sc->name, dtype_name(dt), (long long)est.kernels, (long long)est.cast_kernels,
+                      (long long)kernels[0], (long long)kernels[2]);
         if (kernels[0] >= est.kernels)
             fail_msg("%s: compiled runs %lld kernels, eager %lld", sc->name, (long long)kernels[0],
                      (long long)est.kernels);
@@ -1459,8 +1476,9 @@ static void check_smoke_suite(void **state, bool amp) {
     suite_free(s);
 }
 
-static void test_smoke_suite(void **state) { check_smoke_suite(state, false); }
-static void test_smoke_suite_amp(void **state) { check_smoke_suite(state, true); }
+static void test_smoke_suite(void **state) { check_smoke_suite(state, DT_F32); }
+static void test_smoke_suite_amp(void **state) { check_smoke_suite(state, DT_F16); }
+static void test_smoke_suite_amp_bf16(void **state) { check_smoke_suite(state, DT_BF16); }
 
 // ---- 4. the kernel cache ------------------------------------------------------
 
@@ -2248,9 +2266,11 @@ int main(void) {
         T(test_regressions),
         T(test_random_graphs),
         T(test_random_graphs_amp),
+        T(test_random_graphs_amp_bf16),
         T(test_amp_casts_fuse),
         T(test_smoke_suite),
         T(test_smoke_suite_amp),
+        T(test_smoke_suite_amp_bf16),
         T(test_kcache_miss_then_hit),
         T(test_kcache_corrupt_entry),
         T(test_kcache_concurrent),

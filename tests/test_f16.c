@@ -10,7 +10,10 @@
 // Cases cover stride, padding, dilation, groups, depthwise, transposed
 // convolutions, strided (permuted) f16 inputs and sizes above the OpenMP
 // threshold; conv2d_post is called directly; kernels that cannot take a
-// dtype say so; and a small CNN trains a step under autocast.
+// dtype say so; and a small CNN trains a step under autocast. bf16 gets the
+// same: its conversions (ties, NaN, inf, overflow, subnormals, every bf16
+// value, random floats through the vector loops) and every one-op case
+// (plus GEMMs) run again with bf16 inputs, within bf16's rounding.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,6 +232,152 @@ static void test_random_floats(void **state) {
     }
 }
 
+// ---- bf16 conversions ------------------------------------------------------------
+
+OUT_OF_LINE static void bf16_load(int64_t n, const uint16_t *src, int64_t stride, float *dst) {
+    cpu_half_load(DT_BF16, n, src, stride, dst);
+}
+
+OUT_OF_LINE static void bf16_store(int64_t n, const float *src, uint16_t *dst, int64_t stride) {
+    cpu_half_store(DT_BF16, n, src, dst, stride);
+}
+
+// f narrowed to bf16 by dtype.c, by cpu_bf16_store's contiguous loop and
+// by its strided one
+static void expect_narrow_bf16(float f, uint16_t want) {
+    if (dtype_f32_to_bf16(f) != want)
+        fail_msg("dtype_f32_to_bf16(%a = 0x%08x) = 0x%04x, want 0x%04x", (double)f, bits_of(f),
+                 dtype_f32_to_bf16(f), want);
+    float in[19];
+    uint16_t out[38];
+    for (int i = 0; i < 19; i++)
+        in[i] = f;
+    bf16_store(19, in, out, 1);
+    for (int i = 0; i < 19; i++)
+        if (out[i] != want)
+            fail_msg("cpu_bf16_store lane %d: %a -> 0x%04x, want 0x%04x", i, (double)f, out[i],
+                     want);
+    bf16_store(19, in, out, 2);
+    assert_int_equal(out[36], want);
+}
+
+static void test_bf16_rules(void **state) {
+    (void)state;
+    const float ulp1 = 0x1p-7f; // bf16's ulp at 1
+    const struct {
+        float f;
+        uint16_t h;
+    } rules[] = {
+        {1.0f, 0x3f80},
+        {1.0f + ulp1 / 2, 0x3f80},            // tie: down to the even 1
+        {1.0f + 3 * ulp1 / 2, 0x3f82},        // tie: up to the even 1 + 2 ulp
+        {1.0f + ulp1 / 2 + 0x1p-23f, 0x3f81}, // just above the tie
+        {1.0f + ulp1 / 2 - 0x1p-23f, 0x3f80}, // just below it
+        {-(1.0f + 3 * ulp1 / 2), 0xbf82},     // ties are symmetric
+        {float_of(0x7f7f0000u), 0x7f7f},      // largest finite bf16
+        {float_of(0x7f7f7fffu), 0x7f7f},      // below the tie with the next binade
+        {float_of(0x7f7f8000u), 0x7f80},      // the tie: overflows to inf
+        {FLT_MAX, 0x7f80},                    // f32's largest rounds up to inf
+        {-FLT_MAX, 0xff80},
+        {INFINITY, 0x7f80},
+        {-INFINITY, 0xff80},
+        {0.0f, 0x0000},
+        {-0.0f, 0x8000},
+        {0x1p-126f, 0x0080},             // smallest normal
+        {float_of(0x00010000u), 0x0001}, // smallest bf16 subnormal: kept, not flushed
+        {float_of(0x00008000u), 0x0000}, // tie between 0 and it: 0 (even)
+        {float_of(0x00018000u), 0x0002}, // tie between 1 and 2 subnormal ulps: 2
+        {float_of(0x00008001u), 0x0001}, // above the tie
+        {float_of(0x007fffffu), 0x0080}, // the largest f32 subnormal rounds up to normal
+        {float_of(0x80008001u), 0x8001}, // the sign stays
+        {float_of(0x7fc00000u), 0x7fc0}, // quiet NaN
+        {float_of(0xffc00000u), 0xffc0}, // its sign kept
+        {float_of(0x7f800001u), 0x7fc0}, // signaling NaN, payload only in dropped bits
+        {float_of(0x7fa00000u), 0x7fe0}, // the payload's top bits kept, made quiet
+        {float_of(0x7fffffffu), 0x7fff}, // no carry into the sign
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        expect_narrow_bf16(rules[i].f, rules[i].h);
+}
+
+// Every bf16: widened (a shift) by the contiguous and strided loops as by
+// dtype.c, and narrowed back to itself (a NaN to its quiet self).
+static void test_all_bf16(void **state) {
+    (void)state;
+    enum { N = 65536 };
+    uint16_t *h = malloc(N * sizeof *h), *h2 = malloc(2 * N * sizeof *h2);
+    uint16_t *back = malloc(N * sizeof *back);
+    float *v = malloc(N * sizeof *v), *s = malloc(N * sizeof *s);
+    assert_true(h && h2 && back && v && s);
+    for (uint32_t i = 0; i < N; i++) {
+        h[i] = h2[2 * i] = (uint16_t)i;
+        h2[2 * i + 1] = 0x7f7f;
+    }
+    bf16_load(N, h, 1, v);
+    bf16_load(N, h2, 2, s);
+    for (uint32_t i = 0; i < N; i++) {
+        assert_int_equal(bits_of(v[i]), i << 16);
+        assert_int_equal(bits_of(s[i]), i << 16);
+        assert_int_equal(bits_of(dtype_bf16_to_f32((uint16_t)i)), i << 16);
+    }
+    bf16_store(N, v, back, 1);
+    for (uint32_t i = 0; i < N; i++) {
+        bool nan = (i & 0x7f80) == 0x7f80 && (i & 0x7f);
+        uint16_t want = (uint16_t)(nan ? i | 0x40 : i);
+        if (back[i] != want || dtype_f32_to_bf16(v[i]) != want)
+            fail_msg("0x%04x round-trips to 0x%04x (loop), 0x%04x (dtype.c), want 0x%04x", i,
+                     back[i], dtype_f32_to_bf16(v[i]), want);
+    }
+    free(h), free(h2), free(back), free(v), free(s);
+}
+
+// Random f32 bit patterns and values at and around every bf16 tie: the
+// vectorized loop and dtype.c narrow them alike, and dtype.c's result is
+// the nearest bf16 (ties to even) by a plain comparison in double.
+static void test_random_bf16(void **state) {
+    (void)state;
+    enum { B = 4096 };
+    float f[B];
+    uint16_t h[B];
+    for (int block = 0; block < 1024; block++) { // 4M floats
+        for (int i = 0; i < B; i++)
+            f[i] = float_of((uint32_t)(next_u64() >> 32));
+        bf16_store(B, f, h, 1);
+        for (int i = 0; i < B; i++)
+            if (h[i] != dtype_f32_to_bf16(f[i]))
+                fail_msg("%a (0x%08x): loop 0x%04x, dtype.c 0x%04x", (double)f[i], bits_of(f[i]),
+                         h[i], dtype_f32_to_bf16(f[i]));
+        for (int i = 0; i < B; i++) {
+            uint32_t x = bits_of(f[i]);
+            if ((x & 0x7f800000u) == 0x7f800000u || (x & 0x7fffffffu) >= 0x7f7f8000u)
+                continue; // inf, NaN, and what rounds past the largest finite
+            double lo = dtype_bf16_to_f32((uint16_t)(x >> 16));
+            double hi = dtype_bf16_to_f32((uint16_t)((x >> 16) + 1)), d = f[i];
+            double dl = fabs(d - lo), dh = fabs(hi - d);
+            uint16_t want = (uint16_t)(x >> 16);
+            if (dh < dl || (dh == dl && (want & 1)))
+                want++;
+            if (h[i] != want)
+                fail_msg("%a: 0x%04x, nearest 0x%04x", d, h[i], want);
+        }
+    }
+    int n = 0;
+    for (uint32_t i = 0; i < 65536; i++) {
+        if ((i & 0x7f80) == 0x7f80)
+            continue;
+        uint32_t base = i << 16;
+        for (uint32_t d = 0x7fff; d <= 0x8001; d++) {
+            f[n++] = float_of(base + d);
+            if (n == B) {
+                bf16_store(B, f, h, 1);
+                for (int k = 0; k < B; k++)
+                    assert_int_equal(h[k], dtype_f32_to_bf16(f[k]));
+                n = 0;
+            }
+        }
+    }
+}
+
 // ---- one-op graphs in f16 and f32 -------------------------------------------------
 
 typedef struct f16_case f16_case;
@@ -389,6 +539,25 @@ static int b_norm_grad(graph *g, enum dtype dt, const f16_case *tc) {
     return out(g, graph_op(g, tc->op, op_min_srcs(tc->op), (int[]){dy, x, w}, tc->ia, tc->fa));
 }
 
+// a (s) @ b, b an (N, K) input transposed to (K, N) when tc->perm, else (s2)
+static int b_matmul(graph *g, enum dtype dt, const f16_case *tc) {
+    int a = graph_input(g, "a", dt, tc->nd, tc->s), b;
+    if (tc->perm)
+        b = graph_permute(g, graph_input(g, "b", dt, 2, (int64_t[]){tc->s2[1], tc->s2[0]}),
+                          (int[]){1, 0});
+    else
+        b = graph_input(g, "b", dt, tc->nd2, tc->s2);
+    return out(g, graph_op(g, OP_MATMUL, 2, (int[]){a, b}, NULL, NULL));
+}
+
+// x (s) @ w (s2 = (N, K))^T + bias: an input of dt (bias 1) or an f32 parameter (2)
+static int b_linear(graph *g, enum dtype dt, const f16_case *tc) {
+    int x = graph_input(g, "x", dt, tc->nd, tc->s), w = graph_input(g, "w", dt, 2, tc->s2);
+    int64_t N = tc->s2[0];
+    int b = tc->bias == 1 ? graph_input(g, "b", dt, 1, &N) : param(g, 1, &N);
+    return out(g, graph_op(g, OP_LINEAR, tc->bias ? 3 : 2, (int[]){x, w, b}, NULL, NULL));
+}
+
 // two inputs of s: softmax grads, act_grad, mse_loss
 static int b_two(graph *g, enum dtype dt, const f16_case *tc) {
     int a = graph_input(g, "a", dt, tc->nd, tc->s), b = graph_input(g, "b", dt, tc->nd, tc->s);
@@ -485,6 +654,11 @@ static const f16_case cases[] = {
     {"cross_entropy_grad", b_cross_entropy, OP_CROSS_ENTROPY_GRAD, S2(9, 13), IA(-100)},
     {"mse_loss", b_two, OP_MSE_LOSS, S2(7, 13)},
     {"mse_loss_grad", b_mse_grad, OP_MSE_LOSS_GRAD, S2(7, 13)},
+    // GEMMs: operands widened, one f32 GEMM, the result rounded once
+    {"matmul_batched", b_matmul, OP_MATMUL, S3(3, 17, 24), .nd2 = 3, .s2 = {3, 24, 9}},
+    {"matmul_transposed_b", b_matmul, OP_MATMUL, S2(33, 40), T2(40, 27), .perm = true},
+    {"linear_bias", b_linear, OP_LINEAR, S3(2, 9, 32), T2(20, 32), .bias = 1},
+    {"linear_big_f32_bias", b_linear, OP_LINEAR, S2(512, 96), T2(64, 96), .bias = 2},
 };
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
@@ -514,21 +688,22 @@ static void copy_values(const model *src, model *dst) {
             memcpy(tensor_data(b), tensor_data(a), tensor_nbytes(a));
             continue;
         }
-        assert_true(a->dtype == DT_F16 && b->dtype == DT_F32);
+        assert_true(dtype_is_half(a->dtype) && b->dtype == DT_F32);
         const uint16_t *h = tensor_data(a);
         for (int64_t k = 0; k < tensor_numel(a); k++)
-            tensor_f32(b)[k] = dtype_f16_to_f32(h[k]);
+            tensor_f32(b)[k] = dtype_half_to_f32(a->dtype, h[k]);
     }
 }
 
-// The value an f16 step should give for element k: the f32 step's rounded
+// The value a 16-bit step should give for element k: the f32 step's rounded
 static double expected_from_f32(const tensor *y32, enum dtype dt, int64_t k) {
     float v = tensor_f32(y32)[k];
-    return dt == DT_F16 ? dtype_f16_to_f32(dtype_f32_to_f16(v)) : v;
+    return dtype_is_half(dt) ? dtype_half_to_f32(dt, dtype_f32_to_half(dt, v)) : v;
 }
 
-static void run_case(const f16_case *tc) {
-    model *m16 = case_model(tc, DT_F16), *m32 = case_model(tc, DT_F32);
+// tc with inputs of dt (f16 or bf16); m16 and the like name the 16-bit run
+static void run_case(const f16_case *tc, enum dtype dt) {
+    model *m16 = case_model(tc, dt), *m32 = case_model(tc, DT_F32);
     copy_values(m16, m32);
     const graph *g = m16->g;
     const graph_node *n = &g->nodes[g->outputs[0]];
@@ -552,19 +727,21 @@ static void run_case(const f16_case *tc) {
     double scale = 1;
     for (int64_t k = 0; k < tensor_numel(y16); k++)
         scale = fmax(scale, fabs(ref[k]));
+    // f16's rounding is 2^-11 relative, bf16's 2^-8; what the f32 sums add
+    // is far below either
+    double u = dt == DT_BF16 ? 8e-3 : 1e-3;
     int bad = 0;
     for (int64_t k = 0; k < tensor_numel(y16); k++) {
         double got = tensor_get_flat(y16, k), want = expected_from_f32(y32, y16->dtype, k);
-        // f16's rounding is 2^-11 relative; what the f32 sums add is far below 1e-3
-        bool near_ref = fabs(got - ref[k]) <= 2e-3 * fabs(ref[k]) + 1e-3 * scale;
-        bool same = tc->own ? fabs(got - want) <= 1e-3 * (fabs(want) + scale)
+        bool near_ref = fabs(got - ref[k]) <= 2 * u * fabs(ref[k]) + u * scale;
+        bool same = tc->own ? fabs(got - want) <= u * (fabs(want) + scale)
                             : got == want || (isnan(got) && isnan(want));
         if ((!near_ref || !same) && bad++ < 5)
-            print_error("%s: element %lld: f16 step %.9g, f32 step rounded %.9g, fp64 %.9g\n",
-                        tc->name, (long long)k, got, want, ref[k]);
+            print_error("%s (%s): element %lld: %s step %.9g, f32 step rounded %.9g, fp64 %.9g\n",
+                        tc->name, dtype_name(dt), (long long)k, dtype_name(dt), got, want, ref[k]);
     }
     if (bad)
-        fail_msg("%s: %d elements off", tc->name, bad);
+        fail_msg("%s (%s): %d elements off", tc->name, dtype_name(dt), bad);
     free(ref);
     tensor_free(y16);
     tensor_free(y32);
@@ -574,7 +751,8 @@ static void run_case(const f16_case *tc) {
     model_free(m32);
 }
 
-static void test_case(void **state) { run_case((const f16_case *)*state); }
+static void test_case(void **state) { run_case((const f16_case *)*state, DT_F16); }
+static void test_case_bf16(void **state) { run_case((const f16_case *)*state, DT_BF16); }
 
 // ---- conv2d_post (the compiled mode's convolution with its epilogue) ----------
 
@@ -826,15 +1004,24 @@ static void test_amp_cnn_step(void **state) {
 }
 
 int main(void) {
-    struct CMUnitTest tests[NCASES + 7];
+    enum { FIXED = 10 };
+    static struct CMUnitTest tests[2 * NCASES + FIXED];
+    static char names[NCASES][64];
     tests[0] = (struct CMUnitTest)cmocka_unit_test(test_narrow_rules);
     tests[1] = (struct CMUnitTest)cmocka_unit_test(test_widen_rules);
     tests[2] = (struct CMUnitTest)cmocka_unit_test(test_all_halves);
     tests[3] = (struct CMUnitTest)cmocka_unit_test(test_random_floats);
-    for (int i = 0; i < NCASES; i++)
-        tests[4 + i] = (struct CMUnitTest){cases[i].name, test_case, NULL, NULL, (void *)&cases[i]};
-    tests[NCASES + 4] = (struct CMUnitTest)cmocka_unit_test(test_conv_post);
-    tests[NCASES + 5] = (struct CMUnitTest)cmocka_unit_test(test_errors);
-    tests[NCASES + 6] = (struct CMUnitTest)cmocka_unit_test(test_amp_cnn_step);
-    return _cmocka_run_group_tests("f16", tests, NCASES + 7, NULL, NULL);
+    tests[4] = (struct CMUnitTest)cmocka_unit_test(test_bf16_rules);
+    tests[5] = (struct CMUnitTest)cmocka_unit_test(test_all_bf16);
+    tests[6] = (struct CMUnitTest)cmocka_unit_test(test_random_bf16);
+    for (int i = 0; i < NCASES; i++) {
+        snprintf(names[i], sizeof names[i], "bf16_%s", cases[i].name);
+        tests[7 + i] = (struct CMUnitTest){cases[i].name, test_case, NULL, NULL, (void *)&cases[i]};
+        tests[7 + NCASES + i] =
+            (struct CMUnitTest){names[i], test_case_bf16, NULL, NULL, (void *)&cases[i]};
+    }
+    tests[2 * NCASES + 7] = (struct CMUnitTest)cmocka_unit_test(test_conv_post);
+    tests[2 * NCASES + 8] = (struct CMUnitTest)cmocka_unit_test(test_errors);
+    tests[2 * NCASES + 9] = (struct CMUnitTest)cmocka_unit_test(test_amp_cnn_step);
+    return _cmocka_run_group_tests("f16", tests, 2 * NCASES + FIXED, NULL, NULL);
 }

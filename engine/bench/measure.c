@@ -312,7 +312,7 @@ static int check_train(const bench_plan *p, const bench_case *bc, const model *m
     tensor **eitems = calloc((size_t)nitems, sizeof *eitems);
     tensor **xitems = calloc((size_t)nitems, sizeof *xitems);
     double **ref = calloc((size_t)nitems, sizeof *ref);
-    double **base = calloc((size_t)nitems, sizeof *base); // amp: fp64 on f16-rounded values
+    double **base = calloc((size_t)nitems, sizeof *base); // amp: fp64 on rounded values
     double *ermse = calloc((size_t)nitems, sizeof *ermse);
     bool *noise = calloc((size_t)nitems, sizeof *noise);
     tensor **outs = runs[0].out;
@@ -372,9 +372,10 @@ static int check_train(const bench_plan *p, const bench_case *bc, const model *m
             fprintf(stderr, "accuracy: eager: %lld parameter elements whose gradient's sign "
                             "differs from fp64's take fp64's update\n", (long long)set);
     }
-    // mixed precision: the baseline of fp64 on the model's values rounded to f16
+    // mixed precision: the baseline of fp64 on the model's values rounded to
+    // the low dtype (f16 or bf16)
     if (have_fp64 && amp_task(p, er) &&
-        train_reference_rounded(m, &s0, DT_F16, steps, base, err, sizeof err) < 0) {
+        train_reference_rounded(m, &s0, p->cfg.amp_dtype, steps, base, err, sizeof err) < 0) {
         for (int i = 0; i < n; i++)
             set_status(runs[i].r, BENCH_ERROR, "fp64 reference (rounded values): %s", err);
         goto done;
@@ -585,7 +586,7 @@ static int group_setup(const bench_plan *p, const bench_group *gr, const bench_c
         // autocast before autograd: the backward of each cast is the cast back
         graph *amp;
         char err[512];
-        if (autocast_build(m->g, DT_F16, &amp, err, sizeof err) < 0) {
+        if (autocast_build(m->g, p->cfg.amp_dtype, &amp, err, sizeof err) < 0) {
             set_all(rs, n, BENCH_ERROR, err);
             return -1;
         }

@@ -13,6 +13,7 @@ void bench_config_init(bench_config *cfg) {
     cfg->repeat = 10;
     cfg->timeout_s = BENCH_DEFAULT_TIMEOUT_S;
     cfg->accuracy = true;
+    cfg->amp_dtype = DT_F16;
     cfg->accuracy_flops_limit = BENCH_ACCURACY_FLOPS_LIMIT;
 }
 

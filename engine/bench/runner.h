@@ -80,6 +80,7 @@ typedef struct bench_config {
     int naxis[BENCH_AXIS_COUNT];
     bool accuracy;               // check against the fp64 reference
     bool grad_scaler;            // --grad-scaler: dynamic loss scaling in AMP training
+    enum dtype amp_dtype;        // --amp-dtype: autocast's low dtype, DT_F16 (default) or DT_BF16
     double accuracy_flops_limit; // skip the check above this many FLOPs per step
     const char *const *only;     // exact case names
     int nonly;

@@ -54,7 +54,16 @@ static const char *ctype(enum dtype t) {
     }
 }
 
-static bool is_half(const kgen *g, int ai) { return g->p->g->nodes[g->k->args[ai]].dtype == DT_F16; }
+static bool is_half(const kgen *g, int ai) {
+    return dtype_is_half(g->p->g->nodes[g->k->args[ai]].dtype);
+}
+
+// The letter of a 16-bit operand's conversions: tc_h2f / tc_f2h (f16) or
+// tc_b2f / tc_f2b (bf16), and their _n tile versions.
+static const char *half_tag(enum dtype t) { return t == DT_BF16 ? "b" : "h"; }
+static const char *arg_tag(const kgen *g, int ai) {
+    return half_tag(g->p->g->nodes[g->k->args[ai]].dtype);
+}
 
 // An f16 operand read or written through a tile in this inner loop.
 static bool tiled(const kgen *g, int ai) {
@@ -106,7 +115,7 @@ static void operand(kgen *g, int v, char *buf, size_t cap) {
         g->tile_read[ai] = true;
         snprintf(buf, cap, "s%d[j - jt]", ai);
     } else if (is_half(g, ai)) {
-        snprintf(buf, cap, "tc_h2f(p%d[%s])", ai, idx);
+        snprintf(buf, cap, "tc_%s2f(p%d[%s])", arg_tag(g, ai), ai, idx);
     } else if (g->p->g->nodes[v].dtype == DT_BOOL) {
         snprintf(buf, cap, "(p%d[%s] != 0)", ai, idx);
     } else {
@@ -120,7 +129,7 @@ static void emit_store(kgen *g, const char *indent, int ai, const char *idx, con
         g->tile_write[ai] = true;
         sbuf_printf(g->b, "%ss%d[j - jt] = %s;\n", indent, ai, val);
     } else if (is_half(g, ai)) {
-        sbuf_printf(g->b, "%sp%d[%s] = tc_f2h(%s);\n", indent, ai, idx, val);
+        sbuf_printf(g->b, "%sp%d[%s] = tc_f2%s(%s);\n", indent, ai, idx, arg_tag(g, ai), val);
     } else {
         sbuf_printf(g->b, "%sp%d[%s] = %s;\n", indent, ai, idx, val);
     }
@@ -134,7 +143,7 @@ static void load_expr(kgen *g, int ai, char *buf, size_t cap) {
         g->tile_read[ai] = true;
         snprintf(buf, cap, "s%d[j - jt]", ai);
     } else if (is_half(g, ai)) {
-        snprintf(buf, cap, "tc_h2f(p%d[%s])", ai, idx);
+        snprintf(buf, cap, "tc_%s2f(p%d[%s])", arg_tag(g, ai), ai, idx);
     } else {
         snprintf(buf, cap, "p%d[%s]", ai, idx);
     }
@@ -172,14 +181,14 @@ static void inner_end(kgen *g, sbuf *body, const char *ind, const char *lo, cons
             continue;
         sbuf_printf(b, "%s    float s%d[%d];\n", ind, a, TILE);
         if (g->tile_read[a])
-            sbuf_printf(b, "%s    tc_h2f_n(s%d, p%d + %s%d + jt, jn);\n", ind, a, a,
+            sbuf_printf(b, "%s    tc_%s2f_n(s%d, p%d + %s%d + jt, jn);\n", ind, arg_tag(g, a), a, a,
                         g->row_level ? "o" : "", g->row_level ? a : 0);
     }
     sbuf_printf(b, "#pragma omp simd%s\n%s    for (int64_t j = jt; j < jt + jn; j++) {\n%s%s    }\n",
                 clauses, ind, body->s ? body->s : "", ind);
     for (int a = 0; a < g->k->nargs; a++)
         if (g->tile_write[a])
-            sbuf_printf(b, "%s    tc_f2h_n(p%d + %s%d + jt, s%d, jn);\n", ind, a,
+            sbuf_printf(b, "%s    tc_f2%s_n(p%d + %s%d + jt, s%d, jn);\n", ind, arg_tag(g, a), a,
                         g->row_level ? "o" : "", g->row_level ? a : 0, a);
     sbuf_printf(b, "%s}\n", ind);
 }
@@ -212,7 +221,7 @@ static const char *op_template(const graph_node *n, char *buf, size_t cap) {
         return buf;
     }
     case OP_CONTIGUOUS:
-    case OP_CAST: return "x0"; // between f32 and f16 (fuse.c): the store rounds
+    case OP_CAST: return "x0"; // between f32, f16 and bf16 (fuse.c): the store rounds
     case OP_ADD: return "x0 + x1";
     case OP_SUB: return "x0 - x1";
     case OP_MUL: return "x0 * x1";
@@ -327,8 +336,9 @@ static void emit_hoists(kgen *g, bool rows) {
         const graph_node *n = &g->p->g->nodes[g->k->args[a]];
         char at[32];
         snprintf(at, sizeof at, rows ? "p%d[o%d]" : "p%d[0]", a, a);
-        if (n->dtype == DT_F16)
-            sbuf_printf(g->b, "        const float h%d = tc_h2f(%s);\n", a, at);
+        if (dtype_is_half(n->dtype))
+            sbuf_printf(g->b, "        const float h%d = tc_%s2f(%s);\n", a, half_tag(n->dtype),
+                        at);
         else
             sbuf_printf(g->b, "        const %s h%d = %s;\n", ctype(n->dtype), a, at);
         g->hoisted[a] = true;
@@ -745,7 +755,8 @@ static int emit_gemm(kgen *g) {
     k->nargs = 3;
     if (collect_args(g, 1) < 0)
         return -1;
-    if (is_half(g, 0) || is_half(g, 1) || is_half(g, 2)) // f16: eager's kernel, then the epilogue
+    if (is_half(g, 0) || is_half(g, 1) ||
+        is_half(g, 2)) // 16-bit: eager's kernel, then the epilogue
         return emit_library_anchor(g, target);
     const clayout *la = &p->info[a].lay, *lw = &p->info[w].lay;
     int nd = an->ndim, nb = nd >= 2 ? nd - 2 : 0;
@@ -1088,6 +1099,31 @@ static const char tc_abi[] =
     "#endif\n"
     "    for (; i < n; i++)\n"
     "        d[i] = tc_f2h(s[i]);\n"
+    "}\n"
+    "// bf16 (stored as uint16_t) to and from f32: a shift, and round to nearest\n"
+    "// even on the bits (NaN made quiet, subnormals kept), as dtype.c's; plain\n"
+    "// loops, which vectorize\n"
+    "static inline float tc_b2f(uint16_t h) {\n"
+    "    uint32_t u = (uint32_t)h << 16;\n"
+    "    float f;\n"
+    "    memcpy(&f, &u, 4);\n"
+    "    return f;\n"
+    "}\n"
+    "static inline uint16_t tc_f2b(float f) {\n"
+    "    uint32_t x;\n"
+    "    memcpy(&x, &f, 4);\n"
+    "    uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;\n"
+    "    return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? (x >> 16) | 0x40u : r);\n"
+    "}\n"
+    "static inline void tc_b2f_n(float *restrict d, const uint16_t *restrict s, int64_t n) {\n"
+    "#pragma omp simd\n"
+    "    for (int64_t i = 0; i < n; i++)\n"
+    "        d[i] = tc_b2f(s[i]);\n"
+    "}\n"
+    "static inline void tc_f2b_n(uint16_t *restrict d, const float *restrict s, int64_t n) {\n"
+    "#pragma omp simd\n"
+    "    for (int64_t i = 0; i < n; i++)\n"
+    "        d[i] = tc_f2b(s[i]);\n"
     "}\n"
     "void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha,\n"
     "                 const float *a, int lda, const float *b, int ldb, float beta, float *c,\n"

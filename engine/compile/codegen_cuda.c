@@ -752,6 +752,12 @@ static int refuse_training(cprog *p) {
 char *compile_codegen_cuda(cprog *p) {
     if (refuse_training(p) < 0)
         return NULL;
+    for (int v = 0; v < p->g->n; v++)
+        if (p->g->nodes[v].dtype == DT_BF16) {
+            compile_fail(p, "codegen_cuda: bf16 is not supported by the CUDA backend (f32 and "
+                            "f16 are; run --amp-dtype bf16 on the CPU)");
+            return NULL;
+        }
     sbuf out = {0}, body = {0}, kern = {0};
     char **texts = calloc((size_t)p->ngroups + 1, sizeof *texts);
     int nk = 0;

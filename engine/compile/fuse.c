@@ -133,11 +133,10 @@ static bool makes_cycle(fctx *f, int gid, int v) {
     return false;
 }
 
-// A cast between f32 and f16 fuses (the kernel loads and stores convert);
-// casts of indices and masks stay library kernels, as eager's.
+// A cast between f32, f16 and bf16 fuses (the kernel loads and stores
+// convert); casts of indices and masks stay library kernels, as eager's.
 static bool float_cast(const graph *g, const graph_node *n) {
-    enum dtype from = g->nodes[n->src[0]].dtype;
-    return (from == DT_F32 || from == DT_F16) && (n->dtype == DT_F32 || n->dtype == DT_F16);
+    return dtype_is_float(g->nodes[n->src[0]].dtype) && dtype_is_float(n->dtype);
 }
 
 static bool fusable_pointwise(fctx *f, int v) {

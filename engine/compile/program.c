@@ -158,8 +158,9 @@ static int arg_index(const kgroup *k, int v) {
 
 // Element i of source or constant v's storage.
 static double ext_value(const compiled *c, int v, int64_t i) {
-    if (c->p.g->nodes[v].dtype == DT_F16)
-        return dtype_f16_to_f32(((const uint16_t *)c->ext[v])[i]);
+    enum dtype t = c->p.g->nodes[v].dtype;
+    if (dtype_is_half(t))
+        return dtype_half_to_f32(t, ((const uint16_t *)c->ext[v])[i]);
     return ((const float *)c->ext[v])[i];
 }
 

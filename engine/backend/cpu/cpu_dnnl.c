@@ -299,18 +299,20 @@ void cpu_dnnl_key_init(dnnl_key *k, const graph_node *n, const tensor *x, const 
     memcpy(k->ia, n->ia, sizeof k->ia);
 }
 
-// ---- f16 (AMP): oneDNN 2.6 has no f16 convolution on a CPU without
+// ---- f16 and bf16 (AMP): oneDNN 2.6 has no f16 convolution on a CPU without
 // AVX512-FP16, so f16 operands go through f32 scratch (cpu_f32_in): the f32
-// primitive, the output rounded to f16 once. As with the GEMMs, any operand
-// may be f32 or f16, and so may the output: the compiled mode fuses a cast
-// to f32 after a convolution by asking for the f32 result unrounded.
+// primitive, the output rounded to f16 once. bf16 takes the same path (a
+// bf16 primitive where the CPU has AVX512-BF16 is future work, docs/amp.md).
+// As with the GEMMs, any operand may be f32 or 16-bit, and so may the
+// output: the compiled mode fuses a cast to f32 after a convolution by
+// asking for the f32 result unrounded.
 
 static bool any_f16(const tensor *x, const tensor *w, const tensor *bias, int npost,
                     const cpu_post *post, const tensor *out) {
-    bool f16 = x->dtype == DT_F16 || w->dtype == DT_F16 || out->dtype == DT_F16 ||
-               (bias && bias->dtype == DT_F16);
+    bool f16 = dtype_is_half(x->dtype) || dtype_is_half(w->dtype) || dtype_is_half(out->dtype) ||
+               (bias && dtype_is_half(bias->dtype));
     for (int i = 0; i < npost; i++)
-        f16 = f16 || (post[i].src1 && post[i].src1->dtype == DT_F16);
+        f16 = f16 || (post[i].src1 && dtype_is_half(post[i].src1->dtype));
     return f16;
 }
 
@@ -377,7 +379,7 @@ int cpu_conv2d_post(cpu_ctx *c, const graph_node *n, const tensor *x, const tens
         return -1;
     for (int i = 0; i < npost; i++)
         if (post[i].src1 && post[i].src1->dtype != DT_F32)
-            return cpu_fail(c, "%s: post-op operand dtype %s is not supported (f32, f16)",
+            return cpu_fail(c, "%s: post-op operand dtype %s is not supported (f32, f16, bf16)",
                             op_name(n->op), dtype_name(post[i].src1->dtype));
     dnnl_key k;
     cpu_dnnl_key_init(&k, n, x, w, out);
@@ -426,7 +428,7 @@ static int pool_f16(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *ou
 int cpu_pool2d(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
     if (cpu_need_same_float(c, op_name(n->op), 2, (const tensor *[]){x, out}) < 0)
         return -1;
-    if (x->dtype == DT_F16)
+    if (dtype_is_half(x->dtype))
         return pool_f16(c, n, x, out);
     dnnl_key k;
     cpu_dnnl_key_init(&k, n, x, NULL, out);

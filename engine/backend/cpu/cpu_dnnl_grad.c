@@ -114,7 +114,7 @@ static int conv_grad(cpu_ctx *c, const graph_node *n, const tensor *x, const ten
         return -1;
     // f16: one kernel, its conversions included (cpu_kernels.h)
     int64_t k0 = c->kernels;
-    bool f16 = out->dtype == DT_F16;
+    bool f16 = dtype_is_half(out->dtype);
     tensor *ac = cpu_f32_in(c, op_name(n->op), a);
     tensor *bc = ac ? cpu_f32_in(c, op_name(n->op), b) : NULL;
     tensor *oc = bc ? cpu_f32_out(c, op_name(n->op), out) : NULL;
@@ -213,7 +213,7 @@ int cpu_pool2d_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const ten
                 }
             }
     }
-    c->kernels = out->dtype == DT_F16 ? k0 + 1 : c->kernels + 1;
+    c->kernels = dtype_is_half(out->dtype) ? k0 + 1 : c->kernels + 1;
     cpu_f32_done(oc, out, 0);
     tensor_free(dyc);
     tensor_free(xc);

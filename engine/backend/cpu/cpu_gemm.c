@@ -93,13 +93,13 @@ static tensor *gemm_f32_of(cpu_ctx *c, const char *what, const tensor *t) {
         hi += ext > 0 ? ext : 0;
     }
     int64_t span = hi - lo + 1;
-    if (t->dtype != DT_F16 || n == 0 || span > 2 * n)
+    if (!dtype_is_half(t->dtype) || n == 0 || span > 2 * n)
         return cpu_f32_in(c, what, t);
     tensor *buf = tensor_new_empty(DT_F32, 1, &span), *v = buf ? tensor_view(buf) : NULL;
     tensor_free(buf);
     if (!v) {
-        cpu_fail(c, "%s: out of memory for the f32 copy of a %zu-byte f16 operand", what,
-                 tensor_nbytes(t));
+        cpu_fail(c, "%s: out of memory for the f32 copy of a %zu-byte %s operand", what,
+                 tensor_nbytes(t), dtype_name(t->dtype));
         return NULL;
     }
     const uint16_t *src = (const uint16_t *)t->storage->data + lo;
@@ -108,7 +108,7 @@ static tensor *gemm_f32_of(cpu_ctx *c, const char *what, const tensor *t) {
 #pragma omp parallel for if (chunks > 1) schedule(static)
     for (int64_t i = 0; i < chunks; i++) {
         int64_t s = i * 32768, e = s + 32768 < span ? s + 32768 : span;
-        cpu_f16_load(e - s, src + s, 1, dst + s);
+        cpu_half_load(t->dtype, e - s, src + s, 1, dst + s);
     }
     v->ndim = t->ndim;
     memcpy(v->shape, t->shape, sizeof v->shape);
@@ -139,7 +139,7 @@ static int gemm_f16(cpu_ctx *c, const tensor *a, const tensor *b, const tensor *
 }
 
 int cpu_matmul(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out) {
-    if (a->dtype == DT_F16 || b->dtype == DT_F16 || out->dtype == DT_F16)
+    if (dtype_is_half(a->dtype) || dtype_is_half(b->dtype) || dtype_is_half(out->dtype))
         return gemm_f16(c, a, b, NULL, false, out);
     if (a->dtype != DT_F32 || b->dtype != DT_F32)
         return cpu_fail(c, "matmul: dtype %s is not supported by the CPU eager kernels (f32 only)",
@@ -223,8 +223,8 @@ int cpu_matmul(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out) {
 }
 
 int cpu_linear(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *bias, tensor *out) {
-    if (x->dtype == DT_F16 || w->dtype == DT_F16 || (bias && bias->dtype == DT_F16) ||
-        out->dtype == DT_F16)
+    if (dtype_is_half(x->dtype) || dtype_is_half(w->dtype) ||
+        (bias && dtype_is_half(bias->dtype)) || dtype_is_half(out->dtype))
         return gemm_f16(c, x, w, bias, true, out);
     if (x->dtype != DT_F32 || w->dtype != DT_F32 || (bias && bias->dtype != DT_F32))
         return cpu_fail(c, "linear: dtype %s is not supported by the CPU eager kernels (f32 only)",

@@ -101,6 +101,7 @@ static const act_fn act_table[OP_COUNT] = {
 typedef struct act_job {
     act_fn fn;
     float k;
+    enum dtype t; // the operands' dtype
 } act_job;
 
 static void seg_act_f32(void *ctx, int64_t n, char *const *ptr, const int64_t *st, int64_t flat0) {
@@ -109,45 +110,45 @@ static void seg_act_f32(void *ctx, int64_t n, char *const *ptr, const int64_t *s
     j->fn(n, (float *)ptr[0], (const float *)ptr[1], st[1], (const float *)ptr[2], st[2], j->k);
 }
 
-static void seg_act_f16(void *ctx, int64_t n, char *const *ptr, const int64_t *st, int64_t flat0) {
+static void seg_act_half(void *ctx, int64_t n, char *const *ptr, const int64_t *st, int64_t flat0) {
     (void)flat0;
     const act_job *j = ctx;
     float d[CHUNK], x[CHUNK], y[CHUNK];
     const uint16_t *pd = (const uint16_t *)ptr[1], *px = (const uint16_t *)ptr[2];
     for (int64_t i = 0; i < n; i += CHUNK) {
         int64_t m = n - i < CHUNK ? n - i : CHUNK;
-        cpu_f16_load(m, pd + i * st[1], st[1], d);
-        cpu_f16_load(m, px + i * st[2], st[2], x);
+        cpu_half_load(j->t, m, pd + i * st[1], st[1], d);
+        cpu_half_load(j->t, m, px + i * st[2], st[2], x);
         j->fn(m, y, d, 1, x, 1, j->k);
-        cpu_f16_store(m, y, (uint16_t *)ptr[0] + i, 1);
+        cpu_half_store(j->t, m, y, (uint16_t *)ptr[0] + i, 1);
     }
 }
 
 int cpu_act_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x, tensor *out) {
     enum op f = (enum op)n->ia[0];
-    act_job j = {f >= 0 && f < OP_COUNT ? act_table[f] : NULL, (float)n->fa[0]};
+    act_job j = {f >= 0 && f < OP_COUNT ? act_table[f] : NULL, (float)n->fa[0], dy->dtype};
     if (!j.fn)
         return cpu_fail(c, "act_grad: no derivative for %s (cast and dropout have none here)",
                         f >= 0 && f < OP_COUNT ? op_name(f) : "an unknown op");
     if (dy->dtype != x->dtype || out->dtype != x->dtype ||
-        (dy->dtype != DT_F32 && dy->dtype != DT_F16))
-        return cpu_fail(c, "act_grad: dtypes %s, %s and %s (f32 or f16, the same for all)",
+        (dy->dtype != DT_F32 && !dtype_is_half(dy->dtype)))
+        return cpu_fail(c, "act_grad: dtypes %s, %s and %s (f32, f16 or bf16, the same for all)",
                         dtype_name(dy->dtype), dtype_name(x->dtype), dtype_name(out->dtype));
     cpu_iter it;
     cpu_iter_init(&it, out, 2, (const tensor *[]){dy, x});
-    cpu_iter_run(&it, dy->dtype == DT_F32 ? seg_act_f32 : seg_act_f16, &j);
+    cpu_iter_run(&it, dy->dtype == DT_F32 ? seg_act_f32 : seg_act_half, &j);
     c->kernels++;
     return 0;
 }
 
 // ---- SUM_TO --------------------------------------------------------------------
 
-// f32 or f16 elements as f32
+// f32, f16 or bf16 elements as f32
 static void load_row(enum dtype t, const char *p, int64_t n, float *dst) {
     if (t == DT_F32)
         memcpy(dst, p, (size_t)n * sizeof *dst);
     else
-        cpu_f16_load(n, (const uint16_t *)p, 1, dst);
+        cpu_half_load(t, n, (const uint16_t *)p, 1, dst);
 }
 
 static double row_sum(enum dtype t, const char *p, int64_t n) {
@@ -157,7 +158,7 @@ static double row_sum(enum dtype t, const char *p, int64_t n) {
         int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
         const float *x = (const float *)p + i0;
         if (t != DT_F32) {
-            cpu_f16_load(m, (const uint16_t *)p + i0, 1, buf);
+            cpu_half_load(t, m, (const uint16_t *)p + i0, 1, buf);
             x = buf;
         }
         float s = 0;
@@ -234,8 +235,9 @@ static void sum_to_plan_make(const tensor *dc, const tensor *out, sum_to_plan *p
 
 int cpu_sum_to(cpu_ctx *c, const tensor *dy, tensor *out) {
     enum dtype t = dy->dtype;
-    if ((t != DT_F32 && t != DT_F16) || out->dtype != t)
-        return cpu_fail(c, "sum_to: dtype %s is not supported (f32 and f16 are)", dtype_name(t));
+    if ((t != DT_F32 && !dtype_is_half(t)) || out->dtype != t)
+        return cpu_fail(c, "sum_to: dtype %s is not supported (f32, f16 and bf16 are)",
+                        dtype_name(t));
     tensor *dc = cpu_contiguous(c, dy);
     if (!dc)
         return -1;
@@ -265,7 +267,7 @@ int cpu_sum_to(cpu_ctx *c, const tensor *dy, tensor *out) {
     const char *px = tensor_data(dc);
     int64_t es = (int64_t)dtype_size(t);
     float *of = t == DT_F32 ? tensor_f32(out) : NULL;
-    uint16_t *oh = t == DT_F16 ? (uint16_t *)tensor_data(out) : NULL;
+    uint16_t *oh = dtype_is_half(t) ? (uint16_t *)tensor_data(out) : NULL;
 #pragma omp parallel if (par)
     {
 #pragma omp for schedule(static)
@@ -307,7 +309,7 @@ int cpu_sum_to(cpu_ctx *c, const tensor *dy, tensor *out) {
                 else if (of)
                     of[kidx * p.I + i0 + i] = acc[i];
                 else
-                    oh[kidx * p.I + i0 + i] = dtype_f32_to_f16(acc[i]);
+                    oh[kidx * p.I + i0 + i] = dtype_f32_to_half(t, acc[i]);
             }
         }
         if (split > 1) {
@@ -319,7 +321,7 @@ int cpu_sum_to(cpu_ctx *c, const tensor *dy, tensor *out) {
                 if (of)
                     of[o] = (float)s;
                 else
-                    oh[o] = dtype_f32_to_f16((float)s);
+                    oh[o] = dtype_f32_to_half(t, (float)s);
             }
         }
     }

@@ -24,7 +24,7 @@ int cpu_fail(cpu_ctx *c, const char *fmt, ...) {
     return -1;
 }
 
-// f16 operands are converted through f32 buffers of this many elements
+// f16 and bf16 operands are converted through f32 buffers of this many elements
 // (on the stack: three of them fit easily in L1).
 #define CHUNK 256
 
@@ -152,6 +152,7 @@ static const unary_fn unary_table[OP_COUNT] = {
 typedef struct unary_job {
     unary_fn fn;
     unary_prm p;
+    enum dtype t; // the operands' dtype
 } unary_job;
 
 static void seg_unary_f32(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
@@ -160,17 +161,17 @@ static void seg_unary_f32(void *ctx, int64_t n, char *const *ptr, const int64_t 
     j->fn(n, (float *)ptr[0], (const float *)ptr[1], st[1], &j->p, flat0);
 }
 
-static void seg_unary_f16(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
-                          int64_t flat0) {
+static void seg_unary_half(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
+                           int64_t flat0) {
     const unary_job *j = ctx;
     float x[CHUNK], y[CHUNK];
     uint16_t *o = (uint16_t *)ptr[0];
     const uint16_t *a = (const uint16_t *)ptr[1];
     for (int64_t i = 0; i < n; i += CHUNK) {
         int64_t m = n - i < CHUNK ? n - i : CHUNK;
-        cpu_f16_load(m, a + i * st[1], st[1], x);
+        cpu_half_load(j->t, m, a + i * st[1], st[1], x);
         j->fn(m, y, x, 1, &j->p, flat0 + i);
-        cpu_f16_store(m, y, o + i, 1);
+        cpu_half_store(j->t, m, y, o + i, 1);
     }
 }
 
@@ -180,6 +181,7 @@ static double load_as_double(enum dtype t, const char *p) {
     switch (t) {
     case DT_F32: return *(const float *)p;
     case DT_F16: return dtype_f16_to_f32(*(const uint16_t *)p);
+    case DT_BF16: return dtype_bf16_to_f32(*(const uint16_t *)p);
     case DT_I32: return *(const int32_t *)p;
     case DT_I64: return (double)*(const int64_t *)p;
     case DT_BOOL: return *(const uint8_t *)p;
@@ -191,6 +193,7 @@ static void store_double(enum dtype t, char *p, double v) {
     switch (t) {
     case DT_F32: *(float *)p = (float)v; break;
     case DT_F16: *(uint16_t *)p = dtype_f32_to_f16((float)v); break;
+    case DT_BF16: *(uint16_t *)p = dtype_f32_to_bf16((float)v); break;
     case DT_I32: *(int32_t *)p = (int32_t)v; break;
     case DT_I64: *(int64_t *)p = (int64_t)v; break;
     case DT_BOOL: *(uint8_t *)p = v != 0; break;
@@ -202,21 +205,23 @@ typedef struct cast_job {
     enum dtype from, to;
 } cast_job;
 
-static void seg_cast_f16_to_f32(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
-                                int64_t flat0) {
-    (void)ctx;
+// f16 or bf16 (j->from) to f32
+static void seg_cast_half_to_f32(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
+                                 int64_t flat0) {
     (void)flat0;
-    cpu_f16_load(n, (const uint16_t *)ptr[1], st[1], (float *)ptr[0]);
+    const cast_job *j = ctx;
+    cpu_half_load(j->from, n, (const uint16_t *)ptr[1], st[1], (float *)ptr[0]);
 }
 
-static void seg_cast_f32_to_f16(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
-                                int64_t flat0) {
-    (void)ctx;
+// f32 to f16 or bf16 (j->to)
+static void seg_cast_f32_to_half(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
+                                 int64_t flat0) {
     (void)flat0;
+    const cast_job *j = ctx;
     const float *a = (const float *)ptr[1];
     uint16_t *o = (uint16_t *)ptr[0];
     if (st[1] == 1) {
-        cpu_f16_store(n, a, o, 1);
+        cpu_half_store(j->to, n, a, o, 1);
         return;
     }
     float x[CHUNK];
@@ -224,12 +229,12 @@ static void seg_cast_f32_to_f16(void *ctx, int64_t n, char *const *ptr, const in
         int64_t m = n - i < CHUNK ? n - i : CHUNK;
         for (int64_t k = 0; k < m; k++)
             x[k] = a[(i + k) * st[1]];
-        cpu_f16_store(m, x, o + i, 1);
+        cpu_half_store(j->to, m, x, o + i, 1);
     }
 }
 
 // Every other pair: rare (index and mask conversions), so one generic loop
-// through double, which holds every i32 and f16 exactly.
+// through double, which holds every i32, f16 and bf16 exactly.
 static void seg_cast_generic(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
                              int64_t flat0) {
     (void)flat0;
@@ -263,32 +268,34 @@ tensor *cpu_contiguous(cpu_ctx *c, const tensor *x) {
     return y;
 }
 
-// ---- f16 through f32 scratch (cpu_kernels.h) ------------------------------
+// ---- f16 and bf16 through f32 scratch (cpu_kernels.h) ----------------------
 
-// Strided f16 reads straight into contiguous f32: one pass, no f16 copy first.
+// Strided 16-bit reads straight into contiguous f32: one pass, no copy first.
 tensor *cpu_f32_in(cpu_ctx *c, const char *what, const tensor *t) {
     if (t->dtype == DT_F32)
         return cpu_contiguous(c, t);
-    if (t->dtype != DT_F16) {
-        cpu_fail(c, "%s: dtype %s is not supported by the CPU eager kernels (f32, f16)", what,
+    if (!dtype_is_half(t->dtype)) {
+        cpu_fail(c, "%s: dtype %s is not supported by the CPU eager kernels (f32, f16, bf16)", what,
                  dtype_name(t->dtype));
         return NULL;
     }
     tensor *y = tensor_new_empty(DT_F32, t->ndim, t->shape);
     if (!y) {
-        cpu_fail(c, "%s: out of memory for the f32 copy of a %zu-byte f16 operand", what,
-                 tensor_nbytes(t));
+        cpu_fail(c, "%s: out of memory for the f32 copy of a %zu-byte %s operand", what,
+                 tensor_nbytes(t), dtype_name(t->dtype));
         return NULL;
     }
     cpu_iter it;
     cpu_iter_init(&it, y, 1, &t);
-    cpu_iter_run(&it, seg_cast_f16_to_f32, NULL);
+    cast_job j = {t->dtype, DT_F32};
+    cpu_iter_run(&it, seg_cast_half_to_f32, &j);
     return y;
 }
 
 tensor *cpu_f32_out(cpu_ctx *c, const char *what, tensor *out) {
-    if (out->dtype != DT_F32 && out->dtype != DT_F16) {
-        cpu_fail(c, "%s: output dtype %s is not supported by the CPU eager kernels (f32, f16)",
+    if (out->dtype != DT_F32 && !dtype_is_half(out->dtype)) {
+        cpu_fail(c,
+                 "%s: output dtype %s is not supported by the CPU eager kernels (f32, f16, bf16)",
                  what, dtype_name(out->dtype));
         return NULL;
     }
@@ -301,10 +308,11 @@ tensor *cpu_f32_out(cpu_ctx *c, const char *what, tensor *out) {
 }
 
 int cpu_f32_done(tensor *o32, tensor *out, int rc) {
-    if (rc == 0 && o32 && out->dtype == DT_F16) {
+    if (rc == 0 && o32 && dtype_is_half(out->dtype)) {
         cpu_iter it;
         cpu_iter_init(&it, out, 1, (const tensor *[]){o32});
-        cpu_iter_run(&it, seg_cast_f32_to_f16, NULL);
+        cast_job j = {DT_F32, out->dtype};
+        cpu_iter_run(&it, seg_cast_f32_to_half, &j);
     }
     tensor_free(o32);
     return rc;
@@ -315,16 +323,19 @@ int cpu_need_same_float(cpu_ctx *c, const char *what, int n, const tensor *const
     for (int i = 0; i < n; i++) {
         if (!t[i])
             continue;
-        if (t[i]->dtype != DT_F32 && t[i]->dtype != DT_F16)
-            return cpu_fail(c, "%s: dtype %s is not supported by the CPU eager kernels (f32, f16)",
+        if (t[i]->dtype != DT_F32 && !dtype_is_half(t[i]->dtype))
+            return cpu_fail(c,
+                            "%s: dtype %s is not supported by the CPU eager kernels (f32, f16, "
+                            "bf16)",
                             what, dtype_name(t[i]->dtype));
         if (first == DT_COUNT)
             first = t[i]->dtype;
-        else if (t[i]->dtype != first)
+        else if (t[i]->dtype != first) // name the 16-bit one first
             return cpu_fail(c,
-                            "%s: dtype f16 is not supported beside f32 (operands and output all "
-                            "f32 or all f16)",
-                            what);
+                            "%s: dtype %s is not supported beside %s (operands and output all "
+                            "of one float dtype)",
+                            what, dtype_name(first == DT_F32 ? t[i]->dtype : first),
+                            dtype_name(first == DT_F32 ? first : t[i]->dtype));
     }
     return 0;
 }
@@ -336,17 +347,17 @@ int cpu_unary(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
         cast_job j = {x->dtype, out->dtype};
         if (j.from == j.to) {
             cpu_iter_copy(out, x);
-        } else if (j.from == DT_F16 && j.to == DT_F32) {
-            cpu_iter_run(&it, seg_cast_f16_to_f32, NULL);
-        } else if (j.from == DT_F32 && j.to == DT_F16) {
-            cpu_iter_run(&it, seg_cast_f32_to_f16, NULL);
+        } else if (dtype_is_half(j.from) && j.to == DT_F32) {
+            cpu_iter_run(&it, seg_cast_half_to_f32, &j);
+        } else if (j.from == DT_F32 && dtype_is_half(j.to)) {
+            cpu_iter_run(&it, seg_cast_f32_to_half, &j);
         } else {
             cpu_iter_run(&it, seg_cast_generic, &j);
         }
         c->kernels++;
         return 0;
     }
-    unary_job j = {.fn = unary_table[n->op]};
+    unary_job j = {.fn = unary_table[n->op], .t = x->dtype};
     if (!j.fn)
         return cpu_fail(c, "%s is not a unary op", op_name(n->op));
     if (n->op == OP_SCALE) {
@@ -362,10 +373,10 @@ int cpu_unary(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
                         dtype_name(x->dtype), dtype_name(out->dtype));
     if (x->dtype == DT_F32)
         cpu_iter_run(&it, seg_unary_f32, &j);
-    else if (x->dtype == DT_F16)
-        cpu_iter_run(&it, seg_unary_f16, &j);
+    else if (dtype_is_half(x->dtype))
+        cpu_iter_run(&it, seg_unary_half, &j);
     else
-        return cpu_fail(c, "%s: dtype %s is not supported (f32 and f16 are)", op_name(n->op),
+        return cpu_fail(c, "%s: dtype %s is not supported (f32, f16 and bf16 are)", op_name(n->op),
                         dtype_name(x->dtype));
     c->kernels++;
     return 0;
@@ -425,18 +436,23 @@ static void seg_binary_f32(void *ctx, int64_t n, char *const *ptr, const int64_t
     fn(n, (float *)ptr[0], (const float *)ptr[1], st[1], (const float *)ptr[2], st[2]);
 }
 
-static void seg_binary_f16(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
-                           int64_t flat0) {
+typedef struct binary_job {
+    binary_fn fn;
+    enum dtype t; // f16 or bf16
+} binary_job;
+
+static void seg_binary_half(void *ctx, int64_t n, char *const *ptr, const int64_t *st,
+                            int64_t flat0) {
     (void)flat0;
-    binary_fn fn = *(const binary_fn *)ctx;
+    const binary_job *j = ctx;
     float x[CHUNK], y[CHUNK], z[CHUNK];
     const uint16_t *a = (const uint16_t *)ptr[1], *b = (const uint16_t *)ptr[2];
     for (int64_t i = 0; i < n; i += CHUNK) {
         int64_t m = n - i < CHUNK ? n - i : CHUNK;
-        cpu_f16_load(st[1] ? m : 1, a + i * st[1], st[1], x);
-        cpu_f16_load(st[2] ? m : 1, b + i * st[2], st[2], y);
-        fn(m, z, x, st[1] ? 1 : 0, y, st[2] ? 1 : 0);
-        cpu_f16_store(m, z, (uint16_t *)ptr[0] + i, 1);
+        cpu_half_load(j->t, st[1] ? m : 1, a + i * st[1], st[1], x);
+        cpu_half_load(j->t, st[2] ? m : 1, b + i * st[2], st[2], y);
+        j->fn(m, z, x, st[1] ? 1 : 0, y, st[2] ? 1 : 0);
+        cpu_half_store(j->t, m, z, (uint16_t *)ptr[0] + i, 1);
     }
 }
 
@@ -471,7 +487,7 @@ static void seg_binary_int(void *ctx, int64_t n, char *const *ptr, const int64_t
 }
 
 // GE: a >= b into bool (uint8) for every input dtype; NaN compares false.
-// f16 goes through f32 chunks, integers compare as int64.
+// f16 and bf16 go through f32 chunks, integers compare as int64.
 static void seg_ge(void *ctx, int64_t n, char *const *ptr, const int64_t *st, int64_t flat0) {
     (void)flat0;
     enum dtype t = *(const enum dtype *)ctx;
@@ -486,13 +502,13 @@ static void seg_ge(void *ctx, int64_t n, char *const *ptr, const int64_t *st, in
             for (int64_t i = 0; i < n; i++)
                 o[i] = a[i * st[1]] >= b[i * st[2]];
         }
-    } else if (t == DT_F16) {
+    } else if (dtype_is_half(t)) {
         float x[CHUNK], y[CHUNK];
         const uint16_t *a = (const uint16_t *)ptr[1], *b = (const uint16_t *)ptr[2];
         for (int64_t i = 0; i < n; i += CHUNK) {
             int64_t m = n - i < CHUNK ? n - i : CHUNK;
-            cpu_f16_load(m, a + i * st[1], st[1], x);
-            cpu_f16_load(m, b + i * st[2], st[2], y);
+            cpu_half_load(t, m, a + i * st[1], st[1], x);
+            cpu_half_load(t, m, b + i * st[2], st[2], y);
             for (int64_t k = 0; k < m; k++)
                 o[i + k] = x[k] >= y[k];
         }
@@ -527,13 +543,14 @@ int cpu_binary(cpu_ctx *c, const graph_node *n, const tensor *a, const tensor *b
     cpu_iter_init(&it, out, 2, (const tensor *[]){a, b});
     if (a->dtype == DT_F32) {
         cpu_iter_run(&it, seg_binary_f32, &fn);
-    } else if (a->dtype == DT_F16) {
-        cpu_iter_run(&it, seg_binary_f16, &fn);
+    } else if (dtype_is_half(a->dtype)) {
+        binary_job j = {fn, a->dtype};
+        cpu_iter_run(&it, seg_binary_half, &j);
     } else if ((a->dtype == DT_I32 || a->dtype == DT_I64) && n->op != OP_DIV) {
         int_job j = {n->op, a->dtype};
         cpu_iter_run(&it, seg_binary_int, &j);
     } else {
-        return cpu_fail(c, "%s: dtype %s is not supported (f32, f16%s are)", op_name(n->op),
+        return cpu_fail(c, "%s: dtype %s is not supported (f32, f16, bf16%s are)", op_name(n->op),
                         dtype_name(a->dtype), n->op == OP_DIV ? "" : ", i32, i64");
     }
     c->kernels++;

@@ -43,14 +43,15 @@ static inline bool cpu_dropout_keep(uint64_t key, uint64_t i, uint32_t threshold
     return (uint32_t)(cpu_mix64(key ^ (i * 0x9e3779b97f4a7c15ull)) >> 40) >= threshold;
 }
 
-// The value a cast to t stores, as a double: floats round (f16 to nearest
-// even), integers truncate toward zero as C and PyTorch do, saturating at
+// The value a cast to t stores, as a double: floats round (f16 and bf16 to
+// nearest even), integers truncate toward zero as C and PyTorch do, saturating at
 // the type's range and taking NaN to 0 (C leaves those undefined), and bool
 // is v != 0.
 static inline double cpu_cast_value(enum dtype t, double v) {
     switch (t) {
     case DT_F32: return (float)v;
     case DT_F16: return dtype_f16_to_f32(dtype_f32_to_f16((float)v));
+    case DT_BF16: return dtype_bf16_to_f32(dtype_f32_to_bf16((float)v));
     case DT_I32:
         if (!(v == v))
             return 0;
