@@ -13,7 +13,10 @@
 // dtype say so; and a small CNN trains a step under autocast. bf16 gets the
 // same: its conversions (ties, NaN, inf, overflow, subnormals, every bf16
 // value, random floats through the vector loops) and every one-op case
-// (plus GEMMs) run again with bf16 inputs, within bf16's rounding.
+// (plus GEMMs) run again with bf16 inputs, within bf16's rounding. bf16
+// GEMMs run oneDNN's bf16 matmul on a CPU with AVX512-BF16: checked against
+// fp64 and against the widening path, strided and broadcast operands
+// included, and that it really ran (or declined what it cannot express).
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -35,6 +38,8 @@
 #include "graph.h"
 #include "model.h"
 #include "ref.h"
+
+#include <oneapi/dnnl/dnnl.h>
 
 // ---- conversions ----------------------------------------------------------------
 
@@ -76,32 +81,69 @@ OUT_OF_LINE static void f16_store(int64_t n, const float *src, uint16_t *dst, in
     cpu_f16_store(n, src, dst, stride);
 }
 
-// f narrowed by the scalar reference, by the vector lanes and the tail of
-// cpu_f16_store (19 = 16 in lanes + 3 in the tail) and by its strided path
-static void expect_narrow(float f, uint16_t want) {
-    if (dtype_f32_to_f16(f) != want)
-        fail_msg("dtype_f32_to_f16(%a = 0x%08x) = 0x%04x, want 0x%04x", (double)f, bits_of(f),
-                 dtype_f32_to_f16(f), want);
-    float in[19];
-    uint16_t out[38];
-    for (int i = 0; i < 19; i++)
-        in[i] = f;
-    f16_store(19, in, out, 1);
-    for (int i = 0; i < 19; i++)
-        if (out[i] != want)
-            fail_msg("cpu_f16_store lane %d: %a -> 0x%04x, want 0x%04x", i, (double)f, out[i],
-                     want);
-    f16_store(19, in, out, 2);
-    assert_int_equal(out[36], want);
+// The 16-bit formats as the conversion tests see them: the loops under
+// test (F16C for f16, plain vectorized loops for bf16), dtype.c's scalar
+// reference, the exponent mask (the mantissa is the bits below it, its top
+// bit the quiet-NaN bit), the largest finite value (a filler a strided
+// read must skip) and how many f32 ulps above a value its tie with the next
+// one lies.
+typedef struct half_fmt {
+    const char *name, *loops;
+    void (*load)(int64_t n, const uint16_t *src, int64_t stride, float *dst);
+    void (*store)(int64_t n, const float *src, uint16_t *dst, int64_t stride);
+    float (*widen)(uint16_t h);
+    uint16_t (*narrow)(float f);
+    uint16_t exp_mask, max_finite;
+    uint32_t tie;
+} half_fmt;
+
+OUT_OF_LINE static void bf16_load(int64_t n, const uint16_t *src, int64_t stride, float *dst) {
+    cpu_half_load(DT_BF16, n, src, stride, dst);
+}
+
+OUT_OF_LINE static void bf16_store(int64_t n, const float *src, uint16_t *dst, int64_t stride) {
+    cpu_half_store(DT_BF16, n, src, dst, stride);
+}
+
+static const half_fmt F16 = {
+    "f16", "F16C", f16_load, f16_store, dtype_f16_to_f32, dtype_f32_to_f16, 0x7c00, 0x7bff, 0x1000};
+static const half_fmt BF16 = {
+    "bf16", "loop", bf16_load, bf16_store, dtype_bf16_to_f32, dtype_f32_to_bf16,
+    0x7f80, 0x7f7f, 0x8000};
+
+typedef struct narrow_rule {
+    float f;
+    uint16_t h;
+} narrow_rule;
+
+// each f narrowed by the scalar reference, by the vector lanes and the tail
+// of the store loop (19 = 16 in lanes + 3 in the tail) and by its strided
+// path
+static void expect_narrow(const half_fmt *fmt, int n, const narrow_rule *rules) {
+    for (int r = 0; r < n; r++) {
+        float f = rules[r].f;
+        uint16_t want = rules[r].h;
+        if (fmt->narrow(f) != want)
+            fail_msg("dtype_f32_to_%s(%a = 0x%08x) = 0x%04x, want 0x%04x", fmt->name, (double)f,
+                     bits_of(f), fmt->narrow(f), want);
+        float in[19];
+        uint16_t out[38];
+        for (int i = 0; i < 19; i++)
+            in[i] = f;
+        fmt->store(19, in, out, 1);
+        for (int i = 0; i < 19; i++)
+            if (out[i] != want)
+                fail_msg("%s store lane %d: %a -> 0x%04x, want 0x%04x", fmt->name, i, (double)f,
+                         out[i], want);
+        fmt->store(19, in, out, 2);
+        assert_int_equal(out[36], want);
+    }
 }
 
 static void test_narrow_rules(void **state) {
     (void)state;
     const float ulp1 = 0x1p-10f, tiny = 0x1p-24f; // f16's ulp at 1, its smallest subnormal
-    const struct {
-        float f;
-        uint16_t h;
-    } rules[] = {
+    const narrow_rule rules[] = {
         {1.0f, 0x3c00},
         {1.0f + ulp1 / 2, 0x3c00},            // tie: down to the even 1
         {1.0f + 3 * ulp1 / 2, 0x3c02},        // tie: up to the even 1 + 2 ulp
@@ -131,8 +173,7 @@ static void test_narrow_rules(void **state) {
         {float_of(0x7f800001u), 0x7e00}, // signaling NaN: made quiet
         {float_of(0x7fa00000u), 0x7f00}, // the payload's top bits kept
     };
-    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
-        expect_narrow(rules[i].f, rules[i].h);
+    expect_narrow(&F16, (int)(sizeof rules / sizeof rules[0]), rules);
 }
 
 // h widened by the scalar reference, by the vector lanes and tail of
@@ -164,10 +205,10 @@ static void test_widen_rules(void **state) {
     expect_widen(0xfd55, 0xffeaa000u);
 }
 
-// Every half: widened by the vector path (contiguous and strided) as by
-// the scalar one, and narrowed back to itself (a NaN to its quiet self).
-static void test_all_halves(void **state) {
-    (void)state;
+// Every 16-bit value: widened by the vector path (contiguous and strided)
+// as by the scalar one, and narrowed back to itself (a NaN to its quiet
+// self).
+static void all_values(const half_fmt *fmt) {
     enum { N = 65536 };
     uint16_t *h = malloc(N * sizeof *h), *h2 = malloc(2 * N * sizeof *h2);
     uint16_t *back = malloc(N * sizeof *back);
@@ -175,99 +216,82 @@ static void test_all_halves(void **state) {
     assert_true(h && h2 && back && v && s);
     for (uint32_t i = 0; i < N; i++) {
         h[i] = h2[2 * i] = (uint16_t)i;
-        h2[2 * i + 1] = 0x7bff; // between the halves a stride-2 read must skip
+        h2[2 * i + 1] = fmt->max_finite; // between the values a stride-2 read must skip
     }
-    f16_load(N, h, 1, v);
+    fmt->load(N, h, 1, v);
     for (uint32_t i = 0; i < N; i++)
-        if (bits_of(v[i]) != bits_of(dtype_f16_to_f32(h[i])))
-            fail_msg("0x%04x widens to 0x%08x (F16C), 0x%08x (dtype.c)", i, bits_of(v[i]),
-                     bits_of(dtype_f16_to_f32(h[i])));
-    // stride 2: the same halves through the scalar intrinsic
-    f16_load(N, h2, 2, s);
+        if (bits_of(v[i]) != bits_of(fmt->widen(h[i])))
+            fail_msg("%s 0x%04x widens to 0x%08x (%s), 0x%08x (dtype.c)", fmt->name, i,
+                     bits_of(v[i]), fmt->loops, bits_of(fmt->widen(h[i])));
+    fmt->load(N, h2, 2, s);
     for (uint32_t i = 0; i < N; i++)
         assert_int_equal(bits_of(s[i]), bits_of(v[i]));
-    f16_store(N, v, back, 1);
+    fmt->store(N, v, back, 1);
+    uint16_t mant = 0x7fff & ~fmt->exp_mask, quiet = (uint16_t)((mant + 1) >> 1);
     for (uint32_t i = 0; i < N; i++) {
-        bool nan = (i & 0x7c00) == 0x7c00 && (i & 0x3ff);
-        uint16_t want = (uint16_t)(nan ? i | 0x200 : i);
-        if (back[i] != want || dtype_f32_to_f16(v[i]) != want)
-            fail_msg("0x%04x round-trips to 0x%04x (F16C), 0x%04x (dtype.c), want 0x%04x", i,
-                     back[i], dtype_f32_to_f16(v[i]), want);
+        bool nan = (i & fmt->exp_mask) == fmt->exp_mask && (i & mant);
+        uint16_t want = (uint16_t)(nan ? i | quiet : i);
+        if (back[i] != want || fmt->narrow(v[i]) != want)
+            fail_msg("%s 0x%04x round-trips to 0x%04x (%s), 0x%04x (dtype.c), want 0x%04x",
+                     fmt->name, i, back[i], fmt->loops, fmt->narrow(v[i]), want);
     }
     free(h), free(h2), free(back), free(v), free(s);
 }
 
+static void test_all_halves(void **state) {
+    (void)state;
+    all_values(&F16);
+}
+
 // Random f32 bit patterns (every exponent: NaNs, infinities, subnormals,
 // huge values) and values at, just below and just above every tie between
-// two halves: F16C and dtype.c narrow them alike.
-static void test_random_floats(void **state) {
-    (void)state;
+// two 16-bit values: the vector loops and dtype.c narrow them alike. check,
+// when not NULL, looks at each block of random floats too.
+static void random_narrow(const half_fmt *fmt,
+                          void (*check)(int n, const float *f, const uint16_t *h)) {
     enum { B = 4096 };
     float f[B];
     uint16_t h[B];
     for (int block = 0; block < 1024; block++) { // 4M floats
         for (int i = 0; i < B; i++)
             f[i] = float_of((uint32_t)(next_u64() >> 32));
-        f16_store(B, f, h, 1);
+        fmt->store(B, f, h, 1);
         for (int i = 0; i < B; i++)
-            if (h[i] != dtype_f32_to_f16(f[i]))
-                fail_msg("%a (0x%08x): F16C 0x%04x, dtype.c 0x%04x", (double)f[i], bits_of(f[i]),
-                         h[i], dtype_f32_to_f16(f[i]));
+            if (h[i] != fmt->narrow(f[i]))
+                fail_msg("%a (0x%08x): %s 0x%04x, dtype.c 0x%04x", (double)f[i], bits_of(f[i]),
+                         fmt->loops, h[i], fmt->narrow(f[i]));
+        if (check)
+            check(B, f, h);
     }
     int n = 0;
     for (uint32_t i = 0; i < 65536; i++) {
-        if ((i & 0x7c00) == 0x7c00)
+        if ((i & fmt->exp_mask) == fmt->exp_mask)
             continue; // inf and NaN have no neighbours
-        // a normal half's tie with the next one lies 2^12 f32 ulps above it
-        uint32_t base = bits_of(dtype_f16_to_f32((uint16_t)i));
-        for (uint32_t d = 0x0fff; d <= 0x1001; d++) {
+        // a normal value's tie with the next one lies fmt->tie f32 ulps above it
+        uint32_t base = bits_of(fmt->widen((uint16_t)i));
+        for (uint32_t d = fmt->tie - 1; d <= fmt->tie + 1; d++) {
             f[n++] = float_of(base + d);
             if (n == B) {
-                f16_store(B, f, h, 1);
+                fmt->store(B, f, h, 1);
                 for (int k = 0; k < B; k++)
-                    assert_int_equal(h[k], dtype_f32_to_f16(f[k]));
+                    assert_int_equal(h[k], fmt->narrow(f[k]));
                 n = 0;
             }
         }
     }
 }
 
+static void test_random_floats(void **state) {
+    (void)state;
+    random_narrow(&F16, NULL);
+}
+
 // ---- bf16 conversions ------------------------------------------------------------
-
-OUT_OF_LINE static void bf16_load(int64_t n, const uint16_t *src, int64_t stride, float *dst) {
-    cpu_half_load(DT_BF16, n, src, stride, dst);
-}
-
-OUT_OF_LINE static void bf16_store(int64_t n, const float *src, uint16_t *dst, int64_t stride) {
-    cpu_half_store(DT_BF16, n, src, dst, stride);
-}
-
-// f narrowed to bf16 by dtype.c, by cpu_bf16_store's contiguous loop and
-// by its strided one
-static void expect_narrow_bf16(float f, uint16_t want) {
-    if (dtype_f32_to_bf16(f) != want)
-        fail_msg("dtype_f32_to_bf16(%a = 0x%08x) = 0x%04x, want 0x%04x", (double)f, bits_of(f),
-                 dtype_f32_to_bf16(f), want);
-    float in[19];
-    uint16_t out[38];
-    for (int i = 0; i < 19; i++)
-        in[i] = f;
-    bf16_store(19, in, out, 1);
-    for (int i = 0; i < 19; i++)
-        if (out[i] != want)
-            fail_msg("cpu_bf16_store lane %d: %a -> 0x%04x, want 0x%04x", i, (double)f, out[i],
-                     want);
-    bf16_store(19, in, out, 2);
-    assert_int_equal(out[36], want);
-}
 
 static void test_bf16_rules(void **state) {
     (void)state;
     const float ulp1 = 0x1p-7f; // bf16's ulp at 1
-    const struct {
-        float f;
-        uint16_t h;
-    } rules[] = {
+    const narrow_rule rules[] = {
         {1.0f, 0x3f80},
         {1.0f + ulp1 / 2, 0x3f80},            // tie: down to the even 1
         {1.0f + 3 * ulp1 / 2, 0x3f82},        // tie: up to the even 1 + 2 ulp
@@ -296,86 +320,38 @@ static void test_bf16_rules(void **state) {
         {float_of(0x7fa00000u), 0x7fe0}, // the payload's top bits kept, made quiet
         {float_of(0x7fffffffu), 0x7fff}, // no carry into the sign
     };
-    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
-        expect_narrow_bf16(rules[i].f, rules[i].h);
+    expect_narrow(&BF16, (int)(sizeof rules / sizeof rules[0]), rules);
 }
 
-// Every bf16: widened (a shift) by the contiguous and strided loops as by
-// dtype.c, and narrowed back to itself (a NaN to its quiet self).
+// Every bf16 as every half (all_values); widening is a 16-bit shift.
 static void test_all_bf16(void **state) {
     (void)state;
-    enum { N = 65536 };
-    uint16_t *h = malloc(N * sizeof *h), *h2 = malloc(2 * N * sizeof *h2);
-    uint16_t *back = malloc(N * sizeof *back);
-    float *v = malloc(N * sizeof *v), *s = malloc(N * sizeof *s);
-    assert_true(h && h2 && back && v && s);
-    for (uint32_t i = 0; i < N; i++) {
-        h[i] = h2[2 * i] = (uint16_t)i;
-        h2[2 * i + 1] = 0x7f7f;
-    }
-    bf16_load(N, h, 1, v);
-    bf16_load(N, h2, 2, s);
-    for (uint32_t i = 0; i < N; i++) {
-        assert_int_equal(bits_of(v[i]), i << 16);
-        assert_int_equal(bits_of(s[i]), i << 16);
+    all_values(&BF16);
+    for (uint32_t i = 0; i < 65536; i++)
         assert_int_equal(bits_of(dtype_bf16_to_f32((uint16_t)i)), i << 16);
-    }
-    bf16_store(N, v, back, 1);
-    for (uint32_t i = 0; i < N; i++) {
-        bool nan = (i & 0x7f80) == 0x7f80 && (i & 0x7f);
-        uint16_t want = (uint16_t)(nan ? i | 0x40 : i);
-        if (back[i] != want || dtype_f32_to_bf16(v[i]) != want)
-            fail_msg("0x%04x round-trips to 0x%04x (loop), 0x%04x (dtype.c), want 0x%04x", i,
-                     back[i], dtype_f32_to_bf16(v[i]), want);
-    }
-    free(h), free(h2), free(back), free(v), free(s);
 }
 
-// Random f32 bit patterns and values at and around every bf16 tie: the
-// vectorized loop and dtype.c narrow them alike, and dtype.c's result is
-// the nearest bf16 (ties to even) by a plain comparison in double.
+// dtype.c's bf16 is the nearest (ties to even) by a plain comparison in
+// double
+static void nearest_bf16(int n, const float *f, const uint16_t *h) {
+    for (int i = 0; i < n; i++) {
+        uint32_t x = bits_of(f[i]);
+        if ((x & 0x7f800000u) == 0x7f800000u || (x & 0x7fffffffu) >= 0x7f7f8000u)
+            continue; // inf, NaN, and what rounds past the largest finite
+        double lo = dtype_bf16_to_f32((uint16_t)(x >> 16));
+        double hi = dtype_bf16_to_f32((uint16_t)((x >> 16) + 1)), d = f[i];
+        double dl = fabs(d - lo), dh = fabs(hi - d);
+        uint16_t want = (uint16_t)(x >> 16);
+        if (dh < dl || (dh == dl && (want & 1)))
+            want++;
+        if (h[i] != want)
+            fail_msg("%a: 0x%04x, nearest 0x%04x", d, h[i], want);
+    }
+}
+
 static void test_random_bf16(void **state) {
     (void)state;
-    enum { B = 4096 };
-    float f[B];
-    uint16_t h[B];
-    for (int block = 0; block < 1024; block++) { // 4M floats
-        for (int i = 0; i < B; i++)
-            f[i] = float_of((uint32_t)(next_u64() >> 32));
-        bf16_store(B, f, h, 1);
-        for (int i = 0; i < B; i++)
-            if (h[i] != dtype_f32_to_bf16(f[i]))
-                fail_msg("%a (0x%08x): loop 0x%04x, dtype.c 0x%04x", (double)f[i], bits_of(f[i]),
-                         h[i], dtype_f32_to_bf16(f[i]));
-        for (int i = 0; i < B; i++) {
-            uint32_t x = bits_of(f[i]);
-            if ((x & 0x7f800000u) == 0x7f800000u || (x & 0x7fffffffu) >= 0x7f7f8000u)
-                continue; // inf, NaN, and what rounds past the largest finite
-            double lo = dtype_bf16_to_f32((uint16_t)(x >> 16));
-            double hi = dtype_bf16_to_f32((uint16_t)((x >> 16) + 1)), d = f[i];
-            double dl = fabs(d - lo), dh = fabs(hi - d);
-            uint16_t want = (uint16_t)(x >> 16);
-            if (dh < dl || (dh == dl && (want & 1)))
-                want++;
-            if (h[i] != want)
-                fail_msg("%a: 0x%04x, nearest 0x%04x", d, h[i], want);
-        }
-    }
-    int n = 0;
-    for (uint32_t i = 0; i < 65536; i++) {
-        if ((i & 0x7f80) == 0x7f80)
-            continue;
-        uint32_t base = i << 16;
-        for (uint32_t d = 0x7fff; d <= 0x8001; d++) {
-            f[n++] = float_of(base + d);
-            if (n == B) {
-                bf16_store(B, f, h, 1);
-                for (int k = 0; k < B; k++)
-                    assert_int_equal(h[k], dtype_f32_to_bf16(f[k]));
-                n = 0;
-            }
-        }
-    }
+    random_narrow(&BF16, nearest_bf16);
 }
 
 // ---- one-op graphs in f16 and f32 -------------------------------------------------
@@ -539,14 +515,20 @@ static int b_norm_grad(graph *g, enum dtype dt, const f16_case *tc) {
     return out(g, graph_op(g, tc->op, op_min_srcs(tc->op), (int[]){dy, x, w}, tc->ia, tc->fa));
 }
 
-// a (s) @ b, b an (N, K) input transposed to (K, N) when tc->perm, else (s2)
+// a (s) @ b (s2); when tc->perm, b (..., K, N) is the transposed view of a
+// (..., N, K) input (attention's q @ k^T)
 static int b_matmul(graph *g, enum dtype dt, const f16_case *tc) {
-    int a = graph_input(g, "a", dt, tc->nd, tc->s), b;
+    int a = graph_input(g, "a", dt, tc->nd, tc->s), nb = tc->nd2;
+    int64_t bs[4];
+    int perm[4];
+    for (int d = 0; d < nb; d++) {
+        bool last2 = tc->perm && d >= nb - 2;
+        perm[d] = last2 ? 2 * nb - 3 - d : d;
+        bs[d] = tc->s2[perm[d]];
+    }
+    int b = graph_input(g, "b", dt, nb, bs);
     if (tc->perm)
-        b = graph_permute(g, graph_input(g, "b", dt, 2, (int64_t[]){tc->s2[1], tc->s2[0]}),
-                          (int[]){1, 0});
-    else
-        b = graph_input(g, "b", dt, tc->nd2, tc->s2);
+        b = graph_permute(g, b, perm);
     return out(g, graph_op(g, OP_MATMUL, 2, (int[]){a, b}, NULL, NULL));
 }
 
@@ -659,6 +641,9 @@ static const f16_case cases[] = {
     {"matmul_transposed_b", b_matmul, OP_MATMUL, S2(33, 40), T2(40, 27), .perm = true},
     {"linear_bias", b_linear, OP_LINEAR, S3(2, 9, 32), T2(20, 32), .bias = 1},
     {"linear_big_f32_bias", b_linear, OP_LINEAR, S2(512, 96), T2(64, 96), .bias = 2},
+    {"matmul_attention_4d_transposed", b_matmul, OP_MATMUL, S4(2, 4, 16, 8), T4(2, 4, 8, 16),
+     .perm = true},
+    {"matmul_attention_4d_broadcast", b_matmul, OP_MATMUL, S4(2, 4, 16, 8), T4(1, 4, 8, 16)},
 };
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
@@ -730,12 +715,15 @@ static void run_case(const f16_case *tc, enum dtype dt) {
     // f16's rounding is 2^-11 relative, bf16's 2^-8; what the f32 sums add
     // is far below either
     double u = dt == DT_BF16 ? 8e-3 : 1e-3;
+    // bf16 GEMMs may run in oneDNN's matmul (cpu_gemm_bf16.c): f32 sums in
+    // another order, so the rounded result may be one bf16 ulp off
+    bool own = tc->own || (dt == DT_BF16 && (tc->op == OP_MATMUL || tc->op == OP_LINEAR));
     int bad = 0;
     for (int64_t k = 0; k < tensor_numel(y16); k++) {
         double got = tensor_get_flat(y16, k), want = expected_from_f32(y32, y16->dtype, k);
         bool near_ref = fabs(got - ref[k]) <= 2 * u * fabs(ref[k]) + u * scale;
-        bool same = tc->own ? fabs(got - want) <= u * (fabs(want) + scale)
-                            : got == want || (isnan(got) && isnan(want));
+        bool same = own ? fabs(got - want) <= u * (fabs(want) + scale)
+                        : got == want || (isnan(got) && isnan(want));
         if ((!near_ref || !same) && bad++ < 5)
             print_error("%s (%s): element %lld: %s step %.9g, f32 step rounded %.9g, fp64 %.9g\n",
                         tc->name, dtype_name(dt), (long long)k, dtype_name(dt), got, want, ref[k]);
@@ -833,6 +821,151 @@ static void expect_fail(cpu_ctx *c, int rc, const char *says) {
     assert_int_equal(rc, -1);
     if (!strstr(c->err, says))
         fail_msg("error \"%s\" does not say \"%s\"", c->err, says);
+}
+
+// ---- bf16 GEMMs: oneDNN's bf16 matmul against the widening path --------------------
+
+// A bf16 view of random storage with these shape and strides.
+static tensor *bf16_view(int nd, const int64_t *shape, const int64_t *stride) {
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++)
+        n += (shape[d] - 1) * stride[d];
+    tensor *buf = tensor_new_empty(DT_BF16, 1, &n), *v = buf ? tensor_view(buf) : NULL;
+    tensor_free(buf);
+    assert_non_null(v);
+    uint16_t *h = tensor_data(v);
+    for (int64_t k = 0; k < n; k++)
+        h[k] = dtype_f32_to_bf16((float)((double)(next_u64() >> 11) / 4503599627370496.0 - 1.0));
+    v->ndim = nd;
+    memcpy(v->shape, shape, (size_t)nd * sizeof *shape);
+    memcpy(v->stride, stride, (size_t)nd * sizeof *stride);
+    return v;
+}
+
+// t's element (i, j) of the matrix at the output's batch index bi (nb
+// dims); t's batch dims right-aligned, size 1 broadcast
+static double bf16_at(const tensor *t, int nb, const int64_t *bi, int64_t i, int64_t j) {
+    int64_t off = i * t->stride[t->ndim - 2] + j * t->stride[t->ndim - 1];
+    for (int d = 0; d < t->ndim - 2; d++)
+        off += (t->shape[d] == 1 ? 0 : bi[d + nb - (t->ndim - 2)]) * t->stride[d];
+    return dtype_bf16_to_f32(((const uint16_t *)tensor_data(t))[off]);
+}
+
+typedef struct gemm_case {
+    const char *name;
+    bool linear, bias, bf16_out;
+    bool dnnl; // oneDNN takes it (on a CPU with AVX512-BF16); else it is declined
+    int na, nb;
+    int64_t as[4], ast[4], bs[4], bst[4]; // shapes and strides; linear: b is w (N, K)
+} gemm_case;
+
+static const gemm_case gemm_cases[] = {
+    // q (2, 4, 16, 8) @ k^T: k (2, 4, 16, 8) viewed as (2, 4, 8, 16)
+    {"attention_4d_transposed", .dnnl = true, .na = 4, .nb = 4, .as = {2, 4, 16, 8},
+     .ast = {512, 128, 8, 1}, .bs = {2, 4, 8, 16}, .bst = {512, 128, 1, 8}},
+    {"attention_4d_broadcast_size1", .dnnl = true, .na = 4, .nb = 4, .as = {2, 4, 16, 8},
+     .ast = {512, 128, 8, 1}, .bs = {1, 4, 8, 16}, .bst = {512, 128, 16, 1}},
+    {"attention_4d_broadcast_stride0", .dnnl = true, .na = 4, .nb = 4, .as = {2, 4, 16, 8},
+     .ast = {512, 128, 8, 1}, .bs = {2, 4, 8, 16}, .bst = {0, 128, 16, 1}, .bf16_out = true},
+    {"broadcast_a", .dnnl = true, .na = 3, .nb = 3, .as = {1, 5, 12}, .ast = {60, 12, 1},
+     .bs = {3, 12, 7}, .bst = {84, 7, 1}},
+    {"batched_at_2d", .dnnl = true, .na = 3, .nb = 2, .as = {3, 17, 24}, .ast = {408, 24, 1},
+     .bs = {24, 9}, .bst = {9, 1}},
+    {"one_row_bf16_out", .dnnl = true, .na = 2, .nb = 2, .as = {1, 8}, .ast = {8, 1}, .bs = {8, 16},
+     .bst = {16, 1}, .bf16_out = true},
+    {"linear_bias_bf16_out", .linear = true, .bias = true, .bf16_out = true, .dnnl = true, .na = 3,
+     .nb = 2, .as = {2, 9, 32}, .ast = {288, 32, 1}, .bs = {20, 32}, .bst = {32, 1}},
+    {"linear_transposed_w", .linear = true, .bias = true, .dnnl = true, .na = 2, .nb = 2,
+     .as = {64, 96}, .ast = {96, 1}, .bs = {40, 96}, .bst = {1, 40}},
+    // every other column: neither layout brgemm takes, so the widening path
+    {"declined_strided_columns", .dnnl = false, .na = 3, .nb = 2, .as = {2, 16, 8},
+     .ast = {256, 16, 2}, .bs = {8, 5}, .bst = {5, 1}},
+};
+
+// Both paths on the same bf16 values: oneDNN's (counted in c.dnnl_gemms)
+// and, with TCBENCH_DISABLE_DNNL_BF16=1, the widening one. Both sum exact
+// bf16 products in f32, so each is within K f32 roundings of the fp64
+// result (K * 2^-24 of the sum of |terms|), and so within twice that of
+// each other; a bf16 output adds its own rounding.
+static void test_gemm_bf16_dnnl(void **state) {
+    (void)state;
+    bool have = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_bf16) ==
+                dnnl_cpu_isa_avx512_core_bf16;
+    if (!have)
+        print_message("no AVX512-BF16: only the widening path runs\n");
+    cpu_ctx c = {0};
+    char err[256];
+    assert_int_equal(cpu_dnnl_new(&c.dnnl, err, sizeof err), 0);
+    for (size_t t = 0; t < sizeof gemm_cases / sizeof gemm_cases[0]; t++) {
+        const gemm_case *tc = &gemm_cases[t];
+        tensor *a = bf16_view(tc->na, tc->as, tc->ast), *b = bf16_view(tc->nb, tc->bs, tc->bst);
+        int64_t N = tc->linear ? tc->bs[0] : tc->bs[tc->nb - 1], K = tc->as[tc->na - 1];
+        tensor *bias = tc->bias ? bf16_view(1, &N, (int64_t[]){1}) : NULL;
+        int nd = tc->na > tc->nb ? tc->na : tc->nb, nbat = nd - 2;
+        int64_t os[4];
+        for (int d = 0; d < nbat; d++) {
+            int da = d - (nd - tc->na), db = d - (nd - tc->nb);
+            int64_t sa = da >= 0 ? tc->as[da] : 1, sb = db >= 0 && !tc->linear ? tc->bs[db] : 1;
+            os[d] = sa > sb ? sa : sb;
+        }
+        os[nd - 2] = tc->as[tc->na - 2];
+        os[nd - 1] = N;
+        enum dtype odt = tc->bf16_out ? DT_BF16 : DT_F32;
+        tensor *y[2] = {tensor_new_empty(odt, nd, os), tensor_new_empty(odt, nd, os)};
+        assert_true(y[0] && y[1]);
+        for (int path = 0; path < 2; path++) {
+            if (path)
+                setenv("TCBENCH_DISABLE_DNNL_BF16", "1", 1);
+            else
+                unsetenv("TCBENCH_DISABLE_DNNL_BF16");
+            int64_t g0 = c.dnnl_gemms, k0 = c.kernels;
+            int rc =
+                tc->linear ? cpu_linear(&c, a, b, bias, y[path]) : cpu_matmul(&c, a, b, y[path]);
+            unsetenv("TCBENCH_DISABLE_DNNL_BF16");
+            if (rc < 0)
+                fail_msg("%s (%s path): %s", tc->name, path ? "widening" : "oneDNN", c.err);
+            assert_int_equal(c.kernels - k0, 1);
+            if (c.dnnl_gemms - g0 != (path == 0 && have && tc->dnnl))
+                fail_msg("%s (%s path): %lld oneDNN GEMMs, expected %d", tc->name,
+                         path ? "widening" : "oneDNN", (long long)(c.dnnl_gemms - g0),
+                         path == 0 && have && tc->dnnl);
+        }
+        int64_t M = os[nd - 2], batch = tensor_numel(y[0]) / (M * N);
+        for (int64_t q = 0; q < batch; q++) {
+            int64_t bi[2] = {0}, rest = q;
+            for (int d = nbat - 1; d >= 0; d--) {
+                bi[d] = rest % os[d];
+                rest /= os[d];
+            }
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double ref = 0, mag = 0;
+                    for (int64_t k = 0; k < K; k++) {
+                        double p =
+                            bf16_at(a, nbat, bi, i, k) *
+                            (tc->linear ? bf16_at(b, 0, NULL, j, k) : bf16_at(b, nbat, bi, k, j));
+                        ref += p;
+                        mag += fabs(p);
+                    }
+                    if (bias) {
+                        double v = dtype_bf16_to_f32(((const uint16_t *)tensor_data(bias))[j]);
+                        ref += v;
+                        mag += fabs(v);
+                    }
+                    int64_t o = (q * M + i) * N + j;
+                    double got = tensor_get_flat(y[0], o), wid = tensor_get_flat(y[1], o);
+                    double sums = (double)(K + 1) * 0x1p-24 * mag, ulp = tc->bf16_out ? 0x1p-8 : 0;
+                    if (fabs(got - ref) > ulp * fabs(ref) + sums ||
+                        fabs(got - wid) > 2 * ulp * fabs(ref) + 2 * sums)
+                        fail_msg("%s: element %lld: oneDNN %.9g, widening %.9g, fp64 %.9g",
+                                 tc->name, (long long)o, got, wid, ref);
+                }
+        }
+        tensor *all[] = {a, b, bias, y[0], y[1]};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            tensor_free(all[i]);
+    }
+    cpu_dnnl_free(c.dnnl);
 }
 
 static void test_errors(void **state) {
@@ -1004,7 +1137,7 @@ static void test_amp_cnn_step(void **state) {
 }
 
 int main(void) {
-    enum { FIXED = 10 };
+    enum { FIXED = 11 };
     static struct CMUnitTest tests[2 * NCASES + FIXED];
     static char names[NCASES][64];
     tests[0] = (struct CMUnitTest)cmocka_unit_test(test_narrow_rules);
@@ -1023,5 +1156,6 @@ int main(void) {
     tests[2 * NCASES + 7] = (struct CMUnitTest)cmocka_unit_test(test_conv_post);
     tests[2 * NCASES + 8] = (struct CMUnitTest)cmocka_unit_test(test_errors);
     tests[2 * NCASES + 9] = (struct CMUnitTest)cmocka_unit_test(test_amp_cnn_step);
+    tests[2 * NCASES + 10] = (struct CMUnitTest)cmocka_unit_test(test_gemm_bf16_dnnl);
     return _cmocka_run_group_tests("f16", tests, 2 * NCASES + FIXED, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 // cpu_dnnl_internal: the primitive cache of cpu_dnnl.c, shared with the
-// backward kernels of cpu_dnnl_grad.c; not for use outside those two files.
+// backward kernels of cpu_dnnl_grad.c and the bf16 matmul of
+// cpu_gemm_bf16.c; not for use outside those three files.
 //
 //   dnnl_key k;
 //   cpu_dnnl_key_init(&k, n, x, w, y);            // op, shapes, attributes
@@ -18,7 +19,8 @@
 typedef struct dnnl_key {
     int op;
     int has_bias;
-    int64_t x[4], w[4], y[4]; // forward input, weight, forward output
+    int64_t x[4], w[4], y[4];    // forward input, weight, forward output
+    int64_t xs[4], ws[4], ys[4]; // their strides (bf16 matmul; 0 elsewhere)
     int64_t ia[9];
     int npost; // post-ops (cpu_conv2d_post)
     int post_op[CPU_POST_MAX];

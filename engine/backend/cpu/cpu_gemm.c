@@ -70,7 +70,8 @@ bool cpu_gemm_row_blocks(int64_t M, int64_t N, int64_t K, int nt) {
 // fastest honest method is the one PyTorch's CPU fallback uses: f16 operands
 // converted to f32 (F16C, eight values an instruction), an f32 GEMM with f32
 // accumulation, the result rounded to f16 once. The conversions belong to
-// the one kernel this op launches.
+// the one kernel this op launches. bf16 operands on a CPU with AVX512-BF16
+// go to oneDNN's bf16 matmul instead (cpu_gemm_bf16.c) where it takes them.
 
 // An operand as f32 in its own layout: an f32 one as a view; an f16 one by
 // converting the storage span its view covers in one contiguous pass, then
@@ -124,10 +125,15 @@ static int gemm_f16(cpu_ctx *c, const tensor *a, const tensor *b, const tensor *
                     tensor *out) {
     const char *what = linear ? "linear" : "matmul";
     int64_t k0 = c->kernels;
+    int rc = cpu_gemm_bf16(c, a, b, bias, linear, out);
+    if (rc <= 0) {
+        c->kernels = k0 + (rc == 0);
+        return rc;
+    }
     tensor *a32 = gemm_f32_of(c, what, a), *b32 = a32 ? gemm_f32_of(c, what, b) : NULL;
     tensor *c32 = bias && b32 ? cpu_f32_in(c, what, bias) : NULL;
     tensor *o32 = b32 && (!bias || c32) ? cpu_f32_out(c, what, out) : NULL;
-    int rc = -1;
+    rc = -1;
     if (o32)
         rc = linear ? cpu_linear(c, a32, b32, c32, o32) : cpu_matmul(c, a32, b32, o32);
     cpu_f32_done(o32, out, rc);

@@ -26,10 +26,11 @@
 typedef struct cpu_dnnl cpu_dnnl;
 
 typedef struct cpu_ctx {
-    int64_t kernels; // kernels launched, internal copies included
-    cpu_dnnl *dnnl;  // oneDNN engine, stream and primitive cache
-    uint64_t step;   // the training step, from 1 (dropout masks, Adam's bias correction);
-                     // 0, a zeroed ctx, counts as 1
+    int64_t kernels;    // kernels launched, internal copies included
+    cpu_dnnl *dnnl;     // oneDNN engine, stream and primitive cache
+    int64_t dnnl_gemms; // bf16 GEMMs run by oneDNN's matmul (cpu_gemm_bf16)
+    uint64_t step;      // the training step, from 1 (dropout masks, Adam's bias correction);
+                        // 0, a zeroed ctx, counts as 1
     char err[256];
 } cpu_ctx;
 
@@ -111,6 +112,12 @@ bool cpu_gemm_row_blocks(int64_t M, int64_t N, int64_t K, int nt);
 int cpu_matmul(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out);
 // x (..., K) @ w (N, K)^T + bias (N) -> (..., N); bias may be NULL
 int cpu_linear(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *bias, tensor *out);
+// cpu_matmul (linear false; bias NULL) or cpu_linear with bf16 operands
+// through oneDNN's bf16 matmul (cpu_gemm_bf16.c), into an f32 or bf16 out:
+// 0 done, 1 declined (no AVX512-BF16, TCBENCH_DISABLE_DNNL_BF16, a layout
+// it cannot express: nothing written, c->err untouched), -1 an error.
+int cpu_gemm_bf16(cpu_ctx *c, const tensor *a, const tensor *b, const tensor *bias, bool linear,
+                  tensor *out);
 
 // convolution and pooling through oneDNN (cpu_dnnl.c)
 int cpu_dnnl_new(cpu_dnnl **out, char *err, size_t errcap);
