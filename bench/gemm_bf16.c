@@ -5,7 +5,7 @@
 // GFLOP/s. The numbers in docs/amp.md come from it.
 //
 //   ninja -C build && ./build/bench/gemm_bf16     # OMP_NUM_THREADS as usual
-#include "backend/cpu/cpu_kernels.h"
+#include "bench_util.h"
 
 #include <omp.h>
 #include <stdio.h>
@@ -14,57 +14,26 @@
 
 enum { M = 512, K = 1024, N = 1024, RUNS = 20 };
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+// one linear, its failure said on stderr
+typedef struct linear_job {
+    cpu_ctx *c;
+    const tensor *x, *w, *b;
+    tensor *y;
+} linear_job;
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static tensor *random_bf16(int nd, const int64_t *shape) {
-    tensor *t = tensor_new_empty(DT_BF16, nd, shape);
-    if (!t)
-        return NULL;
-    uint16_t *h = tensor_data(t);
-    for (int64_t i = 0; i < tensor_numel(t); i++)
-        h[i] = dtype_f32_to_bf16((float)rand() / (float)RAND_MAX - 0.5f);
-    return t;
-}
-
-// the median seconds of one linear; disable selects the widening path
-static double time_linear(cpu_ctx *c, bool disable, const tensor *x, const tensor *w,
-                          const tensor *b, tensor *y) {
-    if (disable)
-        setenv("TCBENCH_DISABLE_DNNL_BF16", "1", 1);
-    else
-        unsetenv("TCBENCH_DISABLE_DNNL_BF16");
-    double t[RUNS];
-    for (int r = -2; r < RUNS; r++) { // two warm-ups: the primitive, the pages
-        double t0 = now();
-        if (cpu_linear(c, x, w, b, y) < 0) {
-            fprintf(stderr, "gemm_bf16: linear failed: %s\n", c->err);
-            exit(1);
-        }
-        if (r >= 0)
-            t[r] = now() - t0;
-    }
-    qsort(t, RUNS, sizeof t[0], cmp_double);
-    return (t[RUNS / 2 - 1] + t[RUNS / 2]) / 2;
+static int run_linear(void *ctx) {
+    linear_job *j = ctx;
+    int rc = cpu_linear(j->c, j->x, j->w, j->b, j->y);
+    if (rc < 0)
+        fprintf(stderr, "gemm_bf16: linear: %s\n", j->c->err);
+    return rc;
 }
 
 int main(void) {
     cpu_ctx c = {0};
-    char err[256];
-    if (cpu_dnnl_new(&c.dnnl, err, sizeof err) < 0) {
-        fprintf(stderr, "gemm_bf16: %s\n", err);
-        return 1;
-    }
-    tensor *x = random_bf16(2, (int64_t[]){M, K}), *w = random_bf16(2, (int64_t[]){N, K});
-    tensor *b = random_bf16(1, (int64_t[]){N}),
+    bench_ctx(&c, "gemm_bf16");
+    tensor *x = bench_random_bf16(2, (int64_t[]){M, K}), *w = bench_random_bf16(2, (int64_t[]){N, K});
+    tensor *b = bench_random_bf16(1, (int64_t[]){N}),
            *y = tensor_new_empty(DT_BF16, 2, (int64_t[]){M, N});
     if (!x || !w || !b || !y) {
         fprintf(stderr, "gemm_bf16: out of memory\n");
@@ -72,17 +41,13 @@ int main(void) {
     }
     double flop = 2.0 * M * N * K;
     int64_t g0 = c.dnnl_gemms;
-    double t_dnnl = time_linear(&c, false, x, w, b, y);
+    linear_job job = {&c, x, w, b, y};
+    double t_dnnl = bench_median(RUNS, false, run_linear, &job, "gemm_bf16");
     bool used = c.dnnl_gemms > g0;
-    double t_wide = time_linear(&c, true, x, w, b, y);
+    double t_wide = bench_median(RUNS, true, run_linear, &job, "gemm_bf16");
     printf("bf16 linear (%d x %d) @ (%d x %d)^T + bias -> bf16, %d threads, median of %d\n", M, K,
            N, K, omp_get_max_threads(), RUNS);
-    printf("  %-34s %8.3f ms  %7.1f GFLOP/s\n",
-           used ? "oneDNN bf16 matmul" : "oneDNN bf16 matmul (declined!)", 1e3 * t_dnnl,
-           flop / t_dnnl * 1e-9);
-    printf("  %-34s %8.3f ms  %7.1f GFLOP/s\n", "widen to f32 + cblas_sgemm", 1e3 * t_wide,
-           flop / t_wide * 1e-9);
-    printf("  speedup %.2fx\n", t_wide / t_dnnl);
+    bench_print("oneDNN bf16 matmul", "widen to f32 + cblas_sgemm", used, t_dnnl, t_wide, flop);
     tensor_free(x);
     tensor_free(w);
     tensor_free(b);

@@ -715,9 +715,11 @@ static void run_case(const f16_case *tc, enum dtype dt) {
     // f16's rounding is 2^-11 relative, bf16's 2^-8; what the f32 sums add
     // is far below either
     double u = dt == DT_BF16 ? 8e-3 : 1e-3;
-    // bf16 GEMMs may run in oneDNN's matmul (cpu_gemm_bf16.c): f32 sums in
-    // another order, so the rounded result may be one bf16 ulp off
-    bool own = tc->own || (dt == DT_BF16 && (tc->op == OP_MATMUL || tc->op == OP_LINEAR));
+    // bf16 GEMMs and convolutions may run in oneDNN's bf16 matmul or
+    // convolution: f32 sums in another order, so the rounded result may be
+    // one bf16 ulp off
+    bool own = tc->own || (dt == DT_BF16 && (tc->op == OP_MATMUL || tc->op == OP_LINEAR ||
+                                             tc->op == OP_CONV2D || tc->op == OP_CONV_TRANSPOSE2D));
     int bad = 0;
     for (int64_t k = 0; k < tensor_numel(y16); k++) {
         double got = tensor_get_flat(y16, k), want = expected_from_f32(y32, y16->dtype, k);
@@ -882,6 +884,18 @@ static const gemm_case gemm_cases[] = {
      .ast = {256, 16, 2}, .bs = {8, 5}, .bst = {5, 1}},
 };
 
+// A context with oneDNN; whether the CPU has AVX512-BF16 (else only the
+// widening path runs, and the tests say so).
+static bool bf16_ctx(cpu_ctx *c) {
+    bool have = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_bf16) ==
+                dnnl_cpu_isa_avx512_core_bf16;
+    if (!have)
+        print_message("no AVX512-BF16: only the widening path runs\n");
+    char err[256];
+    assert_int_equal(cpu_dnnl_new(&c->dnnl, err, sizeof err), 0);
+    return have;
+}
+
 // Both paths on the same bf16 values: oneDNN's (counted in c.dnnl_gemms)
 // and, with TCBENCH_DISABLE_DNNL_BF16=1, the widening one. Both sum exact
 // bf16 products in f32, so each is within K f32 roundings of the fp64
@@ -889,13 +903,8 @@ static const gemm_case gemm_cases[] = {
 // each other; a bf16 output adds its own rounding.
 static void test_gemm_bf16_dnnl(void **state) {
     (void)state;
-    bool have = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_bf16) ==
-                dnnl_cpu_isa_avx512_core_bf16;
-    if (!have)
-        print_message("no AVX512-BF16: only the widening path runs\n");
     cpu_ctx c = {0};
-    char err[256];
-    assert_int_equal(cpu_dnnl_new(&c.dnnl, err, sizeof err), 0);
+    bool have = bf16_ctx(&c);
     for (size_t t = 0; t < sizeof gemm_cases / sizeof gemm_cases[0]; t++) {
         const gemm_case *tc = &gemm_cases[t];
         tensor *a = bf16_view(tc->na, tc->as, tc->ast), *b = bf16_view(tc->nb, tc->bs, tc->bst);
@@ -1136,8 +1145,174 @@ static void test_amp_cnn_step(void **state) {
     model_free(f32);
 }
 
+// ---- bf16 convolutions: oneDNN's bf16 primitive against the widening path ---------
+
+typedef struct conv_case {
+    const char *name;
+    enum op op;
+    int64_t N, C, H, W, O, kh, kw, stride, pad, groups, outpad;
+    bool bias, bf16_out, post;
+    bool dnnl; // oneDNN takes it (on a CPU with AVX512-BF16); else it is declined
+} conv_case;
+
+static const conv_case conv_cases[] = {
+    {"stride2_pad1_bias", OP_CONV2D, 2, 8, 11, 9, 16, 3, 3, 2, 1, 1, 0, .bias = true, .dnnl = true},
+    {"groups2_bf16_out", OP_CONV2D, 2, 8, 7, 7, 12, 3, 3, 1, 1, 2, 0, .bf16_out = true,
+     .dnnl = true},
+    {"depthwise_bias_bf16_out", OP_CONV2D, 2, 16, 9, 9, 16, 3, 3, 1, 1, 16, 0, .bias = true,
+     .bf16_out = true, .dnnl = true},
+    {"pointwise_1x1_bf16_out", OP_CONV2D, 3, 32, 6, 5, 16, 1, 1, 1, 0, 1, 0, .bf16_out = true,
+     .dnnl = true},
+    {"post_ops_bf16_out", OP_CONV2D, 2, 8, 9, 11, 8, 3, 3, 1, 1, 1, 0, .bias = true,
+     .bf16_out = true, .post = true, .dnnl = true},
+    {"post_ops_f32_out", OP_CONV2D, 2, 4, 6, 6, 8, 5, 3, 1, 2, 1, 0, .bias = true, .post = true,
+     .dnnl = true},
+    // (C, O, kh, kw) weight; stride 2, padding 1, output padding 1: twice the input's size
+    {"transposed_stride2_bias", OP_CONV_TRANSPOSE2D, 2, 8, 5, 6, 4, 3, 3, 2, 1, 1, 1, .bias = true,
+     .bf16_out = true, .dnnl = true},
+};
+
+static double bf16_flat(const tensor *t, int64_t i) {
+    return dtype_bf16_to_f32(((const uint16_t *)tensor_data(t))[i]);
+}
+
+// fp64 convolution (or transposed convolution) of the bf16 values into ref,
+// with the sum of |terms| of each output in mag
+static void conv_ref(const conv_case *tc, const tensor *x, const tensor *w, const tensor *b,
+                     int64_t OH, int64_t OW, double *ref, double *mag) {
+    int64_t g = tc->groups, Cg = tc->C / g, Og = tc->O / g;
+    for (int64_t n = 0; n < tc->N; n++)
+        for (int64_t o = 0; o < tc->O; o++)
+            for (int64_t p = 0; p < OH * OW; p++) {
+                double v = b ? bf16_flat(b, o) : 0;
+                ref[(n * tc->O + o) * OH * OW + p] = v;
+                mag[(n * tc->O + o) * OH * OW + p] = fabs(v);
+            }
+    for (int64_t n = 0; n < tc->N; n++)
+        for (int64_t o = 0; o < tc->O; o++)
+            for (int64_t ci = 0; ci < Cg; ci++) {
+                int64_t c = o / Og * Cg + ci;
+                for (int64_t i = 0; i < tc->kh; i++)
+                    for (int64_t j = 0; j < tc->kw; j++) {
+                        double wv =
+                            tc->op == OP_CONV2D
+                                ? bf16_flat(w, ((o * Cg + ci) * tc->kh + i) * tc->kw + j)
+                                : bf16_flat(w, ((c * Og + o % Og) * tc->kh + i) * tc->kw + j);
+                        // conv walks the output, transposed conv the input
+                        int64_t HH = tc->op == OP_CONV2D ? OH : tc->H;
+                        int64_t WW = tc->op == OP_CONV2D ? OW : tc->W;
+                        for (int64_t h = 0; h < HH; h++)
+                            for (int64_t q = 0; q < WW; q++) {
+                                // conv: output (h, q) reads input (h*s - p + i, ...);
+                                // transposed: input (h, q) adds to output (h*s - p + i, ...)
+                                int64_t ih, iw, oh, ow;
+                                if (tc->op == OP_CONV2D) {
+                                    oh = h, ow = q, ih = h * tc->stride - tc->pad + i,
+                                    iw = q * tc->stride - tc->pad + j;
+                                    if (ih < 0 || ih >= tc->H || iw < 0 || iw >= tc->W)
+                                        continue;
+                                } else {
+                                    ih = h, iw = q, oh = h * tc->stride - tc->pad + i,
+                                    ow = q * tc->stride - tc->pad + j;
+                                    if (oh < 0 || oh >= OH || ow < 0 || ow >= OW)
+                                        continue;
+                                }
+                                double t =
+                                    bf16_flat(x, ((n * tc->C + c) * tc->H + ih) * tc->W + iw) * wv;
+                                int64_t at = ((n * tc->O + o) * OH + oh) * OW + ow;
+                                ref[at] += t;
+                                mag[at] += fabs(t);
+                            }
+                    }
+            }
+}
+
+// Both paths on the same bf16 values, as test_gemm_bf16_dnnl: oneDNN's bf16
+// convolution (counted in c.dnnl_bf16_convs) and, with
+// TCBENCH_DISABLE_DNNL_BF16=1, the widening one. Both sum exact bf16
+// products in f32, so each is within (K + post-ops) f32 roundings of the
+// fp64 result and within twice that of each other; a bf16 output adds one
+// rounding (2^-8 relative) on each side.
+static void test_conv_bf16_dnnl(void **state) {
+    (void)state;
+    cpu_ctx c = {0};
+    bool have = bf16_ctx(&c);
+    for (size_t t = 0; t < sizeof conv_cases / sizeof conv_cases[0]; t++) {
+        const conv_case *tc = &conv_cases[t];
+        bool tr = tc->op == OP_CONV_TRANSPOSE2D;
+        int64_t s = tc->stride, p = tc->pad;
+        int64_t OH =
+            tr ? (tc->H - 1) * s - 2 * p + tc->kh + tc->outpad : (tc->H + 2 * p - tc->kh) / s + 1;
+        int64_t OW =
+            tr ? (tc->W - 1) * s - 2 * p + tc->kw + tc->outpad : (tc->W + 2 * p - tc->kw) / s + 1;
+        int64_t xs[4] = {tc->N, tc->C, tc->H, tc->W}, ys[4] = {tc->N, tc->O, OH, OW};
+        int64_t ws[4] = {tr ? tc->C : tc->O, (tr ? tc->O : tc->C) / tc->groups, tc->kh, tc->kw};
+        int64_t st[4];
+        tensor_strides_contiguous(4, xs, st);
+        tensor *x = bf16_view(4, xs, st);
+        tensor_strides_contiguous(4, ws, st);
+        tensor *w = bf16_view(4, ws, st), *add = NULL, *mul = NULL;
+        tensor *b = tc->bias ? bf16_view(1, &tc->O, (int64_t[]){1}) : NULL;
+        cpu_post post[4] = {{.op = OP_RELU},
+                            {.op = OP_ADD},
+                            {.op = OP_MUL, .per_channel = true},
+                            {.op = OP_SCALE, .alpha = 0.5f, .beta = -1.0f}};
+        if (tc->post) {
+            tensor_strides_contiguous(4, ys, st);
+            post[1].src1 = add = bf16_view(4, ys, st);
+            post[2].src1 = mul = random_tensor(DT_F32, 1, &tc->O);
+        }
+        graph_node n = {.op = tc->op, .ia = {s, s, p, p, 1, 1, tc->groups, tc->outpad, tc->outpad}};
+        enum dtype odt = tc->bf16_out ? DT_BF16 : DT_F32;
+        tensor *y[2] = {tensor_new_empty(odt, 4, ys), tensor_new_empty(odt, 4, ys)};
+        assert_true(y[0] && y[1]);
+        for (int path = 0; path < 2; path++) {
+            if (path)
+                setenv("TCBENCH_DISABLE_DNNL_BF16", "1", 1);
+            else
+                unsetenv("TCBENCH_DISABLE_DNNL_BF16");
+            int64_t v0 = c.dnnl_bf16_convs, k0 = c.kernels;
+            int rc = tc->post ? cpu_conv2d_post(&c, &n, x, w, b, 4, post, y[path])
+                              : cpu_conv2d(&c, &n, x, w, b, y[path]);
+            unsetenv("TCBENCH_DISABLE_DNNL_BF16");
+            if (rc < 0)
+                fail_msg("%s (%s path): %s", tc->name, path ? "widening" : "oneDNN", c.err);
+            assert_int_equal(c.kernels - k0, 1);
+            if (c.dnnl_bf16_convs - v0 != (path == 0 && have && tc->dnnl))
+                fail_msg("%s (%s path): %lld oneDNN bf16 convolutions, expected %d", tc->name,
+                         path ? "widening" : "oneDNN", (long long)(c.dnnl_bf16_convs - v0),
+                         path == 0 && have && tc->dnnl);
+        }
+        int64_t ny = tensor_numel(y[0]), K = tc->C / tc->groups * tc->kh * tc->kw;
+        double *ref = malloc((size_t)ny * sizeof *ref), *mag = malloc((size_t)ny * sizeof *mag);
+        assert_true(ref && mag);
+        conv_ref(tc, x, w, b, OH, OW, ref, mag);
+        for (int64_t o = 0; o < ny; o++) {
+            double r = ref[o], m = mag[o];
+            if (tc->post) {
+                int64_t ch = o / (OH * OW) % tc->O;
+                double a = bf16_flat(add, o), u = tensor_f32(mul)[ch];
+                r = ((r > 0 ? r : 0) + a) * u * 0.5 - 1;
+                m = ((m + fabs(a)) * fabs(u)) * 0.5 + 1;
+            }
+            double got = tensor_get_flat(y[0], o), wid = tensor_get_flat(y[1], o);
+            double sums = (double)(K + 5) * 0x1p-24 * m, ulp = tc->bf16_out ? 0x1p-8 : 0;
+            if (fabs(got - r) > ulp * fabs(r) + sums ||
+                fabs(got - wid) > 2 * ulp * fabs(r) + 2 * sums)
+                fail_msg("%s: element %lld: oneDNN %.9g, widening %.9g, fp64 %.9g", tc->name,
+                         (long long)o, got, wid, r);
+        }
+        free(ref);
+        free(mag);
+        tensor *all[] = {x, w, b, add, mul, y[0], y[1]};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            tensor_free(all[i]);
+    }
+    cpu_dnnl_free(c.dnnl);
+}
+
 int main(void) {
-    enum { FIXED = 11 };
+    enum { FIXED = 12 };
     static struct CMUnitTest tests[2 * NCASES + FIXED];
     static char names[NCASES][64];
     tests[0] = (struct CMUnitTest)cmocka_unit_test(test_narrow_rules);
@@ -1157,5 +1332,6 @@ int main(void) {
     tests[2 * NCASES + 8] = (struct CMUnitTest)cmocka_unit_test(test_errors);
     tests[2 * NCASES + 9] = (struct CMUnitTest)cmocka_unit_test(test_amp_cnn_step);
     tests[2 * NCASES + 10] = (struct CMUnitTest)cmocka_unit_test(test_gemm_bf16_dnnl);
+    tests[2 * NCASES + 11] = (struct CMUnitTest)cmocka_unit_test(test_conv_bf16_dnnl);
     return _cmocka_run_group_tests("f16", tests, 2 * NCASES + FIXED, NULL, NULL);
 }

@@ -82,10 +82,10 @@ void cpu_dnnl_log_impl(const dnnl_key *k, const_dnnl_primitive_desc_t pd) {
     const char *impl = "?";
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success)
         impl = "(dnnl_primitive_desc_query failed)";
-    fprintf(stderr, "dnnl: %s x(%lld,%lld,%lld,%lld) w(%lld,%lld,%lld,%lld) -> %s\n",
-            op_name((enum op)k->op), (long long)k->x[0], (long long)k->x[1], (long long)k->x[2],
-            (long long)k->x[3], (long long)k->w[0], (long long)k->w[1], (long long)k->w[2],
-            (long long)k->w[3], impl);
+    fprintf(stderr, "dnnl: %s%s x(%lld,%lld,%lld,%lld) w(%lld,%lld,%lld,%lld) -> %s\n",
+            k->bf16 ? "bf16 " : "", op_name((enum op)k->op), (long long)k->x[0], (long long)k->x[1],
+            (long long)k->x[2], (long long)k->x[3], (long long)k->w[0], (long long)k->w[1],
+            (long long)k->w[2], (long long)k->w[3], impl);
 }
 
 // Builds the primitive and its memory objects for k (descriptors of plain
@@ -105,7 +105,7 @@ static int post_attr(cpu_ctx *c, const dnnl_key *k, dnnl_primitive_attr_t *attr,
             dnnl_dims_t d1 = {k->post_chan[i] ? 1 : k->y[0], k->y[1],
                               k->post_chan[i] ? 1 : k->y[2], k->post_chan[i] ? 1 : k->y[3]};
             DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
-                     (&md[i], 4, d1, dnnl_f32, dnnl_abcd));
+                     (&md[i], 4, d1, k->bf16_post[i] ? dnnl_bf16 : dnnl_f32, dnnl_abcd));
             dnnl_alg_kind_t alg = op == OP_ADD   ? dnnl_binary_add
                                   : op == OP_SUB ? dnnl_binary_sub
                                   : op == OP_MUL ? dnnl_binary_mul
@@ -140,6 +140,31 @@ fail:
     return -1;
 }
 
+// A bf16 convolution oneDNN refuses, or takes only with its reference
+// kernel: e kept without a primitive, so the cache remembers the refusal
+// and the widening path runs.
+static dnnl_entry *bf16_declined(cpu_ctx *c, dnnl_entry *e) {
+    for (int i = 0; i < e->nargs; i++)
+        if (e->mem[i])
+            dnnl_memory_destroy(e->mem[i]);
+    if (e->prim)
+        dnnl_primitive_destroy(e->prim);
+    e->nargs = 0;
+    e->prim = NULL;
+    const char *want = getenv("TCBENCH_LOG");
+    if (want && strstr(want, "dnnl")) {
+        const dnnl_key *k = &e->key;
+        fprintf(stderr,
+                "dnnl: bf16 %s x(%lld,%lld,%lld,%lld) w(%lld,%lld,%lld,%lld) declined, "
+                "widening to f32 instead: %s\n",
+                op_name((enum op)k->op), (long long)k->x[0], (long long)k->x[1], (long long)k->x[2],
+                (long long)k->x[3], (long long)k->w[0], (long long)k->w[1], (long long)k->w[2],
+                (long long)k->w[3], c->err);
+    }
+    c->err[0] = '\0';
+    return e;
+}
+
 static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
     dnnl_entry *e = calloc(1, sizeof *e);
     dnnl_primitive_desc_t pd = NULL;
@@ -155,10 +180,10 @@ static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
     dnnl_dims_t dx = {k->x[0], k->x[1], k->x[2], k->x[3]};
     dnnl_dims_t dy = {k->y[0], k->y[1], k->y[2], k->y[3]};
     dnnl_dims_t strides = {ia[0], ia[1]}, pad_l = {ia[2], ia[3]}, pad_r = {ia[2], ia[3]};
-    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
-             (&md_x, 4, dx, dnnl_f32, dnnl_abcd));
-    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
-             (&md_y, 4, dy, dnnl_f32, dnnl_abcd));
+    // bf16 src and weights for a bf16 convolution; its bias stays f32
+    dnnl_data_type_t xt = k->bf16 ? dnnl_bf16 : dnnl_f32, yt = k->bf16_y ? dnnl_bf16 : dnnl_f32;
+    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag, (&md_x, 4, dx, xt, dnnl_abcd));
+    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag, (&md_y, 4, dy, yt, dnnl_abcd));
     if (k->op == OP_CONV2D || k->op == OP_CONV_TRANSPOSE2D) {
         bool tr = k->op == OP_CONV_TRANSPOSE2D;
         int64_t g = ia[6], O = k->y[1], C = k->x[1];
@@ -169,11 +194,11 @@ static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
         if (g == 1) {
             dnnl_dims_t dw = {O, C, k->w[2], k->w[3]};
             DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
-                     (&md_w, 4, dw, dnnl_f32, tr ? dnnl_iohw : dnnl_oihw));
+                     (&md_w, 4, dw, xt, tr ? dnnl_iohw : dnnl_oihw));
         } else {
             dnnl_dims_t dw = {g, O / g, C / g, k->w[2], k->w[3]};
             DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
-                     (&md_w, 5, dw, dnnl_f32, tr ? dnnl_giohw : dnnl_goihw));
+                     (&md_w, 5, dw, xt, tr ? dnnl_giohw : dnnl_goihw));
         }
         dnnl_dims_t db = {O};
         DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
@@ -201,6 +226,16 @@ static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
                 goto fail;
             DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_desc_create,
                      (&pd, &d, attr, dnnl_engine, NULL));
+        }
+        if (k->bf16) {
+            const char *impl = "?";
+            DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_desc_query,
+                     (pd, dnnl_query_impl_info_str, 0, &impl));
+            if (strncmp(impl, "ref", 3) == 0) {
+                snprintf(c->err, sizeof c->err, "only oneDNN's reference kernel (%s) takes it",
+                         impl);
+                goto fail;
+            }
         }
         e->arg[e->nargs] = DNNL_ARG_SRC;
         DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create,
@@ -250,6 +285,8 @@ fail:
         dnnl_primitive_desc_destroy(pd);
     if (attr)
         dnnl_primitive_attr_destroy(attr);
+    if (k->bf16)
+        return bf16_declined(c, e);
     cpu_dnnl_entry_free(e);
     return NULL;
 }
@@ -301,11 +338,72 @@ void cpu_dnnl_key_init(dnnl_key *k, const graph_node *n, const tensor *x, const 
 
 // ---- f16 and bf16 (AMP): oneDNN 2.6 has no f16 convolution on a CPU without
 // AVX512-FP16, so f16 operands go through f32 scratch (cpu_f32_in): the f32
-// primitive, the output rounded to f16 once. bf16 takes the same path (a
-// bf16 primitive where the CPU has AVX512-BF16 is future work, docs/amp.md).
-// As with the GEMMs, any operand may be f32 or 16-bit, and so may the
-// output: the compiled mode fuses a cast to f32 after a convolution by
-// asking for the f32 result unrounded.
+// primitive, the output rounded to f16 once. bf16 x and w on a CPU with
+// AVX512-BF16 run oneDNN's bf16 primitive instead (conv_bf16); what it
+// declines takes the f16 path. As with the GEMMs, any operand may be f32 or
+// 16-bit, and so may the output: the compiled mode fuses a cast to f32 after
+// a convolution by asking for the f32 result unrounded.
+
+static void key_post(dnnl_key *k, int npost, const cpu_post *post) {
+    k->npost = npost;
+    for (int i = 0; i < npost; i++) {
+        k->post_op[i] = post[i].op;
+        k->post_chan[i] = post[i].src1 ? post[i].per_channel : -1;
+        k->post_a[i] = post[i].alpha;
+        k->post_b[i] = post[i].beta;
+    }
+}
+
+// bf16 x and w through oneDNN's bf16 convolution: f32 accumulation, the
+// bias in f32, the post-ops on the f32 sums, dst in out's dtype (f32 or
+// bf16, rounded once); post-op operands f32 or bf16. 1 when declined:
+// TCBENCH_DISABLE_DNNL_BF16, no AVX512-BF16, another dtype, or a primitive
+// oneDNN refuses or offers only as its reference kernel (cached, asked once
+// per shape).
+static int conv_bf16(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
+                     const tensor *bias, int npost, const cpu_post *post, tensor *out) {
+    if (!cpu_dnnl_bf16_on() || !c->dnnl || x->dtype != DT_BF16 || w->dtype != DT_BF16 ||
+        (out->dtype != DT_F32 && out->dtype != DT_BF16) || !tensor_is_contiguous(out) ||
+        (bias && bias->dtype != DT_F32 && bias->dtype != DT_BF16))
+        return 1;
+    for (int i = 0; i < npost; i++)
+        if (post[i].src1 && post[i].src1->dtype != DT_F32 && post[i].src1->dtype != DT_BF16)
+            return 1;
+    dnnl_key k;
+    cpu_dnnl_key_init(&k, n, x, w, out);
+    k.has_bias = bias != NULL;
+    key_post(&k, npost, post);
+    k.bf16 = 1;
+    k.bf16_y = out->dtype == DT_BF16;
+    for (int i = 0; i < npost; i++)
+        k.bf16_post[i] = post[i].src1 && post[i].src1->dtype == DT_BF16;
+    dnnl_entry *e = cpu_dnnl_lookup(c, &k, entry_new);
+    if (!e)
+        return -1;
+    if (!e->prim)
+        return 1;
+    const char *what = op_name(n->op);
+    int64_t k0 = c->kernels;
+    // x, w, the f32 bias, then each post-op operand; contiguous copies at most
+    tensor *own[3 + CPU_POST_MAX] = {0};
+    bool ok = (own[0] = cpu_contiguous(c, x)) && (own[1] = cpu_contiguous(c, w)) &&
+              (!bias || (own[2] = cpu_f32_in(c, what, bias)));
+    void *data[CPU_DNNL_MAX_ARGS];
+    int a = 0;
+    for (int i = 0; ok && i < 3; i++)
+        if (own[i])
+            data[a++] = tensor_data(own[i]);
+    for (int i = 0; ok && i < npost; i++)
+        if (post[i].src1 && (ok = (own[3 + i] = cpu_contiguous(c, post[i].src1)) != NULL))
+            data[a++] = tensor_data(own[3 + i]);
+    data[a] = tensor_data(out);
+    int rc = ok ? cpu_dnnl_execute(c, e, data) : -1;
+    cpu_free_all(3 + CPU_POST_MAX, own);
+    c->kernels = k0 + (rc == 0);
+    if (rc == 0)
+        c->dnnl_bf16_convs++;
+    return rc;
+}
 
 static bool any_f16(const tensor *x, const tensor *w, const tensor *bias, int npost,
                     const cpu_post *post, const tensor *out) {
@@ -342,8 +440,10 @@ static int conv_f16(cpu_ctx *c, const graph_node *n, const tensor *x, const tens
 
 int cpu_conv2d(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
                const tensor *bias, tensor *out) {
-    if (any_f16(x, w, bias, 0, NULL, out))
-        return conv_f16(c, n, x, w, bias, 0, NULL, out);
+    if (any_f16(x, w, bias, 0, NULL, out)) {
+        int rc = conv_bf16(c, n, x, w, bias, 0, NULL, out);
+        return rc <= 0 ? rc : conv_f16(c, n, x, w, bias, 0, NULL, out);
+    }
     if (cpu_need_same_float(c, op_name(n->op), 4, (const tensor *[]){x, w, bias, out}) < 0)
         return -1;
     dnnl_key k;
@@ -373,8 +473,10 @@ int cpu_conv2d_post(cpu_ctx *c, const graph_node *n, const tensor *x, const tens
                     const tensor *bias, int npost, const cpu_post *post, tensor *out) {
     if (npost > CPU_POST_MAX)
         return cpu_fail(c, "%s: at most %d post-ops, got %d", op_name(n->op), CPU_POST_MAX, npost);
-    if (any_f16(x, w, bias, npost, post, out))
-        return conv_f16(c, n, x, w, bias, npost, post, out);
+    if (any_f16(x, w, bias, npost, post, out)) {
+        int rc = conv_bf16(c, n, x, w, bias, npost, post, out);
+        return rc <= 0 ? rc : conv_f16(c, n, x, w, bias, npost, post, out);
+    }
     if (cpu_need_same_float(c, op_name(n->op), 4, (const tensor *[]){x, w, bias, out}) < 0)
         return -1;
     for (int i = 0; i < npost; i++)
@@ -384,13 +486,7 @@ int cpu_conv2d_post(cpu_ctx *c, const graph_node *n, const tensor *x, const tens
     dnnl_key k;
     cpu_dnnl_key_init(&k, n, x, w, out);
     k.has_bias = bias != NULL;
-    k.npost = npost;
-    for (int i = 0; i < npost; i++) {
-        k.post_op[i] = post[i].op;
-        k.post_chan[i] = post[i].src1 ? post[i].per_channel : -1;
-        k.post_a[i] = post[i].alpha;
-        k.post_b[i] = post[i].beta;
-    }
+    key_post(&k, npost, post);
     dnnl_entry *e = cpu_dnnl_lookup(c, &k, entry_new);
     if (!e)
         return -1;

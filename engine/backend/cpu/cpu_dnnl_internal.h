@@ -22,6 +22,9 @@ typedef struct dnnl_key {
     int64_t x[4], w[4], y[4];    // forward input, weight, forward output
     int64_t xs[4], ws[4], ys[4]; // their strides (bf16 matmul; 0 elsewhere)
     int64_t ia[9];
+    // bf16 convolution (cpu_dnnl.c): bf16 src and weights; dst and each
+    // post-op operand f32 or bf16 (1 for bf16). All 0 for f32 primitives.
+    int bf16, bf16_y, bf16_post[CPU_POST_MAX];
     int npost; // post-ops (cpu_conv2d_post)
     int post_op[CPU_POST_MAX];
     int post_chan[CPU_POST_MAX];
@@ -55,6 +58,9 @@ const char *cpu_dnnl_status_str(dnnl_status_t s);
     } while (0)
 
 dnnl_engine_t cpu_dnnl_engine(void); // made by the first cpu_dnnl_new
+// oneDNN's bf16 kernels run here: the CPU has AVX512-BF16 (asked once) and
+// TCBENCH_DISABLE_DNNL_BF16 is unset or 0 (read at every call)
+bool cpu_dnnl_bf16_on(void);
 void cpu_dnnl_key_init(dnnl_key *k, const graph_node *n, const tensor *x, const tensor *w,
                        const tensor *y);
 dnnl_entry *cpu_dnnl_lookup(cpu_ctx *c, const dnnl_key *k, cpu_dnnl_make_fn make);

@@ -29,6 +29,7 @@ typedef struct cpu_ctx {
     int64_t kernels;    // kernels launched, internal copies included
     cpu_dnnl *dnnl;     // oneDNN engine, stream and primitive cache
     int64_t dnnl_gemms; // bf16 GEMMs run by oneDNN's matmul (cpu_gemm_bf16)
+    int64_t dnnl_bf16_convs; // bf16 convolutions run by oneDNN's bf16 primitive (cpu_dnnl)
     uint64_t step;      // the training step, from 1 (dropout masks, Adam's bias correction);
                         // 0, a zeroed ctx, counts as 1
     char err[256];
