@@ -40,14 +40,11 @@ static inline tensor *bench_random_bf16(int nd, const int64_t *shape) {
 }
 
 // The median seconds of runs calls of kernel(ctx) after two warm-ups (the
-// primitive, the pages); widen selects the widening path
-// (TCBENCH_DISABLE_DNNL_BF16=1). A failing kernel ends the program.
-static inline double bench_median(int runs, bool widen, int (*kernel)(void *), void *ctx,
-                                  const char *name) {
-    if (widen)
-        setenv("TCBENCH_DISABLE_DNNL_BF16", "1", 1);
-    else
-        unsetenv("TCBENCH_DISABLE_DNNL_BF16");
+// primitive, the pages); widen selects d's widening path
+// (cpu_dnnl_set_bf16). A failing kernel ends the program.
+static inline double bench_median(cpu_dnnl *d, int runs, bool widen, int (*kernel)(void *),
+                                  void *ctx, const char *name) {
+    cpu_dnnl_set_bf16(d, !widen);
     double *t = malloc((size_t)runs * sizeof *t);
     if (!t) {
         fprintf(stderr, "%s: out of memory\n", name);

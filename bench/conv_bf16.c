@@ -1,7 +1,7 @@
 // conv_bf16: eager's bf16 convolution, a resnet stage's 3x3 layer (N=8,
 // 64 -> 64 channels, 56x56, padding 1) with bias into bf16, by oneDNN's
 // bf16 convolution and by the widening path (bf16 operands to f32 scratch,
-// the f32 primitive, the result rounded; TCBENCH_DISABLE_DNNL_BF16=1),
+// the f32 primitive, the result rounded; cpu_dnnl_set_bf16(false)),
 // timed side by side: the median of 10 runs each after a warm-up, in
 // GFLOP/s. The numbers in docs/amp.md come from it.
 //
@@ -46,9 +46,9 @@ int main(void) {
     double flop = 2.0 * N * O * H * W * C * KH * KH;
     int64_t v0 = c.dnnl_bf16_convs;
     conv_job job = {&c, &n, x, w, b, y};
-    double t_dnnl = bench_median(RUNS, false, run_conv, &job, "conv_bf16");
+    double t_dnnl = bench_median(c.dnnl, RUNS, false, run_conv, &job, "conv_bf16");
     bool used = c.dnnl_bf16_convs > v0;
-    double t_wide = bench_median(RUNS, true, run_conv, &job, "conv_bf16");
+    double t_wide = bench_median(c.dnnl, RUNS, true, run_conv, &job, "conv_bf16");
     printf("bf16 conv2d (%d, %d, %d, %d) * (%d, %d, %d, %d), padding 1, + bias -> bf16, "
            "%d threads, median of %d\n",
            N, C, H, W, O, C, KH, KH, omp_get_max_threads(), RUNS);

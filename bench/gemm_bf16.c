@@ -1,6 +1,6 @@
 // gemm_bf16: eager's bf16 linear, (512, 1024) @ (1024, 1024)^T + bias into
 // bf16, by oneDNN's bf16 matmul and by the widening path (bf16 operands to
-// f32 scratch, cblas_sgemm, the result rounded; TCBENCH_DISABLE_DNNL_BF16=1),
+// f32 scratch, cblas_sgemm, the result rounded; cpu_dnnl_set_bf16(false)),
 // timed side by side: the median of 20 runs each after a warm-up, in
 // GFLOP/s. The numbers in docs/amp.md come from it.
 //
@@ -42,9 +42,9 @@ int main(void) {
     double flop = 2.0 * M * N * K;
     int64_t g0 = c.dnnl_gemms;
     linear_job job = {&c, x, w, b, y};
-    double t_dnnl = bench_median(RUNS, false, run_linear, &job, "gemm_bf16");
+    double t_dnnl = bench_median(c.dnnl, RUNS, false, run_linear, &job, "gemm_bf16");
     bool used = c.dnnl_gemms > g0;
-    double t_wide = bench_median(RUNS, true, run_linear, &job, "gemm_bf16");
+    double t_wide = bench_median(c.dnnl, RUNS, true, run_linear, &job, "gemm_bf16");
     printf("bf16 linear (%d x %d) @ (%d x %d)^T + bias -> bf16, %d threads, median of %d\n", M, K,
            N, K, omp_get_max_threads(), RUNS);
     bench_print("oneDNN bf16 matmul", "widen to f32 + cblas_sgemm", used, t_dnnl, t_wide, flop);

@@ -897,7 +897,7 @@ static bool bf16_ctx(cpu_ctx *c) {
 }
 
 // Both paths on the same bf16 values: oneDNN's (counted in c.dnnl_gemms)
-// and, with TCBENCH_DISABLE_DNNL_BF16=1, the widening one. Both sum exact
+// and, with cpu_dnnl_set_bf16(false), the widening one. Both sum exact
 // bf16 products in f32, so each is within K f32 roundings of the fp64
 // result (K * 2^-24 of the sum of |terms|), and so within twice that of
 // each other; a bf16 output adds its own rounding.
@@ -923,14 +923,11 @@ static void test_gemm_bf16_dnnl(void **state) {
         tensor *y[2] = {tensor_new_empty(odt, nd, os), tensor_new_empty(odt, nd, os)};
         assert_true(y[0] && y[1]);
         for (int path = 0; path < 2; path++) {
-            if (path)
-                setenv("TCBENCH_DISABLE_DNNL_BF16", "1", 1);
-            else
-                unsetenv("TCBENCH_DISABLE_DNNL_BF16");
+            cpu_dnnl_set_bf16(c.dnnl, path == 0);
             int64_t g0 = c.dnnl_gemms, k0 = c.kernels;
             int rc =
                 tc->linear ? cpu_linear(&c, a, b, bias, y[path]) : cpu_matmul(&c, a, b, y[path]);
-            unsetenv("TCBENCH_DISABLE_DNNL_BF16");
+            cpu_dnnl_set_bf16(c.dnnl, true);
             if (rc < 0)
                 fail_msg("%s (%s path): %s", tc->name, path ? "widening" : "oneDNN", c.err);
             assert_int_equal(c.kernels - k0, 1);
@@ -1229,7 +1226,7 @@ static void conv_ref(const conv_case *tc, const tensor *x, const tensor *w, cons
 
 // Both paths on the same bf16 values, as test_gemm_bf16_dnnl: oneDNN's bf16
 // convolution (counted in c.dnnl_bf16_convs) and, with
-// TCBENCH_DISABLE_DNNL_BF16=1, the widening one. Both sum exact bf16
+// cpu_dnnl_set_bf16(false), the widening one. Both sum exact bf16
 // products in f32, so each is within (K + post-ops) f32 roundings of the
 // fp64 result and within twice that of each other; a bf16 output adds one
 // rounding (2^-8 relative) on each side.
@@ -1267,14 +1264,11 @@ static void test_conv_bf16_dnnl(void **state) {
         tensor *y[2] = {tensor_new_empty(odt, 4, ys), tensor_new_empty(odt, 4, ys)};
         assert_true(y[0] && y[1]);
         for (int path = 0; path < 2; path++) {
-            if (path)
-                setenv("TCBENCH_DISABLE_DNNL_BF16", "1", 1);
-            else
-                unsetenv("TCBENCH_DISABLE_DNNL_BF16");
+            cpu_dnnl_set_bf16(c.dnnl, path == 0);
             int64_t v0 = c.dnnl_bf16_convs, k0 = c.kernels;
             int rc = tc->post ? cpu_conv2d_post(&c, &n, x, w, b, 4, post, y[path])
                               : cpu_conv2d(&c, &n, x, w, b, y[path]);
-            unsetenv("TCBENCH_DISABLE_DNNL_BF16");
+            cpu_dnnl_set_bf16(c.dnnl, true);
             if (rc < 0)
                 fail_msg("%s (%s path): %s", tc->name, path ? "widening" : "oneDNN", c.err);
             assert_int_equal(c.kernels - k0, 1);

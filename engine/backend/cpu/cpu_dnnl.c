@@ -13,6 +13,7 @@
 
 struct cpu_dnnl {
     dnnl_entry *head;
+    bool bf16; // oneDNN's bf16 kernels run (cpu_dnnl_bf16_on)
 };
 
 // Process-wide, as in a framework: made on first use, never torn down (the
@@ -47,6 +48,11 @@ int cpu_dnnl_new(cpu_dnnl **out, char *err, size_t errcap) {
         snprintf(err, errcap, "out of memory for the oneDNN primitive cache");
         return -1;
     }
+    // the CPU's ISA and the switch, read once here rather than on every call
+    const char *off = getenv("TCBENCH_DISABLE_DNNL_BF16");
+    bool isa = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_bf16) ==
+               dnnl_cpu_isa_avx512_core_bf16;
+    (*out)->bf16 = isa && !(off && *off && strcmp(off, "0") != 0);
     return 0;
 fail:
     if (dnnl_engine && !dnnl_stream_) {
@@ -54,6 +60,13 @@ fail:
         dnnl_engine = NULL;
     }
     return -1;
+}
+
+bool cpu_dnnl_bf16_on(const cpu_dnnl *d) { return d && d->bf16; }
+
+void cpu_dnnl_set_bf16(cpu_dnnl *d, bool on) {
+    d->bf16 = on && (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_bf16) ==
+                        dnnl_cpu_isa_avx512_core_bf16;
 }
 
 void cpu_dnnl_entry_free(dnnl_entry *e) {
@@ -362,7 +375,7 @@ static void key_post(dnnl_key *k, int npost, const cpu_post *post) {
 // per shape).
 static int conv_bf16(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
                      const tensor *bias, int npost, const cpu_post *post, tensor *out) {
-    if (!cpu_dnnl_bf16_on() || !c->dnnl || x->dtype != DT_BF16 || w->dtype != DT_BF16 ||
+    if (!cpu_dnnl_bf16_on(c->dnnl) || x->dtype != DT_BF16 || w->dtype != DT_BF16 ||
         (out->dtype != DT_F32 && out->dtype != DT_BF16) || !tensor_is_contiguous(out) ||
         (bias && bias->dtype != DT_F32 && bias->dtype != DT_BF16))
         return 1;

@@ -58,9 +58,10 @@ const char *cpu_dnnl_status_str(dnnl_status_t s);
     } while (0)
 
 dnnl_engine_t cpu_dnnl_engine(void); // made by the first cpu_dnnl_new
-// oneDNN's bf16 kernels run here: the CPU has AVX512-BF16 (asked once) and
-// TCBENCH_DISABLE_DNNL_BF16 is unset or 0 (read at every call)
-bool cpu_dnnl_bf16_on(void);
+// oneDNN's bf16 kernels run for d: the CPU has AVX512-BF16 and
+// TCBENCH_DISABLE_DNNL_BF16 was unset or 0 when d was made
+// (cpu_dnnl_set_bf16 changes it; NULL d: false)
+bool cpu_dnnl_bf16_on(const cpu_dnnl *d);
 void cpu_dnnl_key_init(dnnl_key *k, const graph_node *n, const tensor *x, const tensor *w,
                        const tensor *y);
 dnnl_entry *cpu_dnnl_lookup(cpu_ctx *c, const dnnl_key *k, cpu_dnnl_make_fn make);

@@ -21,15 +21,6 @@
 
 // The CPU's answer, asked once; the switch at every call, so a test or a
 // benchmark can compare both paths in one process.
-bool cpu_dnnl_bf16_on(void) {
-    static int isa = -1; // a benign race: every thread computes the same value
-    if (isa < 0)
-        isa = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core_bf16) ==
-              dnnl_cpu_isa_avx512_core_bf16;
-    const char *off = getenv("TCBENCH_DISABLE_DNNL_BF16");
-    return isa && !(off && *off && strcmp(off, "0") != 0);
-}
-
 // An operand (tnd dims of shape and stride, right-aligned) as nd oneDNN
 // dims and strides: leading dims of size 1 added, a batch dim broadcast by
 // stride 0 made size 1, the stride of every size-1 dim made that of a
@@ -146,7 +137,7 @@ fail:
 int cpu_gemm_bf16(cpu_ctx *c, const tensor *a, const tensor *b, const tensor *bias, bool linear,
                   tensor *out) {
     int nd = out->ndim;
-    if (!cpu_dnnl_bf16_on() || !c->dnnl || a->dtype != DT_BF16 || b->dtype != DT_BF16 ||
+    if (!cpu_dnnl_bf16_on(c->dnnl) || a->dtype != DT_BF16 || b->dtype != DT_BF16 ||
         (out->dtype != DT_F32 && out->dtype != DT_BF16) || nd < 2 || nd > 4 || a->ndim < 2 ||
         a->ndim > nd || b->ndim < 2 || b->ndim > nd || (linear && (a->ndim != nd || b->ndim != 2)))
         return 1;

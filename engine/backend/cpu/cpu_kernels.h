@@ -123,6 +123,10 @@ int cpu_gemm_bf16(cpu_ctx *c, const tensor *a, const tensor *b, const tensor *bi
 // convolution and pooling through oneDNN (cpu_dnnl.c)
 int cpu_dnnl_new(cpu_dnnl **out, char *err, size_t errcap);
 void cpu_dnnl_free(cpu_dnnl *d);
+// bf16 GEMMs and convolutions through oneDNN's bf16 kernels (on when the CPU
+// has AVX512-BF16, unless TCBENCH_DISABLE_DNNL_BF16 was set at
+// cpu_dnnl_new), or through the widening path: tests and bench/ compare both.
+void cpu_dnnl_set_bf16(cpu_dnnl *d, bool on);
 // CONV2D and CONV_TRANSPOSE2D, attributes as in ops.def; bias may be NULL.
 // Each operand and the output f32 or f16 (f16 through f32, rounded once).
 int cpu_conv2d(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
