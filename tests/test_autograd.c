@@ -568,6 +568,7 @@ static void test_smoke_vs_reference(void **state) {
         compiled *c;
         if (compile_model(m2, &co, &c, err, sizeof err) < 0)
             fail_msg("%s: compile: %s", name, err);
+        double prev = INFINITY;
         for (int t = 1; t <= STEPS; t++) {
             double *ro[1];
             tensor *eo[1], *xo[1];
@@ -587,6 +588,13 @@ static void test_smoke_vs_reference(void **state) {
             free(ro[0]);
             tensor_free(eo[0]);
             tensor_free(xo[0]);
+            // a step that raised the exact loss overshot (mobilenet_v2 at
+            // lr 0.01): from there SGD magnifies rounding without bound
+            // (a change of conv algorithm moved eager's third loss by 1%),
+            // so the trajectory is compared up to and including that step
+            if (r > prev)
+                break;
+            prev = r;
         }
         compiled_free(c);
         eager_free(e);

@@ -616,6 +616,23 @@ static double run_mode(const model *m, const mode *md, const char *cache, double
     return run_mode_tol(m, md, cache, ref, 1e-4, kernels, why, cap);
 }
 
+// Every compiled-family mode of m against the fp64 reference (1e-4).
+static void check_modes(const model *m, const char *cache, const char *what) {
+    double *ref[8];
+    char err[256];
+    assert_true(m->g->noutputs <= 8);
+    assert_int_equal(ref_run(m, ref, err, sizeof err), 0);
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        char why[600] = "";
+        int64_t kernels;
+        double e = run_mode(m, &modes[i], cache, ref, &kernels, why, sizeof why);
+        if (!(e < 1e-4))
+            fail_msg("%s, %s: %s", what, modes[i].name, why);
+    }
+    for (int i = 0; i < m->g->noutputs; i++)
+        free(ref[i]);
+}
+
 // A convolution with a bias, an activation and a residual add is one
 // oneDNN primitive (bias argument + post-ops); with batch norm after it the
 // epilogue needs the generated loop. Both match the fp64 reference.
@@ -657,19 +674,69 @@ static void test_conv_post_ops(void **state) {
             assert_true(!posts[2].per_channel && posts[2].operand >= 0);
         }
         prog_free(p);
-        double *ref[8];
-        char err[256];
-        assert_int_equal(ref_run(m, ref, err, sizeof err), 0);
-        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-            char why[600] = "";
-            int64_t kernels;
-            double e = run_mode(m, &modes[i], cache, ref, &kernels, why, sizeof why);
-            if (!(e < 1e-4))
-                fail_msg("conv %s, %s: %s", bn ? "+ batch norm" : "+ bias", modes[i].name, why);
-        }
-        free(ref[0]);
+        check_modes(m, cache, bn ? "conv + batch norm" : "conv + bias");
         model_free(m);
     }
+}
+
+// Layout planning (layout.c): in an inference graph the activations
+// between convolutions and pooling are stored channels-last, the graph's
+// output plain; every mode matches the fp64 reference. The chain has a
+// 3x3 convolution with post-ops, a max pool, a 1x1 convolution whose batch
+// norm needs the generated loop, a depthwise convolution whose residual add
+// reads its channels-last input, and a pointwise reader.
+static void test_conv_layouts(void **state) {
+    char cache[512];
+    cache_of(state, cache, sizeof cache);
+    graph *g = graph_new();
+    int x = in(g, "x", 4, (int64_t[]){2, 3, 10, 10});
+    int w1 = graph_param(g, "w1", 4, (int64_t[]){8, 3, 3, 3}, INIT_NORMAL, 0.3);
+    int b1 = graph_param(g, "b1", 1, (int64_t[]){8}, INIT_NORMAL, 0.3);
+    int w2 = graph_param(g, "w2", 4, (int64_t[]){16, 8, 1, 1}, INIT_NORMAL, 0.3);
+    int w3 = graph_param(g, "w3", 4, (int64_t[]){16, 1, 3, 3}, INIT_NORMAL, 0.3);
+    int y = graph_op(g, OP_CONV2D, 3, (int[]){x, w1, b1},
+                     (int64_t[GRAPH_MAX_IA]){1, 1, 1, 1, 1, 1, 1}, NULL);
+    y = graph_unary(g, OP_RELU, y);
+    y = graph_op(g, OP_MAX_POOL2D, 1, &y, (int64_t[GRAPH_MAX_IA]){2, 2, 1, 1, 3, 3}, NULL);
+    y = graph_op(g, OP_CONV2D, 2, (int[]){y, w2}, (int64_t[GRAPH_MAX_IA]){1, 1, 0, 0, 1, 1, 1},
+                 NULL);
+    int gw = graph_param(g, "g", 1, (int64_t[]){16}, INIT_NORMAL, 1.0);
+    int gb = graph_param(g, "gb", 1, (int64_t[]){16}, INIT_NORMAL, 0.3);
+    int rm = graph_buffer(g, "rm", DT_F32, 1, (int64_t[]){16}, INIT_NORMAL, 0.3);
+    int rv = graph_buffer(g, "rv", DT_F32, 1, (int64_t[]){16}, INIT_ONES, 0);
+    y = graph_op(g, OP_BATCH_NORM, 5, (int[]){y, gw, gb, rm, rv}, NULL,
+                 (double[GRAPH_MAX_FA]){1e-5, 0.1});
+    int r = graph_unary(g, OP_RELU, y);
+    y = graph_op(g, OP_CONV2D, 2, (int[]){r, w3}, (int64_t[GRAPH_MAX_IA]){1, 1, 1, 1, 1, 1, 16},
+                 NULL);
+    y = graph_binary(g, OP_ADD, y, r);
+    graph_output(g, graph_unary(g, OP_TANH, y));
+    model *m = model_of(g);
+    assert_int_equal(model_init_values(m, 11), 0);
+    cprog *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    p->m = m;
+    p->fusion = true;
+    p->log = compile_opts_default().log;
+    if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
+        compile_layouts(p) < 0 || compile_plan(p) < 0)
+        fail_msg("passes: %s", p->err);
+    check_prog(p);
+    int nhwc = 0;
+    for (int v = 0; v < p->g->n; v++) {
+        const cnode *c = &p->info[v];
+        if (c->store != CS_BUFFER || p->g->nodes[v].ndim != 4 || c->lay.stride[1] != 1)
+            continue;
+        nhwc++;
+        for (int i = 0; i < p->g->noutputs; i++)
+            assert_int_not_equal(p->g->outputs[i], v); // outputs stay plain
+        assert_int_equal(c->lay.stride[3], p->g->nodes[v].shape[1]);
+    }
+    // relu -> pool, pool -> 1x1, batch norm's relu -> depthwise and residual
+    assert_int_equal(nhwc, 3);
+    prog_free(p);
+    check_modes(m, cache, "conv layouts");
+    model_free(m);
 }
 
 // A small value that broadcasts into one reader but is read at its own size
@@ -2261,6 +2328,7 @@ int main(void) {
         T(test_fuse_captured_keeps_ops_apart),
         T(test_fuse_diamond),
         T(test_conv_post_ops),
+        T(test_conv_layouts),
         T(test_recompute_reads_no_buffer),
         T(test_outputs_without_kernels),
         T(test_regressions),

@@ -266,6 +266,23 @@ static int b_conv_perm(graph *g, const op_case *tc) {
     return out(g, op(g, OP_CONV2D, 2, (int[]){p, w}, tc));
 }
 
+// (N, C, W, H) transposed to (N, C, H, W): neither plain nor channels-last,
+// so the kernel copies it first
+static int b_conv_swap(graph *g, const op_case *tc) {
+    const int64_t *s = tc->shape;
+    int x = in(g, "x", tc->dt, 4, (int64_t[]){s[0], s[1], s[3], s[2]});
+    int p = graph_permute(g, x, (int[]){0, 1, 3, 2});
+    int w = param(g, 4, tc->shape2);
+    return out(g, op(g, OP_CONV2D, 2, (int[]){p, w}, tc));
+}
+
+static int b_pool_swap(graph *g, const op_case *tc) {
+    const int64_t *s = tc->shape;
+    int x = in(g, "x", tc->dt, 4, (int64_t[]){s[0], s[1], s[3], s[2]});
+    int p = graph_permute(g, x, (int[]){0, 1, 3, 2});
+    return out(g, op(g, tc->op, 1, &p, tc));
+}
+
 static int b_pool_perm(graph *g, const op_case *tc) {
     const int64_t *s = tc->shape;
     int x = in(g, "x", tc->dt, 4, (int64_t[]){s[0], s[2], s[3], s[1]});
@@ -730,7 +747,12 @@ static const op_case cases[] = {
      IA(2, 2, 1, 1, 1, 1, 4, 0, 0, 1), GEMM(9), ONE},
     {"conv2d_1x1_big", b_conv, OP_CONV2D, S4(2, 32, 28, 28), T4(48, 32, 1, 1),
      IA(1, 1, 0, 0, 1, 1, 1, 0, 0, 1), GEMM(32), ONE},
+    // a channels-last view (an NHWC tensor permuted) is read as it is
     {"conv2d_perm", b_conv_perm, OP_CONV2D, S4(1, 3, 6, 5), T4(2, 3, 3, 3), IA(1, 1, 1, 1, 1, 1, 1),
+     GEMM(27), ONE},
+    {"conv2d_perm_1x1", b_conv_perm, OP_CONV2D, S4(2, 5, 4, 3), T4(4, 5, 1, 1),
+     IA(1, 1, 0, 0, 1, 1, 1), GEMM(5), ONE},
+    {"conv2d_swap", b_conv_swap, OP_CONV2D, S4(1, 3, 6, 5), T4(2, 3, 3, 3), IA(1, 1, 1, 1, 1, 1, 1),
      GEMM(27), .kernels = 2},
     {"conv_transpose2d", b_conv, OP_CONV_TRANSPOSE2D, S4(2, 4, 5, 6), T4(4, 3, 3, 3),
      IA(2, 2, 1, 1, 1, 1, 1, 1, 1, 1), GEMM(36), ONE},
@@ -742,7 +764,9 @@ static const op_case cases[] = {
     {"max_pool2d_2x2", b_unary, OP_MAX_POOL2D, S4(1, 2, 8, 7), IA(2, 2, 0, 0, 2, 2), ONE},
     {"avg_pool2d", b_unary, OP_AVG_POOL2D, S4(2, 3, 9, 11), IA(2, 2, 1, 1, 3, 3), ONE},
     {"avg_pool2d_rect", b_unary, OP_AVG_POOL2D, S4(1, 2, 8, 9), IA(1, 3, 0, 1, 2, 3), ONE},
-    {"max_pool2d_perm", b_pool_perm, OP_MAX_POOL2D, S4(1, 3, 6, 5), IA(1, 1, 1, 1, 3, 3),
+    {"max_pool2d_perm", b_pool_perm, OP_MAX_POOL2D, S4(1, 3, 6, 5), IA(1, 1, 1, 1, 3, 3), ONE},
+    {"avg_pool2d_perm", b_pool_perm, OP_AVG_POOL2D, S4(2, 4, 6, 5), IA(2, 2, 1, 1, 3, 3), ONE},
+    {"max_pool2d_swap", b_pool_swap, OP_MAX_POOL2D, S4(1, 3, 6, 5), IA(1, 1, 1, 1, 3, 3),
      .kernels = 2},
     {"upsample", b_unary, OP_UPSAMPLE_NEAREST, S4(2, 3, 4, 5), IA(2), ONE},
     {"upsample_f16_perm", b_pool_perm, OP_UPSAMPLE_NEAREST, S4(1, 3, 4, 5), IA(3), F16, ONE},

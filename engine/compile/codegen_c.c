@@ -309,6 +309,29 @@ static void set_iteration(kgen *g, int nd, const int64_t *shape) {
         compile_eff_strides(g->p, g->k->args[a], g->nd, g->shape, g->st[a]);
 }
 
+// Iterate in the memory order of the first buffer the loop stores (a
+// channels-last output walks C innermost), so its stores stay unit-stride
+// and the inner loop vectorizes; elementwise loops may run in any order.
+static void order_by_store(kgen *g, int m0) {
+    int o = -1;
+    for (int m = m0; m < g->k->n && o < 0; m++)
+        if (g->p->info[g->k->nodes[m]].store == CS_BUFFER)
+            o = compile_arg_of(g->k, g->k->nodes[m]);
+    if (o < 0)
+        return;
+    for (int i = 1; i < g->nd; i++) // insertion sort, largest stride first, stable
+        for (int j = i; j > 0 && g->st[o][j - 1] < g->st[o][j]; j--) {
+            int64_t t = g->shape[j];
+            g->shape[j] = g->shape[j - 1];
+            g->shape[j - 1] = t;
+            for (int a = 0; a < g->k->nargs; a++) {
+                t = g->st[a][j];
+                g->st[a][j] = g->st[a][j - 1];
+                g->st[a][j - 1] = t;
+            }
+        }
+}
+
 static void decl_args(kgen *g) {
     for (int a = 0; a < g->k->nargs; a++) {
         const graph_node *n = &g->p->g->nodes[g->k->args[a]];
@@ -451,6 +474,7 @@ static int emit_pointwise(kgen *g) {
     if (collect_args(g, 0) < 0)
         return -1;
     set_iteration(g, n0->ndim, n0->shape);
+    order_by_store(g, 0);
     coalesce(g);
     decl_args(g);
     loop_open(g);
@@ -877,6 +901,7 @@ static int emit_library_anchor(kgen *g, int target) {
     if (g->k->n == 1)
         return 0;
     set_iteration(g, an->ndim, an->shape);
+    order_by_store(g, 0);
     coalesce(g);
     loop_open(g);
     if (emit_epilogue_body(g, target) < 0)

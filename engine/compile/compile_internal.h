@@ -4,6 +4,7 @@
 //   simplify   dead code, common subexpressions, constant folding, identities
 //   fuse       nodes -> kernel groups (pointwise, row reduction, GEMM or
 //              convolution with epilogue, extern), no cycles, size capped
+//   layouts    convolution activations channels-last (CPU inference)
 //   plan       storage of every node (inline, arena buffer, strided view of a
 //              buffer or source), liveness, best-fit offsets in one arena
 //   codegen_c  C source: one function per distinct kernel, tc_step()
@@ -29,7 +30,7 @@ typedef enum {
     CS_SOURCE, // a model value (parameter, buffer, input): external pointer
     CS_CONST,  // a FULL: a literal in the generated code
     CS_INLINE, // computed inside its group's kernel, never stored
-    CS_BUFFER, // stored contiguously in the arena
+    CS_BUFFER, // stored in the arena: contiguous, or channels-last (layout.c)
     CS_VIEW,   // a strided view of a CS_SOURCE or CS_BUFFER node (no kernel); an
                // update's value (its src0, written in place by its group)
     CS_RECOMPUTE, // a small elementwise value of sources only (a per-channel
@@ -100,6 +101,8 @@ typedef struct cprog {
 int compile_decompose(cprog *p);
 int compile_simplify(cprog *p);
 int compile_fuse(cprog *p);
+// CPU only, after fuse: convolution activations channels-last (layout.c)
+int compile_layouts(cprog *p);
 int compile_plan(cprog *p);
 // The C translation unit for the program; caller frees.
 char *compile_codegen_c(cprog *p);

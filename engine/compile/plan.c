@@ -144,8 +144,8 @@ static bool elementwise_reader(const cprog *p, int gi, int b, int o) {
     const graph_node *bn = &p->g->nodes[b], *on = &p->g->nodes[o];
     if (graph_node_bytes(bn) != graph_node_bytes(on) || bn->ndim != on->ndim)
         return false;
-    for (int i = 0; i < bn->ndim; i++)
-        if (bn->shape[i] != on->shape[i])
+    for (int i = 0; i < bn->ndim; i++) // same shape, same layout (layout.c)
+        if (bn->shape[i] != on->shape[i] || p->info[b].lay.stride[i] != p->info[o].lay.stride[i])
             return false;
     if (k->kind == KG_ROWREDUCE) {
         // a row kernel stores a value of one per row as soon as it has it,

@@ -77,7 +77,7 @@ static void wrap_arg(const cprog *p, int v, char *ptr, tensor *t, tensor_storage
     t->dtype = n->dtype;
     t->ndim = n->ndim;
     memcpy(t->shape, n->shape, sizeof t->shape);
-    if (c->store == CS_VIEW)
+    if (c->store == CS_VIEW || (c->store == CS_BUFFER && c->lay.ndim == n->ndim)) // channels-last
         memcpy(t->stride, c->lay.stride, sizeof t->stride);
     else
         tensor_strides_contiguous(n->ndim, n->shape, t->stride);
@@ -275,9 +275,19 @@ static int rt_call(void *ctx, int gi, char *const *a) {
     y.ndim = n->ndim;
     memcpy(y.shape, n->shape, sizeof y.shape);
     tensor_strides_contiguous(n->ndim, n->shape, y.stride);
+    const clayout *ol = &p->info[out].lay; // a buffer's own layout (channels-last, layout.c)
+    if (p->info[out].store == CS_BUFFER && ol->ndim == n->ndim &&
+        memcmp(ol->shape, n->shape, (size_t)n->ndim * sizeof *n->shape) == 0)
+        memcpy(y.stride, ol->stride, (size_t)n->ndim * sizeof *y.stride);
+    // an inference program freezes the parameters, as Inductor's freezing:
+    // nothing writes them while it runs, so a convolution's weight that is
+    // a parameter is reordered into oneDNN's blocked layout once and kept
+    c->cpu.freeze_weights = k->kind == KG_CONV && p->g->loss < 0 &&
+                            p->info[n->src[1]].store == CS_SOURCE;
     int rc = k->kind == KG_CONV && c->nposts[gi] >= 0
                  ? conv_with_posts(c, gi, n, src[0], src[1], a, &y)
                  : extern_run(&c->cpu, n, src, &y);
+    c->cpu.freeze_weights = false;
     if (rc < 0 && !c->err[0])
         snprintf(c->err, sizeof c->err, "%s", c->cpu.err);
     return rc;
@@ -330,7 +340,7 @@ int compile_model(const model *m, const compile_opts *o, compiled **out, char *e
     p->log = o->log;
     c->capture = o->capture;
     if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
-        compile_plan(p) < 0)
+        compile_layouts(p) < 0 || compile_plan(p) < 0)
         return fail(c, err, cap, p->err);
     char *src = compile_codegen_c(p);
     if (!src)
@@ -390,6 +400,7 @@ int compile_model(const model *m, const compile_opts *o, compiled **out, char *e
     char derr[256];
     if (cpu_dnnl_new(&c->cpu.dnnl, derr, sizeof derr) < 0)
         return fail(c, err, cap, derr);
+
     // convolution epilogues oneDNN runs as post-ops (codegen emits no loop for them)
     c->nposts = malloc((size_t)(p->ngroups + 1) * sizeof *c->nposts);
     c->posts = malloc((size_t)(p->ngroups + 1) * CONV_POST_MAX * sizeof *c->posts);
@@ -511,7 +522,10 @@ int compiled_run(compiled *c, tensor **outputs, compiled_stats *st) {
     for (int i = 0; i < mg->n; i++)
         if (p->m->values[i])
             params += tensor_nbytes(p->m->values[i]);
-    c->st.peak_bytes = c->capture ? params + p->arena_bytes : tensor_mem_peak();
+    // frozen inference: the program holds its convolution weights prepacked
+    // instead of plain (Inductor's freezing discards the originals too)
+    size_t plain, packed = cpu_dnnl_packed_bytes(c->cpu.dnnl, &plain);
+    c->st.peak_bytes = (c->capture ? params + p->arena_bytes : tensor_mem_peak()) + packed - plain;
     if (st)
         *st = c->st;
     return 0;

@@ -2,8 +2,9 @@
 // (cpu_kernels.h). The engine and stream are made once per process; each
 // executor keeps its primitives keyed by (op, shapes, attributes), so a
 // step after the first only binds pointers and executes, as a framework's
-// primitive cache does. Tensors stay plain NCHW / OIHW (format tag abcd):
-// eager tensors are plain, and oneDNN picks its best kernel for that layout.
+// primitive cache does. Tensors are plain NCHW / OIHW (format tag abcd);
+// a convolution reorders them into oneDNN's preferred layouts and back
+// inside the call (entry_new, cpu_dnnl_arg).
 // TCBENCH_LOG=dnnl prints each primitive's implementation when it is made.
 #include "cpu_dnnl_internal.h"
 
@@ -14,7 +15,19 @@
 struct cpu_dnnl {
     dnnl_entry *head;
     bool bf16; // oneDNN's bf16 kernels run (cpu_dnnl_bf16_on)
+    // reordered operands (dnnl_entry.user): one buffer per argument slot,
+    // grown to the largest asked for and reused by every call
+    void *scratch[CPU_DNNL_MAX_ARGS];
+    size_t scratch_cap[CPU_DNNL_MAX_ARGS];
+    size_t packed_bytes; // frozen weights kept reordered (dnnl_entry.packs)
+    size_t packed_from;  // the bytes of their plain originals
 };
+
+size_t cpu_dnnl_packed_bytes(const cpu_dnnl *d, size_t *plain) {
+    if (plain)
+        *plain = d ? d->packed_from : 0;
+    return d ? d->packed_bytes : 0;
+}
 
 // Process-wide, as in a framework: made on first use, never torn down (the
 // OS reclaims them at exit).
@@ -70,9 +83,19 @@ void cpu_dnnl_set_bf16(cpu_dnnl *d, bool on) {
 }
 
 void cpu_dnnl_entry_free(dnnl_entry *e) {
-    for (int i = 0; i < e->nargs; i++)
+    for (int i = 0; i < CPU_DNNL_MAX_ARGS; i++) {
         if (e->mem[i])
             dnnl_memory_destroy(e->mem[i]);
+        if (e->user[i])
+            dnnl_memory_destroy(e->user[i]);
+        if (e->reo[i])
+            dnnl_primitive_destroy(e->reo[i]);
+    }
+    for (struct dnnl_pack *q = e->packs, *next; q; q = next) {
+        next = q->next;
+        free(q->buf);
+        free(q);
+    }
     if (e->prim)
         dnnl_primitive_destroy(e->prim);
     free(e);
@@ -85,6 +108,8 @@ void cpu_dnnl_free(cpu_dnnl *d) {
         next = e->next;
         cpu_dnnl_entry_free(e);
     }
+    for (int i = 0; i < CPU_DNNL_MAX_ARGS; i++)
+        free(d->scratch[i]);
     free(d);
 }
 
@@ -101,12 +126,10 @@ void cpu_dnnl_log_impl(const dnnl_key *k, const_dnnl_primitive_desc_t pd) {
             (long long)k->w[2], (long long)k->w[3], impl);
 }
 
-// Builds the primitive and its memory objects for k (descriptors of plain
-// f32 tensors). NULL with c->err set on failure.
 // The post-ops of key k as a primitive attribute (NULL when there are
 // none); md[i] receives binary post-op i's operand descriptor.
 static int post_attr(cpu_ctx *c, const dnnl_key *k, dnnl_primitive_attr_t *attr,
-                     dnnl_memory_desc_t *md) {
+                     dnnl_memory_desc_t *md, dnnl_format_tag_t full_tag) {
     *attr = NULL;
     if (k->npost == 0)
         return 0;
@@ -118,7 +141,8 @@ static int post_attr(cpu_ctx *c, const dnnl_key *k, dnnl_primitive_attr_t *attr,
             dnnl_dims_t d1 = {k->post_chan[i] ? 1 : k->y[0], k->y[1],
                               k->post_chan[i] ? 1 : k->y[2], k->post_chan[i] ? 1 : k->y[3]};
             DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
-                     (&md[i], 4, d1, k->bf16_post[i] ? dnnl_bf16 : dnnl_f32, dnnl_abcd));
+                     (&md[i], 4, d1, k->bf16_post[i] ? dnnl_bf16 : dnnl_f32,
+                      k->post_chan[i] ? dnnl_abcd : full_tag));
             dnnl_alg_kind_t alg = op == OP_ADD   ? dnnl_binary_add
                                   : op == OP_SUB ? dnnl_binary_sub
                                   : op == OP_MUL ? dnnl_binary_mul
@@ -153,17 +177,36 @@ fail:
     return -1;
 }
 
+// The caller's layout of each post-op operand: plain NCHW, full-size or
+// per channel (1, C, 1, 1).
+static int post_attr_user(cpu_ctx *c, const dnnl_key *k, dnnl_memory_desc_t *md) {
+    for (int i = 0; i < k->npost; i++) {
+        if (k->post_chan[i] < 0)
+            continue;
+        dnnl_dims_t d1 = {k->post_chan[i] ? 1 : k->y[0], k->y[1], k->post_chan[i] ? 1 : k->y[2],
+                          k->post_chan[i] ? 1 : k->y[3]};
+        DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
+                 (&md[i], 4, d1, k->bf16_post[i] ? dnnl_bf16 : dnnl_f32,
+                  k->post_cl[i] ? dnnl_acdb : dnnl_abcd));
+    }
+    return 0;
+fail:
+    return -1;
+}
+
 // A bf16 convolution oneDNN refuses, or takes only with its reference
 // kernel: e kept without a primitive, so the cache remembers the refusal
 // and the widening path runs.
 static dnnl_entry *bf16_declined(cpu_ctx *c, dnnl_entry *e) {
-    for (int i = 0; i < e->nargs; i++)
-        if (e->mem[i])
-            dnnl_memory_destroy(e->mem[i]);
-    if (e->prim)
-        dnnl_primitive_destroy(e->prim);
-    e->nargs = 0;
-    e->prim = NULL;
+    dnnl_entry *next = e->next;
+    dnnl_key key = e->key;
+    cpu_dnnl_entry_free(e);
+    if (!(e = calloc(1, sizeof *e))) {
+        cpu_fail(c, "out of memory for a oneDNN primitive");
+        return NULL;
+    }
+    e->key = key;
+    e->next = next;
     const char *want = getenv("TCBENCH_LOG");
     if (want && strstr(want, "dnnl")) {
         const dnnl_key *k = &e->key;
@@ -178,6 +221,37 @@ static dnnl_entry *bf16_declined(cpu_ctx *c, dnnl_entry *e) {
     return e;
 }
 
+// The primitive and its arguments for key k. A convolution with a spatial
+// window or groups runs in oneDNN's preferred layouts: activations
+// channels-last (NHWC, acdb), weights in the blocked layout the primitive
+// picks (format any); the caller's plain NCHW / OIHW tensors are reordered
+// in and the result back out inside the call (cpu_dnnl_arg), as PyTorch's
+// eager convolution does through ideep. On plain NCHW oneDNN 2.6 has only
+// im2col + GEMM (x64:gemm:jit) for these, 1.1x to 9x slower on the smoke
+// models' shapes, reorders included. A 1x1 convolution without groups is a
+// GEMM on NCHW already and runs plain: there the reorders cost more than
+// they save (2x to 4x). Pooling stays plain (a jit kernel takes NCHW).
+// NULL with c->err set on failure.
+bool cpu_dnnl_conv_blocked(const dnnl_key *k) {
+    return !(k->w[2] == 1 && k->w[3] == 1 && k->ia[6] == 1) || k->xcl || k->ycl;
+}
+
+bool cpu_channels_last(const tensor *t) {
+    if (t->ndim != 4)
+        return false;
+    const int64_t *s = t->shape, *st = t->stride;
+    int64_t C = s[1], H = s[2], W = s[3];
+    return (C == 1 || st[1] == 1) && (W == 1 || st[3] == C) && (H == 1 || st[2] == W * C) &&
+           (s[0] == 1 || st[0] == H * W * C);
+}
+
+// x itself (a view) when plain contiguous or channels-last (*cl set), else a
+// contiguous copy: the layouts a convolution or pooling takes as they are.
+static tensor *dnnl_operand(cpu_ctx *c, const tensor *x, int *cl) {
+    *cl = !tensor_is_contiguous(x) && cpu_channels_last(x);
+    return *cl ? tensor_view(x) : cpu_contiguous(c, x);
+}
+
 static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
     dnnl_entry *e = calloc(1, sizeof *e);
     dnnl_primitive_desc_t pd = NULL;
@@ -188,16 +262,25 @@ static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
     e->key = *k;
     const int64_t *ia = k->ia;
     dnnl_primitive_attr_t attr = NULL;
-    dnnl_memory_desc_t md_src1[CPU_POST_MAX];
-    dnnl_memory_desc_t md_x, md_w, md_b, md_y;
+    dnnl_memory_desc_t md_src1[CPU_POST_MAX], user_src1[CPU_POST_MAX];
+    dnnl_memory_desc_t md_x, md_w, md_b, md_y;       // the caller's layouts
+    dnnl_memory_desc_t pmd_x, pmd_w, pmd_y;          // what the primitive is asked for
     dnnl_dims_t dx = {k->x[0], k->x[1], k->x[2], k->x[3]};
     dnnl_dims_t dy = {k->y[0], k->y[1], k->y[2], k->y[3]};
     dnnl_dims_t strides = {ia[0], ia[1]}, pad_l = {ia[2], ia[3]}, pad_r = {ia[2], ia[3]};
     // bf16 src and weights for a bf16 convolution; its bias stays f32
     dnnl_data_type_t xt = k->bf16 ? dnnl_bf16 : dnnl_f32, yt = k->bf16_y ? dnnl_bf16 : dnnl_f32;
-    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag, (&md_x, 4, dx, xt, dnnl_abcd));
-    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag, (&md_y, 4, dy, yt, dnnl_abcd));
-    if (k->op == OP_CONV2D || k->op == OP_CONV_TRANSPOSE2D) {
+    bool conv = k->op == OP_CONV2D || k->op == OP_CONV_TRANSPOSE2D;
+    bool blocked = conv && cpu_dnnl_conv_blocked(k);
+    // pooling runs in x's layout
+    dnnl_format_tag_t act = blocked || (!conv && k->xcl) ? dnnl_acdb : dnnl_abcd;
+    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
+             (&md_x, 4, dx, xt, k->xcl ? dnnl_acdb : dnnl_abcd));
+    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
+             (&md_y, 4, dy, yt, k->ycl ? dnnl_acdb : dnnl_abcd));
+    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag, (&pmd_x, 4, dx, xt, act));
+    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag, (&pmd_y, 4, dy, yt, act));
+    if (conv) {
         bool tr = k->op == OP_CONV_TRANSPOSE2D;
         int64_t g = ia[6], O = k->y[1], C = k->x[1];
         // oneDNN's weight dims are always (out, in, kh, kw), grouped as
@@ -208,35 +291,37 @@ static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
             dnnl_dims_t dw = {O, C, k->w[2], k->w[3]};
             DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
                      (&md_w, 4, dw, xt, tr ? dnnl_iohw : dnnl_oihw));
+            DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
+                     (&pmd_w, 4, dw, xt, blocked ? dnnl_format_tag_any : tr ? dnnl_iohw : dnnl_oihw));
         } else {
             dnnl_dims_t dw = {g, O / g, C / g, k->w[2], k->w[3]};
             DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
                      (&md_w, 5, dw, xt, tr ? dnnl_giohw : dnnl_goihw));
+            DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
+                     (&pmd_w, 5, dw, xt, blocked ? dnnl_format_tag_any : tr ? dnnl_giohw : dnnl_goihw));
         }
         dnnl_dims_t db = {O};
         DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
                  (&md_b, 1, db, dnnl_f32, dnnl_a));
         // oneDNN counts dilation from 0
         dnnl_dims_t dil = {ia[4] - 1, ia[5] - 1};
+        if (post_attr(c, k, &attr, md_src1, act) < 0 || post_attr_user(c, k, user_src1) < 0)
+            goto fail;
         if (tr) {
             // output padding extends the bottom / right edge only
             pad_r[0] = ia[2] - ia[7];
             pad_r[1] = ia[3] - ia[8];
             dnnl_deconvolution_desc_t d;
             DNNL_TRY(c->err, sizeof c->err, dnnl_dilated_deconvolution_forward_desc_init,
-                     (&d, dnnl_forward_inference, dnnl_deconvolution_direct, &md_x, &md_w,
-                      k->has_bias ? &md_b : NULL, &md_y, strides, dil, pad_l, pad_r));
-            if (post_attr(c, k, &attr, md_src1) < 0)
-                goto fail;
+                     (&d, dnnl_forward_inference, dnnl_deconvolution_direct, &pmd_x, &pmd_w,
+                      k->has_bias ? &md_b : NULL, &pmd_y, strides, dil, pad_l, pad_r));
             DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_desc_create,
                      (&pd, &d, attr, dnnl_engine, NULL));
         } else {
             dnnl_convolution_desc_t d;
             DNNL_TRY(c->err, sizeof c->err, dnnl_dilated_convolution_forward_desc_init,
-                     (&d, dnnl_forward_inference, dnnl_convolution_direct, &md_x, &md_w,
-                      k->has_bias ? &md_b : NULL, &md_y, strides, dil, pad_l, pad_r));
-            if (post_attr(c, k, &attr, md_src1) < 0)
-                goto fail;
+                     (&d, dnnl_forward_inference, dnnl_convolution_direct, &pmd_x, &pmd_w,
+                      k->has_bias ? &md_b : NULL, &pmd_y, strides, dil, pad_l, pad_r));
             DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_desc_create,
                      (&pd, &d, attr, dnnl_engine, NULL));
         }
@@ -250,24 +335,22 @@ static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
                 goto fail;
             }
         }
-        e->arg[e->nargs] = DNNL_ARG_SRC;
-        DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create,
-                 (&e->mem[e->nargs++], &md_x, dnnl_engine, DNNL_MEMORY_NONE));
-        e->arg[e->nargs] = DNNL_ARG_WEIGHTS;
-        DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create,
-                 (&e->mem[e->nargs++], &md_w, dnnl_engine, DNNL_MEMORY_NONE));
-        if (k->has_bias) {
-            e->arg[e->nargs] = DNNL_ARG_BIAS;
-            DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create,
-                     (&e->mem[e->nargs++], &md_b, dnnl_engine, DNNL_MEMORY_NONE));
-        }
+        if (cpu_dnnl_arg(c, e, DNNL_ARG_SRC, &md_x,
+                         dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), false) < 0 ||
+            cpu_dnnl_arg(c, e, DNNL_ARG_WEIGHTS, &md_w,
+                         dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), false) < 0 ||
+            (k->has_bias && cpu_dnnl_arg(c, e, DNNL_ARG_BIAS, &md_b, &md_b, false) < 0))
+            goto fail;
         for (int i = 0; i < k->npost; i++) {
             if (k->post_chan[i] < 0) // an activation: no operand
                 continue;
-            e->arg[e->nargs] = DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1;
-            DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create,
-                     (&e->mem[e->nargs++], &md_src1[i], dnnl_engine, DNNL_MEMORY_NONE));
+            if (cpu_dnnl_arg(c, e, DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1,
+                             &user_src1[i], &md_src1[i], false) < 0)
+                goto fail;
         }
+        if (cpu_dnnl_arg(c, e, DNNL_ARG_DST, &md_y,
+                         dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), true) < 0)
+            goto fail;
     } else {
         dnnl_pooling_v2_desc_t d;
         dnnl_dims_t kernel = {ia[4], ia[5]}, dil = {0, 0};
@@ -277,16 +360,13 @@ static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
             k->op == OP_MAX_POOL2D ? dnnl_pooling_max : dnnl_pooling_avg_include_padding;
         DNNL_TRY(
             c->err, sizeof c->err, dnnl_pooling_v2_forward_desc_init,
-            (&d, dnnl_forward_inference, alg, &md_x, &md_y, strides, kernel, dil, pad_l, pad_r));
+            (&d, dnnl_forward_inference, alg, &pmd_x, &pmd_y, strides, kernel, dil, pad_l, pad_r));
         DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_desc_create,
                  (&pd, &d, NULL, dnnl_engine, NULL));
-        e->arg[e->nargs] = DNNL_ARG_SRC;
-        DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create,
-                 (&e->mem[e->nargs++], &md_x, dnnl_engine, DNNL_MEMORY_NONE));
+        if (cpu_dnnl_arg(c, e, DNNL_ARG_SRC, &md_x, &pmd_x, false) < 0 ||
+            cpu_dnnl_arg(c, e, DNNL_ARG_DST, &md_y, &pmd_y, true) < 0)
+            goto fail;
     }
-    e->arg[e->nargs] = DNNL_ARG_DST;
-    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create,
-             (&e->mem[e->nargs++], &md_y, dnnl_engine, DNNL_MEMORY_NONE));
     cpu_dnnl_log_impl(k, pd);
     DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_create, (&e->prim, pd));
     dnnl_primitive_desc_destroy(pd);
@@ -320,16 +400,117 @@ dnnl_entry *cpu_dnnl_lookup(cpu_ctx *c, const dnnl_key *k, cpu_dnnl_make_fn make
     return e;
 }
 
-// Binds data pointers (in the entry's argument order) and runs it.
+int cpu_dnnl_arg(cpu_ctx *c, dnnl_entry *e, int arg, const dnnl_memory_desc_t *user_md,
+                 const dnnl_memory_desc_t *prim_md, bool output) {
+    dnnl_engine_t eng = dnnl_engine;
+    dnnl_primitive_desc_t rpd = NULL;
+    int i = e->nargs;
+    if (i >= CPU_DNNL_MAX_ARGS)
+        return cpu_fail(c, "oneDNN primitive with more than %d arguments", CPU_DNNL_MAX_ARGS);
+    e->arg[i] = arg;
+    e->output[i] = output;
+    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create, (&e->mem[i], prim_md, eng, DNNL_MEMORY_NONE));
+    e->nargs++; // from here the entry owns mem[i], whatever follows
+    if (dnnl_memory_desc_equal(user_md, prim_md))
+        return 0;
+    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create, (&e->user[i], user_md, eng, DNNL_MEMORY_NONE));
+    DNNL_TRY(c->err, sizeof c->err, dnnl_reorder_primitive_desc_create,
+             (&rpd, output ? prim_md : user_md, eng, output ? user_md : prim_md, eng, NULL));
+    DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_create, (&e->reo[i], rpd));
+    dnnl_primitive_desc_destroy(rpd);
+    e->inner_bytes[i] = dnnl_memory_desc_get_size(prim_md);
+    return 0;
+fail:
+    if (rpd)
+        dnnl_primitive_desc_destroy(rpd);
+    return -1;
+}
+
+// Argument slot i's scratch, at least n bytes (64-byte aligned, kept).
+static void *scratch_of(cpu_ctx *c, int i, size_t n) {
+    cpu_dnnl *d = c->dnnl;
+    if (d->scratch_cap[i] < n) {
+        free(d->scratch[i]);
+        size_t cap = (n + 63) / 64 * 64;
+        d->scratch[i] = aligned_alloc(64, cap);
+        d->scratch_cap[i] = d->scratch[i] ? cap : 0;
+        if (!d->scratch[i]) {
+            cpu_fail(c, "out of memory for %zu bytes of oneDNN reorder scratch", cap);
+            return NULL;
+        }
+    }
+    return d->scratch[i];
+}
+
+static int run_reorder(cpu_ctx *c, dnnl_entry *e, int i) {
+    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, e->output[i] ? e->mem[i] : e->user[i]},
+                            {DNNL_ARG_TO, e->output[i] ? e->user[i] : e->mem[i]}};
+    DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_execute, (e->reo[i], dnnl_stream_, 2, a));
+    return 0;
+fail:
+    return -1;
+}
+
+// Frozen weights: weight argument i of e at user address w, reordered on
+// first sight into a buffer the entry keeps. NULL with c->err set.
+static void *packed_weights(cpu_ctx *c, dnnl_entry *e, int i, void *w) {
+    for (struct dnnl_pack *q = e->packs; q; q = q->next)
+        if (q->user == w)
+            return q->buf;
+    struct dnnl_pack *q = calloc(1, sizeof *q);
+    size_t cap = (e->inner_bytes[i] + 63) / 64 * 64;
+    if (!q || !(q->buf = aligned_alloc(64, cap))) {
+        free(q);
+        cpu_fail(c, "out of memory for %zu bytes of prepacked weights", cap);
+        return NULL;
+    }
+    q->user = w;
+    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_set_data_handle, (e->user[i], w));
+    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_set_data_handle, (e->mem[i], q->buf));
+    if (run_reorder(c, e, i) < 0)
+        goto fail;
+    DNNL_TRY(c->err, sizeof c->err, dnnl_stream_wait, (dnnl_stream_));
+    q->next = e->packs;
+    e->packs = q;
+    c->dnnl->packed_bytes += cap;
+    const dnnl_memory_desc_t *umd = NULL;
+    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_get_memory_desc, (e->user[i], &umd));
+    c->dnnl->packed_from += dnnl_memory_desc_get_size(umd);
+    return q->buf;
+fail:
+    free(q->buf);
+    free(q);
+    return NULL;
+}
+
+// Binds data pointers (in the entry's argument order) and runs it: the
+// inputs' reorders, the primitive, the outputs' reorders.
 int cpu_dnnl_execute(cpu_ctx *c, dnnl_entry *e, void *const *data) {
     dnnl_exec_arg_t args[CPU_DNNL_MAX_ARGS];
+    bool packed[CPU_DNNL_MAX_ARGS] = {0};
     for (int i = 0; i < e->nargs; i++) {
-        DNNL_TRY(c->err, sizeof c->err, dnnl_memory_set_data_handle, (e->mem[i], data[i]));
+        void *inner = data[i];
+        if (e->reo[i] && c->freeze_weights && e->arg[i] == DNNL_ARG_WEIGHTS) {
+            if (!(inner = packed_weights(c, e, i, data[i])))
+                return -1;
+            packed[i] = true;
+        } else if (e->reo[i]) {
+            if (!(inner = scratch_of(c, i, e->inner_bytes[i])))
+                return -1;
+            DNNL_TRY(c->err, sizeof c->err, dnnl_memory_set_data_handle, (e->user[i], data[i]));
+        }
+        DNNL_TRY(c->err, sizeof c->err, dnnl_memory_set_data_handle, (e->mem[i], inner));
         args[i].arg = e->arg[i];
         args[i].memory = e->mem[i];
     }
+    for (int i = 0; i < e->nargs; i++)
+        if (e->reo[i] && !e->output[i] && !packed[i] && run_reorder(c, e, i) < 0)
+            return -1;
     DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_execute,
              (e->prim, dnnl_stream_, e->nargs, args));
+    for (int i = 0; i < e->nargs; i++)
+        if (e->reo[i] && e->output[i] && run_reorder(c, e, i) < 0)
+            return -1;
     DNNL_TRY(c->err, sizeof c->err, dnnl_stream_wait, (dnnl_stream_));
     c->kernels++;
     return 0;
@@ -431,6 +612,9 @@ static int conv_f16(cpu_ctx *c, const graph_node *n, const tensor *x, const tens
                     const tensor *bias, int npost, const cpu_post *post, tensor *out) {
     const char *what = op_name(n->op);
     int64_t k0 = c->kernels;
+    // the widened weight is scratch: its address says nothing of its values
+    bool frozen = c->freeze_weights;
+    c->freeze_weights = false;
     cpu_post p32[CPU_POST_MAX];
     tensor *own[3 + CPU_POST_MAX] = {0}; // x, w, bias, then each post-op operand
     bool ok = (own[0] = cpu_f32_in(c, what, x)) && (own[1] = cpu_f32_in(c, what, w)) &&
@@ -448,6 +632,7 @@ static int conv_f16(cpu_ctx *c, const graph_node *n, const tensor *x, const tens
     cpu_f32_done(o32, out, rc);
     cpu_free_all(3 + CPU_POST_MAX, own);
     c->kernels = k0 + (rc == 0);
+    c->freeze_weights = frozen;
     return rc;
 }
 
@@ -462,13 +647,13 @@ int cpu_conv2d(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w
     dnnl_key k;
     cpu_dnnl_key_init(&k, n, x, w, out);
     k.has_bias = bias != NULL;
-    dnnl_entry *e = cpu_dnnl_lookup(c, &k, entry_new);
-    if (!e)
-        return -1;
-    tensor *xc = cpu_contiguous(c, x), *wc = xc ? cpu_contiguous(c, w) : NULL;
+    if (!tensor_is_contiguous(out) && !(k.ycl = cpu_channels_last(out)))
+        return cpu_fail(c, "%s: the output must be contiguous or channels-last", op_name(n->op));
+    tensor *xc = dnnl_operand(c, x, &k.xcl), *wc = xc ? cpu_contiguous(c, w) : NULL;
     tensor *bc = wc && bias ? cpu_contiguous(c, bias) : NULL;
+    dnnl_entry *e = bc || (wc && !bias) ? cpu_dnnl_lookup(c, &k, entry_new) : NULL;
     int rc = -1;
-    if (wc && (!bias || bc)) {
+    if (e) {
         void *data[CPU_DNNL_MAX_ARGS] = {tensor_data(xc), tensor_data(wc)};
         int i = 2;
         if (bias)
@@ -500,12 +685,17 @@ int cpu_conv2d_post(cpu_ctx *c, const graph_node *n, const tensor *x, const tens
     cpu_dnnl_key_init(&k, n, x, w, out);
     k.has_bias = bias != NULL;
     key_post(&k, npost, post);
-    dnnl_entry *e = cpu_dnnl_lookup(c, &k, entry_new);
-    if (!e)
-        return -1;
-    tensor *xc = cpu_contiguous(c, x), *wc = xc ? cpu_contiguous(c, w) : NULL;
+    if (!tensor_is_contiguous(out) && !(k.ycl = cpu_channels_last(out)))
+        return cpu_fail(c, "%s: the output must be contiguous or channels-last", op_name(n->op));
+    for (int i = 0; i < npost; i++)
+        if (post[i].src1 && !post[i].per_channel && !tensor_is_contiguous(post[i].src1) &&
+            !(k.post_cl[i] = cpu_channels_last(post[i].src1)))
+            return cpu_fail(c, "%s: post-op operand %d must be contiguous or channels-last",
+                            op_name(n->op), i);
+    tensor *xc = dnnl_operand(c, x, &k.xcl), *wc = xc ? cpu_contiguous(c, w) : NULL;
+    dnnl_entry *e = wc ? cpu_dnnl_lookup(c, &k, entry_new) : NULL;
     int rc = -1;
-    if (wc) {
+    if (e) {
         void *data[CPU_DNNL_MAX_ARGS] = {tensor_data(xc), tensor_data(wc)};
         int i = 2;
         if (bias)
@@ -541,13 +731,13 @@ int cpu_pool2d(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
         return pool_f16(c, n, x, out);
     dnnl_key k;
     cpu_dnnl_key_init(&k, n, x, NULL, out);
-    dnnl_entry *e = cpu_dnnl_lookup(c, &k, entry_new);
-    if (!e)
-        return -1;
-    tensor *xc = cpu_contiguous(c, x);
+    if (!tensor_is_contiguous(out) && !(k.ycl = cpu_channels_last(out)))
+        return cpu_fail(c, "%s: the output must be contiguous or channels-last", op_name(n->op));
+    tensor *xc = dnnl_operand(c, x, &k.xcl);
     if (!xc)
         return -1;
-    int rc = cpu_dnnl_execute(c, e, (void *[]){tensor_data(xc), tensor_data(out)});
+    dnnl_entry *e = cpu_dnnl_lookup(c, &k, entry_new);
+    int rc = e ? cpu_dnnl_execute(c, e, (void *[]){tensor_data(xc), tensor_data(out)}) : -1;
     tensor_free(xc);
     return rc;
 }

@@ -5,7 +5,7 @@
 // descriptor of the same shapes, its hint. Pooling's dx is a plain OpenMP
 // loop: oneDNN's max-pool backward wants the forward's workspace, which the
 // eager forward does not keep, and the loop is a few lines. Tensors are
-// plain NCHW / OIHW, as in cpu_dnnl.c. f16 (AMP: dy and the operand are
+// plain NCHW / OIHW to the caller, as in cpu_dnnl.c. f16 (AMP: dy and the operand are
 // both f16) goes through f32 scratch as the forward convolutions do
 // (cpu_f32_in, cpu_kernels.h): oneDNN has no f16 on this CPU, and the pooling
 // loop sums in f32.
@@ -31,47 +31,61 @@ static dnnl_entry *conv_grad_new(cpu_ctx *c, const dnnl_key *k) {
     e->key = *k;
     const int64_t *ia = k->ia;
     int64_t g = ia[6], O = k->y[1], C = k->x[1];
-    dnnl_memory_desc_t md_x, md_w, md_y;
+    // plain tensors in the caller's layout (md_*), and what the primitive is
+    // asked for (pmd_*): the forward's rule, cpu_dnnl_conv_blocked
+    dnnl_memory_desc_t md_x, md_w, md_y, pmd_x, pmd_w, pmd_y;
     dnnl_dims_t dx = {k->x[0], k->x[1], k->x[2], k->x[3]};
     dnnl_dims_t dy = {k->y[0], k->y[1], k->y[2], k->y[3]};
     // oneDNN counts dilation from 0
     dnnl_dims_t strides = {ia[0], ia[1]}, pad = {ia[2], ia[3]}, dil = {ia[4] - 1, ia[5] - 1};
+    bool blocked = cpu_dnnl_conv_blocked(k);
+    dnnl_format_tag_t act = blocked ? dnnl_acdb : dnnl_abcd;
     DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
              (&md_x, 4, dx, dnnl_f32, dnnl_abcd));
     DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
              (&md_y, 4, dy, dnnl_f32, dnnl_abcd));
+    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag, (&pmd_x, 4, dx, dnnl_f32, act));
+    DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag, (&pmd_y, 4, dy, dnnl_f32, act));
     if (g == 1) {
         dnnl_dims_t dw = {O, C, k->w[2], k->w[3]};
         DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
                  (&md_w, 4, dw, dnnl_f32, dnnl_oihw));
+        DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
+                 (&pmd_w, 4, dw, dnnl_f32, blocked ? dnnl_format_tag_any : dnnl_oihw));
     } else {
         dnnl_dims_t dw = {g, O / g, C / g, k->w[2], k->w[3]};
         DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
                  (&md_w, 5, dw, dnnl_f32, dnnl_goihw));
+        DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
+                 (&pmd_w, 5, dw, dnnl_f32, blocked ? dnnl_format_tag_any : dnnl_goihw));
     }
     dnnl_convolution_desc_t fd, bd;
     DNNL_TRY(c->err, sizeof c->err, dnnl_dilated_convolution_forward_desc_init,
-             (&fd, dnnl_forward_training, dnnl_convolution_direct, &md_x, &md_w, NULL, &md_y,
+             (&fd, dnnl_forward_training, dnnl_convolution_direct, &pmd_x, &pmd_w, NULL, &pmd_y,
               strides, dil, pad, pad));
     DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_desc_create, (&hint, &fd, NULL, eng, NULL));
+    int arg[3];
     const dnnl_memory_desc_t *md[3];
+    dnnl_query_t q[3];
     if (data) {
         DNNL_TRY(c->err, sizeof c->err, dnnl_dilated_convolution_backward_data_desc_init,
-                 (&bd, dnnl_convolution_direct, &md_x, &md_w, &md_y, strides, dil, pad, pad));
-        e->arg[0] = DNNL_ARG_DIFF_DST, md[0] = &md_y;
-        e->arg[1] = DNNL_ARG_WEIGHTS, md[1] = &md_w;
-        e->arg[2] = DNNL_ARG_DIFF_SRC, md[2] = &md_x;
+                 (&bd, dnnl_convolution_direct, &pmd_x, &pmd_w, &pmd_y, strides, dil, pad, pad));
+        arg[0] = DNNL_ARG_DIFF_DST, md[0] = &md_y, q[0] = dnnl_query_diff_dst_md;
+        arg[1] = DNNL_ARG_WEIGHTS, md[1] = &md_w, q[1] = dnnl_query_weights_md;
+        arg[2] = DNNL_ARG_DIFF_SRC, md[2] = &md_x, q[2] = dnnl_query_diff_src_md;
     } else {
         DNNL_TRY(c->err, sizeof c->err, dnnl_dilated_convolution_backward_weights_desc_init,
-                 (&bd, dnnl_convolution_direct, &md_x, &md_w, NULL, &md_y, strides, dil, pad, pad));
-        e->arg[0] = DNNL_ARG_SRC, md[0] = &md_x;
-        e->arg[1] = DNNL_ARG_DIFF_DST, md[1] = &md_y;
-        e->arg[2] = DNNL_ARG_DIFF_WEIGHTS, md[2] = &md_w;
+                 (&bd, dnnl_convolution_direct, &pmd_x, &pmd_w, NULL, &pmd_y, strides, dil, pad,
+                  pad));
+        arg[0] = DNNL_ARG_SRC, md[0] = &md_x, q[0] = dnnl_query_src_md;
+        arg[1] = DNNL_ARG_DIFF_DST, md[1] = &md_y, q[1] = dnnl_query_diff_dst_md;
+        arg[2] = DNNL_ARG_DIFF_WEIGHTS, md[2] = &md_w, q[2] = dnnl_query_diff_weights_md;
     }
     DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_desc_create, (&pd, &bd, NULL, eng, hint));
-    for (; e->nargs < 3; e->nargs++)
-        DNNL_TRY(c->err, sizeof c->err, dnnl_memory_create,
-                 (&e->mem[e->nargs], md[e->nargs], eng, DNNL_MEMORY_NONE));
+    for (int i = 0; i < 3; i++)
+        if (cpu_dnnl_arg(c, e, arg[i], md[i], dnnl_primitive_desc_query_md(pd, q[i], 0), i == 2) <
+            0)
+            goto fail;
     cpu_dnnl_log_impl(k, pd);
     DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_create, (&e->prim, pd));
     dnnl_primitive_desc_destroy(pd);

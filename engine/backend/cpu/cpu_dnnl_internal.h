@@ -25,6 +25,9 @@ typedef struct dnnl_key {
     // bf16 convolution (cpu_dnnl.c): bf16 src and weights; dst and each
     // post-op operand f32 or bf16 (1 for bf16). All 0 for f32 primitives.
     int bf16, bf16_y, bf16_post[CPU_POST_MAX];
+    // channels-last (NHWC-strided, dense) x, y and full-size post-op
+    // operands (the compiled mode's layout, compile/layout.c); 0: plain
+    int xcl, ycl, post_cl[CPU_POST_MAX];
     int npost; // post-ops (cpu_conv2d_post)
     int post_op[CPU_POST_MAX];
     int post_chan[CPU_POST_MAX];
@@ -39,6 +42,21 @@ typedef struct dnnl_entry {
     int nargs;
     int arg[CPU_DNNL_MAX_ARGS];           // DNNL_ARG_SRC, ...
     dnnl_memory_t mem[CPU_DNNL_MAX_ARGS]; // bound to tensor data at each call
+    // An argument the primitive wants in another layout than the caller's
+    // plain one (cpu_dnnl_arg): mem[i] is then bound to the context's
+    // scratch, user[i] to the caller's data, and reo[i] reorders between
+    // them, before the primitive for an input, after it for an output.
+    dnnl_memory_t user[CPU_DNNL_MAX_ARGS];
+    dnnl_primitive_t reo[CPU_DNNL_MAX_ARGS];
+    size_t inner_bytes[CPU_DNNL_MAX_ARGS];
+    bool output[CPU_DNNL_MAX_ARGS];
+    // frozen weights (cpu_ctx.freeze_weights): each weight tensor this
+    // primitive has read, reordered once, by the address of its data
+    struct dnnl_pack {
+        const void *user;
+        void *buf;
+        struct dnnl_pack *next;
+    } *packs;
     struct dnnl_entry *next;
 } dnnl_entry;
 
@@ -65,7 +83,19 @@ bool cpu_dnnl_bf16_on(const cpu_dnnl *d);
 void cpu_dnnl_key_init(dnnl_key *k, const graph_node *n, const tensor *x, const tensor *w,
                        const tensor *y);
 dnnl_entry *cpu_dnnl_lookup(cpu_ctx *c, const dnnl_key *k, cpu_dnnl_make_fn make);
-// Binds data pointers (in the entry's argument order), runs it, counts a kernel.
+// A convolution of key k (forward or backward) runs on channels-last
+// activations and blocked weights, reordered in and out (cpu_dnnl.c,
+// entry_new): every one with a spatial window or groups; a 1x1 without
+// groups is a GEMM on plain NCHW.
+bool cpu_dnnl_conv_blocked(const dnnl_key *k);
+// Appends argument `arg` to e: the primitive's descriptor prim_md (what pd
+// asked for), the caller's data laid out as user_md. When the two differ a
+// reorder is made and runs inside cpu_dnnl_execute, as a framework's eager
+// convolution reorders plain tensors into the primitive's layout and back.
+int cpu_dnnl_arg(cpu_ctx *c, dnnl_entry *e, int arg, const dnnl_memory_desc_t *user_md,
+                 const dnnl_memory_desc_t *prim_md, bool output);
+// Binds data pointers (in the entry's argument order), runs it with its
+// reorders, counts a kernel.
 int cpu_dnnl_execute(cpu_ctx *c, dnnl_entry *e, void *const *data);
 void cpu_dnnl_entry_free(dnnl_entry *e); // a partly made one too
 // TCBENCH_LOG=dnnl: prints the implementation oneDNN chose for pd

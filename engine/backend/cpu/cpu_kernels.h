@@ -30,6 +30,11 @@ typedef struct cpu_ctx {
     cpu_dnnl *dnnl;     // oneDNN engine, stream and primitive cache
     int64_t dnnl_gemms; // bf16 GEMMs run by oneDNN's matmul (cpu_gemm_bf16)
     int64_t dnnl_bf16_convs; // bf16 convolutions run by oneDNN's bf16 primitive (cpu_dnnl)
+    // the next convolution's weight is a parameter that never changes
+    // while this context runs (compiled inference, as Inductor's freezing;
+    // set around each call): it is reordered into the primitive's blocked
+    // layout once, keyed by its address, and kept (cpu_dnnl_packed_bytes)
+    bool freeze_weights;
     uint64_t step;      // the training step, from 1 (dropout masks, Adam's bias correction);
                         // 0, a zeroed ctx, counts as 1
     char err[256];
@@ -49,6 +54,11 @@ void cpu_free_all(int np, tensor **t);
 // x itself (a new view) when contiguous, else a contiguous copy, counted as
 // a kernel. NULL with c->err set when memory runs out.
 tensor *cpu_contiguous(cpu_ctx *c, const tensor *x);
+
+// t is 4-d (N, C, H, W) laid out channels-last (NHWC) and dense: the layout
+// the compiled mode gives convolution activations (compile/layout.c), which
+// convolution and pooling take without a copy.
+bool cpu_channels_last(const tensor *t);
 
 // f16 through f32 (AMP). This CPU has no f16 arithmetic (no AVX512-FP16)
 // and oneDNN has no f16 convolution on it, so a kernel without an f16 loop
@@ -123,6 +133,9 @@ int cpu_gemm_bf16(cpu_ctx *c, const tensor *a, const tensor *b, const tensor *bi
 // convolution and pooling through oneDNN (cpu_dnnl.c)
 int cpu_dnnl_new(cpu_dnnl **out, char *err, size_t errcap);
 void cpu_dnnl_free(cpu_dnnl *d);
+// Bytes of the weights kept reordered for a context with freeze_weights;
+// *plain (may be NULL): the bytes of the plain weights they were made from.
+size_t cpu_dnnl_packed_bytes(const cpu_dnnl *d, size_t *plain);
 // bf16 GEMMs and convolutions through oneDNN's bf16 kernels (on when the CPU
 // has AVX512-BF16, unless TCBENCH_DISABLE_DNNL_BF16 was set at
 // cpu_dnnl_new), or through the widening path: tests and bench/ compare both.

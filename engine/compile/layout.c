@@ -1,0 +1,113 @@
+// Layout planning: convolution activations channels-last (compile_internal.h).
+//
+// oneDNN's fast convolutions (brgconv, the depthwise brdgmm) work on NHWC
+// activations; on plain NCHW data a convolution either pays two reorders
+// per call (eager's way, as a framework's) or falls back to im2col + GEMM.
+// A compiler sees the whole graph, so it can keep the activations between
+// convolutions in NHWC and never reorder them: what Inductor's layout
+// optimization does for convolutional models. The logical shape stays
+// (N, C, H, W); only the buffer's strides change, and every kernel that
+// touches the buffer reads them: the generated loops index by strides (and
+// iterate in the output's memory order), oneDNN's convolution and pooling
+// take the layout as it is (cpu_channels_last).
+//
+// A 4-d f32 buffer goes channels-last when a convolution or pooling writes
+// or reads it and every kernel that touches it is one that honours
+// strides: a convolution group (as its input x, a full-size post-op
+// operand, or in its generated epilogue), a pooling, a pointwise or row
+// group. Not: graph outputs (returned plain), buffers under views (their
+// strides were fixed from the base's), GEMM operands, other library
+// kernels. Inference graphs only for now: training's backward kernels
+// (convolution gradients, pooling's backward loop) take plain NCHW.
+#include "compile_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static bool f32_conv2d(const cprog *p, int anchor) {
+    const graph_node *a = &p->g->nodes[anchor];
+    return a->op == OP_CONV2D && a->dtype == DT_F32 && p->g->nodes[a->src[0]].dtype == DT_F32;
+}
+
+static bool is_pool(enum op op) { return op == OP_MAX_POOL2D || op == OP_AVG_POOL2D; }
+
+// Kernel group gi reads or writes v in a way that follows v's strides;
+// *conv set when that kernel is a convolution or pooling.
+static bool honours(const cprog *p, int gi, int v, int reader, bool *conv) {
+    if (gi < 0)
+        return false;
+    const kgroup *k = &p->groups[gi];
+    switch (k->kind) {
+    case KG_POINTWISE:
+    case KG_ROWREDUCE:
+        return true;
+    case KG_CONV:
+        if (!f32_conv2d(p, k->anchor))
+            return false;
+        // the weight of a convolution is plain
+        if (reader == k->anchor && p->g->nodes[k->anchor].src[1] == v)
+            return false;
+        *conv = true;
+        return true;
+    case KG_EXTERN: {
+        const graph_node *a = &p->g->nodes[k->anchor];
+        if (!is_pool(a->op) || a->dtype != DT_F32)
+            return false;
+        if (reader >= 0 && a->src[0] != v)
+            return false;
+        *conv = true;
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+int compile_layouts(cprog *p) {
+    graph *g = p->g;
+    if (g->loss >= 0)
+        return 0;
+    bool *out = calloc((size_t)g->n, sizeof *out), *viewed = calloc((size_t)g->n, sizeof *viewed);
+    if (!out || !viewed) {
+        free(out), free(viewed);
+        return compile_fail(p, "out of memory in layout planning");
+    }
+    for (int i = 0; i < g->noutputs; i++)
+        out[g->outputs[i]] = true;
+    for (int v = 0; v < g->n; v++)
+        if (p->info[v].store == CS_VIEW)
+            viewed[p->info[v].base] = true;
+    int n_cl = 0;
+    for (int v = 0; v < g->n; v++) {
+        const graph_node *n = &g->nodes[v];
+        cnode *c = &p->info[v];
+        if (c->store != CS_BUFFER || n->ndim != 4 || n->dtype != DT_F32 || out[v] || viewed[v] ||
+            n->shape[1] == 1 || n->shape[2] * n->shape[3] == 1)
+            continue;
+        bool conv = false, ok = honours(p, c->group, v, -1, &conv);
+        for (int u = 0; u < g->n && ok; u++) {
+            const graph_node *un = &g->nodes[u];
+            for (int s = 0; s < un->nsrc && ok; s++) {
+                if (un->src[s] != v)
+                    continue;
+                ok = p->info[u].store != CS_VIEW && p->info[u].store != CS_RECOMPUTE &&
+                     honours(p, p->info[u].group, v, u, &conv);
+            }
+        }
+        if (!ok || !conv)
+            continue;
+        int64_t C = n->shape[1], H = n->shape[2], W = n->shape[3];
+        c->lay.stride[0] = H * W * C;
+        c->lay.stride[1] = 1;
+        c->lay.stride[2] = W * C;
+        c->lay.stride[3] = C;
+        n_cl++;
+        if (p->log)
+            fprintf(p->log, "layout: %s %%%d is channels-last\n", op_name(n->op), v);
+    }
+    if (p->log && n_cl)
+        fprintf(p->log, "layout: %d buffers channels-last\n", n_cl);
+    free(out);
+    free(viewed);
+    return 0;
+}
