@@ -45,7 +45,8 @@ static double lowest(double a, double b) { return isnan(a) || isnan(b) ? NAN : f
 void bench_accuracy_merge(bench_accuracy *acc, const bench_accuracy_out *o) {
     bool ok = o->rel_l2 <= acc->tol ||
               (acc->cosine_fallback && (o->cosine >= BENCH_COSINE_MIN ||
-                                        o->rmse <= 2 * o->base_rmse + acc->tol / 10));
+                                        o->rmse <= 2 * o->base_rmse + acc->tol / 10)) ||
+              (acc->baseline_fallback && o->rmse <= 2 * o->base_rmse + acc->tol / 10);
     acc->failed_items += !ok;
     if (acc->noutputs == 0) {
         acc->rel_l2 = o->rel_l2;
@@ -66,7 +67,8 @@ bool bench_accuracy_passes(const bench_accuracy *acc, double tol) {
     if (!acc->checked || acc->rel_l2 <= tol)
         return true;
     // merge judged each output by acc->tol, which callers set to tol
-    return acc->cosine_fallback && acc->failed_items == 0 && acc->tol == tol;
+    return (acc->cosine_fallback || acc->baseline_fallback) && acc->failed_items == 0 &&
+           acc->tol == tol;
 }
 
 static const double tolerance[BENCH_PREC_COUNT][BENCH_WL_COUNT] = {

@@ -366,16 +366,18 @@ static int check_train(const bench_plan *p, const bench_case *bc, const model *m
         set_all(er, n, BENCH_OOM, "out of memory");
         goto done;
     }
-    if (steps == 1 && have_fp64) { // Adam's sign of noise (train_check.h)
+    if (have_fp64) { // Adam's sign of noise (train_check.h)
         int64_t set = train_mask_eager(m, eitems, ref);
         if (log_accuracy())
             fprintf(stderr, "accuracy: eager: %lld parameter elements whose gradient's sign "
                             "differs from fp64's take fp64's update\n", (long long)set);
     }
-    // mixed precision: the baseline of fp64 on the model's values rounded to
-    // the low dtype (f16 or bf16)
-    if (have_fp64 && amp_task(p, er) &&
-        train_reference_rounded(m, &s0, p->cfg.amp_dtype, steps, base, err, sizeof err) < 0) {
+    // the baseline of fp64 on the model's values rounded to the low dtype
+    // (mixed precision: f16 or bf16), or moved by one ulp (fp32)
+    er->acc.baseline_fallback = have_fp64 && !amp_task(p, er);
+    if (have_fp64 &&
+        train_reference_rounded(m, &s0, amp_task(p, er) ? p->cfg.amp_dtype : DT_F32, steps, base,
+                                err, sizeof err) < 0) {
         for (int i = 0; i < n; i++)
             set_status(runs[i].r, BENCH_ERROR, "fp64 reference (rounded values): %s", err);
         goto done;
@@ -448,7 +450,7 @@ static int check_train(const bench_plan *p, const bench_case *bc, const model *m
             set_all(er, n, BENCH_OOM, "out of memory copying the parameters");
             goto done;
         }
-        if (steps == 1) {
+        {
             int64_t set = train_mask_mode(m, xitems, eitems, have_fp64 ? ref : NULL);
             if (log_accuracy())
                 fprintf(stderr, "accuracy: %s: %lld parameter elements whose gradient's sign "
@@ -540,7 +542,10 @@ static void finish(mode_run *runs, int n, double tol) {
             if (!bench_accuracy_passes(&r->acc, tol))
                 set_status(r, BENCH_FAIL_ACCURACY,
                            "rel_l2 %.3g vs the fp64 reference is above %.0e%s%s%s", r->acc.rel_l2,
-                           tol, r->acc.cosine_fallback ? " and its cosine is below 0.99" : "",
+                           tol,
+                           r->acc.cosine_fallback      ? " and its cosine is below 0.99"
+                           : r->acc.baseline_fallback ? " and twice the one-ulp baseline"
+                                                      : "",
                            r->acc.worst[0] ? ", worst: " : "", r->acc.worst);
             continue;
         }

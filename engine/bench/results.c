@@ -47,6 +47,11 @@ static json_t *accuracy_json(const bench_accuracy *a, bool compiled) {
                           checked_real(a, a->max_abs), "rmse", checked_real(a, a->rmse), "cosine",
                           checked_real(a, a->cosine), "outputs", outs, "tolerance", jreal(a->tol),
                           "cosine_fallback", a->cosine_fallback);
+    if (j && a->baseline_fallback &&
+        json_object_set_new(j, "baseline_fallback", json_true()) < 0) {
+        json_decref(j);
+        return NULL;
+    }
     if (!j || !compiled)
         return j;
     int rc = 0;

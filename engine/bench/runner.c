@@ -161,6 +161,7 @@ static int result_from_json(const json_t *j, bench_result *r) {
     a->tol = getnum(acc, "tolerance");
     a->cosine = getnum(acc, "cosine");
     a->cosine_fallback = json_is_true(json_object_get(acc, "cosine_fallback"));
+    a->baseline_fallback = json_is_true(json_object_get(acc, "baseline_fallback"));
     const json_t *outs = json_object_get(acc, "outputs");
     for (size_t i = 0; i < json_array_size(outs) && i < BENCH_MAX_OUTPUTS; i++) {
         const json_t *o = json_array_get(outs, i);

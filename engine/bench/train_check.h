@@ -47,12 +47,14 @@ int train_check_items(const model *m);
 // are copied. -1 when memory runs out.
 int train_check_fill(const model *m, tensor *const *outputs, tensor **items);
 void train_check_free_items(int n, tensor **items);
-// One-step checks: Adam's first update is lr * g / (|g| + eps), about
-// lr * sign(g), so a gradient element whose sign is rounding noise moves its
-// parameter by +lr in one executor and -lr in the other, however close the
-// gradients. Such elements (the gradient's sign differs from the
-// yardstick's) take the yardstick's value after the step, in the
-// parameter items only; the gradients themselves are still compared.
+// Adam's first update is lr * g / (|g| + eps), about lr * sign(g), and a
+// later one normalizes by moments that are themselves small where the
+// gradient is: an element whose gradient's sign (in the checked, last step)
+// is rounding noise moves its parameter by +lr in one executor and -lr in
+// the other, however close the gradients. Such elements (the gradient's
+// sign differs from the yardstick's) take the yardstick's value after the
+// step, in the parameter items only; the gradients themselves are still
+// compared. Both precisions, every check.
 // train_mask_eager: eager against fp64 (eitems changed); train_mask_mode: a
 // compiled-family mode's xitems against eager's (masked) eitems, by fp64's
 // signs when ref is not NULL and also by eager's. Each returns the elements
@@ -63,11 +65,13 @@ int64_t train_mask_mode(const model *m, tensor *const *xitems, tensor *const *ei
 
 // The fp64 reference's items after `steps` steps of its own (numel doubles each).
 int train_reference(const model *m, uint64_t steps, double **items, char *err, size_t cap);
-// The same from m's parameters and inputs rounded to low (f16): how far
-// exact arithmetic moves when only the model's own values carry low's
-// rounding, the baseline mixed-precision eager is held to (accuracy.h,
-// base_rmse). Deep batch-normed convnets at random initialization are
-// that sensitive. m's values are put back from s0.
+// The same from m's parameters and inputs rounded to low (f16, bf16), or,
+// for low DT_F32, each moved by one ulp up or down (a fixed pattern): how
+// far exact arithmetic moves when only the model's own values carry low's
+// rounding, the baseline eager is held to in training (accuracy.h,
+// base_rmse). Deep batch-normed convnets at random initialization, trained
+// by Adam's normalized steps, are that sensitive. m's values are put back
+// from s0.
 int train_reference_rounded(const model *m, const train_snapshot *s0, enum dtype low, uint64_t steps,
                             double **items, char *err, size_t cap);
 void train_item_name(const model *m, int k, char *buf, size_t cap);
