@@ -92,8 +92,6 @@ static int batch_norm_train(dctx *d, const graph_node *n, const int *s) {
     int64_t N = x->shape[0], C = x->shape[1], L = 1;
     for (int i = 2; i < x->ndim; i++)
         L *= x->shape[i];
-    int64_t shape[TENSOR_MAX_DIMS];
-    memcpy(shape, x->shape, sizeof shape);
     int nd = x->ndim;
     int xr = nd > 2 ? graph_reshape(g, s[0], 3, (int64_t[]){N, C, L}) : s[0];
     int mean, var, xc;
@@ -108,13 +106,26 @@ static int batch_norm_train(dctx *d, const graph_node *n, const int *s) {
         var = graph_reduce(g, OP_MEAN, graph_binary(g, OP_MUL, xc, xc), 0);
     }
     int r = graph_unary(g, OP_RSQRT, graph_scale(g, var, 1, n->fa[0]));
-    int w = s[1], b = s[2];
+    int w = s[1], b = s[2], y;
     if (nd > 2) {
-        w = graph_reshape(g, w, 2, (int64_t[]){C, 1});
-        b = graph_reshape(g, b, 2, (int64_t[]){C, 1});
+        // normalized in x's own shape, from per-channel views of the
+        // statistics: the centred (N, C, L) values stay inside the variance's
+        // row kernel, and what follows (an activation, a residual add) fuses
+        // into the normalizing loop, no reshape in between
+        int64_t cs[TENSOR_MAX_DIMS];
+        cs[0] = C;
+        for (int i = 1; i < nd - 1; i++)
+            cs[i] = 1;
+        int m4 = graph_reshape(g, mean, nd - 1, cs), r4 = graph_reshape(g, r, nd - 1, cs);
+        int xc4 = graph_binary(g, OP_SUB, s[0], m4);
+        y = graph_binary(g, OP_ADD,
+                         graph_binary(g, OP_MUL, graph_binary(g, OP_MUL, xc4, r4),
+                                      channel_view(d, w, nd)),
+                         channel_view(d, b, nd));
+    } else {
+        y = graph_binary(g, OP_ADD, graph_binary(g, OP_MUL, graph_binary(g, OP_MUL, xc, r), w),
+                         b);
     }
-    int y = graph_binary(
-        g, OP_ADD, graph_binary(g, OP_MUL, graph_binary(g, OP_MUL, xc, r), w), b);
     double cnt = (double)(N * L), mom = n->fa[1];
     int sm = graph_reshape(g, mean, 1, &C), sv = graph_reshape(g, var, 1, &C);
     if (graph_op(g, OP_RUNNING_STAT, 2, (int[]){s[3], sm}, NULL, (double[GRAPH_MAX_FA]){mom, 1}) <
@@ -122,7 +133,7 @@ static int batch_norm_train(dctx *d, const graph_node *n, const int *s) {
         graph_op(g, OP_RUNNING_STAT, 2, (int[]){s[4], sv}, NULL,
                  (double[GRAPH_MAX_FA]){mom, cnt > 1 ? cnt / (cnt - 1) : 1}) < 0)
         return -1;
-    return nd > 2 ? graph_reshape(g, y, nd, shape) : y;
+    return y;
 }
 
 static int expand_node(dctx *d, const graph_node *n, const int *s) {

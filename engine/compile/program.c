@@ -204,7 +204,8 @@ static int conv_with_posts(compiled *c, int gi, const graph_node *n, tensor *x, 
     for (int i = 0; i < np; i++) {
         const conv_post *cp = &c->posts[gi * CONV_POST_MAX + i];
         const graph_node *m = &p->g->nodes[cp->member];
-        if (cp->per_channel && i == 0 && m->op == OP_ADD) { // the convolution's own bias
+        if (cp->per_channel && i == 0 && m->op == OP_ADD &&
+            p->info[cp->operand].store != CS_RECOMPUTE) { // the convolution's own bias
             int ai = 0;
             while (k->args[ai] != cp->operand)
                 ai++;
