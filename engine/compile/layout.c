@@ -12,17 +12,19 @@
 // take the layout as it is (cpu_channels_last).
 //
 // A 4-d f32 buffer goes channels-last when a convolution or pooling writes
-// or reads it and every kernel that touches it is one that honours
-// strides: a convolution group (as its input x, a full-size post-op
+// or reads it, or a loop writes it from a channels-last buffer, and every
+// kernel that touches it is one that honours strides: a convolution group (as its input x, a full-size post-op
 // operand, or in its generated epilogue), a pooling, a pointwise or row
 // group. Not: graph outputs (returned plain), buffers under views (their
 // strides were fixed from the base's), GEMM operands, other library
 // kernels. Inference graphs only for now: training's backward kernels
 // (convolution gradients, pooling's backward loop) take plain NCHW.
+// TCBENCH_DISABLE_LAYOUTS=1 keeps every buffer plain (an ablation).
 #include "compile_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static bool f32_conv2d(const cprog *p, int anchor) {
     const graph_node *a = &p->g->nodes[anchor];
@@ -30,6 +32,12 @@ static bool f32_conv2d(const cprog *p, int anchor) {
 }
 
 static bool is_pool(enum op op) { return op == OP_MAX_POOL2D || op == OP_AVG_POOL2D; }
+
+static bool channels_last(const cprog *p, int v) {
+    const cnode *c = &p->info[v];
+    return c->store == CS_BUFFER && c->lay.ndim == 4 && c->lay.stride[1] == 1 &&
+           p->g->nodes[v].shape[1] > 1;
+}
 
 // Kernel group gi reads or writes v in a way that follows v's strides;
 // *conv set when that kernel is a convolution or pooling.
@@ -40,6 +48,15 @@ static bool honours(const cprog *p, int gi, int v, int reader, bool *conv) {
     switch (k->kind) {
     case KG_POINTWISE:
     case KG_ROWREDUCE:
+        // a loop that writes v from a channels-last buffer: the layout
+        // carries on through it (unfused chains, the captured ablation),
+        // rather than a transposing loop into plain and back
+        if (reader < 0)
+            for (int m = 0; m < k->n && !*conv; m++) {
+                const graph_node *n = &p->g->nodes[k->nodes[m]];
+                for (int s = 0; s < n->nsrc; s++)
+                    *conv |= channels_last(p, n->src[s]);
+            }
         return true;
     case KG_CONV:
         if (!f32_conv2d(p, k->anchor))
@@ -65,7 +82,8 @@ static bool honours(const cprog *p, int gi, int v, int reader, bool *conv) {
 
 int compile_layouts(cprog *p) {
     graph *g = p->g;
-    if (g->loss >= 0)
+    const char *off = getenv("TCBENCH_DISABLE_LAYOUTS");
+    if (g->loss >= 0 || (off && *off && strcmp(off, "0") != 0))
         return 0;
     bool *out = calloc((size_t)g->n, sizeof *out), *viewed = calloc((size_t)g->n, sizeof *viewed);
     if (!out || !viewed) {
