@@ -1,6 +1,6 @@
 // The generated CUDA compiles: for every model of suites/smoke.yaml, in every
-// variant that exists (fp32 inference today; AMP and training graphs join
-// the variant table when they exist), the compiler's passes run as
+// variant that exists (fp32 and AMP f16 inference today; training graphs
+// join the variant table when the CUDA backend lowers them), the compiler's passes run as
 // compile_model runs them, codegen_cuda writes the translation unit, and
 // NVRTC compiles it to a cubin for sm_80 and for sm_90. No GPU is needed.
 // A failure prints NVRTC's log and keeps the source under $TMPDIR for a
@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autocast.h"
 #include "compile/codegen_cuda.h"
 #include "modeldef.h"
 #include "suite.h"
@@ -33,12 +34,14 @@
 typedef struct variant {
     const char *name;
     modeldef_opts opts;
+    enum dtype amp; // DT_F32, or the low dtype of the autocast pass (AMP)
     bool available; // the graph exists in this build
 } variant;
 
 static const variant variants[] = {
-    {"fp32-infer", {.training = false}, true},
-    // {"amp-infer", ...}, {"fp32-train", {.training = true}, ...}: when they exist
+    {"fp32-infer", {.training = false}, DT_F32, true},
+    {"amp-infer", {.training = false}, DT_F16, true},
+    // {"fp32-train", {.training = true}, ...}: when the CUDA backend lowers training graphs
 };
 
 static const int archs[] = {80, 90};
@@ -95,6 +98,14 @@ static void test_model(void **state) {
         modeldef_build(md, mc->sc->overrides, mc->sc->noverrides, mc->sc->batch, &mc->v->opts, &m,
                        &d) < 0)
         fail_msg("%s: %d:%d: %s", mc->name, d.line, d.col, d.msg);
+    if (mc->v->amp != DT_F32) { // the runner's AMP: autocast before the compiler
+        graph *a;
+        char err[300];
+        if (autocast_build(m->g, mc->v->amp, &a, err, sizeof err) < 0)
+            fail_msg("%s: autocast: %s", mc->name, err);
+        graph_free(m->g);
+        m->g = a;
+    }
     cprog p = {.m = m, .fusion = true};
     if (compile_decompose(&p) < 0 || compile_simplify(&p) < 0 || compile_fuse(&p) < 0 ||
         compile_plan(&p) < 0)

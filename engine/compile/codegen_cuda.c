@@ -135,6 +135,9 @@ static const char *op_template(const graph_node *n, char *buf, size_t cap) {
         return buf;
     }
     case OP_CONTIGUOUS: return "x0";
+    // between f32 and f16 (fuse.c fuses float casts only): values are f32
+    // in registers, the store rounds, as in the C generator
+    case OP_CAST: return "x0";
     case OP_ADD: return "x0 + x1";
     case OP_SUB: return "x0 - x1";
     case OP_MUL: return "x0 * x1";
