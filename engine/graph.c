@@ -226,6 +226,14 @@ static int infer_grad(graph *g, graph_node *n, const graph_node *const *s, int n
         return fail(g, "%s: the gradient must be floating point, got %s", op_name(n->op),
                     dtype_name(dy->dtype));
     switch (n->op) {
+    case OP_BATCH_NORM_STATS: // s[0] is x, not a gradient
+        if (dy->ndim < 2 || dy->shape[0] * graph_node_numel(dy) / (dy->shape[0] * dy->shape[1]) < 2)
+            return fail(g, "batch_norm_stats needs (N, C, ...) input with more than one value "
+                           "per channel, got %s", shape_s(b0, dy));
+        n->ndim = 2;
+        n->shape[0] = 3;
+        n->shape[1] = dy->shape[1];
+        return 0;
     case OP_ACT_GRAD:
     case OP_SOFTMAX_GRAD:
     case OP_LOG_SOFTMAX_GRAD:

@@ -1064,6 +1064,31 @@ static int ref_adamw(ref_ctx *c, const graph_node *n, const double *const *s, do
     return 0;
 }
 
+// Per channel: mean, biased variance, 1 / sqrt(var + eps), as ref_batch_norm.
+static int ref_batch_norm_stats(ref_ctx *c, const graph_node *n, const double *const *s,
+                                double *o) {
+    const graph_node *x = &c->g->nodes[n->src[0]];
+    int64_t N = x->shape[0], C = x->shape[1], S = graph_node_numel(x) / (N * C);
+    double cnt = (double)(N * S);
+    for (int64_t ch = 0; ch < C; ch++) {
+        double mean = 0, var = 0;
+        for (int64_t b = 0; b < N; b++)
+            for (int64_t k = 0; k < S; k++)
+                mean += s[0][(b * C + ch) * S + k];
+        mean /= cnt;
+        for (int64_t b = 0; b < N; b++)
+            for (int64_t k = 0; k < S; k++) {
+                double d = s[0][(b * C + ch) * S + k] - mean;
+                var += d * d;
+            }
+        var /= cnt;
+        o[ch] = mean;
+        o[C + ch] = var;
+        o[2 * C + ch] = 1 / sqrt(var + n->fa[0]);
+    }
+    return 0;
+}
+
 static int ref_running_stat(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
     (void)c;
     double *buf = (double *)s[0], m = n->fa[0], f = n->fa[1];

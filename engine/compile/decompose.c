@@ -82,10 +82,14 @@ static int rms_last(dctx *d, int x, double eps, int *rstd, bool backward) {
     return backward ? graph_binary(g, OP_MUL, *rstd, x) : graph_binary(g, OP_MUL, x, *rstd);
 }
 
-// Batch norm in training mode. x (N, C, ...) viewed as (N, C, L): the mean
-// and the biased variance of each channel as a mean over each row (a row
-// group) then over N (one small reduction); the running buffers updated by
-// running_stat nodes, the variance's with the unbiased factor n / (n - 1).
+// Batch norm in training: the batch's statistics, the running ones moved
+// toward them (biased variance for the normalization, unbiased for the
+// running variance, as PyTorch). For (N, C, ...) input the statistics are
+// one library kernel (batch_norm_stats: per channel the mean, the variance
+// and 1 / sqrt(var + eps), over the batch and the spatial positions), and
+// the input is normalized in its own shape from per-channel views of them,
+// so what follows (an activation, a residual add) fuses into that loop. For
+// (N, C) input they are column means.
 static int batch_norm_train(dctx *d, const graph_node *n, const int *s) {
     graph *g = d->ng;
     const graph_node *x = graph_at(g, s[0]);
@@ -93,44 +97,35 @@ static int batch_norm_train(dctx *d, const graph_node *n, const int *s) {
     for (int i = 2; i < x->ndim; i++)
         L *= x->shape[i];
     int nd = x->ndim;
-    int xr = nd > 2 ? graph_reshape(g, s[0], 3, (int64_t[]){N, C, L}) : s[0];
-    int mean, var, xc;
-    if (nd > 2) { // per (n, c) over the row, then over n
-        mean = graph_reduce(g, OP_MEAN, graph_reduce(g, OP_MEAN, xr, 2), 0);
-        xc = graph_binary(g, OP_SUB, xr, mean);
-        var = graph_reduce(g, OP_MEAN,
-                           graph_reduce(g, OP_MEAN, graph_binary(g, OP_MUL, xc, xc), 2), 0);
-    } else {
-        mean = graph_reduce(g, OP_MEAN, xr, 0);
-        xc = graph_binary(g, OP_SUB, xr, mean);
-        var = graph_reduce(g, OP_MEAN, graph_binary(g, OP_MUL, xc, xc), 0);
-    }
-    int r = graph_unary(g, OP_RSQRT, graph_scale(g, var, 1, n->fa[0]));
-    int w = s[1], b = s[2], y;
+    int mean, var, y;
     if (nd > 2) {
-        // normalized in x's own shape, from per-channel views of the
-        // statistics: the centred (N, C, L) values stay inside the variance's
-        // row kernel, and what follows (an activation, a residual add) fuses
-        // into the normalizing loop, no reshape in between
+        int st = graph_op(g, OP_BATCH_NORM_STATS, 1, &s[0], NULL, (double[GRAPH_MAX_FA]){n->fa[0]});
         int64_t cs[TENSOR_MAX_DIMS];
         cs[0] = C;
         for (int i = 1; i < nd - 1; i++)
             cs[i] = 1;
-        int m4 = graph_reshape(g, mean, nd - 1, cs), r4 = graph_reshape(g, r, nd - 1, cs);
-        int xc4 = graph_binary(g, OP_SUB, s[0], m4);
+        mean = graph_reshape(g, graph_slice(g, st, 0, 0, 1), 1, &C);
+        var = graph_reshape(g, graph_slice(g, st, 0, 1, 1), 1, &C);
+        int rstd = graph_reshape(g, graph_slice(g, st, 0, 2, 1), nd - 1, cs);
+        int xc = graph_binary(g, OP_SUB, s[0], graph_reshape(g, mean, nd - 1, cs));
         y = graph_binary(g, OP_ADD,
-                         graph_binary(g, OP_MUL, graph_binary(g, OP_MUL, xc4, r4),
-                                      channel_view(d, w, nd)),
-                         channel_view(d, b, nd));
+                         graph_binary(g, OP_MUL, graph_binary(g, OP_MUL, xc, rstd),
+                                      channel_view(d, s[1], nd)),
+                         channel_view(d, s[2], nd));
     } else {
-        y = graph_binary(g, OP_ADD, graph_binary(g, OP_MUL, graph_binary(g, OP_MUL, xc, r), w),
-                         b);
+        mean = graph_reduce(g, OP_MEAN, s[0], 0);
+        int xc = graph_binary(g, OP_SUB, s[0], mean);
+        var = graph_reduce(g, OP_MEAN, graph_binary(g, OP_MUL, xc, xc), 0);
+        int r = graph_unary(g, OP_RSQRT, graph_scale(g, var, 1, n->fa[0]));
+        y = graph_binary(g, OP_ADD, graph_binary(g, OP_MUL, graph_binary(g, OP_MUL, xc, r), s[1]),
+                         s[2]);
+        mean = graph_reshape(g, mean, 1, &C);
+        var = graph_reshape(g, var, 1, &C);
     }
     double cnt = (double)(N * L), mom = n->fa[1];
-    int sm = graph_reshape(g, mean, 1, &C), sv = graph_reshape(g, var, 1, &C);
-    if (graph_op(g, OP_RUNNING_STAT, 2, (int[]){s[3], sm}, NULL, (double[GRAPH_MAX_FA]){mom, 1}) <
-            0 ||
-        graph_op(g, OP_RUNNING_STAT, 2, (int[]){s[4], sv}, NULL,
+    if (graph_op(g, OP_RUNNING_STAT, 2, (int[]){s[3], mean}, NULL,
+                 (double[GRAPH_MAX_FA]){mom, 1}) < 0 ||
+        graph_op(g, OP_RUNNING_STAT, 2, (int[]){s[4], var}, NULL,
                  (double[GRAPH_MAX_FA]){mom, cnt > 1 ? cnt / (cnt - 1) : 1}) < 0)
         return -1;
     return y;

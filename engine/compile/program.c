@@ -109,6 +109,7 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
     case OP_RMS_NORM_WGRAD:
     case OP_BATCH_NORM_WGRAD:
     case OP_GROUP_NORM_WGRAD: return cpu_norm_wgrad(c, n, s[0], s[1], y);
+    case OP_BATCH_NORM_STATS: return cpu_batch_norm_stats(c, s[0], n->fa[0], y);
     case OP_CONV2D_GRAD_INPUT: return cpu_conv2d_grad_input(c, n, s[0], s[1], y);
     case OP_CONV2D_GRAD_WEIGHT: return cpu_conv2d_grad_weight(c, n, s[0], s[1], y);
     case OP_MAX_POOL2D_GRAD: return cpu_pool2d_grad(c, n, s[0], s[1], y);

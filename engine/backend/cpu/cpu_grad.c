@@ -656,6 +656,29 @@ int cpu_norm_wgrad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tens
 
 // ---- BATCH_NORM in training mode ------------------------------------------------
 
+int cpu_batch_norm_stats(cpu_ctx *c, const tensor *x, double eps, tensor *out) {
+    if (cpu_need_target(c, "batch_norm_stats", out) < 0)
+        return -1;
+    tensor *xc;
+    if (cpu_inputs_f32(c, "batch_norm_stats", 1, &x, &xc) < 0)
+        return -1;
+    int64_t N = xc->shape[0], C = xc->shape[1], S = tensor_numel(xc) / (N * C);
+    const float *px = tensor_f32(xc);
+    float *po = tensor_f32(out);
+#pragma omp parallel for if (N * C * S >= CPU_PAR_MIN) schedule(static)
+    for (int64_t ch = 0; ch < C; ch++) {
+        float mean, rstd;
+        double var;
+        chan_stats(px, N, C, S, ch, eps, &mean, &rstd, &var);
+        po[ch] = mean;
+        po[C + ch] = (float)var;
+        po[2 * C + ch] = rstd;
+    }
+    tensor_free(xc);
+    c->kernels++;
+    return 0;
+}
+
 int cpu_batch_norm_train(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b,
                          tensor *rmean, tensor *rvar, double eps, double momentum, tensor *out) {
     if (cpu_need_target(c, "batch_norm", rmean) < 0 || cpu_need_target(c, "batch_norm", rvar) < 0)

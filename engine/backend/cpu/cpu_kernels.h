@@ -208,6 +208,9 @@ int cpu_scaler_update(cpu_ctx *c, const graph_node *n, tensor *scale, tensor *tr
                       const tensor *found);
 // BATCH_NORM in training mode: batch statistics; running mean and var
 // updated in place with momentum (unbiased variance, as PyTorch)
+// x (N, C, ...) -> out (3, C): per channel the mean, the biased variance
+// and 1 / sqrt(var + eps), as cpu_batch_norm_train computes them.
+int cpu_batch_norm_stats(cpu_ctx *c, const tensor *x, double eps, tensor *out);
 int cpu_batch_norm_train(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b,
                          tensor *rmean, tensor *rvar, double eps, double momentum, tensor *out);
 
