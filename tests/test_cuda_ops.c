@@ -515,11 +515,19 @@ static void test_every_op_covered(void **state) {
         graph_free(g);
     }
     int missing = 0;
-    for (int o = 0; o < OP_COUNT; o++)
+    for (int o = 0; o < OP_COUNT; o++) {
+        // training's ops (backward, updates, and ge, used by max's and
+        // maximum's gradients) run on the CPU only in this build
+        // (eager_cuda.c, EC_CPU_ONLY): the day they get CUDA kernels they
+        // get cases here
+        enum op_kind k = op_kind((enum op)o);
+        if (k == OPK_GRAD || k == OPK_UPDATE || o == OP_GE)
+            continue;
         if (!seen[o]) {
             print_error("op %s has no case in test_cuda_ops.c\n", op_name((enum op)o));
             missing++;
         }
+    }
     assert_int_equal(missing, 0);
 }
 
