@@ -37,6 +37,7 @@ struct op_case {
     double fa[GRAPH_MAX_FA];
     double rtol, atol; // 0: 1e-5 and 1e-6, right for f32 pointwise
     int kernels;       // expected kernels in a step (checked for every case)
+    bool nhwc;         // b_conv_grad: channels-last dy and x
 };
 
 // ---- graph helpers ----------------------------------------------------------
@@ -432,6 +433,25 @@ static int b_norm_grad_perm(graph *g, const op_case *tc) {
     return out(g, op(g, tc->op, 3, (int[]){dy, x, w}, tc));
 }
 
+// A 4-d input of shape s laid out channels-last: an (N, H, W, C) input
+// permuted to (N, C, H, W), the layout the compiled mode gives activations.
+static int in_nhwc(graph *g, const char *name, enum dtype dt, const int64_t *s) {
+    int x = in(g, name, dt, 4, (int64_t[]){s[0], s[2], s[3], s[1]});
+    return graph_permute(g, x, (int[]){0, 3, 1, 2});
+}
+
+// batch norm's statistics and gradients over channels-last dy and x
+static int b_bn_nhwc(graph *g, const op_case *tc) {
+    int64_t C = tc->shape[1];
+    int x = in_nhwc(g, "x", tc->dt, tc->shape);
+    if (tc->op == OP_BATCH_NORM_STATS)
+        return out(g, op(g, tc->op, 1, &x, tc));
+    int dy = in_nhwc(g, "dy", tc->dt, tc->shape);
+    int w = param(g, 1, &C);
+    bool wgrad = op_min_srcs(tc->op) == 2;
+    return out(g, op(g, tc->op, wgrad ? 2 : 3, (int[]){dy, x, w}, tc));
+}
+
 static int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
     return (in + 2 * p - d * (k - 1) - 1) / s + 1;
 }
@@ -443,12 +463,13 @@ static int b_conv_grad(graph *g, const op_case *tc) {
     const int64_t *xs = tc->shape, *ws = tc->shape2, *ia = tc->ia;
     int64_t dys[4] = {xs[0], ws[0], conv_out_size(xs[2], ws[2], ia[0], ia[2], ia[4]),
                       conv_out_size(xs[3], ws[3], ia[1], ia[3], ia[5])};
-    int dy = in(g, "dy", tc->dt, 4, dys);
+    // .nhwc: dy and x channels-last views (the compiled mode's layout)
+    int dy = tc->nhwc ? in_nhwc(g, "dy", tc->dt, dys) : in(g, "dy", tc->dt, 4, dys);
     if (tc->op == OP_CONV2D_GRAD_INPUT) {
         int w = param(g, 4, ws);
         return out(g, graph_op_shaped(g, tc->op, 2, (int[]){dy, w}, ia, NULL, 4, xs));
     }
-    int x = in(g, "x", tc->dt, 4, xs);
+    int x = tc->nhwc ? in_nhwc(g, "x", tc->dt, xs) : in(g, "x", tc->dt, 4, xs);
     return out(g, graph_op_shaped(g, tc->op, 2, (int[]){dy, x}, ia, NULL, 4, ws));
 }
 
@@ -863,6 +884,19 @@ static const op_case cases[] = {
      ONE},
     {"batch_norm_wgrad", b_norm_grad, OP_BATCH_NORM_WGRAD, S4(2, 3, 5, 7), NORM(1e-5, 1e-5), ONE},
     {"batch_norm_stats", b_unary, OP_BATCH_NORM_STATS, S4(2, 3, 5, 7), NORM(1e-5, 1e-5), ONE},
+    // channels-last operands: the per-channel column sums (cpu_grad.c, bn_nhwc)
+    {"batch_norm_stats_nhwc", b_bn_nhwc, OP_BATCH_NORM_STATS, S4(2, 5, 6, 7), NORM(1e-5, 1e-5),
+     ONE},
+    {"batch_norm_stats_nhwc_big", b_bn_nhwc, OP_BATCH_NORM_STATS, S4(4, 24, 20, 20),
+     NORM(1e-5, 1e-5), ONE},
+    // eager allocates dx plain, so dy and x are copied (3 kernels); the
+    // compiled mode's channels-last dx takes the column sums (test_compile)
+    {"batch_norm_grad_nhwc", b_bn_nhwc, OP_BATCH_NORM_GRAD, S4(2, 5, 6, 7), NORM(1e-5, 1e-5),
+     .kernels = 3},
+    {"batch_norm_wgrad_nhwc", b_bn_nhwc, OP_BATCH_NORM_WGRAD, S4(2, 5, 6, 7), NORM(1e-5, 1e-5),
+     ONE},
+    {"batch_norm_wgrad_nhwc_big", b_bn_nhwc, OP_BATCH_NORM_WGRAD, S4(4, 24, 20, 20),
+     NORM(1e-5, 1e-5), ONE},
     {"batch_norm_stats_big", b_unary, OP_BATCH_NORM_STATS, S4(4, 16, 24, 24), NORM(1e-5, 1e-5),
      ONE},
     {"batch_norm_wgrad_big", b_norm_grad, OP_BATCH_NORM_WGRAD, S4(2, 32, 28, 28), NORM(1e-5, 1e-4),
@@ -892,6 +926,15 @@ static const op_case cases[] = {
      T4(5, 3, 3, 2), IA(2, 3, 0, 1, 2, 1, 1), GEMM(80), ONE},
     {"conv2d_grad_weight_depthwise", b_conv_grad, OP_CONV2D_GRAD_WEIGHT, S4(2, 4, 7, 7),
      T4(4, 1, 3, 3), IA(2, 2, 1, 1, 1, 1, 4), GEMM(32), ONE},
+    // channels-last dy and x, taken without a copy (one kernel)
+    {"conv2d_grad_input_nhwc", b_conv_grad, OP_CONV2D_GRAD_INPUT, S4(2, 3, 9, 11), T4(4, 3, 3, 3),
+     IA(1, 1, 1, 1, 1, 1, 1), GEMM(36), ONE, .nhwc = true},
+    {"conv2d_grad_input_nhwc_1x1", b_conv_grad, OP_CONV2D_GRAD_INPUT, S4(2, 6, 5, 4),
+     T4(8, 6, 1, 1), IA(1, 1, 0, 0, 1, 1, 1), GEMM(8), ONE, .nhwc = true},
+    {"conv2d_grad_weight_nhwc", b_conv_grad, OP_CONV2D_GRAD_WEIGHT, S4(2, 3, 9, 11),
+     T4(4, 3, 3, 3), IA(1, 1, 1, 1, 1, 1, 1), GEMM(198), ONE, .nhwc = true},
+    {"conv2d_grad_weight_nhwc_depthwise", b_conv_grad, OP_CONV2D_GRAD_WEIGHT, S4(2, 4, 7, 7),
+     T4(4, 1, 3, 3), IA(2, 2, 1, 1, 1, 1, 4), GEMM(32), ONE, .nhwc = true},
     {"max_pool2d_grad", b_pool_grad, OP_MAX_POOL2D_GRAD, S4(2, 3, 9, 11), IA(2, 2, 1, 1, 3, 3),
      ONE},
     {"max_pool2d_grad_overlap", b_pool_grad, OP_MAX_POOL2D_GRAD, S4(1, 2, 8, 7),

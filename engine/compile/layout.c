@@ -17,9 +17,11 @@
 // operand, or in its generated epilogue), a pooling, a pointwise or row
 // group. Not: graph outputs (returned plain), buffers under views (their
 // strides were fixed from the base's), GEMM operands, other library
-// kernels. Inference graphs only for now: training's backward kernels
-// (convolution gradients, pooling's backward loop) take plain NCHW.
-// TCBENCH_DISABLE_LAYOUTS=1 keeps every buffer plain (an ablation).
+// kernels. In training graphs the convolution gradients (oneDNN) and batch
+// norm's statistics and gradients take channels-last operands as well
+// (cpu_dnnl_grad.c, cpu_grad.c); pooling's backward loop does not, so what
+// it reads or writes stays plain. TCBENCH_DISABLE_LAYOUTS=1 keeps every
+// buffer plain (an ablation).
 #include "compile_internal.h"
 
 #include <stdio.h>
@@ -30,8 +32,6 @@ static bool f32_conv2d(const cprog *p, int anchor) {
     const graph_node *a = &p->g->nodes[anchor];
     return a->op == OP_CONV2D && a->dtype == DT_F32 && p->g->nodes[a->src[0]].dtype == DT_F32;
 }
-
-static bool is_pool(enum op op) { return op == OP_MAX_POOL2D || op == OP_AVG_POOL2D; }
 
 static bool channels_last(const cprog *p, int v) {
     const cnode *c = &p->info[v];
@@ -68,12 +68,33 @@ static bool honours(const cprog *p, int gi, int v, int reader, bool *conv) {
         return true;
     case KG_EXTERN: {
         const graph_node *a = &p->g->nodes[k->anchor];
-        if (!is_pool(a->op) || a->dtype != DT_F32)
+        if (a->dtype != DT_F32)
             return false;
-        if (reader >= 0 && a->src[0] != v)
+        switch (a->op) {
+        case OP_MAX_POOL2D: // reads x, writes its output
+        case OP_AVG_POOL2D:
+            if (reader >= 0 && a->src[0] != v)
+                return false;
+            *conv = true;
+            return true;
+        case OP_CONV2D_GRAD_INPUT: // reads dy (and the plain weight), writes dx
+            if (reader >= 0 && a->src[0] != v)
+                return false;
+            *conv = true;
+            return true;
+        case OP_CONV2D_GRAD_WEIGHT: // reads dy and x, writes the plain weight gradient
+            if (reader < 0)
+                return false;
+            *conv = true;
+            return true;
+        case OP_BATCH_NORM_GRAD: // reads dy and x (and the weight), writes dx
+            return reader < 0 || a->src[2] != v;
+        case OP_BATCH_NORM_STATS: // read only; their outputs are (C)-sized
+        case OP_BATCH_NORM_WGRAD:
+            return reader >= 0;
+        default:
             return false;
-        *conv = true;
-        return true;
+        }
     }
     default:
         return false;
@@ -83,7 +104,7 @@ static bool honours(const cprog *p, int gi, int v, int reader, bool *conv) {
 int compile_layouts(cprog *p) {
     graph *g = p->g;
     const char *off = getenv("TCBENCH_DISABLE_LAYOUTS");
-    if (g->loss >= 0 || (off && *off && strcmp(off, "0") != 0))
+    if (off && *off && strcmp(off, "0") != 0)
         return 0;
     bool *out = calloc((size_t)g->n, sizeof *out), *viewed = calloc((size_t)g->n, sizeof *viewed);
     if (!out || !viewed) {

@@ -247,7 +247,7 @@ bool cpu_channels_last(const tensor *t) {
 
 // x itself (a view) when plain contiguous or channels-last (*cl set), else a
 // contiguous copy: the layouts a convolution or pooling takes as they are.
-static tensor *dnnl_operand(cpu_ctx *c, const tensor *x, int *cl) {
+tensor *cpu_dnnl_operand(cpu_ctx *c, const tensor *x, int *cl) {
     *cl = !tensor_is_contiguous(x) && cpu_channels_last(x);
     return *cl ? tensor_view(x) : cpu_contiguous(c, x);
 }
@@ -649,7 +649,7 @@ int cpu_conv2d(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w
     k.has_bias = bias != NULL;
     if (!tensor_is_contiguous(out) && !(k.ycl = cpu_channels_last(out)))
         return cpu_fail(c, "%s: the output must be contiguous or channels-last", op_name(n->op));
-    tensor *xc = dnnl_operand(c, x, &k.xcl), *wc = xc ? cpu_contiguous(c, w) : NULL;
+    tensor *xc = cpu_dnnl_operand(c, x, &k.xcl), *wc = xc ? cpu_contiguous(c, w) : NULL;
     tensor *bc = wc && bias ? cpu_contiguous(c, bias) : NULL;
     dnnl_entry *e = bc || (wc && !bias) ? cpu_dnnl_lookup(c, &k, entry_new) : NULL;
     int rc = -1;
@@ -692,7 +692,7 @@ int cpu_conv2d_post(cpu_ctx *c, const graph_node *n, const tensor *x, const tens
             !(k.post_cl[i] = cpu_channels_last(post[i].src1)))
             return cpu_fail(c, "%s: post-op operand %d must be contiguous or channels-last",
                             op_name(n->op), i);
-    tensor *xc = dnnl_operand(c, x, &k.xcl), *wc = xc ? cpu_contiguous(c, w) : NULL;
+    tensor *xc = cpu_dnnl_operand(c, x, &k.xcl), *wc = xc ? cpu_contiguous(c, w) : NULL;
     dnnl_entry *e = wc ? cpu_dnnl_lookup(c, &k, entry_new) : NULL;
     int rc = -1;
     if (e) {
@@ -733,7 +733,7 @@ int cpu_pool2d(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
     cpu_dnnl_key_init(&k, n, x, NULL, out);
     if (!tensor_is_contiguous(out) && !(k.ycl = cpu_channels_last(out)))
         return cpu_fail(c, "%s: the output must be contiguous or channels-last", op_name(n->op));
-    tensor *xc = dnnl_operand(c, x, &k.xcl);
+    tensor *xc = cpu_dnnl_operand(c, x, &k.xcl);
     if (!xc)
         return -1;
     dnnl_entry *e = cpu_dnnl_lookup(c, &k, entry_new);

@@ -41,9 +41,9 @@ static dnnl_entry *conv_grad_new(cpu_ctx *c, const dnnl_key *k) {
     bool blocked = cpu_dnnl_conv_blocked(k);
     dnnl_format_tag_t act = blocked ? dnnl_acdb : dnnl_abcd;
     DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
-             (&md_x, 4, dx, dnnl_f32, dnnl_abcd));
+             (&md_x, 4, dx, dnnl_f32, k->xcl ? dnnl_acdb : dnnl_abcd));
     DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag,
-             (&md_y, 4, dy, dnnl_f32, dnnl_abcd));
+             (&md_y, 4, dy, dnnl_f32, k->ycl ? dnnl_acdb : dnnl_abcd));
     DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag, (&pmd_x, 4, dx, dnnl_f32, act));
     DNNL_TRY(c->err, sizeof c->err, dnnl_memory_desc_init_by_tag, (&pmd_y, 4, dy, dnnl_f32, act));
     if (g == 1) {
@@ -103,6 +103,35 @@ fail:;
     return NULL;
 }
 
+// f32: the activations as they lie, plain or channels-last (the compiled
+// mode's layout), the weight or its gradient plain.
+static int conv_grad_f32(cpu_ctx *c, const graph_node *n, dnnl_key *k, const tensor *a,
+                         const tensor *b, tensor *out) {
+    bool data = n->op == OP_CONV2D_GRAD_INPUT;
+    int acl = 0, bcl = 0, ocl = 0;
+    if (!tensor_is_contiguous(out) && !(ocl = cpu_channels_last(out)))
+        return cpu_fail(c, "%s: the output must be contiguous or channels-last", op_name(n->op));
+    tensor *ac = cpu_dnnl_operand(c, a, &acl);
+    tensor *bc = !ac ? NULL : data ? cpu_contiguous(c, b) : cpu_dnnl_operand(c, b, &bcl);
+    int rc = -1;
+    if (bc) {
+        // data: dy (y-shaped), w -> dx (x-shaped); weights: x, dy -> dw
+        k->xcl = data ? ocl : acl;
+        k->ycl = data ? acl : bcl;
+        dnnl_entry *e = cpu_dnnl_lookup(c, k, conv_grad_new);
+        if (e &&
+            (rc = cpu_dnnl_execute(c, e, (void *[]){tensor_data(ac), tensor_data(bc),
+                                                     tensor_data(out)})) < 0) {
+            char why[sizeof c->err];
+            memcpy(why, c->err, sizeof why);
+            cpu_fail(c, "%s: %s", op_name(n->op), why);
+        }
+    }
+    tensor_free(ac);
+    tensor_free(bc);
+    return rc;
+}
+
 // x (N, C, H, W), w (O, C/g, kh, kw), y (N, O, OH, OW): the forward's
 // shapes, one of them `out`; a and b the inputs in the primitive's order.
 static int conv_grad(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
@@ -123,6 +152,8 @@ static int conv_grad(cpu_ctx *c, const graph_node *n, const tensor *x, const ten
                         (long long)O, (long long)g);
     dnnl_key k;
     cpu_dnnl_key_init(&k, n, x, w, y);
+    if (a->dtype == DT_F32 && b->dtype == DT_F32 && out->dtype == DT_F32)
+        return conv_grad_f32(c, n, &k, a, b, out);
     dnnl_entry *e = cpu_dnnl_lookup(c, &k, conv_grad_new);
     if (!e)
         return -1;

@@ -88,6 +88,9 @@ dnnl_entry *cpu_dnnl_lookup(cpu_ctx *c, const dnnl_key *k, cpu_dnnl_make_fn make
 // entry_new): every one with a spatial window or groups; a 1x1 without
 // groups is a GEMM on plain NCHW.
 bool cpu_dnnl_conv_blocked(const dnnl_key *k);
+// x itself (a view) when plain contiguous or channels-last (*cl set), else
+// a contiguous copy: the layouts a convolution takes as they are.
+tensor *cpu_dnnl_operand(cpu_ctx *c, const tensor *x, int *cl);
 // Appends argument `arg` to e: the primitive's descriptor prim_md (what pd
 // asked for), the caller's data laid out as user_md. When the two differ a
 // reorder is made and runs inside cpu_dnnl_execute, as a framework's eager

@@ -458,6 +458,148 @@ static void g_sums(int64_t len, const float *dy, const float *x, const float *w,
     *sgx += b;
 }
 
+// ---- batch norm over channels-last (NHWC) tensors -----------------------------
+//
+// The compiled mode stores convolution activations channels-last
+// (compile/layout.c): (N, C, H, W) in memory as M = N*H*W rows of C
+// channels. Per-channel statistics are then column sums over the rows:
+// each thread sums its static share of rows into partials of its own
+// (double), added in thread order at the end, so a thread count gives the
+// same bits every run. The math is the plain kernels' (chan_stats, g_sums,
+// dx_apply, wg_sums), in the same float / double types.
+
+// Column sums over rows [0, M) of f(r, c) into sums (C doubles), OpenMP
+// static shares; part holds nt * C doubles.
+#define NHWC_COLSUM(M, C, par, part, sums, expr)                                                   \
+    do {                                                                                           \
+        int nt_ = (par) ? omp_get_max_threads() : 1;                                               \
+        memset(part, 0, (size_t)(nt_ * (C)) * sizeof *(part));                                     \
+        _Pragma("omp parallel if (par) num_threads(nt_)") {                                      \
+            double *pp_ = (part) + (int64_t)omp_get_thread_num() * (C);                            \
+            _Pragma("omp for schedule(static)") for (int64_t r = 0; r < (M); r++) {              \
+                _Pragma("omp simd") for (int64_t c = 0; c < (C); c++) pp_[c] += (expr);          \
+            }                                                                                      \
+        }                                                                                          \
+        for (int64_t c = 0; c < (C); c++) {                                                        \
+            double t_ = 0;                                                                         \
+            for (int k_ = 0; k_ < nt_; k_++)                                                       \
+                t_ += (part)[(int64_t)k_ * (C) + c];                                               \
+            (sums)[c] = t_;                                                                        \
+        }                                                                                          \
+    } while (0)
+
+// mean (float), biased variance (double) and rstd per channel of x
+// (M rows of C); part: nt * C doubles, sums: C doubles.
+static void nhwc_stats(const float *x, int64_t M, int64_t C, double eps, bool par, double *part,
+                       double *sums, float *mean, double *var, float *rstd) {
+    NHWC_COLSUM(M, C, par, part, sums, (double)x[r * C + c]);
+    for (int64_t c = 0; c < C; c++)
+        mean[c] = (float)(sums[c] / (double)M);
+    NHWC_COLSUM(M, C, par, part, sums,
+                (double)((x[r * C + c] - mean[c]) * (x[r * C + c] - mean[c])));
+    for (int64_t c = 0; c < C; c++) {
+        var[c] = sums[c] / (double)M;
+        rstd[c] = (float)(1.0 / sqrt(var[c] + eps));
+    }
+}
+
+// Scratch for the channels-last kernels: partials, sums, and per-channel
+// mean, rstd, var and two more float columns. NULL when memory runs out.
+typedef struct nhwc_tmp {
+    double *part, *sums, *var, *sums2;
+    float *mean, *rstd, *f1, *f2;
+} nhwc_tmp;
+
+static bool nhwc_tmp_new(nhwc_tmp *t, int64_t C) {
+    int nt = omp_get_max_threads();
+    t->part = malloc((size_t)(nt * C) * sizeof *t->part);
+    t->sums = malloc((size_t)(3 * C) * sizeof *t->sums);
+    t->mean = malloc((size_t)(4 * C) * sizeof *t->mean);
+    if (!t->part || !t->sums || !t->mean) {
+        free(t->part), free(t->sums), free(t->mean);
+        return false;
+    }
+    t->var = t->sums + C;
+    t->sums2 = t->sums + 2 * C;
+    t->rstd = t->mean + C;
+    t->f1 = t->mean + 2 * C;
+    t->f2 = t->mean + 3 * C;
+    return true;
+}
+
+static void nhwc_tmp_free(nhwc_tmp *t) {
+    free(t->part);
+    free(t->sums);
+    free(t->mean);
+}
+
+// x's layout when the batch norm kernels take it as it is: 1 channels-last,
+// 0 plain contiguous f32, -1 anything else (the caller copies it).
+static int bn_layout(const tensor *t) {
+    if (t->dtype != DT_F32)
+        return -1;
+    if (tensor_is_contiguous(t))
+        return 0;
+    return cpu_channels_last(t) ? 1 : -1;
+}
+
+// batch_norm_stats, batch_norm_grad and batch_norm_wgrad when every 4-d
+// operand is channels-last f32 (the compiled mode's layout). 1 when the
+// operands are not all so (the plain kernels run), 0 done, -1 failed.
+static int bn_nhwc(cpu_ctx *c, enum op op, const tensor *dy, const tensor *x, const tensor *w,
+                   double eps, tensor *out) {
+    if (x->ndim != 4 || bn_layout(x) != 1 || (dy && bn_layout(dy) != 1) ||
+        (w && (w->dtype != DT_F32 || !tensor_is_contiguous(w))) || out->dtype != DT_F32 ||
+        (op == OP_BATCH_NORM_GRAD ? bn_layout(out) != 1 : !tensor_is_contiguous(out)))
+        return 1;
+    int64_t C = x->shape[1], M = tensor_numel(x) / C;
+    bool par = M * C >= CPU_PAR_MIN;
+    nhwc_tmp t;
+    if (!nhwc_tmp_new(&t, C))
+        return cpu_fail(c, "%s: out of memory for per-channel sums", op_name(op));
+    const float *px = tensor_f32(x), *pd = dy ? tensor_f32(dy) : NULL;
+    float *po = tensor_f32(out);
+    nhwc_stats(px, M, C, eps, par, t.part, t.sums, t.mean, t.var, t.rstd);
+    const float *mean = t.mean, *rstd = t.rstd;
+    if (op == OP_BATCH_NORM_STATS) {
+        for (int64_t ch = 0; ch < C; ch++) {
+            po[ch] = mean[ch];
+            po[C + ch] = (float)t.var[ch];
+            po[2 * C + ch] = rstd[ch];
+        }
+    } else if (op == OP_BATCH_NORM_WGRAD) {
+        NHWC_COLSUM(M, C, par, t.part, t.sums,
+                    (double)(pd[r * C + c] * ((px[r * C + c] - mean[c]) * rstd[c])));
+        NHWC_COLSUM(M, C, par, t.part, t.sums2, (double)pd[r * C + c]);
+        for (int64_t ch = 0; ch < C; ch++) {
+            po[ch] = (float)t.sums[ch];
+            po[C + ch] = (float)t.sums2[ch];
+        }
+    } else { // OP_BATCH_NORM_GRAD
+        const float *pw = tensor_f32(w);
+        NHWC_COLSUM(M, C, par, t.part, t.sums, (double)(pd[r * C + c] * pw[c]));
+        NHWC_COLSUM(M, C, par, t.part, t.sums2,
+                    (double)(pd[r * C + c] * pw[c] * (px[r * C + c] - mean[c])));
+        float *mg = t.f1, *mgx = t.f2;
+        for (int64_t ch = 0; ch < C; ch++) {
+            mg[ch] = (float)(t.sums[ch] / (double)M);
+            mgx[ch] = (float)(t.sums2[ch] * rstd[ch] / (double)M);
+        }
+#pragma omp parallel for if (par) schedule(static)
+        for (int64_t r = 0; r < M; r++) {
+#pragma omp simd
+            for (int64_t ch = 0; ch < C; ch++) {
+                int64_t i = r * C + ch;
+                po[i] = rstd[ch] *
+                        (pd[i] * pw[ch] - mg[ch] - (px[i] - mean[ch]) * rstd[ch] * mgx[ch]);
+            }
+        }
+    }
+    nhwc_tmp_free(&t);
+    c->kernels++;
+    return 0;
+}
+
 // group norm's groups come from the node, unchecked by shape inference
 static int bad_groups(cpu_ctx *c, const graph_node *n, const tensor *x) {
     bool gn = n->op == OP_GROUP_NORM_GRAD || n->op == OP_GROUP_NORM_WGRAD;
@@ -469,6 +611,11 @@ static int bad_groups(cpu_ctx *c, const graph_node *n, const tensor *x) {
 
 int cpu_norm_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
                   const tensor *w, tensor *out) {
+    if (n->op == OP_BATCH_NORM_GRAD) {
+        int rc = bn_nhwc(c, n->op, dy, x, w, n->fa[0], out);
+        if (rc <= 0)
+            return rc;
+    }
     tensor *t[4];
     if (cpu_inputs_f32(c, op_name(n->op), 3, (const tensor *[]){dy, x, w}, t) < 0)
         return -1;
@@ -555,6 +702,11 @@ static void wg_sums(int64_t len, const float *dy, const float *x, float mean, fl
 
 int cpu_norm_wgrad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
                    tensor *out) {
+    if (n->op == OP_BATCH_NORM_WGRAD) {
+        int rc = bn_nhwc(c, n->op, dy, x, NULL, n->fa[0], out);
+        if (rc <= 0)
+            return rc;
+    }
     tensor *t[3];
     if (cpu_inputs_f32(c, op_name(n->op), 2, (const tensor *[]){dy, x}, t) < 0)
         return -1;
@@ -659,6 +811,9 @@ int cpu_norm_wgrad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tens
 int cpu_batch_norm_stats(cpu_ctx *c, const tensor *x, double eps, tensor *out) {
     if (cpu_need_target(c, "batch_norm_stats", out) < 0)
         return -1;
+    int rc = bn_nhwc(c, OP_BATCH_NORM_STATS, NULL, x, NULL, eps, out);
+    if (rc <= 0)
+        return rc;
     tensor *xc;
     if (cpu_inputs_f32(c, "batch_norm_stats", 1, &x, &xc) < 0)
         return -1;
