@@ -6,6 +6,8 @@
 // cover stride, padding, dilation, groups, depthwise, 1x1, 7x7 and
 // permuted (strided) inputs, and check the kernel count; a finite
 // difference through the forward cpu_conv2d checks the adjoint once more.
+// Batch norm's statistics and gradients over channels-last tensors are
+// checked against the plain kernels.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -182,12 +184,15 @@ static void run_conv_case(const conv_case *cc, bool strided) {
     tensor *x = new4(xs, strided, rnd), *w = new4(ws, strided, rnd), *dy = new4(ys, strided, rnd);
     tensor *dx = tensor_new_empty(DT_F32, 4, xs), *dw = tensor_new_empty(DT_F32, 4, ws);
 
+    // a strided weight is copied; strided dy and x too, unless channels-last
+    // (the compiled mode's layout), which oneDNN takes as it is
+    int cw = strided, cdy = strided && !cpu_channels_last(dy), cx = strided && !cpu_channels_last(x);
     graph_node n = conv_node(cc, OP_CONV2D_GRAD_INPUT);
     CHECK_OK(&c, cpu_conv2d_grad_input(&c, &n, dy, w, dx));
-    assert_int_equal(c.kernels, strided ? 3 : 1); // the copies of dy and w, then the primitive
+    assert_int_equal(c.kernels, 1 + cdy + cw); // the copies, then the primitive
     n.op = OP_CONV2D_GRAD_WEIGHT;
     CHECK_OK(&c, cpu_conv2d_grad_weight(&c, &n, dy, x, dw));
-    assert_int_equal(c.kernels, strided ? 6 : 2);
+    assert_int_equal(c.kernels, 2 + 2 * cdy + cw + cx);
 
     double *xv = values(x), *wv = values(w), *dyv = values(dy);
     double *rdx = zeros(tensor_numel(dx)), *rdw = zeros(tensor_numel(dw));
@@ -371,6 +376,60 @@ static void test_pool_grads(void **state) {
 
 // ---- errors ---------------------------------------------------------------------
 
+// ---- batch norm's gradient over channels-last tensors ----------------------------
+
+// cpu_norm_grad with channels-last dy, x and dx (the column sums of
+// cpu_grad.c, the compiled mode's layout) against the plain kernel on the
+// same values; batch_norm_stats and batch_norm_wgrad likewise.
+static void test_bn_nhwc(void **state) {
+    (void)state;
+    static const int64_t shapes[][4] = {{2, 5, 6, 7}, {4, 24, 10, 10}, {1, 3, 2, 2}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const int64_t *s = shapes[k];
+        cpu_ctx c;
+        ctx_init(&c);
+        rng_state = 11 + k;
+        tensor *x = new4(s, true, rnd), *dy = new4(s, true, rnd);
+        assert_true(cpu_channels_last(x) && cpu_channels_last(dy));
+        tensor *xp = tensor_contiguous(x), *dyp = tensor_contiguous(dy);
+        tensor *w = tensor_new_empty(DT_F32, 1, &s[1]);
+        for (int64_t i = 0; i < s[1]; i++)
+            tensor_f32(w)[i] = (float)(1 + rnd());
+        tensor *dxn = new4(s, true, rnd), *dxp = tensor_new_empty(DT_F32, 4, s);
+        graph_node n = {.op = OP_BATCH_NORM_GRAD, .fa = {1e-5}};
+        CHECK_OK(&c, cpu_norm_grad(&c, &n, dy, x, w, dxn));
+        assert_int_equal(c.kernels, 1); // no copies
+        CHECK_OK(&c, cpu_norm_grad(&c, &n, dyp, xp, w, dxp));
+        double *ref = values(dxp), *mag = zeros(tensor_numel(dxp));
+        for (int64_t i = 0; i < tensor_numel(dxp); i++)
+            mag[i] = fabs(ref[i]) + 1;
+        tensor *dxc = tensor_contiguous(dxn);
+        expect_close("batch_norm_grad (channels-last)", dxc, ref, mag, 1e-5, 1e-6);
+        tensor_free(dxc);
+        int64_t two[2] = {2, s[1]}, three[2] = {3, s[1]};
+        tensor *wn = tensor_new_empty(DT_F32, 2, two), *wp = tensor_new_empty(DT_F32, 2, two);
+        tensor *sn = tensor_new_empty(DT_F32, 2, three), *sp = tensor_new_empty(DT_F32, 2, three);
+        n.op = OP_BATCH_NORM_WGRAD;
+        CHECK_OK(&c, cpu_norm_wgrad(&c, &n, dy, x, wn));
+        CHECK_OK(&c, cpu_norm_wgrad(&c, &n, dyp, xp, wp));
+        CHECK_OK(&c, cpu_batch_norm_stats(&c, x, 1e-5, sn));
+        CHECK_OK(&c, cpu_batch_norm_stats(&c, xp, 1e-5, sp));
+        double *rw = values(wp), *rs = values(sp);
+        double *mw = zeros(tensor_numel(wp)), *ms = zeros(tensor_numel(sp));
+        for (int64_t i = 0; i < tensor_numel(wp); i++)
+            mw[i] = fabs(rw[i]) + 1;
+        for (int64_t i = 0; i < tensor_numel(sp); i++)
+            ms[i] = fabs(rs[i]) + 1;
+        expect_close("batch_norm_wgrad (channels-last)", wn, rw, mw, 1e-5, 1e-6);
+        expect_close("batch_norm_stats (channels-last)", sn, rs, ms, 1e-5, 1e-6);
+        free(ref), free(mag), free(rw), free(rs), free(mw), free(ms);
+        tensor_free(x), tensor_free(dy), tensor_free(xp), tensor_free(dyp), tensor_free(w);
+        tensor_free(dxn), tensor_free(dxp), tensor_free(wn), tensor_free(wp);
+        tensor_free(sn), tensor_free(sp);
+        cpu_dnnl_free(c.dnnl);
+    }
+}
+
 static void test_errors(void **state) {
     (void)state;
     cpu_ctx c;
@@ -407,7 +466,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_grads),   cmocka_unit_test(test_conv_grads_strided),
         cmocka_unit_test(test_conv_adjoint), cmocka_unit_test(test_pool_grads),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_errors),       cmocka_unit_test(test_bn_nhwc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,7 +4,7 @@
 //   simplify   dead code, common subexpressions, constant folding, identities
 //   fuse       nodes -> kernel groups (pointwise, row reduction, GEMM or
 //              convolution with epilogue, extern), no cycles, size capped
-//   layouts    convolution activations channels-last (CPU)
+//   layouts    convolution activations channels-last (CPU inference)
 //   plan       storage of every node (inline, arena buffer, strided view of a
 //              buffer or source), liveness, best-fit offsets in one arena
 //   codegen_c  C source: one function per distinct kernel, tc_step()
