@@ -292,6 +292,23 @@ static int ref_rms_norm(ref_ctx *c, const graph_node *n, const double *const *s,
     return 0;
 }
 
+// Channel ch of x (N, C, S): its mean and biased variance (two passes).
+static void chan_stats(const double *x, int64_t N, int64_t C, int64_t S, int64_t ch,
+                       double *mean, double *var) {
+    double m = 0, v = 0, cnt = (double)(N * S);
+    for (int64_t b = 0; b < N; b++)
+        for (int64_t k = 0; k < S; k++)
+            m += x[(b * C + ch) * S + k];
+    m /= cnt;
+    for (int64_t b = 0; b < N; b++)
+        for (int64_t k = 0; k < S; k++) {
+            double d = x[(b * C + ch) * S + k] - m;
+            v += d * d;
+        }
+    *mean = m;
+    *var = v / cnt;
+}
+
 // Inference: the running statistics. Training (ia0 1): the batch's, biased
 // variance; the running ones (s[3], s[4]) then move toward them by momentum
 // fa1, the variance unbiased, as PyTorch. They are written in place: the
@@ -312,17 +329,8 @@ static int ref_batch_norm(ref_ctx *c, const graph_node *n, const double *const *
                     (long long)N, (long long)S);
     double *rmean = (double *)s[3], *rvar = (double *)s[4], m = n->fa[1], cnt = (double)(N * S);
     for (int64_t ch = 0; ch < C; ch++) {
-        double mean = 0, var = 0;
-        for (int64_t b = 0; b < N; b++)
-            for (int64_t k = 0; k < S; k++)
-                mean += s[0][(b * C + ch) * S + k];
-        mean /= cnt;
-        for (int64_t b = 0; b < N; b++)
-            for (int64_t k = 0; k < S; k++) {
-                double d = s[0][(b * C + ch) * S + k] - mean;
-                var += d * d;
-            }
-        var /= cnt;
+        double mean, var;
+        chan_stats(s[0], N, C, S, ch, &mean, &var);
         for (int64_t b = 0; b < N; b++)
             for (int64_t k = 0; k < S; k++) {
                 int64_t i = (b * C + ch) * S + k;
@@ -1069,19 +1077,9 @@ static int ref_batch_norm_stats(ref_ctx *c, const graph_node *n, const double *c
                                 double *o) {
     const graph_node *x = &c->g->nodes[n->src[0]];
     int64_t N = x->shape[0], C = x->shape[1], S = graph_node_numel(x) / (N * C);
-    double cnt = (double)(N * S);
     for (int64_t ch = 0; ch < C; ch++) {
-        double mean = 0, var = 0;
-        for (int64_t b = 0; b < N; b++)
-            for (int64_t k = 0; k < S; k++)
-                mean += s[0][(b * C + ch) * S + k];
-        mean /= cnt;
-        for (int64_t b = 0; b < N; b++)
-            for (int64_t k = 0; k < S; k++) {
-                double d = s[0][(b * C + ch) * S + k] - mean;
-                var += d * d;
-            }
-        var /= cnt;
+        double mean, var;
+        chan_stats(s[0], N, C, S, ch, &mean, &var);
         o[ch] = mean;
         o[C + ch] = var;
         o[2 * C + ch] = 1 / sqrt(var + n->fa[0]);
