@@ -258,38 +258,32 @@ static int b_linear_slice(graph *g, const op_case *tc) {
     return out(g, graph_op(g, OP_LINEAR, 3, (int[]){v, w, b}, NULL, NULL));
 }
 
-// conv2d on an NHWC tensor permuted to NCHW: copied to plain first
-static int b_conv_perm(graph *g, const op_case *tc) {
-    const int64_t *s = tc->shape;
-    int x = in(g, "x", tc->dt, 4, (int64_t[]){s[0], s[2], s[3], s[1]});
-    int p = graph_permute(g, x, (int[]){0, 3, 1, 2});
+// A 4-d input of logical shape s that is a permuted view: the input is
+// made in the order perm reads it (base[perm[i]] = s[i]), then permuted.
+static int in_permuted(graph *g, const char *name, enum dtype dt, const int64_t *s,
+                       const int *perm) {
+    int64_t base[4];
+    for (int i = 0; i < 4; i++)
+        base[perm[i]] = s[i];
+    return graph_permute(g, in(g, name, dt, 4, base), perm);
+}
+
+static const int NHWC[4] = {0, 3, 1, 2}; // channels-last: what the kernels take as it is
+static const int SWAP_HW[4] = {0, 1, 3, 2}; // neither plain nor channels-last: copied first
+
+// a convolution or pooling (tc->op) over a permuted view of x
+static int conv_or_pool_of(graph *g, const op_case *tc, const int *perm) {
+    int x = in_permuted(g, "x", tc->dt, tc->shape, perm);
+    if (tc->op != OP_CONV2D)
+        return out(g, op(g, tc->op, 1, &x, tc));
     int w = param(g, 4, tc->shape2);
-    return out(g, op(g, OP_CONV2D, 2, (int[]){p, w}, tc));
+    return out(g, op(g, OP_CONV2D, 2, (int[]){x, w}, tc));
 }
 
-// (N, C, W, H) transposed to (N, C, H, W): neither plain nor channels-last,
-// so the kernel copies it first
-static int b_conv_swap(graph *g, const op_case *tc) {
-    const int64_t *s = tc->shape;
-    int x = in(g, "x", tc->dt, 4, (int64_t[]){s[0], s[1], s[3], s[2]});
-    int p = graph_permute(g, x, (int[]){0, 1, 3, 2});
-    int w = param(g, 4, tc->shape2);
-    return out(g, op(g, OP_CONV2D, 2, (int[]){p, w}, tc));
-}
-
-static int b_pool_swap(graph *g, const op_case *tc) {
-    const int64_t *s = tc->shape;
-    int x = in(g, "x", tc->dt, 4, (int64_t[]){s[0], s[1], s[3], s[2]});
-    int p = graph_permute(g, x, (int[]){0, 1, 3, 2});
-    return out(g, op(g, tc->op, 1, &p, tc));
-}
-
-static int b_pool_perm(graph *g, const op_case *tc) {
-    const int64_t *s = tc->shape;
-    int x = in(g, "x", tc->dt, 4, (int64_t[]){s[0], s[2], s[3], s[1]});
-    int p = graph_permute(g, x, (int[]){0, 3, 1, 2});
-    return out(g, op(g, tc->op, 1, &p, tc));
-}
+static int b_conv_perm(graph *g, const op_case *tc) { return conv_or_pool_of(g, tc, NHWC); }
+static int b_conv_swap(graph *g, const op_case *tc) { return conv_or_pool_of(g, tc, SWAP_HW); }
+static int b_pool_perm(graph *g, const op_case *tc) { return conv_or_pool_of(g, tc, NHWC); }
+static int b_pool_swap(graph *g, const op_case *tc) { return conv_or_pool_of(g, tc, SWAP_HW); }
 
 static int b_embedding(graph *g, const op_case *tc) {
     int t = graph_buffer(g, "table", tc->dt, 2, tc->shape, INIT_NORMAL, 1.0);
@@ -433,11 +427,10 @@ static int b_norm_grad_perm(graph *g, const op_case *tc) {
     return out(g, op(g, tc->op, 3, (int[]){dy, x, w}, tc));
 }
 
-// A 4-d input of shape s laid out channels-last: an (N, H, W, C) input
-// permuted to (N, C, H, W), the layout the compiled mode gives activations.
+// A 4-d input of shape s laid out channels-last, the layout the compiled
+// mode gives activations.
 static int in_nhwc(graph *g, const char *name, enum dtype dt, const int64_t *s) {
-    int x = in(g, name, dt, 4, (int64_t[]){s[0], s[2], s[3], s[1]});
-    return graph_permute(g, x, (int[]){0, 3, 1, 2});
+    return in_permuted(g, name, dt, s, NHWC);
 }
 
 // batch norm's statistics and gradients over channels-last dy and x
