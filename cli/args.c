@@ -69,6 +69,15 @@ int cli_parse_seconds(const char *cmd, const char *opt, const char *s, double *o
     return 0;
 }
 
+int cli_device_auto(bench_config *cfg) {
+    static char why[400];
+    int dev = cuda_probe(why, sizeof why) == 0 ? BENCH_DEV_CUDA : BENCH_DEV_CPU;
+    if (dev == BENCH_DEV_CUDA)
+        why[0] = '\0';
+    cfg->device_auto = why;
+    return dev;
+}
+
 int cli_parse_axis(const char *cmd, enum bench_axis a, const char *list, bench_config *cfg) {
     cli_strings words = {0};
     char opt[32];
@@ -77,22 +86,21 @@ int cli_parse_axis(const char *cmd, enum bench_axis a, const char *list, bench_c
         return -1;
     int rc = 0;
     cfg->naxis[a] = 0;
+    if (a == BENCH_AXIS_DEVICE)
+        cfg->device_auto = NULL;
     for (int i = 0; i < words.n && rc == 0; i++) {
-        int v = bench_axis_parse(a, words.v[i]);
+        bool is_auto = a == BENCH_AXIS_DEVICE && strcmp(words.v[i], "auto") == 0;
+        int v = is_auto ? cli_device_auto(cfg) : bench_axis_parse(a, words.v[i]);
+        char why[400];
         if (v < 0) {
-            cli_fail(cmd, "%s %s: unknown %s; expected one of %s", opt, words.v[i],
-                     bench_axis_name(a), bench_axis_values_list(a));
+            cli_fail(cmd, "%s %s: unknown %s; expected one of %s%s", opt, words.v[i],
+                     bench_axis_name(a), bench_axis_values_list(a),
+                     a == BENCH_AXIS_DEVICE ? ", auto" : "");
             rc = -1;
-        } else if (a == BENCH_AXIS_DEVICE && v == BENCH_DEV_CUDA) {
+        } else if (a == BENCH_AXIS_DEVICE && v == BENCH_DEV_CUDA && !is_auto &&
+                   cuda_probe(why, sizeof why) < 0) {
             // the GPU first: without one, the driver's reason is the answer
-            char why[400];
-            if (cuda_probe(why, sizeof why) < 0)
-                cli_fail(cmd, "%s %s: %s", opt, words.v[i], why);
-            else
-                cli_fail(cmd,
-                         "%s %s: a usable GPU is here, but the runner does not measure on it "
-                         "yet (scripts/gpu-check.sh runs the CUDA tests)",
-                         opt, words.v[i]);
+            cli_fail(cmd, "%s %s: %s", opt, words.v[i], why);
             rc = -1;
         } else if (!bench_axis_available(a, v)) {
             cli_fail(cmd, "%s %s: not available in this build yet", opt, words.v[i]);

@@ -34,9 +34,11 @@ static const char usage[] =
     "                       policy; 8 mantissa bits instead of 11, f32's range)\n"
     "  --workload LIST      infer, train (a whole step: forward, loss, backward and the\n"
     "                       suite's optimizer, AdamW lr 0.01 by default)\n"
-    "  --device cpu         cpu (cuda: not in this build yet)\n"
     "                       (default for the three lists above: the suite's defaults\n"
     "                       that this build can run)\n"
+    "  --device LIST        cpu, cuda (an NVIDIA GPU; without a usable one, exit 2 with\n"
+    "                       the driver's reason), auto (default: cuda when a usable GPU\n"
+    "                       is found, else cpu)\n"
     "  --grad-scaler        dynamic loss scaling (PyTorch's GradScaler) for --precision amp\n"
     "                       --workload train; off by default, as in PyTorch's harness\n"
     "measuring:\n"
@@ -45,6 +47,10 @@ static const char usage[] =
     "  --timeout S          seconds per case before it is killed (default 600)\n"
     "  --seed N             seed for parameters and inputs (default 0)\n"
     "  --no-accuracy        skip the accuracy checks (fp64 reference and against eager)\n"
+    "  --tf32               cuda: f32 GEMMs and convolutions may use TF32 tensor cores\n"
+    "                       (off by default, as PyTorch's matmul default)\n"
+    "  --flush-l2           cuda: flush the GPU's L2 cache before every sample, one step\n"
+    "                       per sample (cold-cache timing)\n"
     "output:\n"
     "  --dump DIR           write each compiled-family mode's generated C and fused graph\n"
     "                       under DIR/CASE/MODE\n"
@@ -76,7 +82,9 @@ enum {
     OPT_NO_ACC,
     OPT_DUMP,
     OPT_GRAD_SCALER,
-    OPT_AMP_DTYPE
+    OPT_AMP_DTYPE,
+    OPT_TF32,
+    OPT_FLUSH_L2
 };
 
 // the axis options are consecutive, in axis order, for `c - OPT_MODE`
@@ -105,6 +113,8 @@ static const struct option long_opts[] = {
     {"dump", required_argument, NULL, OPT_DUMP},
     {"grad-scaler", no_argument, NULL, OPT_GRAD_SCALER},
     {"amp-dtype", required_argument, NULL, OPT_AMP_DTYPE},
+    {"tf32", no_argument, NULL, OPT_TF32},
+    {"flush-l2", no_argument, NULL, OPT_FLUSH_L2},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -200,8 +210,10 @@ static void print_row(const bench_plan *p, const bench_result *r, int w, bool co
     else
         snprintf(cell, sizeof cell, "-");
     printf(" %-21s", cell);
-    if (r->compile.done)
+    if (r->compile.done && isfinite(r->compile.warm_s))
         snprintf(cell, sizeof cell, "%.2f/%.2f", r->compile.cold_s, r->compile.warm_s);
+    else if (r->compile.done) // cuda: one compile, no kernel cache to be warm against
+        snprintf(cell, sizeof cell, "%.2f/-", r->compile.cold_s);
     else
         snprintf(cell, sizeof cell, "-");
     printf(" %11s", cell);
@@ -292,6 +304,42 @@ typedef struct run_args {
     bool quiet;
 } run_args;
 
+// The devices once every option is read: --device auto when none was named,
+// and the options that need the GPU (or that it cannot run) checked against
+// them. -1 after one line on stderr.
+static int check_device_options(bench_config *cfg) {
+    const char *cmd = "run";
+    if (cfg->naxis[BENCH_AXIS_DEVICE] == 0) {
+        cfg->axis[BENCH_AXIS_DEVICE][0] = cli_device_auto(cfg);
+        cfg->naxis[BENCH_AXIS_DEVICE] = 1;
+    }
+    bool cuda = false;
+    for (int i = 0; i < cfg->naxis[BENCH_AXIS_DEVICE]; i++)
+        cuda |= cfg->axis[BENCH_AXIS_DEVICE][i] == BENCH_DEV_CUDA;
+    // what --device auto decided, for the messages
+    char why[500] = "";
+    if (cfg->device_auto)
+        snprintf(why, sizeof why, " (--device auto chose %s%s%.400s)", cuda ? "cuda" : "cpu",
+                 cfg->device_auto[0] ? ": " : "", cfg->device_auto);
+    const char *gpu_only = cfg->tf32 ? "--tf32" : cfg->flush_l2 ? "--flush-l2" : NULL;
+    if (gpu_only && !cuda) {
+        cli_fail(cmd, "%s: a GPU setting, for --device cuda; this run is on the cpu%s", gpu_only,
+                 why);
+        return -1;
+    }
+    bool amp = cfg->naxis[BENCH_AXIS_PRECISION] == 0; // the suites' defaults may hold amp
+    for (int i = 0; i < cfg->naxis[BENCH_AXIS_PRECISION]; i++)
+        amp |= cfg->axis[BENCH_AXIS_PRECISION][i] == BENCH_PREC_AMP;
+    if (cuda && amp && cfg->amp_dtype == DT_BF16) {
+        cli_fail(cmd,
+                 "--amp-dtype bf16: the CUDA backend runs amp in fp16 only; run bf16 with "
+                 "--device cpu%s",
+                 why);
+        return -1;
+    }
+    return 0;
+}
+
 // 0 to go on, 2 on bad usage, 1 after --help (exit 0).
 static int parse(int argc, char **argv, run_args *a) {
     const char *cmd = "run";
@@ -381,11 +429,15 @@ static int parse(int argc, char **argv, run_args *a) {
                 return 2;
             }
             break;
+        case OPT_TF32: a->cfg.tf32 = true; break;
+        case OPT_FLUSH_L2: a->cfg.flush_l2 = true; break;
         case 'q': a->quiet = true; break;
         case 'h': fputs(usage, stdout); return 1;
         default: return cli_bad_option(cmd, c, argv);
         }
     }
+    if (check_device_options(&a->cfg) < 0)
+        return 2;
     for (int i = optind; i < argc; i++)
         if (cli_strings_add(&a->suites, argv[i]) < 0)
             return cli_fail(cmd, "strdup: out of memory");

@@ -18,7 +18,7 @@ struct eager_cuda {
     int *left;     // the step's countdown of uses
     tensor **src;  // device copies of the source nodes (owned)
     tensor **vals; // the step's value of each node (sources: borrowed from src)
-    tensor **outs; // the last step's outputs (a reference each)
+    tensor **outs; // the last step's g->noutputs outputs (a reference each)
     char err[512];
 };
 
@@ -121,7 +121,11 @@ EC_KERNEL(softmax, cuda_softmax(C, s[0], false, y))
 EC_KERNEL(log_softmax, cuda_softmax(C, s[0], true, y))
 EC_KERNEL(layer_norm, cuda_layer_norm(C, s[0], s[1], s[2], n->fa[0], y))
 EC_KERNEL(rms_norm, cuda_layer_norm(C, s[0], s[1], NULL, n->fa[0], y))
-EC_KERNEL(batch_norm, cuda_batch_norm(C, s[0], s[1], s[2], s[3], s[4], n->fa[0], y))
+// training mode (ia0 1) normalizes with the batch's statistics and updates
+// the running ones in the model's buffers (device sources), as eager.c
+EC_KERNEL(batch_norm,
+          n->ia[0] ? cuda_batch_norm_train(C, s[0], s[1], s[2], s[3], s[4], n->fa[0], n->fa[1], y)
+                   : cuda_batch_norm(C, s[0], s[1], s[2], s[3], s[4], n->fa[0], y))
 EC_KERNEL(group_norm, cuda_group_norm(C, s[0], s[1], s[2], n->ia[0], n->fa[0], y))
 EC_KERNEL(matmul, cuda_matmul(C, s[0], s[1], y))
 EC_KERNEL(linear, cuda_linear(C, s[0], s[1], OPT(2), y))
@@ -135,40 +139,33 @@ EC_KERNEL(concat, cuda_concat(C, (int)n->ia[0], n->nsrc, (const tensor *const *)
 EC_KERNEL(cross_entropy, cuda_cross_entropy(C, s[0], s[1], n->ia[0], y))
 EC_KERNEL(mse_loss, cuda_mse_loss(C, s[0], s[1], y))
 
-// Training (backward ops, optimizer updates) is not on the GPU yet: a
-// training graph says so by name instead of running part of the step.
-#define EC_CPU_ONLY(l)                                                                             \
-    static int ec_##l(eager_cuda *e, const graph_node *n, tensor *const *s, tensor **out) {        \
-        (void)s, (void)out;                                                                        \
-        return ctx_fail(e, "%s: training ops run on the CPU only in this build", op_name(n->op));  \
-    }
-EC_CPU_ONLY(ge)
-EC_CPU_ONLY(act_grad)
-EC_CPU_ONLY(sum_to)
-EC_CPU_ONLY(softmax_grad)
-EC_CPU_ONLY(log_softmax_grad)
-EC_CPU_ONLY(layer_norm_grad)
-EC_CPU_ONLY(layer_norm_wgrad)
-EC_CPU_ONLY(rms_norm_grad)
-EC_CPU_ONLY(rms_norm_wgrad)
-EC_CPU_ONLY(batch_norm_grad)
-EC_CPU_ONLY(batch_norm_wgrad)
-EC_CPU_ONLY(batch_norm_stats)
-EC_CPU_ONLY(group_norm_grad)
-EC_CPU_ONLY(group_norm_wgrad)
-EC_CPU_ONLY(conv2d_grad_input)
-EC_CPU_ONLY(conv2d_grad_weight)
-EC_CPU_ONLY(max_pool2d_grad)
-EC_CPU_ONLY(avg_pool2d_grad)
-EC_CPU_ONLY(embedding_grad)
-EC_CPU_ONLY(slice_grad)
-EC_CPU_ONLY(cross_entropy_grad)
-EC_CPU_ONLY(mse_loss_grad)
-EC_CPU_ONLY(sgd)
-EC_CPU_ONLY(adamw)
-EC_CPU_ONLY(running_stat)
-EC_CPU_ONLY(found_inf)
-EC_CPU_ONLY(scaler_update)
+// a >= b into bool: the masks of max's and maximum's gradients
+EC_KERNEL(ge, cuda_ge(C, s[0], s[1], y))
+
+// ---- backward ops (training) -----------------------------------------------
+
+EC_KERNEL(act_grad, cuda_act_grad(C, n, s[0], s[1], y))
+EC_KERNEL(sum_to, cuda_sum_to(C, s[0], y))
+EC_KERNEL(softmax_grad, cuda_softmax_grad(C, s[0], s[1], false, y))
+EC_KERNEL(log_softmax_grad, cuda_softmax_grad(C, s[0], s[1], true, y))
+EC_KERNEL(layer_norm_grad, cuda_norm_grad(C, n, s[0], s[1], s[2], y))
+EC_KERNEL(layer_norm_wgrad, cuda_norm_wgrad(C, n, s[0], s[1], y))
+EC_KERNEL(rms_norm_grad, cuda_norm_grad(C, n, s[0], s[1], s[2], y))
+EC_KERNEL(rms_norm_wgrad, cuda_norm_wgrad(C, n, s[0], s[1], y))
+EC_KERNEL(batch_norm_grad, cuda_norm_grad(C, n, s[0], s[1], s[2], y))
+EC_KERNEL(batch_norm_wgrad, cuda_norm_wgrad(C, n, s[0], s[1], y))
+EC_KERNEL(batch_norm_stats, cuda_batch_norm_stats(C, s[0], n->fa[0], y))
+EC_KERNEL(group_norm_grad, cuda_norm_grad(C, n, s[0], s[1], s[2], y))
+EC_KERNEL(group_norm_wgrad, cuda_norm_wgrad(C, n, s[0], s[1], y))
+EC_KERNEL(conv2d_grad_input, cuda_conv2d_grad(C, n, s[0], s[1], y))
+EC_KERNEL(conv2d_grad_weight, cuda_conv2d_grad(C, n, s[0], s[1], y))
+EC_KERNEL(max_pool2d_grad, cuda_pool2d_grad(C, n, s[0], s[1], y))
+EC_KERNEL(avg_pool2d_grad, cuda_pool2d_grad(C, n, s[0], NULL, y))
+EC_KERNEL(embedding_grad, cuda_embedding_grad(C, s[0], s[1], y))
+EC_KERNEL(slice_grad, cuda_slice_grad(C, n, s[0], y))
+EC_KERNEL(cross_entropy_grad, cuda_cross_entropy_grad(C, n, s[0], s[1], s[2], y))
+EC_KERNEL(mse_loss_grad, cuda_mse_loss_grad(C, s[0], s[1], s[2], y))
+EC_KERNEL(found_inf, cuda_found_inf(C, n, (const tensor *const *)s, y))
 
 // ---- views: share storage, launch nothing --------------------------------
 
@@ -218,9 +215,34 @@ static int ec_contiguous(eager_cuda *e, const graph_node *n, tensor *const *s, t
     return *out ? 0 : -1;
 }
 
+// ---- updates: write the model's own tensors (device sources) in place ----
+
+// The node's value is src0 itself, a new view of it; nothing is allocated.
+#define EC_UPDATE(l, call)                                                                         \
+    static int ec_##l(eager_cuda *e, const graph_node *n, tensor *const *s, tensor **out) {        \
+        if ((call) < 0)                                                                            \
+            return -1;                                                                             \
+        return view_done(e, n, tensor_view(s[0]), out);                                            \
+    }
+
+// the grad scaler's (scale, found_inf, step) of an SGD or ADAMW node, or NULL
+#define SCALER (graph_scaler_src(n) >= 0 ? (const tensor *const *)s + graph_scaler_src(n) : NULL)
+
+// SGD's momentum buffer: a third source before the grad scaler's, if any
+static tensor *sgd_buffer(const graph_node *n, tensor *const *s) {
+    return (graph_scaler_src(n) >= 0 ? graph_scaler_src(n) : n->nsrc) > 2 ? s[2] : NULL;
+}
+
+EC_UPDATE(sgd, cuda_sgd(C, n, s[0], s[1], sgd_buffer(n, s), SCALER))
+EC_UPDATE(adamw, cuda_adamw(C, n, s[0], s[1], s[2], s[3], SCALER))
+EC_UPDATE(running_stat, cuda_running_stat(C, n, s[0], s[1]))
+EC_UPDATE(scaler_update, cuda_scaler_update(C, n, s[0], s[1], s[2], s[3]))
+
 // ---- the executor --------------------------------------------------------
 
 static bool is_source(const graph *g, int id) { return op_kind(g->nodes[id].op) == OPK_SOURCE; }
+
+void eager_cuda_set_step(eager_cuda *e, uint64_t step) { e->c.step = step; }
 
 int eager_cuda_upload_inputs(eager_cuda *e) {
     const graph *g = e->m->g;
@@ -249,7 +271,8 @@ int eager_cuda_new(const model *m, const eager_cuda_opts *o, eager_cuda **out, c
     e->left = calloc((size_t)n, sizeof *e->left);
     e->src = calloc((size_t)n, sizeof *e->src);
     e->vals = calloc((size_t)n, sizeof *e->vals);
-    e->outs = calloc(8, sizeof *e->outs);
+    // a training graph's outputs: the loss and one gradient per parameter
+    e->outs = calloc((size_t)(m->g->noutputs ? m->g->noutputs : 1), sizeof *e->outs);
     if (!e->uses || !e->left || !e->src || !e->vals || !e->outs) {
         eager_cuda_free(e);
         snprintf(err, cap, "out of host memory");
@@ -299,7 +322,7 @@ int eager_cuda_new(const model *m, const eager_cuda_opts *o, eager_cuda **out, c
 }
 
 static void release_outs(eager_cuda *e) {
-    for (int k = 0; k < 8; k++) {
+    for (int k = 0; k < e->m->g->noutputs; k++) {
         cuda_tensor_free(C, e->outs[k]);
         e->outs[k] = NULL;
     }
@@ -374,7 +397,6 @@ int eager_cuda_run(eager_cuda *e, eager_stats *st) {
             e->vals[i] = NULL;
         }
     }
-    assert(g->noutputs <= 8);
     for (int k = 0; k < g->noutputs; k++)
         if (!(e->outs[k] = tensor_view(e->vals[g->outputs[k]]))) {
             snprintf(e->err, sizeof e->err, "out of host memory returning output %d", k);

@@ -35,6 +35,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct eager_cuda_opts {
     bool allow_tf32; // TF32 tensor cores for f32 GEMMs and convolutions (PyTorch: off for GEMMs)
@@ -47,6 +48,9 @@ int eager_cuda_new(const model *m, const eager_cuda_opts *o, eager_cuda **out, c
                    size_t cap);
 // Copies m->values of the INPUT nodes to the device again.
 int eager_cuda_upload_inputs(eager_cuda *e);
+// The training step of the next runs (from 1; 0 counts as 1), as
+// eager_set_step: Adam's bias correction, SGD's first step, dropout masks.
+void eager_cuda_set_step(eager_cuda *e, uint64_t step);
 // One step. 0, or -1 with eager_cuda_error set. st: kernels launched and the
 // allocator's peak live bytes over the step (parameters and inputs included).
 int eager_cuda_run(eager_cuda *e, eager_stats *st);

@@ -70,7 +70,7 @@ done
 expect 0 "run --help" "$EXE" run --help
 for opt in --only --filter --exclude --size --batch-size --threads --repeat --timeout --seed \
     --output --mode --precision --workload --device --no-accuracy --dump --quiet --help \
-    --grad-scaler --amp-dtype; do
+    --grad-scaler --amp-dtype --tf32 --flush-l2; do
     has "$TMP/stdout" "$opt" "run --help lists $opt"
 done
 has "$TMP/stdout" "captured" "run --help names the modes"
@@ -130,7 +130,7 @@ usage_error "list --size nosuch" "nosuch" "$EXE" list "$SRC/suites/smoke.yaml" -
 
 # --- run the smoke suite: its defaults, eager and compiled ---------------------
 OUT="$TMP/res/out.json"
-expect 0 "run smoke" "$EXE" run "$SRC/suites/smoke.yaml" --repeat 3 -o "$OUT"
+expect 0 "run smoke" "$EXE" run --device cpu "$SRC/suites/smoke.yaml" --repeat 3 -o "$OUT"
 has "$TMP/stdout" \
     '^case +mode +status +median ms +speedup \[95% CI\] +compile s +kernels +peak MiB +compression +rel-err' \
     "run table header"
@@ -160,6 +160,7 @@ if [ -f "$OUT" ]; then
         suites size seed repeat threads timeout_s modes precisions workloads device cases \
         median_s q1_s q3_s min_s max_s mean_s stddev_s cv mad_s outliers n checked rel_l2 \
         max_abs rmse wall_s tolerance calibration dump_dir grad_scaler vs_eager_max_abs \
+        gpus tf32 flush_l2 device_auto \
         vs_eager_rel_l2 rmse_vs_fp64 eager_rmse_vs_fp64 rule cold_s warm_s cache_hit median \
         ci95_lo ci95_hi \
         intensity achieved_GFLOPs achieved_GBps; do
@@ -168,7 +169,7 @@ if [ -f "$OUT" ]; then
     # keys only a case object has: one per case
     for key in suite model family mode precision workload batch params status message samples_s \
         stats iterations_per_sample param_count peak_bytes kernels accuracy compile \
-        arena_bytes speedup compression_ratio roofline; do
+        arena_bytes speedup compression_ratio roofline clock host_samples_s; do
         c=$(grep -c "\"$key\":" "$OUT")
         if [ "$c" -eq "$n" ]; then ok; else bad "results field $key: $c times, $n cases"; fi
     done
@@ -216,34 +217,62 @@ expect 0 "run default suite" env TCBENCH_SUITES_DIR="$TMP/suites" "$EXE" run --r
 has "$TMP/default.json" "\"$TMP/suites/smoke.yaml\"" "default suite from TCBENCH_SUITES_DIR"
 if [ -s "$TMP/stderr" ]; then bad "-q still wrote to stderr"; else ok; fi
 
-# --device cuda: no GPU here (or none wired yet): one line with the reason, exit 2
-usage_error "--device cuda" "^tcbench run: --device cuda: " "$EXE" run --device cuda
+# --device: cuda asks the driver first, auto (the default) takes cuda when a
+# usable GPU is there and cpu otherwise. Whether this machine has one: with
+# a GPU, the unknown case is the error; without, the driver's reason.
+expect 2 "--device cuda --only nosuch" "$EXE" run --device cuda --only nosuch
+if grep -q -- "--only nosuch" "$TMP/stderr"; then dev=cuda; else dev=cpu; fi
+if [ "$dev" = cpu ]; then # no GPU (CI): one line with the reason, exit 2
+    usage_error "--device cuda" "^tcbench run: --device cuda: " "$EXE" run --device cuda
+else # the CUDA backend refuses bf16: at once, before anything runs
+    usage_error "--device cuda --amp-dtype bf16" "^tcbench run: --amp-dtype bf16: .*--device cpu" \
+        "$EXE" run --device cuda --amp-dtype bf16
+fi
+expect 0 "run --device auto" "$EXE" run "$TMP/suites/smoke.yaml" --only first --device auto \
+    --repeat 1 -q -o "$TMP/auto.json"
+has "$TMP/auto.json" "\"device\": \"$dev\"," "--device auto ran on $dev"
+has "$TMP/auto.json" "\"chose\": \"$dev\"," "--device auto's choice recorded"
+has "$TMP/auto.json" '"tf32": false,' "tf32 off by default"
+has "$TMP/auto.json" '"flush_l2": false,' "no L2 flush by default"
+has "$TMP/auto.json" "\"clock\": \"$([ $dev = cuda ] && echo cuda_events || echo host)\"," \
+    "the clock named"
+usage_error "--device tpu" "--device tpu: unknown device; expected one of cpu, cuda, auto" \
+    "$EXE" run --device tpu
+# the GPU's settings on the CPU: refused, naming the option and the device
+usage_error "--tf32 on the cpu" "^tcbench run: --tf32: .*this run is on the cpu" \
+    "$EXE" run --device cpu --tf32
+usage_error "--flush-l2 on the cpu" "^tcbench run: --flush-l2: .*this run is on the cpu" \
+    "$EXE" run --device cpu --flush-l2
+if [ "$dev" = cpu ]; then # auto chose the cpu: the message says why
+    usage_error "--flush-l2 with --device auto" "--flush-l2: .*--device auto chose cpu: " \
+        "$EXE" run --flush-l2
+fi
 
 # --no-accuracy: compiled entries say their speedup is not validated
 expect 0 "run --no-accuracy" "$EXE" run "$TMP/suites/smoke.yaml" --only first --mode eager,compiled \
-    --no-accuracy --repeat 1 -o "$TMP/na.json"
+    --device cpu --no-accuracy --repeat 1 -o "$TMP/na.json"
 has "$TMP/na.json" 'accuracy not checked \(--no-accuracy\)' "unvalidated speedup said so"
 
 # --batch-sizes: one entry per case and batch size
 expect 0 "run --batch-sizes" "$EXE" run "$TMP/suites/smoke.yaml" --only first --batch-sizes 1,4 \
-    --repeat 1 -o "$TMP/sweep.json"
+    --device cpu --repeat 1 -o "$TMP/sweep.json"
 has "$TMP/sweep.json" '"batch": 1,' "sweep batch 1"
 has "$TMP/sweep.json" '"batch": 4,' "sweep batch 4"
 usage_error "--batch-sizes with a word" "batch-sizes" "$EXE" run --batch-sizes 1,x
 
-expect 1 "run with a crash" env TCBENCH_TEST_FAULT=crash:second "$EXE" run \
+expect 1 "run with a crash" env TCBENCH_TEST_FAULT=crash:second "$EXE" run --device cpu \
     "$TMP/suites/smoke.yaml" --repeat 1 -o "$TMP/crash.json"
 has "$TMP/crash.json" '"status": "crash",' "crash recorded"
 has "$TMP/crash.json" '"message": "killed by SIGSEGV",' "crash signal named"
 has "$TMP/crash.json" '"status": "ok",' "the other case still ran"
 has "$TMP/stdout" '^second: crash: killed by SIGSEGV' "crash explained under the table"
-expect 1 "run with a hang" env TCBENCH_TEST_FAULT=hang:first "$EXE" run \
+expect 1 "run with a hang" env TCBENCH_TEST_FAULT=hang:first "$EXE" run --device cpu \
     "$TMP/suites/smoke.yaml" --only first --repeat 1 --timeout 1 -o "$TMP/hang.json"
 has "$TMP/hang.json" '"status": "timeout",' "timeout recorded"
 
 # --- compiled modes on the tiny suite: a failing compiler, --dump -------------
 expect 1 "run with a failing compiler" env TCBENCH_CC=false "$EXE" run "$TMP/suites/smoke.yaml" \
-    --only first --mode compiled,fused --repeat 1 -o "$TMP/cc.json"
+    --device cpu --only first --mode compiled,fused --repeat 1 -o "$TMP/cc.json"
 has "$TMP/cc.json" '"status": "fail_to_run",' "fail_to_run recorded"
 has "$TMP/cc.json" "the C compiler 'false' failed" "the compiler named"
 has "$TMP/cc.json" '"status": "ok",' "eager still ran"
@@ -251,7 +280,7 @@ has "$TMP/stdout" "^first \[compiled\]: fail_to_run: the C compiler 'false' fail
     "fail_to_run explained under the table"
 has "$TMP/stdout" '^fused: pass rate 0/1 \(0%\)' "pass rate counts the failure"
 expect 0 "run --dump" "$EXE" run "$TMP/suites/smoke.yaml" --only first --mode captured \
-    --repeat 1 --dump "$TMP/dump" -q -o "$TMP/dump.json"
+    --device cpu --repeat 1 --dump "$TMP/dump" -q -o "$TMP/dump.json"
 if [ -s "$TMP/dump/first/captured/tiny.c" ] && [ -s "$TMP/dump/first/captured/tiny.graph.txt" ]; then
     ok
 else
@@ -261,22 +290,23 @@ if ls "$TMP"/tcbench-kcache-* >/dev/null 2>&1; then bad "temporary kernel cache 
 
 # --- training: the whole step, checked over two steps, both modes ------------
 expect 0 "run --workload train" "$EXE" run "$SRC/suites/smoke.yaml" --only mlp --workload train \
-    --mode eager,compiled,captured --repeat 2 -o "$TMP/train.json"
+    --device cpu --mode eager,compiled,captured --repeat 2 -o "$TMP/train.json"
 has "$TMP/train.json" '"workload": "train",' "training recorded"
 has "$TMP/train.json" '"grad_scaler": false,' "no grad scaler by default"
 has "$TMP/train.json" '"status": "pass",' "compiled training passes"
 has "$TMP/stdout" '^mlp +captured +pass' "captured training passes"
 # dynamic loss scaling in AMP training (docs/amp.md): runs, and the results say so
 expect 0 "run --precision amp --workload train --grad-scaler" "$EXE" run "$SRC/suites/smoke.yaml" \
-    --only mlp --precision amp --workload train --grad-scaler --mode eager,compiled --repeat 1 \
-    --no-accuracy -o "$TMP/scaler.json"
+    --device cpu --only mlp --precision amp --workload train --grad-scaler --mode eager,compiled \
+    --repeat 1 --no-accuracy -o "$TMP/scaler.json"
 has "$TMP/scaler.json" '"grad_scaler": true,' "--grad-scaler recorded"
 has "$TMP/scaler.json" '"precision": "amp",' "amp training ran"
 has "$TMP/stdout" '^mlp +compiled +pass' "compiled amp training with the scaler passes"
 has "$TMP/scaler.json" '"amp_dtype": "fp16",' "fp16 is amp's default dtype"
 # --amp-dtype bf16 (docs/amp.md): amp in bfloat16, checked and recorded
 expect 0 "run --precision amp --amp-dtype bf16" "$EXE" run "$SRC/suites/smoke.yaml" --only mlp \
-    --precision amp --amp-dtype bf16 --mode eager,compiled --repeat 1 -o "$TMP/bf16.json"
+    --device cpu --precision amp --amp-dtype bf16 --mode eager,compiled --repeat 1 \
+    -o "$TMP/bf16.json"
 has "$TMP/bf16.json" '"amp_dtype": "bf16",' "--amp-dtype bf16 recorded"
 has "$TMP/bf16.json" '"precision": "amp",' "bf16 amp ran"
 has "$TMP/stdout" '^mlp +compiled +pass' "compiled bf16 amp passes"
@@ -289,10 +319,10 @@ cases:
   - {name: mlp, model: $SRC/models/mlp.yaml, batch: 4, params: {features: 8, hidden: 16, classes: 4}}
 EOF
 expect 0 "run --workload train with sgd" "$EXE" run "$TMP/suites/sgd.yaml" --workload train \
-    --repeat 1 -o "$TMP/sgd.json"
+    --device cpu --repeat 1 -o "$TMP/sgd.json"
 has "$TMP/sgd.json" '"status": "pass",' "sgd training passes"
 expect 1 "train a model without a loss" "$EXE" run "$TMP/suites/smoke.yaml" --only first \
-    --workload train --repeat 1 -o "$TMP/noloss.json"
+    --device cpu --workload train --repeat 1 -o "$TMP/noloss.json"
 has "$TMP/noloss.json" 'the model has no loss to train' "no loss said so"
 
 # --- mixed precision: every smoke model, inference and training, eager and
@@ -300,11 +330,11 @@ has "$TMP/noloss.json" 'the model has no loss to train' "no loss said so"
 # Not mobilenet_v2's amp training: its eager step is above the rounded-values
 # baseline against fp64 (docs/amp.md, "Known failures")
 expect 0 "run --precision amp (smoke suite)" "$EXE" run "$SRC/suites/smoke.yaml" --precision amp \
-    --workload infer --mode eager,compiled --repeat 1 -o "$TMP/amp.json"
+    --device cpu --workload infer --mode eager,compiled --repeat 1 -o "$TMP/amp.json"
 has "$TMP/amp.json" '"cast_kernels": [1-9]' "cast kernels counted"
 has "$TMP/stdout" '^mobilenet_v2 +compiled +pass' "compiled amp inference passes"
 has "$TMP/stdout" 'amp rows: kernels/casts' "the table says what amp's kernels column holds"
-expect 0 "run --precision amp --workload train (smoke suite)" "$EXE" run \
+expect 0 "run --precision amp --workload train (smoke suite)" "$EXE" run --device cpu \
     "$SRC/suites/smoke.yaml" --precision amp --workload train --mode eager,compiled --repeat 1 \
     --only mlp,gpt2,bert,t5,llama,resnet,vit -o "$TMP/amp_train.json"
 has "$TMP/stdout" '^resnet +compiled +pass' "compiled amp training passes on resnet"

@@ -1,13 +1,15 @@
 // The generated CUDA compiles: for every model of suites/smoke.yaml, in every
-// variant that exists (fp32 and AMP f16 inference today; training graphs
-// join the variant table when the CUDA backend lowers them), the compiler's passes run as
-// compile_model runs them, codegen_cuda writes the translation unit, and
-// NVRTC compiles it to a cubin for sm_80 and for sm_90. No GPU is needed.
-// A failure prints NVRTC's log and keeps the source under $TMPDIR for a
-// look. Also checked: every generated kernel is in both cubins, identical
-// kernels are emitted once (the second layer of a model adds none), and
-// every launch is well formed. Without the CUDA backend the test is skipped
-// (exit 77).
+// variant (fp32 and AMP f16, inference and training, AMP training also with
+// the grad scaler), the graph is built as the runner builds it, the
+// compiler's passes run as compile_model runs them, codegen_cuda writes the
+// translation unit, and NVRTC compiles it to a cubin for sm_80 and for
+// sm_90. No GPU is needed. A failure prints NVRTC's log and keeps the
+// source under $TMPDIR for a look. Also checked: every generated kernel is
+// in both cubins, identical kernels are emitted once (the second layer of a
+// model adds none), every launch is well formed, and in training the update
+// buckets and dropout are generated kernels (the ones that read the step
+// from device memory). Without the CUDA backend the test is skipped (exit
+// 77).
 #include "tcbench_config.h"
 
 #include <setjmp.h>
@@ -22,6 +24,7 @@
 #include <string.h>
 
 #include "autocast.h"
+#include "autograd.h"
 #include "compile/codegen_cuda.h"
 #include "modeldef.h"
 #include "suite.h"
@@ -33,15 +36,17 @@
 // needs builder options is a row here.
 typedef struct variant {
     const char *name;
-    modeldef_opts opts;
-    enum dtype amp; // DT_F32, or the low dtype of the autocast pass (AMP)
-    bool available; // the graph exists in this build
+    modeldef_opts opts; // .training: the step with its backward and the case's optimizer
+    enum dtype amp;     // DT_F32, or the low dtype of the autocast pass (AMP)
+    bool grad_scaler;   // training: dynamic loss scaling (found_inf, scaler_update)
 } variant;
 
 static const variant variants[] = {
-    {"fp32-infer", {.training = false}, DT_F32, true},
-    {"amp-infer", {.training = false}, DT_F16, true},
-    // {"fp32-train", {.training = true}, ...}: when the CUDA backend lowers training graphs
+    {"fp32-infer", {.training = false}, DT_F32, false},
+    {"amp-infer", {.training = false}, DT_F16, false},
+    {"fp32-train", {.training = true}, DT_F32, false},
+    {"amp-train", {.training = true}, DT_F16, false},
+    {"amp-train-scaler", {.training = true}, DT_F16, true},
 };
 
 static const int archs[] = {80, 90};
@@ -106,6 +111,13 @@ static void test_model(void **state) {
         graph_free(m->g);
         m->g = a;
     }
+    if (mc->v->opts.training) { // the runner's training step: every gradient an output
+        train_opts o = mc->sc->optim;
+        o.grad_scaler = mc->v->grad_scaler;
+        char err[300];
+        if (autograd_build(m->g, &o, true, err, sizeof err) < 0)
+            fail_msg("%s: autograd: %s", mc->name, err);
+    }
     cprog p = {.m = m, .fusion = true};
     if (compile_decompose(&p) < 0 || compile_simplify(&p) < 0 || compile_fuse(&p) < 0 ||
         compile_plan(&p) < 0)
@@ -114,11 +126,18 @@ static void test_model(void **state) {
     if (!src)
         fail_msg("%s: codegen_cuda: %s", mc->name, p.err);
 
-    // launches are well formed; count the distinct kernels
+    // launches are well formed; count the distinct kernels. In training, an
+    // update bucket takes its operands from a pointer table, and dropout is
+    // generated (both read the step from device memory, so a captured step
+    // serves every step)
     int nkernels = 0, ngen = 0;
     for (int gi = 0; gi < p.ngroups; gi++) {
         cuda_launch l;
+        const kgroup *k = &p.groups[gi];
         assert_int_equal(compile_cuda_launch(&p, gi, &l), 0);
+        assert_int_equal(l.table, k->kind == KG_UPDATE);
+        if (k->kind == KG_UPDATE || (k->anchor >= 0 && p.g->nodes[k->anchor].op == OP_DROPOUT))
+            assert_true(l.kernel >= 0 && l.lib == CUDA_LIB_NONE);
         if (l.kernel < 0) {
             assert_int_not_equal(l.lib, CUDA_LIB_NONE); // a group does something
             continue;
@@ -232,10 +251,6 @@ int main(void) {
     if (!cases || !tests)
         return 1;
     for (int v = 0; v < nv; v++) {
-        if (!variants[v].available) {
-            printf("# %s: not available yet, skipped\n", variants[v].name);
-            continue;
-        }
         for (int ci = 0; ci < s->ncases; ci++, n++) {
             cases[n] = (model_case){&s->cases[ci], &variants[v], ""};
             snprintf(cases[n].name, sizeof cases[n].name, "%s-%s", s->cases[ci].name,

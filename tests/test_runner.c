@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/cuda/cuda_device.h"
 #include "bench/runner.h"
 #include "bench/timing.h"
 
@@ -176,7 +177,7 @@ static int logged(void *ctx) {
 static void test_timing_interleaved(void **state) {
     (void)state;
     logged_step a = {0, 20e-6}, b = {1, 100e-6};
-    bench_step steps[] = {{logged, &a}, {logged, &b}};
+    bench_step steps[] = {{logged, &a, NULL}, {logged, &b, NULL}};
     bench_timing t[2];
     int bad = 7;
     norder = 0;
@@ -224,11 +225,128 @@ static void test_timing_step_failure(void **state) {
     int spins = 0, bad = -1;
     calls = 0;
     bench_timing ts[2];
-    bench_step steps[] = {{spin_step, &spins}, {failing_step, &calls}};
+    bench_step steps[] = {{spin_step, &spins, NULL}, {failing_step, &calls, NULL}};
     assert_int_equal(bench_time_interleaved(steps, 2, NULL, ts, &bad), -1);
     assert_int_equal(bad, 1);
     bench_timing_free(&ts[0]);
     bench_timing_free(&ts[1]);
+}
+
+// A device's clock, faked: each step takes FAKE_STEP_S of "device" time,
+// whatever the host's clock says; start and stop are counted. Powers of
+// two, so that the group size comes out exact.
+#define FAKE_STEP_S (1.0 / 32768)
+#define FAKE_MIN_S  (1.0 / 1024)
+typedef struct fake_device {
+    int steps, starts, stops;
+    int steps_at_start;
+    bool fail_stop;
+} fake_device;
+
+static int fake_step(void *ctx) {
+    ((fake_device *)ctx)->steps++;
+    return 0;
+}
+
+static int fake_start(void *ctx) {
+    fake_device *f = ctx;
+    f->starts++;
+    f->steps_at_start = f->steps;
+    return 0;
+}
+
+static int fake_stop(void *ctx, double *seconds) {
+    fake_device *f = ctx;
+    f->stops++;
+    *seconds = FAKE_STEP_S * (f->steps - f->steps_at_start);
+    return f->fail_stop && f->stops > 4 ? -1 : 0;
+}
+
+static const bench_clock fake_clock = {fake_start, fake_stop};
+
+static void test_timing_device_clock(void **state) {
+    (void)state;
+    fake_device f = {0};
+    bench_step steps[] = {{fake_step, &f, &fake_clock}};
+    bench_timing t;
+    int bad;
+    bench_timing_opts opts = {.repeat = 4, .warmup_s = 0.01, .sample_min_s = FAKE_MIN_S};
+    assert_int_equal(bench_time_interleaved(steps, 1, &opts, &t, &bad), 0);
+    // the clock's time decides the group, not the host's (a step takes
+    // nothing on the host)
+    assert_int_equal(t.iters_per_sample, 32);
+    assert_int_equal(t.nsamples, 4);
+    assert_non_null(t.host_samples);
+    for (int i = 0; i < 4; i++) {
+        assert_true(t.samples[i] == FAKE_STEP_S);
+        assert_true(t.host_samples[i] >= 0);
+    }
+    // every warm-up step and every sample is one start and one stop
+    assert_int_equal(f.starts, f.stops);
+    assert_int_equal(f.starts, (int)t.warmup_iters + 4);
+    bench_timing_free(&t);
+    assert_null(t.host_samples);
+
+    // one step per sample (an L2 flush before each): nothing is grouped
+    f = (fake_device){0};
+    opts.one_step_samples = true;
+    assert_int_equal(bench_time_interleaved(steps, 1, &opts, &t, &bad), 0);
+    assert_int_equal(t.iters_per_sample, 1);
+    assert_int_equal(t.nsamples, 4);
+    assert_int_equal(f.steps, (int)t.warmup_iters + 4);
+    bench_timing_free(&t);
+
+    // a clock that fails names its step
+    int spins = 0;
+    f = (fake_device){.fail_stop = true};
+    bench_step two[] = {{spin_step, &spins, NULL}, {fake_step, &f, &fake_clock}};
+    bench_timing ts[2];
+    opts = (bench_timing_opts){.repeat = 4, .warmup_s = 0.01, .sample_min_s = FAKE_MIN_S};
+    assert_int_equal(bench_time_interleaved(two, 2, &opts, ts, &bad), -1);
+    assert_int_equal(bad, 1);
+    assert_null(ts[0].host_samples); // the host's clock alone: nothing beside it
+    bench_timing_free(&ts[0]);
+    bench_timing_free(&ts[1]);
+}
+
+// host.gpus' entry from a device's facts; the facts are faked, so this
+// runs on any machine.
+static void test_gpu_json(void **state) {
+    (void)state;
+    cuda_device_info info = {.index = 1,
+                             .cc_major = 9,
+                             .cc_minor = 0,
+                             .sm_count = 132,
+                             .memory_bytes = (size_t)141 << 30,
+                             .l2_bytes = (size_t)60 << 20,
+                             .driver_version = 12080,
+                             .runtime_version = 13000,
+                             .clock_khz = 1980000,
+                             .memory_clock_khz = 3201000,
+                             .memory_bus_bits = 6144};
+    snprintf(info.name, sizeof info.name, "NVIDIA H200");
+    json_t *j = bench_gpu_json(&info, NULL);
+    assert_non_null(j);
+    assert_int_equal(json_integer_value(json_object_get(j, "index")), 1);
+    assert_string_equal(json_string_value(json_object_get(j, "name")), "NVIDIA H200");
+    assert_string_equal(json_string_value(json_object_get(j, "compute_capability")), "9.0");
+    assert_int_equal(json_integer_value(json_object_get(j, "sm_count")), 132);
+    assert_true(json_integer_value(json_object_get(j, "memory_bytes")) == (json_int_t)141 << 30);
+    assert_true(json_integer_value(json_object_get(j, "l2_bytes")) == (json_int_t)60 << 20);
+    assert_true(json_number_value(json_object_get(j, "sm_clock_mhz")) == 1980);
+    assert_true(json_number_value(json_object_get(j, "memory_clock_mhz")) == 3201);
+    assert_int_equal(json_integer_value(json_object_get(j, "memory_bus_bits")), 6144);
+    assert_string_equal(json_string_value(json_object_get(j, "driver")), "12.8");
+    assert_string_equal(json_string_value(json_object_get(j, "runtime")), "13.0");
+    assert_null(json_object_get(j, "error"));
+    json_decref(j);
+    // a GPU that could not be described: its index and why
+    j = bench_gpu_json(&info, "no usable CUDA GPU: the driver reports no devices");
+    assert_int_equal(json_integer_value(json_object_get(j, "index")), 1);
+    assert_string_equal(json_string_value(json_object_get(j, "error")),
+                        "no usable CUDA GPU: the driver reports no devices");
+    assert_null(json_object_get(j, "name"));
+    json_decref(j);
 }
 
 static void test_plan(void **state) {
@@ -335,10 +453,21 @@ static void test_plan(void **state) {
     assert_int_equal(p->ntasks, 6);
     bench_plan_free(p);
     cfg.naxis[BENCH_AXIS_PRECISION] = 0;
+    // cuda plans like cpu in a build with the backend (the GPU itself is
+    // the CLI's question, and the child's); a build without it refuses
     cfg.axis[BENCH_AXIS_DEVICE][0] = BENCH_DEV_CUDA;
     cfg.naxis[BENCH_AXIS_DEVICE] = 1;
-    assert_int_equal(bench_plan_new(&cfg, &p, &d), -1);
-    assert_string_equal(d.msg, "--device cuda: not available in this build yet");
+    if (cuda_built()) {
+        assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+        assert_int_equal(p->ntasks, 6);
+        assert_int_equal(p->tasks[1].axis[BENCH_AXIS_DEVICE], BENCH_DEV_CUDA);
+        assert_true(p->used[BENCH_AXIS_DEVICE][BENCH_DEV_CUDA]);
+        assert_false(p->used[BENCH_AXIS_DEVICE][BENCH_DEV_CPU]);
+        bench_plan_free(p);
+    } else {
+        assert_int_equal(bench_plan_new(&cfg, &p, &d), -1);
+        assert_string_equal(d.msg, "--device cuda: not available in this build yet");
+    }
 }
 
 static bench_config all_modes(bench_config cfg) {
@@ -500,16 +629,16 @@ static void count_done(const bench_plan *p, const bench_result *r, void *user) {
     ndone++;
 }
 
-static const char *const case_keys[] = {"suite",       "name",     "model",
-                                        "family",      "device",   "mode",
-                                        "precision",   "workload", "batch",
-                                        "params",      "status",   "message",
-                                        "samples_s",   "stats",    "iterations_per_sample",
-                                        "param_count", "flops",    "peak_bytes",
-                                        "kernels",     "accuracy", "compile",
-                                        "arena_bytes", "speedup",  "compression_ratio",
-                                        "min_bytes",   "roofline", "wall_s",
-                                        NULL};
+static const char *const case_keys[] = {"suite",       "name",           "model",
+                                        "family",      "device",         "mode",
+                                        "precision",   "workload",       "batch",
+                                        "params",      "status",         "message",
+                                        "samples_s",   "stats",          "iterations_per_sample",
+                                        "param_count", "flops",          "peak_bytes",
+                                        "kernels",     "accuracy",       "compile",
+                                        "arena_bytes", "speedup",        "compression_ratio",
+                                        "min_bytes",   "roofline",       "wall_s",
+                                        "clock",       "host_samples_s", NULL};
 
 static void check_case_keys(const json_t *c) {
     for (int k = 0; case_keys[k]; k++)
@@ -608,14 +737,20 @@ static void test_run_isolated(void **state) {
     assert_true(json_number_value(json_object_get(hc, "bandwidth_GBps")) == 10);
     assert_true(json_number_value(json_object_get(hc, "gemm_GFLOPs")) == 100);
     json_t *config = json_object_get(doc, "config");
-    const char *config_keys[] = {"suites",    "size",      "seed",     "repeat",
-                                 "threads",   "timeout_s", "modes",    "precisions",
-                                 "workloads", "device",    "dump_dir", NULL};
+    const char *config_keys[] = {"suites",    "size",  "seed",       "repeat",      "threads",
+                                 "timeout_s", "modes", "precisions", "workloads",   "device",
+                                 "dump_dir",  "tf32",  "flush_l2",   "device_auto", NULL};
     for (int k = 0; config_keys[k]; k++)
         if (!json_object_get(config, config_keys[k]))
             fail_msg("config lacks '%s'", config_keys[k]);
     assert_int_equal(json_integer_value(json_object_get(config, "repeat")), 3);
     assert_string_equal(json_string_value(json_object_get(config, "device")), "cpu");
+    assert_true(json_is_false(json_object_get(config, "tf32")));
+    assert_true(json_is_false(json_object_get(config, "flush_l2")));
+    assert_true(json_is_null(json_object_get(config, "device_auto"))); // the devices were named
+    // no case on a GPU: none described
+    assert_int_equal(json_array_size(json_object_get(host, "gpus")), 0);
+    assert_true(json_is_array(json_object_get(host, "gpus")));
     json_t *modes = json_object_get(config, "modes");
     assert_int_equal(json_array_size(modes), 2);
     assert_string_equal(json_string_value(json_array_get(modes, 0)), "eager");
@@ -633,6 +768,8 @@ static void test_run_isolated(void **state) {
     assert_int_equal(json_integer_value(json_object_get(json_object_get(c0, "params"), "hidden")),
                      24);
     assert_int_equal(json_array_size(json_object_get(c0, "samples_s")), 3);
+    assert_string_equal(json_string_value(json_object_get(c0, "clock")), "host");
+    assert_true(json_is_null(json_object_get(c0, "host_samples_s")));
     json_t *stats = json_object_get(c0, "stats");
     const char *stat_keys[] = {"median_s", "q1_s", "q3_s",  "min_s",    "max_s", "mean_s",
                                "stddev_s", "cv",   "mad_s", "outliers", "n",     NULL};
@@ -811,6 +948,154 @@ static void test_dump(void **state) {
     bench_plan_free(p);
 }
 
+// What a cuda case records, through the child's JSON and into the results:
+// the CUDA event times as samples_s with the host's times beside them, one
+// compile and no warm one, the GPU settings in config. The results are
+// made up, so this runs in every build, with or without a GPU.
+static void test_cuda_results(void **state) {
+    (void)state;
+    bench_config cfg = tiny_config();
+    char out[700];
+    snprintf(out, sizeof out, "%s/cuda_results.json", dir);
+    cfg.output = out;
+    cfg.only = (const char *[]){"fine"};
+    cfg.nonly = 1;
+    cfg.tf32 = true;
+    cfg.flush_l2 = true;
+    cfg.device_auto = ""; // --device auto found a GPU
+    bench_plan *p;
+    diag d = {0};
+    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+    assert_int_equal(p->ntasks, 2);
+    for (int i = 0; i < 2; i++)
+        p->tasks[i].axis[BENCH_AXIS_DEVICE] = BENCH_DEV_CUDA;
+    p->used[BENCH_AXIS_DEVICE][BENCH_DEV_CPU] = false;
+    p->used[BENCH_AXIS_DEVICE][BENCH_DEV_CUDA] = true;
+    bench_result rs[2];
+    double ev[2][3] = {{1e-3, 2e-3, 3e-3}, {0.5e-3, 1e-3, 1.5e-3}};
+    double host[2][3] = {{1.1e-3, 2.1e-3, 3.1e-3}, {0.6e-3, 1.1e-3, 1.6e-3}};
+    for (int k = 0; k < 2; k++) {
+        memset(&rs[k], 0, sizeof rs[k]);
+        rs[k].task = k;
+        rs[k].status = k ? BENCH_PASS : BENCH_OK;
+        rs[k].samples = ev[k];
+        rs[k].host_samples = host[k];
+        rs[k].nsamples = 3;
+        rs[k].iters_per_sample = 1;
+        rs[k].speedup = (bench_speedup){NAN, NAN, NAN};
+        rs[k].compression_ratio = NAN;
+        bench_stats_compute(rs[k].samples, 3, &rs[k].stats);
+    }
+    rs[1].compile = (bench_compile){true, 0.5, NAN, false};
+    bench_result back[2];
+    round_trip(p, rs, 2, back);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(back[k].nsamples, 3);
+        assert_non_null(back[k].host_samples);
+        for (int i = 0; i < 3; i++) {
+            assert_true(back[k].samples[i] == ev[k][i]);
+            assert_true(back[k].host_samples[i] == host[k][i]);
+        }
+        // the statistics are the events'
+        assert_true(back[k].stats.median == ev[k][1]);
+    }
+    assert_true(back[1].compile.done && back[1].compile.cold_s == 0.5);
+    assert_true(isnan(back[1].compile.warm_s));
+    assert_false(back[1].compile.cache_hit);
+
+    bench_report *rep;
+    char err[512];
+    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
+    memcpy(rep->results, back, sizeof back);
+    rep->nresults = 2;
+    json_t *doc = bench_report_json(rep);
+    assert_non_null(doc);
+    json_t *config = json_object_get(doc, "config");
+    assert_string_equal(json_string_value(json_object_get(config, "device")), "cuda");
+    assert_true(json_is_true(json_object_get(config, "tf32")));
+    assert_true(json_is_true(json_object_get(config, "flush_l2")));
+    json_t *da = json_object_get(config, "device_auto");
+    assert_string_equal(json_string_value(json_object_get(da, "chose")), "cuda");
+    assert_string_equal(json_string_value(json_object_get(da, "reason")), "");
+    // the GPU is described by a child of its own; here it may be absent
+    json_t *gpus = json_object_get(json_object_get(doc, "host"), "gpus");
+    assert_int_equal(json_array_size(gpus), 1);
+    json_t *g0 = json_array_get(gpus, 0);
+    char why[400];
+    if (cuda_probe(why, sizeof why) == 0)
+        assert_true(strlen(json_string_value(json_object_get(g0, "name"))) > 0);
+    else
+        assert_string_equal(json_string_value(json_object_get(g0, "error")), why);
+    json_t *cases = json_object_get(doc, "cases");
+    for (size_t k = 0; k < 2; k++) {
+        json_t *c = json_array_get(cases, k);
+        check_case_keys(c);
+        assert_string_equal(json_string_value(json_object_get(c, "device")), "cuda");
+        assert_string_equal(json_string_value(json_object_get(c, "clock")), "cuda_events");
+        json_t *hs = json_object_get(c, "host_samples_s");
+        assert_int_equal(json_array_size(hs), 3);
+        assert_true(json_number_value(json_array_get(hs, 2)) == host[k][2]);
+    }
+    json_t *comp = json_object_get(json_array_get(cases, 1), "compile");
+    assert_true(json_is_null(json_object_get(comp, "warm_s")));
+    assert_true(json_is_false(json_object_get(comp, "cache_hit")));
+    json_decref(doc);
+    rep->nresults = 0; // back[] is freed below
+    bench_report_free(rep);
+    for (int k = 0; k < 2; k++)
+        bench_result_free(&back[k]);
+    bench_plan_free(p);
+}
+
+// A cuda run end to end, each case in its child. Without a usable GPU (as
+// in CI) eager cannot be made: it ends error and the compiled mode
+// fail_to_run, both with the driver's reason, and nothing crashes. With a
+// GPU both run and pass, timed by CUDA events.
+static void test_cuda_run(void **state) {
+    (void)state;
+    if (!cuda_built())
+        skip();
+    bench_config cfg = tiny_config();
+    char out[700];
+    snprintf(out, sizeof out, "%s/cuda_run.json", dir);
+    cfg.output = out;
+    cfg.only = (const char *[]){"fine"};
+    cfg.nonly = 1;
+    cfg.axis[BENCH_AXIS_DEVICE][0] = BENCH_DEV_CUDA;
+    cfg.naxis[BENCH_AXIS_DEVICE] = 1;
+    bench_plan *p;
+    diag d = {0};
+    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+    bench_report *rep;
+    char err[512], why[400];
+    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
+    bool gpu = cuda_probe(why, sizeof why) == 0;
+    int failed = bench_run(p, rep, NULL);
+    assert_int_equal(rep->nresults, 2);
+    const bench_result *e = &rep->results[0], *c = &rep->results[1];
+    if (gpu) {
+        if (failed)
+            fail_msg("eager %s: %s; compiled %s: %s", bench_status_name(e->status), e->message,
+                     bench_status_name(c->status), c->message);
+        assert_int_equal(e->status, BENCH_OK);
+        assert_int_equal(c->status, BENCH_PASS);
+        assert_non_null(c->host_samples);
+        assert_true(c->stats.median > 0 && c->kernels > 0 && c->peak_bytes > 0);
+        assert_true(c->compile.done && isnan(c->compile.warm_s));
+    } else {
+        assert_int_equal(failed, 2);
+        assert_int_equal(e->status, BENCH_ERROR);
+        assert_int_equal(c->status, BENCH_FAIL_TO_RUN);
+        char want[600];
+        snprintf(want, sizeof want, "eager_cuda_new: %s", why);
+        assert_string_equal(e->message, want);
+        assert_string_equal(c->message, want);
+        assert_int_equal(e->nsamples, 0);
+    }
+    bench_report_free(rep);
+    bench_plan_free(p);
+}
+
 static void test_report_open_fails(void **state) {
     (void)state;
     bench_config cfg = tiny_config();
@@ -864,12 +1149,16 @@ int main(void) {
         cmocka_unit_test(test_timing_loop),
         cmocka_unit_test(test_timing_interleaved),
         cmocka_unit_test(test_timing_step_failure),
+        cmocka_unit_test(test_timing_device_clock),
+        cmocka_unit_test(test_gpu_json),
         cmocka_unit_test(test_plan),
         cmocka_unit_test(test_measure_in_process),
         cmocka_unit_test(test_run_isolated),
         cmocka_unit_test(test_run_oom),
         cmocka_unit_test(test_compile_fails),
         cmocka_unit_test(test_dump),
+        cmocka_unit_test(test_cuda_results),
+        cmocka_unit_test(test_cuda_run),
         cmocka_unit_test(test_report_open_fails),
         cmocka_unit_test(test_check_file),
     };

@@ -1,6 +1,8 @@
 // Axis and status tables (axes.h).
 #include "axes.h"
 
+#include "backend/cuda/cuda_device.h"
+
 #include <assert.h>
 #include <string.h>
 
@@ -22,7 +24,8 @@ static const axis_row axes[] = {
         {"precision", {"fp32", "amp"}, {true, true}, BENCH_PREC_COUNT, "fp32, amp"},
     [BENCH_AXIS_WORKLOAD] =
         {"workload", {"infer", "train"}, {true, true}, BENCH_WL_COUNT, "infer, train"},
-    [BENCH_AXIS_DEVICE] = {"device", {"cpu", "cuda"}, {true, false}, BENCH_DEV_COUNT, "cpu, cuda"},
+    // cuda: when the build has the backend (bench_axis_available asks)
+    [BENCH_AXIS_DEVICE] = {"device", {"cpu", "cuda"}, {true, true}, BENCH_DEV_COUNT, "cpu, cuda"},
 };
 static_assert(sizeof axes / sizeof axes[0] == BENCH_AXIS_COUNT, "one row per axis");
 static_assert(BENCH_MODE_COUNT <= BENCH_AXIS_MAX && BENCH_PREC_COUNT <= BENCH_AXIS_MAX &&
@@ -45,7 +48,11 @@ static_assert(sizeof status_names / sizeof status_names[0] == BENCH_STATUS_COUNT
 const char *bench_axis_name(enum bench_axis a) { return axes[a].name; }
 int bench_axis_size(enum bench_axis a) { return axes[a].size; }
 const char *bench_axis_value(enum bench_axis a, int v) { return axes[a].values[v]; }
-bool bench_axis_available(enum bench_axis a, int v) { return axes[a].available[v]; }
+bool bench_axis_available(enum bench_axis a, int v) {
+    if (a == BENCH_AXIS_DEVICE && v == BENCH_DEV_CUDA && !cuda_built())
+        return false;
+    return axes[a].available[v];
+}
 const char *bench_axis_values_list(enum bench_axis a) { return axes[a].list; }
 
 int bench_axis_parse(enum bench_axis a, const char *s) {

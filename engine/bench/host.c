@@ -1,6 +1,8 @@
 // What machine a result came from (runner.h: bench_host_json).
 #include "runner.h"
 
+#include "backend/cuda/cuda_device.h"
+
 #include <cblas.h>
 #include <dnnl.h>
 #include <stdio.h>
@@ -85,4 +87,24 @@ json_t *bench_host_json(int threads_used) {
     if (j)
         json_object_set_new(j, "loadavg_start", l >= 0 ? json_real(l) : json_null());
     return j;
+}
+
+// CUDA's version integers: 12080 is "12.8".
+static void cuda_version(int v, char *buf, size_t cap) {
+    snprintf(buf, cap, "%d.%d", v / 1000, v % 1000 / 10);
+}
+
+json_t *bench_gpu_json(const cuda_device_info *info, const char *why) {
+    if (why)
+        return json_pack("{s:i, s:s}", "index", info->index, "error", why);
+    char cc[16], driver[16], runtime[16];
+    snprintf(cc, sizeof cc, "%d.%d", info->cc_major, info->cc_minor);
+    cuda_version(info->driver_version, driver, sizeof driver);
+    cuda_version(info->runtime_version, runtime, sizeof runtime);
+    return json_pack("{s:i, s:s, s:s, s:i, s:I, s:I, s:f, s:f, s:i, s:s, s:s}", "index",
+                     info->index, "name", info->name, "compute_capability", cc, "sm_count",
+                     info->sm_count, "memory_bytes", (json_int_t)info->memory_bytes, "l2_bytes",
+                     (json_int_t)info->l2_bytes, "sm_clock_mhz", info->clock_khz / 1e3,
+                     "memory_clock_mhz", info->memory_clock_khz / 1e3, "memory_bus_bits",
+                     info->memory_bus_bits, "driver", driver, "runtime", runtime);
 }

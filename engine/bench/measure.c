@@ -1,13 +1,13 @@
 // Measuring one group in this process: what a child does (runner.h). Eager
 // and every compiled-family mode of one case, as PyTorch's harness does:
 // build once, compile, check accuracy first, then time all modes
-// interleaved.
+// interleaved. The executors are exec.h's, so the same steps run on the
+// CPU and on the GPU.
 #include "runner.h"
 
 #include "autograd.h"
 #include "autocast.h"
-#include "compile/compile.h"
-#include "eager.h"
+#include "exec.h"
 #include "ref.h"
 #include "timing.h"
 #include "train_check.h"
@@ -39,12 +39,20 @@ static void set_all(bench_result *rs, int n, enum bench_status s, const char *ms
         set_status(&rs[i], s, "%s", msg);
 }
 
+// The baseline failed (it could not be made, or a step failed): there is
+// nothing to compare with. On the CPU only memory fails eager, and every
+// mode ends oom; on the GPU (no device, a kernel the backend lacks) eager
+// ends error and each compiled-family mode fail_to_run, all with its words.
+static void eager_failed(bench_result *rs, int n, bool cuda, const char *msg) {
+    for (int k = 0; k < n; k++)
+        set_status(&rs[k], !cuda ? BENCH_OOM : k == 0 ? BENCH_ERROR : BENCH_FAIL_TO_RUN, "%s", msg);
+}
+
 // One mode of the group: its result, executor, and what its last step said.
 typedef struct mode_run {
     int mode;
     bench_result *r;
-    eager *e;    // eager
-    compiled *c; // compiled-family; NULL once it failed
+    bench_exec *x; // eager: the group's baseline; compiled-family: NULL once it failed
     int noutputs;
     tensor **out; // noutputs slots for a step's outputs
     uint64_t step; // training: the optimizer step of the next run
@@ -52,25 +60,57 @@ typedef struct mode_run {
     size_t peak_bytes;
 } mode_run;
 
-// One step, outputs dropped at once as a benchmark loop does.
+// "eager_cuda_run: %3 sum_to: ...": a failed step in the executor's words.
+static void step_message(const mode_run *mr, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s: %s", bench_exec_what(mr->x), bench_exec_error(mr->x));
+}
+
+// A compiled-family mode whose step failed ends fail_to_run alone.
+static void mode_failed(mode_run *mr) {
+    char msg[sizeof mr->r->message];
+    step_message(mr, msg, sizeof msg);
+    set_status(mr->r, BENCH_FAIL_TO_RUN, "%s", msg);
+    bench_exec_free(mr->x);
+    mr->x = NULL;
+}
+
+// One step, outputs dropped at once as a benchmark loop does (on the GPU:
+// enqueued).
 static int mode_step(void *ctx) {
     mode_run *mr = ctx;
-    tensor **out = mr->out;
-    int rc;
-    mr->step++;
-    if (mr->e) {
-        eager_set_step(mr->e, mr->step);
-        rc = eager_run(mr->e, out, NULL); // its figures come from check_eager
-    } else {
-        compiled_set_step(mr->c, mr->step);
-        compiled_stats st;
-        if ((rc = compiled_run(mr->c, out, &st)) == 0)
-            mr->kernels = st.kernels, mr->cast_kernels = st.cast_kernels,
-            mr->peak_bytes = st.peak_bytes;
+    bench_exec_set_step(mr->x, ++mr->step);
+    bench_exec_stats st;
+    int rc = bench_exec_run(mr->x, NULL, &st);
+    // eager's figures come from its checked step
+    if (rc == 0 && bench_mode_compiled(mr->mode)) {
+        mr->kernels = st.kernels, mr->cast_kernels = st.cast_kernels,
+        mr->peak_bytes = st.peak_bytes;
+        mr->r->arena_bytes = (int64_t)st.arena_bytes;
     }
-    for (int i = 0; i < mr->noutputs; i++)
-        tensor_free(out[i]);
     return rc;
+}
+
+// The GPU's clock around a sample (exec.h: CUDA events on the executor's stream).
+static int mode_clock_start(void *ctx) { return bench_exec_sample_start(((mode_run *)ctx)->x); }
+static int mode_clock_stop(void *ctx, double *s) {
+    return bench_exec_sample_stop(((mode_run *)ctx)->x, s);
+}
+static const bench_clock device_clock = {mode_clock_start, mode_clock_stop};
+
+static int task_device(const bench_plan *p, const bench_result *r) {
+    return p->tasks[r->task].axis[BENCH_AXIS_DEVICE];
+}
+
+static bench_exec_opts exec_opts(const bench_plan *p, int device) {
+    return (bench_exec_opts){.device = device, .tf32 = p->cfg.tf32, .flush_l2 = p->cfg.flush_l2};
+}
+
+// A compiled-family mode's switches: the kill switches hold in every mode.
+static compile_opts mode_compile_opts(int mode) {
+    compile_opts o = compile_opts_default();
+    o.capture = mode != BENCH_MODE_FUSED && o.capture;
+    o.fusion = mode != BENCH_MODE_CAPTURED && o.fusion;
+    return o;
 }
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -88,14 +128,12 @@ static void remove_tree(const char *dir) {
 }
 
 // Compiles mr's mode cold (an empty kernel cache of its own) and warm (the
-// same cache: the program kept). -1 with err: the compiler's words.
+// same cache: the program kept). On the GPU, which has no kernel cache yet,
+// once: the cold time, no warm one. -1 with err: the compiler's words.
 static int compile_mode(const bench_plan *p, const bench_case *bc, const model *m, mode_run *mr,
                         char *err, size_t cap) {
-    compile_opts o = compile_opts_default(); // the kill switches hold in every mode
-    if (mr->mode == BENCH_MODE_FUSED)
-        o.capture = false;
-    if (mr->mode == BENCH_MODE_CAPTURED)
-        o.fusion = false;
+    compile_opts o = mode_compile_opts(mr->mode);
+    const bench_exec_opts xo = exec_opts(p, task_device(p, mr->r));
     const char *mode = bench_axis_value(BENCH_AXIS_MODE, mr->mode);
     char dump[4096];
     if (p->cfg.dump_dir) {
@@ -103,6 +141,18 @@ static int compile_mode(const bench_plan *p, const bench_case *bc, const model *
         if (bench_mkdir_p(dump, err, cap) < 0)
             return -1;
         o.dump_dir = dump;
+    }
+    bench_compile *bc_out = &mr->r->compile;
+    if (xo.device == BENCH_DEV_CUDA) {
+        double t0 = bench_now();
+        int rc = bench_exec_compile(m, &o, &xo, &mr->x, err, cap);
+        bc_out->cold_s = bench_now() - t0;
+        if (rc < 0)
+            return -1;
+        bc_out->warm_s = NAN;
+        bc_out->cache_hit = false;
+        bc_out->done = true;
+        return 0;
     }
     const char *tmp = getenv("TMPDIR");
     char cache[1024];
@@ -112,26 +162,24 @@ static int compile_mode(const bench_plan *p, const bench_case *bc, const model *
         return -1;
     }
     o.cache_dir = cache;
-    bench_compile *bc_out = &mr->r->compile;
-    compiled *cold = NULL;
+    bench_exec *cold = NULL;
     double t0 = bench_now();
-    int rc = compile_model(m, &o, &cold, err, cap);
+    int rc = bench_exec_compile(m, &o, &xo, &cold, err, cap);
     bc_out->cold_s = bench_now() - t0;
-    compiled_free(cold);
+    bench_exec_free(cold);
     if (rc == 0) {
         o.dump_dir = NULL;
         t0 = bench_now();
-        rc = compile_model(m, &o, &mr->c, err, cap);
+        rc = bench_exec_compile(m, &o, &xo, &mr->x, err, cap);
         bc_out->warm_s = bench_now() - t0;
     }
     remove_tree(cache);
     if (rc < 0)
         return -1;
-    compiled_stats st;
-    compiled_info(mr->c, &st);
-    bc_out->cache_hit = st.cache_hit;
+    size_t arena;
+    bench_exec_compile_info(mr->x, &bc_out->cache_hit, &arena);
     bc_out->done = true;
-    mr->r->arena_bytes = (int64_t)st.arena_bytes;
+    mr->r->arena_bytes = (int64_t)arena;
     return 0;
 }
 
@@ -234,6 +282,18 @@ static bool amp_task(const bench_plan *p, const bench_result *r) {
     return p->tasks[r->task].axis[BENCH_AXIS_PRECISION] == BENCH_PREC_AMP;
 }
 
+// fp32 on the GPU under --tf32: GEMM and convolution inputs keep 10
+// mantissa bits, as f16's, so the check is AMP's: its tolerance and its
+// cosine fallback (the fp32 training steps and baseline stay as they are).
+static bool tf32_task(const bench_plan *p, const bench_task *t) {
+    return p->cfg.tf32 && t->axis[BENCH_AXIS_DEVICE] == BENCH_DEV_CUDA &&
+           t->axis[BENCH_AXIS_PRECISION] == BENCH_PREC_FP32;
+}
+
+static bool cosine_fallback(const bench_plan *p, const bench_result *r) {
+    return amp_task(p, r) || tf32_task(p, &p->tasks[r->task]);
+}
+
 // Accuracy first: eager once, before anything is compiled (its kernels and
 // peak memory come from this step), and the fp64 reference once. -1 when
 // the group cannot go on (every status set).
@@ -241,11 +301,12 @@ static int check_eager(const bench_plan *p, const bench_case *bc, const model *m
                        int n, double tol, reference *ref) {
     bench_result *er = runs[0].r;
     char skip[160], err[256] = "";
-    eager_stats st;
+    bench_exec_stats st;
     ref->noutputs = m->g->noutputs;
-    if (eager_run(runs[0].e, ref->eager, &st) < 0) {
-        for (int i = 0; i < n; i++)
-            set_status(runs[i].r, BENCH_OOM, "eager_run: %s", eager_error(runs[0].e));
+    if (bench_exec_run(runs[0].x, ref->eager, &st) < 0) {
+        char msg[sizeof er->message];
+        step_message(&runs[0], msg, sizeof msg);
+        eager_failed(er, n, task_device(p, er) == BENCH_DEV_CUDA, msg);
         return -1;
     }
     runs[0].kernels = st.kernels;
@@ -254,7 +315,7 @@ static int check_eager(const bench_plan *p, const bench_case *bc, const model *m
     reference_skip(p, bc, skip, sizeof skip);
     for (int i = 0; i < n; i++) {
         runs[i].r->acc.tol = tol;
-        runs[i].r->acc.cosine_fallback = amp_task(p, runs[i].r);
+        runs[i].r->acc.cosine_fallback = cosine_fallback(p, runs[i].r);
         snprintf(runs[i].r->acc.reason, sizeof runs[i].r->acc.reason, "%s", skip);
     }
     ref->have_fp64 = !skip[0];
@@ -279,16 +340,15 @@ static int check_eager(const bench_plan *p, const bench_case *bc, const model *m
 static void check_compiled(const bench_plan *p, mode_run *runs, int n, double tol,
                            const reference *ref) {
     for (int k = 1; k < n; k++) {
-        if (!runs[k].c)
+        if (!runs[k].x)
             continue;
         tensor *xo[BENCH_MAX_OUTPUTS] = {0};
-        compiled_stats cs;
-        if (compiled_run(runs[k].c, xo, &cs) < 0) {
-            set_status(runs[k].r, BENCH_FAIL_TO_RUN, "compiled_run: %s", compiled_error(runs[k].c));
-            compiled_free(runs[k].c);
-            runs[k].c = NULL;
+        bench_exec_stats cs;
+        if (bench_exec_run(runs[k].x, xo, &cs) < 0) {
+            mode_failed(&runs[k]);
             continue;
         }
+        runs[k].r->arena_bytes = (int64_t)cs.arena_bytes;
         if (p->cfg.accuracy) {
             double ermse[BENCH_MAX_OUTPUTS];
             for (int i = 0; i < ref->noutputs; i++)
@@ -333,7 +393,7 @@ static int check_train(const bench_plan *p, const bench_case *bc, const model *m
                  "overflows, which the fp64 reference cannot");
     for (int i = 0; i < n; i++) {
         runs[i].r->acc.tol = tol;
-        runs[i].r->acc.cosine_fallback = amp_task(p, runs[i].r);
+        runs[i].r->acc.cosine_fallback = cosine_fallback(p, runs[i].r);
         snprintf(runs[i].r->acc.reason, sizeof runs[i].r->acc.reason, "%s", skip);
     }
     bool have_fp64 = !skip[0];
@@ -343,12 +403,13 @@ static int check_train(const bench_plan *p, const bench_case *bc, const model *m
             set_status(runs[i].r, BENCH_ERROR, "fp64 reference: %s", err);
         goto done;
     }
-    eager_stats st;
+    bench_exec_stats st;
     for (uint64_t step = 1; step <= steps; step++) {
-        eager_set_step(runs[0].e, step);
-        if (eager_run(runs[0].e, outs, &st) < 0) {
-            for (int i = 0; i < n; i++)
-                set_status(runs[i].r, BENCH_OOM, "eager_run: %s", eager_error(runs[0].e));
+        bench_exec_set_step(runs[0].x, step);
+        if (bench_exec_run(runs[0].x, outs, &st) < 0) {
+            char msg[sizeof er->message];
+            step_message(&runs[0], msg, sizeof msg);
+            eager_failed(er, n, task_device(p, er) == BENCH_DEV_CUDA, msg);
             goto done;
         }
         if (step < steps)
@@ -426,18 +487,15 @@ static int check_train(const bench_plan *p, const bench_case *bc, const model *m
         er->acc.checked = true;
     }
     for (int k = 1; k < n; k++) {
-        if (!runs[k].c)
+        if (!runs[k].x)
             continue;
         train_snapshot_restore(m, &s0);
-        compiled_stats cs;
+        bench_exec_stats cs;
         bool ok = true;
         for (uint64_t step = 1; step <= steps && ok; step++) {
-            compiled_set_step(runs[k].c, step);
-            if (compiled_run(runs[k].c, outs, &cs) < 0) {
-                set_status(runs[k].r, BENCH_FAIL_TO_RUN, "compiled_run: %s",
-                           compiled_error(runs[k].c));
-                compiled_free(runs[k].c);
-                runs[k].c = NULL;
+            bench_exec_set_step(runs[k].x, step);
+            if (bench_exec_run(runs[k].x, outs, &cs) < 0) {
+                mode_failed(&runs[k]);
                 ok = false;
             } else if (step < steps) {
                 for (int i = 0; i < nout; i++)
@@ -489,23 +547,34 @@ done:
 
 // Times every mode still running, interleaved; a compiled-family mode that
 // fails a step ends fail_to_run and the others are timed again without it.
+// On the GPU each sample is timed by CUDA events on the mode's stream (the
+// host's time beside it), one step per sample under --flush-l2, and every
+// mode is synchronized at the end, where errors kernels found surface.
 static int time_modes(const bench_plan *p, mode_run *runs, int n) {
+    bool cuda = task_device(p, runs[0].r) == BENCH_DEV_CUDA;
+    bench_timing_opts opts = {.repeat = p->cfg.repeat, .one_step_samples = cuda && p->cfg.flush_l2};
     for (;;) {
         bench_step steps[BENCH_MODE_COUNT];
         mode_run *who[BENCH_MODE_COUNT];
         bench_timing tm[BENCH_MODE_COUNT];
-        int ns = 0, bad;
+        int ns = 0, bad = -1;
         for (int k = 0; k < n; k++)
-            if (k == 0 || runs[k].c) {
+            if (runs[k].x) {
                 who[ns] = &runs[k];
-                steps[ns++] = (bench_step){mode_step, &runs[k]};
+                steps[ns++] = (bench_step){mode_step, &runs[k],
+                                           bench_exec_has_clock(runs[k].x) ? &device_clock : NULL};
             }
-        int rc = bench_time_interleaved(steps, ns, &(bench_timing_opts){.repeat = p->cfg.repeat},
-                                        tm, &bad);
+        int rc = bench_time_interleaved(steps, ns, &opts, tm, &bad);
+        for (int k = 0; rc == 0 && k < ns; k++)
+            if (bench_exec_sync(who[k]->x) < 0) {
+                rc = -1;
+                bad = k;
+            }
         if (rc == 0) {
             for (int k = 0; k < ns; k++) {
                 bench_result *r = who[k]->r;
                 r->samples = tm[k].samples;
+                r->host_samples = tm[k].host_samples;
                 r->nsamples = tm[k].nsamples;
                 r->iters_per_sample = tm[k].iters_per_sample;
                 bench_stats_compute(r->samples, r->nsamples, &r->stats);
@@ -519,13 +588,12 @@ static int time_modes(const bench_plan *p, mode_run *runs, int n) {
             return -1;
         }
         if (who[bad] == &runs[0]) {
-            for (int k = 0; k < n; k++)
-                set_status(runs[k].r, BENCH_OOM, "eager_run: %s", eager_error(runs[0].e));
+            char msg[sizeof runs[0].r->message];
+            step_message(&runs[0], msg, sizeof msg);
+            eager_failed(runs[0].r, n, cuda, msg);
             return -1;
         }
-        set_status(who[bad]->r, BENCH_FAIL_TO_RUN, "compiled_run: %s", compiled_error(who[bad]->c));
-        compiled_free(who[bad]->c);
-        who[bad]->c = NULL;
+        mode_failed(who[bad]);
     }
 }
 
@@ -534,7 +602,7 @@ static void finish(mode_run *runs, int n, double tol) {
     bench_result *er = runs[0].r;
     for (int k = 0; k < n; k++) {
         bench_result *r = runs[k].r;
-        if (k > 0 && !runs[k].c)
+        if (k > 0 && !runs[k].x)
             continue; // fail_to_run already
         r->kernels = runs[k].kernels;
         r->cast_kernels = runs[k].cast_kernels;
@@ -576,11 +644,11 @@ static void result_init(bench_result *r, int task) {
 }
 
 // The group's model (training: with its backward and optimizer; keep_grads:
-// returning every gradient), its values, eager, and a mode_run per task.
-// -1 with every status set when it cannot be built.
-static int group_setup(const bench_plan *p, const bench_group *gr, const bench_case *bc,
-                       bool train, bool keep_grads, bench_result *rs, int n, model **mp,
-                       eager **ep, mode_run *runs) {
+// returning every gradient), its values, eager on the group's device, and a
+// mode_run per task. -1 with every status set when it cannot be built.
+static int group_setup(const bench_plan *p, const bench_group *gr, const bench_case *bc, bool train,
+                       bool keep_grads, bench_result *rs, int n, model **mp, bench_exec **ep,
+                       mode_run *runs) {
     modeldef_opts opts = {.training = train};
     diag d = {0};
     if (modeldef_build(bc->md, bc->c->overrides, bc->c->noverrides, bc->batch, &opts, mp, &d) < 0) {
@@ -616,8 +684,11 @@ static int group_setup(const bench_plan *p, const bench_group *gr, const bench_c
         set_all(rs, n, BENCH_OOM, "model_init_values: out of memory");
         return -1;
     }
-    if (!(*ep = eager_new(m))) {
-        set_all(rs, n, BENCH_OOM, "eager_new: out of memory");
+    int device = p->tasks[gr->first].axis[BENCH_AXIS_DEVICE];
+    const bench_exec_opts xo = exec_opts(p, device);
+    char err[600];
+    if (bench_exec_eager(m, &xo, ep, err, sizeof err) < 0) {
+        eager_failed(rs, n, device == BENCH_DEV_CUDA, err);
         return -1;
     }
     for (int k = 0; k < n; k++) {
@@ -629,58 +700,65 @@ static int group_setup(const bench_plan *p, const bench_group *gr, const bench_c
             set_all(rs, n, BENCH_OOM, "out of memory");
             return -1;
         }
-        if (runs[k].mode == BENCH_MODE_EAGER)
-            runs[k].e = *ep;
     }
     // the plan puts eager first in any group with a compiled-family mode
-    if (!runs[0].e) {
+    if (runs[0].mode == BENCH_MODE_EAGER)
+        runs[0].x = *ep;
+    if (!runs[0].x) {
         set_all(rs, n, BENCH_ERROR, "internal: the group has no eager baseline first");
         return -1;
     }
     return 0;
 }
 
-static void group_teardown(model *m, eager *e, mode_run *runs, int n) {
+static void group_teardown(model *m, bench_exec *e, mode_run *runs, int n) {
     for (int k = 1; k < n; k++) {
-        compiled_free(runs[k].c);
-        runs[k].c = NULL;
+        bench_exec_free(runs[k].x);
+        runs[k].x = NULL;
     }
     for (int k = 0; k < n; k++) {
         free(runs[k].out);
         runs[k].out = NULL;
     }
-    eager_free(e);
+    runs[0].x = NULL;
+    bench_exec_free(e);
     model_free(m);
 }
 
-// Training, in two parts. The check (check_train) runs a graph that also
-// returns every gradient, compiled once per mode into the kernel cache. The
-// measured graph returns only the loss, so that a gradient can die at its
-// update (it differs from the checked one in its outputs alone); its
-// compile latency, kernels and peak memory come from its first step.
+// Training, in two parts on the CPU. The check (check_train) runs a graph
+// that also returns every gradient, compiled once per mode into the kernel
+// cache. The measured graph returns only the loss, so that a gradient can
+// die at its update (it differs from the checked one in its outputs alone);
+// its compile latency, kernels and peak memory come from its first step.
+// On the GPU, whose executors keep the parameters on the device and return
+// the step's outputs alone, the measured graph is checked itself: the loss
+// after the check's steps, against eager's and the fp64 reference's (it
+// depends on every gradient and update before it), then timed.
 static void measure_train(const bench_plan *p, const bench_group *gr, const bench_case *bc,
                           bench_result *rs, int n, double tol) {
+    bool cuda = p->tasks[gr->first].axis[BENCH_AXIS_DEVICE] == BENCH_DEV_CUDA;
+    const bench_exec_opts xo = exec_opts(p, BENCH_DEV_CPU);
     model *m = NULL;
-    eager *e = NULL;
+    bench_exec *e = NULL;
     mode_run runs[BENCH_MODE_COUNT] = {{0}};
     bool dead[BENCH_MODE_COUNT] = {0};
-    if (group_setup(p, gr, bc, true, true, rs, n, &m, &e, runs) < 0)
-        goto done;
-    for (int k = 1; k < n; k++) {
-        compile_opts o = compile_opts_default();
-        o.capture = runs[k].mode != BENCH_MODE_FUSED && o.capture;
-        o.fusion = runs[k].mode != BENCH_MODE_CAPTURED && o.fusion;
-        char err[512];
-        if (compile_model(m, &o, &runs[k].c, err, sizeof err) < 0)
-            set_status(&rs[k], BENCH_FAIL_TO_RUN, "%s", err);
+    if (!cuda) {
+        if (group_setup(p, gr, bc, true, true, rs, n, &m, &e, runs) < 0)
+            goto done;
+        for (int k = 1; k < n; k++) {
+            compile_opts o = mode_compile_opts(runs[k].mode);
+            char err[512];
+            if (bench_exec_compile(m, &o, &xo, &runs[k].x, err, sizeof err) < 0)
+                set_status(&rs[k], BENCH_FAIL_TO_RUN, "%s", err);
+        }
+        int rc = check_train(p, bc, m, runs, n, tol);
+        for (int k = 1; k < n; k++)
+            dead[k] = !runs[k].x;
+        group_teardown(m, e, runs, n);
+        m = NULL, e = NULL;
+        if (rc < 0)
+            return;
     }
-    int rc = check_train(p, bc, m, runs, n, tol);
-    for (int k = 1; k < n; k++)
-        dead[k] = !runs[k].c;
-    group_teardown(m, e, runs, n);
-    m = NULL, e = NULL;
-    if (rc < 0)
-        return;
 
     if (group_setup(p, gr, bc, true, false, rs, n, &m, &e, runs) < 0)
         goto done;
@@ -689,25 +767,25 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
         if (!dead[k] && compile_mode(p, bc, m, &runs[k], err, sizeof err) < 0)
             set_status(&rs[k], BENCH_FAIL_TO_RUN, "%s", err);
     }
-    // the first step: kernels and peak memory of each mode
-    eager_stats st;
-    eager_set_step(runs[0].e, ++runs[0].step);
-    if (eager_run(runs[0].e, runs[0].out, &st) < 0) {
-        for (int k = 0; k < n; k++)
-            set_status(runs[k].r, BENCH_OOM, "eager_run: %s", eager_error(runs[0].e));
-        goto done;
-    }
-    for (int i = 0; i < runs[0].noutputs; i++)
-        tensor_free(runs[0].out[i]);
-    runs[0].kernels = st.kernels;
-    runs[0].cast_kernels = st.cast_kernels;
-    runs[0].peak_bytes = st.peak_bytes;
-    for (int k = 1; k < n; k++)
-        if (runs[k].c && mode_step(&runs[k]) < 0) {
-            set_status(runs[k].r, BENCH_FAIL_TO_RUN, "compiled_run: %s", compiled_error(runs[k].c));
-            compiled_free(runs[k].c);
-            runs[k].c = NULL;
+    if (cuda) { // the check's steps give kernels and peak memory
+        if (check_train(p, bc, m, runs, n, tol) < 0)
+            goto done;
+    } else { // the first step: kernels and peak memory of each mode
+        bench_exec_stats st;
+        bench_exec_set_step(runs[0].x, ++runs[0].step);
+        if (bench_exec_run(runs[0].x, NULL, &st) < 0) {
+            char msg[sizeof rs[0].message];
+            step_message(&runs[0], msg, sizeof msg);
+            eager_failed(rs, n, false, msg);
+            goto done;
         }
+        runs[0].kernels = st.kernels;
+        runs[0].cast_kernels = st.cast_kernels;
+        runs[0].peak_bytes = st.peak_bytes;
+        for (int k = 1; k < n; k++)
+            if (runs[k].x && mode_step(&runs[k]) < 0)
+                mode_failed(&runs[k]);
+    }
     if (time_modes(p, runs, n) < 0)
         goto done;
     finish(runs, n, tol);
@@ -739,13 +817,14 @@ void bench_group_measure(const bench_plan *p, int group, bench_result *rs) {
     openblas_set_num_threads(p->cfg.threads);
 
     bool train = t->axis[BENCH_AXIS_WORKLOAD] == BENCH_WL_TRAIN;
-    double tol = bench_tolerance(t->axis[BENCH_AXIS_PRECISION], t->axis[BENCH_AXIS_WORKLOAD]);
+    double tol = bench_tolerance(tf32_task(p, t) ? BENCH_PREC_AMP : t->axis[BENCH_AXIS_PRECISION],
+                                 t->axis[BENCH_AXIS_WORKLOAD]);
     if (train) {
         measure_train(p, gr, bc, rs, n, tol);
         return;
     }
     model *m = NULL;
-    eager *e = NULL;
+    bench_exec *e = NULL;
     mode_run runs[BENCH_MODE_COUNT] = {{0}};
     reference ref = {0};
     if (group_setup(p, gr, bc, false, false, rs, n, &m, &e, runs) < 0)

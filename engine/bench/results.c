@@ -1,6 +1,7 @@
 // The results JSON and its journal (runner.h, docs/results-schema.md).
 #include "runner.h"
 
+#include "backend/cuda/cuda_device.h"
 #include "tcbench_config.h"
 
 #include <errno.h>
@@ -105,11 +106,16 @@ json_t *bench_result_json(const bench_plan *p, const bench_result *r,
     const bench_case *bc = &p->cases[t->case_index];
     const char *model = modeldef_name(bc->md), *family = modeldef_family(bc->md);
     bool compiled = bench_mode_compiled(t->axis[BENCH_AXIS_MODE]);
+    bool cuda = t->axis[BENCH_AXIS_DEVICE] == BENCH_DEV_CUDA;
     json_t *c = json_object(), *params = json_object(), *samples = json_array();
+    json_t *host = cuda ? json_array() : json_null();
     for (int i = 0; i < bc->c->noverrides; i++)
         json_object_set_new(params, bc->c->overrides[i].key, param_value(bc->c->overrides[i].expr));
-    for (int i = 0; i < r->nsamples; i++)
+    for (int i = 0; i < r->nsamples; i++) {
         json_array_append_new(samples, jreal(r->samples[i]));
+        if (cuda && r->host_samples)
+            json_array_append_new(host, jreal(r->host_samples[i]));
+    }
     // set_new takes the value even when it fails, so nothing leaks on the way
     int rc = 0;
     rc |= json_object_set_new(c, "suite", json_string(bc->s->name ? bc->s->name : ""));
@@ -124,6 +130,8 @@ json_t *bench_result_json(const bench_plan *p, const bench_result *r,
     rc |= json_object_set_new(c, "status", json_string(bench_status_name(r->status)));
     rc |= json_object_set_new(c, "message", json_string(r->message));
     rc |= json_object_set_new(c, "samples_s", samples);
+    rc |= json_object_set_new(c, "clock", json_string(cuda ? "cuda_events" : "host"));
+    rc |= json_object_set_new(c, "host_samples_s", host);
     rc |= json_object_set_new(c, "stats", stats_json(&r->stats));
     rc |= json_object_set_new(c, "iterations_per_sample", json_integer(r->iters_per_sample));
     rc |= json_object_set_new(c, "param_count", json_integer(bc->param_count));
@@ -192,6 +200,14 @@ static json_t *config_json(const bench_plan *p) {
     rc |= json_object_set_new(j, "filter", c->filter ? json_string(c->filter) : json_null());
     rc |= json_object_set_new(j, "exclude", c->exclude ? json_string(c->exclude) : json_null());
     rc |= json_object_set_new(j, "dump_dir", c->dump_dir ? json_string(c->dump_dir) : json_null());
+    rc |= json_object_set_new(j, "tf32", json_boolean(c->tf32));
+    rc |= json_object_set_new(j, "flush_l2", json_boolean(c->flush_l2));
+    // auto's reason is why not the GPU: empty when it chose cuda
+    rc |= json_object_set_new(j, "device_auto",
+                              c->device_auto ? json_pack("{s:s, s:s}", "chose",
+                                                         c->device_auto[0] ? "cpu" : "cuda",
+                                                         "reason", c->device_auto)
+                                             : json_null());
     if (rc) {
         json_decref(j);
         return NULL;
@@ -255,6 +271,22 @@ static int make_parent_dirs(const char *path, char *err, size_t cap) {
     return bench_mkdir_p(dir, err, cap);
 }
 
+// host.gpus: the GPU the cuda cases run on, described by a forked child
+// (this process must hold no CUDA state when it forks the cases' children);
+// empty when no case runs on cuda.
+static json_t *gpus_json(const bench_plan *p) {
+    json_t *arr = json_array();
+    if (!arr || !p->used[BENCH_AXIS_DEVICE][BENCH_DEV_CUDA])
+        return arr;
+    cuda_device_info info;
+    char why[512];
+    bool ok = cuda_probe_describe(&info, why, sizeof why) == 0;
+    if (!ok)
+        info.index = cuda_device_index();
+    json_array_append_new(arr, bench_gpu_json(&info, ok ? NULL : why));
+    return arr;
+}
+
 int bench_report_open(const bench_plan *p, bench_report **out, char *err, size_t cap) {
     *out = NULL;
     bench_report *r = calloc(1, sizeof *r);
@@ -293,6 +325,11 @@ int bench_report_open(const bench_plan *p, bench_report **out, char *err, size_t
     }
     if (!(r->host = bench_host_json(p->cfg.threads))) {
         snprintf(err, cap, "json_pack: out of memory describing the host");
+        bench_report_free(r);
+        return -1;
+    }
+    if (json_object_set_new(r->host, "gpus", gpus_json(p)) < 0) {
+        snprintf(err, cap, "json_object_set: out of memory describing the GPU");
         bench_report_free(r);
         return -1;
     }

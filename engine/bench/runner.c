@@ -35,7 +35,9 @@ static int fail_status(bench_result *r, enum bench_status s, const char *fmt, ..
 
 void bench_result_free(bench_result *r) {
     free(r->samples);
+    free(r->host_samples);
     r->samples = NULL;
+    r->host_samples = NULL;
     r->nsamples = 0;
 }
 
@@ -137,6 +139,14 @@ static int result_from_json(const json_t *j, bench_result *r) {
             return fail_status(r, BENCH_OOM, "malloc: out of memory reading %zu samples", n);
         for (size_t i = 0; i < n; i++)
             r->samples[r->nsamples++] = json_number_value(json_array_get(samples, i));
+    }
+    // cuda: the host's times beside the events', one per sample
+    const json_t *host = json_object_get(j, "host_samples_s");
+    if (r->nsamples > 0 && json_array_size(host) == (size_t)r->nsamples) {
+        if (!(r->host_samples = malloc(n * sizeof *r->host_samples)))
+            return fail_status(r, BENCH_OOM, "malloc: out of memory reading %zu samples", n);
+        for (size_t i = 0; i < n; i++)
+            r->host_samples[i] = json_number_value(json_array_get(host, i));
     }
     bench_stats_compute(r->samples, r->nsamples, &r->stats);
     r->iters_per_sample = getint(j, "iterations_per_sample");

@@ -36,6 +36,12 @@
 // once (flushed and fsync'd), so a killed run loses nothing already
 // measured.
 //
+// A cuda group runs the same steps with the GPU's executors (exec.h), made
+// in its child: a CUDA context does not survive fork(), so the parent never
+// makes one (bench_report_open describes the GPU for host.gpus in a forked
+// child of its own). Its samples are CUDA event times, the host's beside
+// them (host_samples).
+//
 // The parent must not have run an OpenMP parallel region with more than one
 // thread before bench_run: libgomp's thread pool does not survive fork, and
 // a child that needs it would hang until its timeout. (The CLI's parent only
@@ -86,6 +92,12 @@ typedef struct bench_config {
     int nonly;
     const char *filter, *exclude; // POSIX extended regexes on case names, or NULL
     const char *dump_dir;         // --dump: generated source under DIR/CASE/MODE, or NULL
+    bool tf32;                    // --tf32: the GPU's f32 GEMMs and convolutions may use TF32
+    bool flush_l2;                // --flush-l2: the GPU's L2 flushed before each sample
+    // --device auto (asked, or the default): why it did not choose cuda,
+    // "" when it did (it found a usable GPU), recorded in the results; NULL
+    // when the devices were named
+    const char *device_auto;
     int argc;                     // the command line, recorded in the results
     char *const *argv;
 } bench_config;
@@ -149,7 +161,8 @@ typedef struct bench_result {
     int task; // index into plan->tasks
     enum bench_status status;
     char message[512];
-    double *samples; // seconds per iteration
+    double *samples;      // seconds per iteration (cuda: by CUDA events)
+    double *host_samples; // cuda: the host's seconds per iteration beside them, else NULL
     int nsamples;
     bench_stats stats; // stats.n == 0 when there are no samples
     int64_t iters_per_sample;
@@ -193,6 +206,10 @@ json_t *bench_result_json(const bench_plan *p, const bench_result *r,
                           const bench_calibration *calib);
 // The host object: hostname, os, cpu_model, cores, threads_used, blas, onednn, cpu_flags.
 json_t *bench_host_json(int threads_used);
+// One entry of host.gpus from the device's facts (cuda_device.h), or, when
+// why is not NULL, {index, error: why} for a GPU that could not be described.
+struct cuda_device_info;
+json_t *bench_gpu_json(const struct cuda_device_info *info, const char *why);
 // The 1-minute load average (-1 when unknown), and whether it says other
 // work competes with `threads` threads on this machine's cores.
 double bench_loadavg(void);

@@ -28,7 +28,18 @@
 // every step, in order. A short sample regroups that step and starts every
 // step's samples over, so the rounds stay aligned. bench_time is the case of
 // one step.
+//
+// A step may bring its own clock (a GPU's: a CUDA event pair on its stream,
+// since a GPU step only enqueues work). Its start is called before a
+// sample's first iteration and its stop after the last (stop waits for the
+// work); the clock's seconds are then the sample, for warm-up (each warm-up
+// iteration is one clocked sample) and grouping alike, and the host's
+// seconds over the same span go to host_samples beside them. With
+// one_step_samples every sample is one iteration and nothing is grouped:
+// for a clock that resolves a single step and a start that prepares it (an
+// L2 flush before each step).
 #pragma once
+#include <stdbool.h>
 #include <stdint.h>
 
 #define BENCH_DEFAULT_REPEAT       10
@@ -38,20 +49,30 @@
 
 typedef int (*bench_step_fn)(void *ctx);
 
+// A step's own clock; both get the step's ctx and return 0, or -1 when the
+// step's executor failed (its own error stands).
+typedef struct bench_clock {
+    int (*start)(void *ctx);
+    int (*stop)(void *ctx, double *seconds); // waits; seconds since start
+} bench_clock;
+
 typedef struct bench_step {
     bench_step_fn fn;
     void *ctx;
+    const bench_clock *clock; // NULL: the host's clock alone
 } bench_step;
 
 typedef struct bench_timing_opts {
-    int repeat;          // samples to take
-    int warmup_iters;    // at least this many warm-up iterations
-    double warmup_s;     // and at least this long
-    double sample_min_s; // each sample at least this much work
+    int repeat;            // samples to take
+    int warmup_iters;      // at least this many warm-up iterations
+    double warmup_s;       // and at least this long
+    double sample_min_s;   // each sample at least this much work
+    bool one_step_samples; // every sample one iteration, never grouped
 } bench_timing_opts;
 
 typedef struct bench_timing {
-    double *samples; // seconds per iteration
+    double *samples;      // seconds per iteration (the step's clock when it has one)
+    double *host_samples; // with a step clock: the host's seconds per iteration, else NULL
     int nsamples;
     int64_t iters_per_sample;
     int64_t warmup_iters;

@@ -145,6 +145,11 @@ static const char *op_template(const graph_node *n, char *buf, size_t cap) {
     case OP_MAXIMUM: return "tc_maximum(x0, x1)";
     case OP_GE: return "x0 >= x1 ? 1.0f : 0.0f";
     case OP_WHERE: return "x0 ? x1 : x2";
+    case OP_ACT_GRAD: // dy * f'(x); compile_is_pointwise lists the ops with a derivative
+        if (n->ia[0] < 0 || n->ia[0] >= OP_COUNT)
+            return NULL;
+        snprintf(buf, cap, "x0 * tc_d_%s(x1)", op_name((enum op)n->ia[0]));
+        return buf;
     default: return NULL;
     }
 }
@@ -589,6 +594,9 @@ static int emit_epilogue(cgen *g) {
     kgroup *k = g->k;
     const graph_node *an = &p->g->nodes[k->anchor];
     int target = anchor_target(g);
+    if (k->rows_in_place) // cuBLAS would write output rows over input rows it has yet to read
+        return compile_fail(p, "codegen_cuda: a GEMM planned with its input inside its output "
+                               "(plan with gemm_rows_in_place off for CUDA)");
     k->args[0] = an->src[0];
     k->args[1] = an->src[1];
     k->args[2] = target;
@@ -627,6 +635,168 @@ static int emit_extern(cgen *g) {
     return 0;
 }
 
+// Dropout, which the C generator leaves to the library kernel, is generated
+// here: the library kernel takes its mask's key as a launch argument, which
+// a captured graph would keep from the step it was recorded in, while this
+// loop computes the key from the step in device memory (a.step) at every
+// replay. The mask is cpu_rules.h's: the bit of element i of the output
+// (its flat index, which the loop's i is: the output is contiguous and the
+// loop walks its shape in order) under key mix(mix(stream + c) + t).
+static int emit_dropout(cgen *g) {
+    cprog *p = g->p;
+    kgroup *k = g->k;
+    const graph_node *n = &p->g->nodes[k->anchor];
+    int x = n->src[0];
+    k->nargs = 0;
+    compile_arg_of(k, x);
+    compile_arg_of(k, k->anchor);
+    set_iteration(g, n->ndim, n->shape);
+    coalesce(g);
+    decl_args(g);
+    double q = n->fa[0];
+    uint32_t thr = !(q > 0) ? 0 : q >= 1 ? 1u << 24 : (uint32_t)(q * 16777216.0);
+    char scale[48];
+    compile_literal(scale, sizeof scale, 1.0 / (1.0 - q));
+    sbuf_printf(g->b,
+                "    const uint64_t key = tc_mix64(tc_mix64((uint64_t)%lldll + "
+                "0x9e3779b97f4a7c15ull) + (*a.step ? *a.step : 1ull));\n",
+                (long long)n->ia[0]);
+    loop_open(g);
+    char idx[96], ld[160], val[320];
+    index_of(g, 0, idx, sizeof idx);
+    load_expr(g, 0, idx, ld, sizeof ld);
+    snprintf(val, sizeof val, "tc_dropout_keep(key, (uint64_t)i, %uu) ? %s * %s : 0.0f", thr, ld,
+             scale);
+    index_of(g, 1, idx, sizeof idx);
+    store_stmt(g, "        ", 1, idx, val);
+    loop_close(g);
+    return 0;
+}
+
+// ---- in-place updates: the multi-tensor apply ----------------------------------
+
+// Elements of one tensor a block updates: the grid's unit of work.
+#define UPDATE_CHUNK 4096
+
+static bool is_dropout_group(const cprog *p, const kgroup *k) {
+    return k->kind == KG_EXTERN && p->g->nodes[k->anchor].op == OP_DROPOUT;
+}
+
+// Blocks of an update group: every non-empty member's chunks.
+static int64_t update_blocks(const cprog *p, const kgroup *k) {
+    int64_t nb = 0;
+    for (int m = 0; m < k->n; m++)
+        nb += (graph_node_numel(&p->g->nodes[k->nodes[m]]) + UPDATE_CHUNK - 1) / UPDATE_CHUNK;
+    return nb;
+}
+
+// codegen_c.c's emit_update on the grid: a table with one row per tensor
+// (its op, its operands' first slot, the grad scaler's slot, its size, its
+// first block, its hyperparameters); block b finds its tensor by a binary
+// search over the first blocks and updates one chunk of it, the threads
+// striding the chunk. The operands are too many for tc_args: a.p[0] is a
+// device array of the group's operand pointers (compile_group_operands'
+// order) that the runtime fills once. The step t comes from device memory
+// (a.step), so a captured step serves every step. The math is the C
+// generator's in the same order of operations (the eager kernels' and
+// PyTorch's AdamW and SGD); under the grad scaler a chunk reads found_inf
+// and skips itself when it is set, inside the step, as on the CPU.
+static int emit_update(cgen *g) {
+    cprog *p = g->p;
+    kgroup *k = g->k;
+    sbuf *b = g->b;
+    int rows = 0, slot = 0;
+    int64_t first = 0;
+    k->nargs = 0;
+    sbuf_puts(b, "    static const tc_upd ut[] = {\n");
+    for (int m = 0; m < k->n; m++) {
+        const graph_node *n = &p->g->nodes[k->nodes[m]];
+        int64_t numel = graph_node_numel(n);
+        double h[5];
+        int op = compile_update_row(n, h);
+        if (numel > 0) {
+            sbuf_printf(
+                b, "        {%d, %d, %d, %lldll, %lldll, {%.17g, %.17g, %.17g, %.17g, %.17g}},\n",
+                op, slot, graph_scaler_src(n), (long long)numel, (long long)first, h[0], h[1], h[2],
+                h[3], h[4]);
+            first += (numel + UPDATE_CHUNK - 1) / UPDATE_CHUNK;
+            rows++;
+        }
+        slot += n->nsrc;
+    }
+    if (rows == 0) { // only empty tensors: nothing to do
+        sbuf_puts(b, "        {-1, 0, -1, 0, 0, {0}},\n    };\n    (void)ut;\n    (void)a;\n");
+        return 0;
+    }
+    sbuf_puts(b, "    };\n");
+    sbuf_printf(b,
+                "    char *const *pp = (char *const *)a.p[0];\n"
+                "    const uint64_t t0 = *a.step ? *a.step : 1ull;\n"
+                "    for (long long blk = blockIdx.x; blk < %lldll; blk += gridDim.x) {\n"
+                "        int lo = 0, hi = %d;\n"
+                "        while (lo < hi) { // the last row whose first block is at or before blk\n"
+                "            int mid = (lo + hi + 1) >> 1;\n"
+                "            if (ut[mid].b0 <= blk)\n"
+                "                lo = mid;\n"
+                "            else\n"
+                "                hi = mid - 1;\n"
+                "        }\n"
+                "        const tc_upd *q = &ut[lo];\n"
+                "        const long long e0 = (blk - q->b0) * %dll;\n"
+                "        const long long e1 = e0 + %dll < q->n ? e0 + %dll : q->n;\n",
+                (long long)first, rows - 1, UPDATE_CHUNK, UPDATE_CHUNK, UPDATE_CHUNK);
+    sbuf_puts(
+        b,
+        "        float *w = (float *)pp[q->arg];\n"
+        "        const float *gr = (const float *)pp[q->arg + 1];\n"
+        "        uint64_t t = t0;\n"
+        "        float inv = 1.0f; // the gradient's factor\n"
+        "        if (q->amp >= 0) { // grad scaler: found_inf skips, 1/scale, own step count\n"
+        "            if (*(const float *)pp[q->arg + q->amp + 1] != 0.0f)\n"
+        "                continue;\n"
+        "            inv = (float)(1.0 / *(const float *)pp[q->arg + q->amp]);\n"
+        "            t = (uint64_t)*(const float *)pp[q->arg + q->amp + 2] + 1;\n"
+        "        }\n"
+        "        if (q->op == 0) { // AdamW: decay, moments, bias-corrected step\n"
+        "            float *m = (float *)pp[q->arg + 2], *v = (float *)pp[q->arg + 3];\n"
+        "            const double lr = q->h[0], b1 = q->h[1], b2 = q->h[2];\n"
+        "            const float decay = (float)(1 - lr * q->h[4]), eps = (float)q->h[3];\n"
+        "            const float step = (float)(lr / (1 - tc_powi(b1, t)));\n"
+        "            const float inv_bc2 = (float)(1 / sqrt(1 - tc_powi(b2, t)));\n"
+        "            const float fb1 = (float)b1, fb2 = (float)b2;\n"
+        "            const float ob1 = (float)(1 - b1), ob2 = (float)(1 - b2);\n"
+        "            for (long long i = e0 + threadIdx.x; i < e1; i += blockDim.x) {\n"
+        "                float gi_ = gr[i] * inv;\n"
+        "                float mi = fb1 * m[i] + ob1 * gi_, vi = fb2 * v[i] + ob2 * gi_ * gi_;\n"
+        "                m[i] = mi;\n"
+        "                v[i] = vi;\n"
+        "                w[i] = w[i] * decay - step * mi / (sqrtf(vi) * inv_bc2 + eps);\n"
+        "            }\n"
+        "        } else if (q->op == 1) { // SGD with momentum (dampening, nesterov)\n"
+        "            float *buf = (float *)pp[q->arg + 2];\n"
+        "            const float lr = (float)q->h[0], mom = (float)q->h[1], wd = (float)q->h[2];\n"
+        "            const int first = t == 1, nesterov = q->h[4] != 0;\n"
+        "            const float keep = first ? 0.0f : mom;\n"
+        "            const float take = first ? 1.0f : 1.0f - (float)q->h[3];\n"
+        "            for (long long i = e0 + threadIdx.x; i < e1; i += blockDim.x) {\n"
+        "                float d = gr[i] * inv + wd * w[i];\n"
+        "                float bi = keep * buf[i] + take * d;\n"
+        "                buf[i] = bi;\n"
+        "                w[i] -= lr * (nesterov ? d + mom * bi : bi);\n"
+        "            }\n"
+        "        } else if (q->op == 2) { // SGD without momentum\n"
+        "            const float lr = (float)q->h[0], wd = (float)q->h[2];\n"
+        "            for (long long i = e0 + threadIdx.x; i < e1; i += blockDim.x)\n"
+        "                w[i] -= lr * (gr[i] * inv + wd * w[i]);\n"
+        "        } else { // running statistic: (1 - momentum) buf + momentum * factor * stat\n"
+        "            const float keep = (float)(1 - q->h[0]), take = (float)(q->h[0] * q->h[1]);\n"
+        "            for (long long i = e0 + threadIdx.x; i < e1; i += blockDim.x)\n"
+        "                w[i] = keep * w[i] + take * gr[i];\n"
+        "        }\n"
+        "    }\n");
+    return 0;
+}
+
 // Fills the group's operands and writes its kernel body (empty: no kernel).
 static int emit_group(cprog *p, kgroup *k, sbuf *b) {
     cgen g = {.p = p, .k = k, .b = b};
@@ -636,7 +806,8 @@ static int emit_group(cprog *p, kgroup *k, sbuf *b) {
     case KG_GEMM:
     case KG_CONV: return emit_epilogue(&g);
     case KG_COPY: return emit_copy(&g);
-    default: return emit_extern(&g);
+    case KG_UPDATE: return emit_update(&g);
+    default: return is_dropout_group(p, k) ? emit_dropout(&g) : emit_extern(&g);
     }
 }
 
@@ -723,7 +894,11 @@ int compile_cuda_launch(cprog *p, int gi, cuda_launch *out) {
         gemm_desc(p, k, &out->gemm);
         break;
     case KG_CONV: out->lib = CUDA_LIB_CONV; break;
-    case KG_EXTERN: out->lib = CUDA_LIB_EXTERN; break;
+    case KG_EXTERN: out->lib = is_dropout_group(p, k) ? CUDA_LIB_NONE : CUDA_LIB_EXTERN; break;
+    case KG_UPDATE:
+        out->table = true;
+        out->grid = grid_for(update_blocks(p, k), 1);
+        return 0;
     default: break;
     }
     out->grid = grid_for(count, PW_BLOCK * PW_ITEMS);
@@ -733,28 +908,67 @@ int compile_cuda_launch(cprog *p, int gi, cuda_launch *out) {
 // ---- the translation unit ------------------------------------------------------
 
 static const char *kind_name(kg_kind k) {
-    static const char *names[] = {"pointwise",     "row",    "gemm epilogue",
-                                  "conv epilogue", "extern", "copy"};
+    static const char *names[] = {"pointwise", "row",  "gemm epilogue", "conv epilogue",
+                                  "extern",    "copy", "update"};
     return names[k];
 }
 
-// Training graphs are CPU-only: the backward ops and the updates have no
-// CUDA lowering here (and no eager CUDA kernels), so refuse them by name
-// rather than emit code that computes something else.
-static int refuse_training(cprog *p) {
-    const graph *g = p->m->g;
-    for (int i = 0; i < g->n; i++) {
-        const graph_node *n = &g->nodes[i];
-        enum op_kind k = op_kind(n->op);
-        if (k == OPK_GRAD || k == OPK_UPDATE || op_has_side_effect(n))
-            return compile_fail(p, "training is CPU-only in this build: %s", op_name(n->op));
-    }
-    return 0;
-}
+// What training kernels use, after the prelude: the activations'
+// derivatives as cpu_math.h's cpu_d<op>f (act_grad is dy * tc_d_<op>(x)),
+// the update table's row and Adam's integer power.
+static const char train_text[] =
+    "TC_DEV float tc_d_neg(float) { return -1.0f; }\n"
+    "TC_DEV float tc_d_exp(float x) { return expf(x); }\n"
+    "TC_DEV float tc_d_log(float x) { return 1.0f / x; }\n"
+    "TC_DEV float tc_d_sqrt(float x) { return 0.5f / sqrtf(x); }\n"
+    "TC_DEV float tc_d_rsqrt(float x) { return -0.5f / (x * sqrtf(x)); }\n"
+    "TC_DEV float tc_d_recip(float x) { return -1.0f / (x * x); }\n"
+    "TC_DEV float tc_d_abs(float x) { return (x > 0 ? 1.0f : 0.0f) - (x < 0 ? 1.0f : 0.0f); }\n"
+    "TC_DEV float tc_d_tanh(float x) {\n"
+    "    float t = tanhf(x);\n"
+    "    return 1.0f - t * t;\n"
+    "}\n"
+    "TC_DEV float tc_d_sigmoid(float x) {\n"
+    "    float s = tc_sigmoid(x);\n"
+    "    return s * (1.0f - s);\n"
+    "}\n"
+    "TC_DEV float tc_d_relu(float x) { return x > 0 ? 1.0f : 0.0f; }\n"
+    "TC_DEV float tc_d_relu6(float x) { return x < 6.0f ? (x > 0 ? 1.0f : 0.0f) : 0.0f; }\n"
+    "TC_DEV float tc_d_gelu(float x) {\n"
+    "    return tc_normal_cdf(x) + x * (0.39894228f * expf(-0.5f * (x * x)));\n"
+    "}\n"
+    "TC_DEV float tc_d_gelu_tanh(float x) {\n"
+    "    float x2 = x * x;\n"
+    "    float s = 1.0f / (1.0f + expf(-1.5957691216f * (x + 0.044715f * x2 * x)));\n"
+    "    return s * (1.0f + 1.5957691216f * x * (1.0f - s) * (1.0f + 0.134145f * x2));\n"
+    "}\n"
+    "TC_DEV float tc_d_silu(float x) {\n"
+    "    float s = tc_sigmoid(x);\n"
+    "    return s * (1.0f + x * (1.0f - s));\n"
+    "}\n"
+    "TC_DEV float tc_d_hardswish(float x) {\n"
+    "    float m = x <= 3.0f ? x * (1.0f / 3.0f) + 0.5f : 1.0f;\n"
+    "    return x < -3.0f ? 0.0f : m;\n"
+    "}\n"
+    "TC_DEV float tc_d_hardsigmoid(float x) {\n"
+    "    return x < 3.0f ? (x > -3.0f ? 1.0f / 6.0f : 0.0f) : 0.0f;\n"
+    "}\n"
+    "struct tc_upd {  // one tensor of an update kernel\n"
+    "    int op, arg;  // kind; slot of its first operand in the pointer table\n"
+    "    int amp;      // grad scaler: its first operand's slot after arg, or -1\n"
+    "    long long n;  // elements\n"
+    "    long long b0; // its first block\n"
+    "    double h[5];  // hyperparameters\n"
+    "};\n"
+    "TC_DEV double tc_powi(double x, uint64_t n) {\n"
+    "    double r = 1.0;\n"
+    "    for (; n; n >>= 1, x *= x)\n"
+    "        if (n & 1)\n"
+    "            r *= x;\n"
+    "    return r;\n"
+    "}\n";
 
 char *compile_codegen_cuda(cprog *p) {
-    if (refuse_training(p) < 0)
-        return NULL;
     for (int v = 0; v < p->g->n; v++)
         if (p->g->nodes[v].dtype == DT_BF16) {
             compile_fail(p, "codegen_cuda: bf16 is not supported by the CUDA backend (f32 and "
@@ -776,7 +990,11 @@ char *compile_codegen_cuda(cprog *p) {
         pre = guard + strlen("#pragma once\n");
     }
     sbuf_puts(&out, pre);
-    sbuf_printf(&out, "\nstruct tc_args {\n    char *p[%d];\n};\n", KG_MAX_ARGS);
+    sbuf_puts(&out, train_text);
+    sbuf_printf(&out,
+                "\nstruct tc_args {\n    char *p[%d];\n    const uint64_t *step; // the training "
+                "step t (0 counts as 1)\n};\n",
+                KG_MAX_ARGS);
     for (int gi = 0; gi < p->ngroups; gi++) {
         kgroup *k = &p->groups[gi];
         sbuf_reset(&body);

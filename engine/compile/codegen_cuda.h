@@ -15,10 +15,13 @@
 //
 // Every kernel is `extern "C" __global__ void tkN(const tc_args a)`: a.p[i]
 // is the data pointer of kgroup.args[i] (the same operands, in the same
-// order, as codegen_c's a[i]), so a launch passes one struct by value and a
-// CUDA graph can capture it. Kernels are keyed by their text (shapes,
-// strides, ops, constants; never pointers): the identical layers of a model
-// share one kernel. Group kinds:
+// order, as codegen_c's a[i]), or for an update group (launch.table) a.p[0]
+// is a device array of its operands' pointers; a.step points to a device
+// word holding the training step t (uint64_t; 0 counts as 1) that the
+// runtime sets before each step. A launch passes one struct by value and a
+// CUDA graph can capture it (the step is read at each replay). Kernels are
+// keyed by their text (shapes, strides, ops, constants; never pointers): the
+// identical layers of a model share one kernel. Group kinds:
 //   KG_POINTWISE, KG_COPY  grid-stride elementwise loop, 256 threads, 4
 //                          elements each, over codegen_c's coalesced dims
 //   KG_ROWREDUCE           one block per row (rows beyond the grid by a
@@ -27,7 +30,11 @@
 //   KG_GEMM                cuBLAS by the runtime (l.gemm says how), then the
 //                          epilogue in place over the output, if any
 //   KG_CONV                cuDNN by the runtime, then the epilogue
-//   KG_EXTERN              the runtime runs the op's eager CUDA kernel
+//   KG_EXTERN              the runtime runs the op's eager CUDA kernel;
+//                          dropout is generated instead (its mask's key from
+//                          the step in device memory)
+//   KG_UPDATE              the multi-tensor optimizer update: one block per
+//                          chunk of every tensor, a table of the tensors
 // The unit begins with cuda_prelude.cuh (embedded at build time), so the
 // generated math is the eager kernels' math. Indices are 32-bit where every
 // offset fits, else 64-bit.
@@ -54,7 +61,10 @@ typedef struct cuda_launch {
     enum cuda_lib lib;
     unsigned grid, block; // 1-d
     unsigned smem;        // dynamic shared memory bytes (0: kernels declare theirs)
-    cuda_gemm_desc gemm;  // lib == CUDA_LIB_GEMM
+    // the operands are too many for tc_args (KG_UPDATE): a.p[0] is a device
+    // array of the compile_group_operands pointers, in that order
+    bool table;
+    cuda_gemm_desc gemm; // lib == CUDA_LIB_GEMM
 } cuda_launch;
 
 // The translation unit; caller frees. Sets every group's kernel index.

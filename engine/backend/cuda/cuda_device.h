@@ -50,10 +50,21 @@ typedef struct cuda_device_info {
     size_t memory_bytes;
     size_t l2_bytes;
     int driver_version, runtime_version; // 12080 = 12.8
+    // filled by cuda_device_describe (0 from cuda_device_query)
+    int clock_khz;        // the SMs' peak clock
+    int memory_clock_khz; // the memory's peak clock
+    int memory_bus_bits;  // the memory bus width
 } cuda_device_info;
 
 // Facts about the selected device (creates the context).
 int cuda_device_query(cuda_device_info *info, char *err, size_t cap);
+// cuda_device_query and the clocks, in this process.
+int cuda_device_describe(cuda_device_info *info, char *err, size_t cap);
+// cuda_probe and then cuda_device_describe, both in a forked child, so the
+// caller holds no CUDA state afterwards (the runner's parent describes the
+// GPU for the results before it forks a child per case). 0 with info
+// filled, or -1 with the probe's one-line reason.
+int cuda_probe_describe(cuda_device_info *info, char *reason, size_t cap);
 // The device tcbench uses: TCBENCH_CUDA_DEVICE, default 0.
 int cuda_device_index(void);
 

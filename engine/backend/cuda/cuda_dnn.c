@@ -1,12 +1,16 @@
-// Convolution, transposed convolution and pooling through cuDNN's legacy
-// API (cuda_rt.h), as PyTorch's CUDA eager with benchmark mode off: the
-// algorithm is cuDNN's first heuristic choice (cudnnGet*Algorithm_v7),
-// picked once per shape and kept with its descriptors, so a later step only
-// binds pointers. Inputs may be strided (the tensor descriptors carry
-// strides); weights and biases are made contiguous. f32 convolutions use
-// CUDNN_FMA_MATH (no TF32) unless the context allows TF32; f16 ones tensor
-// cores, accumulating in f32. A convolution's bias is cudnnAddTensor.
-// TCBENCH_LOG=cudnn prints each choice when it is made.
+// Convolution, transposed convolution, pooling and the convolution's
+// gradients through cuDNN's legacy API (cuda_rt.h), as PyTorch's CUDA eager
+// with benchmark mode off: the algorithm is cuDNN's first heuristic choice
+// (cudnnGet*Algorithm_v7), picked once per shape and kept with its
+// descriptors, so a later step only binds pointers. For the gradients
+// (cudnnConvolutionBackwardData / BackwardFilter) it is the first
+// deterministic choice, as with torch.backends.cudnn.deterministic, so
+// that every training step gives the same bits. Inputs may be strided (the
+// tensor descriptors carry strides); weights and biases are made
+// contiguous. f32 convolutions use CUDNN_FMA_MATH (no TF32) unless the
+// context allows TF32; f16 ones tensor cores, accumulating in f32. A
+// convolution's bias is cudnnAddTensor. TCBENCH_LOG=cudnn prints each
+// choice when it is made.
 #include "cuda_rt.h"
 
 #include <stdio.h>
@@ -40,11 +44,19 @@ int cuda_pool2d(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out) 
     return no_dnn(c, n);
 }
 
+int cuda_conv2d_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, const tensor *b,
+                     tensor *out) {
+    (void)dy, (void)b, (void)out;
+    return no_dnn(c, n);
+}
+
 #else
 
+// x (N, C, H, W), w (O, C/g, kh, kw) and y (N, O, OH, OW) in the
+// convolution's roles: for the gradients y is dy, and x or w the output
 typedef struct dnn_key {
     int op, dtype, has_bias;
-    int64_t x[4], xs[4], w[4], y[4];
+    int64_t x[4], xs[4], w[4], y[4], ys[4];
     int64_t ia[9];
 } dnn_key;
 
@@ -56,6 +68,7 @@ typedef struct dnn_entry {
     cudnnPoolingDescriptor_t pd;
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd;
+    cudnnConvolutionBwdFilterAlgo_t bwf;
     size_t ws;
     struct dnn_entry *next;
 } dnn_entry;
@@ -136,9 +149,7 @@ static int entry_init(cuda_ctx *c, dnn_entry *e) {
     const int64_t *ia = k->ia;
     cudnnHandle_t h = c->dnn->h;
     cudnnDataType_t dt = k->dtype == DT_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
-    int64_t ys[4];
-    tensor_strides_contiguous(4, k->y, ys);
-    if (tensor_desc(c, &e->xd, dt, k->x, k->xs) < 0 || tensor_desc(c, &e->yd, dt, k->y, ys) < 0)
+    if (tensor_desc(c, &e->xd, dt, k->x, k->xs) < 0 || tensor_desc(c, &e->yd, dt, k->y, k->ys) < 0)
         return -1;
     if (k->op == OP_MAX_POOL2D || k->op == OP_AVG_POOL2D) {
         CUDNN_CTX(c, cudnnCreatePoolingDescriptor(&e->pd));
@@ -172,36 +183,59 @@ static int entry_init(cuda_ctx *c, dnn_entry *e) {
         if (tensor_desc(c, &e->bd, dt, bs, bst) < 0)
             return -1;
     }
-    int got = 0;
-    if (!tr) {
+    // the first heuristic choice that runs; for the gradients, the first
+    // deterministic one when there is one
+    bool det = k->op == OP_CONV2D_GRAD_INPUT || k->op == OP_CONV2D_GRAD_WEIGHT;
+    int got = 0, pick = -1, algo = 0;
+#define DNN_PICK(perf)                                                                             \
+    for (int i = 0; i < got; i++) {                                                                \
+        if (perf[i].status != CUDNN_STATUS_SUCCESS)                                                \
+            continue;                                                                              \
+        if (pick < 0)                                                                              \
+            pick = i;                                                                              \
+        if (!det || perf[i].determinism == CUDNN_DETERMINISTIC) {                                  \
+            pick = i;                                                                              \
+            break;                                                                                 \
+        }                                                                                          \
+    }                                                                                              \
+    if (pick >= 0) {                                                                               \
+        algo = (int)perf[pick].algo;                                                               \
+        e->ws = perf[pick].memory;                                                                 \
+    }
+    if (k->op == OP_CONV2D) {
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         CUDNN_CTX(c, cudnnGetConvolutionForwardAlgorithm_v7(h, e->xd, e->wd, e->cd, e->yd,
                                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
                                                             perf));
-        int i = 0;
-        while (i < got && perf[i].status != CUDNN_STATUS_SUCCESS)
-            i++;
-        if (i == got) {
-            snprintf(c->err, sizeof c->err, "conv2d: cuDNN has no algorithm for these shapes");
-            return -1;
-        }
-        e->fwd = perf[i].algo;
-        e->ws = perf[i].memory;
+        DNN_PICK(perf)
+        e->fwd = (cudnnConvolutionFwdAlgo_t)algo;
+    } else if (k->op == OP_CONV2D_GRAD_WEIGHT) {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        CUDNN_CTX(c, cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                         h, e->xd, e->yd, e->cd, e->wd, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                         &got, perf));
+        DNN_PICK(perf)
+        e->bwf = (cudnnConvolutionBwdFilterAlgo_t)algo;
     } else {
+        // conv_transpose2d: x is its input, y its output; conv2d_grad_input:
+        // y is dy and x the gradient made
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        CUDNN_CTX(c, cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                         h, e->wd, e->xd, e->cd, e->yd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got,
-                         perf));
-        int i = 0;
-        while (i < got && perf[i].status != CUDNN_STATUS_SUCCESS)
-            i++;
-        if (i == got) {
-            snprintf(c->err, sizeof c->err,
-                     "conv_transpose2d: cuDNN has no algorithm for these shapes");
-            return -1;
-        }
-        e->bwd = perf[i].algo;
-        e->ws = perf[i].memory;
+        if (tr)
+            CUDNN_CTX(c, cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                             h, e->wd, e->xd, e->cd, e->yd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                             &got, perf));
+        else
+            CUDNN_CTX(c, cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                             h, e->wd, e->yd, e->cd, e->xd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                             &got, perf));
+        DNN_PICK(perf)
+        e->bwd = (cudnnConvolutionBwdDataAlgo_t)algo;
+    }
+#undef DNN_PICK
+    if (pick < 0) {
+        snprintf(c->err, sizeof c->err, "%s: cuDNN has no algorithm for these shapes",
+                 op_name((enum op)k->op));
+        return -1;
     }
     if (log_on())
         fprintf(stderr,
@@ -209,7 +243,7 @@ static int entry_init(cuda_ctx *c, dnn_entry *e) {
                 "bytes of workspace\n",
                 op_name((enum op)k->op), (long long)k->x[0], (long long)k->x[1], (long long)k->x[2],
                 (long long)k->x[3], (long long)k->w[0], (long long)k->w[1], (long long)k->w[2],
-                (long long)k->w[3], tr ? (int)e->bwd : (int)e->fwd, e->ws);
+                (long long)k->w[3], algo, e->ws);
     return 0;
 }
 
@@ -246,13 +280,23 @@ static int key_init(cuda_ctx *c, dnn_key *k, const graph_node *n, const tensor *
     }
     k->op = n->op;
     k->dtype = x->dtype;
+    bool grad = n->op == OP_CONV2D_GRAD_INPUT || n->op == OP_CONV2D_GRAD_WEIGHT;
     for (int i = 0; i < 4; i++) {
         k->x[i] = x->shape[i];
         k->xs[i] = x->stride[i];
         k->y[i] = y->shape[i];
         k->w[i] = w ? w->shape[i] : 0;
     }
+    // the forward ops write a fresh contiguous y; a gradient's y is dy, any view
+    if (grad)
+        memcpy(k->ys, y->stride, sizeof k->ys);
+    else
+        tensor_strides_contiguous(4, k->y, k->ys);
     memcpy(k->ia, n->ia, sizeof k->ia);
+    if (grad) // conv2d's defaults (graph.c), as ref.c applies them
+        for (int i = 0; i < 7; i++)
+            if ((i < 2 || i == 4 || i == 5 || i == 6) && k->ia[i] <= 0)
+                k->ia[i] = 1;
     return 0;
 }
 
@@ -351,6 +395,67 @@ static int pool(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out) 
                                      tensor_data(out)));
     c->kernels++;
     return 0;
+}
+
+// x, w, y: the forward's roles, one of x and w being out
+static int conv_grad(cuda_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
+                     const tensor *y, tensor *out) {
+    dnn_key k;
+    if (key_init(c, &k, n, x, w, y) < 0)
+        return -1;
+    dnn_entry *e = lookup(c, &k);
+    if (!e)
+        return -1;
+    void *ws = NULL;
+    if (e->ws && !(ws = cuda_workspace(c, e->ws)))
+        return -1;
+    float one = 1.0f, zero = 0.0f;
+    c->kernels++;
+    if (n->op == OP_CONV2D_GRAD_INPUT)
+        CUDNN_CTX(c, cudnnConvolutionBackwardData(c->dnn->h, &one, e->wd, tensor_data(w), e->yd,
+                                                  tensor_data(y), e->cd, e->bwd, ws, e->ws, &zero,
+                                                  e->xd, tensor_data(out)));
+    else
+        CUDNN_CTX(c, cudnnConvolutionBackwardFilter(c->dnn->h, &one, e->xd, tensor_data(x), e->yd,
+                                                    tensor_data(y), e->cd, e->bwf, ws, e->ws, &zero,
+                                                    e->wd, tensor_data(out)));
+    return 0;
+}
+
+int cuda_conv2d_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, const tensor *b,
+                     tensor *out) {
+    const char *what = op_name(n->op);
+    bool data = n->op == OP_CONV2D_GRAD_INPUT;
+    // the forward's x (N, C, H, W), w (O, C/g, kh, kw) and y (N, O, OH, OW)
+    const tensor *x = data ? out : b, *w = data ? b : out;
+    if ((dy->dtype != DT_F32 && dy->dtype != DT_F16) || b->dtype != dy->dtype ||
+        out->dtype != dy->dtype) {
+        snprintf(c->err, sizeof c->err, "%s: dtypes %s, %s into %s (f32 or f16, the same for all)",
+                 what, dtype_name(dy->dtype), dtype_name(b->dtype), dtype_name(out->dtype));
+        return -1;
+    }
+    if (x->ndim != 4 || w->ndim != 4 || dy->ndim != 4) {
+        snprintf(c->err, sizeof c->err,
+                 "%s: needs 4-d input, weight and output, got %d, %d and %d dims", what, x->ndim,
+                 w->ndim, dy->ndim);
+        return -1;
+    }
+    int64_t g = n->ia[6] > 0 ? n->ia[6] : 1, C = x->shape[1], O = dy->shape[1];
+    if (C % g || O % g || w->shape[0] != O || w->shape[1] * g != C || x->shape[0] != dy->shape[0]) {
+        snprintf(c->err, sizeof c->err,
+                 "%s: shapes do not fit a conv2d: x (%lld, %lld, ...), weight (%lld, %lld, ...), "
+                 "dy (%lld, %lld, ...), groups %lld",
+                 what, (long long)x->shape[0], (long long)C, (long long)w->shape[0],
+                 (long long)w->shape[1], (long long)dy->shape[0], (long long)O, (long long)g);
+        return -1;
+    }
+    // dy and x as views cuDNN's descriptors take; the weight contiguous
+    tensor *yc = dnn_input(c, dy);
+    tensor *bc = !yc ? NULL : data ? cuda_contiguous(c, b) : dnn_input(c, b);
+    int rc = bc ? conv_grad(c, n, data ? out : bc, data ? bc : out, yc, out) : -1;
+    cuda_tensor_free(c, yc);
+    cuda_tensor_free(c, bc);
+    return rc;
 }
 
 #endif

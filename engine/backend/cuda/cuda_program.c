@@ -1,6 +1,7 @@
 // The compiled mode on the GPU (cuda_program.h): program.c's runtime with
 // NVRTC for the system compiler, a device arena, and a CUDA graph for the
-// captured step.
+// captured step. Training state (what updates write) lives in the device
+// copies of the sources, from one step to the next.
 #include "cuda_program.h"
 
 #include "compile/codegen_cuda.h"
@@ -13,9 +14,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
+// the generated kernels' one parameter (codegen_cuda.c)
 typedef struct tc_args {
     char *p[KG_MAX_ARGS];
-} tc_args; // the generated kernels' one parameter (codegen_cuda.c)
+    const uint64_t *step; // device word: the training step
+} tc_args;
 
 struct cuda_program {
     cprog p;
@@ -28,6 +31,11 @@ struct cuda_program {
     cuda_launch *launch; // per group
     tc_args *args;       // per group: device pointers of kgroup.args
     tensor **dev;        // g->n: device copies of sources and constants (owned)
+    bool *written;       // g->n: sources an update writes (training state)
+    tensor **tables;     // per group: a KG_UPDATE group's operand pointers (owned)
+    tensor *step_dev;    // the step word every tc_args points to (one uint64_t)
+    uint64_t step;       // the step of the next run (cuda_program_set_step)
+    uint64_t step_sent;  // the step the device word holds
     char *arena;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
@@ -122,7 +130,10 @@ static int run_gemm(cuda_program *c, const kgroup *k, const cuda_gemm_desc *d, c
 }
 
 // An op the generated code leaves to a library-style kernel: the eager
-// CUDA kernel, into the operand's arena slot (program.c's extern_run).
+// CUDA kernel (the one eager_cuda's table calls for the op, with the same
+// arguments), into the operand's arena slot (program.c's extern_run).
+// Updates write their sources, the program's device copies, in place and
+// leave y, which is their src0, alone.
 static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
     cuda_ctx *cc = &c->c;
     const cprog *p = &c->p;
@@ -164,6 +175,52 @@ static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
     case OP_MATMUL: rc = cuda_matmul(cc, s[0], s[1], y); break;
     case OP_LINEAR: rc = cuda_linear(cc, s[0], s[1], n->nsrc > 2 ? s[2] : NULL, y); break;
     case OP_CONTIGUOUS: rc = cuda_copy(cc, s[0], y); break;
+    case OP_GE: rc = cuda_ge(cc, s[0], s[1], y); break;
+    case OP_BATCH_NORM:
+        rc = n->ia[0]
+                 ? cuda_batch_norm_train(cc, s[0], s[1], s[2], s[3], s[4], n->fa[0], n->fa[1], y)
+                 : cuda_batch_norm(cc, s[0], s[1], s[2], s[3], s[4], n->fa[0], y);
+        break;
+    // backward
+    case OP_ACT_GRAD: rc = cuda_act_grad(cc, n, s[0], s[1], y); break;
+    case OP_SUM_TO: rc = cuda_sum_to(cc, s[0], y); break;
+    case OP_SOFTMAX_GRAD:
+    case OP_LOG_SOFTMAX_GRAD:
+        rc = cuda_softmax_grad(cc, s[0], s[1], n->op == OP_LOG_SOFTMAX_GRAD, y);
+        break;
+    case OP_LAYER_NORM_GRAD:
+    case OP_RMS_NORM_GRAD:
+    case OP_BATCH_NORM_GRAD:
+    case OP_GROUP_NORM_GRAD: rc = cuda_norm_grad(cc, n, s[0], s[1], s[2], y); break;
+    case OP_LAYER_NORM_WGRAD:
+    case OP_RMS_NORM_WGRAD:
+    case OP_BATCH_NORM_WGRAD:
+    case OP_GROUP_NORM_WGRAD: rc = cuda_norm_wgrad(cc, n, s[0], s[1], y); break;
+    case OP_BATCH_NORM_STATS: rc = cuda_batch_norm_stats(cc, s[0], n->fa[0], y); break;
+    case OP_CONV2D_GRAD_INPUT:
+    case OP_CONV2D_GRAD_WEIGHT: rc = cuda_conv2d_grad(cc, n, s[0], s[1], y); break;
+    case OP_MAX_POOL2D_GRAD: rc = cuda_pool2d_grad(cc, n, s[0], s[1], y); break;
+    case OP_AVG_POOL2D_GRAD: rc = cuda_pool2d_grad(cc, n, s[0], NULL, y); break;
+    case OP_EMBEDDING_GRAD: rc = cuda_embedding_grad(cc, s[0], s[1], y); break;
+    case OP_SLICE_GRAD: rc = cuda_slice_grad(cc, n, s[0], y); break;
+    case OP_CROSS_ENTROPY_GRAD: rc = cuda_cross_entropy_grad(cc, n, s[0], s[1], s[2], y); break;
+    case OP_MSE_LOSS_GRAD: rc = cuda_mse_loss_grad(cc, s[0], s[1], s[2], y); break;
+    case OP_FOUND_INF: rc = cuda_found_inf(cc, n, (const tensor *const *)s, y); break;
+    // updates, in place; the grad scaler's sources (graph_scaler_src) last
+    case OP_SGD: {
+        int sc = graph_scaler_src(n);
+        rc = cuda_sgd(cc, n, s[0], s[1], (sc < 0 ? n->nsrc : sc) > 2 ? s[2] : NULL,
+                      sc < 0 ? NULL : (const tensor *const *)s + sc);
+        break;
+    }
+    case OP_ADAMW: {
+        int sc = graph_scaler_src(n);
+        rc = cuda_adamw(cc, n, s[0], s[1], s[2], s[3],
+                        sc < 0 ? NULL : (const tensor *const *)s + sc);
+        break;
+    }
+    case OP_RUNNING_STAT: rc = cuda_running_stat(cc, n, s[0], s[1]); break;
+    case OP_SCALER_UPDATE: rc = cuda_scaler_update(cc, n, s[0], s[1], s[2], s[3]); break;
     default:
         snprintf(cc->err, sizeof cc->err, "compiled mode has no CUDA kernel for %s",
                  op_name(n->op));
@@ -177,10 +234,24 @@ done:
     return rc;
 }
 
+// The step word, when the step changed: a copy in stream order before the
+// step's kernels, staged from pageable memory as the call returns, so the
+// caller may set the next step at once.
+static int send_step(cuda_program *c) {
+    if (c->step == c->step_sent)
+        return 0;
+    CUDA_TRY(c->err, sizeof c->err,
+             cudaMemcpyAsync(tensor_data(c->step_dev), &c->step, sizeof c->step,
+                             cudaMemcpyHostToDevice, c->c.stream));
+    c->step_sent = c->step;
+    return 0;
+}
+
 // Every group once, in order, on the stream.
 static int run_groups(cuda_program *c) {
     cuda_ctx *cc = &c->c;
     int64_t k0 = cc->kernels;
+    cc->step = c->step; // for the library kernels that take the step at launch
     for (int gi = 0; gi < c->p.ngroups; gi++) {
         const kgroup *k = &c->p.groups[gi];
         const cuda_launch *l = &c->launch[gi];
@@ -266,6 +337,78 @@ static int load_kernels(cuda_program *c, const char *src, char *err, size_t cap)
     return 0;
 }
 
+// The training state: every source an update writes in place.
+static int find_written(cuda_program *c) {
+    const graph *g = c->p.g;
+    c->written = calloc((size_t)(g->n ? g->n : 1), sizeof *c->written);
+    if (!c->written)
+        return -1;
+    for (int v = 0; v < g->n; v++) {
+        const graph_node *n = &g->nodes[v];
+        if (!op_has_side_effect(n))
+            continue;
+        for (int s = 0; s < n->nsrc; s++)
+            if (compile_writes(n, s))
+                c->written[n->src[s]] = true;
+    }
+    return 0;
+}
+
+// The training state back to its starting values (m->values), after the
+// step that cuda_program_new runs to make every library plan.
+static int restore_state(cuda_program *c, char *err, size_t cap) {
+    const cprog *p = &c->p;
+    for (int i = 0; i < p->m->g->n; i++) {
+        int v = p->src_of[i];
+        if (v >= 0 && c->written[v] && cuda_tensor_copy_in(&c->c, c->dev[v], p->m->values[i]) < 0)
+            return snprintf(err, cap, "restoring %%%d after the first step: %s", i, c->c.err), -1;
+    }
+    return 0;
+}
+
+static int copy_table(cuda_program *c, tensor *t, char *const *ptrs, int n, char *err, size_t cap) {
+    CUDA_TRY(err, cap,
+             cudaMemcpyAsync(tensor_data(t), ptrs, (size_t)n * sizeof *ptrs, cudaMemcpyHostToDevice,
+                             c->c.stream));
+    CUDA_TRY(err, cap, cudaStreamSynchronize(c->c.stream));
+    return 0;
+}
+
+// An update group's operands as a device array of pointers (tc_args has
+// room for KG_MAX_ARGS): uploaded once, since the pointers never change.
+static int make_table(cuda_program *c, int gi, char *err, size_t cap) {
+    const cprog *p = &c->p;
+    const kgroup *k = &p->groups[gi];
+    int n = compile_group_operands(p, k, NULL, 0), rc = -1;
+    int64_t len = n ? n : 1;
+    int *ops = malloc((size_t)len * sizeof *ops);
+    char **ptrs = malloc((size_t)len * sizeof *ptrs);
+    if (!ops || !ptrs) {
+        snprintf(err, cap, "out of host memory");
+    } else if (!(c->tables[gi] = cuda_tensor_new(&c->c, DT_I64, 1, &len))) {
+        snprintf(err, cap, "an update's pointer table: %s", c->c.err);
+    } else {
+        compile_group_operands(p, k, ops, n);
+        for (int i = 0; i < n; i++)
+            ptrs[i] = pointer_of(c, ops[i]);
+        rc = copy_table(c, c->tables[gi], ptrs, n, err, cap);
+        c->args[gi].p[0] = tensor_data(c->tables[gi]);
+    }
+    free(ops);
+    free(ptrs);
+    return rc;
+}
+
+// A library kernel that takes the training step as a launch argument (an
+// update the generator leaves to the eager kernel; dropout, were it one): a
+// captured graph would keep the step it was recorded with.
+static bool launch_reads_step(const cprog *p, const kgroup *k, const cuda_launch *l) {
+    if (l->lib != CUDA_LIB_EXTERN)
+        return false;
+    enum op op = p->g->nodes[k->anchor].op;
+    return op == OP_SGD || op == OP_ADAMW || op == OP_DROPOUT;
+}
+
 // Sources and the constants a library call reads, on the device.
 static int upload_values(cuda_program *c, char *err, size_t cap) {
     cprog *p = &c->p;
@@ -342,7 +485,8 @@ int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cud
     c->dev = calloc((size_t)g->n, sizeof *c->dev);
     c->launch = calloc((size_t)(p->ngroups ? p->ngroups : 1), sizeof *c->launch);
     c->args = calloc((size_t)(p->ngroups ? p->ngroups : 1), sizeof *c->args);
-    if (!c->dev || !c->launch || !c->args)
+    c->tables = calloc((size_t)(p->ngroups ? p->ngroups : 1), sizeof *c->tables);
+    if (!c->dev || !c->launch || !c->args || !c->tables || find_written(c) < 0)
         return fail(c, err, cap, "out of host memory");
     if (upload_values(c, err, cap) < 0) {
         cuda_program_free(c);
@@ -350,16 +494,37 @@ int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cud
     }
     if (p->arena_bytes && !(c->arena = cuda_scratch_get(&c->c, p->arena_bytes)))
         return fail(c, err, cap, c->c.err);
+    if (!(c->step_dev = cuda_tensor_new(&c->c, DT_I64, 1, (int64_t[]){1})))
+        return fail(c, err, cap, c->c.err);
+    c->step = 1; // as compiled_set_step's first step
+    c->step_sent = 0;
     for (int gi = 0; gi < p->ngroups; gi++) {
-        if (compile_cuda_launch(p, gi, &c->launch[gi]) < 0)
+        cuda_launch *l = &c->launch[gi];
+        if (compile_cuda_launch(p, gi, l) < 0)
             return fail(c, err, cap, p->err);
         const kgroup *k = &p->groups[gi];
+        c->args[gi].step = (const uint64_t *)tensor_data(c->step_dev);
         for (int i = 0; i < k->nargs; i++)
             c->args[gi].p[i] = pointer_of(c, k->args[i]);
+        if (l->table && make_table(c, gi, err, cap) < 0) {
+            cuda_program_free(c);
+            return -1;
+        }
+        if (c->capture && launch_reads_step(p, k, l)) {
+            c->capture = false;
+            if (p->log)
+                fprintf(p->log, "capture: off, %s %%%d takes the step as a launch argument\n",
+                        op_name(g->nodes[k->anchor].op), k->anchor);
+        }
     }
-    // a first step outside any graph: library plans, workspaces, segments
-    if (run_groups(c) < 0 || cuda_ctx_sync(&c->c) < 0)
+    // a first step outside any graph: library plans, workspaces, segments;
+    // then the training state back to where it started
+    if (send_step(c) < 0 || run_groups(c) < 0 || cuda_ctx_sync(&c->c) < 0)
         return fail(c, err, cap, c->err[0] ? c->err : c->c.err);
+    if (restore_state(c, err, cap) < 0) {
+        cuda_program_free(c);
+        return -1;
+    }
     if (c->capture) {
         cudaStream_t s = c->c.stream;
         cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
@@ -405,8 +570,12 @@ int cuda_program_upload_inputs(cuda_program *c) {
     return 0;
 }
 
+void cuda_program_set_step(cuda_program *c, uint64_t step) { c->step = step; }
+
 int cuda_program_run(cuda_program *c, compiled_stats *st) {
     c->err[0] = 0;
+    if (send_step(c) < 0)
+        return -1;
     if (c->exec) {
         cudaError_t e = cudaGraphLaunch(c->exec, c->c.stream);
         if (e != cudaSuccess) {
@@ -453,6 +622,25 @@ int cuda_program_outputs(cuda_program *c, tensor **outputs) {
     return 0;
 }
 
+int cuda_program_download_state(cuda_program *c) {
+    const cprog *p = &c->p;
+    if (cuda_program_sync(c) < 0)
+        return -1;
+    for (int i = 0; i < p->m->g->n; i++) {
+        int v = p->src_of[i];
+        if (v < 0 || !c->written[v])
+            continue;
+        tensor *h = cuda_tensor_download(&c->c, c->dev[v]);
+        if (!h) {
+            snprintf(c->err, sizeof c->err, "downloading %%%d: %s", i, c->c.err);
+            return -1;
+        }
+        memcpy(tensor_data(p->m->values[i]), tensor_data(h), tensor_nbytes(h));
+        tensor_free(h);
+    }
+    return 0;
+}
+
 const char *cuda_program_error(const cuda_program *c) { return c->err; }
 void *cuda_program_stream(const cuda_program *c) { return (void *)c->c.stream; }
 
@@ -468,6 +656,10 @@ void cuda_program_free(cuda_program *c) {
         if (c->dev)
             for (int v = 0; v < p->g->n; v++)
                 cuda_tensor_free(&c->c, c->dev[v]);
+        if (c->tables)
+            for (int gi = 0; gi < p->ngroups; gi++)
+                cuda_tensor_free(&c->c, c->tables[gi]);
+        cuda_tensor_free(&c->c, c->step_dev);
         if (c->arena)
             cuda_scratch_put(&c->c, c->arena);
         cuda_ctx_free(&c->c);
@@ -477,6 +669,8 @@ void cuda_program_free(cuda_program *c) {
     free(c->kern);
     free(c->launch);
     free(c->args);
+    free(c->tables);
+    free(c->written);
     free(c->dev);
     for (int gi = 0; gi < p->ngroups; gi++)
         free(p->groups[gi].nodes);

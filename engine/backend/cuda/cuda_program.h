@@ -13,6 +13,23 @@
 //   cuda_program_outputs(cp, out);        // host copies; the caller frees them
 //   cuda_program_free(cp);
 //
+// Training graphs (engine/autograd.h) run as on the CPU (compile.h): each
+// step computes the loss and every gradient (the outputs) and updates the
+// parameters, the optimizer state, the running statistics and the grad
+// scaler's scalars in place. That state lives in the program's device copies
+// of those sources from step to step (uploaded from m->values once, by
+// cuda_program_new, which puts it back after its own first step);
+// cuda_program_download_state copies it into m->values, where the CPU
+// program leaves it.
+//
+//   cuda_program_set_step(cp, t);          // t from 1: Adam's bias correction, dropout masks
+//   cuda_program_run(cp, &st);
+//   cuda_program_outputs(cp, out);        // loss, gradients
+//   cuda_program_download_state(cp);      // parameters and state into m->values
+//
+// The step reaches the kernels through a device word copied before each run
+// (when it changed), so a captured step serves every step.
+//
 // Modes, as on the CPU: compiled = fusion and capture; fused (capture off) =
 // the groups launched one by one every step; captured (fusion off) = one
 // kernel per original op, replayed as a graph. Per group the runtime makes
@@ -31,6 +48,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct cuda_program cuda_program;
 
@@ -38,9 +56,13 @@ int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cud
                      char *err, size_t cap);
 // Copies m->values of the INPUT nodes to the device again.
 int cuda_program_upload_inputs(cuda_program *c);
+// The training step of the next runs (from 1; 0 counts as 1), as compiled_set_step.
+void cuda_program_set_step(cuda_program *c, uint64_t step);
 int cuda_program_run(cuda_program *c, compiled_stats *st);
 int cuda_program_sync(cuda_program *c);
 int cuda_program_outputs(cuda_program *c, tensor **outputs);
+// Training: the sources the step writes, copied into m->values (waits).
+int cuda_program_download_state(cuda_program *c);
 const char *cuda_program_error(const cuda_program *c);
 void *cuda_program_stream(const cuda_program *c);
 void cuda_program_free(cuda_program *c);

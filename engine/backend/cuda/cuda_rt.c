@@ -228,13 +228,11 @@ int cuda_ctx_sync(cuda_ctx *c) {
     if (de.code == CUDA_DEVERR_NONE)
         return 0;
     CUDA_CTX(c, cudaMemsetAsync(c->deverr, 0, sizeof *c->deverr, c->stream));
-    if (de.code == CUDA_DEVERR_EMBEDDING)
-        return fail(c->err, sizeof c->err,
-                    "embedding: index %lld at position %lld is outside [0, %lld)", de.value, de.pos,
-                    de.limit);
-    return fail(c->err, sizeof c->err,
-                "cross_entropy: target %lld in row %lld is outside [0, %lld)", de.value, de.pos,
-                de.limit);
+    bool emb = de.code == CUDA_DEVERR_EMBEDDING || de.code == CUDA_DEVERR_EMBEDDING_GRAD;
+    bool grad = de.code == CUDA_DEVERR_EMBEDDING_GRAD || de.code == CUDA_DEVERR_TARGET_GRAD;
+    return fail(c->err, sizeof c->err, "%s%s: %s %lld %s %lld is outside [0, %lld)",
+                emb ? "embedding" : "cross_entropy", grad ? "_grad" : "", emb ? "index" : "target",
+                de.value, emb ? "at position" : "in row", de.pos, de.limit);
 }
 
 // ---- device tensors ---------------------------------------------------------
@@ -450,5 +448,83 @@ int cuda_l2_flush(void *stream, char *err, size_t cap) {
 
 int cuda_stream_sync(void *stream, char *err, size_t cap) {
     CUDA_TRY(err, cap, cudaStreamSynchronize((cudaStream_t)stream));
+    return 0;
+}
+
+// ---- describing the device for the results ---------------------------------
+
+int cuda_device_describe(cuda_device_info *info, char *err, size_t cap) {
+    if (cuda_device_query(info, err, cap) < 0)
+        return -1;
+    int dev = info->index;
+    CUDA_TRY(err, cap, cudaDeviceGetAttribute(&info->clock_khz, cudaDevAttrClockRate, dev));
+    CUDA_TRY(err, cap,
+             cudaDeviceGetAttribute(&info->memory_clock_khz, cudaDevAttrMemoryClockRate, dev));
+    CUDA_TRY(err, cap,
+             cudaDeviceGetAttribute(&info->memory_bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev));
+    return 0;
+}
+
+// The child's answer: a status byte, then the facts or the reason.
+typedef struct describe_msg {
+    int ok;
+    cuda_device_info info;
+    char reason[512];
+} describe_msg;
+
+int cuda_probe_describe(cuda_device_info *info, char *reason, size_t cap) {
+    memset(info, 0, sizeof *info);
+    int fd[2];
+    if (pipe(fd) < 0)
+        return fail(reason, cap, "cannot describe the GPU: pipe: %s", strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return fail(reason, cap, "cannot describe the GPU: fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        close(fd[0]);
+        describe_msg m;
+        memset(&m, 0, sizeof m);
+        m.ok = cuda_probe_here(m.reason, sizeof m.reason) == 0 &&
+               cuda_device_describe(&m.info, m.reason, sizeof m.reason) == 0;
+        const char *p = (const char *)&m;
+        size_t left = sizeof m;
+        while (left > 0) {
+            ssize_t w = write(fd[1], p, left);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                _exit(1);
+            p += w;
+            left -= (size_t)w;
+        }
+        _exit(0);
+    }
+    close(fd[1]);
+    describe_msg m;
+    size_t got = 0;
+    while (got < sizeof m) {
+        ssize_t r = read(fd[0], (char *)&m + got, sizeof m - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (got < sizeof m)
+        return fail(reason, cap, "no usable CUDA GPU: the describing process died (%s %d)",
+                    WIFSIGNALED(status) ? "signal" : "exit status",
+                    WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    m.reason[sizeof m.reason - 1] = '\0';
+    if (!m.ok)
+        return fail(reason, cap, "%s", m.reason);
+    *info = m.info;
     return 0;
 }

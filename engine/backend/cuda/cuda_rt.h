@@ -95,7 +95,13 @@ typedef struct cuda_dev_error {
     int pad;
     long long value, pos, limit;
 } cuda_dev_error;
-enum { CUDA_DEVERR_NONE, CUDA_DEVERR_EMBEDDING, CUDA_DEVERR_TARGET };
+enum {
+    CUDA_DEVERR_NONE,
+    CUDA_DEVERR_EMBEDDING,
+    CUDA_DEVERR_TARGET,
+    CUDA_DEVERR_EMBEDDING_GRAD,
+    CUDA_DEVERR_TARGET_GRAD,
+};
 
 typedef struct cuda_dnn cuda_dnn;
 typedef struct cuda_lt cuda_lt;
@@ -116,7 +122,7 @@ typedef struct cuda_ctx {
     void *ws;        // library workspace (cuBLASLt, cuDNN), outside the allocator's counts
     size_t ws_bytes;
     int64_t kernels; // launches so far (library calls count as one)
-    uint64_t step;   // the training step (dropout masks; 0 counts as 1, as on the CPU)
+    uint64_t step;   // the training step (dropout masks, Adam's t; 0 counts as 1, as on the CPU)
     char err[400];
 } cuda_ctx;
 
@@ -181,6 +187,62 @@ int cuda_upsample_nearest(cuda_ctx *c, const tensor *x, int64_t scale, tensor *o
 // table (V, D), indices i32/i64 -> (..., D); bad indices as cross_entropy's targets
 int cuda_embedding(cuda_ctx *c, const tensor *table, const tensor *idx, tensor *out);
 int cuda_concat(cuda_ctx *c, int axis, int nin, const tensor *const *in, tensor *out);
+// a >= b with broadcasting into bool (f32, f16, i32, i64, bool); NaN compares false
+int cuda_ge(cuda_ctx *c, const tensor *a, const tensor *b, tensor *out);
+
+// ---- training (cuda_grad.cu, cuda_update.cu; convolution's in cuda_dnn.c) ---
+// The backward ops of ops.def, one op each, the CPU kernels' formulas
+// (cpu_kernels.h): operands and output of one float dtype (f32 or f16),
+// statistics recomputed from x in f32.
+// ACT_GRAD: out = dy * f'(x), f the unary op (enum op)n->ia[0]
+int cuda_act_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, const tensor *x, tensor *out);
+// SUM_TO: out (its own shape) = dy summed over the axes dy was broadcast along
+int cuda_sum_to(cuda_ctx *c, const tensor *dy, tensor *out);
+// SOFTMAX_GRAD (log false), LOG_SOFTMAX_GRAD (log true); y the forward's output
+int cuda_softmax_grad(cuda_ctx *c, const tensor *dy, const tensor *y, bool log, tensor *out);
+// LAYER_NORM_GRAD, RMS_NORM_GRAD, BATCH_NORM_GRAD, GROUP_NORM_GRAD: dx; w (C) f32 or f16
+int cuda_norm_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
+                   const tensor *w, tensor *out);
+// LAYER_NORM_WGRAD, BATCH_NORM_WGRAD, GROUP_NORM_WGRAD -> (2, C); RMS_NORM_WGRAD -> (C)
+int cuda_norm_wgrad(cuda_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
+                    tensor *out);
+// x (N, C, ...) -> out (3, C) contiguous f32: the means, biased variances, 1 / sqrt(var + eps)
+int cuda_batch_norm_stats(cuda_ctx *c, const tensor *x, double eps, tensor *out);
+// BATCH_NORM in training mode: batch statistics; running mean and var
+// (contiguous f32) updated in place with momentum, the variance unbiased
+int cuda_batch_norm_train(cuda_ctx *c, const tensor *x, const tensor *w, const tensor *b,
+                          tensor *rmean, tensor *rvar, double eps, double momentum, tensor *out);
+// MAX_POOL2D_GRAD (x the forward input: a window's first max takes dy) and
+// AVG_POOL2D_GRAD (x NULL), ia as the pools
+int cuda_pool2d_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
+                     tensor *out);
+// dy (..., D), indices i32/i64 -> out (V, D), rows summed in position
+// order; a bad index is reported by the next cuda_ctx_sync
+int cuda_embedding_grad(cuda_ctx *c, const tensor *dy, const tensor *idx, tensor *out);
+// out: zeros, dy at n->ia[1] along axis n->ia[0]; any dtype
+int cuda_slice_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, tensor *out);
+// dloss (), logits (N, C), target (N) i32/i64 -> d logits; ignore index
+// n->ia[0]; a bad target is reported by the next cuda_ctx_sync
+int cuda_cross_entropy_grad(cuda_ctx *c, const graph_node *n, const tensor *dloss,
+                            const tensor *logits, const tensor *target, tensor *out);
+int cuda_mse_loss_grad(cuda_ctx *c, const tensor *dloss, const tensor *a, const tensor *b,
+                       tensor *out);
+// FOUND_INF: out () f32 = 1 when an element of in[1 or 2 ..] times 1 / in[0]
+// is inf or NaN, or (n->ia[0]) the earlier flag in[1] is set
+int cuda_found_inf(cuda_ctx *c, const graph_node *n, const tensor *const *in, tensor *out);
+// Updates, in place, with c->step (contiguous f32 targets; the gradient
+// f32, any strides). scaler: NULL, or the grad scaler's scale,
+// found_inf and step count (graph_scaler_src), read on the device: a
+// nonzero found_inf skips the update, the gradient is multiplied by
+// 1/scale, and t is the step count + 1.
+int cuda_sgd(cuda_ctx *c, const graph_node *n, tensor *p, const tensor *g, tensor *buf,
+             const tensor *const *scaler);
+int cuda_adamw(cuda_ctx *c, const graph_node *n, tensor *p, const tensor *g, tensor *m, tensor *v,
+               const tensor *const *scaler);
+int cuda_running_stat(cuda_ctx *c, const graph_node *n, tensor *buf, const tensor *stat);
+// SCALER_UPDATE, in place: the scale, growth tracker and step count, given found_inf
+int cuda_scaler_update(cuda_ctx *c, const graph_node *n, tensor *scale, tensor *tracker,
+                       tensor *step, const tensor *found);
 
 // ---- library calls (cuda_blas.c, cuda_dnn.c) ---------------------------------
 // C (M, N) row-major, ldc N, count matrices sc apart = op(A) op(B): the one
@@ -201,6 +263,10 @@ void cuda_dnn_free(cuda_ctx *c);
 int cuda_conv2d(cuda_ctx *c, const graph_node *n, const tensor *x, const tensor *w,
                 const tensor *bias, tensor *out);
 int cuda_pool2d(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out);
+// CONV2D_GRAD_INPUT (dy, weight -> dx) and CONV2D_GRAD_WEIGHT (dy, x ->
+// d weight): cudnnConvolutionBackwardData / BackwardFilter, ia as conv2d
+int cuda_conv2d_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, const tensor *b,
+                     tensor *out);
 
 #ifdef __cplusplus
 }

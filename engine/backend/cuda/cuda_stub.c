@@ -27,6 +27,16 @@ int cuda_device_query(cuda_device_info *info, char *err, size_t cap) {
     return not_built(err, cap);
 }
 
+int cuda_device_describe(cuda_device_info *info, char *err, size_t cap) {
+    *info = (cuda_device_info){0};
+    return not_built(err, cap);
+}
+
+int cuda_probe_describe(cuda_device_info *info, char *reason, size_t cap) {
+    *info = (cuda_device_info){0};
+    return not_built(reason, cap);
+}
+
 int cuda_timer_new(cuda_timer **out, char *err, size_t cap) {
     *out = NULL;
     return not_built(err, cap);
@@ -61,6 +71,8 @@ int eager_cuda_new(const model *m, const eager_cuda_opts *o, eager_cuda **out, c
     *out = NULL;
     return not_built(err, cap);
 }
+
+void eager_cuda_set_step(eager_cuda *e, uint64_t step) { (void)e, (void)step; }
 
 int eager_cuda_upload_inputs(eager_cuda *e) {
     (void)e;
@@ -111,6 +123,8 @@ int cuda_program_upload_inputs(cuda_program *c) {
     return -1;
 }
 
+void cuda_program_set_step(cuda_program *c, uint64_t step) { (void)c, (void)step; }
+
 int cuda_program_run(cuda_program *c, compiled_stats *st) {
     (void)c, (void)st;
     return -1;
@@ -123,6 +137,11 @@ int cuda_program_sync(cuda_program *c) {
 
 int cuda_program_outputs(cuda_program *c, tensor **outputs) {
     (void)c, (void)outputs;
+    return -1;
+}
+
+int cuda_program_download_state(cuda_program *c) {
+    (void)c;
     return -1;
 }
 
