@@ -94,6 +94,7 @@ static cprog *passes(const model *m, bool fusion) {
     assert_non_null(p);
     p->m = m;
     p->fusion = fusion;
+    p->gemm_rows_in_place = true; // as compile_model sets it (plan.c)
     p->log = compile_opts_default().log;
     if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
         compile_plan(p) < 0) {
@@ -277,6 +278,14 @@ static const char *prog_check(const cprog *p, char *why, size_t cap) {
                             (p->groups[at].kind == KG_ROWREDUCE && full_row(p, at, w)) ||
                             (p->groups[at].kind == KG_EXTERN && p->groups[at].anchor == w &&
                              g->nodes[w].op == OP_CROSS_ENTROPY_GRAD)); // plan.c: row by row
+            // rows in place (plan.c): a GEMM's input in the first bytes of its output,
+            // at most half its size
+            int o = at == b->group ? v : u, i = o == v ? u : v;
+            const kgroup *gk = at >= 0 ? &p->groups[at] : NULL;
+            if (gk && gk->kind == KG_GEMM && gk->rows_in_place && ua == va &&
+                2 * graph_node_bytes(&g->nodes[i]) <= graph_node_bytes(&g->nodes[o]) &&
+                p->info[storage_of(p, g->nodes[gk->anchor].src[0])].offset == p->info[i].offset)
+                inplace = true;
             if (!inplace) {
                 snprintf(why, cap, "%%%d and %%%d share arena bytes while both live", u, v);
                 bad = why;
@@ -676,6 +685,71 @@ static void test_conv_post_ops(void **state) {
         prog_free(p);
         check_modes(m, cache, bn ? "conv + batch norm" : "conv + bias");
         model_free(m);
+    }
+}
+
+// Rows in place (plan.c): a GEMM whose output rows are at least twice as
+// long as its input rows keeps its dying input in its output's first bytes,
+// which lowers the planned arena by the input's size. Checked on a language
+// model's head (layer norm, then linear with a bias, then gelu), once with
+// N = 2K and enough rows for row blocks over the threads, once with N = 3K;
+// the row counts make the kernel walk many chunks. Every mode matches the
+// fp64 reference, and the arena is smaller than with the rule off. An input
+// read again later (a residual after the next GEMM) keeps its own memory.
+static void test_gemm_rows_in_place(void **state) {
+    char cache[512];
+    cache_of(state, cache, sizeof cache);
+    static const int64_t shapes[][3] = {{150, 32, 64}, {37, 24, 72}}; // M, K, N
+    for (int si = 0; si < 2; si++) {
+        int64_t M = shapes[si][0], K = shapes[si][1], N = shapes[si][2];
+        for (int reused = 0; reused < 2; reused++) {
+            graph *g = graph_new();
+            int x = in(g, "x", 2, (int64_t[]){M, K});
+            int lw = graph_param(g, "lw", 1, (int64_t[]){K}, INIT_NORMAL, 1.0);
+            int lb = graph_param(g, "lb", 1, (int64_t[]){K}, INIT_NORMAL, 0.3);
+            int w = graph_param(g, "w", 2, (int64_t[]){N, K}, INIT_NORMAL, 0.3);
+            int b = graph_param(g, "b", 1, (int64_t[]){N}, INIT_NORMAL, 0.3);
+            int h = graph_op(g, OP_LAYER_NORM, 3, (int[]){x, lw, lb}, NULL,
+                             (double[GRAPH_MAX_FA]){1e-5});
+            int y = graph_unary(g, OP_GELU, graph_op(g, OP_LINEAR, 3, (int[]){h, w, b}, NULL, NULL));
+            if (reused) { // the layer norm's output read after the GEMM: a residual
+                int w2 = graph_param(g, "w2", 2, (int64_t[]){K, N}, INIT_NORMAL, 0.3);
+                y = graph_binary(g, OP_ADD, graph_op(g, OP_LINEAR, 2, (int[]){y, w2}, NULL, NULL), h);
+            }
+            graph_output(g, y);
+            model *m = model_of(g);
+            assert_int_equal(model_init_values(m, 11), 0);
+            size_t arena[2];
+            bool rows[2];
+            for (int on = 0; on < 2; on++) {
+                cprog *p = calloc(1, sizeof *p);
+                assert_non_null(p);
+                p->m = m;
+                p->fusion = true;
+                p->gemm_rows_in_place = on;
+                assert_int_equal(compile_decompose(p), 0);
+                assert_int_equal(compile_simplify(p), 0);
+                assert_int_equal(compile_fuse(p), 0);
+                assert_int_equal(compile_plan(p), 0);
+                check_prog(p);
+                arena[on] = p->arena_bytes;
+                rows[on] = p->groups[group_of(p, OP_LINEAR, 0)].rows_in_place;
+                prog_free(p);
+            }
+            assert_false(rows[0]);
+            if (reused) {
+                assert_false(rows[1]);
+                assert_true(arena[1] == arena[0]);
+            } else {
+                assert_true(rows[1]);
+                // the layer norm's output needs no bytes of its own
+                assert_true(arena[1] + (size_t)(M * K * 4) <= arena[0] + 64);
+                print_message("rows in place, %lld x %lld -> %lld: arena %zu bytes against %zu\n",
+                              (long long)M, (long long)K, (long long)N, arena[1], arena[0]);
+            }
+            check_modes(m, cache, reused ? "GEMM input read later" : "GEMM rows in place");
+            model_free(m);
+        }
     }
 }
 
@@ -2206,16 +2280,37 @@ static void test_train_rows(void **state) {
     check_hand(state, train_rows, 0, 0, "rows");
 }
 
-// Training batch norm becomes reductions and two running_stat updates
-// (never dead, though nothing reads them).
+// Training batch norm becomes its statistics kernel, the normalization and
+// two running_stat updates (never dead, though nothing reads them). The
+// partitioner (decompose.c) recomputes the normalization and the relu in the
+// backward from the convolution's output and the kept statistics (CSE
+// merges the copy's batch_norm_stats into the forward's) instead of keeping
+// the normalized values, as it does with recomputation off.
 static void test_train_conv(void **state) {
     model *m = hand_model(train_conv, 0);
     cprog *p = passes(m, true);
     check_prog(p);
     assert_int_equal(count_op(p, OP_BATCH_NORM), 0);
+    assert_int_equal(count_op(p, OP_BATCH_NORM_STATS), 1);
     assert_int_equal(count_op(p, OP_RUNNING_STAT), 2);
     assert_int_equal(count_kind(p, KG_UPDATE), 1);
     assert_int_equal(group_of(p, OP_RUNNING_STAT, 0), group_of(p, OP_SGD, 0));
+    // the relu's gradient reads the normalized value computed in the backward
+    int ce = group_of(p, OP_CROSS_ENTROPY, 0);
+    const graph_node *ag = &p->g->nodes[node_of(p, OP_ACT_GRAD)];
+    assert_true(p->info[ag->src[1]].group > ce);
+    prog_free(p);
+    char *saved = getenv("TCBENCH_DISABLE_REMAT") ? strdup(getenv("TCBENCH_DISABLE_REMAT")) : NULL;
+    setenv("TCBENCH_DISABLE_REMAT", "1", 1);
+    p = passes(m, true);
+    if (saved)
+        setenv("TCBENCH_DISABLE_REMAT", saved, 1);
+    else
+        unsetenv("TCBENCH_DISABLE_REMAT");
+    free(saved);
+    check_prog(p);
+    ag = &p->g->nodes[node_of(p, OP_ACT_GRAD)]; // without: the forward's value, kept
+    assert_true(p->info[ag->src[1]].group < group_of(p, OP_CROSS_ENTROPY, 0));
     prog_free(p);
     model_free(m);
     check_hand(state, train_conv, 0, 0, "conv");
@@ -2275,8 +2370,8 @@ static void test_train_smoke(void **state) {
     suite_free(s);
 }
 
-// Graphs the passes refuse, each with a message; and the CUDA generator
-// refuses training graphs by name.
+// Graphs the passes refuse, each with a message; the CUDA generator takes
+// the training graphs they accept.
 static void test_train_refused(void **state) {
     char cache[300], err[600];
     cache_of(state, cache, sizeof cache);
@@ -2307,10 +2402,23 @@ static void test_train_refused(void **state) {
             fail_msg("case %d: %s", t, err);
         model_free(m);
     }
+    // the CUDA generator lowers training graphs (tests/test_nvrtc.c builds
+    // them), planned as cuda_program_new plans them (no GEMM rows in place):
+    // the multi-tensor update, act_grad as an expression
     model *m = hand_model(train_mlp, 0);
-    cprog *p = passes(m, true);
-    assert_null(compile_codegen_cuda(p));
-    assert_string_equal(p->err, "training is CPU-only in this build: mse_loss_grad");
+    cprog *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    p->m = m;
+    p->fusion = true;
+    if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
+        compile_plan(p) < 0)
+        fail_msg("passes: %s", p->err);
+    char *cu = compile_codegen_cuda(p);
+    if (!cu)
+        fail_msg("%s", p->err);
+    assert_non_null(strstr(cu, "// update: adamw"));
+    assert_non_null(strstr(cu, "x0 * tc_d_gelu(x1)"));
+    free(cu);
     prog_free(p);
     model_free(m);
 }
@@ -2328,6 +2436,7 @@ int main(void) {
         T(test_fuse_captured_keeps_ops_apart),
         T(test_fuse_diamond),
         T(test_conv_post_ops),
+        T(test_gemm_rows_in_place),
         T(test_conv_layouts),
         T(test_recompute_reads_no_buffer),
         T(test_outputs_without_kernels),

@@ -733,7 +733,9 @@ static int emit_epilogue_body(kgen *g, int target) {
 
 // The epilogue over output rows [r0, r1) (C expressions), each row's
 // elements in an inner simd loop.
-static int emit_epilogue_rows(kgen *g, int target, const char *r0, const char *r1, int64_t N) {
+// ... over columns [j0, j1) of those rows (C expressions).
+static int emit_epilogue_block(kgen *g, int target, const char *r0, const char *r1, const char *j0,
+                               const char *j1) {
     sbuf *b = g->b;
     sbuf_printf(b, "        for (int64_t r = %s; r < %s; r++) {\n", r0, r1);
     emit_row_offsets(g, "r");
@@ -741,11 +743,15 @@ static int emit_epilogue_rows(kgen *g, int target, const char *r0, const char *r
     inner_begin(g, &g->body);
     if (emit_epilogue_body(g, target) < 0)
         return -1;
-    char hi[32];
-    snprintf(hi, sizeof hi, "%lld", (long long)N);
-    inner_end(g, &g->body, "        ", "0", hi, "");
+    inner_end(g, &g->body, "        ", j0, j1, "");
     sbuf_puts(b, "        }\n");
     return 0;
+}
+
+static int emit_epilogue_rows(kgen *g, int target, const char *r0, const char *r1, int64_t N) {
+    char hi[32];
+    snprintf(hi, sizeof hi, "%lld", (long long)N);
+    return emit_epilogue_block(g, target, r0, r1, "0", hi);
 }
 
 typedef struct gemm_side {
@@ -764,6 +770,70 @@ static void gemm_ld(int64_t rows, int64_t cols, const gemm_side *s, bool *trans,
 }
 
 static int emit_library_anchor(kgen *g, int target);
+
+// A GEMM whose input A (M, K) lies in the first bytes of its output (M, N),
+// N >= 2K (plan.c, rows in place): output rows [r0, r1) with
+// r0 = ceil(r1 K / N) occupy bytes from r0 N on, past input rows [0, r1), so
+// chunks from the last row down never write over a row not yet read. Once
+// the rows left hold at most ROWS_COPY_MAX input floats (and at most an
+// eighth of the input), they are copied to the stack and done last, a
+// matrix-vector product a row (no packing of the weight for a few rows:
+// measured against a second GEMM call, which packs all of it again). The
+// chunks before are row blocks over the threads with their epilogue, as the
+// plain GEMM's.
+#define ROWS_COPY_MAX 4096
+
+static int emit_gemm_rows_in_place(kgen *g, int target, int64_t M, int64_t N, int64_t K,
+                                   const char *TB, int64_t ldb) {
+    sbuf *b = g->b;
+    bool epi = g->k->n > 1;
+    int64_t left = M; // rows still to do after the chunks: the copied ones
+    int64_t limit = M * K / 8 < ROWS_COPY_MAX ? M * K / 8 : ROWS_COPY_MAX;
+    while (left > 1 && left * K > limit)
+        left = (left * K + N - 1) / N;
+    bool tb = strcmp(TB, "112") == 0; // B(k, n) = W[n, k]
+    sbuf_puts(b, "    int nt = omp_get_max_threads();\n");
+    sbuf_printf(b, "    int64_t parts = (nt > 1 && %d) ? nt : 1;\n",
+                (double)M * N * K >= PAR_MIN * 8.0);
+    sbuf_printf(b, "    float rows0[%lld];\n", (long long)(left * K));
+    sbuf_printf(b, "    memcpy(rows0, p0, sizeof rows0);\n");
+    sbuf_puts(b, "#pragma omp parallel if (parts > 1)\n    {\n");
+    sbuf_printf(b, "    for (int64_t r1 = %lld, r0; r1 > %lld; r1 = r0) {\n", (long long)M,
+                (long long)left);
+    sbuf_printf(b, "        r0 = (r1 * %lld + %lld) / %lld;\n", (long long)K, (long long)(N - 1),
+                (long long)N);
+    sbuf_printf(b, "        if (r0 < %lld)\n            r0 = %lld;\n", (long long)left,
+                (long long)left);
+    sbuf_puts(b, "#pragma omp for schedule(static)\n");
+    sbuf_puts(b, "        for (int64_t t = 0; t < parts; t++) {\n");
+    sbuf_puts(b, "        int64_t m0 = r0 + (r1 - r0) * t / parts, m1 = r0 + (r1 - r0) * (t + 1) "
+                 "/ parts;\n");
+    sbuf_printf(b,
+                "        cblas_sgemm(101, 111, %s, (int)(m1 - m0), %lld, %lld, 1.0f, p0 + m0 * "
+                "%lld, %lld, p1, %lld, 0.0f, p2 + m0 * %lld, %lld);\n",
+                TB, (long long)N, (long long)K, (long long)K, (long long)K, (long long)ldb,
+                (long long)N, (long long)N);
+    if (epi && emit_epilogue_rows(g, target, "m0", "m1", N) < 0)
+        return -1;
+    sbuf_puts(b, "        }\n    }\n");
+    // the copied rows, once every chunk has read its rows
+    sbuf_puts(b, "#pragma omp for schedule(static)\n");
+    sbuf_printf(b, "    for (int64_t ri = 0; ri < %lld; ri++) {\n", (long long)left);
+    if (tb)
+        sbuf_printf(b,
+                    "        cblas_sgemv(101, 111, %lld, %lld, 1.0f, p1, %lld, rows0 + ri * %lld, "
+                    "1, 0.0f, p2 + ri * %lld, 1);\n",
+                    (long long)N, (long long)K, (long long)ldb, (long long)K, (long long)N);
+    else
+        sbuf_printf(b,
+                    "        cblas_sgemv(101, 112, %lld, %lld, 1.0f, p1, %lld, rows0 + ri * %lld, "
+                    "1, 0.0f, p2 + ri * %lld, 1);\n",
+                    (long long)K, (long long)N, (long long)ldb, (long long)K, (long long)N);
+    if (epi && emit_epilogue_rows(g, target, "ri", "ri + 1", N) < 0)
+        return -1;
+    sbuf_puts(b, "    }\n    }\n");
+    return 0;
+}
 
 static int emit_gemm(kgen *g) {
     cprog *p = g->p;
@@ -826,6 +896,10 @@ static int emit_gemm(kgen *g) {
     sbuf *b = g->b;
     bool epi = k->n > 1;
     const char *TA = ta ? "112" : "111", *TB = tb ? "112" : "111";
+    if (k->rows_in_place && (nbatch > 1 || ta || lda != K || N < 2 * K))
+        return compile_fail(p, "internal error: rows in place for a GEMM that is not one matrix "
+                               "of contiguous rows (%lld x %lld, K %lld)",
+                            (long long)M, (long long)N, (long long)K);
     // the batch loop or the row blocks
     if (nbatch > 1) {
         // one matrix per thread when there are at least as many as threads,
@@ -853,6 +927,8 @@ static int emit_gemm(kgen *g) {
         sbuf_puts(b, "    }\n");
         return 0;
     }
+    if (k->rows_in_place)
+        return emit_gemm_rows_in_place(g, target, M, N, K, TB, ldb);
     // one matrix: row blocks, each a single-threaded GEMM plus its epilogue
     // while the block is in cache, when there are rows enough (eager's
     // linear and matmul use the same rule, cpu_gemm_row_blocks); else one
@@ -968,15 +1044,8 @@ static int emit_update(kgen *g) {
     for (int m = 0; m < k->n; m++) {
         const graph_node *n = &p->g->nodes[k->nodes[m]];
         int64_t numel = graph_node_numel(n);
-        // op 0 AdamW, 1 SGD with momentum, 2 plain SGD, 3 running stat (as cpu_sgd, a
-        // momentum of 0 leaves the buffer alone)
-        int op = n->op == OP_ADAMW          ? 0
-                 : n->op == OP_RUNNING_STAT ? 3
-                 : n->fa[1] != 0            ? 1
-                                            : 2;
-        double h[5] = {n->fa[0], n->fa[1], n->fa[2], n->fa[3], n->fa[4]};
-        if (n->op == OP_SGD)
-            h[4] = n->ia[0] != 0;
+        double h[5];
+        int op = compile_update_row(n, h);
         for (int64_t lo = 0; lo < numel; lo += UPDATE_CHUNK, nchunks++) {
             int64_t hi = lo + UPDATE_CHUNK < numel ? lo + UPDATE_CHUNK : numel;
             sbuf_printf(b,
@@ -1152,7 +1221,9 @@ static const char tc_abi[] =
     "}\n"
     "void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha,\n"
     "                 const float *a, int lda, const float *b, int ldb, float beta, float *c,\n"
-    "                 int ldc);\n";
+    "                 int ldc);\n"
+    "void cblas_sgemv(int order, int trans, int m, int n, float alpha, const float *a, int lda,\n"
+    "                 const float *x, int incx, float beta, float *y, int incy);\n";
 
 static int emit_group(cprog *p, kgroup *k, sbuf *b) {
     kgen g = {.p = p, .k = k, .b = b};

@@ -70,6 +70,10 @@ typedef struct kgroup {
     int kernel;  // index of its kernel in the generated source (codegen)
     int args[KG_MAX_ARGS]; // nodes whose data pointers the kernel takes, in order
     int nargs;
+    // KG_GEMM: the GEMM's input lies at the start of its output's memory
+    // (plan.c, "rows in place"); the kernel then computes the output rows
+    // from the last down in chunks that never write over a row still unread
+    bool rows_in_place;
 } kgroup;
 
 typedef struct cnode {
@@ -93,6 +97,9 @@ typedef struct cprog {
     int ngroups;
     size_t arena_bytes;
     bool fusion;
+    // plan.c may put a dying GEMM input inside the GEMM's output (CPU only:
+    // the kernel must read the rows in the order codegen_c.c writes them)
+    bool gemm_rows_in_place;
     FILE *log;
     char err[512];
 } cprog;
@@ -147,6 +154,11 @@ bool compile_is_pointwise(const graph_node *n);
 bool compile_writes(const graph_node *n, int s);
 // An update the generated multi-tensor loop runs (f32 AdamW, SGD, running stat).
 bool compile_is_generated_update(const graph *g, const graph_node *n);
+// A generated update's row in the multi-tensor table (both generators): the
+// op code (0 AdamW, 1 SGD with momentum, 2 plain SGD, 3 running stat; as
+// cpu_sgd, a momentum of 0 leaves the buffer alone) and its hyperparameters
+// (fa0..fa4; SGD's nesterov flag in h[4]).
+int compile_update_row(const graph_node *n, double h[5]);
 // The operand nodes of group k in the order its kernel takes their pointers
 // (k->args, or a KG_UPDATE group's members' sources); returns the count,
 // writing at most cap.

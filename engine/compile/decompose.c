@@ -263,47 +263,138 @@ static int check_side_effects(cprog *p) {
 }
 
 // Rematerialization (the partitioner's choice for cheap values): in a
-// training step, a forward pointwise value that the backward reads, all of
-// whose inputs the backward keeps anyway (or sources), is computed again in
-// the backward instead of being kept from the forward: the forward copy dies
-// at its last forward reader, and the recompute fuses with the backward's
-// other work on the same inputs (gelu(h) next to gelu's gradient of h). The
-// copy is tagged in its last integer attribute (a slot pointwise ops do not
-// use) so that CSE does not merge it back into the forward's node.
+// training step, a forward value the backward reads is either kept from the
+// forward (it stays live from its forward kernel to its last backward
+// reader) or computed again in the backward from values kept anyway. A
+// forward value is recomputable when it is pointwise, or a training batch
+// norm's normalization of a 4-d input (its statistics, C values a channel,
+// are kept instead), and each of its inputs is a source, a value the
+// backward keeps anyway (it reads it and cannot recompute it: a GEMM's or a
+// convolution's output), or recomputable itself, as long as the chain of
+// pointwise work from kept values stays short (REMAT_MAX_OPS): beyond that
+// the value is kept, which cuts a residual network's chain of blocks at
+// each block's output. The recomputed copies fuse with the backward's other
+// work on the same inputs (gelu(h) next to gelu's gradient of h, a batch
+// norm's normalization next to its activation's gradient), so a convnet
+// keeps its convolutions' outputs but not the normalized activations
+// between them. A copy is tagged in its last integer attribute (a slot
+// pointwise ops do not use) so that CSE does not merge it back into the
+// forward's node; the batch statistics are not tagged, and merge.
 #define REMAT_TAG (GRAPH_MAX_IA - 1)
+#define REMAT_MAX_OPS 16
 
-static bool remat_candidate(const graph *g, int u, const bool *bread) {
-    const graph_node *n = &g->nodes[u];
-    if (u > g->loss || !compile_is_pointwise(n) || n->op == OP_CAST ||
-        n->op == OP_CONTIGUOUS || op_has_side_effect(n))
-        return false;
-    for (int k = 0; k < n->nsrc; k++) {
-        const graph_node *x = &g->nodes[n->src[k]];
-        if (op_kind(x->op) != OPK_SOURCE && !bread[n->src[k]])
-            return false;
+static bool bn_train_4d(const graph_node *n) {
+    return n->op == OP_BATCH_NORM && n->ia[0] && n->ndim > 2;
+}
+
+// cost[u]: pointwise ops to recompute u from kept values, or -1 when u is
+// not recomputable (kept where the backward reads it)
+static void remat_costs(const graph *g, const bool *bread, int *cost) {
+    for (int u = 0; u < g->n; u++) {
+        const graph_node *n = &g->nodes[u];
+        cost[u] = -1;
+        // (a training batch norm's side effect, the running statistics,
+        // stays with the forward's node: the copy only normalizes)
+        if (u > g->loss || op_kind(n->op) == OPK_SOURCE ||
+            (op_has_side_effect(n) && !bn_train_4d(n)) ||
+            n->op == OP_CAST || n->op == OP_CONTIGUOUS ||
+            !(compile_is_pointwise(n) || bn_train_4d(n)))
+            continue;
+        int c = bn_train_4d(n) ? 4 : 1;
+        bool ok = true;
+        for (int k = 0; k < n->nsrc && ok; k++) {
+            int v = n->src[k];
+            if (op_kind(g->nodes[v].op) == OPK_SOURCE)
+                continue;
+            if (cost[v] >= 0)
+                c += cost[v];
+            else
+                ok = bread[v]; // kept anyway
+        }
+        if (ok && bn_train_4d(n)) // normalized from its input: the input is kept
+            ok = cost[n->src[0]] < 0;
+        if (ok && c <= REMAT_MAX_OPS)
+            cost[u] = c;
     }
-    return true;
+}
+
+static void tag(graph *g, int v) {
+    if (v >= 0)
+        g->nodes[v].ia[REMAT_TAG] = 1;
+}
+
+// A training batch norm's output computed again from its input: the
+// forward's statistics (the same batch_norm_stats node, merged by CSE),
+// the normalization in tagged nodes
+static int bn_normalize_again(dctx *d, const graph_node *n, const int *s) {
+    graph *g = d->ng;
+    const graph_node *x = graph_at(g, s[0]);
+    int64_t C = x->shape[1], cs[TENSOR_MAX_DIMS];
+    int nd = x->ndim;
+    cs[0] = C;
+    for (int i = 1; i < nd - 1; i++)
+        cs[i] = 1;
+    int st = graph_op(g, OP_BATCH_NORM_STATS, 1, &s[0], NULL, (double[GRAPH_MAX_FA]){n->fa[0]});
+    int mean = graph_reshape(g, graph_slice(g, st, 0, 0, 1), nd - 1, cs);
+    int rstd = graph_reshape(g, graph_slice(g, st, 0, 2, 1), nd - 1, cs);
+    int xc = graph_binary(g, OP_SUB, s[0], mean);
+    tag(g, xc);
+    int xn = graph_binary(g, OP_MUL, xc, rstd);
+    tag(g, xn);
+    int yw = graph_binary(g, OP_MUL, xn, channel_view(d, s[1], nd));
+    tag(g, yw);
+    int y = graph_binary(g, OP_ADD, yw, channel_view(d, s[2], nd));
+    tag(g, y);
+    return y;
+}
+
+// The backward's copy of forward value u (cost[u] >= 0), made once.
+static int remat_copy(dctx *d, int u, const int *cost, const int *map, int *remat) {
+    if (remat[u] >= 0)
+        return remat[u];
+    const graph *g = d->p->m->g;
+    const graph_node *un = &g->nodes[u];
+    int us[GRAPH_MAX_SRCS];
+    for (int k = 0; k < un->nsrc; k++) {
+        int v = un->src[k];
+        us[k] = cost[v] >= 0 ? remat_copy(d, v, cost, map, remat) : map[v];
+        if (us[k] < 0)
+            return -1;
+    }
+    if (bn_train_4d(un)) {
+        remat[u] = bn_normalize_again(d, un, us);
+    } else {
+        int64_t ia[GRAPH_MAX_IA];
+        memcpy(ia, un->ia, sizeof ia);
+        ia[REMAT_TAG] = 1;
+        remat[u] = graph_op_shaped(d->ng, un->op, un->nsrc, us, ia, un->fa, un->ndim, un->shape);
+    }
+    if (remat[u] >= 0 && d->p->log)
+        fprintf(d->p->log, "remat: %s %%%d is recomputed for the backward\n", op_name(un->op), u);
+    return remat[u];
 }
 
 int compile_decompose(cprog *p) {
     const graph *g = p->m->g;
     // which forward values the backward reads (training graphs only)
     bool *bread = NULL;
-    int *remat = NULL;
+    int *remat = NULL, *cost = NULL;
     const char *off = getenv("TCBENCH_DISABLE_REMAT");
     if (g->loss >= 0 && g->n > g->loss + 1 && !(off && *off && strcmp(off, "0"))) {
         bread = calloc((size_t)g->n, sizeof *bread);
         remat = malloc((size_t)g->n * sizeof *remat);
-        if (!bread || !remat) {
-            free(bread), free(remat);
+        cost = malloc((size_t)g->n * sizeof *cost);
+        if (!bread || !remat || !cost) {
+            free(bread), free(remat), free(cost);
             return compile_fail(p, "out of memory in decompose");
         }
         for (int i = 0; i < g->n; i++) {
             remat[i] = -1;
-            if (i > g->loss)
+            if (i > g->loss && op_kind(g->nodes[i].op) != OPK_UPDATE)
                 for (int j = 0; j < g->nodes[i].nsrc; j++)
                     bread[g->nodes[i].src[j]] = true;
         }
+        remat_costs(g, bread, cost);
     }
     if (check_side_effects(p) < 0)
         return -1;
@@ -322,39 +413,28 @@ int compile_decompose(cprog *p) {
             s[j] = map[n->src[j]];
         d.cur = i;
         int before = d.ng->n;
-        if (d.cap < before + 2 * DECOMPOSE_SLACK) {
-            int cap = before * 2 + 2 * DECOMPOSE_SLACK;
+        if (bread && i > g->loss && op_kind(n->op) != OPK_UPDATE)
+            for (int j = 0; j < n->nsrc && j < GRAPH_MAX_SRCS; j++) {
+                int u = n->src[j];
+                if (cost[u] < 0)
+                    continue;
+                if ((s[j] = remat_copy(&d, u, cost, map, remat)) < 0) {
+                    compile_fail(p, "recompute %s: %s", op_name(g->nodes[u].op),
+                                 graph_error(d.ng));
+                    goto fail;
+                }
+            }
+        // room for the origins of the copies and of this node's expansion
+        if (d.cap < d.ng->n + 2 * DECOMPOSE_SLACK) {
+            int cap = d.ng->n * 2 + 2 * DECOMPOSE_SLACK;
             int *o = realloc(d.origin, (size_t)cap * sizeof *o);
             if (!o)
                 goto oom;
             d.origin = o;
             d.cap = cap;
         }
-        if (bread && i > g->loss && op_kind(n->op) != OPK_UPDATE)
-            for (int j = 0; j < n->nsrc && j < GRAPH_MAX_SRCS; j++) {
-                int u = n->src[j];
-                if (!remat_candidate(g, u, bread))
-                    continue;
-                if (remat[u] < 0) {
-                    const graph_node *un = &g->nodes[u];
-                    int us[GRAPH_MAX_SRCS];
-                    int64_t ia[GRAPH_MAX_IA];
-                    for (int k = 0; k < un->nsrc; k++)
-                        us[k] = map[un->src[k]];
-                    memcpy(ia, un->ia, sizeof ia);
-                    ia[REMAT_TAG] = 1;
-                    remat[u] = graph_op_shaped(d.ng, un->op, un->nsrc, us, ia, un->fa, un->ndim,
-                                               un->shape);
-                    if (remat[u] < 0) {
-                        compile_fail(p, "recompute %s: %s", op_name(un->op), graph_error(d.ng));
-                        goto fail;
-                    }
-                    if (p->log)
-                        fprintf(p->log, "remat: %s %%%d is recomputed for the backward\n",
-                                op_name(un->op), u);
-                }
-                s[j] = remat[u];
-            }
+        for (; before < d.ng->n; before++) // the copies: recomputed for node i
+            d.origin[before] = i;
         map[i] = track(&d, before, expand_node(&d, n, s));
         if (map[i] < 0) {
             compile_fail(p, "decompose %s (node %d): %s", op_name(n->op), i, graph_error(d.ng));
@@ -370,6 +450,7 @@ int compile_decompose(cprog *p) {
     free(map);
     free(bread);
     free(remat);
+    free(cost);
     return 0;
 oom:
     compile_fail(p, "out of memory in decompose");
@@ -379,5 +460,6 @@ fail:
     free(map);
     free(bread);
     free(remat);
+    free(cost);
     return -1;
 }

@@ -60,6 +60,14 @@ bool compile_writes(const graph_node *n, int s) {
     }
 }
 
+int compile_update_row(const graph_node *n, double h[5]) {
+    for (int i = 0; i < 5; i++)
+        h[i] = n->fa[i];
+    if (n->op == OP_SGD)
+        h[4] = n->ia[0] != 0;
+    return n->op == OP_ADAMW ? 0 : n->op == OP_RUNNING_STAT ? 3 : n->fa[1] != 0 ? 1 : 2;
+}
+
 bool compile_is_generated_update(const graph *g, const graph_node *n) {
     if (n->op != OP_SGD && n->op != OP_ADAMW && n->op != OP_RUNNING_STAT)
         return false;

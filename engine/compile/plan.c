@@ -179,6 +179,137 @@ static bool elementwise_reader(const cprog *p, int gi, int b, int o) {
     return true;
 }
 
+static size_t aligned_bytes(const graph *g, int v) {
+    return (graph_node_bytes(&g->nodes[v]) + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+static bool contiguous(const clayout *l) {
+    int64_t expect = 1;
+    for (int d = l->ndim - 1; d >= 0; d--) {
+        if (l->shape[d] != 1 && l->stride[d] != expect)
+            return false;
+        expect *= l->shape[d];
+    }
+    return l->offset == 0;
+}
+
+// Rows in place: a GEMM out(M, N) = a(M, K) @ w whose output rows are at
+// least twice as long as its input rows (N >= 2K: a language model's head,
+// d_model in, the vocabulary out) may keep its dying input in the first
+// bytes of its output. The kernel (codegen_c.c, emit_gemm) then computes
+// output rows [r0, r1) with r0 = ceil(r1 K / N), from r1 = M down: those
+// rows lie past every input row [0, r1) it has yet to read, and row 0 goes
+// through a copy of its input row. The input's memory is then no longer
+// live beside the output's: the peak of such a step drops by the input's
+// size. Applies when the input is contiguous f32, read by nothing else in
+// the group and by nothing after it, and the output is a contiguous f32
+// buffer of its own. The input keeps its own live range: only its bytes
+// are taken before the GEMM, and the rest of the output's place is free for
+// other tensors until then. The two are tied (tie[]): placed together, the
+// input's storage at the output's offset.
+#define ROWS_IN_PLACE_MAX_K 4096 // row 0's copy lives on the stack
+
+static void gemm_rows_in_place(cprog *p, int gi, const int *alias, int *tie) {
+    graph *g = p->g;
+    kgroup *k = &p->groups[gi];
+    if (k->kind != KG_GEMM)
+        return;
+    const graph_node *an = &g->nodes[k->anchor];
+    if ((an->op != OP_LINEAR && an->op != OP_MATMUL) || an->dtype != DT_F32 || an->ndim < 1)
+        return;
+    int a = an->src[0], w = an->src[1];
+    const graph_node *wn = &g->nodes[w], *anode = &g->nodes[a];
+    int b = storage_of(p, a);
+    int t = p->info[k->anchor].store == CS_BUFFER ? k->anchor : k->nodes[k->n - 1];
+    const cnode *cb = &p->info[b], *ct = &p->info[t];
+    if (wn->ndim != 2 || anode->dtype != DT_F32 || anode->ndim < 1 || g->nodes[t].dtype != DT_F32)
+        return;
+    if (cb->store != CS_BUFFER || ct->store != CS_BUFFER || ct->first != gi ||
+        (alias[t] >= 0 && alias[t] != t) ||
+        !full_view(p, a) || !contiguous(&p->info[a].lay) || !contiguous(&ct->lay) || b == t ||
+        storage_of(p, w) == b)
+        return;
+    const graph_node *tn = &g->nodes[t];
+    if (tn->ndim != an->ndim)
+        return;
+    for (int d = 0; d < an->ndim; d++)
+        if (tn->shape[d] != an->shape[d])
+            return;
+    int64_t K = anode->shape[anode->ndim - 1], N = an->shape[an->ndim - 1];
+    if (K < 1 || K > ROWS_IN_PLACE_MAX_K || N < 2 * K ||
+        graph_node_numel(anode) / K != graph_node_numel(an) / N)
+        return;
+    // the input's memory (b's, or the owner b took in place) dies here, and
+    // only the GEMM's left operand reads it in this group
+    int r = alias[b] >= 0 ? alias[b] : b;
+    if (p->info[r].last != gi)
+        return;
+    for (int m = 0; m < k->n; m++) {
+        const graph_node *n = &g->nodes[k->nodes[m]];
+        for (int s = 0; s < n->nsrc; s++) {
+            int x = storage_of(p, n->src[s]), own = alias[x] >= 0 ? alias[x] : x;
+            if (own == r && !(k->nodes[m] == k->anchor && s == 0))
+                return;
+        }
+    }
+    if (tie[r] >= 0 || tie[t] >= 0) // one tie per storage
+        return;
+    tie[t] = r;
+    tie[r] = t;
+    k->rows_in_place = true; // a candidate: compile_plan keeps it where it lowers the arena
+}
+
+// Offsets for the items (largest first), each at the lowest offset clear of
+// every placed tensor that is live at the same time; a tied pair (tie[])
+// takes one offset. Returns the arena's size.
+static size_t place(cprog *p, const int *items, int nitems, const int *tie, bool *placed) {
+    const graph *g = p->g;
+    for (int i = 0; i < nitems; i++)
+        placed[items[i]] = false;
+    size_t arena = 0;
+    for (int i = 0; i < nitems; i++) {
+        int v = items[i], u = tie[v]; // u: placed with v at v's offset
+        if (placed[v])
+            continue;
+        cnode *c = &p->info[v];
+        size_t sz = aligned_bytes(g, v), off = 0;
+        bool moved = true;
+        while (moved) { // lowest offset clear of every placed, overlapping tensor
+            moved = false;
+            for (int j = 0; j < nitems; j++) {
+                int x = items[j];
+                if (!placed[x])
+                    continue;
+                const cnode *d = &p->info[x];
+                size_t dsz = aligned_bytes(g, x);
+                for (int side = 0; side < 2; side++) { // v, then its tied storage
+                    const cnode *e = side ? (u >= 0 ? &p->info[u] : NULL) : c;
+                    size_t esz = side ? (u >= 0 ? aligned_bytes(g, u) : 0) : sz;
+                    if (!e)
+                        continue;
+                    bool overlap_time = !(d->last < e->first || e->last < d->first);
+                    bool overlap_mem = off < (size_t)d->offset + dsz && (size_t)d->offset < off + esz;
+                    if (overlap_time && overlap_mem) {
+                        off = (size_t)d->offset + dsz;
+                        moved = true;
+                    }
+                }
+            }
+        }
+        c->offset = (int64_t)off;
+        placed[v] = true;
+        if (u >= 0) {
+            p->info[u].offset = (int64_t)off;
+            placed[u] = true;
+            if (off + aligned_bytes(g, u) > arena)
+                arena = off + aligned_bytes(g, u);
+        }
+        if (off + sz > arena)
+            arena = off + sz;
+    }
+    return arena;
+}
+
 int compile_plan(cprog *p) {
     if (schedule(p) < 0)
         return -1;
@@ -186,8 +317,10 @@ int compile_plan(cprog *p) {
     int end = p->ngroups;
     int *alias = malloc((size_t)g->n * sizeof *alias);
     int *items = malloc((size_t)g->n * sizeof *items);
-    if (!alias || !items) {
-        free(alias), free(items);
+    int *tie = malloc((size_t)g->n * sizeof *tie); // rows in place: input <-> output storage
+    bool *placed = calloc((size_t)g->n, sizeof *placed);
+    if (!alias || !items || !tie || !placed) {
+        free(alias), free(items), free(tie), free(placed);
         return compile_fail(p, "out of memory in plan");
     }
     for (int v = 0; v < g->n; v++) {
@@ -263,6 +396,12 @@ int compile_plan(cprog *p) {
                     op_name(g->nodes[o].op), o, b);
     }
 
+    for (int v = 0; v < g->n; v++)
+        tie[v] = -1;
+    if (p->gemm_rows_in_place)
+        for (int gi = 0; gi < p->ngroups; gi++)
+            gemm_rows_in_place(p, gi, alias, tie);
+
     // greedy by size
     int nitems = 0;
     for (int v = 0; v < g->n; v++)
@@ -277,29 +416,30 @@ int compile_plan(cprog *p) {
         }
         items[j] = v;
     }
-    size_t arena = 0;
-    for (int i = 0; i < nitems; i++) {
-        int v = items[i];
-        cnode *c = &p->info[v];
-        size_t sz = (graph_node_bytes(&g->nodes[v]) + ALIGN - 1) / ALIGN * ALIGN;
-        size_t off = 0;
-        bool moved = true;
-        while (moved) { // lowest offset clear of every placed, overlapping tensor
-            moved = false;
-            for (int j = 0; j < i; j++) {
-                cnode *d = &p->info[items[j]];
-                size_t dsz = (graph_node_bytes(&g->nodes[items[j]]) + ALIGN - 1) / ALIGN * ALIGN;
-                bool overlap_time = !(d->last < c->first || c->last < d->first);
-                bool overlap_mem = off < (size_t)d->offset + dsz && (size_t)d->offset < off + sz;
-                if (overlap_time && overlap_mem) {
-                    off = (size_t)d->offset + dsz;
-                    moved = true;
-                }
+    size_t arena = place(p, items, nitems, tie, placed);
+    if (p->gemm_rows_in_place) {
+        // keep a tie only where it lowers the arena: elsewhere (a GEMM not
+        // at the peak) it would cost the kernel its chunks for nothing
+        for (int t = 0; t < g->n; t++) {
+            int r = tie[t];
+            if (r < 0 || p->info[t].group < 0 || !p->groups[p->info[t].group].rows_in_place)
+                continue;
+            tie[t] = tie[r] = -1;
+            size_t without = place(p, items, nitems, tie, placed);
+            if (without <= arena) {
+                arena = without;
+                p->groups[p->info[t].group].rows_in_place = false;
+            } else {
+                tie[t] = r, tie[r] = t;
             }
         }
-        c->offset = (int64_t)off;
-        if (off + sz > arena)
-            arena = off + sz;
+        arena = place(p, items, nitems, tie, placed);
+        if (p->log)
+            for (int gi = 0; gi < p->ngroups; gi++)
+                if (p->groups[gi].rows_in_place)
+                    fprintf(p->log, "plan: %s %%%d keeps its input in its first bytes (rows in "
+                                    "place)\n",
+                            op_name(g->nodes[p->groups[gi].anchor].op), p->groups[gi].anchor);
     }
     for (int v = 0; v < g->n; v++)
         if (alias[v] >= 0 && alias[v] != v)
@@ -329,5 +469,7 @@ int compile_plan(cprog *p) {
     }
     free(alias);
     free(items);
+    free(tie);
+    free(placed);
     return 0;
 }

@@ -340,6 +340,8 @@ int compile_model(const model *m, const compile_opts *o, compiled **out, char *e
     p->m = m;
     p->fusion = o->fusion;
     p->log = o->log;
+    const char *rip = getenv("TCBENCH_DISABLE_ROWS_IN_PLACE");
+    p->gemm_rows_in_place = !(rip && *rip && strcmp(rip, "0"));
     c->capture = o->capture;
     if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
         compile_layouts(p) < 0 || compile_plan(p) < 0)
