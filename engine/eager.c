@@ -21,6 +21,7 @@ struct eager {
     cpu_ctx cpu;
     int blas_threads; // last count given to OpenBLAS
     double *prof;     // TCBENCH_PROFILE=eager: seconds per op, printed by eager_free
+    int64_t prof_runs; // the steps they add up
     char err[320];
 };
 
@@ -284,8 +285,8 @@ void eager_free(eager *e) {
     if (e->prof) {
         for (int o = 0; o < OP_COUNT; o++)
             if (e->prof[o] > 0)
-                fprintf(stderr, "eager profile: %-20s %10.3f ms\n", op_name((enum op)o),
-                        e->prof[o] * 1e3);
+                fprintf(stderr, "eager profile: %-20s %8.4f ms a step\n", op_name((enum op)o),
+                        e->prof[o] * 1e3 / (double)(e->prof_runs ? e->prof_runs : 1));
         free(e->prof);
     }
     cpu_dnnl_free(e->cpu.dnnl);
@@ -318,6 +319,7 @@ int eager_run(eager *e, tensor **outputs, eager_stats *st) {
     if (e->err[0] && !e->cpu.dnnl)
         return -1;
     e->err[0] = 0;
+    e->prof_runs += e->prof != NULL;
     // OpenBLAS keeps its own thread count; follow OpenMP's when it changed
     int nt = omp_get_max_threads();
     if (nt != e->blas_threads) {

@@ -430,6 +430,44 @@ static void test_bn_nhwc(void **state) {
     }
 }
 
+// The compiler's batch norm backward passes the forward's statistics
+// (batch_norm_stats) to both kernels instead of their passes over x: the
+// same bits as computing them, for dx and for the weight gradients. Wrong
+// statistics change the result (the kernels do read them).
+static void test_bn_given_stats(void **state) {
+    (void)state;
+    static const int64_t shapes[][4] = {{2, 5, 6, 7}, {4, 24, 10, 10}, {1, 3, 2, 2}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const int64_t *s = shapes[k];
+        cpu_ctx c;
+        ctx_init(&c);
+        rng_state = 29 + k;
+        tensor *x = new4(s, false, rnd), *dy = new4(s, false, rnd);
+        tensor *w = tensor_new_empty(DT_F32, 1, &s[1]);
+        for (int64_t i = 0; i < s[1]; i++)
+            tensor_f32(w)[i] = (float)(1 + rnd());
+        int64_t two[2] = {2, s[1]}, three[2] = {3, s[1]};
+        tensor *st = tensor_new_empty(DT_F32, 2, three);
+        CHECK_OK(&c, cpu_batch_norm_stats(&c, x, 1e-5, st));
+        tensor *d0 = tensor_new_empty(DT_F32, 4, s), *d1 = tensor_new_empty(DT_F32, 4, s);
+        tensor *w0 = tensor_new_empty(DT_F32, 2, two), *w1 = tensor_new_empty(DT_F32, 2, two);
+        graph_node n = {.op = OP_BATCH_NORM_GRAD, .fa = {1e-5}};
+        CHECK_OK(&c, cpu_norm_grad(&c, &n, dy, x, w, d0));
+        CHECK_OK(&c, cpu_norm_grad_stats(&c, &n, dy, x, w, st, d1));
+        assert_memory_equal(tensor_f32(d0), tensor_f32(d1), (size_t)tensor_nbytes(d0));
+        n.op = OP_BATCH_NORM_WGRAD;
+        CHECK_OK(&c, cpu_norm_wgrad(&c, &n, dy, x, w0));
+        CHECK_OK(&c, cpu_norm_wgrad_stats(&c, &n, dy, x, st, w1));
+        assert_memory_equal(tensor_f32(w0), tensor_f32(w1), (size_t)tensor_nbytes(w0));
+        tensor_f32(st)[0] += 0.5f; // channel 0's mean, moved
+        CHECK_OK(&c, cpu_norm_wgrad_stats(&c, &n, dy, x, st, w1));
+        assert_true(tensor_f32(w1)[0] != tensor_f32(w0)[0]);
+        tensor_free(x), tensor_free(dy), tensor_free(w), tensor_free(st);
+        tensor_free(d0), tensor_free(d1), tensor_free(w0), tensor_free(w1);
+        cpu_dnnl_free(c.dnnl);
+    }
+}
+
 static void test_errors(void **state) {
     (void)state;
     cpu_ctx c;
@@ -467,6 +505,7 @@ int main(void) {
         cmocka_unit_test(test_conv_grads),   cmocka_unit_test(test_conv_grads_strided),
         cmocka_unit_test(test_conv_adjoint), cmocka_unit_test(test_pool_grads),
         cmocka_unit_test(test_errors),       cmocka_unit_test(test_bn_nhwc),
+        cmocka_unit_test(test_bn_given_stats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

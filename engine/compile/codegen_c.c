@@ -1022,8 +1022,10 @@ static int emit_extern(kgen *g) {
 
 // ---- in-place updates: the multi-tensor apply -----------------------------
 
-// Elements per chunk of the update table: the loop's unit of parallel work.
-#define UPDATE_CHUNK 32768
+// Elements per chunk of the update table: the loop's unit of parallel work
+// (8 Ki: a 32 Ki-element tensor, which eager's kernel splits over the
+// threads, is four chunks, not one).
+#define UPDATE_CHUNK 8192
 
 // Every member's tensor cut into chunks of a table, one parallel loop over
 // the chunks; each chunk's op, its operands' first slot in a, its element
@@ -1060,8 +1062,10 @@ static int emit_update(kgen *g) {
         sbuf_puts(b, "        {-1, 0, -1, 0, 0, {0}},\n");
     sbuf_puts(b, "    };\n");
     sbuf_puts(b, "    const uint64_t t0 = rt->step ? rt->step : 1;\n");
+    // threads share the chunks once there are two (an update streams seven
+    // arrays: 16 Ki elements are some 450 KiB of traffic, past a fork's cost)
     sbuf_printf(b, "#pragma omp parallel for if (%lld >= %d) schedule(dynamic, 1)\n",
-                (long long)total, PAR_MIN);
+                (long long)total, 2 * UPDATE_CHUNK);
     sbuf_printf(b, "    for (int c = 0; c < %d; c++) {\n", nchunks);
     sbuf_puts(b,
               "        const tc_chunk *q = &ch[c];\n"

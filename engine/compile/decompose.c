@@ -212,6 +212,20 @@ static int expand_node(dctx *d, const graph_node *n, const int *s) {
         return graph_binary(g, OP_MUL, graph_scale(g, graph_binary(g, OP_SUB, s[1], s[2]), k, 0),
                             s[0]);
     }
+    case OP_BATCH_NORM_GRAD:
+    case OP_BATCH_NORM_WGRAD: {
+        // the forward's statistics (the same batch_norm_stats node, merged by
+        // CSE) as an extra source: neither kernel passes over x for them again
+        int base = n->op == OP_BATCH_NORM_GRAD ? 3 : 2;
+        if (n->nsrc != base || graph_at(g, s[1])->ndim <= 2)
+            break;
+        int st = graph_op(g, OP_BATCH_NORM_STATS, 1, &s[1], NULL, (double[GRAPH_MAX_FA]){n->fa[0]});
+        if (st < 0)
+            return -1;
+        int ss[4] = {s[0], s[1], s[2], st};
+        ss[base] = st;
+        return graph_op_shaped(g, n->op, base + 1, ss, n->ia, n->fa, n->ndim, n->shape);
+    }
     case OP_LINEAR:
         if (n->nsrc == 3)
             return graph_binary(g, OP_ADD, graph_op(g, OP_LINEAR, 2, s, NULL, NULL), s[2]);

@@ -42,6 +42,8 @@ struct compiled {
     char **ptrs;          // fused mode: one group's operand pointers
     int *ops;             // fused mode: one group's operand nodes
     int maxops;           // most operands of any group
+    double *prof;         // fused mode, TCBENCH_PROFILE=compiled: seconds per group
+    int64_t prof_runs;    // the steps they add up
     char err[320];
 };
 
@@ -104,11 +106,13 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
     case OP_LAYER_NORM_GRAD:
     case OP_RMS_NORM_GRAD:
     case OP_BATCH_NORM_GRAD:
-    case OP_GROUP_NORM_GRAD: return cpu_norm_grad(c, n, s[0], s[1], s[2], y);
+    case OP_GROUP_NORM_GRAD:
+        return cpu_norm_grad_stats(c, n, s[0], s[1], s[2], n->nsrc > 3 ? s[3] : NULL, y);
     case OP_LAYER_NORM_WGRAD:
     case OP_RMS_NORM_WGRAD:
     case OP_BATCH_NORM_WGRAD:
-    case OP_GROUP_NORM_WGRAD: return cpu_norm_wgrad(c, n, s[0], s[1], y);
+    case OP_GROUP_NORM_WGRAD:
+        return cpu_norm_wgrad_stats(c, n, s[0], s[1], n->nsrc > 2 ? s[2] : NULL, y);
     case OP_BATCH_NORM_STATS: return cpu_batch_norm_stats(c, s[0], n->fa[0], y);
     case OP_CONV2D_GRAD_INPUT: return cpu_conv2d_grad_input(c, n, s[0], s[1], y);
     case OP_CONV2D_GRAD_WEIGHT: return cpu_conv2d_grad_weight(c, n, s[0], s[1], y);
@@ -446,6 +450,10 @@ int compile_model(const model *m, const compile_opts *o, compiled **out, char *e
         c->st.cast_kernels += casts;
     }
     c->st.compile_s = now_s() - t0;
+    const char *pf = getenv("TCBENCH_PROFILE");
+    if (pf && strstr(pf, "compiled") && !c->capture && p->ngroups > 0 &&
+        !(c->prof = calloc((size_t)p->ngroups, sizeof *c->prof)))
+        return fail(c, err, cap, "out of memory for the profile");
     *out = c;
     return 0;
 }
@@ -489,6 +497,7 @@ int compiled_run(compiled *c, tensor **outputs, compiled_stats *st) {
     if (c->capture) {
         c->step(c->ext, c->arena, &c->rt);
     } else {
+        c->prof_runs++;
         for (int gi = 0; gi < p->ngroups; gi++) {
             kgroup *k = &p->groups[gi];
             for (int m = 0; m < k->n; m++) {
@@ -504,7 +513,10 @@ int compiled_run(compiled *c, tensor **outputs, compiled_stats *st) {
             int nops = compile_group_operands(p, k, c->ops, c->maxops);
             for (int i = 0; i < nops; i++)
                 c->ptrs[i] = storage_ptr(c, c->ops[i]);
+            double t0 = c->prof ? now_s() : 0;
             c->kernels[k->kernel](c->ptrs, &c->rt, gi);
+            if (c->prof)
+                c->prof[gi] += now_s() - t0;
             for (int v = 0; v < g->n; v++)
                 if (c->free_after[v] == gi && c->bufs[v]) {
                     tensor_free(c->bufs[v]);
@@ -544,10 +556,45 @@ const char *compiled_error(const compiled *c) { return c->err; }
 
 void compiled_info(const compiled *c, compiled_stats *st) { *st = c->st; }
 
+// TCBENCH_PROFILE=compiled: the fused mode's time per kernel kind and first
+// op, added up over the program's life (the eager profile's counterpart)
+static void print_profile(const compiled *c) {
+    const cprog *p = &c->p;
+    static const char *kinds[] = {"pointwise", "row", "gemm", "conv", "extern", "copy", "update"};
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        const kgroup *k = &p->groups[gi];
+        int lead = k->anchor >= 0 ? k->anchor : k->nodes[0];
+        bool first = true; // one line per (kind, op), at its first group
+        for (int gj = 0; gj < gi && first; gj++) {
+            const kgroup *o = &p->groups[gj];
+            first = !(o->kind == k->kind &&
+                      p->g->nodes[o->anchor >= 0 ? o->anchor : o->nodes[0]].op == p->g->nodes[lead].op);
+        }
+        if (!first)
+            continue;
+        double sum = 0;
+        int n = 0;
+        for (int gj = gi; gj < p->ngroups; gj++) {
+            const kgroup *o = &p->groups[gj];
+            if (o->kind == k->kind &&
+                p->g->nodes[o->anchor >= 0 ? o->anchor : o->nodes[0]].op == p->g->nodes[lead].op)
+                sum += c->prof[gj], n++;
+        }
+        fprintf(stderr, "compiled profile: %-9s %-20s %4d groups %8.4f ms a step\n",
+                (unsigned)k->kind < sizeof kinds / sizeof kinds[0] ? kinds[k->kind] : "?",
+                op_name(p->g->nodes[lead].op), n,
+                sum * 1e3 / (double)(c->prof_runs ? c->prof_runs : 1));
+    }
+}
+
 void compiled_free(compiled *c) {
     if (!c)
         return;
     cprog *p = &c->p;
+    if (c->prof) {
+        print_profile(c);
+        free(c->prof);
+    }
     if (p->g) {
         for (int v = 0; v < p->g->n; v++) {
             if (c->consts)

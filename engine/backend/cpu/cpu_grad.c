@@ -609,8 +609,40 @@ static int bad_groups(cpu_ctx *c, const graph_node *n, const tensor *x) {
     return 0;
 }
 
+// batch norm's statistics of channel ch: the given ones (batch_norm_stats'
+// output, contiguous f32 (3, C)), else chan_stats over x
+static void bn_stats_of(const float *st, const float *px, int64_t N, int64_t C, int64_t S,
+                        int64_t ch, double eps, float *mean, float *rstd) {
+    if (st) {
+        *mean = st[ch];
+        *rstd = st[2 * C + ch];
+        return;
+    }
+    double var;
+    chan_stats(px, N, C, S, ch, eps, mean, rstd, &var);
+}
+
+// the statistics' data when given as batch_norm_stats leaves them, else NULL
+// (computed from x instead)
+static const float *bn_given(const tensor *st, int64_t C) {
+    return st && st->dtype == DT_F32 && tensor_is_contiguous(st) && st->ndim == 2 &&
+                   st->shape[0] == 3 && st->shape[1] == C
+               ? tensor_f32(st)
+               : NULL;
+}
+
 int cpu_norm_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
                   const tensor *w, tensor *out) {
+    return cpu_norm_grad_stats(c, n, dy, x, w, NULL, out);
+}
+
+int cpu_norm_wgrad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
+                   tensor *out) {
+    return cpu_norm_wgrad_stats(c, n, dy, x, NULL, out);
+}
+
+int cpu_norm_grad_stats(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
+                        const tensor *w, const tensor *stats, tensor *out) {
     if (n->op == OP_BATCH_NORM_GRAD) {
         int rc = bn_nhwc(c, n->op, dy, x, w, n->fa[0], out);
         if (rc <= 0)
@@ -646,11 +678,12 @@ int cpu_norm_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tenso
     } else if (n->op == OP_BATCH_NORM_GRAD) {
         int64_t N = t[1]->shape[0], C = t[1]->shape[1], S = numel / (N * C);
         double cnt = (double)(N * S);
+        const float *st = bn_given(stats, C);
 #pragma omp parallel for if (par) schedule(static)
         for (int64_t ch = 0; ch < C; ch++) {
             float mean, rstd;
-            double var, sg = 0, sgx = 0;
-            chan_stats(px, N, C, S, ch, eps, &mean, &rstd, &var);
+            double sg = 0, sgx = 0;
+            bn_stats_of(st, px, N, C, S, ch, eps, &mean, &rstd);
             for (int64_t b = 0; b < N; b++) {
                 int64_t o = (b * C + ch) * S;
                 g_sums(S, pd + o, px + o, pw + ch, 0, mean, &sg, &sgx);
@@ -700,8 +733,8 @@ static void wg_sums(int64_t len, const float *dy, const float *x, float mean, fl
     *b += sb;
 }
 
-int cpu_norm_wgrad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
-                   tensor *out) {
+int cpu_norm_wgrad_stats(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
+                         const tensor *stats, tensor *out) {
     if (n->op == OP_BATCH_NORM_WGRAD) {
         int rc = bn_nhwc(c, n->op, dy, x, NULL, n->fa[0], out);
         if (rc <= 0)
@@ -759,11 +792,12 @@ int cpu_norm_wgrad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tens
         free(part);
     } else if (n->op == OP_BATCH_NORM_WGRAD) {
         int64_t N = t[1]->shape[0], C = t[1]->shape[1], S = numel / (N * C);
+        const float *st = bn_given(stats, C);
 #pragma omp parallel for if (par) schedule(static)
         for (int64_t ch = 0; ch < C; ch++) {
             float mean, rstd;
-            double var, a = 0, b = 0;
-            chan_stats(px, N, C, S, ch, eps, &mean, &rstd, &var);
+            double a = 0, b = 0;
+            bn_stats_of(st, px, N, C, S, ch, eps, &mean, &rstd);
             for (int64_t bi = 0; bi < N; bi++) {
                 int64_t o = (bi * C + ch) * S;
                 wg_sums(S, pd + o, px + o, mean, rstd, &a, &b);

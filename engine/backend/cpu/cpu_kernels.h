@@ -181,6 +181,14 @@ int cpu_norm_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tenso
 // LAYER_NORM_WGRAD, RMS_NORM_WGRAD, BATCH_NORM_WGRAD, GROUP_NORM_WGRAD
 int cpu_norm_wgrad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
                    tensor *out);
+// The same with batch norm's statistics given (the (3, C) f32 output of
+// batch_norm_stats on x; NULL: computed from x, as above): the compiler's
+// batch norm backward reuses the forward's instead of two passes over x in
+// each kernel. The same bits either way.
+int cpu_norm_grad_stats(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
+                        const tensor *w, const tensor *stats, tensor *out);
+int cpu_norm_wgrad_stats(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
+                         const tensor *stats, tensor *out);
 int cpu_embedding_grad(cpu_ctx *c, const tensor *dy, const tensor *idx, tensor *out);
 int cpu_slice_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, tensor *out);
 int cpu_cross_entropy_grad(cpu_ctx *c, const graph_node *n, const tensor *dloss,
