@@ -12,6 +12,7 @@
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
 #include "cpu_math.h"
+#include "cpu_sum_to.h"
 
 #include <math.h>
 #include <omp.h>
@@ -185,17 +186,10 @@ static int64_t offset_of(int64_t q, int nd, const int64_t *size, const int64_t *
 // consecutive outputs summed as vectors over every reduced position; when
 // it is reduced, a tile is one output summed as rows. Few tiles (a bias
 // gradient, a full sum) also split the reduction, into partial sums that a
-// second loop of the same parallel region adds up.
-typedef struct sum_to_plan {
-    int nk, nr;
-    int64_t ks[TENSOR_MAX_DIMS], kst[TENSOR_MAX_DIMS]; // kept dims but the vector one
-    int64_t rs[TENSOR_MAX_DIMS], rst[TENSOR_MAX_DIMS]; // reduced dims but the row one
-    int64_t I, L;                                      // vector and row lengths (1 if none)
-} sum_to_plan;
-
+// second loop of the same parallel region adds up. (The plan: cpu_sum_to.h.)
 enum { IB = 256 };
 
-static void sum_to_plan_make(const tensor *dc, const tensor *out, sum_to_plan *p) {
+void sum_to_plan_make(const tensor *dc, const tensor *out, sum_to_plan *p) {
     int nd = dc->ndim, off = nd - out->ndim, m = 0;
     int64_t size[TENSOR_MAX_DIMS];
     bool kept[TENSOR_MAX_DIMS];

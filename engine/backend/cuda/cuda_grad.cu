@@ -21,6 +21,7 @@
 // for the pointwise ones. A bad embedding index or cross-entropy target is
 // recorded on the device and reported by the next cuda_ctx_sync.
 #include "cuda_grad.cuh"
+#include "backend/cpu/cpu_sum_to.h"
 
 #include <cub/device/device_radix_sort.cuh>
 
@@ -361,53 +362,7 @@ static int colsum(cuda_ctx *c, const L &ld, int64_t ncols, int64_t nrows, const 
 
 // ---- SUM_TO --------------------------------------------------------------------------------
 
-// cpu_sum_to's plan: dy's dims, size-1 ones dropped and neighbours of the
-// same kind merged, kept (in out) or reduced; I the last dim's length when
-// it is kept, L when it is reduced (1 otherwise).
-struct st_plan {
-    int nk, nr;
-    int64_t ks[TENSOR_MAX_DIMS], kst[TENSOR_MAX_DIMS];
-    int64_t rs[TENSOR_MAX_DIMS], rst[TENSOR_MAX_DIMS];
-    int64_t I, L;
-};
-
-static void st_plan_make(const tensor *dc, const tensor *out, st_plan *p) {
-    int nd = dc->ndim, off = nd - out->ndim, m = 0;
-    int64_t size[TENSOR_MAX_DIMS];
-    bool kept[TENSOR_MAX_DIMS];
-    for (int d = 0; d < nd; d++) {
-        int64_t sz = dc->shape[d];
-        if (sz == 1)
-            continue;
-        bool k = d >= off && out->shape[d - off] == sz;
-        if (m && kept[m - 1] == k) {
-            size[m - 1] *= sz;
-        } else {
-            size[m] = sz;
-            kept[m++] = k;
-        }
-    }
-    int64_t stride[TENSOR_MAX_DIMS], st = 1;
-    for (int d = m - 1; d >= 0; d--) {
-        stride[d] = st;
-        st *= size[d];
-    }
-    memset(p, 0, sizeof *p);
-    p->I = p->L = 1;
-    for (int d = 0; d < m; d++) {
-        if (d == m - 1 && kept[d])
-            p->I = size[d];
-        else if (d == m - 1)
-            p->L = size[d];
-        else if (kept[d]) {
-            p->ks[p->nk] = size[d];
-            p->kst[p->nk++] = stride[d];
-        } else {
-            p->rs[p->nr] = size[d];
-            p->rst[p->nr++] = stride[d];
-        }
-    }
-}
+// The plan is cpu_sum_to's (cpu_sum_to.h).
 
 // element offset of flat index q over dims (size, stride)
 __device__ __forceinline__ int64_t st_off(int64_t q, int nd, const int64_t *size,
@@ -424,7 +379,7 @@ __device__ __forceinline__ int64_t st_off(int64_t q, int nd, const int64_t *size
 // nR * L elements
 template <typename T>
 __global__ void __launch_bounds__(1024)
-    sum_to_rows_k(const T *x, T *y, st_plan p, int64_t nout, int64_t nred) {
+    sum_to_rows_k(const T *x, T *y, sum_to_plan p, int64_t nout, int64_t nred) {
     __shared__ float sh[32];
     for (int64_t o = blockIdx.x; o < nout; o += gridDim.x) {
         int64_t base = st_off(o, p.nk, p.ks, p.kst);
@@ -442,7 +397,7 @@ template <typename T> struct sum_to_ld {
     static constexpr int NV = 1;
     const T *x;
     T *y;
-    st_plan p;
+    sum_to_plan p;
     __device__ void load(int64_t r, int64_t col, float *v) const {
         v[0] =
             ldf(x, st_off(col / p.I, p.nk, p.ks, p.kst) + col % p.I + st_off(r, p.nr, p.rs, p.rst));
@@ -451,8 +406,8 @@ template <typename T> struct sum_to_ld {
 };
 
 template <typename T> static int sum_to_typed(cuda_ctx *c, const tensor *dc, tensor *out) {
-    st_plan p;
-    st_plan_make(dc, out, &p);
+    sum_to_plan p;
+    sum_to_plan_make(dc, out, &p);
     int64_t nout = tensor_numel(out);
     if (nout == 0)
         return 0;
