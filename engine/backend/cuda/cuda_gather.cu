@@ -42,16 +42,6 @@ int cuda_upsample_nearest(cuda_ctx *c, const tensor *x, int64_t scale, tensor *o
 
 // y[i, d] = table[idx[i], d]; an index out of range writes zeros and is
 // reported by the next synchronization
-__device__ void dev_error_emb(cuda_dev_error *e, long long v, long long pos, long long lim) {
-    if (atomicCAS(&e->code, 0, -1) == 0) {
-        e->value = v;
-        e->pos = pos;
-        e->limit = lim;
-        __threadfence();
-        atomicExch(&e->code, CUDA_DEVERR_EMBEDDING);
-    }
-}
-
 template <typename E> struct embedding_f {
     const E *table;
     const char *idx;
@@ -65,7 +55,7 @@ template <typename E> struct embedding_f {
         if (id < 0 || id >= V) {
             y[i] = 0;
             if (d == 0)
-                dev_error_emb(err, id, p, V);
+                dev_error(err, CUDA_DEVERR_EMBEDDING, id, p, V);
             return;
         }
         y[i] = table[id * row + d];

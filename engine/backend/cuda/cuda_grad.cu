@@ -70,18 +70,6 @@ int grad_need_target(cuda_ctx *c, const char *what, const tensor *t) {
     return 0;
 }
 
-// The first error a kernel finds wins; later ones leave it alone.
-static __device__ void grad_dev_error(cuda_dev_error *e, int code, long long v, long long pos,
-                                      long long lim) {
-    if (atomicCAS(&e->code, 0, -1) == 0) {
-        e->value = v;
-        e->pos = pos;
-        e->limit = lim;
-        __threadfence();
-        atomicExch(&e->code, code);
-    }
-}
-
 // The sets a norm's statistics run over (ref.c's norm_sets): rows of the
 // last axis (layer, rms norm: weight per element of the row), channels over
 // (N, S) of x (N, C, S) (batch norm: weight per set), or contiguous (n,
@@ -992,7 +980,7 @@ struct emb_prep_f {
     __device__ void operator()(int64_t i) const {
         int64_t id = i64 ? ((const int64_t *)idx)[i] : ((const int32_t *)idx)[i];
         if (id < 0 || id >= V) {
-            grad_dev_error(err, CUDA_DEVERR_EMBEDDING_GRAD, id, i, V);
+            dev_error(err, CUDA_DEVERR_EMBEDDING_GRAD, id, i, V);
             id = V;
         }
         key[i] = (uint32_t)id;
@@ -1193,7 +1181,7 @@ __global__ void __launch_bounds__(1024)
         if (t == ignore)
             continue;
         if (t < 0 || t >= C)
-            grad_dev_error(err, CUDA_DEVERR_TARGET_GRAD, t, r, C);
+            dev_error(err, CUDA_DEVERR_TARGET_GRAD, t, r, C);
         else
             mine++;
     }

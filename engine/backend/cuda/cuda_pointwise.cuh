@@ -98,6 +98,19 @@ template <typename F> static int pw_launch(cuda_ctx *c, int64_t n, const F &f, c
     return cuda_launched(c, name, __FILE__, __LINE__);
 }
 
+// Records an error a kernel found (cuda_rt.h: reported by the next
+// synchronization); the first one wins, later ones leave it alone.
+static __device__ __forceinline__ void dev_error(cuda_dev_error *e, int code, long long v,
+                                                 long long pos, long long lim) {
+    if (atomicCAS(&e->code, 0, -1) == 0) {
+        e->value = v;
+        e->pos = pos;
+        e->limit = lim;
+        __threadfence();
+        atomicExch(&e->code, code);
+    }
+}
+
 // Threads for a kernel with one block per row of n elements.
 static inline int row_threads(int64_t n) {
     int t = 32;

@@ -311,17 +311,6 @@ int cuda_group_norm(cuda_ctx *c, const tensor *x, const tensor *w, const tensor 
 
 // ---- losses --------------------------------------------------------------------------
 
-// The first error wins; later ones leave it alone.
-__device__ void dev_error(cuda_dev_error *e, int code, long long v, long long pos, long long lim) {
-    if (atomicCAS(&e->code, 0, -1) == 0) {
-        e->value = v;
-        e->pos = pos;
-        e->limit = lim;
-        __threadfence();
-        atomicExch(&e->code, code);
-    }
-}
-
 // per row: (loss, 1) for a counted row, (0, 0) for an ignored or bad one
 template <typename T>
 __global__ void __launch_bounds__(1024)
