@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config cmake
       libyaml-dev libjansson-dev libopenblas-openmp-dev libdnnl-dev
-      libxxhash-dev libcmocka-dev gnuplot-nox)
+      libxxhash-dev libcmocka-dev gnuplot-nox
+      ocl-icd-opencl-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
