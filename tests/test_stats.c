@@ -271,6 +271,39 @@ static void test_bootstrap_spread(void **state) {
     assert_true(again.ci95_hi - again.ci95_lo < sp.ci95_hi - sp.ci95_lo);
 }
 
+// A load spike that slows both sides of the same rounds leaves the paired
+// interval tight, where the unpaired one widens; one wild sample does not
+// move the robust noise figure, where cv jumps.
+static void test_paired_and_noise(void **state) {
+    (void)state;
+    double base[20], x[20];
+    for (int i = 0; i < 20; i++) {
+        double load = i % 5 < 2 ? 1.5 : 1.0;
+        base[i] = 2.0 * load * (1 + 0.001 * (i % 3));
+        x[i] = 1.0 * load * (1 + 0.001 * (i % 4));
+    }
+    bench_speedup paired, unpaired;
+    assert_int_equal(bench_speedup_paired(base, x, 20, &paired), 0);
+    assert_int_equal(bench_speedup_bootstrap(base, 20, x, 20, &unpaired), 0);
+    assert_true(fabs(paired.median - 2.0) < 0.01);
+    assert_true(paired.ci95_lo > 1.98 && paired.ci95_hi < 2.02);
+    assert_true(unpaired.ci95_hi - unpaired.ci95_lo > 5 * (paired.ci95_hi - paired.ci95_lo));
+    assert_int_equal(bench_speedup_paired(base, x, 0, &paired), -1);
+    assert_true(isnan(paired.median));
+
+    double s[20];
+    for (int i = 0; i < 20; i++)
+        s[i] = 1.0 + 0.01 * (i % 5);
+    bench_stats st;
+    assert_int_equal(bench_stats_compute(s, 20, &st), 0);
+    double quiet = bench_stats_noise(&st);
+    s[7] *= 50;
+    assert_int_equal(bench_stats_compute(s, 20, &st), 0);
+    assert_true(st.cv > 1.0);
+    assert_true(fabs(bench_stats_noise(&st) - quiet) < 0.01);
+    assert_true(quiet > 0.005 && quiet < 0.05);
+}
+
 static void test_tolerance_table(void **state) {
     (void)state;
     assert_near(bench_tolerance(BENCH_PREC_FP32, BENCH_WL_INFER), 1e-4, 0);
@@ -328,13 +361,14 @@ static void test_vs_eager_rule(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_odd_count),        cmocka_unit_test(test_even_count_with_outlier),
-        cmocka_unit_test(test_even_six),         cmocka_unit_test(test_single_sample),
-        cmocka_unit_test(test_no_samples),       cmocka_unit_test(test_outliers_both_sides),
-        cmocka_unit_test(test_quantile),         cmocka_unit_test(test_accuracy_figures),
-        cmocka_unit_test(test_accuracy_edges),   cmocka_unit_test(test_accuracy_cosine_fallback),
+        cmocka_unit_test(test_odd_count),          cmocka_unit_test(test_even_count_with_outlier),
+        cmocka_unit_test(test_even_six),           cmocka_unit_test(test_single_sample),
+        cmocka_unit_test(test_no_samples),         cmocka_unit_test(test_outliers_both_sides),
+        cmocka_unit_test(test_quantile),           cmocka_unit_test(test_accuracy_figures),
+        cmocka_unit_test(test_accuracy_edges),     cmocka_unit_test(test_accuracy_cosine_fallback),
         cmocka_unit_test(test_bootstrap_constant), cmocka_unit_test(test_bootstrap_spread),
-        cmocka_unit_test(test_tolerance_table),  cmocka_unit_test(test_vs_eager_rule),
+        cmocka_unit_test(test_paired_and_noise),   cmocka_unit_test(test_tolerance_table),
+        cmocka_unit_test(test_vs_eager_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -107,3 +107,44 @@ int bench_speedup_bootstrap(const double *base, int nb, const double *x, int nx,
     free(ratios);
     return 0;
 }
+
+int bench_speedup_paired(const double *base, const double *x, int n, bench_speedup *sp) {
+    sp->median = sp->ci95_lo = sp->ci95_hi = NAN;
+    if (n < 1)
+        return -1;
+    double *sb = malloc((size_t)n * sizeof *sb), *sx = malloc((size_t)n * sizeof *sx);
+    double *ratios = malloc(BENCH_BOOTSTRAP_RESAMPLES * sizeof *ratios);
+    if (!sb || !sx || !ratios) {
+        free(sb);
+        free(sx);
+        free(ratios);
+        return -1;
+    }
+    sp->median = median_of(base, n, sb) / median_of(x, n, sx);
+    uint64_t state = BENCH_BOOTSTRAP_SEED;
+    for (int r = 0; r < BENCH_BOOTSTRAP_RESAMPLES; r++) {
+        for (int i = 0; i < n; i++) {
+            uint64_t k = (next_random(&state) >> 32) * (uint64_t)n >> 32;
+            sb[i] = base[k];
+            sx[i] = x[k];
+        }
+        qsort(sb, (size_t)n, sizeof *sb, cmp_double);
+        qsort(sx, (size_t)n, sizeof *sx, cmp_double);
+        ratios[r] = bench_quantile_sorted(sb, n, 0.5) / bench_quantile_sorted(sx, n, 0.5);
+    }
+    qsort(ratios, BENCH_BOOTSTRAP_RESAMPLES, sizeof *ratios, cmp_double);
+    sp->ci95_lo = bench_quantile_sorted(ratios, BENCH_BOOTSTRAP_RESAMPLES, 0.025);
+    sp->ci95_hi = bench_quantile_sorted(ratios, BENCH_BOOTSTRAP_RESAMPLES, 0.975);
+    free(sb);
+    free(sx);
+    free(ratios);
+    return 0;
+}
+
+double bench_stats_noise(const bench_stats *st) {
+    if (st->n < 2)
+        return 0;
+    if (st->median == 0)
+        return st->mad == 0 ? 0 : INFINITY;
+    return BENCH_MAD_SCALE * st->mad / fabs(st->median);
+}

@@ -40,5 +40,18 @@ typedef struct bench_speedup {
 
 // 0 on success; -1 when a side has no samples or memory runs out (sp NaN).
 int bench_speedup_bootstrap(const double *base, int nb, const double *x, int nx, bench_speedup *sp);
+// The same interval, paired: the samples were taken in n interleaved rounds
+// (base[i] and x[i] in round i), so a resample draws rounds, and both
+// sides keep the round's conditions (a load spike slows both). -1 when n < 1
+// or memory runs out (sp NaN).
+int bench_speedup_paired(const double *base, const double *x, int n, bench_speedup *sp);
+
+// Robust relative dispersion of a sample: 1.4826 * MAD / median, which
+// estimates stddev / mean for normal samples but does not move when one
+// sample in twenty is wild (cv does). 0 for n < 2; infinity when the
+// median is 0 and the samples differ.
+#define BENCH_MAD_SCALE 1.4826
+double bench_stats_noise(const bench_stats *st);
+
 // Quantile p in [0, 1] of sorted[0..n-1], by the rule above.
 double bench_quantile_sorted(const double *sorted, int n, double p);
