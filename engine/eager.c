@@ -19,8 +19,7 @@ struct eager {
     int *left;     // the step's countdown of uses
     tensor **vals; // the step's value of each node (sources: borrowed)
     cpu_ctx cpu;
-    int blas_threads; // last count given to OpenBLAS
-    double *prof;     // TCBENCH_PROFILE=eager: seconds per op, printed by eager_free
+    double *prof;      // TCBENCH_PROFILE=eager: seconds per op, printed by eager_free
     int64_t prof_runs; // the steps they add up
     char err[320];
 };
@@ -320,12 +319,6 @@ int eager_run(eager *e, tensor **outputs, eager_stats *st) {
         return -1;
     e->err[0] = 0;
     e->prof_runs += e->prof != NULL;
-    // OpenBLAS keeps its own thread count; follow OpenMP's when it changed
-    int nt = omp_get_max_threads();
-    if (nt != e->blas_threads) {
-        openblas_set_num_threads(nt);
-        e->blas_threads = nt;
-    }
     tensor_mem_reset_peak();
     e->cpu.kernels = 0;
     memcpy(e->left, e->uses, (size_t)g->n * sizeof *e->left);

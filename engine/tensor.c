@@ -1,15 +1,133 @@
 #include "tensor.h"
 
 #include <assert.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define CACHE_POISON(p, n)   ASAN_POISON_MEMORY_REGION(p, n)
+#define CACHE_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define CACHE_POISON(p, n)   ((void)(p), (void)(n))
+#define CACHE_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+// ---- the caching allocator (tensor.h) ---------------------------------------
+// Size classes: multiples of 64 bytes up to 1 KiB (16 classes), then four a
+// doubling (2^k * 1.25, 1.5, 1.75, 2), so a block is at most 25% larger
+// than asked. A freed block goes on its class's list (the list's link lives
+// in the block itself) and the next request of that class takes it back.
+#define CACHE_SMALL_MAX 1024
+#define CACHE_CLASSES   (16 + 4 * 54)
+
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t mem_live, mem_peak;
+static void *cache_head[CACHE_CLASSES];
+static tensor_cache_stats cache_st;
+static int cache_on = -1; // -1: not yet read from the environment
 
 size_t tensor_mem_live(void) { return mem_live; }
 size_t tensor_mem_peak(void) { return mem_peak; }
 void tensor_mem_reset_peak(void) { mem_peak = mem_live; }
+
+// The class of a request of `bytes` (a multiple of 64, at least 64): its
+// index and the block size it is served with.
+static int cache_class(size_t bytes, size_t *size) {
+    if (bytes <= CACHE_SMALL_MAX) {
+        *size = bytes;
+        return (int)(bytes / 64) - 1;
+    }
+    int k = 63 - __builtin_clzll((unsigned long long)(bytes - 1)); // 2^k < bytes <= 2^(k+1)
+    size_t base = (size_t)1 << k, step = base / 4;
+    size_t m = (bytes - base + step - 1) / step; // 1..4
+    *size = base + m * step;
+    return 16 + (k - 10) * 4 + (int)(m - 1);
+}
+
+static bool cache_enabled(void) {
+    if (cache_on < 0) {
+        const char *e = getenv("TCBENCH_DISABLE_ALLOC_CACHE");
+        cache_on = !(e && *e && strcmp(e, "0") != 0);
+    }
+    return cache_on;
+}
+
+static void cache_release_locked(void);
+
+static void *cache_take(size_t bytes) {
+    size_t size;
+    int c = cache_class(bytes, &size);
+    if (!cache_enabled() || c >= CACHE_CLASSES)
+        return aligned_alloc(64, bytes);
+    void *p = cache_head[c];
+    if (p) {
+        CACHE_UNPOISON(p, size);
+        cache_head[c] = *(void **)p;
+        cache_st.cached_bytes -= size;
+        cache_st.hits++;
+        return p;
+    }
+    cache_st.misses++;
+    p = aligned_alloc(64, size);
+    if (!p && cache_st.cached_bytes > 0) {
+        // out of memory with blocks held: give them back and try once more
+        cache_release_locked();
+        p = aligned_alloc(64, size);
+    }
+    return p;
+}
+
+static void cache_give(void *p, size_t bytes) {
+    size_t size;
+    int c = cache_class(bytes, &size);
+    if (!cache_enabled() || c >= CACHE_CLASSES) {
+        free(p);
+        return;
+    }
+    *(void **)p = cache_head[c];
+    cache_head[c] = p;
+    CACHE_POISON(p, size);
+    cache_st.cached_bytes += size;
+    if (cache_st.cached_bytes > cache_st.cached_peak)
+        cache_st.cached_peak = cache_st.cached_bytes;
+}
+
+// The block size of class c (the inverse of cache_class).
+static size_t cache_class_size(int c) {
+    if (c < 16)
+        return (size_t)(c + 1) * 64;
+    int k = 10 + (c - 16) / 4, m = (c - 16) % 4 + 1;
+    return ((size_t)1 << k) + (size_t)m * ((size_t)1 << (k - 2));
+}
+
+static void cache_release_locked(void) {
+    for (int c = 0; c < CACHE_CLASSES; c++) {
+        while (cache_head[c]) {
+            void *p = cache_head[c];
+            CACHE_UNPOISON(p, cache_class_size(c));
+            cache_head[c] = *(void **)p;
+            free(p);
+        }
+    }
+    cache_st.cached_bytes = 0;
+}
+
+void tensor_cache_release(void) {
+    pthread_mutex_lock(&mem_lock);
+    cache_release_locked();
+    pthread_mutex_unlock(&mem_lock);
+}
+
+tensor_cache_stats tensor_cache_get_stats(void) {
+    pthread_mutex_lock(&mem_lock);
+    tensor_cache_stats st = cache_st;
+    pthread_mutex_unlock(&mem_lock);
+    st.enabled = cache_enabled();
+    return st;
+}
 
 int64_t shape_numel(int ndim, const int64_t *shape) {
     int64_t n = 1;
@@ -33,7 +151,14 @@ static tensor_storage *storage_new(size_t bytes, bool zero) {
     size_t padded = (bytes + 63) & ~(size_t)63;
     if (padded == 0)
         padded = 64;
-    s->data = aligned_alloc(64, padded);
+    pthread_mutex_lock(&mem_lock);
+    s->data = cache_take(padded);
+    if (s->data) {
+        mem_live += padded;
+        if (mem_live > mem_peak)
+            mem_peak = mem_live;
+    }
+    pthread_mutex_unlock(&mem_lock);
     if (!s->data) {
         free(s);
         return NULL;
@@ -43,9 +168,6 @@ static tensor_storage *storage_new(size_t bytes, bool zero) {
     s->bytes = padded;
     s->refs = 1;
     s->borrowed = false;
-    mem_live += padded;
-    if (mem_live > mem_peak)
-        mem_peak = mem_live;
     return s;
 }
 
@@ -80,8 +202,10 @@ void tensor_free(tensor *t) {
         return;
     if (--t->storage->refs == 0) {
         if (!t->storage->borrowed) {
+            pthread_mutex_lock(&mem_lock);
             mem_live -= t->storage->bytes;
-            free(t->storage->data);
+            cache_give(t->storage->data, t->storage->bytes);
+            pthread_mutex_unlock(&mem_lock);
         }
         free(t->storage);
     }

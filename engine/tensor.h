@@ -36,7 +36,7 @@ typedef struct tensor {
 
 tensor *tensor_new(enum dtype t, int ndim, const int64_t *shape);       // zeroed
 tensor *tensor_new_empty(enum dtype t, int ndim, const int64_t *shape); // uninit
-void tensor_free(tensor *t); // NULL is fine
+void tensor_free(tensor *t);                                            // NULL is fine
 // A contiguous tensor over memory the caller owns and keeps alive.
 tensor *tensor_wrap(enum dtype t, int ndim, const int64_t *shape, void *data);
 
@@ -68,7 +68,30 @@ bool tensor_strides_reshape(int ondim, const int64_t *oshape, const int64_t *ost
                             const int64_t *shape, int64_t *nstride);
 int64_t shape_numel(int ndim, const int64_t *shape);
 
-// Process-wide byte counters for tensor storage.
+// Process-wide byte counters for tensor storage: the bytes tensors hold
+// (each request rounded up to 64), not the cached blocks behind them.
 size_t tensor_mem_live(void);
 size_t tensor_mem_peak(void);
 void tensor_mem_reset_peak(void);
+
+// Storage comes from a caching allocator, as PyTorch's CUDA allocator (and
+// jemalloc or tcmalloc under PyTorch on CPUs) serves it: a freed buffer is
+// kept on a free list of its size class (64-byte steps to 1 KiB, then four
+// classes a doubling, so at most 25% over the request) and the next request
+// of that class reuses it. An eager step that frees and allocates the same
+// shapes each step then touches the same pages every step, whatever glibc's
+// dynamic mmap threshold happens to be after what ran before it in the
+// process (without it, a fresh process mmapped every large tensor anew,
+// page faults included, and eager's time depended on whether the accuracy
+// check had run first). TCBENCH_DISABLE_ALLOC_CACHE=1 turns it off (plain
+// aligned_alloc and free). Under AddressSanitizer cached blocks are
+// poisoned, so a use after free is still reported.
+typedef struct tensor_cache_stats {
+    bool enabled;
+    size_t cached_bytes; // held on the free lists now
+    size_t cached_peak;  // most ever held
+    int64_t hits, misses;
+} tensor_cache_stats;
+tensor_cache_stats tensor_cache_get_stats(void);
+// Frees every cached block (also done once when an allocation fails).
+void tensor_cache_release(void);

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tcbench needs to build, test and draw charts.
-# Safe to run again: apt-get skips what is already there.
+# Safe to run again: apt-get skips what is already there. `--list` prints
+# the packages, one a line, and installs nothing (scripts/check-deps.sh
+# proves the list complete).
 set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config cmake
       libyaml-dev libjansson-dev libopenblas-openmp-dev libdnnl-dev
       libxxhash-dev libcmocka-dev gnuplot-nox
       ocl-icd-opencl-dev)
+if [ "${1:-}" = --list ]; then
+  printf '%s\n' "${pkgs[@]}"
+  exit 0
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

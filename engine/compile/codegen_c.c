@@ -21,6 +21,7 @@
 #define PAR_MIN 32768
 
 extern const char compile_prelude_math[]; // cpu_math.h, embedded at build time
+extern const char compile_prelude_gemm[]; // cpu_gemm_par.h, likewise
 
 typedef struct kgen {
     cprog *p;
@@ -35,9 +36,9 @@ typedef struct kgen {
     // operands with unit stride go through f32 tiles s<a>, converted in
     // bulk (F16C) before and after the loop, which then vectorizes
     bool inner;
-    sbuf *outer;                              // where the loop goes
-    sbuf body;                                // the loop's body, meanwhile
-    char lo[48], hi[48];                      // loop_open's inner bounds
+    sbuf *outer;         // where the loop goes
+    sbuf body;           // the loop's body, meanwhile
+    char lo[48], hi[48]; // loop_open's inner bounds
     bool tile_read[KG_MAX_ARGS], tile_write[KG_MAX_ARGS];
 } kgen;
 
@@ -70,7 +71,9 @@ static bool tiled(const kgen *g, int ai) {
     return g->inner && is_half(g, ai) && !g->hoisted[ai] && g->st[ai][g->nd - 1] == 1;
 }
 
-static bool in_group(const kgen *g, int v) { return g->p->info[v].group == g->p->info[g->k->nodes[0]].group; }
+static bool in_group(const kgen *g, int v) {
+    return g->p->info[v].group == g->p->info[g->k->nodes[0]].group;
+}
 
 static int member_index(const kgen *g, int v) {
     for (int i = 0; i < g->k->n; i++)
@@ -83,8 +86,11 @@ static int member_index(const kgen *g, int v) {
 static void index_of(const kgen *g, int ai, char *buf, size_t cap) {
     int64_t s = g->st[ai][g->nd - 1];
     if (g->row_level)
-        snprintf(buf, cap, s == 0 ? "o%d" : s == 1 ? "o%d + j" : "o%d + j * %lld", ai,
-                 (long long)s);
+        snprintf(buf, cap,
+                 s == 0   ? "o%d"
+                 : s == 1 ? "o%d + j"
+                          : "o%d + j * %lld",
+                 ai, (long long)s);
     else
         snprintf(buf, cap, s == 0 ? "0" : s == 1 ? "j" : "j * %lld", (long long)s);
 }
@@ -175,7 +181,8 @@ static void inner_end(kgen *g, sbuf *body, const char *ind, const char *lo, cons
         return;
     }
     sbuf_printf(b, "%sfor (int64_t jt = %s; jt < %s; jt += %d) {\n", ind, lo, hi, TILE);
-    sbuf_printf(b, "%s    const int64_t jn = %s - jt < %d ? %s - jt : %d;\n", ind, hi, TILE, hi, TILE);
+    sbuf_printf(b, "%s    const int64_t jn = %s - jt < %d ? %s - jt : %d;\n", ind, hi, TILE, hi,
+                TILE);
     for (int a = 0; a < g->k->nargs; a++) {
         if (!g->tile_read[a] && !g->tile_write[a])
             continue;
@@ -184,7 +191,8 @@ static void inner_end(kgen *g, sbuf *body, const char *ind, const char *lo, cons
             sbuf_printf(b, "%s    tc_%s2f_n(s%d, p%d + %s%d + jt, jn);\n", ind, arg_tag(g, a), a, a,
                         g->row_level ? "o" : "", g->row_level ? a : 0);
     }
-    sbuf_printf(b, "#pragma omp simd%s\n%s    for (int64_t j = jt; j < jt + jn; j++) {\n%s%s    }\n",
+    sbuf_printf(b,
+                "#pragma omp simd%s\n%s    for (int64_t j = jt; j < jt + jn; j++) {\n%s%s    }\n",
                 clauses, ind, body->s ? body->s : "", ind);
     for (int a = 0; a < g->k->nargs; a++)
         if (g->tile_write[a])
@@ -209,10 +217,13 @@ static const char *op_template(const graph_node *n, char *buf, size_t cap) {
     case OP_RELU: return "x0 < 0 ? 0.0f : x0";
     case OP_RELU6: return "x0 < 0 ? 0.0f : x0 > 6.0f ? 6.0f : x0";
     case OP_GELU: return "x0 * cpu_normal_cdf(x0)";
-    case OP_GELU_TANH: return "x0 / (1.0f + cpu_expf(-1.5957691216f * (x0 + 0.044715f * x0 * x0 * x0)))";
+    case OP_GELU_TANH:
+        return "x0 / (1.0f + cpu_expf(-1.5957691216f * (x0 + 0.044715f * x0 * x0 * x0)))";
     case OP_SILU: return "x0 / (1.0f + cpu_expf(-x0))";
-    case OP_HARDSWISH: return "x0 * ((x0 + 3.0f < 0.0f ? 0.0f : x0 + 3.0f > 6.0f ? 6.0f : x0 + 3.0f) / 6.0f)";
-    case OP_HARDSIGMOID: return "(x0 + 3.0f < 0.0f ? 0.0f : x0 + 3.0f > 6.0f ? 6.0f : x0 + 3.0f) / 6.0f";
+    case OP_HARDSWISH:
+        return "x0 * ((x0 + 3.0f < 0.0f ? 0.0f : x0 + 3.0f > 6.0f ? 6.0f : x0 + 3.0f) / 6.0f)";
+    case OP_HARDSIGMOID:
+        return "(x0 + 3.0f < 0.0f ? 0.0f : x0 + 3.0f > 6.0f ? 6.0f : x0 + 3.0f) / 6.0f";
     case OP_SCALE: {
         char a[48], c[48];
         compile_literal(a, sizeof a, n->fa[0]);
@@ -446,7 +457,8 @@ static void loop_open(kgen *g) {
                     (long long)total, PAR_MIN);
         sbuf_printf(b, "    for (int64_t t = 0; t < %lld; t++) {\n", (long long)nchunks);
         sbuf_printf(b, "        int64_t j0 = t * %lld, j1 = j0 + %lld < %lld ? j0 + %lld : %lld;\n",
-                    (long long)chunk, (long long)chunk, (long long)n, (long long)chunk, (long long)n);
+                    (long long)chunk, (long long)chunk, (long long)n, (long long)chunk,
+                    (long long)n);
         emit_hoists(g, false);
         snprintf(g->lo, sizeof g->lo, "j0");
         snprintf(g->hi, sizeof g->hi, "j1");
@@ -626,7 +638,8 @@ static int emit_row(kgen *g) {
                     o += (size_t)snprintf(clauses + o, sizeof clauses - o, " reduction(%s:acc%d)",
                                           n->op == OP_MAX ? "max" : "+", m);
                 if (n->op == OP_MAX && o < sizeof clauses)
-                    o += (size_t)snprintf(clauses + o, sizeof clauses - o, " reduction(|:nan%d)", m);
+                    o +=
+                        (size_t)snprintf(clauses + o, sizeof clauses - o, " reduction(|:nan%d)", m);
             }
             inner_begin(g, &g->body);
             emit_full_members(g, &ri, lev - 1);
@@ -755,7 +768,7 @@ static int emit_epilogue_rows(kgen *g, int target, const char *r0, const char *r
 }
 
 typedef struct gemm_side {
-    int64_t rs, cs; // row and column strides of the matrix
+    int64_t rs, cs;               // row and column strides of the matrix
     int64_t bst[TENSOR_MAX_DIMS]; // batch strides over the output's batch dims
 } gemm_side;
 
@@ -897,15 +910,17 @@ static int emit_gemm(kgen *g) {
     bool epi = k->n > 1;
     const char *TA = ta ? "112" : "111", *TB = tb ? "112" : "111";
     if (k->rows_in_place && (nbatch > 1 || ta || lda != K || N < 2 * K))
-        return compile_fail(p, "internal error: rows in place for a GEMM that is not one matrix "
-                               "of contiguous rows (%lld x %lld, K %lld)",
+        return compile_fail(p,
+                            "internal error: rows in place for a GEMM that is not one matrix "
+                            "of contiguous rows (%lld x %lld, K %lld)",
                             (long long)M, (long long)N, (long long)K);
     // the batch loop or the row blocks
     if (nbatch > 1) {
         // one matrix per thread when there are at least as many as threads,
         // the rule eager's matmul follows (cpu_gemm.c)
-        sbuf_printf(b, "#pragma omp parallel for if (%lld >= omp_get_max_threads()) schedule(static)\n",
-                    (long long)nbatch);
+        sbuf_printf(
+            b, "#pragma omp parallel for if (%lld >= omp_get_max_threads()) schedule(static)\n",
+            (long long)nbatch);
         sbuf_printf(b, "    for (int64_t bi = 0; bi < %lld; bi++) {\n", (long long)nbatch);
         sbuf_puts(b, "        int64_t oa = 0, ob = 0, qb = bi;\n");
         for (int d = nb - 1; d >= 0; d--) {
@@ -915,7 +930,7 @@ static int emit_gemm(kgen *g) {
                         (long long)B.bst[d]);
         }
         sbuf_printf(b,
-                    "        cblas_sgemm(101, %s, %s, %lld, %lld, %lld, 1.0f, p0 + oa, %lld, p1 + ob, "
+                    "        cpu_sgemm_par(%s, %s, %lld, %lld, %lld, p0 + oa, %lld, p1 + ob, "
                     "%lld, 0.0f, p2 + bi * %lld, %lld);\n",
                     TA, TB, (long long)M, (long long)N, (long long)K, (long long)lda,
                     (long long)ldb, (long long)(M * N), (long long)N);
@@ -930,30 +945,33 @@ static int emit_gemm(kgen *g) {
     if (k->rows_in_place)
         return emit_gemm_rows_in_place(g, target, M, N, K, TB, ldb);
     // one matrix: row blocks, each a single-threaded GEMM plus its epilogue
-    // while the block is in cache, when there are rows enough (eager's
-    // linear and matmul use the same rule, cpu_gemm_row_blocks); else one
-    // GEMM threaded by OpenBLAS, then the epilogue over the rows in parallel.
+    // while the block is in cache, when there are rows enough (the rule of
+    // cpu_gemm_split_plan, which eager's linear and matmul follow); else the
+    // GEMM split as eager splits it (cpu_sgemm_par: column blocks when rows
+    // are few), then the epilogue over the rows in parallel.
     int64_t arow = ta ? 1 : lda; // step of one row of A in elements
     sbuf_printf(b, "    int nt = omp_get_max_threads();\n");
-    sbuf_printf(b, "    int64_t blocks = (%lld >= 32 * (int64_t)nt && nt > 1 && %d) ? nt : 1;\n",
-                (long long)M, (double)M * N * K >= PAR_MIN * 8.0);
+    sbuf_printf(b, "    cpu_gemm_split sp = cpu_gemm_split_plan(%lld, %lld, %lld, nt);\n",
+                (long long)M, (long long)N, (long long)K);
+    sbuf_puts(b, "    int64_t blocks = sp.cols == 1 ? sp.rows : 1;\n");
     sbuf_puts(b, "    if (blocks > 1) {\n");
     sbuf_puts(b, "#pragma omp parallel for schedule(static)\n");
     sbuf_puts(b, "    for (int64_t t = 0; t < blocks; t++) {\n");
     sbuf_printf(b, "        int64_t m0 = %lld * t / blocks, m1 = %lld * (t + 1) / blocks;\n",
                 (long long)M, (long long)M);
-    sbuf_printf(b,
-                "        cblas_sgemm(101, %s, %s, (int)(m1 - m0), %lld, %lld, 1.0f, p0 + m0 * %lld, "
-                "%lld, p1, %lld, 0.0f, p2 + m0 * %lld, %lld);\n",
-                TA, TB, (long long)N, (long long)K, (long long)arow, (long long)lda,
-                (long long)ldb, (long long)N, (long long)N);
+    sbuf_printf(
+        b,
+        "        cblas_sgemm(101, %s, %s, (int)(m1 - m0), %lld, %lld, 1.0f, p0 + m0 * %lld, "
+        "%lld, p1, %lld, 0.0f, p2 + m0 * %lld, %lld);\n",
+        TA, TB, (long long)N, (long long)K, (long long)arow, (long long)lda, (long long)ldb,
+        (long long)N, (long long)N);
     if (epi && emit_epilogue_rows(g, target, "m0", "m1", N) < 0)
         return -1;
     sbuf_puts(b, "    }\n    } else {\n");
 
     sbuf_printf(b,
-                "        cblas_sgemm(101, %s, %s, %lld, %lld, %lld, 1.0f, p0, %lld, p1, %lld, 0.0f, "
-                "p2, %lld);\n",
+                "        cpu_sgemm_par(%s, %s, %lld, %lld, %lld, p0, %lld, p1, %lld, 0.0f, p2, "
+                "%lld);\n",
                 TA, TB, (long long)M, (long long)N, (long long)K, (long long)lda, (long long)ldb,
                 (long long)N);
     if (epi) {
@@ -1067,60 +1085,63 @@ static int emit_update(kgen *g) {
     sbuf_printf(b, "#pragma omp parallel for if (%lld >= %d) schedule(dynamic, 1)\n",
                 (long long)total, 2 * UPDATE_CHUNK);
     sbuf_printf(b, "    for (int c = 0; c < %d; c++) {\n", nchunks);
-    sbuf_puts(b,
-              "        const tc_chunk *q = &ch[c];\n"
-              "        float *restrict w = (float *)a[q->arg];\n"
-              "        const float *restrict gr = (const float *)a[q->arg + 1];\n"
-              "        const int64_t lo = q->lo, hi = q->hi;\n"
-              "        uint64_t t = t0;\n"
-              "        float inv = 1.0f; // the gradient's factor\n"
-              "        if (q->amp >= 0) { // grad scaler: found_inf skips, 1/scale, own step count\n"
-              "            if (*(const float *)a[q->arg + q->amp + 1] != 0.0f)\n"
-              "                continue;\n"
-              "            inv = (float)(1.0 / *(const float *)a[q->arg + q->amp]);\n"
-              "            t = (uint64_t)*(const float *)a[q->arg + q->amp + 2] + 1;\n"
-              "        }\n"
-              "        if (q->op == 0) { // AdamW: decay, moments, bias-corrected step\n"
-              "            float *restrict m = (float *)a[q->arg + 2], *restrict v = (float *)a[q->arg + 3];\n"
-              "            const double lr = q->h[0], b1 = q->h[1], b2 = q->h[2];\n"
-              "            const float decay = (float)(1 - lr * q->h[4]), eps = (float)q->h[3];\n"
-              "            const float step = (float)(lr / (1 - tc_powi(b1, t)));\n"
-              "            const float inv_bc2 = (float)(1 / sqrt(1 - tc_powi(b2, t)));\n"
-              "            const float fb1 = (float)b1, fb2 = (float)b2;\n"
-              "            const float ob1 = (float)(1 - b1), ob2 = (float)(1 - b2);\n"
-              "#pragma omp simd\n"
-              "            for (int64_t i = lo; i < hi; i++) {\n"
-              "                float gi_ = gr[i] * inv;\n"
-              "                float mi = fb1 * m[i] + ob1 * gi_, vi = fb2 * v[i] + ob2 * gi_ * gi_;\n"
-              "                m[i] = mi;\n"
-              "                v[i] = vi;\n"
-              "                w[i] = w[i] * decay - step * mi / (sqrtf(vi) * inv_bc2 + eps);\n"
-              "            }\n"
-              "        } else if (q->op == 1) { // SGD with momentum (dampening, nesterov)\n"
-              "            float *restrict buf = (float *)a[q->arg + 2];\n"
-              "            const float lr = (float)q->h[0], mom = (float)q->h[1], wd = (float)q->h[2];\n"
-              "            const int first = t == 1, nesterov = q->h[4] != 0;\n"
-              "            const float keep = first ? 0.0f : mom;\n"
-              "            const float take = first ? 1.0f : 1.0f - (float)q->h[3];\n"
-              "#pragma omp simd\n"
-              "            for (int64_t i = lo; i < hi; i++) {\n"
-              "                float d = gr[i] * inv + wd * w[i];\n"
-              "                float bi = keep * buf[i] + take * d;\n"
-              "                buf[i] = bi;\n"
-              "                w[i] -= lr * (nesterov ? d + mom * bi : bi);\n"
-              "            }\n"
-              "        } else if (q->op == 2) { // SGD without momentum\n"
-              "            const float lr = (float)q->h[0], wd = (float)q->h[2];\n"
-              "#pragma omp simd\n"
-              "            for (int64_t i = lo; i < hi; i++)\n"
-              "                w[i] -= lr * (gr[i] * inv + wd * w[i]);\n"
-              "        } else if (q->op == 3) { // running statistic: (1 - momentum) buf + momentum * factor * stat\n"
-              "            const float keep = (float)(1 - q->h[0]), take = (float)(q->h[0] * q->h[1]);\n"
-              "#pragma omp simd\n"
-              "            for (int64_t i = lo; i < hi; i++)\n"
-              "                w[i] = keep * w[i] + take * gr[i];\n"
-              "        }\n"
-              "    }\n");
+    sbuf_puts(
+        b,
+        "        const tc_chunk *q = &ch[c];\n"
+        "        float *restrict w = (float *)a[q->arg];\n"
+        "        const float *restrict gr = (const float *)a[q->arg + 1];\n"
+        "        const int64_t lo = q->lo, hi = q->hi;\n"
+        "        uint64_t t = t0;\n"
+        "        float inv = 1.0f; // the gradient's factor\n"
+        "        if (q->amp >= 0) { // grad scaler: found_inf skips, 1/scale, own step count\n"
+        "            if (*(const float *)a[q->arg + q->amp + 1] != 0.0f)\n"
+        "                continue;\n"
+        "            inv = (float)(1.0 / *(const float *)a[q->arg + q->amp]);\n"
+        "            t = (uint64_t)*(const float *)a[q->arg + q->amp + 2] + 1;\n"
+        "        }\n"
+        "        if (q->op == 0) { // AdamW: decay, moments, bias-corrected step\n"
+        "            float *restrict m = (float *)a[q->arg + 2], *restrict v = (float *)a[q->arg + "
+        "3];\n"
+        "            const double lr = q->h[0], b1 = q->h[1], b2 = q->h[2];\n"
+        "            const float decay = (float)(1 - lr * q->h[4]), eps = (float)q->h[3];\n"
+        "            const float step = (float)(lr / (1 - tc_powi(b1, t)));\n"
+        "            const float inv_bc2 = (float)(1 / sqrt(1 - tc_powi(b2, t)));\n"
+        "            const float fb1 = (float)b1, fb2 = (float)b2;\n"
+        "            const float ob1 = (float)(1 - b1), ob2 = (float)(1 - b2);\n"
+        "#pragma omp simd\n"
+        "            for (int64_t i = lo; i < hi; i++) {\n"
+        "                float gi_ = gr[i] * inv;\n"
+        "                float mi = fb1 * m[i] + ob1 * gi_, vi = fb2 * v[i] + ob2 * gi_ * gi_;\n"
+        "                m[i] = mi;\n"
+        "                v[i] = vi;\n"
+        "                w[i] = w[i] * decay - step * mi / (sqrtf(vi) * inv_bc2 + eps);\n"
+        "            }\n"
+        "        } else if (q->op == 1) { // SGD with momentum (dampening, nesterov)\n"
+        "            float *restrict buf = (float *)a[q->arg + 2];\n"
+        "            const float lr = (float)q->h[0], mom = (float)q->h[1], wd = (float)q->h[2];\n"
+        "            const int first = t == 1, nesterov = q->h[4] != 0;\n"
+        "            const float keep = first ? 0.0f : mom;\n"
+        "            const float take = first ? 1.0f : 1.0f - (float)q->h[3];\n"
+        "#pragma omp simd\n"
+        "            for (int64_t i = lo; i < hi; i++) {\n"
+        "                float d = gr[i] * inv + wd * w[i];\n"
+        "                float bi = keep * buf[i] + take * d;\n"
+        "                buf[i] = bi;\n"
+        "                w[i] -= lr * (nesterov ? d + mom * bi : bi);\n"
+        "            }\n"
+        "        } else if (q->op == 2) { // SGD without momentum\n"
+        "            const float lr = (float)q->h[0], wd = (float)q->h[2];\n"
+        "#pragma omp simd\n"
+        "            for (int64_t i = lo; i < hi; i++)\n"
+        "                w[i] -= lr * (gr[i] * inv + wd * w[i]);\n"
+        "        } else if (q->op == 3) { // running statistic: (1 - momentum) buf + momentum * "
+        "factor * stat\n"
+        "            const float keep = (float)(1 - q->h[0]), take = (float)(q->h[0] * q->h[1]);\n"
+        "#pragma omp simd\n"
+        "            for (int64_t i = lo; i < hi; i++)\n"
+        "                w[i] = keep * w[i] + take * gr[i];\n"
+        "        }\n"
+        "    }\n");
     return 0;
 }
 
@@ -1229,6 +1250,17 @@ static const char tc_abi[] =
     "void cblas_sgemv(int order, int trans, int m, int n, float alpha, const float *a, int lda,\n"
     "                 const float *x, int incx, float beta, float *y, int incy);\n";
 
+// An embedded engine header, less its header guard.
+static void prelude_put(sbuf *out, const char *pre) {
+    const char *guard = strstr(pre, "#pragma once\n");
+    if (guard) {
+        sbuf_printf(out, "%.*s", (int)(guard - pre), pre);
+        pre = guard + strlen("#pragma once\n");
+    }
+    sbuf_puts(out, pre);
+    sbuf_puts(out, "\n");
+}
+
 static int emit_group(cprog *p, kgroup *k, sbuf *b) {
     kgen g = {.p = p, .k = k, .b = b};
     int rc;
@@ -1271,14 +1303,10 @@ char *compile_codegen_c(cprog *p) {
                 "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n#include <omp.h>\n\n",
                 p->m->name, p->ngroups);
     // the eager kernels' math, less its header guard
-    const char *pre = compile_prelude_math, *guard = strstr(pre, "#pragma once\n");
-    if (guard) {
-        sbuf_printf(&out, "%.*s", (int)(guard - pre), pre);
-        pre = guard + strlen("#pragma once\n");
-    }
-    sbuf_puts(&out, pre);
-    sbuf_puts(&out, "\n");
+    prelude_put(&out, compile_prelude_math);
     sbuf_puts(&out, tc_abi);
+    // eager's GEMM threading (after tc_abi's cblas_sgemm declaration)
+    prelude_put(&out, compile_prelude_gemm);
     for (int gi = 0; gi < p->ngroups; gi++) {
         kgroup *k = &p->groups[gi];
         sbuf_reset(&body);
@@ -1292,8 +1320,9 @@ char *compile_codegen_c(cprog *p) {
             bodies[nk] = strdup(body.s ? body.s : "");
             if (!bodies[nk])
                 goto fail;
-            sbuf_printf(&out, "\n// %s\nstatic void k%d(char *const *a, const tc_rt *rt, int gi) {\n"
-                              "    (void)rt;\n    (void)gi;\n%s}\n",
+            sbuf_printf(&out,
+                        "\n// %s\nstatic void k%d(char *const *a, const tc_rt *rt, int gi) {\n"
+                        "    (void)rt;\n    (void)gi;\n%s}\n",
                         op_name(p->g->nodes[k->anchor >= 0 ? k->anchor : k->nodes[0]].op), nk,
                         bodies[nk]);
             found = nk++;

@@ -10,6 +10,8 @@
 
 #include <cblas.h>
 #include <omp.h>
+
+#include "cpu_gemm_par.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,14 +53,6 @@ static int gemm_operand(cpu_ctx *c, const tensor *t, tensor **own, const tensor 
     *trans = false;
     *ld = t->shape[nd - 1];
     return 0;
-}
-
-// Row blocks whenever there are rows enough, whatever the size of B: eager
-// calling OpenBLAS's own threading between its other OpenMP kernels stalled
-// for milliseconds (vit training at batch 16: 9.6 ms a step against 2.4 ms
-// with row blocks), while the same GEMMs inside one generated step did not.
-bool cpu_gemm_row_blocks(int64_t M, int64_t N, int64_t K, int nt) {
-    return nt > 1 && M >= 32 * (int64_t)nt && (double)M * (double)N * (double)K >= 262144.0;
 }
 
 // A batch of GEMMs is spread over threads, one matrix each, when there are
@@ -192,25 +186,11 @@ int cpu_matmul(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out) {
     }
     CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
     int nt = omp_get_max_threads();
-    if (batch == 1 && cpu_gemm_row_blocks(M, N, K, nt)) {
-        // one matrix, a small right operand: a block of rows per thread, as
-        // cpu_linear and the compiled mode's GEMMs
-#pragma omp parallel for schedule(static)
-        for (int t = 0; t < nt; t++) {
-            int64_t m0 = M * t / nt, m1 = M * (t + 1) / nt;
-            cblas_sgemm(CblasRowMajor, TA, TB, (blasint)(m1 - m0), (blasint)N, (blasint)K, 1.0f,
-                        pa + (ta ? m0 : m0 * lda), (blasint)lda, pb, (blasint)ldb, 0.0f,
-                        po + m0 * N, (blasint)N);
-        }
-        tensor_free(ownA);
-        tensor_free(ownB);
-        c->kernels++;
-        return 0;
-    }
     // as many matrices as threads or more: one thread per matrix (the same
-    // rule the compiled mode's generated GEMMs follow)
-    bool par = batch >= nt && batch > 1;
-#pragma omp parallel for if (par) schedule(static)
+    // rule the compiled mode's generated GEMMs follow); fewer: each over
+    // every thread in turn (cpu_gemm_par.h), as one GEMM when the batch
+    // folded into rows
+#pragma omp parallel for if (batch >= nt) schedule(static)
     for (int64_t i = 0; i < batch; i++) {
         int64_t oa = 0, ob = 0, rest = i;
         for (int d = nb - 1; d >= 0; d--) {
@@ -219,8 +199,11 @@ int cpu_matmul(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out) {
             oa += k * sa[d];
             ob += k * sb[d];
         }
-        cblas_sgemm(CblasRowMajor, TA, TB, (blasint)M, (blasint)N, (blasint)K, 1.0f, pa + oa,
-                    (blasint)lda, pb + ob, (blasint)ldb, 0.0f, po + i * M * N, (blasint)N);
+        if (batch >= nt)
+            cblas_sgemm(CblasRowMajor, TA, TB, (blasint)M, (blasint)N, (blasint)K, 1.0f, pa + oa,
+                        (blasint)lda, pb + ob, (blasint)ldb, 0.0f, po + i * M * N, (blasint)N);
+        else
+            cpu_sgemm_par(TA, TB, M, N, K, pa + oa, lda, pb + ob, ldb, 0.0f, po + i * M * N, N);
     }
     tensor_free(ownA);
     tensor_free(ownB);
@@ -278,32 +261,6 @@ int cpu_linear(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *bias,
         ldb = K;
     }
     float *po = tensor_f32(out);
-    // Small weights and enough rows: one block of rows per thread, each a
-    // single-threaded GEMM (OpenBLAS's own threading costs more than such a
-    // GEMM). The compiled mode's generated GEMMs use the same rule, so the
-    // comparison measures fusion and capture, not two GEMM schedules.
-    int nt = omp_get_max_threads();
-    if (cpu_gemm_row_blocks(M, N, K, nt)) {
-#pragma omp parallel for schedule(static)
-        for (int t = 0; t < nt; t++) {
-            int64_t m0 = M * t / nt, m1 = M * (t + 1) / nt;
-            float bb = 0.0f;
-            if (bias) {
-                const float *pb = tensor_f32(bias);
-                for (int64_t r = m0; r < m1; r++)
-                    for (int64_t j = 0; j < N; j++)
-                        po[r * N + j] = pb[j * bias->stride[0]];
-                bb = 1.0f;
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                        (blasint)(m1 - m0), (blasint)N, (blasint)K, 1.0f, px + m0 * lda,
-                        (blasint)lda, pw, (blasint)ldb, bb, po + m0 * N, (blasint)N);
-        }
-        tensor_free(own);
-        tensor_free(ownW);
-        c->kernels++;
-        return 0;
-    }
     float beta = 0.0f;
     if (bias) {
         const float *pb = tensor_f32(bias);
@@ -319,8 +276,10 @@ int cpu_linear(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *bias,
         }
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M, (blasint)N,
-                (blasint)K, 1.0f, px, (blasint)lda, pw, (blasint)ldb, beta, po, (blasint)N);
+    // the bias preloaded, then row or column blocks over the threads
+    // (cpu_gemm_par.h): the compiled mode's generated GEMMs split the same way
+    cpu_sgemm_par(CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, px, lda, pw, ldb, beta, po,
+                  N);
     tensor_free(own);
     tensor_free(ownW);
     c->kernels++;

@@ -26,17 +26,17 @@
 typedef struct cpu_dnnl cpu_dnnl;
 
 typedef struct cpu_ctx {
-    int64_t kernels;    // kernels launched, internal copies included
-    cpu_dnnl *dnnl;     // oneDNN engine, stream and primitive cache
-    int64_t dnnl_gemms; // bf16 GEMMs run by oneDNN's matmul (cpu_gemm_bf16)
+    int64_t kernels;         // kernels launched, internal copies included
+    cpu_dnnl *dnnl;          // oneDNN engine, stream and primitive cache
+    int64_t dnnl_gemms;      // bf16 GEMMs run by oneDNN's matmul (cpu_gemm_bf16)
     int64_t dnnl_bf16_convs; // bf16 convolutions run by oneDNN's bf16 primitive (cpu_dnnl)
     // the next convolution's weight is a parameter that never changes
     // while this context runs (compiled inference, as Inductor's freezing;
     // set around each call): it is reordered into the primitive's blocked
     // layout once, keyed by its address, and kept (cpu_dnnl_packed_bytes)
     bool freeze_weights;
-    uint64_t step;      // the training step, from 1 (dropout masks, Adam's bias correction);
-                        // 0, a zeroed ctx, counts as 1
+    uint64_t step; // the training step, from 1 (dropout masks, Adam's bias correction);
+                   // 0, a zeroed ctx, counts as 1
     char err[256];
 } cpu_ctx;
 
@@ -113,12 +113,9 @@ int cpu_cross_entropy(cpu_ctx *c, const tensor *logits, const tensor *target, in
 // () mean of (a - b)^2
 int cpu_mse_loss(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out);
 
-// matrix products through cblas_sgemm (cpu_gemm.c)
-// Enough rows (32 a thread) and work: one block of rows per thread, each a
-// single-threaded GEMM (OpenBLAS's own threading, between the executor's
-// other OpenMP kernels, costs more). The compiled mode's GEMMs use the same
-// rule.
-bool cpu_gemm_row_blocks(int64_t M, int64_t N, int64_t K, int nt);
+// matrix products through cblas_sgemm (cpu_gemm.c), each call single-threaded
+// inside the executor's own OpenMP team (cpu_gemm_par.h), as in the
+// generated code
 // (..., M, K) @ (..., K, N) -> (..., M, N), batch dims broadcast
 int cpu_matmul(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out);
 // x (..., K) @ w (N, K)^T + bias (N) -> (..., N); bias may be NULL
@@ -179,8 +176,7 @@ int cpu_softmax_grad(cpu_ctx *c, const tensor *dy, const tensor *y, bool log, te
 int cpu_norm_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
                   const tensor *w, tensor *out);
 // LAYER_NORM_WGRAD, RMS_NORM_WGRAD, BATCH_NORM_WGRAD, GROUP_NORM_WGRAD
-int cpu_norm_wgrad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
-                   tensor *out);
+int cpu_norm_wgrad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x, tensor *out);
 // The same with batch norm's statistics given (the (3, C) f32 output of
 // batch_norm_stats on x; NULL: computed from x, as above): the compiler's
 // batch norm backward reuses the forward's instead of two passes over x in

@@ -1,0 +1,77 @@
+// cpu_gemm_par: the one threading scheme of every f32 GEMM, eager's and
+// the generated code's alike (this header is embedded in the generated
+// C's prelude, as cpu_math.h is).
+//
+//   cpu_sgemm_par(111, 112, M, N, K, a, K, w, K, 0.0f, c, N);   // c = a @ w^T
+//
+// The threads come from OpenMP, never from OpenBLAS: a GEMM with work
+// enough is cut into blocks of rows (each thread packs all of B: cheap when
+// M is large) or, when there are too few rows for every thread, blocks of
+// columns (each thread packs all of A, which is then small), each block one
+// cblas_sgemm inside one active parallel region, where OpenBLAS's OpenMP
+// build runs single-threaded. A GEMM below CPU_GEMM_PAR_WORK is one call on
+// one thread, as OpenBLAS itself keeps GEMMs of that size. Letting OpenBLAS
+// thread the GEMMs that row blocks did not cover (it follows OpenMP's
+// thread count outside a parallel region) stalled eager: vit's training
+// step took 16-18 ms with two threads against 1.9 ms with one, in matmuls
+// of 64 rows or fewer.
+//
+// The caller declares cblas_sgemm (cblas.h in the engine, the prelude's
+// own declaration in generated code) before including this header. Order
+// and transpose flags are CBLAS's numbers: 101 row-major, 111 no
+// transpose, 112 transpose.
+#pragma once
+#include <omp.h>
+#include <stdint.h>
+
+#define CPU_GEMM_PAR_WORK 262144.0 // M*N*K below which one thread does it all
+#define CPU_GEMM_ROWS_MIN 32       // rows per thread for row blocks
+#define CPU_GEMM_COLS_MIN 16       // columns per thread for column blocks
+
+typedef struct cpu_gemm_split {
+    int rows, cols; // blocks along M and N; one of them is 1
+} cpu_gemm_split;
+
+// The blocks a (M, N, K) GEMM is cut into for nt threads.
+static inline cpu_gemm_split cpu_gemm_split_plan(int64_t M, int64_t N, int64_t K, int nt) {
+    cpu_gemm_split s = {1, 1};
+    if (nt <= 1 || (double)M * (double)N * (double)K < CPU_GEMM_PAR_WORK)
+        return s;
+    if (M >= CPU_GEMM_ROWS_MIN * (int64_t)nt) {
+        s.rows = nt;
+        return s;
+    }
+    if (N >= CPU_GEMM_COLS_MIN * (int64_t)nt) {
+        s.cols = nt;
+        return s;
+    }
+    // neither side long enough for every thread (the work is in K): short
+    // blocks along the longer side, never one call that OpenBLAS would
+    // thread on its own
+    if (M >= N)
+        s.rows = (int)(M < nt ? M : nt);
+    else
+        s.cols = (int)(N < nt ? N : nt);
+    return s;
+}
+
+// c (M, N) = a (M, K) @ b (K, N) + beta * c, operands as cblas_sgemm takes
+// them (ta, tb: 111 or 112), over the calling team's threads. Inside a
+// parallel region it is one single-threaded GEMM.
+static inline void cpu_sgemm_par(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *a,
+                                 int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                                 int64_t ldc) {
+    cpu_gemm_split s = {1, 1};
+    if (!omp_in_parallel())
+        s = cpu_gemm_split_plan(M, N, K, omp_get_max_threads());
+    int parts = s.rows * s.cols;
+#pragma omp parallel for if (parts > 1) schedule(static)
+    for (int t = 0; t < parts; t++) {
+        int64_t i = t / s.cols, j = t % s.cols;
+        int64_t m0 = M * i / s.rows, m1 = M * (i + 1) / s.rows;
+        int64_t n0 = N * j / s.cols, n1 = N * (j + 1) / s.cols;
+        cblas_sgemm(101, ta, tb, (int)(m1 - m0), (int)(n1 - n0), (int)K, 1.0f,
+                    a + (ta == 112 ? m0 : m0 * lda), (int)lda, b + (tb == 112 ? n0 * ldb : n0),
+                    (int)ldb, beta, c + m0 * ldc + n0, (int)ldc);
+    }
+}
