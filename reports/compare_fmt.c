@@ -64,7 +64,7 @@ static void noisy_title(const compare_result *r, sbuf *b) {
 
 // The text table of the rows that are (noisy) or are not (!noisy) noisy.
 static void text_table(const compare_result *r, sbuf *b, size_t w, bool noisy) {
-    sbuf_printf(b, "%-12s %-*s %10s %10s %8s %-17s %8s %11s %7s  %s\n", "verdict", (int)w, "entry",
+    sbuf_printf(b, "%-12s %-*s %10s %10s %8s %-17s %8s %13s %7s  %s\n", "verdict", (int)w, "entry",
                 "base ms", "new ms", "change", "95% CI of ratio", "q", "noise b/n", "limit", "why");
     for (int i = 0; i < r->nrows; i++) {
         const compare_row *row = &r->rows[i];
@@ -72,7 +72,7 @@ static void text_table(const compare_result *r, sbuf *b, size_t w, bool noisy) {
             continue;
         cells c;
         row_cells(row, &c);
-        sbuf_printf(b, "%-12s %-*s %10s %10s %8s %-17s %8s %11s %7s  %s\n",
+        sbuf_printf(b, "%-12s %-*s %10s %10s %8s %-17s %8s %13s %7s  %s\n",
                     compare_verdict_name(row->verdict), (int)w, c.entry, c.base, c.cur, c.change,
                     c.ci, c.q, c.noise, c.limit, row->reason);
     }
