@@ -169,7 +169,7 @@ awk '!done && /"samples_s": \[/ { inside = 1; print; next }
     { sub(/"unstable": true/, "\"unstable\": false"); print }' "$TMP/a.json" >"$TMP/noisy.json"
 expect 0 "compare with a noisy entry" "$EXE" compare "$TMP/a.json" "$TMP/noisy.json"
 has "$TMP/stdout" '^noisy: [0-9]+ entr(y|ies) too noisy to call' "compare lists noisy entries apart"
-has "$TMP/stdout" '^noisy +smoke/mlp eager .* 74\.1% > cap 10\.0%$' "compare names the noisy entry"
+has "$TMP/stdout" '^noisy +smoke/mlp eager .* 74\.1% > cap 10\.0%' "compare names the noisy entry"
 has "$TMP/stdout" '^PASS: 0 regressions, .*, [1-9][0-9]* noisy, ' "compare counts noisy entries"
 expect 1 "compare --fail-on-noisy" "$EXE" compare --fail-on-noisy "$TMP/a.json" "$TMP/noisy.json"
 has "$TMP/stdout" '^FAIL: 0 regressions, .*, [1-9][0-9]* noisy, .*--fail-on-noisy' "compare --fail-on-noisy"
