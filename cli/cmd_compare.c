@@ -57,6 +57,20 @@ static int parse_fraction(const char *cmd, const char *opt, const char *s, doubl
     return 0;
 }
 
+// A positive number (a noise cap may pass 1: a bimodal sample's noise
+// does); -1 with one line otherwise.
+static int parse_positive(const char *cmd, const char *opt, const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno == ERANGE || !isfinite(v) || v <= 0) {
+        cli_fail(cmd, "%s %s: expected a positive number (0.10 is 10%%)", opt, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 int cmd_compare(int argc, char **argv) {
     const char *cmd = "compare";
     compare_options o;
@@ -75,7 +89,7 @@ int cmd_compare(int argc, char **argv) {
                 return 2;
             break;
         case OPT_NOISE_CAP:
-            if (parse_fraction(cmd, "--noise-cap", optarg, &o.noise_cap) < 0)
+            if (parse_positive(cmd, "--noise-cap", optarg, &o.noise_cap) < 0)
                 return 2;
             break;
         case OPT_FAIL_ON_NOISY: o.fail_on_noisy = true; break;

@@ -140,8 +140,10 @@ expect 2 "compare --alpha bad" "$EXE" compare --alpha 0 "$TMP/a.json" "$TMP/a.js
 one_line '--alpha 0: expected a number between 0 and 1' "compare --alpha bad"
 expect 0 "compare --alpha --threshold" "$EXE" compare --alpha 0.05 --threshold 0.1 "$TMP/a.json" "$TMP/a.json"
 has "$TMP/stdout" '\(threshold 10\.0%, alpha 0\.05, noise cap 10\.0%;' "compare --alpha --threshold"
-expect 2 "compare --noise-cap bad" "$EXE" compare --noise-cap 1.5 "$TMP/a.json" "$TMP/a.json"
-one_line '--noise-cap 1.5: expected a number between 0 and 1' "compare --noise-cap bad"
+expect 2 "compare --noise-cap bad" "$EXE" compare --noise-cap 0 "$TMP/a.json" "$TMP/a.json"
+one_line '--noise-cap 0: expected a positive number' "compare --noise-cap bad"
+expect 2 "compare --noise-cap not a number" "$EXE" compare --noise-cap 10% "$TMP/a.json" "$TMP/a.json"
+one_line '--noise-cap 10%: expected a positive number' "compare --noise-cap not a number"
 expect 2 "compare of one file" "$EXE" compare "$TMP/a.json"
 one_line 'expected two results files' "compare of one file"
 
@@ -181,6 +183,8 @@ has "$TMP/stdout" '<skipped message="noisy: [^"]*74\.1%' "junit skips a noisy en
 expect 0 "compare --noise-cap" "$EXE" compare --noise-cap 0.8 "$TMP/noisy.json" "$TMP/noisy.json"
 has "$TMP/stdout" '^same +smoke/mlp eager .*74\.1/74\.1%' "compare --noise-cap calls it again"
 has "$TMP/stdout" 'noise cap 80\.0%;' "compare --noise-cap in the summary"
+expect 0 "compare --noise-cap above 1" "$EXE" compare --noise-cap 2 "$TMP/noisy.json" "$TMP/noisy.json"
+has "$TMP/stdout" 'noise cap 200\.0%;' "compare --noise-cap above 1"
 
 # --- export -------------------------------------------------------------------
 expect 0 "export gbench" "$EXE" export --format gbench "$TMP/a.json" -o "$TMP/gbench.json"
