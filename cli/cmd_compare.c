@@ -12,25 +12,32 @@
 static const char usage[] =
     "usage: tcbench compare BASELINE.json CURRENT.json [options]\n"
     "\n"
-    "A verdict per entry: regression, improvement, ambiguous, same, insufficient\n"
-    "(fewer than 10 samples a side), missing, new. A regression is slower by all of:\n"
-    "a Mann-Whitney U test (p-values adjusted by Benjamini-Hochberg over all entries)\n"
-    "below --alpha, a change of the median above max(--threshold, 3 x noise), and a\n"
-    "bootstrap 95% interval of the ratio of medians beyond that; or an entry that was\n"
-    "ok/pass and now fails. Results of different machines are refused.\n"
-    "Exit status: 0 no regression, 1 a regression, 2 bad or incomparable input.\n"
+    "A verdict per entry: regression, improvement, ambiguous, noisy, same,\n"
+    "insufficient (fewer than 10 samples a side), missing, new. A regression is slower\n"
+    "by all of: a Mann-Whitney U test (p-values adjusted by Benjamini-Hochberg over all\n"
+    "tested entries) below --alpha, a change of the median above max(--threshold,\n"
+    "3 x noise), and a bootstrap 95% interval of the ratio of medians beyond that; or\n"
+    "an entry that was ok/pass and now fails. A side's noise is 1.4826 MAD / median of\n"
+    "its samples; above --noise-cap on a side, or marked unstable by its run, an entry\n"
+    "is noisy: not called, listed apart. Results of different machines are refused.\n"
+    "Exit status: 0 no regression, 1 a regression (or a noisy entry with\n"
+    "--fail-on-noisy), 2 bad or incomparable input.\n"
     "\n"
     "  --threshold F        smallest relative change that counts (default 0.05)\n"
     "  --alpha F            false discovery rate (default 0.01)\n"
+    "  --noise-cap F        a side's noise above this makes an entry noisy (default 0.10)\n"
+    "  --fail-on-noisy      exit 1 when an entry is noisy (default: noisy passes)\n"
     "  --force              compare results of different machines anyway\n"
     "  --format FMT         text (default), md (CI job summaries), json, junit\n"
     "  -h, --help           this help\n";
 
-enum { OPT_THRESHOLD = 256, OPT_ALPHA, OPT_FORCE, OPT_FORMAT };
+enum { OPT_THRESHOLD = 256, OPT_ALPHA, OPT_NOISE_CAP, OPT_FAIL_ON_NOISY, OPT_FORCE, OPT_FORMAT };
 
 static const struct option long_opts[] = {
     {"threshold", required_argument, NULL, OPT_THRESHOLD},
     {"alpha", required_argument, NULL, OPT_ALPHA},
+    {"noise-cap", required_argument, NULL, OPT_NOISE_CAP},
+    {"fail-on-noisy", no_argument, NULL, OPT_FAIL_ON_NOISY},
     {"force", no_argument, NULL, OPT_FORCE},
     {"format", required_argument, NULL, OPT_FORMAT},
     {"help", no_argument, NULL, 'h'},
@@ -44,6 +51,20 @@ static int parse_fraction(const char *cmd, const char *opt, const char *s, doubl
     double v = strtod(s, &end);
     if (!*s || *end || errno == ERANGE || !isfinite(v) || v <= 0 || v >= 1) {
         cli_fail(cmd, "%s %s: expected a number between 0 and 1 (0.05 is 5%%)", opt, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+// A positive number (a noise cap may pass 1: a bimodal sample's noise
+// does); -1 with one line otherwise.
+static int parse_positive(const char *cmd, const char *opt, const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno == ERANGE || !isfinite(v) || v <= 0) {
+        cli_fail(cmd, "%s %s: expected a positive number (0.10 is 10%%)", opt, s);
         return -1;
     }
     *out = v;
@@ -67,6 +88,11 @@ int cmd_compare(int argc, char **argv) {
             if (parse_fraction(cmd, "--alpha", optarg, &o.alpha) < 0)
                 return 2;
             break;
+        case OPT_NOISE_CAP:
+            if (parse_positive(cmd, "--noise-cap", optarg, &o.noise_cap) < 0)
+                return 2;
+            break;
+        case OPT_FAIL_ON_NOISY: o.fail_on_noisy = true; break;
         case OPT_FORCE: o.force = true; break;
         case OPT_FORMAT: {
             int f = compare_format_parse(optarg);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@ static const char *const verdict_names[] = {
     [CMP_REGRESSION] = "regression",
     [CMP_IMPROVEMENT] = "improvement",
     [CMP_AMBIGUOUS] = "ambiguous",
+    [CMP_NOISY] = "noisy",
     [CMP_SAME] = "same",
     [CMP_INSUFFICIENT] = "insufficient",
     [CMP_MISSING] = "missing",
@@ -25,6 +27,10 @@ _Static_assert(sizeof format_names / sizeof format_names[0] == CMP_FORMAT_COUNT,
 
 const char *compare_verdict_name(enum compare_verdict v) { return verdict_names[v]; }
 
+bool compare_result_failed(const compare_result *r) {
+    return r->count[CMP_REGRESSION] > 0 || (r->opts.fail_on_noisy && r->count[CMP_NOISY] > 0);
+}
+
 int compare_format_parse(const char *s) {
     for (int i = 0; i < CMP_FORMAT_COUNT; i++)
         if (!strcmp(format_names[i], s))
@@ -36,6 +42,7 @@ void compare_options_init(compare_options *o) {
     memset(o, 0, sizeof *o);
     o->threshold = 0.05;
     o->alpha = 0.01;
+    o->noise_cap = COMPARE_NOISE_CAP;
     o->format = CMP_TEXT;
 }
 
@@ -170,8 +177,54 @@ static int find_duplicate(const resfile *f, char *err, size_t cap) {
     return 0;
 }
 
+// Appends "; " and the formatted text to a row's reason, cut at its size.
+static void reason_add(compare_row *r, const char *fmt, ...) {
+    size_t len = strlen(r->reason);
+    if (len + 3 >= sizeof r->reason)
+        return;
+    if (len) {
+        strcpy(r->reason + len, "; ");
+        len += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->reason + len, sizeof r->reason - len, fmt, ap);
+    va_end(ap);
+}
+
+static void reason_add_unstable(compare_row *r, const char *side, const resfile_entry *e) {
+    if (!e->stability_unstable)
+        return;
+    reason_add(r, "%s marked unstable", side);
+    for (size_t i = 0; e->stability_reasons && i < json_array_size(e->stability_reasons); i++) {
+        const char *why = json_string_value(json_array_get(e->stability_reasons, i));
+        if (why)
+            reason_add(r, "%s", why);
+    }
+}
+
+// Too noisy to call: a side's noise above the cap, or an entry its run
+// marked unstable. The reason says which, with the file's own reasons.
+static bool noisy(compare_row *r, const compare_options *o) {
+    bool nb = r->noise_base > o->noise_cap, nc = r->noise_cur > o->noise_cap;
+    if (!nb && !nc && !r->base->stability_unstable && !r->cur->stability_unstable)
+        return false;
+    r->verdict = CMP_NOISY;
+    r->reason[0] = '\0';
+    double cap = o->noise_cap * 100;
+    if (nb && nc)
+        reason_add(r, "noise baseline %.1f%%, current %.1f%% > cap %.1f%%", r->noise_base * 100,
+                   r->noise_cur * 100, cap);
+    else if (nb || nc)
+        reason_add(r, "%s noise %.1f%% > cap %.1f%%", nb ? "baseline" : "current",
+                   (nb ? r->noise_base : r->noise_cur) * 100, cap);
+    reason_add_unstable(r, "baseline", r->base);
+    reason_add_unstable(r, "current", r->cur);
+    return true;
+}
+
 // Everything up to the U test; the verdict of a tested pair waits for BH.
-static int pair(compare_row *r, char *err, size_t cap) {
+static int pair(compare_row *r, const compare_options *o, char *err, size_t cap) {
     const resfile_entry *b = r->base, *c = r->cur;
     if (b->good && !c->good) {
         r->verdict = CMP_REGRESSION;
@@ -207,18 +260,22 @@ static int pair(compare_row *r, char *err, size_t cap) {
     r->ratio = boot.median;
     r->ci_lo = boot.ci95_lo;
     r->ci_hi = boot.ci95_hi;
-    r->noise = sqrt(b->stats.cv * b->stats.cv + c->stats.cv * c->stats.cv);
+    r->noise_base = bench_stats_noise(&b->stats);
+    r->noise_cur = bench_stats_noise(&c->stats);
+    r->noise = sqrt(r->noise_base * r->noise_base + r->noise_cur * r->noise_cur);
+    r->threshold = fmax(o->threshold, 3 * r->noise);
     r->p = compare_mann_whitney(b->samples, b->nsamples, c->samples, c->nsamples);
     if (isnan(r->p)) {
         snprintf(err, cap, "compare_mann_whitney: out of memory");
         return -1;
     }
-    r->tested = true;
+    // A noisy pair's p-value is shown, but it is no test: it stays out of
+    // Benjamini-Hochberg, whose adjustment counts only the entries called.
+    r->tested = !noisy(r, o);
     return 0;
 }
 
 static void decide(compare_row *r, const compare_options *o) {
-    r->threshold = fmax(o->threshold, 3 * r->noise);
     double change = r->ratio - 1, t = r->threshold;
     bool significant = r->q < o->alpha;
     if (fabs(change) <= t) {
@@ -243,6 +300,12 @@ static void decide(compare_row *r, const compare_options *o) {
              interval ? "" : "the 95% interval reaches the limit");
 }
 
+static void row_clear(compare_row *r) {
+    r->ratio = r->ci_lo = r->ci_hi = r->p = r->q = NAN;
+    r->noise = r->noise_base = r->noise_cur = NAN;
+    r->base_ms = r->cur_ms = r->threshold = NAN;
+}
+
 int compare_files(const resfile *base, const resfile *cur, const compare_options *o,
                   compare_result *r, char *err, size_t cap) {
     memset(r, 0, sizeof *r);
@@ -265,8 +328,7 @@ int compare_files(const resfile *base, const resfile *cur, const compare_options
     for (int i = 0; i < base->nentries && rc == 0; i++) {
         compare_row *row = &r->rows[r->nrows++];
         row->base = &base->entries[i];
-        row->ratio = row->ci_lo = row->ci_hi = row->p = row->q = row->noise = NAN;
-        row->base_ms = row->cur_ms = row->threshold = NAN;
+        row_clear(row);
         for (int k = 0; k < cur->nentries && !row->cur; k++)
             if (!matched[k] && resfile_entry_same(row->base, &cur->entries[k])) {
                 matched[k] = true;
@@ -277,7 +339,7 @@ int compare_files(const resfile *base, const resfile *cur, const compare_options
             snprintf(row->reason, sizeof row->reason, "not in %.200s", cur->path);
             continue;
         }
-        rc = pair(row, err, cap);
+        rc = pair(row, o, err, cap);
         if (rc == 0 && row->tested) {
             p[nt] = row->p;
             tested[nt++] = r->nrows - 1;
@@ -288,8 +350,7 @@ int compare_files(const resfile *base, const resfile *cur, const compare_options
             continue;
         compare_row *row = &r->rows[r->nrows++];
         row->cur = &cur->entries[k];
-        row->ratio = row->ci_lo = row->ci_hi = row->p = row->q = row->noise = NAN;
-        row->base_ms = row->cur_ms = row->threshold = NAN;
+        row_clear(row);
         row->verdict = CMP_NEW;
         snprintf(row->reason, sizeof row->reason, "not in %.200s", base->path);
     }
@@ -347,7 +408,7 @@ int compare_main(const char *base_path, const char *cur_path, const compare_opti
         if (compare_write(&r, out) < 0)
             fprintf(err, "tcbench compare: writing the verdicts: %s\n", strerror(errno));
         else
-            rc = r.count[CMP_REGRESSION] > 0 ? 1 : 0;
+            rc = compare_result_failed(&r) ? 1 : 0;
         compare_result_free(&r);
     }
     resfile_free(base);

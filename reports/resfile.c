@@ -95,6 +95,10 @@ static int entry_load(resfile *f, json_t *c, int i, diag *d) {
     json_t *roof = json_object_get(c, "roofline");
     e->intensity = num(roof, "intensity");
     e->achieved_GFLOPs = num(roof, "achieved_GFLOPs");
+    json_t *stab = json_object_get(c, "stability"); // for compare
+    e->stability_unstable = json_is_true(json_object_get(stab, "unstable"));
+    e->stability_reasons =
+        json_is_array(json_object_get(stab, "reasons")) ? json_object_get(stab, "reasons") : NULL;
     return 0;
 }
 

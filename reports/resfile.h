@@ -53,6 +53,10 @@ typedef struct resfile_entry {
     double speedup, ci95_lo, ci95_hi;      // NAN unless it passed
     double compression_ratio;              // eager peak / this one's
     double intensity, achieved_GFLOPs;     // the roofline object's
+    // stability.unstable and stability.reasons, for compare (false and NULL
+    // without a stability object, as in files of older runs)
+    bool stability_unstable;
+    json_t *stability_reasons; // array of strings, owned by the document
 } resfile_entry;
 
 typedef struct resfile {

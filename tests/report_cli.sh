@@ -4,7 +4,8 @@
 # files and charts, the report without gnuplot on PATH (exit 0, exactly one
 # warning line, tables and scripts kept), compare's exit codes (the same
 # run twice passes; a different machine exits 2 unless --force; corrupt
-# JSON exits 2 with FILE:LINE:COL; pass -> fail_accuracy exits 1), and the
+# JSON exits 2 with FILE:LINE:COL; pass -> fail_accuracy exits 1; an entry
+# made noisy passes, and exits 1 under --fail-on-noisy), and the
 # Google Benchmark export. Two separate runs are compared too, but only
 # printed: on a shared machine load can move a median between runs by more
 # than any threshold, and that is what the gate is for, not a test failure.
@@ -138,7 +139,11 @@ one_line '--threshold 5: expected a number between 0 and 1' "compare --threshold
 expect 2 "compare --alpha bad" "$EXE" compare --alpha 0 "$TMP/a.json" "$TMP/a.json"
 one_line '--alpha 0: expected a number between 0 and 1' "compare --alpha bad"
 expect 0 "compare --alpha --threshold" "$EXE" compare --alpha 0.05 --threshold 0.1 "$TMP/a.json" "$TMP/a.json"
-has "$TMP/stdout" '\(threshold 10\.0%, alpha 0\.05;' "compare --alpha --threshold"
+has "$TMP/stdout" '\(threshold 10\.0%, alpha 0\.05, noise cap 10\.0%;' "compare --alpha --threshold"
+expect 2 "compare --noise-cap bad" "$EXE" compare --noise-cap 0 "$TMP/a.json" "$TMP/a.json"
+one_line '--noise-cap 0: expected a positive number' "compare --noise-cap bad"
+expect 2 "compare --noise-cap not a number" "$EXE" compare --noise-cap 10% "$TMP/a.json" "$TMP/a.json"
+one_line '--noise-cap 10%: expected a positive number' "compare --noise-cap not a number"
 expect 2 "compare of one file" "$EXE" compare "$TMP/a.json"
 one_line 'expected two results files' "compare of one file"
 
@@ -154,6 +159,32 @@ awk '!done && /"status": "pass"/ { sub(/"pass"/, "\"fail_accuracy\""); done = 1 
 expect 1 "compare pass -> fail_accuracy" "$EXE" compare "$TMP/a.json" "$TMP/acc.json"
 has "$TMP/stdout" '^regression +smoke/[a-z0-9]+ compiled .*status pass -> fail_accuracy' \
     "compare names the status regression"
+
+# one entry's samples replaced by 1 ms and 3 ms in turn: its noise, 1.4826
+# MAD / median, is 74.1% whatever the machine did, far above the 10% cap.
+# Noisy, listed apart, exit 0; exit 1 with --fail-on-noisy; a cap above
+# its noise calls it again (where the run marked no entry unstable, so the
+# copy marks none: the cap alone decides)
+awk '!done && /"samples_s": \[/ { inside = 1; print; next }
+    inside && /\]/ { inside = 0; done = 1 }
+    inside { printf "%s%s\n", ++k % 2 ? "1e-3" : "3e-3", /,$/ ? "," : ""; next }
+    { sub(/"unstable": true/, "\"unstable\": false"); print }' "$TMP/a.json" >"$TMP/noisy.json"
+expect 0 "compare with a noisy entry" "$EXE" compare "$TMP/a.json" "$TMP/noisy.json"
+has "$TMP/stdout" '^noisy: [0-9]+ entr(y|ies) too noisy to call' "compare lists noisy entries apart"
+has "$TMP/stdout" '^noisy +smoke/mlp eager .* 74\.1% > cap 10\.0%' "compare names the noisy entry"
+has "$TMP/stdout" '^PASS: 0 regressions, .*, [1-9][0-9]* noisy, ' "compare counts noisy entries"
+expect 1 "compare --fail-on-noisy" "$EXE" compare --fail-on-noisy "$TMP/a.json" "$TMP/noisy.json"
+has "$TMP/stdout" '^FAIL: 0 regressions, .*, [1-9][0-9]* noisy, .*--fail-on-noisy' "compare --fail-on-noisy"
+expect 1 "compare --fail-on-noisy --format junit" "$EXE" compare --fail-on-noisy --format junit \
+    "$TMP/a.json" "$TMP/noisy.json"
+has "$TMP/stdout" '<failure type="noisy" message="[^"]*74\.1%' "junit --fail-on-noisy"
+expect 0 "compare --format junit, noisy" "$EXE" compare --format junit "$TMP/a.json" "$TMP/noisy.json"
+has "$TMP/stdout" '<skipped message="noisy: [^"]*74\.1%' "junit skips a noisy entry"
+expect 0 "compare --noise-cap" "$EXE" compare --noise-cap 0.8 "$TMP/noisy.json" "$TMP/noisy.json"
+has "$TMP/stdout" '^same +smoke/mlp eager .*74\.1/74\.1%' "compare --noise-cap calls it again"
+has "$TMP/stdout" 'noise cap 80\.0%;' "compare --noise-cap in the summary"
+expect 0 "compare --noise-cap above 1" "$EXE" compare --noise-cap 2 "$TMP/noisy.json" "$TMP/noisy.json"
+has "$TMP/stdout" 'noise cap 200\.0%;' "compare --noise-cap above 1"
 
 # --- export -------------------------------------------------------------------
 expect 0 "export gbench" "$EXE" export --format gbench "$TMP/a.json" -o "$TMP/gbench.json"

@@ -1,8 +1,12 @@
 // tcbench compare: the U test and Benjamini-Hochberg against known values,
-// a clear regression exits 1, 200 pairs of pure noise give under 1% false
-// regressions, a different machine exits 2 (and --force goes on), corrupt
-// JSON exits 2 with FILE:LINE:COL, ok -> fail_accuracy is a regression, the
-// JUnit output is well-formed XML, and the other formats say the same.
+// a clear regression exits 1, the issue's case (one baseline sample x50, a
+// 1.5x slowdown) is a regression where stddev / mean called it the same,
+// 200 pairs of pure noise (with and without outliers x5..50) give no false
+// regression, 30% dispersion or an entry marked unstable is noisy (listed
+// apart in every format, exit 1 only with --fail-on-noisy), a different
+// machine exits 2 (and --force goes on), corrupt JSON exits 2 with
+// FILE:LINE:COL, ok -> fail_accuracy is a regression, the JUnit output is
+// well-formed XML, and the other formats say the same.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +26,8 @@
 
 static char dir[256];
 
+static bool xml_well_formed(const char *s, int *testcases, int *failures); // below
+
 // splitmix64 and Box-Muller: the same noise on every machine
 static uint64_t rng_state;
 static double uniform(void) {
@@ -39,20 +45,54 @@ typedef struct fake {
     const char *name, *status;
     double median, cv;
     int n;
+    double spike;     // samples_s[0] multiplied by this (0: no spike)
+    double outlier_p; // each sample, with this chance, multiplied by 5..50
+    bool unstable;    // stability.unstable true, with a reason
 } fake;
+#define FAKE(nm, st, m, c, k)                                                                      \
+    { .name = (nm), .status = (st), .median = (m), .cv = (c), .n = (k) }
+
+// The stability object of the schema; null without samples, as run writes it.
+static json_t *stability_of(const fake *f, json_t *samples) {
+    if (!f->n)
+        return json_null();
+    double *x = malloc((size_t)f->n * sizeof *x);
+    assert_non_null(x);
+    for (int k = 0; k < f->n; k++)
+        x[k] = json_real_value(json_array_get(samples, (size_t)k));
+    bench_stats st;
+    assert_int_equal(bench_stats_compute(x, f->n, &st), 0);
+    free(x);
+    json_t *reasons = json_array();
+    if (f->unstable)
+        json_array_append_new(reasons,
+                              json_string("interference: 812 involuntary context switches"));
+    return json_pack("{s:f, s:n, s:i, s:i, s:f, s:n, s:n, s:b, s:o}", "noise",
+                     bench_stats_noise(&st), "ci_rel_width", "rounds", f->n, "nivcsw",
+                     f->unstable ? 812 : 3, "steal_s", 0.0, "load_start", "load_end", "unstable",
+                     f->unstable, "reasons", reasons);
+}
 
 // A results file of one entry per fake, on the host cpu.
 static void write_results(const char *path, const char *cpu, const fake *f, int nf) {
     json_t *cases = json_array();
     for (int i = 0; i < nf; i++) {
         json_t *s = json_array();
-        for (int k = 0; k < f[i].n; k++)
-            json_array_append_new(s, json_real(lognormal(f[i].median, f[i].cv)));
-        json_array_append_new(cases, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:o}",
-                                               "suite", "t", "name", f[i].name, "mode", "compiled",
-                                               "precision", "fp32", "workload", "infer", "device",
-                                               "cpu", "batch", 2, "status", f[i].status, "message",
-                                               "", "samples_s", s));
+        for (int k = 0; k < f[i].n; k++) {
+            double v = lognormal(f[i].median, f[i].cv);
+            if (k == 0 && f[i].spike > 0)
+                v *= f[i].spike;
+            if (f[i].outlier_p > 0 && uniform() < f[i].outlier_p)
+                v *= 5 + 45 * uniform();
+            json_array_append_new(s, json_real(v));
+        }
+        json_t *c = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:o}", "suite", "t",
+                              "name", f[i].name, "mode", "compiled", "precision", "fp32",
+                              "workload", "infer", "device", "cpu", "batch", 2, "status",
+                              f[i].status, "message", "", "samples_s", s);
+        assert_non_null(c);
+        json_object_set_new(c, "stability", stability_of(&f[i], s));
+        json_array_append_new(cases, c);
     }
     json_t *doc = json_pack("{s:i, s:{s:s, s:i, s:i}, s:o}", "schema_version", 1, "host",
                             "cpu_model", cpu, "cores", 2, "threads_used", 2, "cases", cases);
@@ -130,8 +170,8 @@ static void test_bh(void **state) {
 static void test_clear_regression(void **state) {
     (void)state;
     rng_state = 1;
-    fake base[] = {{"mlp", "pass", 1e-3, 0.02, 20}, {"gpt2", "pass", 2e-3, 0.02, 20}};
-    fake cur[] = {{"mlp", "pass", 1.3e-3, 0.02, 20}, {"gpt2", "pass", 2e-3, 0.02, 20}};
+    fake base[] = {FAKE("mlp", "pass", 1e-3, 0.02, 20), FAKE("gpt2", "pass", 2e-3, 0.02, 20)};
+    fake cur[] = {FAKE("mlp", "pass", 1.3e-3, 0.02, 20), FAKE("gpt2", "pass", 2e-3, 0.02, 20)};
     char a[512], b[512];
     path_of(a, sizeof a, "base.json");
     path_of(b, sizeof b, "slow.json");
@@ -153,6 +193,233 @@ static void test_clear_regression(void **state) {
     free(out);
 }
 
+// The issue's case: one baseline sample in 20 is 50 times the others, and
+// every current sample is 1.5 times slower. stddev / mean made the limit
+// about 950% and the gate said `same`; the robust noise keeps it near 5%.
+static void test_outlier_in_baseline(void **state) {
+    (void)state;
+    rng_state = 17;
+    fake base[] = {FAKE("mlp", "pass", 1e-3, 0.01, 20)};
+    base[0].spike = 50;
+    fake cur[] = {FAKE("mlp", "pass", 1.5e-3, 0.01, 20)};
+    char a[512], b[512];
+    path_of(a, sizeof a, "spike_a.json");
+    path_of(b, sizeof b, "spike_b.json");
+    write_results(a, "cpu A", base, 1);
+    write_results(b, "cpu A", cur, 1);
+    // the case the old gate let through: 3 x sqrt(cv_base^2 + cv_cur^2) > 50%
+    resfile *fa;
+    diag d;
+    assert_int_equal(resfile_load(a, &fa, &d), 0);
+    double cv = fa->entries[0].stats.cv;
+    assert_true(3 * cv > 0.5);
+    resfile_free(fa);
+    compare_options o;
+    compare_options_init(&o);
+    char *out;
+    int rc = run_compare("spike_a.json", "spike_b.json", &o, &out, NULL);
+    print_message("%s", out);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "regression   t/mlp compiled"));
+    assert_non_null(strstr(out, "FAIL: 1 regression"));
+    free(out);
+}
+
+// Writes base and cur as NAME_a.json and NAME_b.json in the test folder.
+static void write_pair(const char *name, const fake *base, int nb, const fake *cur, int nc) {
+    char a[512], b[512], fa[64], fb[64];
+    snprintf(fa, sizeof fa, "%s_a.json", name);
+    snprintf(fb, sizeof fb, "%s_b.json", name);
+    path_of(a, sizeof a, fa);
+    path_of(b, sizeof b, fb);
+    write_results(a, "cpu A", base, nb);
+    write_results(b, "cpu A", cur, nc);
+}
+
+// A current run with 30% dispersion and no shift: noisy, listed apart, a
+// pass unless --fail-on-noisy; the steady entry beside it is still called.
+static void test_dispersed_is_noisy(void **state) {
+    (void)state;
+    rng_state = 23;
+    fake base[] = {FAKE("mlp", "pass", 1e-3, 0.02, 20), FAKE("gpt2", "pass", 2e-3, 0.02, 20)};
+    fake cur[] = {FAKE("mlp", "pass", 1e-3, 0.30, 20), FAKE("gpt2", "pass", 2e-3, 0.02, 20)};
+    write_pair("wide", base, 2, cur, 2);
+    compare_options o;
+    compare_options_init(&o);
+    char *out;
+    assert_int_equal(run_compare("wide_a.json", "wide_b.json", &o, &out, NULL), 0);
+    print_message("%s", out);
+    assert_non_null(strstr(out, "same         t/gpt2 compiled"));
+    // the noisy entry comes after the called ones, under its own title
+    const char *apart = strstr(out, "\nnoisy: 1 entry too noisy to call");
+    assert_non_null(apart);
+    assert_non_null(strstr(apart, "noisy        t/mlp compiled"));
+    assert_null(strstr(apart, "t/gpt2"));
+    assert_non_null(strstr(apart, "current noise "));
+    assert_non_null(
+        strstr(out, "PASS: 0 regressions, 0 improvement, 0 ambiguous, 1 noisy, 1 same"));
+    free(out);
+
+    o.fail_on_noisy = true;
+    assert_int_equal(run_compare("wide_a.json", "wide_b.json", &o, &out, NULL), 1);
+    assert_non_null(strstr(out, "FAIL: 0 regressions, 0 improvement, 0 ambiguous, 1 noisy"));
+    assert_non_null(strstr(out, "--fail-on-noisy fails the gate"));
+    free(out);
+
+    o.format = CMP_JSON;
+    assert_int_equal(run_compare("wide_a.json", "wide_b.json", &o, &out, NULL), 1);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    assert_string_equal(json_string_value(json_object_get(doc, "result")), "fail");
+    assert_true(json_is_true(json_object_get(doc, "fail_on_noisy")));
+    assert_true(fabs(json_real_value(json_object_get(doc, "noise_cap")) - 0.10) < 1e-12);
+    json_t *counts = json_object_get(doc, "counts");
+    assert_int_equal(json_integer_value(json_object_get(counts, "noisy")), 1);
+    assert_int_equal(json_integer_value(json_object_get(counts, "same")), 1);
+    json_t *noisy = json_object_get(doc, "noisy");
+    assert_int_equal(json_array_size(noisy), 1);
+    json_t *n0 = json_array_get(noisy, 0);
+    assert_string_equal(json_string_value(json_object_get(n0, "name")), "mlp");
+    assert_string_equal(json_string_value(json_object_get(n0, "verdict")), "noisy");
+    assert_true(json_real_value(json_object_get(n0, "noise_current")) > 0.10);
+    assert_true(json_real_value(json_object_get(n0, "noise_base")) < 0.10);
+    assert_true(json_is_null(json_object_get(n0, "q"))); // not tested: out of BH
+    json_decref(doc);
+    free(out);
+
+    o.format = CMP_JUNIT;
+    int cases, failures;
+    assert_int_equal(run_compare("wide_a.json", "wide_b.json", &o, &out, NULL), 1);
+    assert_true(xml_well_formed(out, &cases, &failures));
+    assert_int_equal(failures, 1);
+    assert_non_null(strstr(out, "<failure type=\"noisy\" message=\"current noise "));
+    free(out);
+    o.fail_on_noisy = false;
+    assert_int_equal(run_compare("wide_a.json", "wide_b.json", &o, &out, NULL), 0);
+    assert_true(xml_well_formed(out, &cases, &failures));
+    assert_int_equal(cases, 2);
+    assert_int_equal(failures, 0);
+    assert_non_null(strstr(out, "skipped=\"1\""));
+    assert_non_null(strstr(out, "<skipped message=\"noisy: current noise "));
+    free(out);
+
+    o.format = CMP_MD;
+    assert_int_equal(run_compare("wide_a.json", "wide_b.json", &o, &out, NULL), 0);
+    assert_non_null(strstr(out, "### tcbench compare: PASS: 0 regressions"));
+    assert_non_null(strstr(out, "Every entry but the noisy ones is the same within its limit."));
+    apart = strstr(out, "**Noisy**: 1 entry too noisy to call");
+    assert_non_null(apart);
+    assert_non_null(strstr(apart, "| noisy | t/mlp compiled"));
+    assert_true(strstr(apart, "| noisy | t/mlp compiled") < strstr(apart, "<details>"));
+    free(out);
+
+    // a cap above its noise lets the gate call it: no shift, so the same
+    o.format = CMP_TEXT;
+    o.noise_cap = 0.9;
+    assert_int_equal(run_compare("wide_a.json", "wide_b.json", &o, &out, NULL), 0);
+    assert_non_null(strstr(out, "same         t/mlp compiled"));
+    assert_non_null(strstr(out, ", 0 noisy, 2 same"));
+    free(out);
+}
+
+// An entry its run marked unstable is noisy whatever its times, on either
+// side; a status change is still called.
+static void test_unstable_is_noisy(void **state) {
+    (void)state;
+    rng_state = 29;
+    fake base[] = {FAKE("slow", "pass", 1e-3, 0.02, 20), FAKE("calm", "pass", 1e-3, 0.02, 20),
+                   FAKE("broke", "pass", 1e-3, 0.02, 20), FAKE("fixed", "fail_to_run", 0, 0, 0)};
+    fake cur[] = {FAKE("slow", "pass", 1.5e-3, 0.02, 20), FAKE("calm", "pass", 1e-3, 0.02, 20),
+                  FAKE("broke", "fail_accuracy", 1e-3, 0.02, 20),
+                  FAKE("fixed", "pass", 1e-3, 0.02, 20)};
+    cur[0].unstable = true;  // 1.5x slower, but the run saw interference
+    base[1].unstable = true; // a baseline marked unstable counts the same
+    base[2].unstable = true;
+    cur[3].unstable = true;
+    write_pair("unst", base, 4, cur, 4);
+    compare_options o;
+    compare_options_init(&o);
+    o.format = CMP_JSON;
+    char *out;
+    assert_int_equal(run_compare("unst_a.json", "unst_b.json", &o, &out, NULL), 1);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    json_t *e = json_object_get(doc, "entries");
+    const char *want[] = {"noisy", "noisy", "regression", "improvement"};
+    for (int i = 0; i < 4; i++)
+        assert_string_equal(json_string_value(json_object_get(json_array_get(e, i), "verdict")),
+                            want[i]);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(e, 0), "reason")),
+                        "current marked unstable; interference: 812 involuntary context switches");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(e, 1), "reason")),
+                        "baseline marked unstable; interference: 812 involuntary context switches");
+    assert_int_equal(json_array_size(json_object_get(doc, "noisy")), 2);
+    json_decref(doc);
+    free(out);
+}
+
+// A real 1.5x slowdown with 3% dispersion is still called, with and without
+// occasional outliers.
+static void test_real_regression(void **state) {
+    (void)state;
+    rng_state = 31;
+    fake base[] = {FAKE("plain", "pass", 1e-3, 0.03, 20), FAKE("spiky", "pass", 1e-3, 0.03, 20)};
+    fake cur[] = {FAKE("plain", "pass", 1.5e-3, 0.03, 20), FAKE("spiky", "pass", 1.5e-3, 0.03, 20)};
+    base[1].outlier_p = cur[1].outlier_p = 0.05;
+    write_pair("real", base, 2, cur, 2);
+    compare_options o;
+    compare_options_init(&o);
+    char *out;
+    assert_int_equal(run_compare("real_a.json", "real_b.json", &o, &out, NULL), 1);
+    assert_non_null(strstr(out, "regression   t/plain compiled"));
+    assert_non_null(strstr(out, "regression   t/spiky compiled"));
+    assert_non_null(strstr(out, "FAIL: 2 regressions"));
+    free(out);
+}
+
+// 200 pairs of pure noise, both sides from one distribution (3% dispersion,
+// about one sample in 20 multiplied by 5..50): nothing is called a change.
+static void test_noise_with_outliers(void **state) {
+    (void)state;
+    enum { N = 200 };
+    static fake f[N];
+    static char names[N][16];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "case%03d", i);
+        f[i] = (fake)FAKE(names[i], "pass", 1e-3 * (1 + i % 7), 0.03, 20);
+        f[i].outlier_p = 0.05;
+    }
+    rng_state = 99;
+    write_pair("spiky", f, N, f, N);
+    char a[512], b[512];
+    path_of(a, sizeof a, "spiky_a.json");
+    path_of(b, sizeof b, "spiky_b.json");
+    resfile *fa, *fb;
+    diag d;
+    assert_int_equal(resfile_load(a, &fa, &d), 0);
+    assert_int_equal(resfile_load(b, &fb, &d), 0);
+    int wild = 0; // entries where stddev / mean would have widened the limit past 50%
+    for (int i = 0; i < N; i++)
+        wild += 3 * fa->entries[i].stats.cv > 0.5 || 3 * fb->entries[i].stats.cv > 0.5;
+    compare_options o;
+    compare_options_init(&o);
+    compare_result r;
+    char err[256];
+    assert_int_equal(compare_files(fa, fb, &o, &r, err, sizeof err), 0);
+    assert_int_equal(r.nrows, N);
+    print_message("noise with outliers: %d regressions, %d improvements, %d ambiguous, %d noisy, "
+                  "%d same; %d entries with an outlier-wide cv\n",
+                  r.count[CMP_REGRESSION], r.count[CMP_IMPROVEMENT], r.count[CMP_AMBIGUOUS],
+                  r.count[CMP_NOISY], r.count[CMP_SAME], wild);
+    assert_int_equal(r.count[CMP_REGRESSION], 0);
+    assert_int_equal(r.count[CMP_IMPROVEMENT], 0);
+    assert_int_equal(r.count[CMP_NOISY], 0); // the robust figure still calls them
+    assert_true(wild > N / 4);               // the outliers are there, and wild enough to matter
+    compare_result_free(&r);
+    resfile_free(fa);
+    resfile_free(fb);
+}
+
 static void test_noise_is_not_a_regression(void **state) {
     (void)state;
     enum { N = 200 };
@@ -160,7 +427,7 @@ static void test_noise_is_not_a_regression(void **state) {
     static char names[N][16];
     for (int i = 0; i < N; i++) {
         snprintf(names[i], sizeof names[i], "case%03d", i);
-        f[i] = (fake){names[i], "pass", 1e-3 * (1 + i % 7), 0.05, 20};
+        f[i] = (fake)FAKE(names[i], "pass", 1e-3 * (1 + i % 7), 0.05, 20);
     }
     rng_state = 42;
     char a[512], b[512];
@@ -193,7 +460,7 @@ static void test_noise_is_not_a_regression(void **state) {
 static void test_different_machine(void **state) {
     (void)state;
     rng_state = 7;
-    fake f[] = {{"mlp", "pass", 1e-3, 0.02, 12}};
+    fake f[] = {FAKE("mlp", "pass", 1e-3, 0.02, 12)};
     char a[512], b[512];
     path_of(a, sizeof a, "m1.json");
     path_of(b, sizeof b, "m2.json");
@@ -221,7 +488,7 @@ static void test_corrupt_json(void **state) {
     snprintf(corrupt, sizeof corrupt, "%s/tests/fixtures/corrupt.json", src ? src : ".");
     path_of(good, sizeof good, "good.json");
     rng_state = 3;
-    fake f[] = {{"mlp", "pass", 1e-3, 0.02, 12}};
+    fake f[] = {FAKE("mlp", "pass", 1e-3, 0.02, 12)};
     write_results(good, "cpu A", f, 1);
     compare_options o;
     compare_options_init(&o);
@@ -244,14 +511,11 @@ static void test_corrupt_json(void **state) {
 static void test_status_regression(void **state) {
     (void)state;
     rng_state = 5;
-    fake base[] = {{"mlp", "pass", 1e-3, 0.02, 12},
-                   {"gpt2", "fail_to_run", 1e-3, 0.02, 0},
-                   {"gone", "pass", 1e-3, 0.02, 12},
-                   {"few", "pass", 1e-3, 0.02, 5}};
-    fake cur[] = {{"mlp", "fail_accuracy", 1e-3, 0.02, 12},
-                  {"gpt2", "pass", 1e-3, 0.02, 12},
-                  {"few", "pass", 1e-3, 0.02, 5},
-                  {"fresh", "pass", 1e-3, 0.02, 12}};
+    fake base[] = {FAKE("mlp", "pass", 1e-3, 0.02, 12), FAKE("gpt2", "fail_to_run", 1e-3, 0.02, 0),
+                   FAKE("gone", "pass", 1e-3, 0.02, 12), FAKE("few", "pass", 1e-3, 0.02, 5)};
+    fake cur[] = {FAKE("mlp", "fail_accuracy", 1e-3, 0.02, 12),
+                  FAKE("gpt2", "pass", 1e-3, 0.02, 12), FAKE("few", "pass", 1e-3, 0.02, 5),
+                  FAKE("fresh", "pass", 1e-3, 0.02, 12)};
     char a[512], b[512];
     path_of(a, sizeof a, "st_a.json");
     path_of(b, sizeof b, "st_b.json");
@@ -346,12 +610,10 @@ static bool xml_well_formed(const char *s, int *testcases, int *failures) {
 static void test_junit(void **state) {
     (void)state;
     rng_state = 11;
-    fake base[] = {{"<script>\"x&y", "pass", 1e-3, 0.02, 20},
-                   {"gpt2", "pass", 2e-3, 0.02, 20},
-                   {"few", "pass", 1e-3, 0.02, 4}};
-    fake cur[] = {{"<script>\"x&y", "pass", 1.5e-3, 0.02, 20},
-                  {"gpt2", "pass", 2e-3, 0.02, 20},
-                  {"few", "pass", 1e-3, 0.02, 4}};
+    fake base[] = {FAKE("<script>\"x&y", "pass", 1e-3, 0.02, 20),
+                   FAKE("gpt2", "pass", 2e-3, 0.02, 20), FAKE("few", "pass", 1e-3, 0.02, 4)};
+    fake cur[] = {FAKE("<script>\"x&y", "pass", 1.5e-3, 0.02, 20),
+                  FAKE("gpt2", "pass", 2e-3, 0.02, 20), FAKE("few", "pass", 1e-3, 0.02, 4)};
     char a[512], b[512];
     path_of(a, sizeof a, "j_a.json");
     path_of(b, sizeof b, "j_b.json");
@@ -380,10 +642,19 @@ static void test_junit(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mann_whitney),      cmocka_unit_test(test_bh),
-        cmocka_unit_test(test_clear_regression),  cmocka_unit_test(test_noise_is_not_a_regression),
-        cmocka_unit_test(test_different_machine), cmocka_unit_test(test_corrupt_json),
-        cmocka_unit_test(test_status_regression), cmocka_unit_test(test_junit),
+        cmocka_unit_test(test_mann_whitney),
+        cmocka_unit_test(test_bh),
+        cmocka_unit_test(test_clear_regression),
+        cmocka_unit_test(test_outlier_in_baseline),
+        cmocka_unit_test(test_noise_is_not_a_regression),
+        cmocka_unit_test(test_dispersed_is_noisy),
+        cmocka_unit_test(test_unstable_is_noisy),
+        cmocka_unit_test(test_real_regression),
+        cmocka_unit_test(test_noise_with_outliers),
+        cmocka_unit_test(test_different_machine),
+        cmocka_unit_test(test_corrupt_json),
+        cmocka_unit_test(test_status_regression),
+        cmocka_unit_test(test_junit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
