@@ -167,10 +167,11 @@ static void suite_plot(chart *c, enum suite_kind kind, const char *stem, int w, 
                         ", '' using ($1%+.3f):(column(%d) == %d ? column(%d) : 0):(column(%d) == "
                         "%d ? sprintf('%%.2fx', column(%d)) : '') with labels offset 0,0.7 "
                         "notitle, '' using ($1%+.3f):(0):(column(%d) == %d ? sprintf('none "
-                        "passed, 0/%%d', int(column(%d))) : column(%d) == %d ? 'none stable' : "
-                        "'') with labels rotate by 90 left offset 0,0.5 font ',8' notitle",
+                        "passed, 0/%%d', int(column(%d))) : column(%d) == %d ? sprintf('%%d "
+                        "passed, none stable', int(column(%d))) : '') with labels rotate by 90 "
+                        "left offset 0,0.5 font ',8' notitle",
                         off, st, ST_VALUE, v, st, ST_VALUE, v, off, st, ST_NONE_PASSED, t, st,
-                        ST_NONE_STABLE);
+                        ST_NONE_STABLE, ps);
         else
             sbuf_printf(&c->body,
                         ", '' using ($1%+.3f):%d:(column(%d) > 0 ? sprintf('%%d%%%%, %%d/%%d', "

@@ -63,8 +63,8 @@ static int bars_collect(const rp_set *set, const rp_sel *s, key_fn key, bool tim
         x->why = e->good ? "no data" : e->status;
         x->v = key(set, e, &x->why);
         x->cls = !e->good                ? CLS_FAILED
-                 : !set->at_batch[i]     ? CLS_OTHER_BATCH
                  : timing && e->unstable ? CLS_UNSTABLE
+                 : !set->at_batch[i]     ? CLS_OTHER_BATCH
                                          : CLS_OK;
         b->nvalued += isfinite(x->v);
     }

@@ -131,14 +131,14 @@ const char *rp_left_out(const rp_set *set, int i, char *buf, size_t cap) {
         return NULL;
     if (strcmp(e->status, "pass") != 0)
         snprintf(buf, cap, "%s", e->status);
-    else if (!set->at_batch[i])
-        snprintf(buf, cap, "batch %lld of a sweep: the case counts at batch %lld",
-                 (long long)e->batch, (long long)rp_case_batch(set, e));
     else if (e->unstable) {
         int n = snprintf(buf, cap, "unstable");
         for (int k = 0; k < e->nreasons && n >= 0 && (size_t)n < cap; k++)
             n += snprintf(buf + n, cap - (size_t)n, "%s%s", k ? "; " : ": ", e->reasons[k]);
-    } else
+    } else if (!set->at_batch[i])
+        snprintf(buf, cap, "batch %lld of a sweep: the case counts at batch %lld",
+                 (long long)e->batch, (long long)rp_case_batch(set, e));
+    else
         snprintf(buf, cap, "no speedup");
     return buf;
 }
