@@ -183,6 +183,52 @@ static void suite_plot(chart *c, enum suite_kind kind, const char *stem, int w, 
     sbuf_puts(&c->body, "\n");
 }
 
+// One .dat row per suite of group s (mode, device): per workload x
+// precision the value, state, passed and total; state[w][p] says which were
+// measured anywhere. Returns the top of the y axis, one for every panel so
+// that bars compare across them.
+static double suite_data(const rp_set *set, enum suite_kind kind, const rp_sel *g, chart *c,
+                         int state[][RP_MAX_VALUES]) {
+    const char *suites[RP_MAX_VALUES], *precs[RP_MAX_VALUES], *wls[RP_MAX_VALUES];
+    int ns = rp_values(set, g, RP_SUITE, suites, RP_MAX_VALUES);
+    int np = rp_values(set, g, RP_PRECISION, precs, RP_MAX_VALUES);
+    int nw = rp_values(set, g, RP_WORKLOAD, wls, RP_MAX_VALUES);
+    double top = 1.2;
+    sbuf_puts(&c->dat, "# suite_index, then per workload x precision: value state passed "
+                       "total (state 0: not measured, 1: value, 2: none passed, 3: none "
+                       "stable):");
+    for (int w = 0; w < nw; w++)
+        for (int p = 0; p < np; p++)
+            sbuf_printf(&c->dat, " %s/%s", wls[w], precs[p]);
+    sbuf_puts(&c->dat, " (names in the .gp)\n");
+    rp_sel s = *g;
+    for (int k = 0; k < ns; k++) {
+        sbuf_printf(&c->dat, "%d", k);
+        s.v[RP_SUITE] = suites[k];
+        for (int w = 0; w < nw; w++)
+            for (int p = 0; p < np; p++) {
+                s.v[RP_WORKLOAD] = wls[w];
+                s.v[RP_PRECISION] = precs[p];
+                rp_agg a;
+                rp_agg_compute(set, &s, &a);
+                int st = a.total == 0                           ? ST_NONE
+                         : kind == SUITE_PASSRATE || a.ngeo > 0 ? ST_VALUE
+                         : a.passed == 0                        ? ST_NONE_PASSED
+                                                                : ST_NONE_STABLE;
+                // the pass rate as the tables print it, rounded half to even
+                double v = kind == SUITE_PASSRATE ? (a.total ? rint(100.0 * a.passed / a.total) : 0)
+                           : st == ST_VALUE       ? a.geomean
+                                                  : 0;
+                if (st == ST_VALUE && kind == SUITE_GEOMEAN)
+                    top = fmax(top, v * 1.15);
+                state[w][p] = state[w][p] ? state[w][p] : st;
+                sbuf_printf(&c->dat, " %.6g %d %d %d", v, st, a.passed, a.total);
+            }
+        sbuf_puts(&c->dat, "\n");
+    }
+    return top;
+}
+
 static int suite_chart(const rp_set *set, enum suite_kind kind, const char *dir, rp_charts *out,
                        char *err, size_t cap) {
     rp_sel s = {0};
@@ -214,39 +260,7 @@ static int suite_chart(const rp_set *set, enum suite_kind kind, const char *dir,
         int w = 120 + nw * (160 + 90 * ns);
         chart_init(&c, stem, title, w < 640 ? 640 : w > 2400 ? 2400 : w, 460);
         int state[RP_MAX_VALUES][RP_MAX_VALUES] = {{0}};
-        double top = 1.2; // one y axis for every panel, so bars compare across them
-        sbuf_puts(&c.dat, "# suite_index, then per workload x precision: value state passed "
-                          "total (state 0: not measured, 1: value, 2: none passed, 3: none "
-                          "stable):");
-        for (int w = 0; w < nw; w++)
-            for (int p = 0; p < np; p++)
-                sbuf_printf(&c.dat, " %s/%s", wls[w], precs[p]);
-        sbuf_puts(&c.dat, " (names in the .gp)\n");
-        for (int k = 0; k < ns; k++) {
-            sbuf_printf(&c.dat, "%d", k);
-            s.v[RP_SUITE] = suites[k];
-            for (int w = 0; w < nw; w++)
-                for (int p = 0; p < np; p++) {
-                    s.v[RP_WORKLOAD] = wls[w];
-                    s.v[RP_PRECISION] = precs[p];
-                    rp_agg a;
-                    rp_agg_compute(set, &s, &a);
-                    int st = a.total == 0                           ? ST_NONE
-                             : kind == SUITE_PASSRATE || a.ngeo > 0 ? ST_VALUE
-                             : a.passed == 0                        ? ST_NONE_PASSED
-                                                                    : ST_NONE_STABLE;
-                    // the pass rate as the tables print it, rounded half to even
-                    double v = kind == SUITE_PASSRATE
-                                   ? (a.total ? rint(100.0 * a.passed / a.total) : 0)
-                               : st == ST_VALUE ? a.geomean
-                                                : 0;
-                    if (st == ST_VALUE && kind == SUITE_GEOMEAN)
-                        top = fmax(top, v * 1.15);
-                    state[w][p] = state[w][p] ? state[w][p] : st;
-                    sbuf_printf(&c.dat, " %.6g %d %d %d", v, st, a.passed, a.total);
-                }
-            sbuf_puts(&c.dat, "\n");
-        }
+        double top = suite_data(set, kind, &s, &c, state);
         s.v[RP_SUITE] = s.v[RP_WORKLOAD] = s.v[RP_PRECISION] = NULL;
         int panels = 0;
         for (int w = 0; w < nw; w++) {
