@@ -5,6 +5,7 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 static const char usage[] =
@@ -13,9 +14,10 @@ static const char usage[] =
     "Measure this machine's ceilings for the roofline of `tcbench run`: memory bandwidth\n"
     "(the best of several STREAM triads over arrays far larger than the caches) and\n"
     "the GEMM rate (the best of several OpenBLAS SGEMMs of 2048^3), with N threads.\n"
-    "Takes a few seconds and about 400 MiB. The figures are saved as calibration.json\n"
+    "Takes a few seconds and about 400 MiB. The figures are saved in calibration.json\n"
     "in the kernel cache directory ($XDG_CACHE_HOME/tcbench, else ~/.cache/tcbench),\n"
-    "where `tcbench run` finds them for the same CPU model and thread count.\n"
+    "which keeps one calibration per CPU model and thread count: a new one replaces\n"
+    "only that of the same threads, and `tcbench run --threads N` uses the one for N.\n"
     "\n"
     "  --threads N          threads (default: online cores; match run's --threads)\n"
     "  -h, --help           this help\n";
@@ -63,5 +65,12 @@ int cmd_calibrate(int argc, char **argv) {
            threads == 1 ? "" : "s");
     printf("cpu       %s\n", cal.cpu_model);
     printf("saved to  %s/calibration.json\n", dir);
+    static bench_calibration kept[BENCH_CALIBRATIONS_MAX];
+    int nkept = bench_calibration_list(NULL, kept, BENCH_CALIBRATIONS_MAX);
+    printf("kept      threads");
+    for (int i = 0; i < nkept; i++)
+        if (!strcmp(kept[i].cpu_model, cal.cpu_model))
+            printf(" %d", kept[i].threads);
+    printf(" (this CPU; `tcbench run --threads N` uses the one for N)\n");
     return 0;
 }

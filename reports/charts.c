@@ -7,23 +7,14 @@
 // noenhanced, so '_' and '^' in names print as themselves. Each script
 // draws its chart twice, PNG then SVG, and picks pngcairo when this gnuplot
 // has it, else png (libgd).
-#include "report_int.h"
-
-#include "escape.h"
+#include "charts_int.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct chart {
-    char stem[160];
-    char caption[400];
-    sbuf body, dat; // the drawing commands (run once per terminal) and the numbers
-    int w, h;
-} chart;
-
-static void chart_init(chart *c, const char *stem, const char *caption, int w, int h) {
+void chart_init(chart *c, const char *stem, const char *caption, int w, int h) {
     memset(c, 0, sizeof *c);
     snprintf(c->stem, sizeof c->stem, "%s", stem);
     snprintf(c->caption, sizeof c->caption, "%s", caption);
@@ -31,8 +22,8 @@ static void chart_init(chart *c, const char *stem, const char *caption, int w, i
     c->h = h;
 }
 
-// body text with one escaped string: gp(c, "set title %s\n", title)
-static void gp(chart *c, const char *fmt, const char *s) {
+// body text with one escaped string: chart_gp(c, "set title %s\n", title)
+void chart_gp(chart *c, const char *fmt, const char *s) {
     sbuf q = {0};
     esc_gnuplot(&q, s);
     sbuf_printf(&c->body, fmt, q.s ? q.s : "''");
@@ -73,7 +64,7 @@ static const char terminals[] = "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {
                                 "}\n";
 
 // Writes STEM.gp and STEM.dat and adds the chart to the list; frees c's buffers.
-static int chart_end(chart *c, const char *dir, rp_charts *out, char *err, size_t cap) {
+int chart_end(chart *c, const char *dir, rp_charts *out, char *err, size_t cap) {
     // a stem already taken (odd names that sanitize alike) gets a number
     char stem[160];
     snprintf(stem, sizeof stem, "%s", c->stem);
@@ -127,7 +118,7 @@ static int chart_end(chart *c, const char *dir, rp_charts *out, char *err, size_
 }
 
 // "speedup-compiled-fp32-infer-cpu"
-static void group_stem(char *buf, size_t cap, const char *kind, const rp_sel *s) {
+void chart_group_stem(char *buf, size_t cap, const char *kind, const rp_sel *s) {
     static const enum rp_field parts[] = {RP_MODE, RP_PRECISION, RP_WORKLOAD, RP_DEVICE};
     int n = snprintf(buf, cap, "%s", kind);
     for (size_t k = 0; k < sizeof parts / sizeof parts[0] && n >= 0 && (size_t)n < cap; k++) {
@@ -139,188 +130,107 @@ static void group_stem(char *buf, size_t cap, const char *kind, const rp_sel *s)
     }
 }
 
-static const char *workload_word(const char *w) {
+const char *chart_workload(const char *w) {
     return !strcmp(w, "infer") ? "inference" : !strcmp(w, "train") ? "training" : w;
 }
 
-// The x tics of bar charts: one escaped label per bar.
-static void xtics(chart *c, const rp_set *set, const resfile_entry *const *e, int n) {
-    sbuf_puts(&c->body, "set xtics rotate by 45 right scale 0 (");
-    for (int i = 0; i < n; i++) {
-        char label[512];
-        rp_label(set, e[i], label, sizeof label);
-        gp(c, i ? ", %s" : "%s", label);
-        sbuf_printf(&c->body, " %d", i);
-    }
-    sbuf_puts(&c->body, ")\n");
-}
-
-static void one_line(chart *c) {
+void chart_one_line(chart *c) {
     sbuf_puts(&c->body, "set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dt 2 "
                         "lc rgb 'gray40'\n");
 }
 
-typedef struct keyed {
-    double key;
-    const resfile_entry *e;
-} keyed;
+// The study's charts: per suite, bars per precision, one panel per workload
+// (inference and training side by side): the geomean speedup, or the pass
+// rate "87%, 47/54". A precision that ran and has no figure keeps its slot,
+// labelled ("none passed, 0/6"; a 0% pass rate), never dropped.
+enum suite_kind { SUITE_GEOMEAN, SUITE_PASSRATE };
 
-static int keyed_cmp(const void *a, const void *b) {
-    double x = ((const keyed *)a)->key, y = ((const keyed *)b)->key;
-    return (x > y) - (x < y);
-}
+// the state column of each workload x precision
+enum { ST_NONE, ST_VALUE, ST_NONE_PASSED, ST_NONE_STABLE };
 
-static double key_speedup(const resfile_entry *e) { return e->speedup; }
-static double key_compile(const resfile_entry *e) { return e->compile_cold_s; }
-static double key_compression(const resfile_entry *e) { return e->compression_ratio; }
-
-// A bar chart of the compiled-family entries of group s that have a key,
-// sorted by it: *e (malloc'd) and *n of them; stem KIND-MODE-..., its title
-// and x tics written. *n == 0: no chart (nothing allocated). -1: no memory.
-static int bar_begin(const rp_set *set, const rp_sel *s, double (*key)(const resfile_entry *),
-                     const char *kind, const char *what, const char *ylabel, chart *c,
-                     const resfile_entry ***e, int *n, char *err, size_t cap) {
-    keyed *k = malloc(((size_t)set->n + 1) * sizeof *k);
-    *e = malloc(((size_t)set->n + 1) * sizeof **e);
-    *n = 0;
-    if (!k || !*e) {
-        free(k);
-        free(*e);
-        snprintf(err, cap, "malloc: out of memory for a chart");
-        return -1;
-    }
-    int total = 0;
-    for (int i = 0; i < set->n; i++) {
-        if (!set->e[i]->compiled || !rp_match(set->e[i], s))
+static void suite_plot(chart *c, enum suite_kind kind, const char *stem, int w, int np,
+                       const char *const *precs, const int state[][RP_MAX_VALUES]) {
+    static const char *const colors[] = {"#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee"};
+    bool first = true;
+    for (int p = 0; p < np; p++) {
+        if (!state[w][p])
             continue;
-        total++;
-        if (isfinite(key(set->e[i])))
-            k[(*n)++] = (keyed){key(set->e[i]), set->e[i]};
-    }
-    qsort(k, (size_t)*n, sizeof *k, keyed_cmp);
-    for (int i = 0; i < *n; i++)
-        (*e)[i] = k[i].e;
-    free(k);
-    if (*n == 0) {
-        free(*e);
-        return 0;
-    }
-    char stem[160], title[400];
-    group_stem(stem, sizeof stem, kind, s);
-    snprintf(title, sizeof title, "%s: %s, %s, %s, %s (%d of %d entries)", what, s->v[RP_MODE],
-             s->v[RP_PRECISION], workload_word(s->v[RP_WORKLOAD]), s->v[RP_DEVICE], *n, total);
-    int w = *n * 26 + 160;
-    chart_init(c, stem, title, w < 720 ? 720 : w > 2400 ? 2400 : w, 480);
-    gp(c, "set title %s\n", title);
-    sbuf_puts(&c->body, "set style fill solid 0.7 border -1\nset grid ytics\nset key top left\n");
-    sbuf_printf(&c->body, "set xrange [-0.6:%d.4]\n", *n - 1);
-    gp(c, "set ylabel %s\n", ylabel);
-    xtics(c, set, *e, *n);
-    return 0;
-}
-
-static int speedup_chart(const rp_set *set, const rp_sel *s, const char *dir, rp_charts *out,
-                         char *err, size_t cap) {
-    chart c;
-    const resfile_entry **e;
-    int n;
-    if (bar_begin(set, s, key_speedup, "speedup", "Speedup over eager per model",
-                  "speedup over eager (median; bars: 95% CI)", &c, &e, &n, err, cap) < 0)
-        return -1;
-    if (n == 0)
-        return 0;
-    bool ci = false;
-    sbuf_puts(&c.dat, "# index speedup ci95_lo ci95_hi (sorted by speedup; names in the .gp)\n");
-    for (int i = 0; i < n; i++) {
-        bool has = isfinite(e[i]->ci95_lo) && isfinite(e[i]->ci95_hi);
-        ci |= has;
-        sbuf_printf(&c.dat, "%d %.6g", i, e[i]->speedup);
-        if (has)
-            sbuf_printf(&c.dat, " %.6g %.6g\n", e[i]->ci95_lo, e[i]->ci95_hi);
+        int v = 2 + 4 * (w * np + p), st = v + 1, ps = v + 2, t = v + 3;
+        double off = (p - (np - 1) / 2.0) * 0.8 / np;
+        sbuf_printf(&c->body,
+                    "%s'%s.dat' using ($1%+.3f):(column(%d) == %d && column(%d) > 0 ? column(%d) "
+                    ": 1/0) with boxes lc rgb '%s' title ",
+                    first ? "" : ", ", stem, off, st, ST_VALUE, v, v, colors[p % 5]);
+        chart_gp(c, "%s", precs[p]);
+        if (kind == SUITE_GEOMEAN)
+            sbuf_printf(&c->body,
+                        ", '' using ($1%+.3f):(column(%d) == %d ? column(%d) : 0):(column(%d) == "
+                        "%d ? sprintf('%%.2fx', column(%d)) : '') with labels offset 0,0.7 "
+                        "notitle, '' using ($1%+.3f):(0):(column(%d) == %d ? sprintf('none "
+                        "passed, 0/%%d', int(column(%d))) : column(%d) == %d ? sprintf('%%d "
+                        "passed, none stable', int(column(%d))) : '') with labels rotate by 90 "
+                        "left offset 0,0.5 font ',8' notitle",
+                        off, st, ST_VALUE, v, st, ST_VALUE, v, off, st, ST_NONE_PASSED, t, st,
+                        ST_NONE_STABLE, ps);
         else
-            sbuf_puts(&c.dat, " ? ?\n");
+            sbuf_printf(&c->body,
+                        ", '' using ($1%+.3f):%d:(column(%d) > 0 ? sprintf('%%d%%%%, %%d/%%d', "
+                        "int(column(%d)), int(column(%d)), int(column(%d))) : '') with labels "
+                        "rotate by 90 left offset 0,0.5 font ',8' notitle",
+                        off, v, st, v, ps, t);
+        first = false;
     }
-    sbuf_puts(&c.body, "set boxwidth 0.7\nset yrange [0:*]\n");
-    one_line(&c);
-    sbuf_printf(&c.body, "plot '%s.dat' using 1:2 with boxes lc rgb '#4477aa' title 'speedup'",
-                c.stem);
-    if (ci)
-        sbuf_puts(&c.body,
-                  ", '' using 1:2:3:4 with yerrorbars lc rgb 'black' pt 7 ps 0.3 title '95% CI'");
-    sbuf_puts(&c.body, "\n");
-    free(e);
-    return chart_end(&c, dir, out, err, cap);
+    sbuf_puts(&c->body, "\n");
 }
 
-static int compile_chart(const rp_set *set, const rp_sel *s, const char *dir, rp_charts *out,
-                         char *err, size_t cap) {
-    chart c;
-    const resfile_entry **e;
-    int n;
-    if (bar_begin(set, s, key_compile, "compile", "Compile time per model", "seconds", &c, &e, &n,
-                  err, cap) < 0)
-        return -1;
-    if (n == 0)
-        return 0;
-    double lo = INFINITY, hi = 0;
-    bool warm = false;
-    sbuf_puts(&c.dat, "# index cold_s warm_s (sorted by cold compile time)\n");
-    for (int i = 0; i < n; i++) {
-        double cw[2] = {e[i]->compile_cold_s, e[i]->compile_warm_s};
-        sbuf_printf(&c.dat, "%d", i);
-        for (int j = 0; j < 2; j++) {
-            if (isfinite(cw[j]) && cw[j] > 0) {
-                sbuf_printf(&c.dat, " %.6g", cw[j]);
-                lo = fmin(lo, cw[j]);
-                hi = fmax(hi, cw[j]);
-                warm |= j == 1;
-            } else
-                sbuf_puts(&c.dat, " ?");
-        }
-        sbuf_puts(&c.dat, "\n");
+// One .dat row per suite of group s (mode, device): per workload x
+// precision the value, state, passed and total; state[w][p] says which were
+// measured anywhere. Returns the top of the y axis, one for every panel so
+// that bars compare across them.
+static double suite_data(const rp_set *set, enum suite_kind kind, const rp_sel *g, chart *c,
+                         int state[][RP_MAX_VALUES]) {
+    const char *suites[RP_MAX_VALUES], *precs[RP_MAX_VALUES], *wls[RP_MAX_VALUES];
+    int ns = rp_values(set, g, RP_SUITE, suites, RP_MAX_VALUES);
+    int np = rp_values(set, g, RP_PRECISION, precs, RP_MAX_VALUES);
+    int nw = rp_values(set, g, RP_WORKLOAD, wls, RP_MAX_VALUES);
+    double top = 1.2;
+    sbuf_puts(&c->dat, "# suite_index, then per workload x precision: value state passed "
+                       "total (state 0: not measured, 1: value, 2: none passed, 3: none "
+                       "stable):");
+    for (int w = 0; w < nw; w++)
+        for (int p = 0; p < np; p++)
+            sbuf_printf(&c->dat, " %s/%s", wls[w], precs[p]);
+    sbuf_puts(&c->dat, " (names in the .gp)\n");
+    rp_sel s = *g;
+    for (int k = 0; k < ns; k++) {
+        sbuf_printf(&c->dat, "%d", k);
+        s.v[RP_SUITE] = suites[k];
+        for (int w = 0; w < nw; w++)
+            for (int p = 0; p < np; p++) {
+                s.v[RP_WORKLOAD] = wls[w];
+                s.v[RP_PRECISION] = precs[p];
+                rp_agg a;
+                rp_agg_compute(set, &s, &a);
+                int st = a.total == 0                           ? ST_NONE
+                         : kind == SUITE_PASSRATE || a.ngeo > 0 ? ST_VALUE
+                         : a.passed == 0                        ? ST_NONE_PASSED
+                                                                : ST_NONE_STABLE;
+                // the pass rate as the tables print it, rounded half to even
+                double v = kind == SUITE_PASSRATE ? (a.total ? rint(100.0 * a.passed / a.total) : 0)
+                           : st == ST_VALUE       ? a.geomean
+                                                  : 0;
+                if (st == ST_VALUE && kind == SUITE_GEOMEAN)
+                    top = fmax(top, v * 1.15);
+                state[w][p] = state[w][p] ? state[w][p] : st;
+                sbuf_printf(&c->dat, " %.6g %d %d %d", v, st, a.passed, a.total);
+            }
+        sbuf_puts(&c->dat, "\n");
     }
-    // cold compiles take seconds, cache hits milliseconds: a log axis shows both
-    sbuf_puts(&c.body, hi > 100 * lo ? "set logscale y\n" : "set yrange [0:*]\n");
-    sbuf_puts(&c.body, "set boxwidth 0.38\n");
-    sbuf_printf(&c.body,
-                "plot '%s.dat' using ($1-0.2):2 with boxes lc rgb '#cc6677' "
-                "title 'cold (empty kernel cache)'",
-                c.stem);
-    if (warm)
-        sbuf_puts(&c.body,
-                  ", '' using ($1+0.2):3 with boxes lc rgb '#88ccee' title 'warm (cache hit)'");
-    sbuf_puts(&c.body, "\n");
-    free(e);
-    return chart_end(&c, dir, out, err, cap);
+    return top;
 }
 
-static int memory_chart(const rp_set *set, const rp_sel *s, const char *dir, rp_charts *out,
-                        char *err, size_t cap) {
-    chart c;
-    const resfile_entry **e;
-    int n;
-    if (bar_begin(set, s, key_compression, "memory",
-                  "Peak memory compression (eager peak / this peak)",
-                  "compression ratio (above 1: less memory than eager)", &c, &e, &n, err, cap) < 0)
-        return -1;
-    if (n == 0)
-        return 0;
-    sbuf_puts(&c.dat, "# index compression_ratio (sorted)\n");
-    for (int i = 0; i < n; i++)
-        sbuf_printf(&c.dat, "%d %.6g\n", i, e[i]->compression_ratio);
-    sbuf_puts(&c.body, "set boxwidth 0.7\nset yrange [0:*]\n");
-    one_line(&c);
-    sbuf_printf(&c.body,
-                "plot '%s.dat' using 1:2 with boxes lc rgb '#117733' title 'compression'\n",
-                c.stem);
-    free(e);
-    return chart_end(&c, dir, out, err, cap);
-}
-
-// The study's chart: geomean speedup per suite, bars per precision, one
-// panel per workload (inference and training side by side).
-static int geomean_chart(const rp_set *set, const char *dir, rp_charts *out, char *err,
-                         size_t cap) {
+static int suite_chart(const rp_set *set, enum suite_kind kind, const char *dir, rp_charts *out,
+                       char *err, size_t cap) {
     rp_sel s = {0};
     s.v[RP_MODE] = set->primary;
     const char *suites[RP_MAX_VALUES], *precs[RP_MAX_VALUES], *wls[RP_MAX_VALUES],
@@ -329,52 +239,34 @@ static int geomean_chart(const rp_set *set, const char *dir, rp_charts *out, cha
     int np = rp_values(set, &s, RP_PRECISION, precs, RP_MAX_VALUES);
     int nw = rp_values(set, &s, RP_WORKLOAD, wls, RP_MAX_VALUES);
     int nd = rp_values(set, &s, RP_DEVICE, devs, RP_MAX_VALUES);
-    static const char *const colors[] = {"#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee"};
+    const char *kname = kind == SUITE_GEOMEAN ? "geomean" : "passrate";
     for (int di = 0; di < nd; di++) {
         s.v[RP_DEVICE] = devs[di];
         char stem[160], title[400], dev[64];
         esc_filename(dev, sizeof dev, devs[di]);
         if (nd > 1)
-            snprintf(stem, sizeof stem, "geomean-%s", dev);
+            snprintf(stem, sizeof stem, "%s-%s", kname, dev);
         else
-            snprintf(stem, sizeof stem, "geomean");
-        snprintf(title, sizeof title, "Geomean speedup of %s over eager, entries that passed (%s)",
-                 set->primary, devs[di]);
+            snprintf(stem, sizeof stem, "%s", kname);
+        if (kind == SUITE_GEOMEAN)
+            snprintf(title, sizeof title,
+                     "Geomean speedup of %s over eager, stable entries that passed (%s)",
+                     set->primary, devs[di]);
+        else
+            snprintf(title, sizeof title,
+                     "Pass rate of %s: entries that passed accuracy / all entries (%s)",
+                     set->primary, devs[di]);
         chart c;
         int w = 120 + nw * (160 + 90 * ns);
         chart_init(&c, stem, title, w < 640 ? 640 : w > 2400 ? 2400 : w, 460);
-        // columns: 2 + w * np + p
-        bool has[RP_MAX_VALUES][RP_MAX_VALUES] = {{false}};
-        int panels = 0;
-        double top = 1.2; // one y axis for every panel, so bars compare across them
-        sbuf_puts(&c.dat, "# suite_index, then the geomean per workload x precision:");
-        for (int w = 0; w < nw; w++)
-            for (int p = 0; p < np; p++)
-                sbuf_printf(&c.dat, " %s/%s", wls[w], precs[p]);
-        sbuf_puts(&c.dat, " (names in the .gp)\n");
-        for (int k = 0; k < ns; k++) {
-            sbuf_printf(&c.dat, "%d", k);
-            s.v[RP_SUITE] = suites[k];
-            for (int w = 0; w < nw; w++)
-                for (int p = 0; p < np; p++) {
-                    s.v[RP_WORKLOAD] = wls[w];
-                    s.v[RP_PRECISION] = precs[p];
-                    rp_agg a;
-                    rp_agg_compute(set, &s, &a);
-                    if (isfinite(a.geomean)) {
-                        sbuf_printf(&c.dat, " %.6g", a.geomean);
-                        has[w][p] = true;
-                        top = fmax(top, a.geomean * 1.15);
-                    } else
-                        sbuf_puts(&c.dat, " ?");
-                }
-            sbuf_puts(&c.dat, "\n");
-        }
+        int state[RP_MAX_VALUES][RP_MAX_VALUES] = {{0}};
+        double top = suite_data(set, kind, &s, &c, state);
         s.v[RP_SUITE] = s.v[RP_WORKLOAD] = s.v[RP_PRECISION] = NULL;
+        int panels = 0;
         for (int w = 0; w < nw; w++) {
             bool any = false;
             for (int p = 0; p < np; p++)
-                any |= has[w][p];
+                any |= state[w][p] != ST_NONE;
             panels += any;
         }
         if (!panels) {
@@ -383,49 +275,50 @@ static int geomean_chart(const rp_set *set, const char *dir, rp_charts *out, cha
             continue;
         }
         sbuf_printf(&c.body, "set multiplot layout 1,%d title ", panels);
-        gp(&c, "%s\n", title);
+        chart_gp(&c, "%s\n", title);
         sbuf_puts(&c.body, "set style fill solid 0.7 border -1\nset grid ytics\n"
                            "set key top left\n");
-        sbuf_printf(&c.body, "set yrange [0:%.3g]\n", top);
         sbuf_printf(&c.body, "set xrange [-0.6:%d.6]\nset boxwidth %.3f\n", ns - 1,
                     0.8 / (np > 0 ? np : 1));
-        gp(&c, "set ylabel %s\n", "geomean speedup over eager");
-        one_line(&c);
+        if (kind == SUITE_GEOMEAN) {
+            sbuf_printf(&c.body, "set yrange [0:%.3g]\n", top);
+            chart_gp(&c, "set ylabel %s\n", "geomean speedup over eager");
+            chart_one_line(&c);
+        } else {
+            // room above 100% for the labels, which stand upright over the bars
+            sbuf_puts(&c.body, "set yrange [0:150]\nset ytics 0,20,100\n");
+            chart_gp(&c, "set ylabel %s\n", "pass rate (%)");
+        }
         sbuf_puts(&c.body, "set xtics scale 0 (");
         for (int k = 0; k < ns; k++) {
-            gp(&c, k ? ", %s" : "%s", suites[k]);
+            chart_gp(&c, k ? ", %s" : "%s", suites[k]);
             sbuf_printf(&c.body, " %d", k);
         }
         sbuf_puts(&c.body, ")\n");
         for (int w = 0; w < nw; w++) {
             bool any = false;
             for (int p = 0; p < np; p++)
-                any |= has[w][p];
+                any |= state[w][p] != ST_NONE;
             if (!any)
                 continue;
-            gp(&c, "set title %s\nplot ", workload_word(wls[w]));
-            bool first = true;
-            for (int p = 0; p < np; p++) {
-                if (!has[w][p])
-                    continue;
-                int col = 2 + w * np + p;
-                double off = (p - (np - 1) / 2.0) * 0.8 / np;
-                sbuf_printf(&c.body, "%s'%s.dat' using ($1%+.3f):%d with boxes lc rgb '%s' title ",
-                            first ? "" : ", ", stem, off, col, colors[p % 5]);
-                gp(&c, "%s", precs[p]);
-                sbuf_printf(&c.body,
-                            ", '' using ($1%+.3f):%d:(sprintf('%%.2fx', column(%d))) with labels "
-                            "offset 0,0.7 notitle",
-                            off, col, col);
-                first = false;
-            }
-            sbuf_puts(&c.body, "\n");
+            chart_gp(&c, "set title %s\nplot ", chart_workload(wls[w]));
+            suite_plot(&c, kind, stem, w, np, precs, (const int(*)[RP_MAX_VALUES])state);
         }
         sbuf_puts(&c.body, "unset multiplot\n");
         if (chart_end(&c, dir, out, err, cap) < 0)
             return -1;
     }
     return 0;
+}
+
+static int geomean_chart(const rp_set *set, const char *dir, rp_charts *out, char *err,
+                         size_t cap) {
+    return suite_chart(set, SUITE_GEOMEAN, dir, out, err, cap);
+}
+
+static int passrate_chart(const rp_set *set, const char *dir, rp_charts *out, char *err,
+                          size_t cap) {
+    return suite_chart(set, SUITE_PASSRATE, dir, out, err, cap);
 }
 
 // Eager and compiled-family points under the ceilings of one calibrated run.
@@ -476,10 +369,11 @@ static int roofline_chart(const rp_set *set, int fi, const char *dir, rp_charts 
         free(c.dat.s);
         return 0;
     }
-    gp(&c, "set title %s\n", title);
+    chart_gp(&c, "set title %s\n", title);
     sbuf_puts(&c.body, "set logscale xy\nset grid\nset key bottom right\nset samples 400\n");
-    gp(&c, "set xlabel %s\n", "arithmetic intensity (FLOP per byte of the fewest bytes moved)");
-    gp(&c, "set ylabel %s\n", "GFLOP/s");
+    chart_gp(&c, "set xlabel %s\n",
+             "arithmetic intensity (FLOP per byte of the fewest bytes moved)");
+    chart_gp(&c, "set ylabel %s\n", "GFLOP/s");
     sbuf_printf(&c.body, "bw = %.6g\npeak = %.6g\nroof(x) = x * bw < peak ? x * bw : peak\n",
                 f->calib_GBps, f->calib_GFLOPs);
     sbuf_printf(&c.body, "set xrange [%.6g:%.6g]\nset yrange [%.6g:%.6g]\n", xmin / 4, xmax * 4,
@@ -494,7 +388,7 @@ static int roofline_chart(const rp_set *set, int fi, const char *dir, rp_charts 
         char label[512];
         rp_label(set, e, label, sizeof label);
         sbuf_printf(&c.body, "set label %d ", ++labels);
-        gp(&c, "%s", label);
+        chart_gp(&c, "%s", label);
         sbuf_printf(&c.body, " at %.6g,%.6g offset 0.6,0 font ',8'\n", e->intensity,
                     e->achieved_GFLOPs);
     }
@@ -506,7 +400,7 @@ static int roofline_chart(const rp_set *set, int fi, const char *dir, rp_charts 
             continue;
         sbuf_printf(&c.body, ", '%s.dat' index %d using 1:2 with points pt %d ps 1.2 title ", stem,
                     block[m], pts[m % 5]);
-        gp(&c, "%s", modes[m]);
+        chart_gp(&c, "%s", modes[m]);
     }
     sbuf_puts(&c.body, "\n");
     return chart_end(&c, dir, out, err, cap);
@@ -516,14 +410,26 @@ static int roofline_chart(const rp_set *set, int fi, const char *dir, rp_charts 
 static int sweep_chart(const rp_set *set, const rp_sel *s, const char *dir, rp_charts *out,
                        char *err, size_t cap) {
     char stem[160], title[400];
-    group_stem(stem, sizeof stem, "sweep", s);
+    chart_group_stem(stem, sizeof stem, "sweep", s);
     snprintf(title, sizeof title, "Speedup against batch size: %s, %s, %s, %s", s->v[RP_MODE],
-             s->v[RP_PRECISION], workload_word(s->v[RP_WORKLOAD]), s->v[RP_DEVICE]);
+             s->v[RP_PRECISION], chart_workload(s->v[RP_WORKLOAD]), s->v[RP_DEVICE]);
     chart c;
     chart_init(&c, stem, title, 760, 480);
-    sbuf_puts(&c.dat, "# batch speedup ci95_lo ci95_hi; one block per case (names in the .gp)\n");
+    // the axis ends as the per-model chart's: at most 1.5 x the largest median
+    double med = 0, hi = 0;
+    for (int i = 0; i < set->n; i++) {
+        const resfile_entry *e = set->e[i];
+        if (rp_match(e, s) && isfinite(e->speedup) && rp_swept(set, e)) {
+            med = fmax(med, e->speedup);
+            hi = fmax(hi, isfinite(e->ci95_hi) ? e->ci95_hi : e->speedup);
+        }
+    }
+    double top = fmax(fmax(fmin(hi * 1.05, 1.5 * med), med * 1.1), 1.1);
+    sbuf_puts(&c.dat, "# batch speedup ci95_lo ci95_hi (clipped to the axis) unstable counted "
+                      "clipped_at; one block per case (names in the .gp)\n");
     int blocks = 0;
     long long bmin = 0, bmax = 0;
+    bool unstable = false, clipped = false;
     sbuf plot = {0};
     const resfile_entry *prev = NULL;
     for (int i = 0; i < set->n; i++) {
@@ -546,11 +452,23 @@ static int sweep_chart(const rp_set *set, const rp_sel *s, const char *dir, rp_c
         }
         bmin = !bmin || e->batch < bmin ? e->batch : bmin;
         bmax = e->batch > bmax ? e->batch : bmax;
-        sbuf_printf(&c.dat, "%lld %.6g", (long long)e->batch, e->speedup);
-        if (isfinite(e->ci95_lo) && isfinite(e->ci95_hi))
-            sbuf_printf(&c.dat, " %.6g %.6g\n", e->ci95_lo, e->ci95_hi);
+        bool ci = isfinite(e->ci95_lo) && isfinite(e->ci95_hi), clip = ci && e->ci95_hi > top;
+        sbuf_printf(&c.dat, "%lld %.6g %.6g %.6g", (long long)e->batch, e->speedup,
+                    ci ? e->ci95_lo : e->speedup, ci ? fmin(e->ci95_hi, top) : e->speedup);
+        if (e->unstable)
+            sbuf_printf(&c.dat, " %.6g", e->speedup);
         else
-            sbuf_printf(&c.dat, " %.6g %.6g\n", e->speedup, e->speedup);
+            sbuf_puts(&c.dat, " ?");
+        if (set->at_batch[i])
+            sbuf_printf(&c.dat, " %.6g", e->speedup);
+        else
+            sbuf_puts(&c.dat, " ?");
+        if (clip)
+            sbuf_printf(&c.dat, " %.6g\n", top);
+        else
+            sbuf_puts(&c.dat, " ?\n");
+        unstable |= e->unstable;
+        clipped |= clip;
         prev = e;
     }
     if (!blocks) {
@@ -559,51 +477,66 @@ static int sweep_chart(const rp_set *set, const rp_sel *s, const char *dir, rp_c
         free(c.dat.s);
         return 0;
     }
-    gp(&c, "set title %s\n", title);
-    sbuf_puts(&c.body, "set logscale x 2\nset grid\nset key bottom right\nset yrange [0:*]\n");
+    chart_gp(&c, "set title %s\n", title);
+    sbuf_printf(&c.body, "set logscale x 2\nset grid\nset key bottom right\nset yrange [0:%.6g]\n",
+                top);
     // a margin on both sides, so the first and last error bars show whole
     sbuf_printf(&c.body, "set xrange [%.6g:%.6g]\n", bmin / 1.5, bmax * 1.5);
-    gp(&c, "set xlabel %s\n", "batch size");
-    gp(&c, "set ylabel %s\n", "speedup over eager (median; bars: 95% CI)");
-    one_line(&c);
-    sbuf_printf(&c.body, "plot %s\n", plot.s ? plot.s : "");
+    chart_gp(&c, "set xlabel %s\n", "batch size");
+    chart_gp(&c, "set ylabel %s\n", "speedup over eager (median; bars: 95% CI)");
+    chart_one_line(&c);
+    sbuf_printf(&c.body, "plot %s", plot.s ? plot.s : "");
+    sbuf_printf(&c.body,
+                ", '%s.dat' using 1:6 with points pt 4 ps 2 lc rgb 'black' title "
+                "'the batch that counts in the geomeans'",
+                stem);
+    if (unstable)
+        sbuf_puts(&c.body, ", '' using 1:5 with points pt 6 ps 2.6 lc rgb 'gray40' title "
+                           "'unstable (left out)'");
+    if (clipped)
+        sbuf_puts(&c.body, ", '' using 1:7 with points pt 9 ps 1.3 lc rgb 'black' title "
+                           "'95% CI beyond the axis (clipped)'");
+    sbuf_puts(&c.body, "\n");
     c.body.oom |= plot.oom;
     free(plot.s);
     return chart_end(&c, dir, out, err, cap);
 }
 
 int charts_write(const rp_set *set, const char *dir, rp_charts *out, char *err, size_t cap) {
-    if (set->primary && geomean_chart(set, dir, out, err, cap) < 0)
+    if (set->primary &&
+        (geomean_chart(set, dir, out, err, cap) < 0 || passrate_chart(set, dir, out, err, cap) < 0))
         return -1;
     const char *modes[RP_MAX_VALUES], *devs[RP_MAX_VALUES], *precs[RP_MAX_VALUES],
         *wls[RP_MAX_VALUES];
     int nm = rp_values(set, &(rp_sel){0}, RP_MODE, modes, RP_MAX_VALUES);
     typedef int (*chart_fn)(const rp_set *, const rp_sel *, const char *, rp_charts *, char *,
                             size_t);
-    static const chart_fn per_group[] = {speedup_chart, compile_chart, memory_chart, sweep_chart};
-    for (size_t kind = 0; kind < sizeof per_group / sizeof per_group[0]; kind++)
-        for (int mi = 0; mi < nm; mi++) {
-            if (!strcmp(modes[mi], "eager"))
-                continue;
-            rp_sel s = {0};
-            s.v[RP_MODE] = modes[mi];
-            int nd = rp_values(set, &s, RP_DEVICE, devs, RP_MAX_VALUES);
-            for (int di = 0; di < nd; di++) {
-                s.v[RP_DEVICE] = devs[di];
-                int np = rp_values(set, &s, RP_PRECISION, precs, RP_MAX_VALUES);
-                for (int pi = 0; pi < np; pi++) {
-                    s.v[RP_PRECISION] = precs[pi];
-                    int nw = rp_values(set, &s, RP_WORKLOAD, wls, RP_MAX_VALUES);
-                    for (int wi = 0; wi < nw; wi++) {
-                        s.v[RP_WORKLOAD] = wls[wi];
-                        if (per_group[kind](set, &s, dir, out, err, cap) < 0)
+    // per group, side by side: speedup, compile time and its break-even, memory, sweep
+    static const chart_fn per_group[] = {chart_speedup, chart_compile, chart_breakeven,
+                                         chart_memory, sweep_chart};
+    for (int mi = 0; mi < nm; mi++) {
+        if (!strcmp(modes[mi], "eager"))
+            continue;
+        rp_sel s = {0};
+        s.v[RP_MODE] = modes[mi];
+        int nd = rp_values(set, &s, RP_DEVICE, devs, RP_MAX_VALUES);
+        for (int di = 0; di < nd; di++) {
+            s.v[RP_DEVICE] = devs[di];
+            int np = rp_values(set, &s, RP_PRECISION, precs, RP_MAX_VALUES);
+            for (int pi = 0; pi < np; pi++) {
+                s.v[RP_PRECISION] = precs[pi];
+                int nw = rp_values(set, &s, RP_WORKLOAD, wls, RP_MAX_VALUES);
+                for (int wi = 0; wi < nw; wi++) {
+                    s.v[RP_WORKLOAD] = wls[wi];
+                    for (size_t k = 0; k < sizeof per_group / sizeof per_group[0]; k++)
+                        if (per_group[k](set, &s, dir, out, err, cap) < 0)
                             return -1;
-                    }
-                    s.v[RP_WORKLOAD] = NULL;
                 }
-                s.v[RP_PRECISION] = NULL;
+                s.v[RP_WORKLOAD] = NULL;
             }
+            s.v[RP_PRECISION] = NULL;
         }
+    }
     for (int fi = 0; fi < set->nfiles; fi++)
         if (roofline_chart(set, fi, dir, out, err, cap) < 0)
             return -1;

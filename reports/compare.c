@@ -193,21 +193,18 @@ static void reason_add(compare_row *r, const char *fmt, ...) {
 }
 
 static void reason_add_unstable(compare_row *r, const char *side, const resfile_entry *e) {
-    if (!e->stability_unstable)
+    if (!e->unstable)
         return;
     reason_add(r, "%s marked unstable", side);
-    for (size_t i = 0; e->stability_reasons && i < json_array_size(e->stability_reasons); i++) {
-        const char *why = json_string_value(json_array_get(e->stability_reasons, i));
-        if (why)
-            reason_add(r, "%s", why);
-    }
+    for (int i = 0; i < e->nreasons; i++)
+        reason_add(r, "%s", e->reasons[i]);
 }
 
 // Too noisy to call: a side's noise above the cap, or an entry its run
 // marked unstable. The reason says which, with the file's own reasons.
 static bool noisy(compare_row *r, const compare_options *o) {
     bool nb = r->noise_base > o->noise_cap, nc = r->noise_cur > o->noise_cap;
-    if (!nb && !nc && !r->base->stability_unstable && !r->cur->stability_unstable)
+    if (!nb && !nc && !r->base->unstable && !r->cur->unstable)
         return false;
     r->verdict = CMP_NOISY;
     r->reason[0] = '\0';

@@ -33,6 +33,11 @@ static const char *const columns[] = {
     "warm_compilation_latency",
     "samples",
     "message",
+    "noise",
+    "unstable",
+    "unstable_reasons",
+    "breakeven_steps",
+    "in_geomean",
 };
 
 static void num(sbuf *b, double v) {
@@ -83,6 +88,18 @@ int csv_write(const rp_set *set, FILE *f, char *err, size_t cap) {
         num(&b, e->compile_warm_s);
         sbuf_printf(&b, ",%d", e->nsamples);
         text(&b, e->message);
+        num(&b, e->noise);
+        sbuf_puts(&b, e->unstable ? ",true" : ",false");
+        sbuf reasons = {0};
+        for (int k = 0; k < e->nreasons; k++)
+            sbuf_printf(&reasons, "%s%s", k ? "; " : "", e->reasons[k]);
+        text(&b, reasons.s ? reasons.s : "");
+        b.oom |= reasons.oom;
+        free(reasons.s);
+        char steps[32];
+        rp_fmt_steps(steps, sizeof steps, rp_breakeven(set, e));
+        text(&b, steps);
+        sbuf_puts(&b, !e->compiled ? "," : rp_in_geomean(set, i) ? ",true" : ",false");
         sbuf_puts(&b, "\r\n");
     }
     int rc = 0;

@@ -45,6 +45,11 @@ static json_t *context(const resfile *f) {
     double mhz = mhz_of(f->cpu_model);
     if (c && isfinite(mhz) && json_object_set_new(c, "mhz_per_cpu", json_integer((json_int_t)mhz)))
         return json_decref(c), NULL;
+    // Google Benchmark's load_avg is getloadavg's 1, 5 and 15 minutes; the
+    // results record the 1-minute figure at the start of the run
+    if (c && isfinite(f->loadavg_start) &&
+        json_array_append_new(json_object_get(c, "load_avg"), json_real(f->loadavg_start)))
+        return json_decref(c), NULL;
     return c;
 }
 
@@ -63,7 +68,19 @@ static int times(json_t *j, long long iterations, double v, const char *unit) {
     return rc;
 }
 
-// The repetitions and aggregates of one entry, appended to arr.
+// error_occurred and error_message when error is not empty; label when label is not.
+static int marks(json_t *j, const char *error, const char *label) {
+    int rc = 0;
+    if (error[0])
+        rc |= json_object_set_new(j, "error_occurred", json_true()) ||
+              json_object_set_new(j, "error_message", json_string(error));
+    if (label[0])
+        rc |= json_object_set_new(j, "label", json_string(label));
+    return rc;
+}
+
+// The repetitions and aggregates of one entry, appended to arr; an entry
+// without samples: one run with its error.
 static int entry_runs(const resfile_entry *e, int family, json_t *arr) {
     char name[1200];
     if (!strcmp(e->device, "cpu"))
@@ -73,17 +90,30 @@ static int entry_runs(const resfile_entry *e, int family, json_t *arr) {
         snprintf(name, sizeof name, "%s/%s/%s/%s/%s/%s/batch:%lld", e->suite, e->name, e->mode,
                  e->precision, e->workload, e->device, (long long)e->batch);
     long long iters = e->iterations_per_sample > 0 ? e->iterations_per_sample : 1;
-    char error[700] = "";
+    char error[700] = "", label[700] = "";
     if (!e->good)
         snprintf(error, sizeof error, "%s%s%s", e->status, *e->message ? ": " : "", e->message);
+    if (e->unstable) { // Google Benchmark's label: a string shown beside the run
+        int n = snprintf(label, sizeof label, "unstable");
+        for (int k = 0; k < e->nreasons && n >= 0 && (size_t)n < sizeof label; k++)
+            n += snprintf(label + n, sizeof label - (size_t)n, "%s%s", k ? "; " : ": ",
+                          e->reasons[k]);
+    }
     int rc = 0;
+    if (e->nsamples == 0) {
+        // nothing was timed: one run that says why, as a benchmark that
+        // called SkipWithError does (iterations and times 0)
+        json_t *j = run(name, family, "iteration", 1);
+        rc = !j || json_object_set_new(j, "repetition_index", json_integer(0)) ||
+             times(j, 0, 0, "ms") || marks(j, error[0] ? error : "no samples", label);
+        if (j && (rc || json_array_append_new(arr, j)))
+            rc = -1;
+        return rc ? -1 : 0;
+    }
     for (int k = 0; k < e->nsamples && rc == 0; k++) {
         json_t *j = run(name, family, "iteration", e->nsamples);
         rc = !j || json_object_set_new(j, "repetition_index", json_integer(k)) ||
-             times(j, iters, e->samples[k] * 1e3, "ms");
-        if (rc == 0 && error[0])
-            rc = json_object_set_new(j, "error_occurred", json_true()) ||
-                 json_object_set_new(j, "error_message", json_string(error));
+             times(j, iters, e->samples[k] * 1e3, "ms") || marks(j, error, label);
         if (j && (rc || json_array_append_new(arr, j)))
             rc = -1;
     }
@@ -104,7 +134,8 @@ static int entry_runs(const resfile_entry *e, int family, json_t *arr) {
         rc = !j || json_object_set_new(j, "run_name", json_string(name)) ||
              json_object_set_new(j, "aggregate_name", json_string(aggs[a].name)) ||
              json_object_set_new(j, "aggregate_unit", json_string(aggs[a].unit)) ||
-             times(j, e->nsamples, isfinite(aggs[a].v) ? aggs[a].v : 0, aggs[a].time_unit);
+             times(j, e->nsamples, isfinite(aggs[a].v) ? aggs[a].v : 0, aggs[a].time_unit) ||
+             marks(j, error, label);
         if (j && (rc || json_array_append_new(arr, j)))
             rc = -1;
     }
@@ -116,8 +147,7 @@ int export_gbench(const resfile *f, FILE *out, char *err, size_t cap) {
     int rc = benchmarks && ctx ? 0 : -1;
     int family = 0;
     for (int i = 0; i < f->nentries && rc == 0; i++)
-        if (f->entries[i].nsamples > 0)
-            rc = entry_runs(&f->entries[i], family++, benchmarks);
+        rc = entry_runs(&f->entries[i], family++, benchmarks);
     json_t *doc =
         rc == 0 ? json_pack("{s:o, s:o}", "context", ctx, "benchmarks", benchmarks) : NULL;
     if (!doc) {

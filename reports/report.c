@@ -60,21 +60,28 @@ int rp_values(const rp_set *set, const rp_sel *s, enum rp_field f, const char **
     return n;
 }
 
+static bool same_case(const resfile_entry *a, const resfile_entry *b) {
+    return !strcmp(a->suite, b->suite) && !strcmp(a->name, b->name) &&
+           !strcmp(a->precision, b->precision) && !strcmp(a->workload, b->workload) &&
+           !strcmp(a->device, b->device);
+}
+
 void rp_agg_compute(const rp_set *set, const rp_sel *s, rp_agg *a) {
     memset(a, 0, sizeof *a);
     double logsum = 0;
     for (int i = 0; i < set->n; i++) {
         const resfile_entry *e = set->e[i];
-        if (!e->compiled || !rp_match(e, s))
+        if (!e->compiled || !rp_match(e, s) || !set->at_batch[i])
             continue;
         a->total++;
         if (strcmp(e->status, "pass") != 0)
             continue;
         a->passed++;
-        if (isfinite(e->speedup) && e->speedup > 0) {
+        if (rp_in_geomean(set, i)) {
             logsum += log(e->speedup);
             a->ngeo++;
-        }
+        } else if (e->unstable)
+            a->unstable++;
         if (isfinite(e->compile_cold_s)) {
             a->compile_s += e->compile_cold_s;
             a->ncompile++;
@@ -89,10 +96,116 @@ void rp_agg_compute(const rp_set *set, const rp_sel *s, rp_agg *a) {
     a->compression = a->ncompression ? a->compression / a->ncompression : NAN;
 }
 
-static bool same_case(const resfile_entry *a, const resfile_entry *b) {
-    return !strcmp(a->suite, b->suite) && !strcmp(a->name, b->name) &&
-           !strcmp(a->precision, b->precision) && !strcmp(a->workload, b->workload) &&
-           !strcmp(a->device, b->device);
+int64_t rp_case_batch(const rp_set *set, const resfile_entry *e) {
+    int64_t want = -1, best = -1;
+    for (int i = 0; i < set->n && want < 0; i++)
+        if (same_case(set->e[i], e) && set->e[i]->suite_batch > 0)
+            want = set->e[i]->suite_batch;
+    for (int i = 0; i < set->n; i++) {
+        const resfile_entry *x = set->e[i];
+        if (!same_case(x, e))
+            continue;
+        if (best < 0)
+            best = x->batch;
+        else if (want < 0)
+            best = x->batch < best ? x->batch : best;
+        else {
+            // the nearest to the suite's batch; of two as near, the smaller
+            int64_t dx = llabs(x->batch - want), db = llabs(best - want);
+            if (dx < db || (dx == db && x->batch < best))
+                best = x->batch;
+        }
+    }
+    return best;
+}
+
+bool rp_in_geomean(const rp_set *set, int i) {
+    const resfile_entry *e = set->e[i];
+    return e->compiled && set->at_batch[i] && !strcmp(e->status, "pass") && !e->unstable &&
+           isfinite(e->speedup) && e->speedup > 0;
+}
+
+const char *rp_left_out(const rp_set *set, int i, char *buf, size_t cap) {
+    const resfile_entry *e = set->e[i];
+    if (!e->compiled || rp_in_geomean(set, i))
+        return NULL;
+    if (strcmp(e->status, "pass") != 0)
+        snprintf(buf, cap, "%s", e->status);
+    else if (e->unstable) {
+        int n = snprintf(buf, cap, "unstable");
+        for (int k = 0; k < e->nreasons && n >= 0 && (size_t)n < cap; k++)
+            n += snprintf(buf + n, cap - (size_t)n, "%s%s", k ? "; " : ": ", e->reasons[k]);
+    } else if (!set->at_batch[i])
+        snprintf(buf, cap, "batch %lld of a sweep: the case counts at batch %lld",
+                 (long long)e->batch, (long long)rp_case_batch(set, e));
+    else
+        snprintf(buf, cap, "no speedup");
+    return buf;
+}
+
+// the entry of the other precision, same model, mode, batch, workload, device
+static int other_precision(const rp_set *set, int i, const char *prec) {
+    const resfile_entry *e = set->e[i];
+    for (int k = 0; k < set->n; k++) {
+        const resfile_entry *x = set->e[k];
+        if (x->batch == e->batch && !strcmp(x->precision, prec) && !strcmp(x->mode, e->mode) &&
+            !strcmp(x->suite, e->suite) && !strcmp(x->name, e->name) &&
+            !strcmp(x->workload, e->workload) && !strcmp(x->device, e->device))
+            return k;
+    }
+    return -1;
+}
+
+void rp_headline_compute(const rp_set *set, const rp_sel *s, rp_headline *h) {
+    memset(h, 0, sizeof *h);
+    double lf = 0, la = 0;
+    rp_sel sel = *s;
+    sel.v[RP_PRECISION] = NULL;
+    sel.v[RP_MODE] = set->primary;
+    for (int i = 0; i < set->n; i++) {
+        const resfile_entry *e = set->e[i];
+        if (!rp_match(e, &sel) || !rp_in_geomean(set, i))
+            continue;
+        bool fp32 = !strcmp(e->precision, "fp32");
+        if (!fp32 && strcmp(e->precision, "amp") != 0)
+            continue;
+        *(fp32 ? &h->nfp32 : &h->namp) += 1;
+        if (!fp32)
+            continue;
+        int k = other_precision(set, i, "amp");
+        if (k < 0 || !rp_in_geomean(set, k))
+            continue;
+        h->nboth++;
+        lf += log(e->speedup);
+        la += log(set->e[k]->speedup);
+    }
+    h->fp32 = h->nboth ? exp(lf / h->nboth) : NAN;
+    h->amp = h->nboth ? exp(la / h->nboth) : NAN;
+    h->value = h->nboth ? report_headline(h->amp, h->fp32) : NAN;
+}
+
+double rp_breakeven(const rp_set *set, const resfile_entry *e) {
+    if (!e->compiled)
+        return NAN;
+    const resfile_entry *eager = rp_eager_of(set, e);
+    return report_breakeven(e->compile_cold_s, eager && eager->stats.n ? eager->stats.median : NAN,
+                            e->stats.n ? e->stats.median : NAN);
+}
+
+void rp_fmt_steps(char *buf, size_t cap, double steps) {
+    if (isinf(steps))
+        snprintf(buf, cap, "never");
+    else
+        rp_fmt(buf, cap, "%.0f", steps);
+}
+
+double report_breakeven(double cold_s, double eager_s, double mode_s) {
+    if (!isfinite(cold_s) || !isfinite(eager_s) || !isfinite(mode_s) || cold_s < 0 ||
+        !(eager_s > 0) || !(mode_s > 0))
+        return NAN;
+    if (mode_s >= eager_s)
+        return INFINITY;
+    return ceil(cold_s / (eager_s - mode_s));
 }
 
 const resfile_entry *rp_eager_of(const rp_set *set, const resfile_entry *e) {
@@ -130,7 +243,7 @@ void rp_fmt(char *buf, size_t cap, const char *fmt, double v) {
     if (isfinite(v))
         snprintf(buf, cap, fmt, v);
     else
-        snprintf(buf, cap, "-");
+        snprintf(buf, cap, "%s", "");
 }
 
 void report_pass_rate(int passed, int total, char *buf, size_t cap) {
@@ -245,6 +358,12 @@ int report_write(resfile *const *files, int nfiles, const report_options *o, cha
                      set.e[i]->file->path, label, set.e[i - 1]->file->path);
             rc = -1;
         }
+    if (rc == 0 && set.n && !(set.at_batch = malloc((size_t)set.n * sizeof *set.at_batch))) {
+        snprintf(err, cap, "malloc: out of memory for %d entries", set.n);
+        rc = -1;
+    }
+    for (int i = 0; i < set.n && rc == 0; i++)
+        set.at_batch[i] = set.e[i]->batch == rp_case_batch(&set, set.e[i]);
     const char *modes[RP_MAX_VALUES];
     int nmodes = rp_values(&set, &(rp_sel){0}, RP_MODE, modes, RP_MAX_VALUES);
     for (int m = 0; m < nmodes && !set.primary; m++)
@@ -268,6 +387,7 @@ int report_write(resfile *const *files, int nfiles, const report_options *o, cha
     if (rc == 0)
         rc = write_one(&set, &charts, o->outdir, "index.html", write_html, err, cap);
     free(charts.c);
+    free(set.at_batch);
     free(set.e);
     return rc;
 }

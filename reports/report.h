@@ -7,10 +7,13 @@
 //
 // writes, under outdir:
 //   summary.md   the executive summary per suite x precision x workload (pass
-//                rate "87%, 47/54", geomean speedup over the entries that
-//                passed, unclipped, with the others listed; mean compile time;
-//                memory compression), the headline 0.75 x AMP + 0.25 x fp32,
-//                warnings, the ablation split, per-model tables, sweeps
+//                rate "87%, 47/54", geomean speedup over the stable entries
+//                that passed, unclipped, with the others listed; mean compile
+//                time; memory compression), the headline 0.75 x AMP + 0.25 x
+//                fp32 over the models that have both, the kill switches,
+//                warnings (failed and unstable entries by name), the ablation
+//                split, per-model tables with noise and compile break-even,
+//                sweeps
 //   results.csv  one row per entry, PyTorch's column names where it has one
 //   index.html   the same document as one self-contained page, charts inline
 //   charts/      NAME.gp and NAME.dat per chart, and NAME.png / NAME.svg
@@ -41,3 +44,7 @@ void report_pass_rate(int passed, int total, char *buf, size_t cap);
 double report_geomean(const double *x, int n);
 // PyTorch 2.0's headline: 0.75 x AMP + 0.25 x fp32 geomean speedups.
 double report_headline(double amp, double fp32);
+// Compile break-even: the steps after which a cold compile has paid for
+// itself, cold_s / (eager_s - mode_s), rounded up; INFINITY ("never") when
+// the mode is not faster than eager; NAN when a figure is missing.
+double report_breakeven(double cold_s, double eager_s, double mode_s);

@@ -17,6 +17,7 @@ typedef struct rp_set {
     resfile *const *files;
     int nfiles;
     const char *primary; // the mode the headline and the study's chart use: "compiled" if any
+    bool *at_batch;      // per entry: at its case's suite batch (rp_case_batch), so it counts
 } rp_set;
 
 // A selection: NULL matches anything.
@@ -31,17 +32,45 @@ bool rp_match(const resfile_entry *e, const rp_sel *s);
 int rp_values(const rp_set *set, const rp_sel *s, enum rp_field f, const char **out, int cap);
 #define RP_MAX_VALUES 64
 
-// The dashboard's aggregates over the compiled-family entries s selects.
+// The dashboard's aggregates over the compiled-family entries s selects, at
+// their case's suite batch (a sweep's other batches are left out, so each
+// model counts once).
 typedef struct rp_agg {
     int total, passed;
-    double geomean; // of the speedups of entries that passed; NAN when none
+    double geomean; // of the speedups of the stable entries that passed; NAN when none
     int ngeo;
+    int unstable;     // passed, but unstable: left out of the geomean
     double compile_s; // mean cold compile time of those (PyTorch: over passing models)
     int ncompile;
     double compression; // mean compression ratio of those
     int ncompression;
 } rp_agg;
 void rp_agg_compute(const rp_set *set, const rp_sel *s, rp_agg *a);
+
+// Whether set->e[i] counts in the geomeans: compiled-family, passed, a
+// speedup, stable, and at its case's suite batch.
+bool rp_in_geomean(const rp_set *set, int i);
+// Why set->e[i] is not in the geomeans ("fail_accuracy", "unstable: noise
+// 31% > 10%", "batch 16 of a sweep: counted at batch 4"), or NULL when it is.
+const char *rp_left_out(const rp_set *set, int i, char *buf, size_t cap);
+// The batch at which a case counts in the dashboards: the suite's own batch
+// (suite_batch) when the results record it, the nearest swept batch when the
+// sweep missed it, and the smallest batch when the results do not say.
+int64_t rp_case_batch(const rp_set *set, const resfile_entry *e);
+
+// PyTorch's headline over the same models: fp32 and AMP geomeans of the
+// primary mode over the models (suite, name, batch) where both count, in
+// the group s selects (device, workload, suite; precision is ignored).
+typedef struct rp_headline {
+    double fp32, amp, value; // NAN when no model has both
+    int nboth, nfp32, namp;  // models with both, with fp32, with AMP in the geomeans
+} rp_headline;
+void rp_headline_compute(const rp_set *set, const rp_sel *s, rp_headline *h);
+
+// Compile break-even of a compiled-family entry, in steps (report_breakeven).
+double rp_breakeven(const rp_set *set, const resfile_entry *e);
+// "1234", "never", or "" when unknown.
+void rp_fmt_steps(char *buf, size_t cap, double steps);
 
 // The eager entry that e's speedup is measured against, or NULL.
 const resfile_entry *rp_eager_of(const rp_set *set, const resfile_entry *e);
@@ -71,5 +100,5 @@ int charts_draw(rp_charts *c, const char *dir, const char *gnuplot, FILE *warn, 
 int csv_write(const rp_set *set, FILE *f, char *err, size_t cap);
 void summary_build(const rp_set *set, const rp_charts *charts, rdoc *d);
 
-// Numbers as the tables print them; "-" for NAN.
+// Numbers as the tables print them; blank for NAN.
 void rp_fmt(char *buf, size_t cap, const char *fmt, double v);

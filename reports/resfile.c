@@ -35,6 +35,44 @@ static int need_string(const char *path, json_t *c, int i, const char *key, cons
     return 0;
 }
 
+// --- stability and kill switches (issue 14) --------------------------------
+// Both are optional: files written before they existed read as stable, with
+// no kill switch; a field of the wrong type reads as unknown.
+
+static void stability_load(resfile_entry *e, json_t *c) {
+    json_t *st = json_object_get(c, "stability");
+    e->noise = num(st, "noise");
+    e->ci_rel_width = num(st, "ci_rel_width");
+    e->load_start = num(st, "load_start");
+    e->load_end = num(st, "load_end");
+    e->nivcsw = count(st, "nivcsw");
+    e->rounds = count(st, "rounds");
+    e->unstable = json_is_true(json_object_get(st, "unstable"));
+    json_t *r = json_object_get(st, "reasons");
+    for (size_t k = 0; k < json_array_size(r) && e->nreasons < RESFILE_MAX_REASONS; k++)
+        if (json_is_string(json_array_get(r, k)))
+            e->reasons[e->nreasons++] = json_string_value(json_array_get(r, k));
+    json_t *sb = json_object_get(c, "suite_batch");
+    e->suite_batch = json_is_integer(sb) ? (int64_t)json_integer_value(sb) : -1;
+    // an entry that never got to timing has no kernels or memory to count:
+    // a 0 there means "not measured", and reads as unknown
+    if (e->nsamples == 0 && !e->good) {
+        e->kernels = e->kernels > 0 ? e->kernels : -1;
+        e->peak_bytes = e->peak_bytes > 0 ? e->peak_bytes : -1;
+        e->iterations_per_sample = e->iterations_per_sample > 0 ? e->iterations_per_sample : -1;
+    }
+}
+
+static void disabled_load(resfile *f) {
+    json_t *dis = json_object_get(json_object_get(f->root, "config"), "disabled");
+    for (size_t k = 0; k < json_array_size(dis) && f->ndisabled < RESFILE_MAX_DISABLED; k++)
+        if (json_is_string(json_array_get(dis, k)))
+            f->disabled[f->ndisabled++] = json_string_value(json_array_get(dis, k));
+    f->loadavg_start = num(json_object_get(f->root, "host"), "loadavg_start");
+}
+
+// ---------------------------------------------------------------------------
+
 static int entry_load(resfile *f, json_t *c, int i, diag *d) {
     resfile_entry *e = &f->entries[i];
     e->file = f;
@@ -95,10 +133,7 @@ static int entry_load(resfile *f, json_t *c, int i, diag *d) {
     json_t *roof = json_object_get(c, "roofline");
     e->intensity = num(roof, "intensity");
     e->achieved_GFLOPs = num(roof, "achieved_GFLOPs");
-    json_t *stab = json_object_get(c, "stability"); // for compare
-    e->stability_unstable = json_is_true(json_object_get(stab, "unstable"));
-    e->stability_reasons =
-        json_is_array(json_object_get(stab, "reasons")) ? json_object_get(stab, "reasons") : NULL;
+    stability_load(e, c);
     return 0;
 }
 
@@ -166,6 +201,7 @@ int resfile_load(const char *path, resfile **out, diag *d) {
     f->calib_GBps = num(cal, "bandwidth_GBps");
     f->calib_GFLOPs = num(cal, "gemm_GFLOPs");
     f->gpus = json_is_array(json_object_get(host, "gpus")) ? json_object_get(host, "gpus") : NULL;
+    disabled_load(f);
     *out = f;
     return 0;
 }

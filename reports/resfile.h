@@ -18,7 +18,9 @@
 // -1), as the schema lets later versions add fields and write null for what
 // could not be computed. What identifies an entry (suite, name, mode,
 // precision, workload, device, batch, status) and its samples must be there
-// and well typed, or loading fails with a message naming the case. stats
+// and well typed, or loading fails with a message naming the case. Each
+// case's `stability` and the config's `disabled` kill switches are read
+// when present; older files read as stable with none disabled. stats
 // are recomputed from samples_s with the runner's own code, so every reader
 // sees the figures `tcbench run` printed.
 //
@@ -33,6 +35,8 @@
 #include <stdint.h>
 
 #define RESFILE_SCHEMA_VERSION 1
+#define RESFILE_MAX_REASONS    8
+#define RESFILE_MAX_DISABLED   32
 
 struct resfile;
 
@@ -53,10 +57,17 @@ typedef struct resfile_entry {
     double speedup, ci95_lo, ci95_hi;      // NAN unless it passed
     double compression_ratio;              // eager peak / this one's
     double intensity, achieved_GFLOPs;     // the roofline object's
-    // stability.unstable and stability.reasons, for compare (false and NULL
-    // without a stability object, as in files of older runs)
-    bool stability_unstable;
-    json_t *stability_reasons; // array of strings, owned by the document
+
+    // stability (read by stability_load; a file without it reads as stable):
+    // whether the entry's timing can be trusted, and why not
+    bool unstable;
+    double noise;                // robust relative dispersion of samples_s; NAN unknown
+    double ci_rel_width;         // the speedup's 95% interval / its median; NAN unknown
+    double load_start, load_end; // 1-minute load average around the timed rounds
+    int64_t nivcsw, rounds;      // -1 unknown
+    const char *reasons[RESFILE_MAX_REASONS];
+    int nreasons;
+    int64_t suite_batch; // the case's own batch (before a sweep's); -1 when not recorded
 } resfile_entry;
 
 typedef struct resfile {
@@ -67,6 +78,11 @@ typedef struct resfile {
     const char *command;             // command_line[0], or "tcbench"
     double calib_GBps, calib_GFLOPs; // host.calibration, NAN when none
     json_t *gpus;                    // host.gpus (CUDA runs), or NULL
+    double loadavg_start;            // host.loadavg_start, NAN when missing
+    // config.disabled: the TCBENCH_DISABLE_* kill switches in effect, "NAME=VALUE"
+    // (none in files written before they were recorded)
+    const char *disabled[RESFILE_MAX_DISABLED];
+    int ndisabled;
     resfile_entry *entries;
     int nentries;
 } resfile;

@@ -20,10 +20,42 @@ static void entry_where(const resfile_entry *e, char *buf, size_t cap) {
              e->precision, e->workload, e->device, (long long)e->batch);
 }
 
+// The TCBENCH_DISABLE_* switches of one file: "none", or "A=1, B=1". As a
+// paragraph (para) or a cell.
+static void kill_switches(const resfile *f, rdoc *d, bool para) {
+    char buf[2048] = "";
+    size_t n = 0;
+    for (int k = 0; k < f->ndisabled; k++) {
+        int w = snprintf(buf + n, sizeof buf - n, "%s%s", k ? ", " : "", f->disabled[k]);
+        if (w > 0 && (size_t)w < sizeof buf - n)
+            n += (size_t)w;
+    }
+    if (!para)
+        rdoc_cell(d, "%s", f->ndisabled ? buf : "none");
+    else if (f->ndisabled)
+        rdoc_para(d,
+                  "Kill switches in effect in %s: %s. The modes they touch do not measure what "
+                  "their names say (docs/compiler.md).",
+                  f->path, buf);
+}
+
+// Under the title: the kill switches of every file, or that there were none.
+static void kill_switch_header(const rp_set *set, rdoc *d) {
+    int any = 0;
+    for (int i = 0; i < set->nfiles; i++)
+        any += set->files[i]->ndisabled > 0;
+    if (!any) {
+        rdoc_para(d, "Kill switches in effect (TCBENCH_DISABLE_*): none.");
+        return;
+    }
+    for (int i = 0; i < set->nfiles; i++)
+        kill_switches(set->files[i], d, true);
+}
+
 static void sources(const rp_set *set, rdoc *d) {
     rdoc_heading(d, 2, "Results");
-    rdoc_table(d, 8, "file", "run started", "host", "cpu", "cores / threads", "tcbench", "entries",
-               "calibration");
+    rdoc_table(d, 10, "file", "run started", "host", "cpu", "cores / threads", "load at start",
+               "tcbench", "entries", "calibration", "kill switches");
     for (int i = 0; i < set->nfiles; i++) {
         const resfile *f = set->files[i];
         rdoc_cell(d, "%s", f->path);
@@ -31,26 +63,35 @@ static void sources(const rp_set *set, rdoc *d) {
         rdoc_cell(d, "%s", f->hostname);
         rdoc_cell(d, "%s", f->cpu_model);
         rdoc_cell(d, "%lld / %lld", (long long)f->cores, (long long)f->threads_used);
+        char load[32];
+        rp_fmt(load, sizeof load, "%.2f", f->loadavg_start);
+        rdoc_cell(d, "%s", load);
         rdoc_cell(d, "%s (git %s)", f->tool_version, f->git_commit);
         rdoc_cell(d, "%d", f->nentries);
         if (isfinite(f->calib_GBps) && isfinite(f->calib_GFLOPs))
             rdoc_cell(d, "%.1f GB/s, %.1f GFLOP/s", f->calib_GBps, f->calib_GFLOPs);
         else
             rdoc_cell(d, "none (tcbench calibrate)");
+        kill_switches(f, d, false);
     }
 }
 
-// A geomean cell: "1.28x", or why there is none.
-static void geomean_cell(const rp_set *set, const rp_sel *s, rdoc *d, double *out) {
-    rp_agg a;
-    rp_agg_compute(set, s, &a);
-    *out = a.geomean;
-    if (a.total == 0)
-        rdoc_cell(d, "not measured");
-    else if (a.ngeo == 0)
-        rdoc_cell(d, "none passed (0/%d)", a.total);
+static void headline_row(const rp_set *set, const rp_sel *s, rdoc *d) {
+    rp_headline h;
+    rp_headline_compute(set, s, &h);
+    rdoc_cell(d, "%d (fp32 %d, AMP %d)", h.nboth, h.nfp32, h.namp);
+    char f[32], a[32];
+    rp_fmt(f, sizeof f, "%.2fx", h.fp32);
+    rp_fmt(a, sizeof a, "%.2fx", h.amp);
+    rdoc_cell(d, "%s", f);
+    rdoc_cell(d, "%s", a);
+    if (h.nboth)
+        rdoc_cell(d, "%.2fx (%+.0f%%)", h.value, (h.value - 1) * 100);
+    else if (h.nfp32 && h.namp)
+        rdoc_cell(d, "needs both: no model in both");
     else
-        rdoc_cell(d, "%.2fx", a.geomean);
+        rdoc_cell(d, "needs both: %s%s%s", !h.nfp32 ? "no fp32" : "",
+                  !h.nfp32 && !h.namp ? ", " : "", !h.namp ? "no AMP" : "");
 }
 
 static void headline(const rp_set *set, rdoc *d) {
@@ -59,15 +100,16 @@ static void headline(const rp_set *set, rdoc *d) {
               "PyTorch 2.0 summed up its 163 models in one figure per workload: 0.75 x AMP + "
               "0.25 x fp32, of the geomean speedups over the models that passed (training on an "
               "A100: 0.75 x 51%% + 0.25 x 21%% = 43%% faster). The same weighting of %s over "
-              "eager here:",
+              "eager here, over the same models in both precisions: those that passed in fp32 "
+              "and in AMP, with a stable figure, at the suite's batch. The executive summary "
+              "below has each precision's own geomean over all that passed.",
               set->primary);
     const char *devs[RP_MAX_VALUES], *wls[RP_MAX_VALUES], *suites[RP_MAX_VALUES];
     rp_sel all = {0};
     all.v[RP_MODE] = set->primary;
     int nd = rp_values(set, &all, RP_DEVICE, devs, RP_MAX_VALUES);
     int ns = rp_values(set, &all, RP_SUITE, suites, RP_MAX_VALUES);
-    bool missing[2] = {false, false};
-    rdoc_table(d, 5, "workload", "suites", "fp32 geomean", "AMP geomean",
+    rdoc_table(d, 6, "workload", "suites", "models in both", "fp32 geomean", "AMP geomean",
                "0.75 x AMP + 0.25 x fp32");
     for (int di = 0; di < nd; di++) {
         rp_sel s = all;
@@ -84,37 +126,20 @@ static void headline(const rp_set *set, rdoc *d) {
                 else
                     rdoc_cell(d, "%s", workload_word(wls[wi]));
                 rdoc_cell(d, "%s", k < 0 ? "all" : suites[k]);
-                double g[2];
-                static const char *const prec[2] = {"fp32", "amp"};
-                for (int p = 0; p < 2; p++) {
-                    s.v[RP_PRECISION] = prec[p];
-                    geomean_cell(set, &s, d, &g[p]);
-                    missing[p] |= !isfinite(g[p]);
-                }
-                s.v[RP_PRECISION] = NULL;
-                if (isfinite(g[0]) && isfinite(g[1])) {
-                    double h = report_headline(g[1], g[0]);
-                    rdoc_cell(d, "%.2fx (%+.0f%%)", h, (h - 1) * 100);
-                } else
-                    rdoc_cell(d, "needs both: %s%s%s", !isfinite(g[0]) ? "no fp32" : "",
-                              !isfinite(g[0]) && !isfinite(g[1]) ? ", " : "",
-                              !isfinite(g[1]) ? "no AMP" : "");
+                headline_row(set, &s, d);
             }
         }
     }
-    if (missing[0] || missing[1])
-        rdoc_para(d, "Where a precision has no passing entries (or was not measured: this build "
-                     "runs fp32 only until AMP lands), the weighted headline cannot be formed; the "
-                     "geomean that exists stands on its own.");
 }
 
 static void executive(const rp_set *set, rdoc *d) {
     rdoc_heading(d, 2, "Executive summary");
     rdoc_para(d, "As the PyTorch dashboard: pass rate of all entries; geomean speedup over the "
-                 "entries that passed accuracy, slowdowns counted as they are (not clipped to "
-                 "1.0x) and the rest listed; mean cold compile time and mean peak memory "
-                 "compression ratio (eager peak / compiled peak; higher is better) of the "
-                 "entries that passed.");
+                 "entries that passed accuracy with a stable figure, slowdowns counted as they "
+                 "are (not clipped to 1.0x) and the rest listed; mean cold compile time and mean "
+                 "peak memory compression ratio (eager peak / compiled peak; higher is better) "
+                 "of the entries that passed. A case run at several batch sizes counts once, at "
+                 "the suite's batch.");
     const char *modes[RP_MAX_VALUES], *devs[RP_MAX_VALUES], *precs[RP_MAX_VALUES],
         *wls[RP_MAX_VALUES], *suites[RP_MAX_VALUES];
     int nm = rp_values(set, &(rp_sel){0}, RP_MODE, modes, RP_MAX_VALUES);
@@ -169,17 +194,18 @@ static void executive(const rp_set *set, rdoc *d) {
                         rp_fmt(buf, sizeof buf, "%.2fx", a[k].compression);
                         rdoc_cell(d, "%s", buf);
                     }
+                    rdoc_cell(d, "Passed but unstable (not in the geomean)");
+                    for (int k = 0; k < ns; k++)
+                        rdoc_cell(d, "%d", a[k].unstable);
                     // the entries the geomean leaves out, by name
                     s.v[RP_SUITE] = NULL;
                     int out = 0;
                     for (int i = 0; i < set->n; i++) {
-                        const resfile_entry *e = set->e[i];
-                        if (!rp_match(e, &s) ||
-                            (!strcmp(e->status, "pass") && isfinite(e->speedup)))
+                        char label[512], why[600];
+                        if (!rp_match(set->e[i], &s) || !rp_left_out(set, i, why, sizeof why))
                             continue;
-                        char label[512];
-                        rp_label(set, e, label, sizeof label);
-                        rdoc_item(d, "Not in the geomean: %s (%s)", label, e->status);
+                        rp_label(set, set->e[i], label, sizeof label);
+                        rdoc_item(d, "Not in the geomean: %s (%s)", label, why);
                         out++;
                     }
                     if (!out)
@@ -202,7 +228,17 @@ static void warnings(const rp_set *set, rdoc *d) {
                       e->message);
             n++;
         }
-        if (e->compiled && e->speedup < WARN_SPEEDUP) {
+        if (e->unstable) {
+            char why[600];
+            int w = snprintf(why, sizeof why, "%s", e->nreasons ? "" : "no reason recorded");
+            for (int k = 0; k < e->nreasons && w >= 0 && (size_t)w < sizeof why; k++)
+                w +=
+                    snprintf(why + w, sizeof why - (size_t)w, "%s%s", k ? "; " : "", e->reasons[k]);
+            rdoc_item(d, "%s: unstable (%s): left out of every geomean and the headline", where,
+                      why);
+            n++;
+        }
+        if (e->compiled && !e->unstable && e->speedup < WARN_SPEEDUP) {
             rdoc_item(d, "%s: speedup %.2fx < %.2fx", where, e->speedup, WARN_SPEEDUP);
             n++;
         }
@@ -217,10 +253,15 @@ static void warnings(const rp_set *set, rdoc *d) {
             n++;
         }
     }
+    for (int i = 0; i < set->nfiles; i++)
+        if (set->files[i]->ndisabled) {
+            kill_switches(set->files[i], d, true);
+            n++;
+        }
     if (!n)
         rdoc_para(d,
-                  "None: every entry passed, no speedup under %.2fx, no compile over %.0f s, "
-                  "no memory compression under %.1fx.",
+                  "None: every entry passed with a stable figure, no speedup under %.2fx, no "
+                  "compile over %.0f s, no memory compression under %.1fx, no kill switch.",
                   WARN_SPEEDUP, WARN_COMPILE_S, WARN_COMPRESSION);
 }
 
@@ -301,9 +342,9 @@ static void ablation_group(const rp_set *set, const rp_sel *g, rdoc *d, void *us
                 if (rp_match(set->e[k], g) && !strcmp(set->e[k]->mode, cm[m]))
                     x = set->e[k];
             if (!x)
-                rdoc_cell(d, "-");
+                rdoc_cell(d, "%s", "");
             else if (isfinite(x->speedup))
-                rdoc_cell(d, "%.2fx", x->speedup);
+                rdoc_cell(d, "%s%.2fx", x->unstable ? "~" : "", x->speedup);
             else
                 rdoc_cell(d, "%s", x->status);
         }
@@ -332,6 +373,27 @@ static void ablation_group(const rp_set *set, const rp_sel *g, rdoc *d, void *us
     rdoc_para(d, "Geomean speedup over eager: %s.", line);
 }
 
+// "~8.14x [0.99, 97.55]" ("~": unstable), or blank when there is no speedup.
+static void speedup_cell(const resfile_entry *e, rdoc *d) {
+    char sp[32], lo[32], hi[32];
+    rp_fmt(sp, sizeof sp, "%.2fx", e->speedup);
+    rp_fmt(lo, sizeof lo, "%.2f", e->ci95_lo);
+    rp_fmt(hi, sizeof hi, "%.2f", e->ci95_hi);
+    if (!isfinite(e->speedup))
+        rdoc_cell(d, "%s", "");
+    else if (isfinite(e->ci95_lo) && isfinite(e->ci95_hi))
+        rdoc_cell(d, "%s%s [%s, %s]", e->unstable ? "~" : "", sp, lo, hi);
+    else
+        rdoc_cell(d, "%s%s", e->unstable ? "~" : "", sp);
+}
+
+// "3.1%", "31.0% unstable", or blank when not recorded.
+static void noise_cell(const resfile_entry *e, rdoc *d) {
+    char nz[32];
+    rp_fmt(nz, sizeof nz, "%.1f%%", e->noise * 100);
+    rdoc_cell(d, "%s%s%s", nz, *nz && e->unstable ? " " : "", e->unstable ? "unstable" : "");
+}
+
 static void sweep_group(const rp_set *set, const rp_sel *g, rdoc *d, void *user) {
     bool *any = user;
     bool header = false;
@@ -339,32 +401,37 @@ static void sweep_group(const rp_set *set, const rp_sel *g, rdoc *d, void *user)
         const resfile_entry *e = set->e[i];
         if (!e->compiled || !rp_match(e, g) || !rp_swept(set, e))
             continue;
-        if (!*any)
+        if (!*any) {
             rdoc_heading(d, 2, "Batch-size sweeps");
+            rdoc_para(d, "A case swept over batch sizes counts once in the geomeans, at the "
+                         "suite's batch (the last column).");
+        }
         *any = true;
         if (!header) {
             rdoc_heading(d, 3, "%s, %s, %s", g->v[RP_PRECISION], workload_word(g->v[RP_WORKLOAD]),
                          g->v[RP_DEVICE]);
-            rdoc_table(d, 6, "case", "mode", "batch", "eager ms", "ms", "speedup [95% CI]");
+            rdoc_table(d, 8, "case", "mode", "batch", "eager ms", "ms", "speedup [95% CI]", "noise",
+                       "in the geomeans");
             header = true;
         }
         const resfile_entry *eager = rp_eager_of(set, e);
-        char name[512], em[32], ms[32], sp[32], lo[32], hi[32];
+        char name[512], em[32], ms[32];
         snprintf(name, sizeof name, "%s/%s", e->suite, e->name);
         rp_fmt(em, sizeof em, "%.4f", eager && eager->stats.n ? eager->stats.median * 1e3 : NAN);
         rp_fmt(ms, sizeof ms, "%.4f", e->stats.n ? e->stats.median * 1e3 : NAN);
-        rp_fmt(sp, sizeof sp, "%.2fx", e->speedup);
-        rp_fmt(lo, sizeof lo, "%.2f", e->ci95_lo);
-        rp_fmt(hi, sizeof hi, "%.2f", e->ci95_hi);
         rdoc_cell(d, "%s", name);
         rdoc_cell(d, "%s", e->mode);
         rdoc_cell(d, "%lld", (long long)e->batch);
         rdoc_cell(d, "%s", em);
         rdoc_cell(d, "%s", ms);
         if (isfinite(e->speedup))
-            rdoc_cell(d, "%s [%s, %s]", sp, lo, hi);
+            speedup_cell(e, d);
         else
             rdoc_cell(d, "%s", e->status);
+        noise_cell(e, d);
+        char why[600];
+        const char *out = rp_left_out(set, i, why, sizeof why);
+        rdoc_cell(d, "%s%s", out ? "no: " : "yes", out ? out : "");
     }
 }
 
@@ -377,46 +444,45 @@ static void per_model_group(const rp_set *set, const rp_sel *g, rdoc *d, void *u
         s.v[RP_SUITE] = suites[k];
         rdoc_heading(d, 3, "%s: %s, %s, %s", suites[k], g->v[RP_PRECISION],
                      workload_word(g->v[RP_WORKLOAD]), g->v[RP_DEVICE]);
-        rdoc_table(d, 10, "case", "batch", "mode", "status", "speedup [95% CI]", "latency ms",
-                   "compile s cold / warm", "peak MiB", "compression", "kernels");
+        rdoc_table(d, 12, "case", "batch", "mode", "status", "speedup [95% CI]", "latency ms",
+                   "noise", "compile s cold / warm", "break-even steps", "peak MiB", "compression",
+                   "kernels");
         for (int i = 0; i < set->n; i++) {
             const resfile_entry *e = set->e[i];
             if (!rp_match(e, &s))
                 continue;
-            char sp[32], lo[32], hi[32], ms[32], cold[32], warm[32], mib[32], cr[32];
-            rp_fmt(sp, sizeof sp, "%.2fx", e->speedup);
-            rp_fmt(lo, sizeof lo, "%.2f", e->ci95_lo);
-            rp_fmt(hi, sizeof hi, "%.2f", e->ci95_hi);
+            char ms[32], cold[32], warm[32], mib[32], cr[32], be[32];
             rp_fmt(ms, sizeof ms, "%.4f", e->stats.n ? e->stats.median * 1e3 : NAN);
             rp_fmt(cold, sizeof cold, "%.2f", e->compile_cold_s);
             rp_fmt(warm, sizeof warm, "%.2f", e->compile_warm_s);
             rp_fmt(mib, sizeof mib, "%.2f", e->peak_bytes >= 0 ? e->peak_bytes / 1048576.0 : NAN);
             rp_fmt(cr, sizeof cr, "%.2fx", e->compression_ratio);
+            rp_fmt_steps(be, sizeof be, rp_breakeven(set, e));
             rdoc_cell(d, "%s", e->name);
             rdoc_cell(d, "%lld", (long long)e->batch);
             rdoc_cell(d, "%s", e->mode);
             rdoc_cell(d, "%s", e->status);
-            if (isfinite(e->speedup))
-                rdoc_cell(d, "%s [%s, %s]", sp, lo, hi);
-            else
-                rdoc_cell(d, "-");
+            speedup_cell(e, d);
             rdoc_cell(d, "%s", ms);
+            noise_cell(e, d);
             if (isfinite(e->compile_cold_s))
                 rdoc_cell(d, "%s / %s", cold, warm);
             else
-                rdoc_cell(d, "-");
+                rdoc_cell(d, "%s", "");
+            rdoc_cell(d, "%s", be);
             rdoc_cell(d, "%s", mib);
             rdoc_cell(d, "%s", cr);
             if (e->kernels >= 0)
                 rdoc_cell(d, "%lld", (long long)e->kernels);
             else
-                rdoc_cell(d, "-");
+                rdoc_cell(d, "%s", "");
         }
     }
 }
 
 void summary_build(const rp_set *set, const rp_charts *charts, rdoc *d) {
     rdoc_heading(d, 1, "tcbench report");
+    kill_switch_header(set, d);
     sources(set, d);
     if (set->primary) {
         headline(set, d);
@@ -435,8 +501,13 @@ void summary_build(const rp_set *set, const rp_charts *charts, rdoc *d) {
     rdoc_heading(d, 2, "Per-model results");
     rdoc_para(d, "latency: median time of one step. speedup: median eager / median of the "
                  "mode, with its bootstrap 95%% interval; it counts only for entries that "
-                 "pass. compile: cold (empty kernel cache) / warm (cache hit). peak: most "
-                 "tensor memory live during a step. compression: eager peak / this peak.");
+                 "pass; ~ marks an unstable figure, left out of the geomeans. noise: the "
+                 "samples' robust dispersion (1.4826 x MAD / median), and whether the entry "
+                 "is unstable (Warnings says why). compile: cold (empty kernel cache) / warm "
+                 "(cache hit). break-even: steps after which the cold compile is paid back, "
+                 "cold compile s / (eager step - this step); never where this mode is not "
+                 "faster. peak: most tensor memory live during a step. compression: eager "
+                 "peak / this peak. A blank cell: not measured.");
     each_group(set, d, per_model_group, NULL);
     if (charts->n) {
         rdoc_heading(d, 2, "Charts");

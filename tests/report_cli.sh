@@ -6,7 +6,11 @@
 # run twice passes; a different machine exits 2 unless --force; corrupt
 # JSON exits 2 with FILE:LINE:COL; pass -> fail_accuracy exits 1; an entry
 # made noisy passes, and exits 1 under --fail-on-noisy), and the
-# Google Benchmark export. Two separate runs are compared too, but only
+# Google Benchmark export; then the report of the hand-made fixture
+# (tests/fixtures/report_fixture.json: a failed entry, an unstable one, a
+# sweep, a precision that never passes and a kill switch) with every chart
+# drawn, its export, and calibrate's one calibration per thread count. Two
+# separate runs are compared too, but only
 # printed: on a shared machine load can move a median between runs by more
 # than any threshold, and that is what the gate is for, not a test failure.
 # Needs TCBENCH_EXE and TCBENCH_SOURCE_DIR (tests/meson.build sets both).
@@ -78,7 +82,14 @@ for f in summary.md results.csv index.html charts/geomean.gp charts/geomean.dat;
     exists "$TMP/rep/$f" "report"
 done
 has "$TMP/rep/summary.md" '^\| Pass rate \| 100%, 2/2 \|$' "summary pass rate"
-has "$TMP/rep/summary.md" '^\| Geomean speedup \| [0-9]+\.[0-9][0-9]x \|$' "summary geomean"
+# blank when a loaded machine made the entry unstable: then it is named instead
+if grep -Eq '^\| Geomean speedup \| [0-9]+\.[0-9][0-9]x \|$' "$TMP/rep/summary.md" ||
+    grep -q 'Not in the geomean: .*(unstable' "$TMP/rep/summary.md"; then
+    ok
+else
+    bad "summary geomean: neither a figure nor an unstable entry named"
+fi
+has "$TMP/rep/summary.md" '^Kill switches in effect' "summary names the kill switches (or none)"
 has "$TMP/rep/summary.md" 'needs both: no AMP' "headline says AMP is missing"
 has "$TMP/rep/results.csv" '^dev,name,batch_size,speedup,abs_latency,compilation_latency,' "csv"
 has "$TMP/rep/results.csv" '^cpu,gpt2,2,[0-9.]+,[0-9.]+,[0-9.]+,' "csv compiled row"
@@ -195,6 +206,55 @@ for p in '"context": \{' '"num_cpus": [0-9]+' '"library_build_type": "' \
 done
 expect 2 "export without --format" "$EXE" export "$TMP/a.json"
 one_line '--format is required' "export without --format"
+
+# --- the fixture: failed, unstable, a sweep, 0% AMP, a kill switch ----------
+FIX="$SRC/tests/fixtures/report_fixture.json"
+expect 0 "report of the fixture" "$EXE" report "$FIX" -o "$TMP/fx"
+md="$TMP/fx/summary.md"
+has "$md" '^Kill switches in effect in .*: TCBENCH\\?_DISABLE\\?_LAYOUTS=1\.' "fixture: kill switch under the title"
+has "$TMP/fx/index.html" 'Kill switches in effect in .*TCBENCH_DISABLE_LAYOUTS=1' "fixture: kill switch in index.html"
+has "$md" 'timm/resnet50 \(compiled, amp, infer, cpu, batch 1\): unstable \(95% interval' "fixture: unstable under Warnings"
+has "$md" 'Not in the geomean: timm/resnet50 \(unstable: ' "fixture: unstable left out of the geomean"
+has "$md" '\| resnet50 \| 1 \| compiled \| pass \| \\~8\.14x \[0\.99, 97\.55\] \|' "fixture: unstable marked in its row"
+has "$md" 'Not in the geomean: timm/vit_base \(fail_to_run\)' "fixture: failed entry named"
+has "$md" 'Not in the geomean: huggingface/bert b=16 \(batch 16 of a sweep: the case counts at batch 4\)' \
+    "fixture: the sweep counts once"
+has "$md" '^\| Pass rate \| 100%, 4/4 \| 100%, 2/2 \| 0%, 0/1 \|$' "fixture: a precision at 0%"
+has "$md" '\| never \|' "fixture: break-even never"
+has "$TMP/fx/results.csv" ',noise,unstable,unstable_reasons,breakeven_steps,in_geomean' "fixture: csv columns"
+has "$TMP/fx/results.csv" '^cpu,vit_base,1,,,,,' "fixture: csv blanks for a failed entry"
+if command -v gnuplot >/dev/null 2>&1; then
+    for c in passrate geomean speedup-compiled-amp-infer-cpu speedup-compiled-fp32-train-cpu \
+        compile-compiled-fp32-infer-cpu breakeven-compiled-fp32-infer-cpu \
+        memory-compiled-fp32-infer-cpu sweep-compiled-fp32-infer-cpu roofline; do
+        for ext in png svg; do
+            size=$(wc -c <"$TMP/fx/charts/$c.$ext" 2>/dev/null || echo 0)
+            if [ "$size" -gt 1000 ]; then ok; else bad "fixture chart $c.$ext: $size bytes"; fi
+        done
+    done
+    if ls "$TMP/fx/charts/"*.log >/dev/null 2>&1; then
+        bad "gnuplot complained: $(cat "$TMP/fx/charts/"*.log | head -5)"
+    else
+        ok
+    fi
+    if [ -s "$TMP/stderr" ]; then bad "fixture report printed: $(cat "$TMP/stderr")"; else ok; fi
+fi
+expect 0 "export of the fixture" "$EXE" export --format gbench "$FIX" -o "$TMP/fx.gbench.json"
+has "$TMP/fx.gbench.json" '"error_message": "fail_to_run: the C compiler' "export: a failed entry is an error"
+has "$TMP/fx.gbench.json" '"error_occurred": true' "export: error_occurred"
+has "$TMP/fx.gbench.json" '"label": "unstable: ' "export: the unstable entry's label"
+if tr -d ' \n' <"$TMP/fx.gbench.json" | grep -q '"load_avg":\[0\.42\]'; then ok; else bad "export: load_avg"; fi
+
+# --- calibrate keeps one calibration per thread count ---------------------------
+expect 0 "calibrate --threads 1" "$EXE" calibrate --threads 1
+expect 0 "calibrate --threads 2" "$EXE" calibrate --threads 2
+has "$TMP/stdout" '^kept +threads 1 2 ' "calibrate keeps threads 1 and 2"
+if [ "$(grep -c '"threads"' "$TMP/cache/tcbench/calibration.json")" -eq 2 ]; then
+    ok
+else
+    bad "calibration.json: $(cat "$TMP/cache/tcbench/calibration.json")"
+fi
+expect 2 "calibrate --threads 0" "$EXE" calibrate --threads 0
 
 echo "report_cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,7 +1,13 @@
 // tcbench report on the hand-made fixture (tests/fixtures/report_fixture.json):
 // the executive summary's numbers against values computed here from the
-// JSON itself, the CSV's columns and quoting, escaping of a model named
-// <script>"x in HTML and in the gnuplot scripts, and the run without gnuplot.
+// JSON itself (unstable entries and a sweep's other batches left out of the
+// geomeans, the headline over the models in both precisions), the CSV's
+// columns, blanks and quoting, compile break-even, the pass-rate chart with
+// a precision at 0%, failed and unstable entries marked in the per-model
+// charts, the kill switches, escaping of a model named <script>"x in HTML
+// and in the gnuplot scripts, the run without gnuplot, an older file
+// without stability, the Google Benchmark export's errors, and calibrate's
+// one calibration per thread count.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,7 +23,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench/calibrate.h"
 #include "reports/escape.h"
+#include "reports/export.h"
 #include "reports/report.h"
 
 static char fixture[4096], outdir[256];
@@ -41,7 +49,7 @@ static char *slurp(const char *path) {
 }
 
 static char *out_file(const char *name) {
-    char path[512];
+    char path[1024];
     snprintf(path, sizeof path, "%s/%s", outdir, name);
     return slurp(path);
 }
@@ -61,35 +69,99 @@ static void expect_row(const char *doc, const char *heading, const char *row) {
     }
 }
 
+static const char *jstr(json_t *c, const char *key) {
+    const char *v = json_string_value(json_object_get(c, key));
+    return v ? v : "";
+}
+
+// Whether a case counts in the dashboards: at its suite's batch (a sweep's
+// other batches do not), as the fixture records suite_batch.
+static bool at_suite_batch(json_t *c) {
+    return json_integer_value(json_object_get(c, "batch")) ==
+           json_integer_value(json_object_get(c, "suite_batch"));
+}
+
+static bool unstable(json_t *c) {
+    return json_is_true(json_object_get(json_object_get(c, "stability"), "unstable"));
+}
+
 // The fixture's own figures for one compiled group, computed from the JSON.
 typedef struct expect {
-    int passed, total;
+    int passed, total, unstable;
     double geomean, compile;
 } expect;
 
 static expect from_json(json_t *doc, const char *suite, const char *prec, const char *wl) {
     expect x = {0};
     double logs = 0, comp = 0;
-    int nc = 0;
+    int nc = 0, ng = 0;
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(doc, "cases"), i, c) {
-        if (strcmp(json_string_value(json_object_get(c, "mode")), "compiled") ||
-            (suite && strcmp(json_string_value(json_object_get(c, "suite")), suite)) ||
-            strcmp(json_string_value(json_object_get(c, "precision")), prec) ||
-            strcmp(json_string_value(json_object_get(c, "workload")), wl))
+        if (strcmp(jstr(c, "mode"), "compiled") || (suite && strcmp(jstr(c, "suite"), suite)) ||
+            strcmp(jstr(c, "precision"), prec) || strcmp(jstr(c, "workload"), wl) ||
+            !at_suite_batch(c))
             continue;
         x.total++;
-        if (strcmp(json_string_value(json_object_get(c, "status")), "pass"))
+        if (strcmp(jstr(c, "status"), "pass"))
             continue;
         x.passed++;
-        logs += log(json_number_value(json_object_get(json_object_get(c, "speedup"), "median")));
         comp += json_number_value(json_object_get(json_object_get(c, "compile"), "cold_s"));
         nc++;
+        if (unstable(c)) {
+            x.unstable++;
+            continue;
+        }
+        logs += log(json_number_value(json_object_get(json_object_get(c, "speedup"), "median")));
+        ng++;
     }
-    x.geomean = x.passed ? exp(logs / x.passed) : NAN;
+    x.geomean = ng ? exp(logs / ng) : NAN;
     x.compile = nc ? comp / nc : NAN;
     return x;
+}
+
+// The headline's figures: fp32 and AMP geomeans over the models in both.
+static void headline_json(json_t *doc, const char *wl, double *f, double *a, int *n) {
+    double lf = 0, la = 0;
+    *n = 0;
+    size_t i, k;
+    json_t *c, *d;
+    json_t *cases = json_object_get(doc, "cases");
+    json_array_foreach(cases, i, c) {
+        if (strcmp(jstr(c, "mode"), "compiled") || strcmp(jstr(c, "precision"), "fp32") ||
+            strcmp(jstr(c, "workload"), wl) || strcmp(jstr(c, "status"), "pass") || unstable(c) ||
+            !at_suite_batch(c))
+            continue;
+        json_array_foreach(cases, k, d) {
+            if (strcmp(jstr(d, "mode"), "compiled") || strcmp(jstr(d, "precision"), "amp") ||
+                strcmp(jstr(d, "workload"), wl) || strcmp(jstr(d, "suite"), jstr(c, "suite")) ||
+                strcmp(jstr(d, "name"), jstr(c, "name")) ||
+                json_integer_value(json_object_get(d, "batch")) !=
+                    json_integer_value(json_object_get(c, "batch")) ||
+                strcmp(jstr(d, "status"), "pass") || unstable(d))
+                continue;
+            lf += log(json_number_value(json_object_get(json_object_get(c, "speedup"), "median")));
+            la += log(json_number_value(json_object_get(json_object_get(d, "speedup"), "median")));
+            (*n)++;
+        }
+    }
+    *f = *n ? exp(lf / *n) : NAN;
+    *a = *n ? exp(la / *n) : NAN;
+}
+
+static json_t *fixture_json(void) {
+    char *text = slurp(fixture);
+    json_t *doc = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    return doc;
+}
+
+// "1.23x", or blank for NAN, as the tables print it.
+static void fmt_x(char *buf, size_t cap, double v) {
+    if (isfinite(v))
+        snprintf(buf, cap, "%.2fx", v);
+    else
+        buf[0] = '\0';
 }
 
 static int setup(void **state) {
@@ -178,33 +250,36 @@ static void test_escapes(void **state) {
     free(b.s);
 }
 
+static const char *const suites[] = {"huggingface", "timm", "torchbench"};
+
 static void test_summary_numbers(void **state) {
     (void)state;
     char *md = out_file("summary.md");
-    char *text = slurp(fixture);
     assert_non_null(md);
-    assert_non_null(text);
-    json_t *doc = json_loads(text, 0, NULL);
+    json_t *doc = fixture_json();
     assert_non_null(doc);
     static const char *const precs[] = {"fp32", "amp"}, *const wls[] = {"infer", "train"},
                              *const words[] = {"inference", "training"};
     for (int p = 0; p < 2; p++)
         for (int w = 0; w < 2; w++) {
-            char heading[128], row[256];
+            char heading[128], rate[3][32], geo[3][32], row[512];
             snprintf(heading, sizeof heading, "### compiled, %s, %s, cpu", precs[p], words[w]);
-            expect hf = from_json(doc, "huggingface", precs[p], wls[w]);
-            expect tm = from_json(doc, "timm", precs[p], wls[w]);
-            assert_true(hf.total > 0 && tm.total > 0);
-            char a[32], b[32];
-            report_pass_rate(hf.passed, hf.total, a, sizeof a);
-            report_pass_rate(tm.passed, tm.total, b, sizeof b);
-            snprintf(row, sizeof row, "| Pass rate | %s | %s |", a, b);
+            expect x[3];
+            for (int k = 0; k < 3; k++) {
+                x[k] = from_json(doc, suites[k], precs[p], wls[w]);
+                assert_true(x[k].total > 0);
+                report_pass_rate(x[k].passed, x[k].total, rate[k], sizeof rate[k]);
+                fmt_x(geo[k], sizeof geo[k], x[k].geomean);
+            }
+            snprintf(row, sizeof row, "| Pass rate | %s | %s | %s |", rate[0], rate[1], rate[2]);
             expect_row(md, heading, row);
-            snprintf(row, sizeof row, "| Geomean speedup | %.2fx | %.2fx |", hf.geomean,
-                     tm.geomean);
+            snprintf(row, sizeof row, "| Geomean speedup | %s | %s | %s |", geo[0], geo[1], geo[2]);
             expect_row(md, heading, row);
-            snprintf(row, sizeof row, "| Mean compile time (s) | %.2f | %.2f |", hf.compile,
-                     tm.compile);
+            snprintf(row, sizeof row, "| Mean compile time (s) | %.2f | %.2f | ", x[0].compile,
+                     x[1].compile);
+            expect_row(md, heading, row);
+            snprintf(row, sizeof row, "| Passed but unstable (not in the geomean) | %d | %d | %d |",
+                     x[0].unstable, x[1].unstable, x[2].unstable);
             expect_row(md, heading, row);
         }
     // the fixture's failures are listed, not averaged in
@@ -212,19 +287,28 @@ static void test_summary_numbers(void **state) {
                "- Not in the geomean: timm/vit_base (fail_to_run)");
     expect_row(md, "### compiled, amp, training, cpu",
                "- Not in the geomean: huggingface/gpt2 (fail_accuracy)");
-    // the headline over all suites: 0.75 x AMP + 0.25 x fp32
+    // a precision that ran and never passed: 0%, and no geomean
+    expect_row(md, "### compiled, amp, inference, cpu",
+               "| Pass rate | 100%, 4/4 | 100%, 2/2 | 0%, 0/1 |");
+    // the headline over all suites: 0.75 x AMP + 0.25 x fp32 over the models in both
     for (int w = 0; w < 2; w++) {
-        expect f = from_json(doc, NULL, "fp32", wls[w]), a = from_json(doc, NULL, "amp", wls[w]);
-        double h = 0.75 * a.geomean + 0.25 * f.geomean;
+        double f, a;
+        int n;
+        headline_json(doc, wls[w], &f, &a, &n);
+        assert_true(n > 0);
+        double h = 0.75 * a + 0.25 * f;
         char row[256];
-        snprintf(row, sizeof row, "| %s | all | %.2fx | %.2fx | %.2fx (%+.0f%%) |", words[w],
-                 f.geomean, a.geomean, h, (h - 1) * 100);
+        snprintf(row, sizeof row, "| %s | all | %d (fp32 ", words[w], n);
+        expect_row(md, "## Headline", row);
+        snprintf(row, sizeof row, " | %.2fx | %.2fx | %.2fx (%+.0f%%) |", f, a, h, (h - 1) * 100);
         expect_row(md, "## Headline", row);
     }
+    expect_row(md, "## Headline",
+               "| inference | torchbench | 0 (fp32 1, AMP 0) |  |  | needs both: no AMP |");
     // every warning the dashboard knows, from the fixture's planted cases
     assert_non_null(strstr(md, "timm/resnet50 (compiled, amp, train, cpu, batch 1): compile "
                                "time 150.0 s &gt; 120 s"));
-    assert_non_null(strstr(md, "huggingface/bert (compiled, amp, infer, cpu, batch 1): memory "
+    assert_non_null(strstr(md, "huggingface/bert (compiled, amp, infer, cpu, batch 4): memory "
                                "compression 0.85x &lt; 0.9x"));
     assert_non_null(strstr(md, "(compiled, fp32, infer, cpu, batch 1): speedup 0.9"));
     assert_non_null(strstr(md, "fail_accuracy, not passing"));
@@ -235,8 +319,92 @@ static void test_summary_numbers(void **state) {
     assert_null(strstr(md, "<script>"));
     assert_non_null(strstr(md, "&lt;script&gt;\"x"));
     json_decref(doc);
-    free(text);
     free(md);
+}
+
+// The unstable entry (timm/resnet50 compiled AMP inference, 8.14x [0.99,
+// 97.55]) is marked everywhere, named under Warnings, and in no geomean.
+static void test_unstable_left_out(void **state) {
+    (void)state;
+    char *md = out_file("summary.md");
+    assert_non_null(md);
+    json_t *doc = fixture_json();
+    assert_non_null(doc);
+    expect t = from_json(doc, "timm", "amp", "infer");
+    assert_int_equal(t.unstable, 1);
+    assert_int_equal(t.passed, 2);
+    char row[256];
+    snprintf(row, sizeof row, "| Geomean speedup | %.2fx | %.2fx |",
+             from_json(doc, "huggingface", "amp", "infer").geomean, t.geomean);
+    expect_row(md, "### compiled, amp, inference, cpu", row);
+    // the geomean with it would differ: the test can tell the two apart
+    assert_true(fabs(t.geomean - sqrt(t.geomean * 8.14)) > 0.5);
+    expect_row(md, "### compiled, amp, inference, cpu",
+               "- Not in the geomean: timm/resnet50 (unstable: 95% interval 1186% of the speedup; "
+               "interference: 812 involuntary context switches)");
+    expect_row(md, "## Warnings",
+               "- timm/resnet50 (compiled, amp, infer, cpu, batch 1): unstable (95% interval "
+               "1186% of the speedup; interference: 812 involuntary context switches): left out "
+               "of every geomean and the headline");
+    expect_row(md, "### timm: amp, inference, cpu",
+               "| resnet50 | 1 | compiled | pass | \\~8.14x [0.99, 97.55] | ");
+    assert_non_null(strstr(md, "% unstable |"));
+    char *html = out_file("index.html");
+    assert_non_null(html);
+    assert_non_null(strstr(html, "~8.14x [0.99, 97.55]"));
+    free(html);
+    json_decref(doc);
+    free(md);
+}
+
+// bert runs at batches 1, 4 and 16 in fp32 inference (its suite's batch is
+// 4): it counts once, at 4, and the other two are named.
+static void test_sweep_counts_once(void **state) {
+    (void)state;
+    char *md = out_file("summary.md");
+    assert_non_null(md);
+    json_t *doc = fixture_json();
+    assert_non_null(doc);
+    expect hf = from_json(doc, "huggingface", "fp32", "infer");
+    assert_int_equal(hf.total, 4); // 4 models, not 6 entries
+    expect_row(md, "### compiled, fp32, inference, cpu",
+               "- Not in the geomean: huggingface/bert b=16 (batch 16 of a sweep: the case "
+               "counts at batch 4)");
+    assert_non_null(strstr(md, "| huggingface/bert | compiled | 4 |"));
+    assert_non_null(strstr(md, "| no: batch 1 of a sweep: the case counts at batch 4 |"));
+    json_decref(doc);
+    free(md);
+}
+
+static void test_kill_switches_shown(void **state) {
+    (void)state;
+    char *md = out_file("summary.md"), *html = out_file("index.html");
+    assert_non_null(md);
+    assert_non_null(html);
+    // under the title, before the first section
+    const char *k = strstr(md, "Kill switches in effect in "), *r = strstr(md, "## Results");
+    assert_non_null(k);
+    assert_true(k < r);
+    assert_non_null(strstr(k, "TCBENCH_DISABLE_LAYOUTS=1"));
+    assert_non_null(strstr(md, "| TCBENCH_DISABLE_LAYOUTS=1 |")); // the Results table's column
+    k = strstr(html, "TCBENCH_DISABLE_LAYOUTS=1");
+    r = strstr(html, ">Results<");
+    assert_non_null(k);
+    assert_non_null(r);
+    assert_true(k < r);
+    free(md);
+    free(html);
+}
+
+static void test_breakeven(void **state) {
+    (void)state;
+    assert_true(report_breakeven(10, 0.003, 0.002) == 10000);
+    assert_true(report_breakeven(1.0001, 0.003, 0.002) == 1001); // rounded up
+    assert_true(isinf(report_breakeven(10, 0.002, 0.002)));      // not faster: never
+    assert_true(isinf(report_breakeven(10, 0.002, 0.003)));
+    assert_true(isnan(report_breakeven(NAN, 0.003, 0.002)));
+    assert_true(isnan(report_breakeven(10, NAN, 0.002)));
+    assert_true(isnan(report_breakeven(10, 0.003, 0)));
 }
 
 // One RFC 4180 record from *p into fields; returns the count.
@@ -301,7 +469,12 @@ static void test_csv(void **state) {
                                        "eager_latency",
                                        "warm_compilation_latency",
                                        "samples",
-                                       "message"};
+                                       "message",
+                                       "noise",
+                                       "unstable",
+                                       "unstable_reasons",
+                                       "breakeven_steps",
+                                       "in_geomean"};
     int ncol = (int)(sizeof want / sizeof want[0]);
     static char f[32][256];
     const char *p = csv;
@@ -309,22 +482,56 @@ static void test_csv(void **state) {
     for (int i = 0; i < ncol; i++)
         assert_string_equal(f[i], want[i]);
     int rows = 0;
-    bool script = false, t5 = false;
+    bool script = false, t5 = false, failed = false, noisy = false, swept = false, timed = false;
     while (*p) {
         assert_int_equal(csv_record(&p, f, 32), ncol);
         rows++;
-        if (!strcmp(f[1], "<script>\"x") && !strcmp(f[11], "compiled") && !strcmp(f[12], "fp32") &&
+        bool compiled = !strcmp(f[11], "compiled");
+        if (!strcmp(f[1], "<script>\"x") && compiled && !strcmp(f[12], "fp32") &&
             !strcmp(f[13], "infer")) {
             script = true;
             assert_string_equal(f[14], "pass");
-            assert_true(atof(f[3]) < 0.95); // the fixture's slow one
+            assert_true(atof(f[3]) < 0.95);      // the fixture's slow one
+            assert_string_equal(f[25], "never"); // slower than eager: never paid back
         }
         if (!strcmp(f[1], "t5, \"large\""))
             t5 = true;
-        if (!strcmp(f[1], "vit_base") && !strcmp(f[14], "fail_to_run"))
-            assert_string_equal(f[3], ""); // no speedup for a failed entry
+        if (!strcmp(f[1], "vit_base") && !strcmp(f[14], "fail_to_run")) {
+            failed = true;
+            // nothing measured: blank, never 0
+            for (int k = 3; k <= 6; k++)
+                assert_string_equal(f[k], "");
+            assert_string_equal(f[17], "");  // kernels
+            assert_string_equal(f[19], "");  // warm compile
+            assert_string_equal(f[20], "0"); // samples: a count, truly 0
+            assert_string_equal(f[22], "");  // noise
+            assert_string_equal(f[25], "");  // break-even
+            assert_string_equal(f[26], "false");
+        }
+        if (!strcmp(f[1], "resnet50") && compiled && !strcmp(f[12], "amp") &&
+            !strcmp(f[13], "infer")) {
+            noisy = true;
+            assert_string_equal(f[23], "true");
+            assert_non_null(strstr(f[24], "95% interval 1186% of the speedup"));
+            assert_string_equal(f[26], "false");
+        }
+        if (!strcmp(f[1], "bert") && compiled && !strcmp(f[12], "fp32") &&
+            !strcmp(f[13], "infer")) {
+            swept = true;
+            assert_string_equal(f[26], atoi(f[2]) == 4 ? "true" : "false");
+        }
+        if (!strcmp(f[11], "eager")) {
+            assert_string_equal(f[3], "");  // eager has no speedup
+            assert_string_equal(f[26], ""); // nor a place in a geomean
+        }
+        if (compiled && !strcmp(f[14], "pass") && strcmp(f[25], "never") != 0 && *f[5]) {
+            // break-even from the row's own figures: cold s / (eager ms - ms) x 1000
+            double want = ceil(atof(f[5]) / ((atof(f[18]) - atof(f[4])) / 1e3));
+            assert_true(fabs(atof(f[25]) - want) <= 1 + 1e-4 * want);
+            timed = true;
+        }
     }
-    assert_true(script && t5);
+    assert_true(script && t5 && failed && noisy && swept && timed);
     char *text = slurp(fixture);
     json_t *doc = text ? json_loads(text, 0, NULL) : NULL;
     assert_non_null(doc);
@@ -375,6 +582,232 @@ static void test_gnuplot_script(void **state) {
     free(sweep);
 }
 
+// The .dat row of a chart that starts with "INDEX ": its numbers, as text.
+static bool dat_row(const char *dat, int index, char *out, size_t cap) {
+    char key[16];
+    snprintf(key, sizeof key, "\n%d ", index);
+    const char *r = strstr(dat, key);
+    if (!r)
+        return false;
+    r++;
+    size_t n = strcspn(r, "\n");
+    snprintf(out, cap, "%.*s", (int)(n < cap ? n : cap - 1), r);
+    return true;
+}
+
+// The pass-rate chart: per suite, for each workload x precision, the value
+// (the rounded percentage), state, passed and total; torchbench's AMP ran
+// and never passed: 0%, 0/1, a label and no bar. The geomean chart keeps
+// that slot too, labelled "none passed".
+static void test_passrate_chart(void **state) {
+    (void)state;
+    char *gp = out_file("charts/passrate.gp"), *dat = out_file("charts/passrate.dat");
+    char *geo = out_file("charts/geomean.dat");
+    assert_non_null(gp);
+    assert_non_null(dat);
+    assert_non_null(geo);
+    json_t *doc = fixture_json();
+    assert_non_null(doc);
+    static const char *const wls[] = {"infer", "train"}, *const precs[] = {"fp32", "amp"};
+    for (int k = 0; k < 3; k++) {
+        char row[512], want[512];
+        assert_true(dat_row(dat, k, row, sizeof row));
+        int n = snprintf(want, sizeof want, "%d", k);
+        for (int w = 0; w < 2; w++)
+            for (int p = 0; p < 2; p++) {
+                expect x = from_json(doc, suites[k], precs[p], wls[w]);
+                n += snprintf(want + n, sizeof want - (size_t)n, " %.6g 1 %d %d",
+                              rint(100.0 * x.passed / x.total), x.passed, x.total);
+            }
+        assert_string_equal(row, want);
+    }
+    char row[512];
+    assert_true(dat_row(dat, 2, row, sizeof row));
+    assert_non_null(strstr(row, " 0 1 0 1")); // torchbench AMP: 0%, 0/1
+    assert_true(dat_row(geo, 2, row, sizeof row));
+    assert_non_null(strstr(row, " 0 2 0 1")); // state 2: none passed, 0 of 1
+    // bars only above 0%, a label on every measured slot: "87%, 47/54"
+    assert_non_null(strstr(gp, "column(2) > 0 ? column(2) : 1/0"));
+    assert_non_null(strstr(gp, "sprintf('%d%%, %d/%d'"));
+    json_decref(doc);
+    free(gp);
+    free(dat);
+    free(geo);
+}
+
+// The per-model charts keep every entry: failed ones as labelled empty
+// slots, the unstable one hatched, and the axis clipped at 1.5 x the
+// largest stable median, the clipped bar marked and labelled.
+static void test_model_charts_mark(void **state) {
+    (void)state;
+    char *gp = out_file("charts/speedup-compiled-amp-infer-cpu.gp");
+    char *dat = out_file("charts/speedup-compiled-amp-infer-cpu.dat");
+    char *train = out_file("charts/speedup-compiled-fp32-train-cpu.gp");
+    char *be = out_file("charts/breakeven-compiled-fp32-infer-cpu.gp");
+    char *comp = out_file("charts/compile-compiled-fp32-train-cpu.gp");
+    assert_non_null(gp);
+    assert_non_null(dat);
+    assert_non_null(train);
+    assert_non_null(be);
+    assert_non_null(comp);
+    assert_non_null(strstr(gp, "'fail_accuracy' at first 6, graph 0.02")); // dlrm, last slot
+    assert_non_null(strstr(gp, "(6 of 7 entries have one)"));
+    assert_non_null(strstr(gp, "fs pattern 4")); // the unstable bar
+    assert_non_null(strstr(gp, "'unstable (not in the geomeans)'"));
+    assert_non_null(strstr(gp, "'8.14x [0.99, 97.5]'"));      // the clipped bar's label
+    assert_non_null(strstr(train, "'fail_to_run' at first")); // vit_base, no speedup
+    assert_non_null(strstr(comp, "'fail_to_run' at first"));  // nor a compile time
+    assert_non_null(strstr(be, "'never' at first"));          // <script>"x, slower
+    // the axis: 1.5 x the largest stable median (huggingface/bert's), not 8.14 x 1.5
+    json_t *doc = fixture_json();
+    double med = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(doc, "cases"), i, c) {
+        if (!strcmp(jstr(c, "mode"), "compiled") && !strcmp(jstr(c, "precision"), "amp") &&
+            !strcmp(jstr(c, "workload"), "infer") && !strcmp(jstr(c, "status"), "pass") &&
+            !unstable(c))
+            med = fmax(med,
+                       json_number_value(json_object_get(json_object_get(c, "speedup"), "median")));
+    }
+    char want[64];
+    snprintf(want, sizeof want, "set yrange [0:%.6g]", 1.5 * med);
+    assert_non_null(strstr(gp, want));
+    // the unstable bar (slot 5) stops at the axis, with the clip marker there
+    char row[256], clip[64];
+    assert_true(dat_row(dat, 5, row, sizeof row));
+    snprintf(clip, sizeof clip, " %.6g", 1.5 * med);
+    assert_non_null(strstr(row, clip));
+    assert_null(strstr(row, "8.14"));
+    json_decref(doc);
+    free(gp);
+    free(dat);
+    free(train);
+    free(be);
+    free(comp);
+}
+
+// Google Benchmark's JSON: a failed entry is an error with its message, the
+// unstable one carries a label, and load_avg comes from the host.
+static void test_gbench_errors(void **state) {
+    (void)state;
+    resfile *f;
+    diag d;
+    assert_int_equal(resfile_load(fixture, &f, &d), 0);
+    char path[400], err[256];
+    snprintf(path, sizeof path, "%s/gbench.json", outdir);
+    FILE *out = fopen(path, "w");
+    assert_non_null(out);
+    assert_int_equal(export_gbench(f, out, err, sizeof err), 0);
+    fclose(out);
+    resfile_free(f);
+    json_t *doc = json_load_file(path, 0, NULL);
+    assert_non_null(doc);
+    json_t *load = json_object_get(json_object_get(doc, "context"), "load_avg");
+    assert_int_equal(json_array_size(load), 1);
+    assert_true(fabs(json_number_value(json_array_get(load, 0)) - 0.42) < 1e-12);
+    bool failed = false, accuracy = false, label = false;
+    size_t i;
+    json_t *b;
+    json_array_foreach(json_object_get(doc, "benchmarks"), i, b) {
+        const char *name = jstr(b, "name");
+        if (!strcmp(name, "timm/vit_base/compiled/fp32/train/batch:1")) {
+            failed = true; // no samples: one run, the error and its message
+            assert_true(json_is_true(json_object_get(b, "error_occurred")));
+            assert_string_equal(jstr(b, "error_message"),
+                                "fail_to_run: the C compiler 'cc' failed (exit 1): fixture");
+            assert_int_equal(json_integer_value(json_object_get(b, "iterations")), 0);
+        }
+        if (strstr(name, "torchbench/dlrm/compiled/amp/infer/batch:1")) {
+            accuracy = true; // samples kept, each an error
+            assert_true(json_is_true(json_object_get(b, "error_occurred")));
+            assert_non_null(strstr(jstr(b, "error_message"), "fail_accuracy: failed: output 0"));
+        }
+        if (!strcmp(name, "timm/resnet50/compiled/amp/infer/batch:1")) {
+            label = true;
+            assert_non_null(strstr(jstr(b, "label"), "unstable: 95% interval"));
+            assert_null(json_object_get(b, "error_occurred"));
+        }
+    }
+    assert_true(failed && accuracy && label);
+    json_decref(doc);
+}
+
+// A results file of before stability and kill switches were recorded loads
+// as stable with none disabled; a sweep without suite_batch counts at its
+// smallest batch.
+static void test_older_file(void **state) {
+    (void)state;
+    json_t *doc = fixture_json();
+    assert_non_null(doc);
+    json_object_del(json_object_get(doc, "config"), "disabled");
+    json_object_del(json_object_get(doc, "host"), "loadavg_start");
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(doc, "cases"), i, c) {
+        json_object_del(c, "stability");
+        json_object_del(c, "suite_batch");
+    }
+    char path[400], dir[400], err[512];
+    snprintf(path, sizeof path, "%s/old.json", outdir);
+    snprintf(dir, sizeof dir, "%s/old", outdir);
+    assert_int_equal(json_dump_file(doc, path, 0), 0);
+    json_decref(doc);
+    resfile *f;
+    diag d;
+    assert_int_equal(resfile_load(path, &f, &d), 0);
+    assert_int_equal(f->ndisabled, 0);
+    assert_true(isnan(f->loadavg_start));
+    for (int k = 0; k < f->nentries; k++) {
+        assert_false(f->entries[k].unstable);
+        assert_int_equal(f->entries[k].nreasons, 0);
+        assert_true(isnan(f->entries[k].noise));
+        assert_int_equal(f->entries[k].suite_batch, -1);
+    }
+    FILE *warn = fopen("/dev/null", "w");
+    report_options o = {.outdir = dir, .gnuplot = "tcbench-no-such-gnuplot", .warn = warn};
+    assert_int_equal(report_write(&f, 1, &o, err, sizeof err), 0);
+    fclose(warn);
+    resfile_free(f);
+    snprintf(path, sizeof path, "old/summary.md");
+    char *md = out_file(path);
+    assert_non_null(md);
+    const char *k = strstr(md, "Kill switches in effect (TCBENCH");
+    assert_non_null(k);
+    assert_int_equal(strncmp(strchr(k, ')'), "): none.", 8), 0);
+    assert_non_null(strstr(md, "(batch 4 of a sweep: the case counts at batch 1)"));
+    free(md);
+}
+
+// calibrate keeps one calibration per CPU model x threads; a run finds its own.
+static void test_calibration_per_threads(void **state) {
+    (void)state;
+    char path[400], err[256];
+    snprintf(path, sizeof path, "%s/calibration.json", outdir);
+    bench_calibration c = {.bandwidth_Bps = 10e9, .gemm_flops = 100e9, .threads = 1};
+    bench_calibration_cpu_model(c.cpu_model, sizeof c.cpu_model);
+    assert_int_equal(bench_calibration_save(&c, path, err, sizeof err), 0);
+    c.threads = 2;
+    c.gemm_flops = 190e9;
+    assert_int_equal(bench_calibration_save(&c, path, err, sizeof err), 0);
+    c.threads = 1;
+    c.gemm_flops = 101e9; // measured again: replaces only threads 1
+    assert_int_equal(bench_calibration_save(&c, path, err, sizeof err), 0);
+    bench_calibration got, all[8];
+    assert_int_equal(bench_calibration_list(path, all, 8), 2);
+    assert_int_equal(bench_calibration_load(path, 1, &got), 0);
+    assert_true(fabs(got.gemm_flops - 101e9) < 1e3);
+    assert_int_equal(bench_calibration_load(path, 2, &got), 0);
+    assert_true(fabs(got.gemm_flops - 190e9) < 1e3);
+    assert_int_equal(bench_calibration_load(path, 4, &got), -1);
+    // the single object older tcbench wrote still loads
+    json_t *old = bench_calibration_json(&c);
+    assert_int_equal(json_dump_file(old, path, 0), 0);
+    json_decref(old);
+    assert_int_equal(bench_calibration_load(path, 1, &got), 0);
+    assert_int_equal(bench_calibration_load(path, 2, &got), -1);
+}
+
 static void test_no_gnuplot_one_warning(void **state) {
     (void)state;
     char *warn = out_file("warn.txt");
@@ -396,9 +829,18 @@ int main(void) {
         cmocka_unit_test(test_geomean_headline),
         cmocka_unit_test(test_escapes),
         cmocka_unit_test(test_summary_numbers),
+        cmocka_unit_test(test_unstable_left_out),
+        cmocka_unit_test(test_sweep_counts_once),
+        cmocka_unit_test(test_kill_switches_shown),
+        cmocka_unit_test(test_breakeven),
         cmocka_unit_test(test_csv),
         cmocka_unit_test(test_html_escaped),
         cmocka_unit_test(test_gnuplot_script),
+        cmocka_unit_test(test_passrate_chart),
+        cmocka_unit_test(test_model_charts_mark),
+        cmocka_unit_test(test_gbench_errors),
+        cmocka_unit_test(test_older_file),
+        cmocka_unit_test(test_calibration_per_threads),
         cmocka_unit_test(test_no_gnuplot_one_warning),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -16,7 +16,7 @@
 #define GEMM_N     2048
 #define GEMM_REPS  3
 
-static void cpu_model(char *buf, size_t cap) {
+void bench_calibration_cpu_model(char *buf, size_t cap) {
     snprintf(buf, cap, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f)
@@ -41,7 +41,7 @@ int bench_calibrate_measure(int threads, bench_calibration *c) {
     c->threads = threads;
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
-    cpu_model(c->cpu_model, sizeof c->cpu_model);
+    bench_calibration_cpu_model(c->cpu_model, sizeof c->cpu_model);
     time_t now = time(NULL);
     strftime(c->timestamp, sizeof c->timestamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 
@@ -110,6 +110,54 @@ json_t *bench_calibration_json(const bench_calibration *c) {
                      c->cpu_model, "timestamp", c->timestamp);
 }
 
+// One calibration object of the file; false when it is not one.
+static bool calibration_read(json_t *j, bench_calibration *c) {
+    memset(c, 0, sizeof *c);
+    c->bandwidth_Bps = json_number_value(json_object_get(j, "bandwidth_GBps")) * 1e9;
+    c->gemm_flops = json_number_value(json_object_get(j, "gemm_GFLOPs")) * 1e9;
+    c->threads = (int)json_integer_value(json_object_get(j, "threads"));
+    const char *m = json_string_value(json_object_get(j, "cpu_model"));
+    const char *t = json_string_value(json_object_get(j, "timestamp"));
+    snprintf(c->cpu_model, sizeof c->cpu_model, "%s", m ? m : "");
+    snprintf(c->timestamp, sizeof c->timestamp, "%s", t ? t : "");
+    return c->threads > 0 && m && c->bandwidth_Bps > 0 && c->gemm_flops > 0;
+}
+
+// The calibrations of the file: {"calibrations": [...]}, or the single
+// object that tcbench wrote before it kept one per thread count.
+static json_t *calibrations_of(json_t *doc) {
+    json_t *arr = json_object_get(doc, "calibrations");
+    if (json_is_array(arr))
+        return json_incref(arr);
+    arr = json_array();
+    if (arr && json_is_object(doc) && json_object_get(doc, "threads"))
+        json_array_append(arr, doc);
+    return arr;
+}
+
+static int calib_cmp(const void *pa, const void *pb) {
+    const bench_calibration *a = pa, *b = pb;
+    int c = strcmp(a->cpu_model, b->cpu_model);
+    return c ? c : (a->threads > b->threads) - (a->threads < b->threads);
+}
+
+int bench_calibration_list(const char *path, bench_calibration *out, int cap) {
+    char p[1024], err[256];
+    if (!path) {
+        if (default_path(p, sizeof p, err, sizeof err) < 0)
+            return 0;
+        path = p;
+    }
+    json_t *doc = json_load_file(path, 0, NULL);
+    json_t *arr = doc ? calibrations_of(doc) : NULL;
+    int n = 0;
+    for (size_t i = 0; i < json_array_size(arr) && n < cap; i++)
+        n += calibration_read(json_array_get(arr, i), &out[n]);
+    json_decref(arr);
+    json_decref(doc);
+    return n;
+}
+
 int bench_calibration_save(const bench_calibration *c, const char *path, char *err, size_t cap) {
     char p[1024];
     if (!path) {
@@ -117,10 +165,22 @@ int bench_calibration_save(const bench_calibration *c, const char *path, char *e
             return -1;
         path = p;
     }
-    json_t *j = bench_calibration_json(c);
+    // keep the others (other thread counts, other CPU models sharing the cache)
+    bench_calibration all[BENCH_CALIBRATIONS_MAX];
+    int n = bench_calibration_list(path, all, BENCH_CALIBRATIONS_MAX - 1), k = 0;
+    for (int i = 0; i < n; i++)
+        if (all[i].threads != c->threads || strcmp(all[i].cpu_model, c->cpu_model) != 0)
+            all[k++] = all[i];
+    all[k++] = *c;
+    qsort(all, (size_t)k, sizeof *all, calib_cmp);
+    json_t *arr = json_array(), *j = json_pack("{s:o}", "calibrations", arr);
+    int rc = j ? 0 : -1;
+    for (int i = 0; i < k && rc == 0; i++)
+        rc = json_array_append_new(arr, bench_calibration_json(&all[i]));
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int rc = j ? json_dump_file(j, tmp, JSON_INDENT(2)) : -1;
+    if (rc == 0)
+        rc = json_dump_file(j, tmp, JSON_INDENT(2));
     json_decref(j);
     if (rc < 0 || rename(tmp, path) < 0) {
         snprintf(err, cap, "writing %s failed", path);
@@ -130,30 +190,16 @@ int bench_calibration_save(const bench_calibration *c, const char *path, char *e
 }
 
 int bench_calibration_load(const char *path, int threads, bench_calibration *c) {
-    char p[1024], err[256];
-    if (!path) {
-        if (default_path(p, sizeof p, err, sizeof err) < 0)
-            return -1;
-        path = p;
-    }
-    json_t *j = json_load_file(path, 0, NULL);
-    if (!j)
-        return -1;
-    memset(c, 0, sizeof *c);
-    c->bandwidth_Bps = json_number_value(json_object_get(j, "bandwidth_GBps")) * 1e9;
-    c->gemm_flops = json_number_value(json_object_get(j, "gemm_GFLOPs")) * 1e9;
-    c->threads = (int)json_integer_value(json_object_get(j, "threads"));
-    const char *m = json_string_value(json_object_get(j, "cpu_model"));
-    const char *t = json_string_value(json_object_get(j, "timestamp"));
-    snprintf(c->cpu_model, sizeof c->cpu_model, "%s", m ? m : "");
-    snprintf(c->timestamp, sizeof c->timestamp, "%s", t ? t : "");
-    json_decref(j);
+    bench_calibration all[BENCH_CALIBRATIONS_MAX];
+    int n = bench_calibration_list(path, all, BENCH_CALIBRATIONS_MAX);
     char here[128];
-    cpu_model(here, sizeof here);
-    if (c->threads != threads || strcmp(here, c->cpu_model) != 0 || !(c->bandwidth_Bps > 0) ||
-        !(c->gemm_flops > 0))
-        return -1;
-    return 0;
+    bench_calibration_cpu_model(here, sizeof here);
+    for (int i = 0; i < n; i++)
+        if (all[i].threads == threads && !strcmp(all[i].cpu_model, here)) {
+            *c = all[i];
+            return 0;
+        }
+    return -1;
 }
 
 // JSON has no NaN: a figure that cannot be computed is null.

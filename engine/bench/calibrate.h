@@ -2,7 +2,9 @@
 //
 //   bench_calibration c;
 //   bench_calibrate_measure(2, &c);                 // STREAM triad + SGEMM, ~2 s
-//   bench_calibration_save(&c, NULL, err, sizeof err);   // $XDG_CACHE_HOME/tcbench/calibration.json
+//   bench_calibration_save(&c, NULL, err, sizeof err);   //
+//   $XDG_CACHE_HOME/tcbench/calibration.json,
+//                                                         // one kept per CPU model x threads
 //   ...
 //   if (bench_calibration_load(NULL, 2, &c) == 0)   // a run reads it back
 //       j = bench_roofline_json(flops, min_bytes, median_s, &c);
@@ -27,11 +29,20 @@ typedef struct bench_calibration {
     char timestamp[32];
 } bench_calibration;
 
+#define BENCH_CALIBRATIONS_MAX 256
+
 int bench_calibrate_measure(int threads, bench_calibration *c);
-// path NULL: <kernel cache dir>/calibration.json. -1 with err.
+// Adds c to the file, replacing only the one of the same CPU model and
+// thread count (one calibration is kept per CPU model x threads). path
+// NULL: <kernel cache dir>/calibration.json. -1 with err.
 int bench_calibration_save(const bench_calibration *c, const char *path, char *err, size_t cap);
 // 0 when a calibration for this CPU model and thread count is stored; -1 otherwise.
 int bench_calibration_load(const char *path, int threads, bench_calibration *c);
+// Every calibration the file keeps (at most cap), sorted by CPU model and
+// threads; 0 when there is no file.
+int bench_calibration_list(const char *path, bench_calibration *out, int cap);
+// This machine's CPU model, the first "model name" of /proc/cpuinfo ("unknown").
+void bench_calibration_cpu_model(char *buf, size_t cap);
 json_t *bench_calibration_json(const bench_calibration *c);
 // NULL c: only the step's own figures.
 json_t *bench_roofline_json(double flops, double min_bytes, double seconds,
