@@ -478,6 +478,7 @@ static void test_stability_judge(void **state) {
                              .ci_rel_width = 0.03,
                              .timed_s = 1.0,
                              .nivcsw = 10,
+                             .run_delay_s = 0.01,
                              .steal_s = 0,
                              .threads = 2,
                              .cpus = 2};
@@ -519,6 +520,18 @@ static void test_stability_judge(void **state) {
     assert_false(s.unstable);
 
     s = quiet;
+    s.run_delay_s = 0.66; // two threads over a second: a third of their time waiting
+    bench_stability_judge(&s);
+    assert_true(s.unstable);
+    assert_string_equal(s.reasons[0], "interference: waited for a CPU 33% of the time > 5%");
+    s.run_delay_s = 0.08; // 4%
+    bench_stability_judge(&s);
+    assert_false(s.unstable);
+    s.run_delay_s = NAN; // a kernel that does not say
+    bench_stability_judge(&s);
+    assert_false(s.unstable);
+
+    s = quiet;
     s.steal_s = 0.2; // 10% of two CPUs over a second
     bench_stability_judge(&s);
     assert_true(s.unstable);
@@ -530,13 +543,16 @@ static void test_stability_judge(void **state) {
                           .ci_rel_width = 1,
                           .timed_s = 1,
                           .nivcsw = 1000,
+                          .run_delay_s = 1,
                           .steal_s = 1,
                           .threads = 1,
                           .cpus = 1};
     bench_stability_judge(&s);
-    assert_int_equal(s.nreasons, 4);
+    assert_int_equal(s.nreasons, 5);
     bench_stability_add(&s, "eager baseline noise 50.0%% > 10%%");
+    bench_stability_add(&s, "one too many");
     assert_int_equal(s.nreasons, BENCH_MAX_REASONS);
+    assert_string_equal(s.reasons[5], "eager baseline noise 50.0% > 10%");
     // no samples: nothing to judge
     s = (bench_stability){.noise = 1};
     bench_stability_judge(&s);
@@ -825,6 +841,7 @@ static void test_measure_in_process(void **state) {
         assert_true(bs->noise == ss->noise && bs->timed_s == ss->timed_s);
         assert_int_equal(bs->nivcsw, ss->nivcsw);
         assert_true(bs->steal_s == ss->steal_s);
+        assert_true(bs->run_delay_s == ss->run_delay_s || isnan(ss->run_delay_s));
         assert_true(k == 0 ? isnan(bs->ci_rel_width) : bs->ci_rel_width == ss->ci_rel_width);
         assert_true(bs->unstable == ss->unstable);
         assert_int_equal(bs->nreasons, ss->nreasons);
@@ -1068,9 +1085,9 @@ static void test_run_isolated(void **state) {
                      24);
     assert_true(json_array_size(json_object_get(c0, "samples_s")) >= 3);
     json_t *stab = json_object_get(c0, "stability");
-    const char *stab_keys[] = {"noise",    "ci_rel_width", "rounds",     "timed_s",
-                               "nivcsw",   "steal_s",      "load_start", "load_end",
-                               "unstable", "reasons",      NULL};
+    const char *stab_keys[] = {"run_delay_s", "noise",    "ci_rel_width", "rounds",
+                               "timed_s",     "nivcsw",   "steal_s",      "load_start",
+                               "load_end",    "unstable", "reasons",      NULL};
     for (int k = 0; stab_keys[k]; k++)
         if (!json_object_get(stab, stab_keys[k]))
             fail_msg("stability lacks '%s'", stab_keys[k]);

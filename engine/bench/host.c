@@ -5,6 +5,7 @@
 #include "timing.h"
 
 #include <cblas.h>
+#include <dirent.h>
 #include <dnnl.h>
 #include <errno.h>
 #include <math.h>
@@ -83,7 +84,35 @@ static double steal_seconds(void) {
     return n == 8 && hz > 0 ? (double)v[7] / (double)hz : NAN;
 }
 
+// Seconds this process's threads have spent runnable but waiting for a
+// CPU, summed: the second field of each /proc/self/task/TID/schedstat
+// (the scheduler's run_delay, in ns). NaN where it cannot be read.
+static double run_delay_seconds(void) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return NAN;
+    double sum = 0;
+    int read = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
+        FILE *f = fopen(path, "r");
+        unsigned long long on_cpu, delay;
+        if (f && fscanf(f, "%llu %llu", &on_cpu, &delay) == 2) {
+            sum += (double)delay * 1e-9;
+            read++;
+        }
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return read ? sum : NAN;
+}
+
 void bench_probe_read(bench_probe *p) {
+    p->run_delay_s = run_delay_seconds();
     struct rusage ru;
     p->nivcsw = getrusage(RUSAGE_SELF, &ru) == 0 ? (int64_t)ru.ru_nivcsw : 0;
     p->steal_s = steal_seconds();
@@ -96,6 +125,8 @@ void bench_probe_diff(const bench_probe *a, const bench_probe *b, bench_stabilit
     s->nivcsw = b->nivcsw - a->nivcsw;
     double steal = b->steal_s - a->steal_s;
     s->steal_s = isfinite(steal) && steal > 0 ? steal : 0;
+    double delay = b->run_delay_s - a->run_delay_s;
+    s->run_delay_s = isfinite(delay) ? (delay > 0 ? delay : 0) : NAN;
     s->load_start = a->load >= 0 ? a->load : NAN;
     s->load_end = b->load >= 0 ? b->load : NAN;
     long c = sysconf(_SC_NPROCESSORS_ONLN);

@@ -714,7 +714,7 @@ static void result_init(bench_result *r, int task) {
     r->speedup = (bench_speedup){NAN, NAN, NAN};
     r->compression_ratio = NAN;
     r->acc.eager_rmse = NAN;
-    r->stab.ci_rel_width = NAN;
+    r->stab.ci_rel_width = r->stab.run_delay_s = NAN;
     r->stab.load_start = r->stab.load_end = NAN;
 }
 

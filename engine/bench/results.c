@@ -130,6 +130,11 @@ void bench_stability_judge(bench_stability *s) {
                             "(%.0f/s per thread > %.0f)",
                             (long long)s->nivcsw, s->timed_s,
                             (double)s->nivcsw / s->timed_s / threads, BENCH_NIVCSW_CAP_PER_S);
+    // the direct measure: time the threads were ready to run and waited
+    if (s->timed_s > 0 && s->run_delay_s > BENCH_RUN_DELAY_CAP * threads * s->timed_s)
+        bench_stability_add(s, "interference: waited for a CPU %.0f%% of the time > %.0f%%",
+                            100 * s->run_delay_s / (threads * s->timed_s),
+                            100 * BENCH_RUN_DELAY_CAP);
     int cpus = s->cpus > 0 ? s->cpus : 1;
     if (s->timed_s > 0 && s->steal_s > BENCH_STEAL_CAP * s->timed_s * cpus)
         bench_stability_add(s, "interference: steal time %.0f%% of the CPUs > %.0f%%",
@@ -142,11 +147,12 @@ static json_t *stability_json(const bench_stability *s) {
     json_t *why = json_array();
     for (int i = 0; i < s->nreasons; i++)
         json_array_append_new(why, json_string(s->reasons[i]));
-    return json_pack("{s:o, s:o, s:i, s:o, s:I, s:o, s:o, s:o, s:b, s:o}", "noise", jreal(s->noise),
-                     "ci_rel_width", jreal(s->ci_rel_width), "rounds", s->rounds, "timed_s",
-                     jreal(s->timed_s), "nivcsw", (json_int_t)s->nivcsw, "steal_s",
-                     jreal(s->steal_s), "load_start", jreal(s->load_start), "load_end",
-                     jreal(s->load_end), "unstable", s->unstable, "reasons", why);
+    return json_pack("{s:o, s:o, s:i, s:o, s:I, s:o, s:o, s:o, s:o, s:b, s:o}", "noise",
+                     jreal(s->noise), "ci_rel_width", jreal(s->ci_rel_width), "rounds", s->rounds,
+                     "timed_s", jreal(s->timed_s), "nivcsw", (json_int_t)s->nivcsw, "run_delay_s",
+                     jreal(s->run_delay_s), "steal_s", jreal(s->steal_s), "load_start",
+                     jreal(s->load_start), "load_end", jreal(s->load_end), "unstable", s->unstable,
+                     "reasons", why);
 }
 
 json_t *bench_result_json(const bench_plan *p, const bench_result *r,

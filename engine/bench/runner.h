@@ -82,10 +82,12 @@
 // An entry is unstable above these (docs/results-schema.md, "stability"):
 // its noise (bench_stats_noise), its speedup's 95% interval relative to the
 // speedup, involuntary context switches per second of timed rounds and per
-// measuring thread, steal time as a fraction of the CPUs' time.
+// measuring thread, the measuring threads' time waiting for a CPU as a
+// fraction of theirs, steal time as a fraction of the CPUs' time.
 #define BENCH_NOISE_CAP        0.10
 #define BENCH_CI_CAP           0.25
 #define BENCH_NIVCSW_CAP_PER_S 50.0
+#define BENCH_RUN_DELAY_CAP    0.05
 #define BENCH_STEAL_CAP        0.05
 #define BENCH_MAX_BATCHES      16
 // A child that runs out of memory exits with this code.
@@ -185,7 +187,7 @@ typedef struct bench_compile {
     bool cache_hit; // the warm compile hit the cache (it should)
 } bench_compile;
 
-#define BENCH_MAX_REASONS 4
+#define BENCH_MAX_REASONS 6
 typedef struct bench_stability {
     int rounds;          // interleaved rounds its samples came from; 0: no samples
     double noise;        // bench_stats_noise of the samples
@@ -193,6 +195,7 @@ typedef struct bench_stability {
     double timed_s;      // wall time of the group's timed rounds
     int64_t nivcsw;      // the child's involuntary context switches during them
     double steal_s;      // the machine's steal time during them (0 where unknown)
+    double run_delay_s;  // the child's threads' time runnable but not running, NaN unknown
     double load_start, load_end; // 1-minute load average around them, NaN unknown
     int threads;                 // measuring threads, for the switches' rate
     int cpus;                    // online CPUs, for the steal fraction
@@ -267,10 +270,11 @@ double bench_loadavg(void);
 bool bench_host_busy(int threads, double *load, int *cores);
 // What the machine is doing, read before and after the timed rounds.
 typedef struct bench_probe {
-    double t;       // bench_now()
-    int64_t nivcsw; // getrusage(RUSAGE_SELF): every thread of this process
-    double steal_s; // /proc/stat's steal, all CPUs; NaN unknown
-    double load;    // 1-minute load average; -1 unknown
+    double t;           // bench_now()
+    int64_t nivcsw;     // getrusage(RUSAGE_SELF): every thread of this process
+    double steal_s;     // /proc/stat's steal, all CPUs; NaN unknown
+    double run_delay_s; // this process's threads' time waiting for a CPU; NaN unknown
+    double load;        // 1-minute load average; -1 unknown
 } bench_probe;
 void bench_probe_read(bench_probe *p);
 // Fills s's interference fields from the probes around its timed rounds.
