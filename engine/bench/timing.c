@@ -33,8 +33,6 @@ static bench_timing_opts with_defaults(const bench_timing_opts *opts) {
         o.warmup_max_s = BENCH_DEFAULT_WARMUP_MAX_S;
     if (o.sample_min_s <= 0)
         o.sample_min_s = BENCH_DEFAULT_SAMPLE_MIN_S;
-    if (o.repeat > BENCH_MAX_ROUNDS)
-        o.repeat = BENCH_MAX_ROUNDS;
     return o;
 }
 

@@ -51,7 +51,7 @@
 // then each time the rounds have grown by half. No extra round starts once
 // some step's samples add up to max_time_s (the budget; it wins over
 // min_time_s but never cuts the `repeat` rounds), nor past
-// BENCH_MAX_ROUNDS rounds.
+// BENCH_MAX_ROUNDS rounds (unless `repeat` asks for more).
 //
 // A step may bring its own clock (a GPU's: a CUDA event pair on its stream,
 // since a GPU step only enqueues work). Its start is called before a
@@ -76,7 +76,7 @@
 #define BENCH_WARMUP_WINDOW_S     0.02
 #define BENCH_WARMUP_WINDOW_MAX   256
 #define BENCH_WARMUP_SETTLE       0.03
-// rounds never go past this, whatever the budget
+// extra rounds never go past this, whatever the budget
 #define BENCH_MAX_ROUNDS 10000
 
 typedef int (*bench_step_fn)(void *ctx);
