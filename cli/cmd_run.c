@@ -68,9 +68,11 @@ static const char usage[] =
     "  -h, --help           this help\n"
     "\n"
     "exit status: 0 every entry ok (eager) or pass (compiled-family), 1 some entry\n"
-    "failed (results still written), 2 bad input or usage. The compile step obeys\n"
-    "TCBENCH_DISABLE_FUSION, TCBENCH_DISABLE_CAPTURE, TCBENCH_LOG=fusion, TCBENCH_CC\n"
-    "(docs/cli.md).\n";
+    "failed (results still written), 2 bad input or usage. An entry whose figure\n"
+    "cannot be called (noise, a wide interval, other work on the machine) is marked\n"
+    "unstable (~) and left out of the geomeans; it does not change the exit status.\n"
+    "The compile step obeys TCBENCH_DISABLE_FUSION, TCBENCH_DISABLE_CAPTURE,\n"
+    "TCBENCH_LOG=fusion, TCBENCH_CC (docs/cli.md).\n";
 
 enum {
     OPT_ONLY = 256,
