@@ -69,6 +69,18 @@ int cli_parse_seconds(const char *cmd, const char *opt, const char *s, double *o
     return 0;
 }
 
+int cli_parse_seconds_or_zero(const char *cmd, const char *opt, const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno == ERANGE || !isfinite(v) || v < 0 || v > 1e7) {
+        cli_fail(cmd, "%s %s: expected seconds, a number from 0 to 1e7", opt, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 int cli_device_auto(bench_config *cfg) {
     static char why[400];
     int dev = cuda_probe(why, sizeof why) == 0 ? BENCH_DEV_CUDA : BENCH_DEV_CPU;

@@ -34,6 +34,8 @@ int cli_bad_option(const char *cmd, int c, char **argv);
 int cli_parse_int(const char *cmd, const char *opt, const char *s, long long min, long long max,
                   long long *out);
 int cli_parse_seconds(const char *cmd, const char *opt, const char *s, double *out);
+// The same, 0 allowed (a budget that is off).
+int cli_parse_seconds_or_zero(const char *cmd, const char *opt, const char *s, double *out);
 // A comma list of axis values (--mode eager,compiled) into cfg; values this
 // build cannot run are refused here, before anything is loaded. --device
 // takes `auto` too (cli_device_auto), and `cuda` only when cuda_probe finds

@@ -43,7 +43,15 @@ static const char usage[] =
     "                       --workload train; off by default, as in PyTorch's harness\n"
     "measuring:\n"
     "  --threads N          threads per case (default: online cores)\n"
-    "  --repeat N           timed samples per case (default 10)\n"
+    "  --repeat N           interleaved rounds per case at least, one sample of every\n"
+    "                       mode each (default 10); more while a speedup's 95% interval\n"
+    "                       is wider than 5% of it, within --max-time\n"
+    "  --warmup N           N warm-up steps per mode (default: until the step time\n"
+    "                       settles: at least 3 steps and 0.2 s, at most 1 s)\n"
+    "  --min-time S         timed rounds last at least S seconds per entry (default 0.1)\n"
+    "  --max-time S         no extra round once an entry has S seconds of samples\n"
+    "                       (default 1; --repeat rounds are always taken)\n"
+    "  --pin                pin each measuring thread to one CPU\n"
     "  --timeout S          seconds per case before it is killed (default 600)\n"
     "  --seed N             seed for parameters and inputs (default 0)\n"
     "  --no-accuracy        skip the accuracy checks (fp64 reference and against eager)\n"
@@ -56,13 +64,15 @@ static const char usage[] =
     "                       under DIR/CASE/MODE\n"
     "  -o, --output FILE    results JSON (default results/tcbench-YYYYmmdd-HHMMSS.json);\n"
     "                       finished cases stream to FILE.jsonl as they end\n"
-    "  -q, --quiet          no progress (nor the busy-machine warning) on stderr\n"
+    "  -q, --quiet          no progress on stderr (the busy-machine warning stays)\n"
     "  -h, --help           this help\n"
     "\n"
     "exit status: 0 every entry ok (eager) or pass (compiled-family), 1 some entry\n"
-    "failed (results still written), 2 bad input or usage. The compile step obeys\n"
-    "TCBENCH_DISABLE_FUSION, TCBENCH_DISABLE_CAPTURE, TCBENCH_LOG=fusion, TCBENCH_CC\n"
-    "(docs/cli.md).\n";
+    "failed (results still written), 2 bad input or usage. An entry whose figure\n"
+    "cannot be called (noise, a wide interval, other work on the machine) is marked\n"
+    "unstable (~) and left out of the geomeans; it does not change the exit status.\n"
+    "The compile step obeys TCBENCH_DISABLE_FUSION, TCBENCH_DISABLE_CAPTURE,\n"
+    "TCBENCH_LOG=fusion, TCBENCH_CC (docs/cli.md).\n";
 
 enum {
     OPT_ONLY = 256,
@@ -84,7 +94,11 @@ enum {
     OPT_GRAD_SCALER,
     OPT_AMP_DTYPE,
     OPT_TF32,
-    OPT_FLUSH_L2
+    OPT_FLUSH_L2,
+    OPT_WARMUP,
+    OPT_MIN_TIME,
+    OPT_MAX_TIME,
+    OPT_PIN
 };
 
 // the axis options are consecutive, in axis order, for `c - OPT_MODE`
@@ -115,6 +129,10 @@ static const struct option long_opts[] = {
     {"amp-dtype", required_argument, NULL, OPT_AMP_DTYPE},
     {"tf32", no_argument, NULL, OPT_TF32},
     {"flush-l2", no_argument, NULL, OPT_FLUSH_L2},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"min-time", required_argument, NULL, OPT_MIN_TIME},
+    {"max-time", required_argument, NULL, OPT_MAX_TIME},
+    {"pin", no_argument, NULL, OPT_PIN},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -187,6 +205,8 @@ static void on_done(const bench_plan *p, const bench_result *r, void *user) {
                  r->wall_s);
     else
         snprintf(detail, sizeof detail, "(%s)", r->message);
+    if (r->stab.unstable)
+        snprintf(detail + strlen(detail), sizeof detail - strlen(detail), ", unstable");
     progress_done(&((run_ui *)user)->pg, r->task, label, bench_status_name(r->status), good,
                   detail);
 }
@@ -204,6 +224,12 @@ static void print_row(const bench_plan *p, const bench_result *r, int w, bool co
         printf(" %10.4f", r->stats.median * 1e3);
     else
         printf(" %10s", "-");
+    // the noise, ~ marking an unstable entry (its reasons are under the table)
+    if (r->stab.rounds > 0 && isfinite(r->stab.noise))
+        snprintf(cell, sizeof cell, "%s%.1f%%", r->stab.unstable ? "~" : "", 100 * r->stab.noise);
+    else
+        snprintf(cell, sizeof cell, "%s", r->stab.unstable ? "~" : "-");
+    printf(" %7s", cell);
     const bench_speedup *sp = &r->speedup;
     if (isfinite(sp->median))
         snprintf(cell, sizeof cell, "%.2fx [%.2f, %.2f]", sp->median, sp->ci95_lo, sp->ci95_hi);
@@ -238,32 +264,86 @@ static void print_row(const bench_plan *p, const bench_result *r, int w, bool co
         printf(" %9s\n", fp64 ? "nan/inf" : "-");
 }
 
-// Per compiled-family mode: pass rate, and the geometric mean speedup over
-// the entries that passed (slowdowns included as they are).
+// "compiled fp32 infer": the mode with the precision, workload (and
+// device, when the run has several) of task t.
+static void summary_label(const bench_plan *p, const bench_task *t, char *buf, size_t cap) {
+    int ndev = 0;
+    for (int v = 0; v < BENCH_DEV_COUNT; v++)
+        ndev += p->used[BENCH_AXIS_DEVICE][v];
+    snprintf(buf, cap, "%s %s %s%s%s", bench_axis_value(BENCH_AXIS_MODE, t->axis[BENCH_AXIS_MODE]),
+             bench_axis_value(BENCH_AXIS_PRECISION, t->axis[BENCH_AXIS_PRECISION]),
+             bench_axis_value(BENCH_AXIS_WORKLOAD, t->axis[BENCH_AXIS_WORKLOAD]),
+             ndev > 1 ? " " : "",
+             ndev > 1 ? bench_axis_value(BENCH_AXIS_DEVICE, t->axis[BENCH_AXIS_DEVICE]) : "");
+}
+
+// Whether tasks a and b fall in the same summary line.
+static bool same_line(const bench_task *a, const bench_task *b) {
+    return a->axis[BENCH_AXIS_MODE] == b->axis[BENCH_AXIS_MODE] &&
+           a->axis[BENCH_AXIS_PRECISION] == b->axis[BENCH_AXIS_PRECISION] &&
+           a->axis[BENCH_AXIS_WORKLOAD] == b->axis[BENCH_AXIS_WORKLOAD] &&
+           a->axis[BENCH_AXIS_DEVICE] == b->axis[BENCH_AXIS_DEVICE];
+}
+
+// One line per compiled-family mode x precision x workload (x device), in
+// the order they first ran: pass rate, and the geometric mean speedup over
+// the entries that passed and are not unstable (slowdowns included as they
+// are). A blend over precisions or workloads would mix unlike figures.
 static void print_summary(const bench_report *rep) {
     const bench_plan *p = rep->plan;
-    for (int mode = 0; mode < BENCH_MODE_COUNT; mode++) {
-        if (!bench_mode_compiled(mode) || !p->used[BENCH_AXIS_MODE][mode])
+    for (int i = 0; i < rep->nresults; i++) {
+        const bench_task *ti = &p->tasks[rep->results[i].task];
+        bool first = bench_mode_compiled(ti->axis[BENCH_AXIS_MODE]);
+        for (int j = 0; j < i && first; j++)
+            first = !same_line(&p->tasks[rep->results[j].task], ti);
+        if (!first)
             continue;
-        int n = 0, pass = 0, nsp = 0;
+        int n = 0, pass = 0, nsp = 0, unstable = 0;
         double logsum = 0;
-        for (int i = 0; i < rep->nresults; i++) {
-            const bench_result *r = &rep->results[i];
-            if (p->tasks[r->task].axis[BENCH_AXIS_MODE] != mode)
+        for (int j = i; j < rep->nresults; j++) {
+            const bench_result *r = &rep->results[j];
+            if (!same_line(&p->tasks[r->task], ti))
                 continue;
             n++;
-            pass += r->status == BENCH_PASS;
-            if (r->status == BENCH_PASS && isfinite(r->speedup.median) && r->speedup.median > 0) {
+            if (r->status != BENCH_PASS)
+                continue;
+            pass++;
+            if (r->stab.unstable)
+                unstable++;
+            else if (isfinite(r->speedup.median) && r->speedup.median > 0) {
                 logsum += log(r->speedup.median);
                 nsp++;
             }
         }
-        printf("%s: pass rate %d/%d (%.0f%%), geomean speedup ",
-               bench_axis_value(BENCH_AXIS_MODE, mode), pass, n, n ? 100.0 * pass / n : 0.0);
+        char label[100];
+        summary_label(p, ti, label, sizeof label);
+        printf("%s: pass rate %d/%d (%.0f%%), geomean speedup ", label, pass, n,
+               n ? 100.0 * pass / n : 0.0);
         if (nsp)
-            printf("%.2fx over %d passing case%s\n", exp(logsum / nsp), nsp, nsp == 1 ? "" : "s");
+            printf("%.2fx over %d passing case%s", exp(logsum / nsp), nsp, nsp == 1 ? "" : "s");
         else
-            printf("- (none passed)\n");
+            printf("- (%s)", pass ? "every passing case unstable" : "none passed");
+        if (unstable)
+            printf(" (%d unstable left out)", unstable);
+        printf("\n");
+    }
+}
+
+// Every unstable entry by name, with its reasons.
+static void print_unstable(const bench_report *rep) {
+    const bench_plan *p = rep->plan;
+    char label[300], why[BENCH_MAX_REASONS * 100];
+    for (int i = 0; i < rep->nresults; i++) {
+        const bench_result *r = &rep->results[i];
+        if (!r->stab.unstable)
+            continue;
+        task_label(p, r->task, true, label, sizeof label);
+        why[0] = '\0';
+        for (int k = 0; k < r->stab.nreasons; k++)
+            snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s", k ? "; " : "",
+                     r->stab.reasons[k]);
+        printf("warning: %s: unstable%s: %s\n", label,
+               r->status == BENCH_PASS ? ", left out of the geomean" : "", why);
     }
 }
 
@@ -277,16 +357,19 @@ static void print_table(const bench_report *rep) {
         if ((int)strlen(label) > w)
             w = (int)strlen(label);
     }
-    printf("%-*s %-9s %-13s %10s %-21s %11s %8s %9s %11s %9s\n", w, "case", "mode", "status",
-           "median ms", "speedup [95% CI]", "compile s", "kernels", "peak MiB", "compression",
-           "rel-err");
-    bool amp = false;
+    printf("%-*s %-9s %-13s %10s %7s %-21s %11s %8s %9s %11s %9s\n", w, "case", "mode", "status",
+           "median ms", "noise", "speedup [95% CI]", "compile s", "kernels", "peak MiB",
+           "compression", "rel-err");
+    bool amp = false, unstable = false;
     for (int i = 0; i < rep->nresults; i++) {
         print_row(p, &rep->results[i], w, color);
         amp |= p->tasks[rep->results[i].task].axis[BENCH_AXIS_PRECISION] == BENCH_PREC_AMP;
+        unstable |= rep->results[i].stab.unstable;
     }
     if (amp)
         printf("(amp rows: kernels/casts, casts = the kernels that do nothing but cast)\n");
+    if (unstable)
+        printf("(~: unstable, left out of the geomeans; the reasons are below)\n");
     print_summary(rep);
     for (int i = 0; i < rep->nresults; i++) {
         const bench_result *r = &rep->results[i];
@@ -295,6 +378,7 @@ static void print_table(const bench_report *rep) {
             printf("%s: %s: %s\n", label, bench_status_name(r->status), r->message);
         }
     }
+    print_unstable(rep);
     printf("total wall time %.1f s; results: %s\n", rep->wall_s, rep->output);
 }
 
@@ -402,6 +486,20 @@ static int parse(int argc, char **argv, run_args *a) {
             if (cli_parse_seconds(cmd, "--timeout", optarg, &a->cfg.timeout_s) < 0)
                 return 2;
             break;
+        case OPT_WARMUP:
+            if (cli_parse_int(cmd, "--warmup", optarg, 1, 1000000, &n) < 0)
+                return 2;
+            a->cfg.warmup = (int)n;
+            break;
+        case OPT_MIN_TIME:
+            if (cli_parse_seconds_or_zero(cmd, "--min-time", optarg, &a->cfg.min_time_s) < 0)
+                return 2;
+            break;
+        case OPT_MAX_TIME:
+            if (cli_parse_seconds(cmd, "--max-time", optarg, &a->cfg.max_time_s) < 0)
+                return 2;
+            break;
+        case OPT_PIN: a->cfg.pin = true; break;
         case OPT_SEED:
             // JSON integers are signed 64-bit: the seed must fit the results
             if (cli_parse_int(cmd, "--seed", optarg, 0, INT64_MAX, &n) < 0)
@@ -438,6 +536,9 @@ static int parse(int argc, char **argv, run_args *a) {
     }
     if (check_device_options(&a->cfg) < 0)
         return 2;
+    if (a->cfg.min_time_s > a->cfg.max_time_s)
+        return cli_fail(cmd, "--min-time %g: above --max-time %g (the budget's cap)",
+                        a->cfg.min_time_s, a->cfg.max_time_s);
     for (int i = optind; i < argc; i++)
         if (cli_strings_add(&a->suites, argv[i]) < 0)
             return cli_fail(cmd, "strdup: out of memory");
@@ -476,7 +577,8 @@ static int run(run_args *a) {
     }
     double load;
     int cores;
-    if (!a->quiet && bench_host_busy(p->cfg.threads, &load, &cores))
+    // even under -q: it says the figures that follow may not hold
+    if (bench_host_busy(p->cfg.threads, &load, &cores))
         fprintf(stderr,
                 "tcbench run: warning: load average %.2f on %d cores: other work competes with "
                 "the %d threads of this run, so timings will scatter\n",

@@ -11,8 +11,10 @@ EXE=${TCBENCH_EXE:?set TCBENCH_EXE to the tcbench binary}
 SRC=${TCBENCH_SOURCE_DIR:?set TCBENCH_SOURCE_DIR to the source tree}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/tcbench-e2e-XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
-unset TCBENCH_TEST_FAULT TCBENCH_MODELS TCBENCH_SUITES_DIR NO_COLOR TCBENCH_CC \
-    TCBENCH_DISABLE_FUSION TCBENCH_DISABLE_CAPTURE TCBENCH_LOG
+unset TCBENCH_TEST_FAULT TCBENCH_TEST_NOISE TCBENCH_MODELS TCBENCH_SUITES_DIR NO_COLOR TCBENCH_CC \
+    TCBENCH_LOG
+# every kill switch off: the results record those in effect (config.disabled)
+for v in $(env | sed -n 's/^\(TCBENCH_DISABLE_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
 # the kernel cache, the calibration and the runner's temporary caches stay in here
 export XDG_CACHE_HOME="$TMP/cache" TMPDIR="$TMP"
 
@@ -70,7 +72,7 @@ done
 expect 0 "run --help" "$EXE" run --help
 for opt in --only --filter --exclude --size --batch-size --threads --repeat --timeout --seed \
     --output --mode --precision --workload --device --no-accuracy --dump --quiet --help \
-    --grad-scaler --amp-dtype --tf32 --flush-l2; do
+    --grad-scaler --amp-dtype --tf32 --flush-l2 --warmup --min-time --max-time --pin; do
     has "$TMP/stdout" "$opt" "run --help lists $opt"
 done
 has "$TMP/stdout" "captured" "run --help names the modes"
@@ -85,6 +87,11 @@ usage_error "--threads abc" "--threads abc" "$EXE" run --threads abc
 usage_error "--timeout -1" "--timeout -1" "$EXE" run --timeout -1
 usage_error "--seed x" "--seed x" "$EXE" run --seed x
 usage_error "--batch-size 0" "--batch-size 0" "$EXE" run --batch-size 0
+usage_error "--warmup 0" "--warmup 0: must be between 1 and" "$EXE" run --warmup 0
+usage_error "--min-time -1" "--min-time -1: expected seconds" "$EXE" run --min-time -1
+usage_error "--max-time 0" "--max-time 0: expected seconds" "$EXE" run --max-time 0
+usage_error "--min-time above --max-time" "--min-time 2: above --max-time 1" "$EXE" run \
+    --min-time 2 --max-time 1
 usage_error "missing value" "'--repeat' needs a value" "$EXE" run --repeat
 usage_error "unknown option" "unknown option '--frobnicate'" "$EXE" run --frobnicate
 usage_error "unknown short option" "unknown option '-z'" "$EXE" run -z
@@ -130,14 +137,18 @@ usage_error "list --size nosuch" "nosuch" "$EXE" list "$SRC/suites/smoke.yaml" -
 
 # --- run the smoke suite: its defaults, eager and compiled ---------------------
 OUT="$TMP/res/out.json"
-expect 0 "run smoke" "$EXE" run --device cpu "$SRC/suites/smoke.yaml" --repeat 3 -o "$OUT"
+expect 0 "run smoke" "$EXE" run --device cpu "$SRC/suites/smoke.yaml" --repeat 3 --max-time 0.3 \
+    -o "$OUT"
 has "$TMP/stdout" \
-    '^case +mode +status +median ms +speedup \[95% CI\] +compile s +kernels +peak MiB +compression +rel-err' \
+    '^case +mode +status +median ms +noise +speedup \[95% CI\] +compile s +kernels +peak MiB +compression +rel-err' \
     "run table header"
 has "$TMP/stdout" '^mlp +eager +ok ' "eager row"
-has "$TMP/stdout" '^mlp +compiled +pass +[0-9.]+ +[0-9.]+x \[[0-9.]+, [0-9.]+\] +[0-9.]+/[0-9.]+ ' \
-    "compiled row with speedup and compile times"
-has "$TMP/stdout" "^compiled: pass rate $smoke_cases/$smoke_cases \(100%\), geomean speedup [0-9.]+x" \
+has "$TMP/stdout" '^mlp +compiled +pass +[0-9.]+ +~?[0-9.]+% +[0-9.]+x \[[0-9.]+, [0-9.]+\] +[0-9.]+/[0-9.]+ ' \
+    "compiled row with noise, speedup and compile times"
+# one line per mode x precision x workload; on a busy machine every entry
+# may be unstable and left out
+has "$TMP/stdout" \
+    "^compiled fp32 infer: pass rate $smoke_cases/$smoke_cases \(100%\), geomean speedup ([0-9.]+x|- \(every passing case unstable\))" \
     "summary line"
 has "$TMP/stdout" "results: $OUT\$" "run names the results"
 has "$TMP/stdout" '^total wall time' "run total time"
@@ -160,7 +171,7 @@ if [ -f "$OUT" ]; then
         suites size seed repeat threads timeout_s modes precisions workloads device cases \
         median_s q1_s q3_s min_s max_s mean_s stddev_s cv mad_s outliers n checked rel_l2 \
         max_abs rmse wall_s tolerance calibration dump_dir grad_scaler vs_eager_max_abs \
-        gpus tf32 flush_l2 device_auto \
+        gpus tf32 flush_l2 device_auto warmup min_time_s max_time_s pin order disabled \
         vs_eager_rel_l2 rmse_vs_fp64 eager_rmse_vs_fp64 rule cold_s warm_s cache_hit median \
         ci95_lo ci95_hi \
         intensity achieved_GFLOPs achieved_GBps; do
@@ -169,7 +180,8 @@ if [ -f "$OUT" ]; then
     # keys only a case object has: one per case
     for key in suite model family mode precision workload batch params status message samples_s \
         stats iterations_per_sample param_count peak_bytes kernels accuracy compile \
-        arena_bytes speedup compression_ratio roofline clock host_samples_s; do
+        arena_bytes speedup compression_ratio roofline clock host_samples_s stability noise \
+        ci_rel_width rounds timed_s nivcsw run_delay_s steal_s load_start load_end unstable reasons; do
         c=$(grep -c "\"$key\":" "$OUT")
         if [ "$c" -eq "$n" ]; then ok; else bad "results field $key: $c times, $n cases"; fi
     done
@@ -186,6 +198,11 @@ if [ -f "$OUT" ]; then
     if grep -q '"cache_hit": false' "$OUT"; then bad "a warm compile missed the cache"; else ok; fi
     has "$OUT" '"device": "cpu",' "device cpu"
     has "$OUT" '"repeat": 3,' "repeat recorded"
+    has "$OUT" '"warmup": null,' "warm-up until settled by default"
+    has "$OUT" '"max_time_s": 0.3,' "--max-time recorded"
+    has "$OUT" '"pin": false,' "no pinning by default"
+    has "$OUT" '"order": "rotate",' "the rotating order recorded"
+    has "$OUT" '"disabled": \[\]' "no kill switch in effect"
     has "$OUT" '"timestamp": "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"' "timestamp"
     lines=$(wc -l <"$OUT.jsonl")
     if [ "$lines" -eq "$n" ]; then ok; else bad "journal has $lines lines, $n cases"; fi
@@ -215,7 +232,60 @@ EOF
 expect 0 "run default suite" env TCBENCH_SUITES_DIR="$TMP/suites" "$EXE" run --repeat 1 -q \
     -o "$TMP/default.json"
 has "$TMP/default.json" "\"$TMP/suites/smoke.yaml\"" "default suite from TCBENCH_SUITES_DIR"
-if [ -s "$TMP/stderr" ]; then bad "-q still wrote to stderr"; else ok; fi
+has "$TMP/default.json" '"min_time_s": 0.1,' "--min-time's default recorded"
+has "$TMP/default.json" '"max_time_s": 1(\.0)?,' "--max-time's default recorded"
+# -q: no progress; the busy-machine warning alone may remain
+if grep -v '^tcbench run: warning: load average' "$TMP/stderr" | grep -q .; then
+    bad "-q still wrote progress to stderr"
+    sed 's/^/  | /' "$TMP/stderr" >&2
+else
+    ok
+fi
+# the busy-machine warning under -q: a machine made busy for it (one
+# spinning process per core) pushes the load average up only slowly, so
+# what is checked is that -q keeps the warning whenever the load calls for it
+load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null)
+cores=$(getconf _NPROCESSORS_ONLN)
+if [ -n "$load" ] && awk "BEGIN { exit !($load > $cores - 1 + 0.75 + 0.2) }"; then
+    expect 0 "run -q on a busy machine" env TCBENCH_SUITES_DIR="$TMP/suites" "$EXE" run \
+        --repeat 1 --threads 1 -q -o "$TMP/busy.json"
+    has "$TMP/stderr" '^tcbench run: warning: load average' "-q keeps the busy-machine warning"
+fi
+
+# --warmup, --min-time, --max-time, --pin and the kill switches: recorded
+expect 0 "run with the budget's options" env TCBENCH_DISABLE_LAYOUTS=1 TCBENCH_DISABLE_REMAT=0 \
+    "$EXE" run "$TMP/suites/smoke.yaml" --only first --warmup 5 --min-time 0 --max-time 0.5 \
+    --pin --repeat 2 -q -o "$TMP/budget.json"
+has "$TMP/budget.json" '"warmup": 5,' "--warmup recorded"
+has "$TMP/budget.json" '"min_time_s": 0(\.0)?,' "--min-time recorded"
+has "$TMP/budget.json" '"max_time_s": 0.5,' "--max-time recorded"
+has "$TMP/budget.json" '"pin": true,' "--pin recorded"
+if tr -d ' \n' <"$TMP/budget.json" |
+    grep -q '"disabled":\["TCBENCH_DISABLE_LAYOUTS=1","TCBENCH_DISABLE_REMAT=0"\]'; then
+    ok
+else
+    bad "config.disabled does not list the two kill switches, sorted"
+fi
+if grep -q 'pthread_setaffinity_np\|sched_getaffinity' "$TMP/stderr"; then
+    bad "--pin failed: $(cat "$TMP/stderr")"
+else
+    ok
+fi
+
+# TCBENCH_TEST_NOISE: the stretched entry is unstable, marked in the table,
+# left out of the geomean and named under it; the results say why
+expect 0 "run with injected noise" env TCBENCH_TEST_NOISE=first:compiled "$EXE" run \
+    "$TMP/suites/smoke.yaml" --device cpu --mode eager,compiled --max-time 0.3 -o "$TMP/noise.json"
+has "$TMP/stdout" '^first +compiled +pass +[0-9.]+ +~[0-9.]+% ' "the unstable row marked ~"
+has "$TMP/stdout" '^\(~: unstable, left out of the geomeans' "the marker explained"
+has "$TMP/stdout" \
+    '^compiled fp32 infer: pass rate 2/2 \(100%\), geomean speedup ([0-9.]+x over 1 passing case \(1 unstable left out\)|- \(every passing case unstable\) \(2 unstable left out\))' \
+    "the unstable entry left out of the geomean"
+has "$TMP/stdout" '^warning: first \[compiled\]: unstable, left out of the geomean: noise [0-9.]+% > 10%' \
+    "the unstable entry named with its reason"
+has "$TMP/stderr" '\] first \[compiled\]: pass .*, unstable$' "the progress line says unstable"
+has "$TMP/noise.json" '"unstable": true,' "unstable recorded"
+has "$TMP/noise.json" '"noise [0-9.]+% > 10%"' "the reason recorded"
 
 # --device: cuda asks the driver first, auto (the default) takes cuda when a
 # usable GPU is there and cpu otherwise. Whether this machine has one: with
@@ -278,7 +348,7 @@ has "$TMP/cc.json" "the C compiler 'false' failed" "the compiler named"
 has "$TMP/cc.json" '"status": "ok",' "eager still ran"
 has "$TMP/stdout" "^first \[compiled\]: fail_to_run: the C compiler 'false' failed" \
     "fail_to_run explained under the table"
-has "$TMP/stdout" '^fused: pass rate 0/1 \(0%\)' "pass rate counts the failure"
+has "$TMP/stdout" '^fused fp32 infer: pass rate 0/1 \(0%\)' "pass rate counts the failure"
 expect 0 "run --dump" "$EXE" run "$TMP/suites/smoke.yaml" --only first --mode captured \
     --device cpu --repeat 1 --dump "$TMP/dump" -q -o "$TMP/dump.json"
 if [ -s "$TMP/dump/first/captured/tiny.c" ] && [ -s "$TMP/dump/first/captured/tiny.graph.txt" ]; then
@@ -329,14 +399,16 @@ has "$TMP/noloss.json" 'the model has no loss to train' "no loss said so"
 # compiled, each check passing (exit 0); amp rows count their cast kernels.
 # Not mobilenet_v2's amp training: its eager step is above the rounded-values
 # baseline against fp64 (docs/amp.md, "Known failures")
+# (these check amp, not timing: the shortest measurement that still runs every step)
 expect 0 "run --precision amp (smoke suite)" "$EXE" run "$SRC/suites/smoke.yaml" --precision amp \
-    --device cpu --workload infer --mode eager,compiled --repeat 1 -o "$TMP/amp.json"
+    --device cpu --workload infer --mode eager,compiled --repeat 1 --warmup 1 --min-time 0 \
+    -o "$TMP/amp.json"
 has "$TMP/amp.json" '"cast_kernels": [1-9]' "cast kernels counted"
 has "$TMP/stdout" '^mobilenet_v2 +compiled +pass' "compiled amp inference passes"
 has "$TMP/stdout" 'amp rows: kernels/casts' "the table says what amp's kernels column holds"
 expect 0 "run --precision amp --workload train (smoke suite)" "$EXE" run --device cpu \
     "$SRC/suites/smoke.yaml" --precision amp --workload train --mode eager,compiled --repeat 1 \
-    --only mlp,gpt2,bert,t5,llama,resnet,vit -o "$TMP/amp_train.json"
+    --warmup 1 --min-time 0 --only mlp,gpt2,bert,t5,llama,resnet,vit -o "$TMP/amp_train.json"
 has "$TMP/stdout" '^resnet +compiled +pass' "compiled amp training passes on resnet"
 
 echo "$pass passed, $fail failed"

@@ -2,11 +2,19 @@
 #include "runner.h"
 
 #include "backend/cuda/cuda_device.h"
+#include "timing.h"
 
 #include <cblas.h>
+#include <dirent.h>
 #include <dnnl.h>
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -60,6 +68,104 @@ bool bench_host_busy(int threads, double *load, int *cores) {
     // leave free competes with them (OpenMP barriers then wait for a
     // preempted thread, and timings scatter by orders of magnitude)
     return *load >= 0 && *load > (double)(*cores - threads) + 0.75;
+}
+
+// The steal column of /proc/stat's first line (all CPUs), in seconds; NaN
+// where it cannot be read (no /proc, a kernel without the column).
+static double steal_seconds(void) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return NAN;
+    unsigned long long v[8];
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    return n == 8 && hz > 0 ? (double)v[7] / (double)hz : NAN;
+}
+
+// Seconds this process's threads have spent runnable but waiting for a
+// CPU, summed: the second field of each /proc/self/task/TID/schedstat
+// (the scheduler's run_delay, in ns). NaN where it cannot be read.
+static double run_delay_seconds(void) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return NAN;
+    double sum = 0;
+    int read = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
+        FILE *f = fopen(path, "r");
+        unsigned long long on_cpu, delay;
+        if (f && fscanf(f, "%llu %llu", &on_cpu, &delay) == 2) {
+            sum += (double)delay * 1e-9;
+            read++;
+        }
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return read ? sum : NAN;
+}
+
+void bench_probe_read(bench_probe *p) {
+    p->run_delay_s = run_delay_seconds();
+    struct rusage ru;
+    p->nivcsw = getrusage(RUSAGE_SELF, &ru) == 0 ? (int64_t)ru.ru_nivcsw : 0;
+    p->steal_s = steal_seconds();
+    p->load = bench_loadavg();
+    p->t = bench_now();
+}
+
+void bench_probe_diff(const bench_probe *a, const bench_probe *b, bench_stability *s) {
+    s->timed_s = b->t - a->t;
+    s->nivcsw = b->nivcsw - a->nivcsw;
+    double steal = b->steal_s - a->steal_s;
+    s->steal_s = isfinite(steal) && steal > 0 ? steal : 0;
+    double delay = b->run_delay_s - a->run_delay_s;
+    s->run_delay_s = isfinite(delay) ? (delay > 0 ? delay : 0) : NAN;
+    s->load_start = a->load >= 0 ? a->load : NAN;
+    s->load_end = b->load >= 0 ? b->load : NAN;
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    s->cpus = c > 0 ? (int)c : 1;
+}
+
+int bench_threads_pin(int threads, char *err, size_t cap) {
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) < 0) {
+        snprintf(err, cap, "sched_getaffinity: %s", strerror(errno));
+        return -1;
+    }
+    int cpus[CPU_SETSIZE], ncpu = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &allowed))
+            cpus[ncpu++] = c;
+    if (ncpu == 0) {
+        snprintf(err, cap, "sched_getaffinity: no CPU to run on");
+        return -1;
+    }
+    int failed = 0;
+    // The region has the team every later region of this many threads
+    // reuses (libgomp keeps its pool), so the pins hold for the steps.
+#pragma omp parallel num_threads(threads)
+    {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpus[omp_get_thread_num() % ncpu], &one);
+        int rc = pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+        if (rc != 0) {
+#pragma omp atomic write
+            failed = rc;
+        }
+    }
+    if (failed) {
+        snprintf(err, cap, "pthread_setaffinity_np: %s", strerror(failed));
+        return -1;
+    }
+    return 0;
 }
 
 json_t *bench_host_json(int threads_used) {

@@ -5,8 +5,8 @@
 // CPU and on the GPU.
 #include "runner.h"
 
-#include "autograd.h"
 #include "autocast.h"
+#include "autograd.h"
 #include "exec.h"
 #include "ref.h"
 #include "timing.h"
@@ -54,7 +54,7 @@ typedef struct mode_run {
     bench_result *r;
     bench_exec *x; // eager: the group's baseline; compiled-family: NULL once it failed
     int noutputs;
-    tensor **out; // noutputs slots for a step's outputs
+    tensor **out;  // noutputs slots for a step's outputs
     uint64_t step; // training: the optimizer step of the next run
     int64_t kernels, cast_kernels;
     size_t peak_bytes;
@@ -353,8 +353,8 @@ static void check_compiled(const bench_plan *p, mode_run *runs, int n, double to
             double ermse[BENCH_MAX_OUTPUTS];
             for (int i = 0; i < ref->noutputs; i++)
                 ermse[i] = runs[0].r->acc.outputs[i].rmse;
-            judge(&runs[k], ref->noutputs, xo, ref->eager, ref->have_fp64 ? ref->fp64 : NULL,
-                  ermse, runs[0].r->acc.rmse, tol, NULL, NULL);
+            judge(&runs[k], ref->noutputs, xo, ref->eager, ref->have_fp64 ? ref->fp64 : NULL, ermse,
+                  runs[0].r->acc.rmse, tol, NULL, NULL);
         }
         for (int i = 0; i < ref->noutputs; i++)
             tensor_free(xo[i]);
@@ -430,15 +430,16 @@ static int check_train(const bench_plan *p, const bench_case *bc, const model *m
     if (have_fp64) { // Adam's sign of noise (train_check.h)
         int64_t set = train_mask_eager(m, eitems, ref);
         if (log_accuracy())
-            fprintf(stderr, "accuracy: eager: %lld parameter elements whose gradient's sign "
-                            "differs from fp64's take fp64's update\n", (long long)set);
+            fprintf(stderr,
+                    "accuracy: eager: %lld parameter elements whose gradient's sign "
+                    "differs from fp64's take fp64's update\n",
+                    (long long)set);
     }
     // the baseline of fp64 on the model's values rounded to the low dtype
     // (mixed precision: f16 or bf16), or moved by one ulp (fp32)
     er->acc.baseline_fallback = have_fp64 && !amp_task(p, er);
-    if (have_fp64 &&
-        train_reference_rounded(m, &s0, amp_task(p, er) ? p->cfg.amp_dtype : DT_F32, steps, base,
-                                err, sizeof err) < 0) {
+    if (have_fp64 && train_reference_rounded(m, &s0, amp_task(p, er) ? p->cfg.amp_dtype : DT_F32,
+                                             steps, base, err, sizeof err) < 0) {
         for (int i = 0; i < n; i++)
             set_status(runs[i].r, BENCH_ERROR, "fp64 reference (rounded values): %s", err);
         goto done;
@@ -514,8 +515,9 @@ static int check_train(const bench_plan *p, const bench_case *bc, const model *m
         {
             int64_t set = train_mask_mode(m, xitems, eitems, have_fp64 ? ref : NULL);
             if (log_accuracy())
-                fprintf(stderr, "accuracy: %s: %lld parameter elements whose gradient's sign "
-                                "differs take eager's update\n",
+                fprintf(stderr,
+                        "accuracy: %s: %lld parameter elements whose gradient's sign "
+                        "differs take eager's update\n",
                         bench_axis_value(BENCH_AXIS_MODE, runs[k].mode), (long long)set);
         }
         if (p->cfg.accuracy)
@@ -545,6 +547,50 @@ done:
     return rc;
 }
 
+// The measuring options of the run (timing.h): the budget, and the
+// adaptive rounds against the speedups' interval.
+static bench_timing_opts timing_opts(const bench_plan *p, bool cuda) {
+    return (bench_timing_opts){.repeat = p->cfg.repeat,
+                               .warmup_fixed = p->cfg.warmup,
+                               .one_step_samples = cuda && p->cfg.flush_l2,
+                               .min_time_s = p->cfg.min_time_s,
+                               .max_time_s = p->cfg.max_time_s,
+                               .ci_target = BENCH_CI_TARGET};
+}
+
+// TCBENCH_TEST_NOISE (runner.h): sample i stretched by 1 + i mod 3, which
+// moves the median absolute deviation, not just one outlier.
+static void test_noise(const bench_plan *p, bench_result *r) {
+    const bench_task *t = &p->tasks[r->task];
+    if (!bench_test_noise(p->cases[t->case_index].c->name,
+                          bench_axis_value(BENCH_AXIS_MODE, t->axis[BENCH_AXIS_MODE])))
+        return;
+    for (int i = 0; i < r->nsamples; i++) {
+        r->samples[i] *= 1 + i % 3;
+        if (r->host_samples)
+            r->host_samples[i] *= 1 + i % 3;
+    }
+}
+
+// The samples of every mode, once timing succeeded; the machine during
+// the timed rounds goes into each entry's stability.
+static void keep_samples(const bench_plan *p, mode_run **who, bench_timing *tm, int ns,
+                         const bench_probe *before, const bench_probe *after) {
+    for (int k = 0; k < ns; k++) {
+        bench_result *r = who[k]->r;
+        r->samples = tm[k].samples;
+        r->host_samples = tm[k].host_samples;
+        r->nsamples = tm[k].nsamples;
+        r->iters_per_sample = tm[k].iters_per_sample;
+        test_noise(p, r);
+        bench_stats_compute(r->samples, r->nsamples, &r->stats);
+        bench_probe_diff(before, after, &r->stab);
+        r->stab.rounds = r->nsamples;
+        r->stab.noise = bench_stats_noise(&r->stats);
+        r->stab.threads = p->cfg.threads;
+    }
+}
+
 // Times every mode still running, interleaved; a compiled-family mode that
 // fails a step ends fail_to_run and the others are timed again without it.
 // On the GPU each sample is timed by CUDA events on the mode's stream (the
@@ -552,7 +598,10 @@ done:
 // mode is synchronized at the end, where errors kernels found surface.
 static int time_modes(const bench_plan *p, mode_run *runs, int n) {
     bool cuda = task_device(p, runs[0].r) == BENCH_DEV_CUDA;
-    bench_timing_opts opts = {.repeat = p->cfg.repeat, .one_step_samples = cuda && p->cfg.flush_l2};
+    bench_timing_opts opts = timing_opts(p, cuda);
+    char err[256];
+    if (p->cfg.pin && bench_threads_pin(p->cfg.threads, err, sizeof err) < 0)
+        fprintf(stderr, "tcbench: --pin: %s; the threads run unpinned\n", err);
     for (;;) {
         bench_step steps[BENCH_MODE_COUNT];
         mode_run *who[BENCH_MODE_COUNT];
@@ -564,21 +613,20 @@ static int time_modes(const bench_plan *p, mode_run *runs, int n) {
                 steps[ns++] = (bench_step){mode_step, &runs[k],
                                            bench_exec_has_clock(runs[k].x) ? &device_clock : NULL};
             }
-        int rc = bench_time_interleaved(steps, ns, &opts, tm, &bad);
+        bench_probe before = {0}, after = {0};
+        int rc = bench_time_warm_up(steps, ns, &opts, tm, &bad);
+        if (rc == 0) {
+            bench_probe_read(&before);
+            rc = bench_time_rounds(steps, ns, &opts, tm, &bad);
+            bench_probe_read(&after);
+        }
         for (int k = 0; rc == 0 && k < ns; k++)
             if (bench_exec_sync(who[k]->x) < 0) {
                 rc = -1;
                 bad = k;
             }
         if (rc == 0) {
-            for (int k = 0; k < ns; k++) {
-                bench_result *r = who[k]->r;
-                r->samples = tm[k].samples;
-                r->host_samples = tm[k].host_samples;
-                r->nsamples = tm[k].nsamples;
-                r->iters_per_sample = tm[k].iters_per_sample;
-                bench_stats_compute(r->samples, r->nsamples, &r->stats);
-            }
+            keep_samples(p, who, tm, ns, &before, &after);
             return 0;
         }
         for (int k = 0; k < ns; k++)
@@ -594,6 +642,25 @@ static int time_modes(const bench_plan *p, mode_run *runs, int n) {
             return -1;
         }
         mode_failed(who[bad]);
+    }
+}
+
+// Each entry's stability once its speedup is known; a speedup over a
+// noisy eager baseline is unsure too, whatever its own samples say.
+static void judge_stability(mode_run *runs, int n) {
+    bench_result *er = runs[0].r;
+    for (int k = 0; k < n; k++) {
+        bench_result *r = runs[k].r;
+        if (r->stab.rounds == 0)
+            continue;
+        const bench_speedup *sp = &r->speedup;
+        r->stab.ci_rel_width =
+            k > 0 && isfinite(sp->median) ? (sp->ci95_hi - sp->ci95_lo) / sp->median : NAN;
+        bench_stability_judge(&r->stab);
+        // the interference figures are the group's, already judged here
+        if (k > 0 && !(er->stab.noise <= BENCH_NOISE_CAP))
+            bench_stability_add(&r->stab, "eager baseline noise %.1f%% > %.0f%%",
+                                100 * er->stab.noise, 100 * BENCH_NOISE_CAP);
     }
 }
 
@@ -614,7 +681,7 @@ static void finish(mode_run *runs, int n, double tol) {
                 set_status(r, BENCH_FAIL_ACCURACY,
                            "rel_l2 %.3g vs the fp64 reference is above %.0e%s%s%s", r->acc.rel_l2,
                            tol,
-                           r->acc.cosine_fallback      ? " and its cosine is below 0.99"
+                           r->acc.cosine_fallback     ? " and its cosine is below 0.99"
                            : r->acc.baseline_fallback ? " and twice the one-ulp baseline"
                                                       : "",
                            r->acc.worst[0] ? ", worst: " : "", r->acc.worst);
@@ -630,8 +697,14 @@ static void finish(mode_run *runs, int n, double tol) {
         if (!r->acc.checked) // the user skipped the check: say the speed is unvalidated
             snprintf(r->message, sizeof r->message,
                      "accuracy not checked (--no-accuracy): the speedup is not validated");
-        bench_speedup_bootstrap(er->samples, er->nsamples, r->samples, r->nsamples, &r->speedup);
+        // the modes were timed in the same rounds: the interval draws rounds
+        if (er->nsamples == r->nsamples)
+            bench_speedup_paired(er->samples, r->samples, r->nsamples, &r->speedup);
+        else
+            bench_speedup_bootstrap(er->samples, er->nsamples, r->samples, r->nsamples,
+                                    &r->speedup);
     }
+    judge_stability(runs, n);
 }
 
 static void result_init(bench_result *r, int task) {
@@ -641,6 +714,8 @@ static void result_init(bench_result *r, int task) {
     r->speedup = (bench_speedup){NAN, NAN, NAN};
     r->compression_ratio = NAN;
     r->acc.eager_rmse = NAN;
+    r->stab.ci_rel_width = r->stab.run_delay_s = NAN;
+    r->stab.load_start = r->stab.load_end = NAN;
 }
 
 // The group's model (training: with its backward and optimizer; keep_grads:

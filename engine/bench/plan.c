@@ -11,6 +11,8 @@ void bench_config_init(bench_config *cfg) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     cfg->threads = cores > 0 ? (int)cores : 1;
     cfg->repeat = 10;
+    cfg->min_time_s = BENCH_DEFAULT_MIN_TIME_S;
+    cfg->max_time_s = BENCH_DEFAULT_MAX_TIME_S;
     cfg->timeout_s = BENCH_DEFAULT_TIMEOUT_S;
     cfg->accuracy = true;
     cfg->amp_dtype = DT_F16;

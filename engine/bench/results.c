@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -48,8 +50,7 @@ static json_t *accuracy_json(const bench_accuracy *a, bool compiled) {
                           checked_real(a, a->max_abs), "rmse", checked_real(a, a->rmse), "cosine",
                           checked_real(a, a->cosine), "outputs", outs, "tolerance", jreal(a->tol),
                           "cosine_fallback", a->cosine_fallback);
-    if (j && a->baseline_fallback &&
-        json_object_set_new(j, "baseline_fallback", json_true()) < 0) {
+    if (j && a->baseline_fallback && json_object_set_new(j, "baseline_fallback", json_true()) < 0) {
         json_decref(j);
         return NULL;
     }
@@ -100,6 +101,60 @@ static json_t *stats_json(const bench_stats *s) {
                      s->outliers, "n", s->n);
 }
 
+void bench_stability_add(bench_stability *s, const char *fmt, ...) {
+    s->unstable = true;
+    if (s->nreasons == BENCH_MAX_REASONS)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->reasons[s->nreasons++], sizeof s->reasons[0], fmt, ap);
+    va_end(ap);
+}
+
+void bench_stability_judge(bench_stability *s) {
+    s->unstable = false;
+    s->nreasons = 0;
+    if (s->rounds == 0)
+        return;
+    if (!(s->noise <= BENCH_NOISE_CAP)) // NaN or infinite: as noisy as it gets
+        bench_stability_add(s, "noise %.1f%% > %.0f%%", 100 * s->noise, 100 * BENCH_NOISE_CAP);
+    if (s->ci_rel_width > BENCH_CI_CAP)
+        bench_stability_add(s, "95%% interval %.0f%% of the speedup > %.0f%%",
+                            100 * s->ci_rel_width, 100 * BENCH_CI_CAP);
+    // a thread preempted in the middle of a step makes every other thread
+    // wait for it at the next barrier: switches measure that directly
+    int threads = s->threads > 0 ? s->threads : 1;
+    if (s->timed_s > 0 && (double)s->nivcsw > BENCH_NIVCSW_CAP_PER_S * threads * s->timed_s)
+        bench_stability_add(s,
+                            "interference: %lld involuntary context switches in %.2f s "
+                            "(%.0f/s per thread > %.0f)",
+                            (long long)s->nivcsw, s->timed_s,
+                            (double)s->nivcsw / s->timed_s / threads, BENCH_NIVCSW_CAP_PER_S);
+    // the direct measure: time the threads were ready to run and waited
+    if (s->timed_s > 0 && s->run_delay_s > BENCH_RUN_DELAY_CAP * threads * s->timed_s)
+        bench_stability_add(s, "interference: waited for a CPU %.0f%% of the time > %.0f%%",
+                            100 * s->run_delay_s / (threads * s->timed_s),
+                            100 * BENCH_RUN_DELAY_CAP);
+    int cpus = s->cpus > 0 ? s->cpus : 1;
+    if (s->timed_s > 0 && s->steal_s > BENCH_STEAL_CAP * s->timed_s * cpus)
+        bench_stability_add(s, "interference: steal time %.0f%% of the CPUs > %.0f%%",
+                            100 * s->steal_s / (s->timed_s * cpus), 100 * BENCH_STEAL_CAP);
+}
+
+static json_t *stability_json(const bench_stability *s) {
+    if (s->rounds == 0)
+        return json_null();
+    json_t *why = json_array();
+    for (int i = 0; i < s->nreasons; i++)
+        json_array_append_new(why, json_string(s->reasons[i]));
+    return json_pack("{s:o, s:o, s:i, s:o, s:I, s:o, s:o, s:o, s:o, s:b, s:o}", "noise",
+                     jreal(s->noise), "ci_rel_width", jreal(s->ci_rel_width), "rounds", s->rounds,
+                     "timed_s", jreal(s->timed_s), "nivcsw", (json_int_t)s->nivcsw, "run_delay_s",
+                     jreal(s->run_delay_s), "steal_s", jreal(s->steal_s), "load_start",
+                     jreal(s->load_start), "load_end", jreal(s->load_end), "unstable", s->unstable,
+                     "reasons", why);
+}
+
 json_t *bench_result_json(const bench_plan *p, const bench_result *r,
                           const bench_calibration *calib) {
     const bench_task *t = &p->tasks[r->task];
@@ -126,6 +181,7 @@ json_t *bench_result_json(const bench_plan *p, const bench_result *r,
         rc |= json_object_set_new(c, bench_axis_name(a),
                                   json_string(bench_axis_value(a, t->axis[a])));
     rc |= json_object_set_new(c, "batch", json_integer(bc->batch));
+    rc |= json_object_set_new(c, "suite_batch", json_integer(bc->c->batch));
     rc |= json_object_set_new(c, "params", params);
     rc |= json_object_set_new(c, "status", json_string(bench_status_name(r->status)));
     rc |= json_object_set_new(c, "message", json_string(r->message));
@@ -148,6 +204,7 @@ json_t *bench_result_json(const bench_plan *p, const bench_result *r,
     rc |= json_object_set_new(c, "min_bytes", jreal(bc->min_bytes));
     rc |= json_object_set_new(c, "roofline", roofline_json(bc, r, calib));
     rc |= json_object_set_new(c, "wall_s", jreal(r->wall_s));
+    rc |= json_object_set_new(c, "stability", stability_json(&r->stab));
     if (rc) {
         json_decref(c);
         return NULL;
@@ -170,6 +227,26 @@ static json_t *strings_json(const char *const *s, int n) {
     return arr;
 }
 
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+// "NAME=VALUE" for every TCBENCH_DISABLE_* set in the environment, sorted:
+// the kill switches a run's figures were measured under.
+static json_t *disabled_json(void) {
+    extern char **environ;
+    const char *set[256];
+    size_t n = 0;
+    for (char **e = environ; e && *e && n < sizeof set / sizeof set[0]; e++)
+        if (!strncmp(*e, "TCBENCH_DISABLE_", 16))
+            set[n++] = *e;
+    qsort(set, n, sizeof set[0], cmp_str);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_string(set[i]));
+    return arr;
+}
+
 static json_t *config_json(const bench_plan *p) {
     const bench_config *c = &p->cfg;
     // one device per run for now: "device" names it, "devices" lists all
@@ -184,6 +261,12 @@ static json_t *config_json(const bench_plan *p) {
     rc |= json_object_set_new(j, "seed", json_integer((json_int_t)c->seed));
     rc |= json_object_set_new(j, "batch_size", json_integer(c->batch));
     rc |= json_object_set_new(j, "repeat", json_integer(c->repeat));
+    rc |= json_object_set_new(j, "warmup", c->warmup > 0 ? json_integer(c->warmup) : json_null());
+    rc |= json_object_set_new(j, "min_time_s", jreal(c->min_time_s));
+    rc |= json_object_set_new(j, "max_time_s", jreal(c->max_time_s));
+    rc |= json_object_set_new(j, "pin", json_boolean(c->pin));
+    rc |= json_object_set_new(j, "order", json_string("rotate"));
+    rc |= json_object_set_new(j, "disabled", disabled_json());
     rc |= json_object_set_new(j, "threads", json_integer(c->threads));
     rc |= json_object_set_new(j, "timeout_s", jreal(c->timeout_s));
     rc |= json_object_set_new(j, "modes", axis_json(p, BENCH_AXIS_MODE));

@@ -64,6 +64,22 @@ static const char *test_fault(const char *name) {
     return NULL;
 }
 
+bool bench_test_noise(const char *name, const char *mode) {
+    const char *p = getenv("TCBENCH_TEST_NOISE");
+    size_t nlen = strlen(name), mlen = strlen(mode);
+    while (p && *p) {
+        size_t len = strcspn(p, ",");
+        const char *colon = memchr(p, ':', len);
+        size_t klen = colon ? (size_t)(colon - p) : len;
+        if (klen == nlen && !strncmp(p, name, nlen) &&
+            (!colon || (len - klen - 1 == mlen && !strncmp(colon + 1, mode, mlen))))
+            return true;
+        p += len;
+        p += *p == ',';
+    }
+    return false;
+}
+
 static int write_all(int fd, const char *buf, size_t len) {
     while (len > 0) {
         ssize_t k = write(fd, buf, len);
@@ -121,6 +137,28 @@ static void getstr(const json_t *o, const char *key, char *buf, size_t cap) {
     snprintf(buf, cap, "%s", v ? v : "");
 }
 
+// The stability object as bench_result_json wrote it (null: no samples).
+static void stability_from_json(const json_t *j, bench_stability *s) {
+    if (!json_is_object(j))
+        return;
+    s->noise = getnum(j, "noise");
+    s->ci_rel_width = getnum(j, "ci_rel_width");
+    s->rounds = (int)getint(j, "rounds");
+    s->timed_s = getnum(j, "timed_s");
+    s->nivcsw = getint(j, "nivcsw");
+    s->steal_s = getnum(j, "steal_s");
+    s->run_delay_s = getnum(j, "run_delay_s");
+    s->load_start = getnum(j, "load_start");
+    s->load_end = getnum(j, "load_end");
+    s->unstable = json_is_true(json_object_get(j, "unstable"));
+    const json_t *why = json_object_get(j, "reasons");
+    s->nreasons = 0;
+    for (size_t i = 0; i < json_array_size(why) && s->nreasons < BENCH_MAX_REASONS; i++) {
+        const char *w = json_string_value(json_array_get(why, i));
+        snprintf(s->reasons[s->nreasons++], sizeof s->reasons[0], "%s", w ? w : "");
+    }
+}
+
 // One case object as bench_result_json wrote it.
 static int result_from_json(const json_t *j, bench_result *r) {
     const char *status = json_string_value(json_object_get(j, "status"));
@@ -175,15 +213,15 @@ static int result_from_json(const json_t *j, bench_result *r) {
     const json_t *outs = json_object_get(acc, "outputs");
     for (size_t i = 0; i < json_array_size(outs) && i < BENCH_MAX_OUTPUTS; i++) {
         const json_t *o = json_array_get(outs, i);
-        a->outputs[a->noutputs++] =
-            (bench_accuracy_out){getnum(o, "rel_l2"), getnum(o, "max_abs"), getnum(o, "rmse"),
-                                 getnum(o, "cosine"), NAN};
+        a->outputs[a->noutputs++] = (bench_accuracy_out){
+            getnum(o, "rel_l2"), getnum(o, "max_abs"), getnum(o, "rmse"), getnum(o, "cosine"), NAN};
     }
     a->vs_eager = json_object_get(acc, "rule") != NULL;
     a->vs_eager_max_abs = getnum(acc, "vs_eager_max_abs");
     a->vs_eager_rel_l2 = getnum(acc, "vs_eager_rel_l2");
     a->eager_rmse = getnum(acc, "eager_rmse_vs_fp64");
     getstr(acc, "rule", a->rule, sizeof a->rule);
+    stability_from_json(json_object_get(j, "stability"), &r->stab);
     return 0;
 }
 
@@ -291,6 +329,8 @@ static void run_group(const bench_plan *p, int group, const bench_hooks *h, benc
         rs[i].task = g->first + i;
         rs[i].speedup = (bench_speedup){NAN, NAN, NAN};
         rs[i].compression_ratio = NAN;
+        rs[i].stab.ci_rel_width = rs[i].stab.run_delay_s = NAN;
+        rs[i].stab.load_start = rs[i].stab.load_end = NAN;
     }
     bench_result *r = &rs[0]; // a failure is set here, then copied to all
     int fds[2];

@@ -47,9 +47,18 @@
 // a child that needs it would hang until its timeout. (The CLI's parent only
 // loads and builds; bench_group_measure in-process is fine with threads = 1.)
 //
+// Every entry with samples carries its stability (bench_stability): its
+// noise, its speedup interval's width, and what the machine did during the
+// timed rounds (involuntary context switches of the child, steal time,
+// load). bench_stability_judge calls it unstable past the caps below
+// (docs/results-schema.md, "stability"); an unstable entry keeps its status
+// and is left out of every geomean.
+//
 // Test-only: TCBENCH_TEST_FAULT=crash:NAME,hang:NAME,oom:NAME makes the
-// child of case NAME raise SIGSEGV, sleep forever, or exit as out of memory
-// (docs/cli.md).
+// child of case NAME raise SIGSEGV, sleep forever, or exit as out of memory;
+// TCBENCH_TEST_NOISE=NAME[:MODE][,...] stretches the samples of case NAME
+// (every mode, or MODE's) by 1x, 2x, 3x, 1x, 2x, ... once they are measured,
+// before any statistics, so that the entry comes out unstable (docs/cli.md).
 #pragma once
 #include "accuracy.h"
 #include "axes.h"
@@ -64,19 +73,39 @@
 #include <stdint.h>
 
 #define BENCH_DEFAULT_TIMEOUT_S 600.0
-#define BENCH_MAX_BATCHES 16
+// The measuring budget's defaults (timing.h): timed rounds go on at least
+// min_time_s per entry, add rounds while a speedup's 95% interval is wider
+// than BENCH_CI_TARGET of it, and take no extra round past max_time_s.
+#define BENCH_DEFAULT_MIN_TIME_S 0.1
+#define BENCH_DEFAULT_MAX_TIME_S 1.0
+#define BENCH_CI_TARGET          0.05
+// An entry is unstable above these (docs/results-schema.md, "stability"):
+// its noise (bench_stats_noise), its speedup's 95% interval relative to the
+// speedup, involuntary context switches per second of timed rounds and per
+// measuring thread, the measuring threads' time waiting for a CPU as a
+// fraction of theirs, steal time as a fraction of the CPUs' time.
+#define BENCH_NOISE_CAP        0.10
+#define BENCH_CI_CAP           0.25
+#define BENCH_NIVCSW_CAP_PER_S 50.0
+#define BENCH_RUN_DELAY_CAP    0.05
+#define BENCH_STEAL_CAP        0.05
+#define BENCH_MAX_BATCHES      16
 // A child that runs out of memory exits with this code.
 #define BENCH_EXIT_OOM 99
 
 typedef struct bench_config {
     const char *const *suites; // suite file paths
     int nsuites;
-    const char *size;   // --size NAME, or NULL
-    int64_t batch;      // > 0 replaces every case's batch
+    const char *size;                   // --size NAME, or NULL
+    int64_t batch;                      // > 0 replaces every case's batch
     int64_t batches[BENCH_MAX_BATCHES]; // --batch-sizes: each case once per batch (a sweep)
     int nbatches;
     int threads;        // OpenMP / OpenBLAS / oneDNN threads in each child
-    int repeat;         // samples per task
+    int repeat;         // interleaved rounds per task at least (one sample each)
+    int warmup;         // --warmup N iterations; 0: until the step time settles
+    double min_time_s;  // timed rounds at least this long per entry
+    double max_time_s;  // no extra round past this per entry
+    bool pin;           // --pin: each measuring thread pinned to one CPU
     double timeout_s;   // per task, build and measurement together
     uint64_t seed;      // parameter and input values
     const char *output; // results JSON path; NULL: results/tcbench-YYYYmmdd-HHMMSS.json
@@ -98,12 +127,13 @@ typedef struct bench_config {
     // "" when it did (it found a usable GPU), recorded in the results; NULL
     // when the devices were named
     const char *device_auto;
-    int argc;                     // the command line, recorded in the results
+    int argc; // the command line, recorded in the results
     char *const *argv;
 } bench_config;
 
-// Defaults: threads = online cores, repeat 10, timeout 600 s, seed 0,
-// accuracy on with the 2e10 FLOPs limit, everything else empty.
+// Defaults: threads = online cores, repeat 10, warm-up until settled,
+// min_time 0.1 s, max_time 1 s, timeout 600 s, seed 0, accuracy on with the
+// 2e10 FLOPs limit, everything else empty.
 void bench_config_init(bench_config *cfg);
 
 typedef struct bench_case {
@@ -157,6 +187,29 @@ typedef struct bench_compile {
     bool cache_hit; // the warm compile hit the cache (it should)
 } bench_compile;
 
+#define BENCH_MAX_REASONS 6
+typedef struct bench_stability {
+    int rounds;          // interleaved rounds its samples came from; 0: no samples
+    double noise;        // bench_stats_noise of the samples
+    double ci_rel_width; // compiled-family that passed: (ci95_hi - ci95_lo) / median; else NaN
+    double timed_s;      // wall time of the group's timed rounds
+    int64_t nivcsw;      // the child's involuntary context switches during them
+    double steal_s;      // the machine's steal time during them (0 where unknown)
+    double run_delay_s;  // the child's threads' time runnable but not running, NaN unknown
+    double load_start, load_end; // 1-minute load average around them, NaN unknown
+    int threads;                 // measuring threads, for the switches' rate
+    int cpus;                    // online CPUs, for the steal fraction
+    bool unstable;
+    int nreasons;
+    char reasons[BENCH_MAX_REASONS][96];
+} bench_stability;
+
+// Sets s->unstable and s->reasons from its figures (the caps above).
+void bench_stability_judge(bench_stability *s);
+// Adds a reason (at most BENCH_MAX_REASONS kept); the entry is then unstable.
+void bench_stability_add(bench_stability *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 typedef struct bench_result {
     int task; // index into plan->tasks
     enum bench_status status;
@@ -176,6 +229,7 @@ typedef struct bench_result {
     int64_t arena_bytes;
     bench_speedup speedup;    // NaN unless the entry passed
     double compression_ratio; // eager peak_bytes / this one's, NaN when unknown
+    bench_stability stab;     // rounds == 0 when there are no samples
 } bench_result;
 
 typedef struct bench_report {
@@ -214,6 +268,21 @@ json_t *bench_gpu_json(const struct cuda_device_info *info, const char *why);
 // work competes with `threads` threads on this machine's cores.
 double bench_loadavg(void);
 bool bench_host_busy(int threads, double *load, int *cores);
+// What the machine is doing, read before and after the timed rounds.
+typedef struct bench_probe {
+    double t;           // bench_now()
+    int64_t nivcsw;     // getrusage(RUSAGE_SELF): every thread of this process
+    double steal_s;     // /proc/stat's steal, all CPUs; NaN unknown
+    double run_delay_s; // this process's threads' time waiting for a CPU; NaN unknown
+    double load;        // 1-minute load average; -1 unknown
+} bench_probe;
+void bench_probe_read(bench_probe *p);
+// Fills s's interference fields from the probes around its timed rounds.
+void bench_probe_diff(const bench_probe *start, const bench_probe *end, bench_stability *s);
+// --pin: each of `threads` OpenMP threads pins itself to one CPU this
+// process may run on, thread i to the i-th (modulo their count). 0, or -1
+// with err naming the failed call.
+int bench_threads_pin(int threads, char *err, size_t cap);
 
 typedef struct bench_hooks {
     void (*on_start)(const bench_plan *p, int group, void *user);
@@ -235,6 +304,9 @@ void bench_group_measure(const bench_plan *p, int group, bench_result *rs);
 // result error) when it is not an array of n case objects.
 int bench_results_from_child(const char *text, size_t len, bench_result *rs, int n);
 void bench_result_free(bench_result *r);
+// TCBENCH_TEST_NOISE (test-only, above): whether it names case `name`
+// under `mode` (NAME alone names every mode).
+bool bench_test_noise(const char *name, const char *mode);
 // mkdir -p; -1 with err naming the failed call.
 int bench_mkdir_p(const char *dir, char *err, size_t cap);
 
