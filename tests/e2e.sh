@@ -181,7 +181,8 @@ if [ -f "$OUT" ]; then
     for key in suite model family mode precision workload batch params status message samples_s \
         stats iterations_per_sample param_count peak_bytes kernels accuracy compile \
         arena_bytes speedup compression_ratio roofline clock host_samples_s stability noise \
-        ci_rel_width rounds timed_s nivcsw run_delay_s steal_s load_start load_end unstable reasons; do
+        ci_rel_width rounds timed_s nivcsw run_delay_s steal_s load_start load_end one_thread_s \
+        unstable reasons; do
         c=$(grep -c "\"$key\":" "$OUT")
         if [ "$c" -eq "$n" ]; then ok; else bad "results field $key: $c times, $n cases"; fi
     done
@@ -190,6 +191,10 @@ if [ -f "$OUT" ]; then
         c=$(grep -c "\"$key\":" "$OUT")
         if [ "$c" -eq $((2 * n)) ]; then ok; else bad "results field $key: $c times, $n cases"; fi
     done
+    # with more than one thread, eager is also timed on one (the stall check)
+    if grep -q '"threads": 1,' "$OUT"; then ok; else
+        has "$OUT" '"one_thread_s": [0-9]' "eager's one-thread median recorded"
+    fi
     has "$OUT" '"schema_version": 1,' "schema version 1"
     has "$OUT" '"mode": "eager",' "mode eager"
     has "$OUT" '"mode": "compiled",' "mode compiled"

@@ -470,6 +470,23 @@ static bool has_reason(const bench_stability *s, const char *prefix) {
     return false;
 }
 
+// The threading-stall rule: eager on the run's threads more than 1.5x
+// slower than on one thread makes the entry unstable, with the figures.
+static void test_thread_stall_judge(void **state) {
+    (void)state;
+    bench_stability s = {.rounds = 10};
+    assert_false(bench_thread_stall_judge(&s, 2.4e-3, 1.9e-3, 2)); // 1.26x: threads that don't pay
+    assert_false(s.unstable);
+    assert_false(bench_thread_stall_judge(&s, 1.0e-3, 2.0e-3, 2)); // threads that do
+    assert_false(bench_thread_stall_judge(&s, 9.0e-3, 2.0e-3, 1)); // one thread: nothing to compare
+    assert_false(bench_thread_stall_judge(&s, 2.0e-3, NAN, 2));    // not timed
+    assert_false(s.unstable);
+    assert_true(bench_thread_stall_judge(&s, 22.6e-3, 2.47e-3, 2)); // vit's training step, before
+    assert_true(s.unstable);
+    assert_string_equal(s.reasons[0], "eager on 2 threads 9.15x slower than on one (22.6 ms "
+                                      "against 2.47 ms): a threading stall");
+}
+
 // The stability verdict on synthetic figures and samples.
 static void test_stability_judge(void **state) {
     (void)state;
@@ -1546,6 +1563,7 @@ int main(void) {
         cmocka_unit_test(test_timing_warm_up),
         cmocka_unit_test(test_timing_rounds),
         cmocka_unit_test(test_stability_judge),
+        cmocka_unit_test(test_thread_stall_judge),
         cmocka_unit_test(test_gpu_json),
         cmocka_unit_test(test_plan),
         cmocka_unit_test(test_measure_in_process),

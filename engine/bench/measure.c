@@ -707,6 +707,32 @@ static void finish(mode_run *runs, int n, double tol) {
     judge_stability(runs, n);
 }
 
+// Eager on one thread, right after the rounds: when its median on the
+// run's threads is more than BENCH_THREAD_STALL times the one-thread median,
+// the threads stalled each other (a nested team made anew per call, a
+// second thread pool, a preempted barrier), which is not the workload: the
+// group's entries are unstable and the warning names the figures. CPU
+// eager only (a GPU step does not use the host's threads).
+static void eager_thread_check(const bench_plan *p, mode_run *runs, int n) {
+    bench_result *er = runs[0].r;
+    if (p->cfg.threads < 2 || !runs[0].x || er->stats.n == 0 || task_device(p, er) != BENCH_DEV_CPU)
+        return;
+    bench_timing_opts o = {.repeat = 5, .warmup_fixed = 2, .min_time_s = 0.02};
+    bench_timing t = {0};
+    omp_set_num_threads(1);
+    int rc = bench_time(mode_step, &runs[0], &o, &t);
+    omp_set_num_threads(p->cfg.threads);
+    bench_stats st;
+    if (rc == 0 && bench_stats_compute(t.samples, t.nsamples, &st) == 0) {
+        er->stab.one_thread_s = st.median;
+        for (int k = 0; k < n; k++)
+            if (runs[k].r->stab.rounds > 0)
+                bench_thread_stall_judge(&runs[k].r->stab, er->stats.median, st.median,
+                                         p->cfg.threads);
+    }
+    bench_timing_free(&t);
+}
+
 static void result_init(bench_result *r, int task) {
     memset(r, 0, sizeof *r);
     r->task = task;
@@ -714,7 +740,7 @@ static void result_init(bench_result *r, int task) {
     r->speedup = (bench_speedup){NAN, NAN, NAN};
     r->compression_ratio = NAN;
     r->acc.eager_rmse = NAN;
-    r->stab.ci_rel_width = r->stab.run_delay_s = NAN;
+    r->stab.ci_rel_width = r->stab.run_delay_s = r->stab.one_thread_s = NAN;
     r->stab.load_start = r->stab.load_end = NAN;
 }
 
@@ -864,6 +890,7 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
     if (time_modes(p, runs, n) < 0)
         goto done;
     finish(runs, n, tol);
+    eager_thread_check(p, runs, n);
 done:
     group_teardown(m, e, runs, n);
 }
@@ -917,6 +944,7 @@ void bench_group_measure(const bench_plan *p, int group, bench_result *rs) {
     if (time_modes(p, runs, n) < 0)
         goto done;
     finish(runs, n, tol);
+    eager_thread_check(p, runs, n);
 done:
     reference_free(&ref);
     group_teardown(m, e, runs, n);

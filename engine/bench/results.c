@@ -141,18 +141,30 @@ void bench_stability_judge(bench_stability *s) {
                             100 * s->steal_s / (s->timed_s * cpus), 100 * BENCH_STEAL_CAP);
 }
 
+bool bench_thread_stall_judge(bench_stability *s, double eager_s, double one_thread_s,
+                              int threads) {
+    double ratio = eager_s / one_thread_s;
+    if (threads < 2 || !(ratio > BENCH_THREAD_STALL))
+        return false;
+    bench_stability_add(s,
+                        "eager on %d threads %.2fx slower than on one (%.3g ms against %.3g ms): "
+                        "a threading stall",
+                        threads, ratio, 1e3 * eager_s, 1e3 * one_thread_s);
+    return true;
+}
+
 static json_t *stability_json(const bench_stability *s) {
     if (s->rounds == 0)
         return json_null();
     json_t *why = json_array();
     for (int i = 0; i < s->nreasons; i++)
         json_array_append_new(why, json_string(s->reasons[i]));
-    return json_pack("{s:o, s:o, s:i, s:o, s:I, s:o, s:o, s:o, s:o, s:b, s:o}", "noise",
+    return json_pack("{s:o, s:o, s:i, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:b, s:o}", "noise",
                      jreal(s->noise), "ci_rel_width", jreal(s->ci_rel_width), "rounds", s->rounds,
                      "timed_s", jreal(s->timed_s), "nivcsw", (json_int_t)s->nivcsw, "run_delay_s",
                      jreal(s->run_delay_s), "steal_s", jreal(s->steal_s), "load_start",
-                     jreal(s->load_start), "load_end", jreal(s->load_end), "unstable", s->unstable,
-                     "reasons", why);
+                     jreal(s->load_start), "load_end", jreal(s->load_end), "one_thread_s",
+                     jreal(s->one_thread_s), "unstable", s->unstable, "reasons", why);
 }
 
 json_t *bench_result_json(const bench_plan *p, const bench_result *r,

@@ -150,6 +150,7 @@ static void stability_from_json(const json_t *j, bench_stability *s) {
     s->run_delay_s = getnum(j, "run_delay_s");
     s->load_start = getnum(j, "load_start");
     s->load_end = getnum(j, "load_end");
+    s->one_thread_s = getnum(j, "one_thread_s");
     s->unstable = json_is_true(json_object_get(j, "unstable"));
     const json_t *why = json_object_get(j, "reasons");
     s->nreasons = 0;
@@ -329,7 +330,7 @@ static void run_group(const bench_plan *p, int group, const bench_hooks *h, benc
         rs[i].task = g->first + i;
         rs[i].speedup = (bench_speedup){NAN, NAN, NAN};
         rs[i].compression_ratio = NAN;
-        rs[i].stab.ci_rel_width = rs[i].stab.run_delay_s = NAN;
+        rs[i].stab.ci_rel_width = rs[i].stab.run_delay_s = rs[i].stab.one_thread_s = NAN;
         rs[i].stab.load_start = rs[i].stab.load_end = NAN;
     }
     bench_result *r = &rs[0]; // a failure is set here, then copied to all

@@ -89,7 +89,10 @@
 #define BENCH_NIVCSW_CAP_PER_S 50.0
 #define BENCH_RUN_DELAY_CAP    0.05
 #define BENCH_STEAL_CAP        0.05
-#define BENCH_MAX_BATCHES      16
+// Eager on the run's threads slower than this times eager on one thread:
+// a threading stall, not the workload (every entry of the case unstable).
+#define BENCH_THREAD_STALL 1.5
+#define BENCH_MAX_BATCHES  16
 // A child that runs out of memory exits with this code.
 #define BENCH_EXIT_OOM 99
 
@@ -197,8 +200,11 @@ typedef struct bench_stability {
     double steal_s;      // the machine's steal time during them (0 where unknown)
     double run_delay_s;  // the child's threads' time runnable but not running, NaN unknown
     double load_start, load_end; // 1-minute load average around them, NaN unknown
-    int threads;                 // measuring threads, for the switches' rate
-    int cpus;                    // online CPUs, for the steal fraction
+    // eager entries run on several threads: eager's median step on one
+    // thread, timed right after the rounds (NaN when not timed)
+    double one_thread_s;
+    int threads; // measuring threads, for the switches' rate
+    int cpus;    // online CPUs, for the steal fraction
     bool unstable;
     int nreasons;
     char reasons[BENCH_MAX_REASONS][96];
@@ -209,6 +215,11 @@ void bench_stability_judge(bench_stability *s);
 // Adds a reason (at most BENCH_MAX_REASONS kept); the entry is then unstable.
 void bench_stability_add(bench_stability *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+// Eager's median on `threads` threads against its median on one: above
+// BENCH_THREAD_STALL, adds the reason (the entry is then unstable) and
+// returns true.
+bool bench_thread_stall_judge(bench_stability *s, double eager_s, double one_thread_s, int threads);
 
 typedef struct bench_result {
     int task; // index into plan->tasks

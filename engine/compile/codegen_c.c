@@ -917,19 +917,21 @@ static int emit_gemm(kgen *g) {
     // the batch loop or the row blocks
     if (nbatch > 1) {
         // one matrix per thread when there are at least as many as threads,
-        // the rule eager's matmul follows (cpu_gemm.c)
-        sbuf_printf(
-            b, "#pragma omp parallel for if (%lld >= omp_get_max_threads()) schedule(static)\n",
-            (long long)nbatch);
-        sbuf_printf(b, "    for (int64_t bi = 0; bi < %lld; bi++) {\n", (long long)nbatch);
-        sbuf_puts(b, "        int64_t oa = 0, ob = 0, qb = bi;\n");
+        // the rule eager's matmul follows (cpu_gemm.c); else each matrix over
+        // every thread in turn (cpu_sgemm_par), from a plain loop: a team
+        // nested in an inactive parallel region is made anew each time
+        sbuf loop = {0};
+        sbuf *outer = g->b;
+        g->b = &loop;
+        sbuf_printf(&loop, "    for (int64_t bi = 0; bi < %lld; bi++) {\n", (long long)nbatch);
+        sbuf_puts(&loop, "        int64_t oa = 0, ob = 0, qb = bi;\n");
         for (int d = nb - 1; d >= 0; d--) {
-            sbuf_printf(b, "        { int64_t i = qb %% %lld; qb /= %lld;", (long long)bshape[d],
-                        (long long)bshape[d]);
-            sbuf_printf(b, " oa += i * %lld; ob += i * %lld; }\n", (long long)A.bst[d],
+            sbuf_printf(&loop, "        { int64_t i = qb %% %lld; qb /= %lld;",
+                        (long long)bshape[d], (long long)bshape[d]);
+            sbuf_printf(&loop, " oa += i * %lld; ob += i * %lld; }\n", (long long)A.bst[d],
                         (long long)B.bst[d]);
         }
-        sbuf_printf(b,
+        sbuf_printf(&loop,
                     "        cpu_sgemm_par(%s, %s, %lld, %lld, %lld, p0 + oa, %lld, p1 + ob, "
                     "%lld, 0.0f, p2 + bi * %lld, %lld);\n",
                     TA, TB, (long long)M, (long long)N, (long long)K, (long long)lda,
@@ -937,10 +939,21 @@ static int emit_gemm(kgen *g) {
         char r0[48], r1[48];
         snprintf(r0, sizeof r0, "bi * %lld", (long long)M);
         snprintf(r1, sizeof r1, "(bi + 1) * %lld", (long long)M);
-        if (epi && emit_epilogue_rows(g, target, r0, r1, N) < 0)
-            return -1;
-        sbuf_puts(b, "    }\n");
-        return 0;
+        int rc = epi ? emit_epilogue_rows(g, target, r0, r1, N) : 0;
+        sbuf_puts(&loop, "    }\n");
+        g->b = outer;
+        if (rc == 0 && !loop.oom) {
+            sbuf_printf(b, "    if (%lld >= omp_get_max_threads()) {\n", (long long)nbatch);
+            sbuf_puts(b, "#pragma omp parallel for schedule(static)\n");
+            sbuf_puts(b, loop.s);
+            sbuf_puts(b, "    } else {\n");
+            sbuf_puts(b, loop.s);
+            sbuf_puts(b, "    }\n");
+        }
+        if (loop.oom)
+            b->oom = true;
+        free(loop.s);
+        return rc;
     }
     if (k->rows_in_place)
         return emit_gemm_rows_in_place(g, target, M, N, K, TB, ldb);

@@ -138,6 +138,19 @@ static int gemm_f16(cpu_ctx *c, const tensor *a, const tensor *b, const tensor *
     return rc;
 }
 
+// The element offsets into A and B of matrix i of a batch over out's
+// leading nb dims, by the operands' batch strides sa and sb.
+static void batch_offsets(const tensor *out, int nb, const int64_t *sa, const int64_t *sb,
+                          int64_t i, int64_t *oa, int64_t *ob) {
+    *oa = *ob = 0;
+    for (int d = nb - 1; d >= 0; d--) {
+        int64_t k = i % out->shape[d];
+        i /= out->shape[d];
+        *oa += k * sa[d];
+        *ob += k * sb[d];
+    }
+}
+
 int cpu_matmul(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out) {
     if (dtype_is_half(a->dtype) || dtype_is_half(b->dtype) || dtype_is_half(out->dtype))
         return gemm_f16(c, a, b, NULL, false, out);
@@ -186,24 +199,26 @@ int cpu_matmul(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out) {
     }
     CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
     int nt = omp_get_max_threads();
-    // as many matrices as threads or more: one thread per matrix (the same
-    // rule the compiled mode's generated GEMMs follow); fewer: each over
-    // every thread in turn (cpu_gemm_par.h), as one GEMM when the batch
-    // folded into rows
-#pragma omp parallel for if (batch >= nt) schedule(static)
-    for (int64_t i = 0; i < batch; i++) {
-        int64_t oa = 0, ob = 0, rest = i;
-        for (int d = nb - 1; d >= 0; d--) {
-            int64_t k = rest % out->shape[d];
-            rest /= out->shape[d];
-            oa += k * sa[d];
-            ob += k * sb[d];
+    if (batch < nt) {
+        // fewer matrices than threads (one, when the batch folded into
+        // rows): each over every thread in turn (cpu_gemm_par.h). Not inside
+        // an inactive parallel region: a team nested in one is made anew
+        // each time (2.7 ms a GEMM with libgomp, measured on vit's)
+        for (int64_t i = 0; i < batch; i++) {
+            int64_t oa, ob;
+            batch_offsets(out, nb, sa, sb, i, &oa, &ob);
+            cpu_sgemm_par(TA, TB, M, N, K, pa + oa, lda, pb + ob, ldb, 0.0f, po + i * M * N, N);
         }
-        if (batch >= nt)
+    } else {
+        // as many matrices as threads or more: one thread per matrix (the
+        // same rule the compiled mode's generated GEMMs follow)
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < batch; i++) {
+            int64_t oa, ob;
+            batch_offsets(out, nb, sa, sb, i, &oa, &ob);
             cblas_sgemm(CblasRowMajor, TA, TB, (blasint)M, (blasint)N, (blasint)K, 1.0f, pa + oa,
                         (blasint)lda, pb + ob, (blasint)ldb, 0.0f, po + i * M * N, (blasint)N);
-        else
-            cpu_sgemm_par(TA, TB, M, N, K, pa + oa, lda, pb + ob, ldb, 0.0f, po + i * M * N, N);
+        }
     }
     tensor_free(ownA);
     tensor_free(ownB);

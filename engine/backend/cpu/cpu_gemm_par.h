@@ -10,11 +10,15 @@
 // columns (each thread packs all of A, which is then small), each block one
 // cblas_sgemm inside one active parallel region, where OpenBLAS's OpenMP
 // build runs single-threaded. A GEMM below CPU_GEMM_PAR_WORK is one call on
-// one thread, as OpenBLAS itself keeps GEMMs of that size. Letting OpenBLAS
-// thread the GEMMs that row blocks did not cover (it follows OpenMP's
-// thread count outside a parallel region) stalled eager: vit's training
-// step took 16-18 ms with two threads against 1.9 ms with one, in matmuls
-// of 64 rows or fewer.
+// one thread, as OpenBLAS itself keeps GEMMs of that size.
+//
+// Call it from plain code or from inside an active parallel region, never
+// from inside an inactive one (`#pragma omp parallel if (false)`): libgomp
+// makes a team nested in such a region anew on every call. That was eager's
+// stall: a matmul whose batch folded into one GEMM ran it inside its batch
+// loop's inactive region, OpenBLAS opened its own region there, and each of
+// vit's small training GEMMs took 2-3 ms (the step 16-24 ms on two threads
+// against 1.9 ms on one).
 //
 // The caller declares cblas_sgemm (cblas.h in the engine, the prelude's
 // own declaration in generated code) before including this header. Order
