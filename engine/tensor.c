@@ -64,7 +64,9 @@ static void *cache_take(size_t bytes) {
         return aligned_alloc(64, bytes);
     void *p = cache_head[c];
     if (p) {
-        CACHE_UNPOISON(p, size);
+        // the request's bytes only: the class's tail stays poisoned, so an
+        // overflow past the request is still reported under ASan
+        CACHE_UNPOISON(p, bytes);
         cache_head[c] = *(void **)p;
         cache_st.cached_bytes -= size;
         cache_st.hits++;
@@ -77,6 +79,8 @@ static void *cache_take(size_t bytes) {
         cache_release_locked();
         p = aligned_alloc(64, size);
     }
+    if (p)
+        CACHE_POISON((char *)p + bytes, size - bytes);
     return p;
 }
 

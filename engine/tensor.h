@@ -85,7 +85,8 @@ void tensor_mem_reset_peak(void);
 // page faults included, and eager's time depended on whether the accuracy
 // check had run first). TCBENCH_DISABLE_ALLOC_CACHE=1 turns it off (plain
 // aligned_alloc and free). Under AddressSanitizer cached blocks are
-// poisoned, so a use after free is still reported.
+// poisoned, and so is each block's tail past the request, so a use after
+// free or an overflow is still reported.
 typedef struct tensor_cache_stats {
     bool enabled;
     size_t cached_bytes; // held on the free lists now
