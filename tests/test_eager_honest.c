@@ -156,8 +156,8 @@ static model *smoke_model(smoke *sm, int ci, bool train) {
 }
 
 // One eager step of a fresh model on `threads` threads: its outputs, as
-// f64 copies (out[i], lengths n[i]); the caller frees them.
-static void eager_outputs(smoke *sm, int ci, bool train, int threads, double **out, int64_t *n) {
+// f64 copies (out[i], lengths n[i]; the caller frees them), and their count.
+static int eager_outputs(smoke *sm, int ci, bool train, int threads, double **out, int64_t *n) {
     model *m = smoke_model(sm, ci, train);
     int saved = omp_get_max_threads();
     omp_set_num_threads(threads);
@@ -176,9 +176,11 @@ static void eager_outputs(smoke *sm, int ci, bool train, int threads, double **o
             out[i][j] = tensor_get_flat(o[i], j);
         tensor_free(o[i]);
     }
+    int nout = m->g->noutputs;
     eager_free(e);
     omp_set_num_threads(saved);
     model_free(m);
+    return nout;
 }
 
 // Every smoke model's eager step, inference and training, on 1 and 2
@@ -191,11 +193,8 @@ static void test_smoke_threads_agree(void **state) {
         for (int ci = 0; ci < sm->s->ncases; ci++) {
             double *o1[512], *o2[512];
             int64_t n1[512], n2[512];
-            eager_outputs(sm, ci, train, 1, o1, n1);
-            eager_outputs(sm, ci, train, 2, o2, n2);
-            model *m = smoke_model(sm, ci, train);
-            int nout = m->g->noutputs;
-            model_free(m);
+            int nout = eager_outputs(sm, ci, train, 1, o1, n1);
+            assert_int_equal(eager_outputs(sm, ci, train, 2, o2, n2), nout);
             for (int i = 0; i < nout; i++) {
                 assert_int_equal(n1[i], n2[i]);
                 double d2 = 0, r2 = 0;
