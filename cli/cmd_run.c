@@ -51,6 +51,10 @@ static const char usage[] =
     "  --min-time S         timed rounds last at least S seconds per entry (default 0.1)\n"
     "  --max-time S         no extra round once an entry has S seconds of samples\n"
     "                       (default 1; --repeat rounds are always taken)\n"
+    "  --processes N        measure each case in N processes, one after the other, and\n"
+    "                       pool their samples (default 3): a process's memory layout\n"
+    "                       moves its times, and the spread of the processes' medians\n"
+    "                       goes into the entry's noise; the budget above is per process\n"
     "  --pin                pin each measuring thread to one CPU\n"
     "  --timeout S          seconds per case before it is killed (default 600)\n"
     "  --seed N             seed for parameters and inputs (default 0)\n"
@@ -98,6 +102,7 @@ enum {
     OPT_WARMUP,
     OPT_MIN_TIME,
     OPT_MAX_TIME,
+    OPT_PROCESSES,
     OPT_PIN
 };
 
@@ -132,6 +137,7 @@ static const struct option long_opts[] = {
     {"warmup", required_argument, NULL, OPT_WARMUP},
     {"min-time", required_argument, NULL, OPT_MIN_TIME},
     {"max-time", required_argument, NULL, OPT_MAX_TIME},
+    {"processes", required_argument, NULL, OPT_PROCESSES},
     {"pin", no_argument, NULL, OPT_PIN},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -481,6 +487,11 @@ static int parse(int argc, char **argv, run_args *a) {
             if (cli_parse_int(cmd, "--repeat", optarg, 1, 1000000, &n) < 0)
                 return 2;
             a->cfg.repeat = (int)n;
+            break;
+        case OPT_PROCESSES:
+            if (cli_parse_int(cmd, "--processes", optarg, 1, BENCH_MAX_PROCESSES, &n) < 0)
+                return 2;
+            a->cfg.processes = (int)n;
             break;
         case OPT_TIMEOUT:
             if (cli_parse_seconds(cmd, "--timeout", optarg, &a->cfg.timeout_s) < 0)

@@ -220,6 +220,17 @@ static bool noisy(compare_row *r, const compare_options *o) {
     return true;
 }
 
+// A side's noise: its samples' dispersion within a process (resfile.h),
+// and, when several processes were pooled, what their disagreement leaves
+// in the pooled figure: the spread of their medians over sqrt(processes),
+// the standard error of a mean of that many draws.
+static double side_noise(const resfile_entry *e) {
+    double n = isfinite(e->noise) ? e->noise : bench_stats_noise(&e->stats);
+    if (e->processes < 2 || !isfinite(e->process_spread))
+        return n;
+    return sqrt(n * n + e->process_spread * e->process_spread / (double)e->processes);
+}
+
 // Everything up to the U test; the verdict of a tested pair waits for BH.
 static int pair(compare_row *r, const compare_options *o, char *err, size_t cap) {
     const resfile_entry *b = r->base, *c = r->cur;
@@ -257,8 +268,8 @@ static int pair(compare_row *r, const compare_options *o, char *err, size_t cap)
     r->ratio = boot.median;
     r->ci_lo = boot.ci95_lo;
     r->ci_hi = boot.ci95_hi;
-    r->noise_base = bench_stats_noise(&b->stats);
-    r->noise_cur = bench_stats_noise(&c->stats);
+    r->noise_base = side_noise(b);
+    r->noise_cur = side_noise(c);
     r->noise = sqrt(r->noise_base * r->noise_base + r->noise_cur * r->noise_cur);
     r->threshold = fmax(o->threshold, 3 * r->noise);
     r->p = compare_mann_whitney(b->samples, b->nsamples, c->samples, c->nsamples);

@@ -41,7 +41,30 @@ static int need_string(const char *path, json_t *c, int i, const char *key, cons
 
 static void stability_load(resfile_entry *e, json_t *c) {
     json_t *st = json_object_get(c, "stability");
-    e->noise = num(st, "noise");
+    // noise and spread from the samples themselves, as the run computed
+    // them (stats.h): split by process_samples where those add up to the
+    // samples, else one process's
+    e->noise = NAN;
+    e->process_spread = NAN;
+    e->processes = e->nsamples > 0 ? 1 : -1;
+    json_t *cnt = json_object_get(st, "process_samples");
+    size_t np = json_array_size(cnt);
+    int *counts = np ? malloc(np * sizeof *counts) : NULL;
+    for (size_t k = 0; counts && k < np; k++)
+        counts[k] = json_is_integer(json_array_get(cnt, k))
+                        ? (int)json_integer_value(json_array_get(cnt, k))
+                        : 0;
+    double noise, spread;
+    if (counts && np <= INT32_MAX &&
+        bench_stats_processes(e->samples, e->nsamples, counts, (int)np, &noise, &spread, NULL) ==
+            0) {
+        e->noise = noise;
+        e->process_spread = spread;
+        e->processes = (int64_t)np;
+    } else if (e->nsamples > 0) {
+        e->noise = bench_stats_noise(&e->stats);
+    }
+    free(counts);
     e->ci_rel_width = num(st, "ci_rel_width");
     e->load_start = num(st, "load_start");
     e->load_end = num(st, "load_end");

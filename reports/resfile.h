@@ -61,10 +61,17 @@ typedef struct resfile_entry {
     // stability (read by stability_load; a file without it reads as stable):
     // whether the entry's timing can be trusted, and why not
     bool unstable;
-    double noise;                // robust relative dispersion of samples_s; NAN unknown
+    // robust relative dispersion of samples_s within a process, recomputed
+    // from the samples (bench_stats_processes); NAN without samples
+    double noise;
     double ci_rel_width;         // the speedup's 95% interval / its median; NAN unknown
     double load_start, load_end; // 1-minute load average around the timed rounds
     int64_t nivcsw, rounds;      // -1 unknown
+    // --processes: how many processes' samples are pooled (stability's
+    // process_samples; 1 without them, -1 without samples), and the
+    // standard deviation of the log of their medians (NAN below 2)
+    int64_t processes;
+    double process_spread;
     const char *reasons[RESFILE_MAX_REASONS];
     int nreasons;
     int64_t suite_batch; // the case's own batch (before a sweep's); -1 when not recorded

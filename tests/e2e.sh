@@ -341,6 +341,21 @@ has "$TMP/crash.json" '"status": "crash",' "crash recorded"
 has "$TMP/crash.json" '"message": "killed by SIGSEGV",' "crash signal named"
 has "$TMP/crash.json" '"status": "ok",' "the other case still ran"
 has "$TMP/stdout" '^second: crash: killed by SIGSEGV' "crash explained under the table"
+# --processes: the samples of every process pooled, their medians recorded;
+# a crash in a later process fails the entry and keeps what was measured
+expect 0 "run --processes 2" "$EXE" run "$TMP/suites/smoke.yaml" --only first --device cpu \
+    --mode eager,compiled --repeat 10 --max-time 0.3 --processes 2 -q -o "$TMP/procs.json"
+has "$TMP/procs.json" '"processes": 2,' "processes recorded"
+n=$(tr -d ' \n' <"$TMP/procs.json" | grep -o '"process_medians_s":\[[0-9.e+-]*,[0-9.e+-]*\]' | wc -l)
+if [ "$n" = 2 ]; then ok; else bad "two process medians per entry: got $n entries with two"; fi
+expect 1 "run with a crash in a later process" env TCBENCH_TEST_FAULT=crash-later:first "$EXE" \
+    run "$TMP/suites/smoke.yaml" --only first --device cpu --mode eager,compiled --repeat 10 \
+    --max-time 0.3 --processes 2 -q -o "$TMP/later.json"
+has "$TMP/later.json" '"message": "process 2: killed by SIGSEGV",' "the later crash named by process"
+has "$TMP/later.json" '"status": "crash",' "the later crash is the entry's status"
+n=$(tr -d ' \n' <"$TMP/later.json" | grep -o '"samples_s":\[[0-9]' | wc -l)
+if [ "$n" = 2 ]; then ok; else bad "the first process's samples kept: $n entries with samples"; fi
+usage_error "--processes 0" "--processes 0: must be between 1 and" "$EXE" run --processes 0
 expect 1 "run with a hang" env TCBENCH_TEST_FAULT=hang:first "$EXE" run --device cpu \
     "$TMP/suites/smoke.yaml" --only first --repeat 1 --timeout 1 -o "$TMP/hang.json"
 has "$TMP/hang.json" '"status": "timeout",' "timeout recorded"

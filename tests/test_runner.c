@@ -487,6 +487,82 @@ static void test_thread_stall_judge(void **state) {
                                       "against 2.47 ms): a threading stall");
 }
 
+// One synthetic process's results for an eager / compiled pair: n samples
+// each, eager at e seconds and compiled at c, scattered by +-1%.
+static void fake_process(bench_result *rs, double e, double c, int n) {
+    for (int k = 0; k < 2; k++) {
+        bench_result *r = &rs[k];
+        memset(r, 0, sizeof *r);
+        r->task = k;
+        r->status = k ? BENCH_PASS : BENCH_OK;
+        r->samples = malloc((size_t)n * sizeof *r->samples);
+        assert_non_null(r->samples);
+        for (int i = 0; i < n; i++)
+            r->samples[i] = (k ? c : e) * (1 + 0.01 * ((i % 3) - 1));
+        r->nsamples = n;
+        bench_stats_compute(r->samples, n, &r->stats);
+        r->stab = (bench_stability){.rounds = n,
+                                    .noise = bench_stats_noise(&r->stats),
+                                    .sample_noise = bench_stats_noise(&r->stats),
+                                    .processes = 1,
+                                    .process_spread = NAN,
+                                    .process_medians_s = {r->stats.median},
+                                    .process_samples = {n},
+                                    .timed_s = 0.5,
+                                    .nivcsw = 2,
+                                    .run_delay_s = 0.001,
+                                    .one_thread_s = NAN,
+                                    .load_start = 0.5,
+                                    .load_end = 0.5,
+                                    .threads = 2,
+                                    .cpus = 2};
+        r->speedup = (bench_speedup){NAN, NAN, NAN};
+    }
+}
+
+// --processes: the samples pooled, the medians kept, the spread of their
+// logs and the speedup over the pooled rounds; a later failure fails the
+// entry and keeps the samples.
+static void test_group_pool(void **state) {
+    (void)state;
+    bench_result rs[2], more[2];
+    fake_process(rs, 2e-3, 1e-3, 20);
+    fake_process(more, 3e-3, 1.5e-3, 10); // a slower process, the same speedup
+    bench_group_pool(rs, more, 2, 1);
+    for (int k = 0; k < 2; k++) {
+        bench_result_free(&more[k]);
+        assert_int_equal(rs[k].nsamples, 30);
+        assert_int_equal(rs[k].stab.processes, 2);
+        assert_int_equal(rs[k].stab.rounds, 30);
+        assert_int_equal(rs[k].stab.nivcsw, 4);
+        assert_true(rs[k].stab.timed_s == 1.0);
+        assert_int_equal(rs[k].stats.n, 30);
+    }
+    assert_true(rs[0].stab.process_medians_s[0] == 2e-3);
+    assert_true(rs[0].stab.process_medians_s[1] == 3e-3);
+    bench_group_judge(rs, 2, 2);
+    // sd of {log 2, log 3} (n - 1): |log 1.5| / sqrt 2
+    assert_true(fabs(rs[0].stab.process_spread - log(1.5) / sqrt(2)) < 1e-12);
+    assert_true(fabs(rs[0].stab.noise - rs[0].stab.sample_noise) < 1e-15);
+    assert_false(rs[0].stab.unstable);
+    assert_true(fabs(rs[1].speedup.median - 2.0) < 0.05); // paired rounds of both processes
+    assert_true(rs[1].speedup.ci95_lo <= 2.0 && rs[1].speedup.ci95_hi >= 1.95);
+
+    // the third process crashes: the entry fails, its samples stay
+    memset(more, 0, sizeof more);
+    more[0].status = more[1].status = BENCH_CRASH;
+    snprintf(more[0].message, sizeof more[0].message, "killed by SIGSEGV");
+    snprintf(more[1].message, sizeof more[1].message, "killed by SIGSEGV");
+    bench_group_pool(rs, more, 2, 2);
+    assert_int_equal(rs[0].status, BENCH_CRASH);
+    assert_string_equal(rs[0].message, "process 3: killed by SIGSEGV");
+    assert_int_equal(rs[0].nsamples, 30);
+    bench_group_judge(rs, 2, 2);
+    assert_false(isfinite(rs[1].speedup.median) && rs[1].status != BENCH_PASS);
+    for (int k = 0; k < 2; k++)
+        bench_result_free(&rs[k]);
+}
+
 // The stability verdict on synthetic figures and samples.
 static void test_stability_judge(void **state) {
     (void)state;
@@ -786,7 +862,7 @@ static void test_measure_in_process(void **state) {
     assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
     assert_int_equal(p->groups[0].ntasks, 4);
     bench_result rs[4];
-    bench_group_measure(p, 0, rs);
+    bench_group_measure(p, 0, 0, NULL, rs);
     const bench_result *e = &rs[0];
     assert_int_equal(e->task, 0);
     assert_int_equal(e->status, BENCH_OK);
@@ -900,7 +976,7 @@ static void test_measure_in_process(void **state) {
     cfg = tiny_config();
     cfg.accuracy = false;
     assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
-    bench_group_measure(p, 0, rs);
+    bench_group_measure(p, 0, 0, NULL, rs);
     assert_int_equal(rs[0].status, BENCH_OK);
     assert_false(rs[0].acc.checked);
     assert_non_null(strstr(rs[0].acc.reason, "--no-accuracy"));
@@ -915,7 +991,7 @@ static void test_measure_in_process(void **state) {
     cfg.accuracy = true;
     cfg.accuracy_flops_limit = 100;
     assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
-    bench_group_measure(p, 0, rs);
+    bench_group_measure(p, 0, 0, NULL, rs);
     assert_int_equal(rs[0].status, BENCH_OK);
     assert_false(rs[0].acc.checked);
     assert_non_null(strstr(rs[0].acc.reason, "limit"));
@@ -1239,13 +1315,13 @@ static void test_noise_hook(void **state) {
     assert_true(has_reason(&c->stab, "noise "));
     // the stretch alone gives about 74% (what real noise adds moves it)
     assert_true(c->stab.noise > 3 * BENCH_NOISE_CAP);
-    // eager's own samples were not stretched: on a quiet machine it is
-    // stable; on a busy one it may be unstable, for what the machine did
-    int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    bool quiet = e->stab.load_start <= cores - 1 + 0.75 && e->stab.load_end <= cores - 1 + 0.75 &&
-                 !has_reason(&e->stab, "interference");
-    if (quiet)
-        assert_false(e->stab.unstable);
+    // eager's own samples were not stretched: the stretch never reaches it
+    // (its noise is its own, a machine that flips speed can still scatter
+    // a 5 us step by 15%: that is all it may be unstable for)
+    for (int i = 0; i < e->stab.nreasons; i++)
+        assert_true(!strncmp(e->stab.reasons[i], "noise ", 6) ||
+                    !strncmp(e->stab.reasons[i], "interference", 12));
+    assert_true(e->stab.noise < c->stab.noise);
     if (!has_reason(&e->stab, "noise "))
         assert_false(has_reason(&c->stab, "eager baseline"));
     assert_int_equal(bench_report_write(rep, err, sizeof err), 0);
@@ -1264,7 +1340,7 @@ static void test_noise_hook(void **state) {
     // is the speedup over it
     setenv("TCBENCH_TEST_NOISE", "fine", 1);
     bench_result rs[2];
-    bench_group_measure(p, 0, rs);
+    bench_group_measure(p, 0, 0, NULL, rs);
     unsetenv("TCBENCH_TEST_NOISE");
     assert_true(rs[0].stab.unstable && has_reason(&rs[0].stab, "noise "));
     assert_true(rs[1].stab.unstable && has_reason(&rs[1].stab, "eager baseline noise "));
@@ -1340,7 +1416,7 @@ static void test_dump(void **state) {
     diag d = {0};
     assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
     bench_result rs[4];
-    bench_group_measure(p, 0, rs);
+    bench_group_measure(p, 0, 0, NULL, rs);
     const char *modes[] = {"compiled", "fused", "captured"};
     for (int k = 0; k < 3; k++) {
         assert_int_equal(rs[k + 1].status, BENCH_PASS);
@@ -1563,6 +1639,7 @@ int main(void) {
         cmocka_unit_test(test_timing_warm_up),
         cmocka_unit_test(test_timing_rounds),
         cmocka_unit_test(test_stability_judge),
+        cmocka_unit_test(test_group_pool),
         cmocka_unit_test(test_thread_stall_judge),
         cmocka_unit_test(test_gpu_json),
         cmocka_unit_test(test_plan),

@@ -359,6 +359,31 @@ static void test_vs_eager_rule(void **state) {
     tensor_free(nan);
 }
 
+// Pooled processes: the noise within each, weighted by samples; the spread
+// of the log of their medians; counts that do not add up are refused.
+static void test_processes(void **state) {
+    (void)state;
+    // process 1: 1, 1, 1, 1 (no noise); process 2: 2, 2, 3, 3, 2, 2 (median 2)
+    double x[] = {1, 1, 1, 1, 2, 2, 3, 3, 2, 2};
+    int counts[] = {4, 6};
+    double noise, spread, med[2];
+    assert_int_equal(bench_stats_processes(x, 10, counts, 2, &noise, &spread, med), 0);
+    bench_stats st;
+    bench_stats_compute(x + 4, 6, &st);
+    assert_true(fabs(noise - bench_stats_noise(&st) * 6 / 10) < 1e-15);
+    assert_true(med[0] == 1 && med[1] == 2);
+    assert_true(fabs(spread - log(2) / sqrt(2)) < 1e-15); // sd of {0, log 2}
+    int one = 10;
+    assert_int_equal(bench_stats_processes(x, 10, &one, 1, &noise, &spread, NULL), 0);
+    assert_true(isnan(spread));
+    bench_stats_compute(x, 10, &st);
+    assert_true(fabs(noise - bench_stats_noise(&st)) < 1e-15);
+    int bad[] = {4, 5};
+    assert_int_equal(bench_stats_processes(x, 10, bad, 2, &noise, &spread, NULL), -1);
+    int zero[] = {10, 0};
+    assert_int_equal(bench_stats_processes(x, 10, zero, 2, &noise, &spread, NULL), -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_odd_count),          cmocka_unit_test(test_even_count_with_outlier),
@@ -368,7 +393,7 @@ int main(void) {
         cmocka_unit_test(test_accuracy_edges),     cmocka_unit_test(test_accuracy_cosine_fallback),
         cmocka_unit_test(test_bootstrap_constant), cmocka_unit_test(test_bootstrap_spread),
         cmocka_unit_test(test_paired_and_noise),   cmocka_unit_test(test_tolerance_table),
-        cmocka_unit_test(test_vs_eager_rule),
+        cmocka_unit_test(test_vs_eager_rule),      cmocka_unit_test(test_processes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

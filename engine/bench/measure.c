@@ -120,18 +120,37 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
     return remove(path);
 }
 
-// Removes the temporary cache: depth first, never following a link out of
-// it nor crossing into another file system.
-static void remove_tree(const char *dir) {
+void bench_remove_tree(const char *dir) {
     if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0)
         fprintf(stderr, "tcbench: removing %s: %s\n", dir, strerror(errno));
+}
+
+// The empty kernel cache a mode compiles into: KCACHE/MODE when the
+// group's processes share kcache, else a temporary directory of its own.
+static int mode_cache(const char *kcache, const char *mode, char *dir, size_t dcap, char *err,
+                      size_t cap) {
+    if (kcache) {
+        snprintf(dir, dcap, "%s/%s", kcache, mode);
+        if (mkdir(dir, 0700) < 0) {
+            snprintf(err, cap, "mkdir %.400s: %s", dir, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, dcap, "%s/tcbench-kcache-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        snprintf(err, cap, "mkdtemp %.400s: %s", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 // Compiles mr's mode cold (an empty kernel cache of its own) and warm (the
 // same cache: the program kept). On the GPU, which has no kernel cache yet,
 // once: the cold time, no warm one. -1 with err: the compiler's words.
 static int compile_mode(const bench_plan *p, const bench_case *bc, const model *m, mode_run *mr,
-                        char *err, size_t cap) {
+                        const char *kcache, char *err, size_t cap) {
     compile_opts o = mode_compile_opts(mr->mode);
     const bench_exec_opts xo = exec_opts(p, task_device(p, mr->r));
     const char *mode = bench_axis_value(BENCH_AXIS_MODE, mr->mode);
@@ -154,13 +173,9 @@ static int compile_mode(const bench_plan *p, const bench_case *bc, const model *
         bc_out->done = true;
         return 0;
     }
-    const char *tmp = getenv("TMPDIR");
     char cache[1024];
-    snprintf(cache, sizeof cache, "%s/tcbench-kcache-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(cache)) {
-        snprintf(err, cap, "mkdtemp %.400s: %s", cache, strerror(errno));
+    if (mode_cache(kcache, mode, cache, sizeof cache, err, cap) < 0)
         return -1;
-    }
     o.cache_dir = cache;
     bench_exec *cold = NULL;
     double t0 = bench_now();
@@ -173,7 +188,8 @@ static int compile_mode(const bench_plan *p, const bench_case *bc, const model *
         rc = bench_exec_compile(m, &o, &xo, &mr->x, err, cap);
         bc_out->warm_s = bench_now() - t0;
     }
-    remove_tree(cache);
+    if (!kcache) // the group's processes share KCACHE/MODE; the parent removes it
+        bench_remove_tree(cache);
     if (rc < 0)
         return -1;
     size_t arena;
@@ -586,7 +602,11 @@ static void keep_samples(const bench_plan *p, mode_run **who, bench_timing *tm, 
         bench_stats_compute(r->samples, r->nsamples, &r->stats);
         bench_probe_diff(before, after, &r->stab);
         r->stab.rounds = r->nsamples;
-        r->stab.noise = bench_stats_noise(&r->stats);
+        r->stab.noise = r->stab.sample_noise = bench_stats_noise(&r->stats);
+        r->stab.processes = 1;
+        r->stab.process_medians_s[0] = r->stats.median;
+        r->stab.process_samples[0] = r->nsamples;
+        r->stab.process_spread = NAN;
         r->stab.threads = p->cfg.threads;
     }
 }
@@ -645,26 +665,8 @@ static int time_modes(const bench_plan *p, mode_run *runs, int n) {
     }
 }
 
-// Each entry's stability once its speedup is known; a speedup over a
-// noisy eager baseline is unsure too, whatever its own samples say.
-static void judge_stability(mode_run *runs, int n) {
-    bench_result *er = runs[0].r;
-    for (int k = 0; k < n; k++) {
-        bench_result *r = runs[k].r;
-        if (r->stab.rounds == 0)
-            continue;
-        const bench_speedup *sp = &r->speedup;
-        r->stab.ci_rel_width =
-            k > 0 && isfinite(sp->median) ? (sp->ci95_hi - sp->ci95_lo) / sp->median : NAN;
-        bench_stability_judge(&r->stab);
-        // the interference figures are the group's, already judged here
-        if (k > 0 && !(er->stab.noise <= BENCH_NOISE_CAP))
-            bench_stability_add(&r->stab, "eager baseline noise %.1f%% > %.0f%%",
-                                100 * er->stab.noise, 100 * BENCH_NOISE_CAP);
-    }
-}
-
-// Statuses, speedups and memory once everything is measured.
+// Statuses and memory once everything is measured (bench_group_judge then
+// gives the speedups and stability).
 static void finish(mode_run *runs, int n, double tol) {
     bench_result *er = runs[0].r;
     for (int k = 0; k < n; k++) {
@@ -697,23 +699,17 @@ static void finish(mode_run *runs, int n, double tol) {
         if (!r->acc.checked) // the user skipped the check: say the speed is unvalidated
             snprintf(r->message, sizeof r->message,
                      "accuracy not checked (--no-accuracy): the speedup is not validated");
-        // the modes were timed in the same rounds: the interval draws rounds
-        if (er->nsamples == r->nsamples)
-            bench_speedup_paired(er->samples, r->samples, r->nsamples, &r->speedup);
-        else
-            bench_speedup_bootstrap(er->samples, er->nsamples, r->samples, r->nsamples,
-                                    &r->speedup);
     }
-    judge_stability(runs, n);
 }
 
-// Eager on one thread, right after the rounds: when its median on the
-// run's threads is more than BENCH_THREAD_STALL times the one-thread median,
-// the threads stalled each other (a nested team made anew per call, a
-// second thread pool, a preempted barrier), which is not the workload: the
-// group's entries are unstable and the warning names the figures. CPU
-// eager only (a GPU step does not use the host's threads).
-static void eager_thread_check(const bench_plan *p, mode_run *runs, int n) {
+// Eager on one thread, right after the rounds, into its one_thread_s: when
+// its median on the run's threads is more than BENCH_THREAD_STALL times the
+// one-thread median, the threads stalled each other (a nested team made
+// anew per call, a second thread pool, a preempted barrier), which is not
+// the workload: bench_group_judge makes the group's entries unstable and
+// the warning names the figures. CPU eager only (a GPU step does not use
+// the host's threads).
+static void eager_thread_check(const bench_plan *p, mode_run *runs) {
     bench_result *er = runs[0].r;
     if (p->cfg.threads < 2 || !runs[0].x || er->stats.n == 0 || task_device(p, er) != BENCH_DEV_CPU)
         return;
@@ -723,13 +719,8 @@ static void eager_thread_check(const bench_plan *p, mode_run *runs, int n) {
     int rc = bench_time(mode_step, &runs[0], &o, &t);
     omp_set_num_threads(p->cfg.threads);
     bench_stats st;
-    if (rc == 0 && bench_stats_compute(t.samples, t.nsamples, &st) == 0) {
+    if (rc == 0 && bench_stats_compute(t.samples, t.nsamples, &st) == 0)
         er->stab.one_thread_s = st.median;
-        for (int k = 0; k < n; k++)
-            if (runs[k].r->stab.rounds > 0)
-                bench_thread_stall_judge(&runs[k].r->stab, er->stats.median, st.median,
-                                         p->cfg.threads);
-    }
     bench_timing_free(&t);
 }
 
@@ -836,7 +827,7 @@ static void group_teardown(model *m, bench_exec *e, mode_run *runs, int n) {
 // after the check's steps, against eager's and the fp64 reference's (it
 // depends on every gradient and update before it), then timed.
 static void measure_train(const bench_plan *p, const bench_group *gr, const bench_case *bc,
-                          bench_result *rs, int n, double tol) {
+                          const char *kcache, bench_result *rs, int n, double tol) {
     bool cuda = p->tasks[gr->first].axis[BENCH_AXIS_DEVICE] == BENCH_DEV_CUDA;
     const bench_exec_opts xo = exec_opts(p, BENCH_DEV_CPU);
     model *m = NULL;
@@ -865,7 +856,7 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
         goto done;
     for (int k = 1; k < n; k++) {
         char err[512];
-        if (!dead[k] && compile_mode(p, bc, m, &runs[k], err, sizeof err) < 0)
+        if (!dead[k] && compile_mode(p, bc, m, &runs[k], kcache, err, sizeof err) < 0)
             set_status(&rs[k], BENCH_FAIL_TO_RUN, "%s", err);
     }
     if (cuda) { // the check's steps give kernels and peak memory
@@ -890,12 +881,55 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
     if (time_modes(p, runs, n) < 0)
         goto done;
     finish(runs, n, tol);
-    eager_thread_check(p, runs, n);
+    eager_thread_check(p, runs);
+    bench_group_judge(rs, n, p->cfg.threads);
 done:
     group_teardown(m, e, runs, n);
 }
 
-void bench_group_measure(const bench_plan *p, int group, bench_result *rs) {
+// A later process of the group (bench_group_measure, process > 0): build,
+// compile each mode once (into a temporary kernel cache of its own: the
+// generated code is the same as process 0's, built anew in this process),
+// and time. Accuracy, compile times, kernels and memory are process 0's.
+static void measure_again(const bench_plan *p, const bench_group *gr, const bench_case *bc,
+                          bool train, const char *kcache, bench_result *rs, int n) {
+    model *m = NULL;
+    bench_exec *e = NULL;
+    mode_run runs[BENCH_MODE_COUNT] = {{0}};
+    if (group_setup(p, gr, bc, train, false, rs, n, &m, &e, runs) < 0)
+        goto done;
+    char cache[1024] = "";
+    for (int k = 1; k < n; k++) {
+        compile_opts o = mode_compile_opts(runs[k].mode);
+        const bench_exec_opts xo = exec_opts(p, task_device(p, runs[k].r));
+        char err[512];
+        const char *mode = bench_axis_value(BENCH_AXIS_MODE, runs[k].mode);
+        bool own = !kcache; // else process 0's programs, loaded from KCACHE/MODE
+        if (xo.device == BENCH_DEV_CPU) {
+            if (own && mode_cache(NULL, mode, cache, sizeof cache, err, sizeof err) < 0) {
+                set_status(&rs[k], BENCH_FAIL_TO_RUN, "%s", err);
+                continue;
+            }
+            if (!own)
+                snprintf(cache, sizeof cache, "%s/%s", kcache, mode);
+            o.cache_dir = cache;
+        }
+        if (bench_exec_compile(m, &o, &xo, &runs[k].x, err, sizeof err) < 0)
+            set_status(&rs[k], BENCH_FAIL_TO_RUN, "%s", err);
+        if (xo.device == BENCH_DEV_CPU && own)
+            bench_remove_tree(cache);
+    }
+    if (time_modes(p, runs, n) < 0)
+        goto done;
+    for (int k = 0; k < n; k++)
+        if (runs[k].x)
+            runs[k].r->status = k == 0 ? BENCH_OK : BENCH_PASS;
+done:
+    group_teardown(m, e, runs, n);
+}
+
+void bench_group_measure(const bench_plan *p, int group, int process, const char *kcache,
+                         bench_result *rs) {
     const bench_group *gr = &p->groups[group];
     int n = gr->ntasks;
     for (int i = 0; i < n; i++)
@@ -921,8 +955,12 @@ void bench_group_measure(const bench_plan *p, int group, bench_result *rs) {
     bool train = t->axis[BENCH_AXIS_WORKLOAD] == BENCH_WL_TRAIN;
     double tol = bench_tolerance(tf32_task(p, t) ? BENCH_PREC_AMP : t->axis[BENCH_AXIS_PRECISION],
                                  t->axis[BENCH_AXIS_WORKLOAD]);
+    if (process > 0) {
+        measure_again(p, gr, bc, train, kcache, rs, n);
+        return;
+    }
     if (train) {
-        measure_train(p, gr, bc, rs, n, tol);
+        measure_train(p, gr, bc, kcache, rs, n, tol);
         return;
     }
     model *m = NULL;
@@ -935,7 +973,7 @@ void bench_group_measure(const bench_plan *p, int group, bench_result *rs) {
         goto done;
     for (int k = 1; k < n; k++) {
         char err[512];
-        if (compile_mode(p, bc, m, &runs[k], err, sizeof err) < 0)
+        if (compile_mode(p, bc, m, &runs[k], kcache, err, sizeof err) < 0)
             set_status(&rs[k], BENCH_FAIL_TO_RUN, "%s", err);
     }
     check_compiled(p, runs, n, tol, &ref);
@@ -944,7 +982,8 @@ void bench_group_measure(const bench_plan *p, int group, bench_result *rs) {
     if (time_modes(p, runs, n) < 0)
         goto done;
     finish(runs, n, tol);
-    eager_thread_check(p, runs, n);
+    eager_thread_check(p, runs);
+    bench_group_judge(rs, n, p->cfg.threads);
 done:
     reference_free(&ref);
     group_teardown(m, e, runs, n);

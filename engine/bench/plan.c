@@ -13,6 +13,7 @@ void bench_config_init(bench_config *cfg) {
     cfg->repeat = 10;
     cfg->min_time_s = BENCH_DEFAULT_MIN_TIME_S;
     cfg->max_time_s = BENCH_DEFAULT_MAX_TIME_S;
+    cfg->processes = BENCH_DEFAULT_PROCESSES;
     cfg->timeout_s = BENCH_DEFAULT_TIMEOUT_S;
     cfg->accuracy = true;
     cfg->amp_dtype = DT_F16;

@@ -156,15 +156,35 @@ bool bench_thread_stall_judge(bench_stability *s, double eager_s, double one_thr
 static json_t *stability_json(const bench_stability *s) {
     if (s->rounds == 0)
         return json_null();
-    json_t *why = json_array();
+    json_t *why = json_array(), *medians = json_array(), *counts = json_array();
     for (int i = 0; i < s->nreasons; i++)
         json_array_append_new(why, json_string(s->reasons[i]));
-    return json_pack("{s:o, s:o, s:i, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:b, s:o}", "noise",
-                     jreal(s->noise), "ci_rel_width", jreal(s->ci_rel_width), "rounds", s->rounds,
-                     "timed_s", jreal(s->timed_s), "nivcsw", (json_int_t)s->nivcsw, "run_delay_s",
-                     jreal(s->run_delay_s), "steal_s", jreal(s->steal_s), "load_start",
-                     jreal(s->load_start), "load_end", jreal(s->load_end), "one_thread_s",
-                     jreal(s->one_thread_s), "unstable", s->unstable, "reasons", why);
+    for (int i = 0; i < s->processes && i < BENCH_MAX_PROCESSES; i++) {
+        json_array_append_new(medians, jreal(s->process_medians_s[i]));
+        json_array_append_new(counts, json_integer(s->process_samples[i]));
+    }
+    json_t *j = json_pack(
+        "{s:o, s:o, s:i, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:b, s:o}", "noise", jreal(s->noise),
+        "ci_rel_width", jreal(s->ci_rel_width), "rounds", s->rounds, "timed_s", jreal(s->timed_s),
+        "nivcsw", (json_int_t)s->nivcsw, "run_delay_s", jreal(s->run_delay_s), "steal_s",
+        jreal(s->steal_s), "load_start", jreal(s->load_start), "load_end", jreal(s->load_end),
+        "one_thread_s", jreal(s->one_thread_s), "unstable", s->unstable, "reasons", why);
+    int rc = j ? 0 : -1;
+    if (j) {
+        rc |= json_object_set_new(j, "sample_noise", jreal(s->sample_noise));
+        rc |= json_object_set_new(j, "processes", json_integer(s->processes));
+        rc |= json_object_set_new(j, "process_spread", jreal(s->process_spread));
+        rc |= json_object_set_new(j, "process_medians_s", medians);
+        rc |= json_object_set_new(j, "process_samples", counts);
+    } else {
+        json_decref(medians);
+        json_decref(counts);
+    }
+    if (rc) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
 }
 
 json_t *bench_result_json(const bench_plan *p, const bench_result *r,
@@ -276,6 +296,7 @@ static json_t *config_json(const bench_plan *p) {
     rc |= json_object_set_new(j, "warmup", c->warmup > 0 ? json_integer(c->warmup) : json_null());
     rc |= json_object_set_new(j, "min_time_s", jreal(c->min_time_s));
     rc |= json_object_set_new(j, "max_time_s", jreal(c->max_time_s));
+    rc |= json_object_set_new(j, "processes", json_integer(c->processes > 1 ? c->processes : 1));
     rc |= json_object_set_new(j, "pin", json_boolean(c->pin));
     rc |= json_object_set_new(j, "order", json_string("rotate"));
     rc |= json_object_set_new(j, "disabled", disabled_json());

@@ -42,7 +42,8 @@ void bench_result_free(bench_result *r) {
 }
 
 // The fault a test asked for with TCBENCH_TEST_FAULT=kind:NAME[,kind:NAME...],
-// kind one of crash, hang, oom.
+// kind one of crash, hang, oom, crash-later (a crash in every process of
+// the group but the first: --processes).
 static const char *test_fault(const char *name) {
     const char *p = getenv("TCBENCH_TEST_FAULT");
     size_t nlen = strlen(name);
@@ -53,6 +54,8 @@ static const char *test_fault(const char *name) {
             size_t klen = (size_t)(colon - p);
             if (klen == 5 && !strncmp(p, "crash", 5))
                 return "crash";
+            if (klen == 11 && !strncmp(p, "crash-later", 11))
+                return "crash-later";
             if (klen == 4 && !strncmp(p, "hang", 4))
                 return "hang";
             if (klen == 3 && !strncmp(p, "oom", 3))
@@ -93,7 +96,8 @@ static int write_all(int fd, const char *buf, size_t len) {
     return 0;
 }
 
-static _Noreturn void child_main(const bench_plan *p, int group, int fd) {
+static _Noreturn void child_main(const bench_plan *p, int group, int process, const char *kcache,
+                                 int fd) {
     // The parent's handlers (a test framework's, say) must not catch a
     // crash here: the parent reads the signal from the exit status.
     const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
@@ -103,7 +107,7 @@ static _Noreturn void child_main(const bench_plan *p, int group, int fd) {
 
     const bench_group *g = &p->groups[group];
     const char *fault = test_fault(p->cases[p->tasks[g->first].case_index].c->name);
-    if (fault && !strcmp(fault, "crash"))
+    if (fault && (!strcmp(fault, "crash") || (!strcmp(fault, "crash-later") && process > 0)))
         raise(SIGSEGV);
     if (fault && !strcmp(fault, "hang"))
         for (;;)
@@ -112,7 +116,7 @@ static _Noreturn void child_main(const bench_plan *p, int group, int fd) {
         _exit(BENCH_EXIT_OOM); // as an allocation failure in the child would
 
     bench_result rs[BENCH_MODE_COUNT];
-    bench_group_measure(p, group, rs);
+    bench_group_measure(p, group, process, kcache, rs);
     json_t *arr = json_array();
     for (int i = 0; i < g->ntasks; i++)
         if (json_array_append_new(arr, bench_result_json(p, &rs[i], NULL)) < 0)
@@ -151,6 +155,15 @@ static void stability_from_json(const json_t *j, bench_stability *s) {
     s->load_start = getnum(j, "load_start");
     s->load_end = getnum(j, "load_end");
     s->one_thread_s = getnum(j, "one_thread_s");
+    s->sample_noise = getnum(j, "sample_noise");
+    s->process_spread = getnum(j, "process_spread");
+    const json_t *med = json_object_get(j, "process_medians_s");
+    const json_t *cnt = json_object_get(j, "process_samples");
+    s->processes = 0;
+    for (size_t i = 0; i < json_array_size(med) && i < BENCH_MAX_PROCESSES; i++) {
+        s->process_medians_s[s->processes] = json_number_value(json_array_get(med, i));
+        s->process_samples[s->processes++] = (int)json_integer_value(json_array_get(cnt, i));
+    }
     s->unstable = json_is_true(json_object_get(j, "unstable"));
     const json_t *why = json_object_get(j, "reasons");
     s->nreasons = 0;
@@ -321,8 +334,9 @@ static void reap(pid_t pid, int *wstatus) {
         ;
 }
 
-// The results of group g, rs[0 .. ntasks - 1], from its own child.
-static void run_group(const bench_plan *p, int group, const bench_hooks *h, bench_result *rs) {
+// The results of one process of group g, rs[0 .. ntasks - 1], from its own child.
+static void run_child(const bench_plan *p, int group, int process, const char *kcache,
+                      const bench_hooks *h, bench_result *rs) {
     const bench_group *g = &p->groups[group];
     int n = g->ntasks;
     for (int i = 0; i < n; i++) {
@@ -352,7 +366,7 @@ static void run_group(const bench_plan *p, int group, const bench_hooks *h, benc
     }
     if (pid == 0) {
         close(fds[0]);
-        child_main(p, group, fds[1]);
+        child_main(p, group, process, kcache, fds[1]);
     }
     close(fds[1]);
 
@@ -399,6 +413,45 @@ copy:
         rs[i].status = r->status;
         snprintf(rs[i].message, sizeof rs[i].message, "%s", r->message);
     }
+}
+
+// The group in cfg.processes children, one after the other, their samples
+// pooled into the first's (bench_group_pool); a failed first process ends it.
+static void run_group(const bench_plan *p, int group, const bench_hooks *h, bench_result *rs) {
+    int n = p->groups[group].ntasks;
+    int procs = p->cfg.processes > 1 ? p->cfg.processes : 1;
+    if (procs > BENCH_MAX_PROCESSES)
+        procs = BENCH_MAX_PROCESSES;
+    // the processes' shared kernel cache: process 0 compiles, the others load
+    char kcache[1024] = "";
+    if (procs > 1) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(kcache, sizeof kcache, "%s/tcbench-group-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(kcache)) {
+            fprintf(stderr, "tcbench: mkdtemp %s: %s; each process compiles its own\n", kcache,
+                    strerror(errno));
+            kcache[0] = '\0';
+        }
+    }
+    run_child(p, group, 0, kcache[0] ? kcache : NULL, h, rs);
+    for (int k = 1; k < procs; k++) {
+        bool any = false;
+        for (int i = 0; i < n; i++)
+            any |= bench_status_good(rs[i].status) && rs[i].nsamples > 0;
+        if (!any)
+            break;
+        bench_result more[BENCH_MODE_COUNT];
+        run_child(p, group, k, kcache[0] ? kcache : NULL, h, more);
+        bench_group_pool(rs, more, n, k);
+        for (int i = 0; i < n; i++) {
+            rs[i].wall_s += more[i].wall_s;
+            bench_result_free(&more[i]);
+        }
+    }
+    if (kcache[0])
+        bench_remove_tree(kcache);
+    if (procs > 1)
+        bench_group_judge(rs, n, p->cfg.threads);
 }
 
 int bench_run(const bench_plan *p, bench_report *rep, const bench_hooks *h) {

@@ -32,7 +32,14 @@
 // sends a JSON array, one object per task, back through a pipe. The parent
 // enforces the time limit and turns a signal, a timeout or an out-of-memory
 // exit into the status of every task of the group; the run always goes on
-// with the next group. Each finished task is appended to OUTPUT.jsonl at
+// with the next group. With --processes N (default BENCH_DEFAULT_PROCESSES)
+// the group then runs in N - 1 more children, one after the other, each
+// building the model anew, loading the first child's programs from a kernel
+// cache the group's children share, and timing again; their samples are
+// pooled into the first child's results (bench_group_pool), and the spread
+// of the processes' medians is recorded beside the noise. A crash or
+// timeout in a later child fails the entry as in the first. Each finished
+// task is appended to OUTPUT.jsonl at
 // once (flushed and fsync'd), so a killed run loses nothing already
 // measured.
 //
@@ -55,7 +62,8 @@
 // and is left out of every geomean.
 //
 // Test-only: TCBENCH_TEST_FAULT=crash:NAME,hang:NAME,oom:NAME makes the
-// child of case NAME raise SIGSEGV, sleep forever, or exit as out of memory;
+// child of case NAME raise SIGSEGV, sleep forever, or exit as out of memory
+// (crash-later:NAME: every child of the case but the first, --processes);
 // TCBENCH_TEST_NOISE=NAME[:MODE][,...] stretches the samples of case NAME
 // (every mode, or MODE's) by 1x, 2x, 3x, 1x, 2x, ... once they are measured,
 // before any statistics, so that the entry comes out unstable (docs/cli.md).
@@ -79,6 +87,11 @@
 #define BENCH_DEFAULT_MIN_TIME_S 0.1
 #define BENCH_DEFAULT_MAX_TIME_S 1.0
 #define BENCH_CI_TARGET          0.05
+// Each group is measured in this many child processes by default, one
+// after the other, and their samples pooled (--processes; pyperf's remedy
+// for what a process's memory layout does to its times).
+#define BENCH_DEFAULT_PROCESSES 3
+#define BENCH_MAX_PROCESSES     64
 // An entry is unstable above these (docs/results-schema.md, "stability"):
 // its noise (bench_stats_noise), its speedup's 95% interval relative to the
 // speedup, involuntary context switches per second of timed rounds and per
@@ -108,6 +121,7 @@ typedef struct bench_config {
     int warmup;         // --warmup N iterations; 0: until the step time settles
     double min_time_s;  // timed rounds at least this long per entry
     double max_time_s;  // no extra round past this per entry
+    int processes;      // --processes: child processes per group, samples pooled
     bool pin;           // --pin: each measuring thread pinned to one CPU
     double timeout_s;   // per task, build and measurement together
     uint64_t seed;      // parameter and input values
@@ -193,7 +207,16 @@ typedef struct bench_compile {
 #define BENCH_MAX_REASONS 6
 typedef struct bench_stability {
     int rounds;          // interleaved rounds its samples came from; 0: no samples
-    double noise;        // bench_stats_noise of the samples
+    // The entry's noise, what the cap judges: bench_stats_noise of a
+    // process's samples, their mean over the processes weighted by samples
+    // (a shift between processes is not noise within one: it is
+    // process_spread, which `compare` adds as process_spread / sqrt(processes))
+    double noise;
+    double sample_noise;   // the same figure, kept while the processes are pooled
+    int processes;         // processes whose samples are pooled (1 or more)
+    double process_spread; // standard deviation of the log of their medians; NaN below 2
+    double process_medians_s[BENCH_MAX_PROCESSES]; // each process's median, in order
+    int process_samples[BENCH_MAX_PROCESSES];      // how many of the samples each gave
     double ci_rel_width; // compiled-family that passed: (ci95_hi - ci95_lo) / median; else NaN
     double timed_s;      // wall time of the group's timed rounds
     int64_t nivcsw;      // the child's involuntary context switches during them
@@ -310,7 +333,28 @@ typedef struct bench_hooks {
 int bench_run(const bench_plan *p, bench_report *r, const bench_hooks *hooks);
 // The group's own measurement, in this process (what the child does,
 // threads set from the config included): rs[0 .. ntasks - 1], task set.
-void bench_group_measure(const bench_plan *p, int group, bench_result *rs);
+// Process 0 does everything; a later process of the same group (process >
+// 0) only builds, compiles and times: its results carry samples and
+// stability, and the parent pools them into process 0's (bench_group_pool).
+// kcache: NULL, or a directory the group's processes share (CPU): process
+// 0 compiles cold into KCACHE/MODE and leaves it, later processes load the
+// same programs from it (a cache hit) instead of compiling them again.
+void bench_group_measure(const bench_plan *p, int group, int process, const char *kcache,
+                         bench_result *rs);
+// Removes dir and everything under it, depth first, never following a
+// link out of it nor crossing into another file system.
+void bench_remove_tree(const char *dir);
+// Pools the samples of a later process's results `more` (rs's group, the
+// same tasks) into rs: samples appended, interference summed, the
+// process's median kept. A task that failed there while it was good in rs
+// takes that status, its message prefixed by the process. `more` is left
+// to the caller to free.
+void bench_group_pool(bench_result *rs, const bench_result *more, int n, int process);
+// Once a group's samples are final (one process, or pooled): each passing
+// compiled-family entry's speedup over rs[0], and every entry's stability
+// (its noise over the processes, the caps, a noisy eager baseline, a
+// threading stall against rs[0]'s one-thread time), judged anew.
+void bench_group_judge(bench_result *rs, int n, int threads);
 // Fills rs[0 .. n - 1] from the JSON array the child sent; -1 (every
 // result error) when it is not an array of n case objects.
 int bench_results_from_child(const char *text, size_t len, bench_result *rs, int n);

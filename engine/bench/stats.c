@@ -148,3 +148,38 @@ double bench_stats_noise(const bench_stats *st) {
         return st->mad == 0 ? 0 : INFINITY;
     return BENCH_MAD_SCALE * st->mad / fabs(st->median);
 }
+
+int bench_stats_processes(const double *x, int n, const int *counts, int np, double *noise,
+                          double *spread, double *medians) {
+    *noise = *spread = NAN;
+    int sum = 0;
+    for (int i = 0; i < np; i++) {
+        if (counts[i] < 1)
+            return -1;
+        sum += counts[i];
+    }
+    double *logs = np >= 1 && sum == n ? malloc((size_t)np * sizeof *logs) : NULL;
+    if (!logs)
+        return -1;
+    double wsum = 0, lsum = 0;
+    for (int i = 0, at = 0; i < np; at += counts[i++]) {
+        bench_stats st;
+        if (bench_stats_compute(x + at, counts[i], &st) < 0) {
+            free(logs);
+            return -1;
+        }
+        wsum += bench_stats_noise(&st) * counts[i];
+        lsum += logs[i] = log(st.median);
+        if (medians)
+            medians[i] = st.median;
+    }
+    *noise = wsum / n;
+    if (np >= 2) {
+        double mean = lsum / np, sq = 0;
+        for (int i = 0; i < np; i++)
+            sq += (logs[i] - mean) * (logs[i] - mean);
+        *spread = sqrt(sq / (np - 1));
+    }
+    free(logs);
+    return 0;
+}

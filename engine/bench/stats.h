@@ -53,5 +53,15 @@ int bench_speedup_paired(const double *base, const double *x, int n, bench_speed
 #define BENCH_MAD_SCALE 1.4826
 double bench_stats_noise(const bench_stats *st);
 
+// Samples x[0 .. n - 1] pooled from np processes, counts[i] samples each
+// in order (their sum must be n): *noise, the mean of each process's
+// bench_stats_noise weighted by its samples (dispersion within a process);
+// *spread, the standard deviation (n - 1) of the log of the processes'
+// medians, NaN below two processes; medians[i] (may be NULL) each
+// process's median. -1 when the counts do not add up to n or memory runs
+// out.
+int bench_stats_processes(const double *x, int n, const int *counts, int np, double *noise,
+                          double *spread, double *medians);
+
 // Quantile p in [0, 1] of sorted[0..n-1], by the rule above.
 double bench_quantile_sorted(const double *sorted, int n, double p);
