@@ -16,6 +16,7 @@ autocast_rule_kind autocast_rule(enum op op) {
     case OP_LOG:
     case OP_RSQRT:
     case OP_RECIP:
+    case OP_SOFTPLUS: // on PyTorch's list of ops autocast runs in float32
     case OP_SOFTMAX:
     case OP_LOG_SOFTMAX:
     case OP_LAYER_NORM:

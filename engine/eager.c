@@ -5,6 +5,7 @@
 #include "eager.h"
 
 #include "backend/cpu/cpu_kernels.h"
+#include "core/pointwise.h"
 
 #include <assert.h>
 #include <cblas.h>
@@ -90,24 +91,10 @@ static int out_new(eager *e, const graph_node *n, tensor **out) {
         return 0;                                                                                  \
     }
 
-#define UNARY(l) EAGER_KERNEL(l, cpu_unary(&e->cpu, n, s[0], y))
-UNARY(neg)
-UNARY(exp)
-UNARY(log)
-UNARY(sqrt)
-UNARY(rsqrt)
-UNARY(recip)
-UNARY(abs)
-UNARY(tanh)
-UNARY(sigmoid)
-UNARY(relu)
-UNARY(relu6)
-UNARY(gelu)
-UNARY(gelu_tanh)
-UNARY(silu)
-UNARY(hardswish)
-UNARY(hardsigmoid)
-UNARY(scale)
+#define UNARY(l)        EAGER_KERNEL(l, cpu_unary(&e->cpu, n, s[0], y))
+#define X(U, l, a0, b0) UNARY(l)
+TC_POINTWISE_OPS(X) // core/pointwise.h
+#undef X
 UNARY(cast)
 UNARY(dropout)
 #undef UNARY

@@ -4,6 +4,7 @@
 #include "eager_cuda.h"
 
 #include "backend/cuda/cuda_rt.h"
+#include "core/pointwise.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -81,24 +82,10 @@ EC_SOURCE(full)
         return 0;                                                                                  \
     }
 
-#define UNARY(l) EC_KERNEL(l, cuda_unary(C, n, s[0], y))
-UNARY(neg)
-UNARY(exp)
-UNARY(log)
-UNARY(sqrt)
-UNARY(rsqrt)
-UNARY(recip)
-UNARY(abs)
-UNARY(tanh)
-UNARY(sigmoid)
-UNARY(relu)
-UNARY(relu6)
-UNARY(gelu)
-UNARY(gelu_tanh)
-UNARY(silu)
-UNARY(hardswish)
-UNARY(hardsigmoid)
-UNARY(scale)
+#define UNARY(l)        EC_KERNEL(l, cuda_unary(C, n, s[0], y))
+#define X(U, l, a0, b0) UNARY(l)
+TC_POINTWISE_OPS(X) // core/pointwise.h
+#undef X
 UNARY(cast)
 UNARY(dropout)
 #undef UNARY

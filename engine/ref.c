@@ -133,6 +133,10 @@ REF_UNARY(gelu_tanh, 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x 
 REF_UNARY(silu, x / (1 + exp(-x)))
 REF_UNARY(hardswish, x * clamp6(x + 3) / 6)
 REF_UNARY(hardsigmoid, clamp6(x + 3) / 6)
+REF_UNARY(mish, x * tanh(log1p(exp(x)))) // exp overflows to inf, tanh(inf) = 1
+REF_UNARY(leaky_relu, x > 0 ? x : x * n->fa[0])
+REF_UNARY(elu, x > 0 ? x : n->fa[0] * expm1(x))
+REF_UNARY(softplus, x * n->fa[0] > n->fa[1] ? x : log1p(exp(x * n->fa[0])) / n->fa[0])
 REF_UNARY(scale, x * n->fa[0] + n->fa[1])
 REF_UNARY(cast, n->ia[1] ? x : cpu_cast_value(n->dtype, x)) // autocast's: exact (graph.h)
 // clang-format on
@@ -293,8 +297,8 @@ static int ref_rms_norm(ref_ctx *c, const graph_node *n, const double *const *s,
 }
 
 // Channel ch of x (N, C, S): its mean and biased variance (two passes).
-static void chan_stats(const double *x, int64_t N, int64_t C, int64_t S, int64_t ch,
-                       double *mean, double *var) {
+static void chan_stats(const double *x, int64_t N, int64_t C, int64_t S, int64_t ch, double *mean,
+                       double *var) {
     double m = 0, v = 0, cnt = (double)(N * S);
     for (int64_t b = 0; b < N; b++)
         for (int64_t k = 0; k < S; k++)
@@ -655,6 +659,18 @@ static bool dact(const graph_node *n, enum op f, double x, double *d) {
     case OP_SILU: *d = s * (1 + x * (1 - s)); break;
     case OP_HARDSWISH: *d = x < -3 ? 0 : x <= 3 ? x / 3 + 0.5 : 1; break;
     case OP_HARDSIGMOID: *d = x > -3 && x < 3 ? 1.0 / 6 : 0; break;
+    case OP_MISH: {
+        double th = tanh(log1p(exp(x)));
+        *d = th + x * (1 - th * th) * s;
+        break;
+    }
+    case OP_LEAKY_RELU: *d = x > 0 ? 1 : n->fa[0]; break;
+    case OP_ELU: *d = x > 0 ? 1 : n->fa[0] * exp(x); break;
+    case OP_SOFTPLUS: {
+        double z = x * n->fa[0];
+        *d = z > n->fa[1] ? 1 : 1 / (1 + exp(-z));
+        break;
+    }
     case OP_SCALE: *d = n->fa[0]; break;
     default: return false;
     }

@@ -21,6 +21,7 @@
 
 #include "autograd.h"
 #include "compile/compile.h"
+#include "core/pointwise.h"
 #include "eager.h"
 #include "modeldef.h"
 #include "ref.h"
@@ -46,7 +47,8 @@ static int weighted_loss(graph *g, int y) {
     return l;
 }
 
-#define SHAPE(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+#define SHAPE(...)                                                                                 \
+    (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]) { __VA_ARGS__ }
 
 static int param(graph *g, const char *name, int nd, const int64_t *shape) {
     return graph_param(g, name, nd, shape, INIT_NORMAL, 0.7);
@@ -141,19 +143,28 @@ static int b_unary(graph *g) {
         unary_op == OP_RECIP) // positive inputs, away from the pole
         x = graph_binary(g, OP_ADD, graph_binary(g, OP_MUL, x, x),
                          graph_full(g, 0.5, DT_F32, 0, NULL));
-    if (unary_op == OP_SCALE)
+    if (unary_op == OP_SCALE) {
         y = graph_scale(g, x, -1.5, 0.25);
-    else
-        y = graph_unary(g, unary_op, x);
+    } else { // the formula's default attributes (core/pointwise.h)
+        static const double attrs[][2] = {
+#define X(U, l, a0, b0) [OP_##U] = {a0, b0},
+            TC_POINTWISE_OPS(X)
+#undef X
+        };
+        double fa[GRAPH_MAX_FA] = {attrs[unary_op][0], attrs[unary_op][1]};
+        y = graph_op(g, unary_op, 1, &x, NULL, fa);
+    }
     return weighted_loss(g, y);
 }
 
 static void test_unary(void **state) {
     (void)state;
-    static const enum op ops[] = {OP_NEG,  OP_EXP,     OP_LOG,       OP_SQRT,      OP_RSQRT,
-                                  OP_RECIP, OP_ABS,    OP_TANH,      OP_SIGMOID,   OP_RELU,
-                                  OP_RELU6, OP_GELU,   OP_GELU_TANH, OP_SILU,      OP_HARDSWISH,
-                                  OP_HARDSIGMOID, OP_SCALE};
+    // every op of core/pointwise.h's table
+    static const enum op ops[] = {
+#define X(U, l, a0, b0) OP_##U,
+        TC_POINTWISE_OPS(X)
+#undef X
+    };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         unary_op = ops[i];
         check_grads(op_name(ops[i]), b_unary);
@@ -304,7 +315,8 @@ static int b_pool(graph *g) {
     int x = param(g, "x", SHAPE(2, 3, 7, 6));
     int64_t ia[GRAPH_MAX_IA] = {2, 2, 1, 1, 3, 3};
     if (pool_variant == 2)
-        return weighted_loss(g, graph_op(g, OP_UPSAMPLE_NEAREST, 1, &x, (int64_t[GRAPH_MAX_IA]){2}, NULL));
+        return weighted_loss(
+            g, graph_op(g, OP_UPSAMPLE_NEAREST, 1, &x, (int64_t[GRAPH_MAX_IA]){2}, NULL));
     return weighted_loss(
         g, graph_op(g, pool_variant ? OP_AVG_POOL2D : OP_MAX_POOL2D, 1, &x, ia, NULL));
 }
@@ -582,7 +594,8 @@ static void test_smoke_vs_reference(void **state) {
             if (getenv("TEST_AUTOGRAD_CURVES"))
                 print_message("%-14s step %d  fp64 %.6f  eager %.6f  compiled %.6f\n", name, t, r,
                               le, lc);
-            if (!(fabs(le - r) <= 1e-2 * fabs(r) + 1e-4) || !(fabs(lc - r) <= 1e-2 * fabs(r) + 1e-4))
+            if (!(fabs(le - r) <= 1e-2 * fabs(r) + 1e-4) ||
+                !(fabs(lc - r) <= 1e-2 * fabs(r) + 1e-4))
                 fail_msg("%s: step %d: fp64 loss %.6g, eager %.6g, compiled %.6g", name, t, r, le,
                          lc);
             free(ro[0]);
@@ -608,10 +621,14 @@ static void test_smoke_vs_reference(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_unary),         cmocka_unit_test(test_binary),
-        cmocka_unit_test(test_where_reduce),  cmocka_unit_test(test_norms),
-        cmocka_unit_test(test_gemm),          cmocka_unit_test(test_conv_pool),
-        cmocka_unit_test(test_views_losses),  cmocka_unit_test(test_smoke_graphs),
+        cmocka_unit_test(test_unary),
+        cmocka_unit_test(test_binary),
+        cmocka_unit_test(test_where_reduce),
+        cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_conv_pool),
+        cmocka_unit_test(test_views_losses),
+        cmocka_unit_test(test_smoke_graphs),
         cmocka_unit_test(test_smoke_vs_reference),
         cmocka_unit_test(test_smoke_training),
     };

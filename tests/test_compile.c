@@ -29,6 +29,7 @@
 #include "compile/codegen_cuda.h"
 #include "compile/compile_internal.h"
 #include "compile/kcache.h"
+#include "core/pointwise.h"
 #include "eager.h"
 #include "modeldef.h"
 #include "ref.h"
@@ -711,10 +712,12 @@ static void test_gemm_rows_in_place(void **state) {
             int b = graph_param(g, "b", 1, (int64_t[]){N}, INIT_NORMAL, 0.3);
             int h = graph_op(g, OP_LAYER_NORM, 3, (int[]){x, lw, lb}, NULL,
                              (double[GRAPH_MAX_FA]){1e-5});
-            int y = graph_unary(g, OP_GELU, graph_op(g, OP_LINEAR, 3, (int[]){h, w, b}, NULL, NULL));
+            int y =
+                graph_unary(g, OP_GELU, graph_op(g, OP_LINEAR, 3, (int[]){h, w, b}, NULL, NULL));
             if (reused) { // the layer norm's output read after the GEMM: a residual
                 int w2 = graph_param(g, "w2", 2, (int64_t[]){K, N}, INIT_NORMAL, 0.3);
-                y = graph_binary(g, OP_ADD, graph_op(g, OP_LINEAR, 2, (int[]){y, w2}, NULL, NULL), h);
+                y = graph_binary(g, OP_ADD, graph_op(g, OP_LINEAR, 2, (int[]){y, w2}, NULL, NULL),
+                                 h);
             }
             graph_output(g, y);
             model *m = model_of(g);
@@ -811,6 +814,57 @@ static void test_conv_layouts(void **state) {
     prog_free(p);
     check_modes(m, cache, "conv layouts");
     model_free(m);
+}
+
+// The ops of core/pointwise.h's table, with their default attributes.
+typedef struct formula_op {
+    enum op op;
+    double a0, b0;
+} formula_op;
+static const formula_op formula_ops[] = {
+#define X(U, l, a0, b0) {OP_##U, a0, b0},
+    TC_POINTWISE_OPS(X)
+#undef X
+};
+
+// Every formula op of core/pointwise.h with its default attributes (and
+// leaky_relu, elu and softplus with others), in every compiled-family mode
+// against the fp64 reference, seven outputs to a model; then the same ops'
+// derivatives (ACT_GRAD, as training runs them).
+static void test_formula_ops(void **state) {
+    char cache[512];
+    cache_of(state, cache, sizeof cache);
+    // the table's, then other attributes
+    static const formula_op more[] = {
+        {OP_LEAKY_RELU, 0.2, 0}, {OP_ELU, 1.3, 0}, {OP_SOFTPLUS, 2.0, 3.0}, {OP_SCALE, -1.5, 0.25}};
+    formula_op ops[sizeof formula_ops / sizeof formula_ops[0] + sizeof more / sizeof more[0]];
+    const int nf = (int)(sizeof formula_ops / sizeof formula_ops[0]);
+    const int n = nf + (int)(sizeof more / sizeof more[0]);
+    memcpy(ops, formula_ops, sizeof formula_ops);
+    memcpy(ops + nf, more, sizeof more);
+    for (int grad = 0; grad < 2; grad++)
+        for (int first = 0; first < n; first += 7) {
+            graph *g = graph_new();
+            int64_t shape[2] = {7, 13};
+            int x = in(g, "x", 2, shape), dy = in(g, "dy", 2, shape);
+            // positive, away from 0, for log, the square roots and recip
+            int pos = graph_scale(g, graph_binary(g, OP_MUL, x, x), 1, 0.5);
+            for (int i = first; i < n && i < first + 7; i++) {
+                enum op o = ops[i].op;
+                int src = o == OP_LOG || o == OP_SQRT || o == OP_RSQRT || o == OP_RECIP ? pos : x;
+                double fa[GRAPH_MAX_FA] = {ops[i].a0, ops[i].b0};
+                int64_t ia[GRAPH_MAX_IA] = {o};
+                graph_output(g, grad ? graph_op(g, OP_ACT_GRAD, 2, (int[]){dy, src}, ia, fa)
+                                     : graph_op(g, o, 1, &src, NULL, fa));
+            }
+            model *m = model_of(g);
+            assert_int_equal(model_init_values(m, 5), 0);
+            char what[64];
+            snprintf(what, sizeof what, "%s from %s", grad ? "act_grad" : "formula",
+                     op_name(ops[first].op));
+            check_modes(m, cache, what);
+            model_free(m);
+        }
 }
 
 // A small value that broadcasts into one reader but is read at its own size
@@ -965,19 +1019,19 @@ static int positive(gen *q, int x) {
     return keep(q, graph_scale(q->g, keep(q, graph_binary(q->g, OP_MUL, x, x)), 1, 1));
 }
 
+// every op of core/pointwise.h's table, with its default attributes
 static int gen_unary(gen *q, int x) {
-    static const enum op ops[] = {OP_NEG,         OP_EXP,  OP_LOG,       OP_SQRT,    OP_RSQRT,
-                                  OP_RECIP,       OP_ABS,  OP_TANH,      OP_SIGMOID, OP_RELU,
-                                  OP_RELU6,       OP_GELU, OP_GELU_TANH, OP_SILU,    OP_HARDSWISH,
-                                  OP_HARDSIGMOID, OP_SCALE};
-    enum op op = ops[rndi(q, sizeof ops / sizeof ops[0])];
+    const formula_op *ops = formula_ops;
+    int k = rndi(q, sizeof formula_ops / sizeof formula_ops[0]);
+    enum op op = ops[k].op;
     if (op == OP_EXP)
         x = keep(q, graph_unary(q->g, OP_TANH, x));
     if (op == OP_LOG || op == OP_SQRT || op == OP_RSQRT || op == OP_RECIP)
         x = positive(q, x);
     if (op == OP_SCALE)
         return graph_scale(q->g, x, rndu(q, -2, 2), rndu(q, -1, 1));
-    return graph_unary(q->g, op, x);
+    double fa[GRAPH_MAX_FA] = {ops[k].a0, ops[k].b0};
+    return graph_op(q->g, op, 1, &x, NULL, fa);
 }
 
 static int gen_binary(gen *q, int x) {
@@ -1559,8 +1613,8 @@ static model *smoke_model(const suite_case *sc, modeldef **md) {
     model *m = NULL;
     *md = NULL;
     if (modeldef_load(sc->model_path, md, &d) < 0 ||
-        modeldef_build(*md, sc->overrides, sc->noverrides, sc->batch, &(modeldef_opts){0}, &m,
-                       &d) < 0)
+        modeldef_build(*md, sc->overrides, sc->noverrides, sc->batch, &(modeldef_opts){0}, &m, &d) <
+            0)
         fail_msg("%s: %d:%d: %s", sc->name, d.line, d.col, d.msg);
     return m;
 }
@@ -2361,8 +2415,8 @@ static void test_train_smoke(void **state) {
             fail_msg("%s: %d:%d: %s", s->cases[ci].name, d.line, d.col, d.msg);
         // deep batch-normed convnets at smoke sizes are ill-conditioned in
         // f32: eager itself is up to 3e-2 from fp64 on some seeds (mobilenet_v2)
-        bool convnet = !strcmp(s->cases[ci].name, "resnet") ||
-                       !strcmp(s->cases[ci].name, "mobilenet_v2");
+        bool convnet =
+            !strcmp(s->cases[ci].name, "resnet") || !strcmp(s->cases[ci].name, "mobilenet_v2");
         train_src src = {.sc = &s->cases[ci], .md = md, .tol = convnet ? 5e-2 : 1e-3};
         check_training(state, &src, &src, 3, s->cases[ci].name);
         modeldef_free(md);
@@ -2417,7 +2471,7 @@ static void test_train_refused(void **state) {
     if (!cu)
         fail_msg("%s", p->err);
     assert_non_null(strstr(cu, "// update: adamw"));
-    assert_non_null(strstr(cu, "x0 * tc_d_gelu(x1)"));
+    assert_non_null(strstr(cu, "x0 * tc_d_gelu(x1, 0.0f, 0.0f)"));
     free(cu);
     prog_free(p);
     model_free(m);
@@ -2439,6 +2493,7 @@ int main(void) {
         T(test_gemm_rows_in_place),
         T(test_conv_layouts),
         T(test_recompute_reads_no_buffer),
+        T(test_formula_ops),
         T(test_outputs_without_kernels),
         T(test_regressions),
         T(test_random_graphs),

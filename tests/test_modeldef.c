@@ -373,6 +373,48 @@ static void test_residual(void **state) {
                  6, 5, "turns shape (2, 4) into (2, 6)");
 }
 
+// The activations with attributes, from YAML: PyTorch's names, the given
+// values or PyTorch's defaults in the op's fa.
+static void test_activation_attrs(void **state) {
+    (void)state;
+    model *m = build_ok("name: acts\n"
+                        "inputs:\n"
+                        "  x: {shape: [$batch, 8]}\n"
+                        "body:\n"
+                        "  - mish\n"
+                        "  - leaky_relu: {negative_slope: 0.2}\n"
+                        "  - elu\n"
+                        "  - softplus: {beta: 2, threshold: 10}\n"
+                        "  - leaky_relu\n"
+                        "  - softplus\n",
+                        NULL, 0, 2, false);
+    const graph *g = m->g;
+    const graph_node *n = out0(m); // softplus, defaults
+    assert_int_equal(n->op, OP_SOFTPLUS);
+    assert_true(n->fa[0] == 1.0 && n->fa[1] == 20.0);
+    n = graph_at(g, n->src[0]); // leaky_relu, default slope
+    assert_int_equal(n->op, OP_LEAKY_RELU);
+    assert_true(n->fa[0] == 0.01);
+    n = graph_at(g, n->src[0]);
+    assert_int_equal(n->op, OP_SOFTPLUS);
+    assert_true(n->fa[0] == 2.0 && n->fa[1] == 10.0);
+    n = graph_at(g, n->src[0]);
+    assert_int_equal(n->op, OP_ELU);
+    assert_true(n->fa[0] == 1.0);
+    n = graph_at(g, n->src[0]);
+    assert_int_equal(n->op, OP_LEAKY_RELU);
+    assert_true(n->fa[0] == 0.2);
+    n = graph_at(g, n->src[0]);
+    assert_int_equal(n->op, OP_MISH);
+    model_free(m);
+    expect_error("name: acts\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 8]}\n"
+                 "body:\n"
+                 "  - elu: {slope: 1}\n",
+                 5, 11, "elu has no key 'slope'; its keys are alpha");
+}
+
 static void test_input_as(void **state) {
     (void)state;
     model *m = build_ok("name: io\n"
@@ -677,6 +719,7 @@ int main(void) {
         cmocka_unit_test(test_inputs),
         cmocka_unit_test(test_repeat),
         cmocka_unit_test(test_residual),
+        cmocka_unit_test(test_activation_attrs),
         cmocka_unit_test(test_input_as),
         cmocka_unit_test(test_block_input_as),
         cmocka_unit_test(test_loss),

@@ -268,7 +268,7 @@ static int in_permuted(graph *g, const char *name, enum dtype dt, const int64_t 
     return graph_permute(g, in(g, name, dt, 4, base), perm);
 }
 
-static const int NHWC[4] = {0, 3, 1, 2}; // channels-last: what the kernels take as it is
+static const int NHWC[4] = {0, 3, 1, 2};    // channels-last: what the kernels take as it is
 static const int SWAP_HW[4] = {0, 1, 3, 2}; // neither plain nor channels-last: copied first
 
 // a convolution or pooling (tc->op) over a permuted view of x
@@ -635,6 +635,12 @@ static const op_case cases[] = {
     UN(SILU),
     UN(HARDSWISH),
     UN(HARDSIGMOID),
+    UN(MISH),
+    {"leaky_relu", b_unary_wide, OP_LEAKY_RELU, S2(7, 13), .fa = {0.2}, ONE},
+    {"elu", b_unary_wide, OP_ELU, S2(7, 13), .fa = {1.3}, ONE},
+    // beta 2, threshold 3: both sides of the cut at x = 1.5
+    {"softplus", b_unary_wide, OP_SOFTPLUS, S2(7, 13), .fa = {2.0, 3.0}, ONE},
+    {"softplus_default", b_unary_wide, OP_SOFTPLUS, S2(7, 13), .fa = {1.0, 20.0}, ONE},
     UN_POS(LOG),
     UN_POS(SQRT),
     UN_POS(RSQRT),
@@ -831,6 +837,13 @@ static const op_case cases[] = {
     AG(SILU),
     AG(HARDSWISH),
     AG(HARDSIGMOID),
+    AG(MISH),
+    {"act_grad_LEAKY_RELU", b_act_grad, OP_ACT_GRAD, S2(7, 13), IA(OP_LEAKY_RELU), .fa = {0.2},
+     .atol = 1e-5, ONE},
+    {"act_grad_ELU", b_act_grad, OP_ACT_GRAD, S2(7, 13), IA(OP_ELU), .fa = {1.3}, .atol = 1e-5,
+     ONE},
+    {"act_grad_SOFTPLUS", b_act_grad, OP_ACT_GRAD, S2(7, 13), IA(OP_SOFTPLUS), .fa = {2.0, 3.0},
+     .atol = 1e-5, ONE},
     {"act_grad_SCALE", b_act_grad, OP_ACT_GRAD, S2(7, 13), IA(OP_SCALE), .fa = {-1.5, 0.25}, ONE},
     {"act_grad_gelu_big", b_act_grad, OP_ACT_GRAD, BIG, IA(OP_GELU), .atol = 1e-5, ONE},
     {"act_grad_silu_views", b_act_grad_views, OP_ACT_GRAD, S2(33, 17), IA(OP_SILU), .atol = 1e-5,
@@ -924,8 +937,8 @@ static const op_case cases[] = {
      IA(1, 1, 1, 1, 1, 1, 1), GEMM(36), ONE, .nhwc = true},
     {"conv2d_grad_input_nhwc_1x1", b_conv_grad, OP_CONV2D_GRAD_INPUT, S4(2, 6, 5, 4),
      T4(8, 6, 1, 1), IA(1, 1, 0, 0, 1, 1, 1), GEMM(8), ONE, .nhwc = true},
-    {"conv2d_grad_weight_nhwc", b_conv_grad, OP_CONV2D_GRAD_WEIGHT, S4(2, 3, 9, 11),
-     T4(4, 3, 3, 3), IA(1, 1, 1, 1, 1, 1, 1), GEMM(198), ONE, .nhwc = true},
+    {"conv2d_grad_weight_nhwc", b_conv_grad, OP_CONV2D_GRAD_WEIGHT, S4(2, 3, 9, 11), T4(4, 3, 3, 3),
+     IA(1, 1, 1, 1, 1, 1, 1), GEMM(198), ONE, .nhwc = true},
     {"conv2d_grad_weight_nhwc_depthwise", b_conv_grad, OP_CONV2D_GRAD_WEIGHT, S4(2, 4, 7, 7),
      T4(4, 1, 3, 3), IA(2, 2, 1, 1, 1, 1, 4), GEMM(32), ONE, .nhwc = true},
     {"max_pool2d_grad", b_pool_grad, OP_MAX_POOL2D_GRAD, S4(2, 3, 9, 11), IA(2, 2, 1, 1, 3, 3),
@@ -1082,9 +1095,8 @@ static void run_case(const op_case *tc) {
     // and never more than every node's buffer twice over (internal copies);
     // an f16 GEMM also holds f32 copies of its operands and result (twice
     // their f16 bytes, each rounded up to the 64-byte allocation)
-    size_t scratch = tc->dt == DT_F16 && op_kind(tc->op) == OPK_GEMM
-                         ? 2 * live + 2 * all_bytes + 4 * 64
-                         : 0;
+    size_t scratch =
+        tc->dt == DT_F16 && op_kind(tc->op) == OPK_GEMM ? 2 * live + 2 * all_bytes + 4 * 64 : 0;
     if (st.peak_bytes < live + out_bytes || st.peak_bytes > live + 2 * all_bytes + scratch)
         fail_msg("%s: peak %zu bytes; live before %zu, outputs %zu, all nodes %zu", tc->name,
                  st.peak_bytes, live, out_bytes, all_bytes);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 extern const char cuda_prelude_text[]; // backend/cuda/cuda_prelude.cuh, embedded at build time
+extern const char compile_prelude_pointwise[]; // core/pointwise.h, likewise
 
 #define PW_BLOCK 256 // threads of an elementwise kernel
 #define PW_ITEMS 4   // elements per thread per pass
@@ -110,30 +111,9 @@ static void operand(cgen *g, int v, char *buf, size_t cap) {
 // The CUDA expression of an elementwise op over operands x0, x1, x2 (the
 // eager CUDA kernels' expressions); NULL for ops that are not elementwise.
 static const char *op_template(const graph_node *n, char *buf, size_t cap) {
-    switch (n->op) {
-    case OP_NEG: return "-x0";
-    case OP_EXP: return "expf(x0)";
-    case OP_LOG: return "logf(x0)";
-    case OP_SQRT: return "sqrtf(x0)";
-    case OP_RSQRT: return "1.0f / sqrtf(x0)";
-    case OP_RECIP: return "1.0f / x0";
-    case OP_ABS: return "fabsf(x0)";
-    case OP_TANH: return "tanhf(x0)";
-    case OP_SIGMOID: return "tc_sigmoid(x0)";
-    case OP_RELU: return "x0 < 0 ? 0.0f : x0";
-    case OP_RELU6: return "tc_relu6(x0)";
-    case OP_GELU: return "tc_gelu(x0)";
-    case OP_GELU_TANH: return "tc_gelu_tanh(x0)";
-    case OP_SILU: return "tc_silu(x0)";
-    case OP_HARDSWISH: return "tc_hardswish(x0)";
-    case OP_HARDSIGMOID: return "tc_hardsigmoid(x0)";
-    case OP_SCALE: {
-        char a[48], c[48];
-        compile_literal(a, sizeof a, n->fa[0]);
-        compile_literal(c, sizeof c, n->fa[1]);
-        snprintf(buf, cap, "x0 * %s + %s", a, c);
+    if (compile_formula_expr(n, buf, cap)) // core/pointwise.h's
         return buf;
-    }
+    switch (n->op) {
     case OP_CONTIGUOUS: return "x0";
     // between f32 and f16 (fuse.c fuses float casts only): values are f32
     // in registers, the store rounds, as in the C generator
@@ -145,11 +125,6 @@ static const char *op_template(const graph_node *n, char *buf, size_t cap) {
     case OP_MAXIMUM: return "tc_maximum(x0, x1)";
     case OP_GE: return "x0 >= x1 ? 1.0f : 0.0f";
     case OP_WHERE: return "x0 ? x1 : x2";
-    case OP_ACT_GRAD: // dy * f'(x); compile_is_pointwise lists the ops with a derivative
-        if (n->ia[0] < 0 || n->ia[0] >= OP_COUNT)
-            return NULL;
-        snprintf(buf, cap, "x0 * tc_d_%s(x1)", op_name((enum op)n->ia[0]));
-        return buf;
     default: return NULL;
     }
 }
@@ -913,46 +888,9 @@ static const char *kind_name(kg_kind k) {
     return names[k];
 }
 
-// What training kernels use, after the prelude: the activations'
-// derivatives as cpu_math.h's cpu_d<op>f (act_grad is dy * tc_d_<op>(x)),
-// the update table's row and Adam's integer power.
+// What training kernels use, after the prelude: the update table's row and
+// Adam's integer power (the derivatives are core/pointwise.h's).
 static const char train_text[] =
-    "TC_DEV float tc_d_neg(float) { return -1.0f; }\n"
-    "TC_DEV float tc_d_exp(float x) { return expf(x); }\n"
-    "TC_DEV float tc_d_log(float x) { return 1.0f / x; }\n"
-    "TC_DEV float tc_d_sqrt(float x) { return 0.5f / sqrtf(x); }\n"
-    "TC_DEV float tc_d_rsqrt(float x) { return -0.5f / (x * sqrtf(x)); }\n"
-    "TC_DEV float tc_d_recip(float x) { return -1.0f / (x * x); }\n"
-    "TC_DEV float tc_d_abs(float x) { return (x > 0 ? 1.0f : 0.0f) - (x < 0 ? 1.0f : 0.0f); }\n"
-    "TC_DEV float tc_d_tanh(float x) {\n"
-    "    float t = tanhf(x);\n"
-    "    return 1.0f - t * t;\n"
-    "}\n"
-    "TC_DEV float tc_d_sigmoid(float x) {\n"
-    "    float s = tc_sigmoid(x);\n"
-    "    return s * (1.0f - s);\n"
-    "}\n"
-    "TC_DEV float tc_d_relu(float x) { return x > 0 ? 1.0f : 0.0f; }\n"
-    "TC_DEV float tc_d_relu6(float x) { return x < 6.0f ? (x > 0 ? 1.0f : 0.0f) : 0.0f; }\n"
-    "TC_DEV float tc_d_gelu(float x) {\n"
-    "    return tc_normal_cdf(x) + x * (0.39894228f * expf(-0.5f * (x * x)));\n"
-    "}\n"
-    "TC_DEV float tc_d_gelu_tanh(float x) {\n"
-    "    float x2 = x * x;\n"
-    "    float s = 1.0f / (1.0f + expf(-1.5957691216f * (x + 0.044715f * x2 * x)));\n"
-    "    return s * (1.0f + 1.5957691216f * x * (1.0f - s) * (1.0f + 0.134145f * x2));\n"
-    "}\n"
-    "TC_DEV float tc_d_silu(float x) {\n"
-    "    float s = tc_sigmoid(x);\n"
-    "    return s * (1.0f + x * (1.0f - s));\n"
-    "}\n"
-    "TC_DEV float tc_d_hardswish(float x) {\n"
-    "    float m = x <= 3.0f ? x * (1.0f / 3.0f) + 0.5f : 1.0f;\n"
-    "    return x < -3.0f ? 0.0f : m;\n"
-    "}\n"
-    "TC_DEV float tc_d_hardsigmoid(float x) {\n"
-    "    return x < 3.0f ? (x > -3.0f ? 1.0f / 6.0f : 0.0f) : 0.0f;\n"
-    "}\n"
     "struct tc_upd {  // one tensor of an update kernel\n"
     "    int op, arg;  // kind; slot of its first operand in the pointer table\n"
     "    int amp;      // grad scaler: its first operand's slot after arg, or -1\n"
@@ -990,6 +928,9 @@ char *compile_codegen_cuda(cprog *p) {
         pre = guard + strlen("#pragma once\n");
     }
     sbuf_puts(&out, pre);
+    // the pointwise formulas, in the prelude's dialect, less their guard
+    const char *pw = compile_prelude_pointwise, *pg = strstr(pw, "#pragma once\n");
+    sbuf_puts(&out, pg ? pg + strlen("#pragma once\n") : pw);
     sbuf_puts(&out, train_text);
     sbuf_printf(&out,
                 "\nstruct tc_args {\n    char *p[%d];\n    const uint64_t *step; // the training "

@@ -150,6 +150,10 @@ double compile_scalar_op(enum op op, const graph_node *n, const double *in);
 // Elementwise ops the generators write as one expression (act_grad only
 // for the activations with a cpu_d<op>f derivative).
 bool compile_is_pointwise(const graph_node *n);
+// A formula op of core/pointwise.h over the operand x0, or ACT_GRAD of one
+// over dy x0 and x x1, as the call both generated dialects make
+// ("tc_f_gelu(x0, 0.0f, 0.0f)"), into buf; false for any other op.
+bool compile_formula_expr(const graph_node *n, char *buf, size_t cap);
 // Does n write its source s in place (updates, training batch norm)?
 bool compile_writes(const graph_node *n, int s);
 // An update the generated multi-tensor loop runs (f32 AdamW, SGD, running stat).

@@ -2,6 +2,7 @@
 // pointwise ops (for constant folding), op classes.
 #include "compile_internal.h"
 
+#include "../backend/cpu/cpu_formulas.h"
 #include "../backend/cpu/cpu_rules.h"
 
 #include <math.h>
@@ -27,22 +28,36 @@ bool clayout_reshape(const clayout *in, int ndim, const int64_t *shape, clayout 
     return true;
 }
 
-// Activations whose derivative cpu_math.h has as cpu_d<op>f.
-static bool has_derivative(int64_t op) {
+// The ops with a formula (and a derivative) in core/pointwise.h.
+static bool has_formula(int64_t op) {
     switch (op) {
-    case OP_NEG: case OP_EXP: case OP_LOG: case OP_SQRT: case OP_RSQRT: case OP_RECIP:
-    case OP_ABS: case OP_TANH: case OP_SIGMOID: case OP_RELU: case OP_RELU6: case OP_GELU:
-    case OP_GELU_TANH: case OP_SILU: case OP_HARDSWISH: case OP_HARDSIGMOID:
+#define X(U, l, a0, b0) case OP_##U:
+        TC_POINTWISE_OPS(X)
+#undef X
         return true;
-    default:
-        return false;
+    default: return false;
     }
+}
+
+bool compile_formula_expr(const graph_node *n, char *buf, size_t cap) {
+    bool grad = n->op == OP_ACT_GRAD;
+    int64_t op = grad ? n->ia[0] : n->op;
+    if (!has_formula(op))
+        return false;
+    char a[48], b[48];
+    compile_literal(a, sizeof a, n->fa[0]);
+    compile_literal(b, sizeof b, n->fa[1]);
+    if (grad)
+        snprintf(buf, cap, "x0 * tc_d_%s(x1, %s, %s)", op_name((enum op)op), a, b);
+    else
+        snprintf(buf, cap, "tc_f_%s(x0, %s, %s)", op_name((enum op)op), a, b);
+    return true;
 }
 
 bool compile_is_pointwise(const graph_node *n) {
     enum op_kind k = op_kind(n->op);
     if (n->op == OP_ACT_GRAD)
-        return has_derivative(n->ia[0]);
+        return has_formula(n->ia[0]);
     // dropout needs the element's flat index and stays a library kernel
     return (k == OPK_UNARY || k == OPK_BINARY || k == OPK_WHERE || n->op == OP_CONTIGUOUS) &&
            n->op != OP_DROPOUT;
@@ -97,32 +112,15 @@ int compile_group_operands(const cprog *p, const kgroup *k, int *out, int cap) {
     return n;
 }
 
-// The derivative of unary op `op` at x, as cpu_math.h's cpu_d<op>f.
-static double derivative(int64_t op, double x) {
-    const double k = sqrt(2 / M_PI);
+// A formula op of core/pointwise.h at x (its derivative for ACT_GRAD), in
+// f32 as its kernel computes it; NAN for the other ops.
+static double formula(enum op op, bool grad, const graph_node *n, double x) {
+    float a = (float)n->fa[0], b = (float)n->fa[1], xf = (float)x;
     switch (op) {
-    case OP_NEG: return -1;
-    case OP_EXP: return exp(x);
-    case OP_LOG: return 1 / x;
-    case OP_SQRT: return 0.5 / sqrt(x);
-    case OP_RSQRT: return -0.5 / (x * sqrt(x));
-    case OP_RECIP: return -1 / (x * x);
-    case OP_ABS: return x > 0 ? 1 : x < 0 ? -1 : 0;
-    case OP_TANH: return 1 - tanh(x) * tanh(x);
-    case OP_SIGMOID: return 1 / (1 + exp(-x)) * (1 - 1 / (1 + exp(-x)));
-    case OP_RELU: return x > 0 ? 1 : 0;
-    case OP_RELU6: return x > 0 && x < 6 ? 1 : 0;
-    case OP_GELU: return 0.5 * (1 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
-    case OP_GELU_TANH: {
-        double t = tanh(k * (x + 0.044715 * x * x * x));
-        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
-    }
-    case OP_SILU: {
-        double s = 1 / (1 + exp(-x));
-        return s * (1 + x * (1 - s));
-    }
-    case OP_HARDSWISH: return x < -3 ? 0 : x <= 3 ? x / 3 + 0.5 : 1;
-    case OP_HARDSIGMOID: return x > -3 && x < 3 ? 1.0 / 6 : 0;
+#define X(U, l, a0, b0)                                                                            \
+    case OP_##U: return grad ? tc_d_##l(xf, a, b) : tc_f_##l(xf, a, b);
+        TC_POINTWISE_OPS(X)
+#undef X
     default: return NAN;
     }
 }
@@ -130,26 +128,8 @@ static double derivative(int64_t op, double x) {
 double compile_scalar_op(enum op op, const graph_node *n, const double *a) {
     double x = a[0];
     switch (op) {
-    case OP_ACT_GRAD: return x * derivative(n->ia[0], a[1]);
+    case OP_ACT_GRAD: return x * formula((enum op)n->ia[0], true, n, a[1]);
     case OP_GE: return x >= a[1] ? 1 : 0;
-    case OP_NEG: return -x;
-    case OP_EXP: return exp(x);
-    case OP_LOG: return log(x);
-    case OP_SQRT: return sqrt(x);
-    case OP_RSQRT: return 1 / sqrt(x);
-    case OP_RECIP: return 1 / x;
-    case OP_ABS: return fabs(x);
-    case OP_TANH: return tanh(x);
-    case OP_SIGMOID: return 1 / (1 + exp(-x));
-    case OP_RELU: return x > 0 ? x : 0;
-    case OP_RELU6: return x < 0 ? 0 : x > 6 ? 6 : x;
-    case OP_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-    case OP_GELU_TANH:
-        return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-    case OP_SILU: return x / (1 + exp(-x));
-    case OP_HARDSWISH: return x * fmin(fmax(x + 3, 0), 6) / 6;
-    case OP_HARDSIGMOID: return fmin(fmax(x + 3, 0), 6) / 6;
-    case OP_SCALE: return x * n->fa[0] + n->fa[1];
     case OP_CAST: return cpu_cast_value((enum dtype)n->ia[0], x); // as the kernel would store it
     case OP_CONTIGUOUS: return x;
     case OP_ADD: return x + a[1];
@@ -158,7 +138,7 @@ double compile_scalar_op(enum op op, const graph_node *n, const double *a) {
     case OP_DIV: return x / a[1];
     case OP_MAXIMUM: return (x != x || x > a[1]) ? x : a[1]; // NaN propagates, as eager
     case OP_WHERE: return x != 0 ? a[1] : a[2];
-    default: return NAN;
+    default: return formula(op, false, n, x);
     }
 }
 

@@ -50,8 +50,11 @@ int nn_mse(nn_ctx *x);
 
 #define CONV_KEYS                                                                                  \
     {"out", 'i', true}, {"kernel", 'l', true}, {"stride", 'l', false}, {"padding", 'l', false},    \
-        {"dilation", 'l', false}, {"groups", 'i', false}, {"bias", 'b', false}
-#define POOL_KEYS {"kernel", 'l', true}, {"stride", 'l', false}, {"padding", 'l', false}
+        {"dilation", 'l', false}, {"groups", 'i', false}, {                                        \
+        "bias", 'b', false                                                                         \
+    }
+#define POOL_KEYS                                                                                  \
+    {"kernel", 'l', true}, {"stride", 'l', false}, { "padding", 'l', false }
 
 static const nn_layer nn_layers[] = {
     {"embedding", 1, 1, nn_embedding, {{"num", 'i', true}, {"dim", 'i', true}}},
@@ -83,6 +86,11 @@ static const nn_layer nn_layers[] = {
     {"sigmoid", 1, 1, nn_activation, {{0}}},
     {"hardswish", 1, 1, nn_activation, {{0}}},
     {"hardsigmoid", 1, 1, nn_activation, {{0}}},
+    // PyTorch's names (torch.nn.Mish, LeakyReLU, ELU, Softplus): fa0, fa1
+    {"mish", 1, 1, nn_activation, {{0}}},
+    {"leaky_relu", 1, 1, nn_activation, {{"negative_slope", 'f', false}}},
+    {"elu", 1, 1, nn_activation, {{"alpha", 'f', false}}},
+    {"softplus", 1, 1, nn_activation, {{"beta", 'f', false}, {"threshold", 'f', false}}},
     {"dropout", 1, 1, nn_dropout, {{"p", 'f', false}}},
     {"max_pool2d", 1, 1, nn_pool, {POOL_KEYS}},
     {"avg_pool2d", 1, 1, nn_pool, {POOL_KEYS}},
@@ -94,7 +102,11 @@ static const nn_layer nn_layers[] = {
     {"add", 1, 2, nn_binary, {{"value", 'f', false}}},
     {"mul", 1, 2, nn_binary, {{"value", 'f', false}}},
     {"concat", 1, 8, nn_concat, {{"axis", 'i', false}}},
-    {"split", 1, 1, nn_split, {{"axis", 'i', false}, {"sizes", 'l', false}, {"chunks", 'i', false}}},
+    {"split",
+     1,
+     1,
+     nn_split,
+     {{"axis", 'i', false}, {"sizes", 'l', false}, {"chunks", 'i', false}}},
     {"slice", 1, 1, nn_slice, {{"axis", 'i', true}, {"start", 'i', false}, {"length", 'i', true}}},
     {"softmax", 1, 1, nn_softmax, {{"axis", 'i', false}}},
     {"cls_token", 1, 1, nn_cls_token, {{0}}},
@@ -112,6 +124,15 @@ static const nn_layer *find(const nn_layer *t, int n, const char *name) {
         if (strcmp(t[i].name, name) == 0)
             return &t[i];
     return NULL;
+}
+
+int nn_activation_attrs(const nn_ctx *x, double *fa, int cap) {
+    const nn_layer *l = find(nn_layers, COUNT(nn_layers), x->c->type);
+    int n = 0;
+    for (int k = 0; l && k < NN_MAX_KEYS && l->keys[k].name && n < cap; k++, n++)
+        if (l->keys[k].type == 'f' && nn_has(x, l->keys[k].name))
+            fa[n] = nn_float(x, l->keys[k].name, fa[n]);
+    return n;
 }
 
 bool nn_layer_known(const char *type) { return find(nn_layers, COUNT(nn_layers), type) != NULL; }
@@ -326,8 +347,8 @@ static int run(const nn_layer *L, graph *g, const nn_call *c, nn_result *r) {
         if (L->min_in == L->max_in)
             return nn_fail(&x, NULL, "%s takes %d input%s, got %d", L->name, L->min_in,
                            L->min_in == 1 ? "" : "s", c->ninputs);
-        return nn_fail(&x, NULL, "%s takes %d to %d inputs, got %d", L->name, L->min_in,
-                       L->max_in, c->ninputs);
+        return nn_fail(&x, NULL, "%s takes %d to %d inputs, got %d", L->name, L->min_in, L->max_in,
+                       c->ninputs);
     }
     for (int i = 0; i < c->ninputs; i++)
         if (c->inputs[i] < 0 || c->inputs[i] >= g->n)

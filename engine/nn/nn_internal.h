@@ -16,6 +16,9 @@ int nn_arg_index(const nn_ctx *x, const char *key); // -1 when absent
 bool nn_has(const nn_ctx *x, const char *key);
 int64_t nn_int(const nn_ctx *x, const char *key, int64_t dflt);
 double nn_float(const nn_ctx *x, const char *key, double dflt);
+// An activation layer's keys, in its table row's order, are its op's fa
+// attributes: each one given replaces fa[k] (the caller's default). Their count.
+int nn_activation_attrs(const nn_ctx *x, double *fa, int cap);
 bool nn_bool(const nn_ctx *x, const char *key, bool dflt);
 const char *nn_str(const nn_ctx *x, const char *key, const char *dflt);
 // An int or a list of n ints ([kh, kw]); a single int is repeated.

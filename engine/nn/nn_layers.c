@@ -1,5 +1,6 @@
 // Layers other than attention: each expands into graph ops the way an eager
 // framework's module runs them (one op per framework kernel).
+#include "core/pointwise.h"
 #include "nn_internal.h"
 
 #include <math.h>
@@ -110,8 +111,8 @@ static int conv_common(nn_ctx *x, bool transpose) {
     if (bias && (src[2] = nn_param(x, "bias", 1, &O, INIT_ZEROS, 0)) < 0)
         return -1;
     int64_t ia[GRAPH_MAX_IA] = {st[0], st[1], pad[0], pad[1], dil[0], dil[1], G, opad[0], opad[1]};
-    return nn_emit(x, graph_op(x->g, transpose ? OP_CONV_TRANSPOSE2D : OP_CONV2D, bias ? 3 : 2,
-                               src, ia, NULL));
+    return nn_emit(x, graph_op(x->g, transpose ? OP_CONV_TRANSPOSE2D : OP_CONV2D, bias ? 3 : 2, src,
+                               ia, NULL));
 }
 
 int nn_conv2d(nn_ctx *x) { return conv_common(x, false); }
@@ -191,16 +192,24 @@ int nn_group_norm(nn_ctx *x) {
     return nn_emit(x, graph_op(x->g, OP_GROUP_NORM, 3, (int[]){X0, w, b}, ia, fa));
 }
 
+// The formula op of the same name (core/pointwise.h), its attributes the
+// layer's keys (nn.c's table row) or the formula's defaults.
 int nn_activation(nn_ctx *x) {
     static const struct {
         const char *name;
         enum op op;
-    } acts[] = {{"relu", OP_RELU},           {"relu6", OP_RELU6},     {"gelu", OP_GELU},       {"gelu_tanh", OP_GELU_TANH},
-                {"silu", OP_SILU},           {"tanh", OP_TANH},       {"sigmoid", OP_SIGMOID},
-                {"hardswish", OP_HARDSWISH}, {"hardsigmoid", OP_HARDSIGMOID}};
+        double a0, b0;
+    } acts[] = {
+#define X(U, l, a0, b0) {#l, OP_##U, a0, b0},
+        TC_POINTWISE_OPS(X)
+#undef X
+    };
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
-        if (strcmp(acts[i].name, x->c->type) == 0)
-            return nn_emit(x, graph_unary(x->g, acts[i].op, X0));
+        if (strcmp(acts[i].name, x->c->type) == 0) {
+            double fa[GRAPH_MAX_FA] = {acts[i].a0, acts[i].b0};
+            nn_activation_attrs(x, fa, GRAPH_MAX_FA);
+            return nn_emit(x, graph_op(x->g, acts[i].op, 1, (int[]){X0}, NULL, fa));
+        }
     return nn_fail(x, NULL, "unknown activation '%s'", x->c->type);
 }
 
@@ -416,7 +425,8 @@ int nn_cls_token(nn_ctx *x) {
 static int flatten_rows(nn_ctx *x, int id, int keep_last) {
     const graph_node *n = nn_node(x, id);
     if (keep_last)
-        return n->ndim == 2 ? id : graph_reshape(x->g, id, 2, (int64_t[]){-1, n->shape[n->ndim - 1]});
+        return n->ndim == 2 ? id
+                            : graph_reshape(x->g, id, 2, (int64_t[]){-1, n->shape[n->ndim - 1]});
     return n->ndim == 1 ? id : graph_reshape(x->g, id, 1, (int64_t[]){-1});
 }
 

@@ -1,6 +1,6 @@
 // Training kernels (cpu_kernels.h): the backward ops and training batch
-// norm (the optimizers' updates are in cpu_update.c), one kernel each, as PyTorch's backward formulas and its foreach
-// optimizers run. Outer loops are OpenMP-parallel over independent rows,
+// norm (the optimizers' updates are in cpu_update.c), one kernel each, as PyTorch's backward
+// formulas and its foreach optimizers run. Outer loops are OpenMP-parallel over independent rows,
 // channels or output tiles; inner loops are unit-stride and vectorize. Sums
 // that reduce over many rows go through double accumulators. Inputs may be
 // strided views: they are made contiguous first (a counted copy), except the
@@ -11,6 +11,7 @@
 #include "cpu_f16.h"
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
+#include "cpu_formulas.h"
 #include "cpu_math.h"
 #include "cpu_sum_to.h"
 
@@ -38,77 +39,42 @@ int cpu_need_target(cpu_ctx *c, const char *what, const tensor *t) {
 
 // ---- ACT_GRAD ----------------------------------------------------------------
 
-// o[i] = dy[i] * f'(x[i]) over a run; k is SCALE's factor.
+// o[i] = dy[i] * f'(x[i]) over a run; a, b the forward op's attributes.
 typedef void (*act_fn)(int64_t n, float *restrict o, const float *restrict dy, int64_t sd,
-                       const float *restrict xp, int64_t sx, float k);
+                       const float *restrict xp, int64_t sx, float a, float b);
 
-#define ACT(name, expr)                                                                            \
-    static void ag_##name(int64_t n, float *restrict o, const float *restrict dy, int64_t sd,      \
-                          const float *restrict xp, int64_t sx, float k) {                         \
-        (void)k;                                                                                   \
+// one for every op of core/pointwise.h, by its derivative there
+#define X(U, l, a0, b0)                                                                            \
+    static void ag_##l(int64_t n, float *restrict o, const float *restrict dy, int64_t sd,         \
+                       const float *restrict xp, int64_t sx, float a, float b) {                   \
         if (sd == 1 && sx == 1) {                                                                  \
-            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                  \
-                float x = xp[i];                                                                   \
-                o[i] = dy[i] * (expr);                                                             \
-            }                                                                                      \
+            _Pragma("omp simd") for (int64_t i = 0; i < n; i++) o[i] =                             \
+                dy[i] * tc_d_##l(xp[i], a, b);                                                     \
         } else {                                                                                   \
-            for (int64_t i = 0; i < n; i++) {                                                      \
-                float x = xp[i * sx];                                                              \
-                o[i] = dy[i * sd] * (expr);                                                        \
-            }                                                                                      \
+            for (int64_t i = 0; i < n; i++)                                                        \
+                o[i] = dy[i * sd] * tc_d_##l(xp[i * sx], a, b);                                    \
         }                                                                                          \
     }
-
-// clang-format off
-ACT(neg, cpu_dnegf(x))
-ACT(exp, cpu_dexpf(x))
-ACT(log, cpu_dlogf(x))
-ACT(sqrt, cpu_dsqrtf(x))
-ACT(rsqrt, cpu_drsqrtf(x))
-ACT(recip, cpu_drecipf(x))
-ACT(abs, cpu_dabsf(x))
-ACT(tanh, cpu_dtanhf(x))
-ACT(sigmoid, cpu_dsigmoidf(x))
-ACT(relu, cpu_dreluf(x))
-ACT(relu6, cpu_drelu6f(x))
-ACT(gelu, cpu_dgeluf(x))
-ACT(gelu_tanh, cpu_dgelu_tanhf(x))
-ACT(silu, cpu_dsiluf(x))
-ACT(hardswish, cpu_dhardswishf(x))
-ACT(hardsigmoid, cpu_dhardsigmoidf(x))
-ACT(scale, ((void)x, k))
-// clang-format on
+TC_POINTWISE_OPS(X)
+#undef X
 
 static const act_fn act_table[OP_COUNT] = {
-    [OP_NEG] = ag_neg,
-    [OP_EXP] = ag_exp,
-    [OP_LOG] = ag_log,
-    [OP_SQRT] = ag_sqrt,
-    [OP_RSQRT] = ag_rsqrt,
-    [OP_RECIP] = ag_recip,
-    [OP_ABS] = ag_abs,
-    [OP_TANH] = ag_tanh,
-    [OP_SIGMOID] = ag_sigmoid,
-    [OP_RELU] = ag_relu,
-    [OP_RELU6] = ag_relu6,
-    [OP_GELU] = ag_gelu,
-    [OP_GELU_TANH] = ag_gelu_tanh,
-    [OP_SILU] = ag_silu,
-    [OP_HARDSWISH] = ag_hardswish,
-    [OP_HARDSIGMOID] = ag_hardsigmoid,
-    [OP_SCALE] = ag_scale,
+#define X(U, l, a0, b0) [OP_##U] = ag_##l,
+    TC_POINTWISE_OPS(X)
+#undef X
 };
 
 typedef struct act_job {
     act_fn fn;
-    float k;
+    float a, b;   // the forward op's attributes
     enum dtype t; // the operands' dtype
 } act_job;
 
 static void seg_act_f32(void *ctx, int64_t n, char *const *ptr, const int64_t *st, int64_t flat0) {
     (void)flat0;
     const act_job *j = ctx;
-    j->fn(n, (float *)ptr[0], (const float *)ptr[1], st[1], (const float *)ptr[2], st[2], j->k);
+    j->fn(n, (float *)ptr[0], (const float *)ptr[1], st[1], (const float *)ptr[2], st[2], j->a,
+          j->b);
 }
 
 static void seg_act_half(void *ctx, int64_t n, char *const *ptr, const int64_t *st, int64_t flat0) {
@@ -120,14 +86,15 @@ static void seg_act_half(void *ctx, int64_t n, char *const *ptr, const int64_t *
         int64_t m = n - i < CHUNK ? n - i : CHUNK;
         cpu_half_load(j->t, m, pd + i * st[1], st[1], d);
         cpu_half_load(j->t, m, px + i * st[2], st[2], x);
-        j->fn(m, y, d, 1, x, 1, j->k);
+        j->fn(m, y, d, 1, x, 1, j->a, j->b);
         cpu_half_store(j->t, m, y, (uint16_t *)ptr[0] + i, 1);
     }
 }
 
 int cpu_act_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x, tensor *out) {
     enum op f = (enum op)n->ia[0];
-    act_job j = {f >= 0 && f < OP_COUNT ? act_table[f] : NULL, (float)n->fa[0], dy->dtype};
+    act_job j = {f >= 0 && f < OP_COUNT ? act_table[f] : NULL, (float)n->fa[0], (float)n->fa[1],
+                 dy->dtype};
     if (!j.fn)
         return cpu_fail(c, "act_grad: no derivative for %s (cast and dropout have none here)",
                         f >= 0 && f < OP_COUNT ? op_name(f) : "an unknown op");
@@ -468,10 +435,10 @@ static void g_sums(int64_t len, const float *dy, const float *x, const float *w,
     do {                                                                                           \
         int nt_ = (par) ? omp_get_max_threads() : 1;                                               \
         memset(part, 0, (size_t)(nt_ * (C)) * sizeof *(part));                                     \
-        _Pragma("omp parallel if (par) num_threads(nt_)") {                                      \
+        _Pragma("omp parallel if (par) num_threads(nt_)") {                                        \
             double *pp_ = (part) + (int64_t)omp_get_thread_num() * (C);                            \
-            _Pragma("omp for schedule(static)") for (int64_t r = 0; r < (M); r++) {              \
-                _Pragma("omp simd") for (int64_t c = 0; c < (C); c++) pp_[c] += (expr);          \
+            _Pragma("omp for schedule(static)") for (int64_t r = 0; r < (M); r++) {                \
+                _Pragma("omp simd") for (int64_t c = 0; c < (C); c++) pp_[c] += (expr);            \
             }                                                                                      \
         }                                                                                          \
         for (int64_t c = 0; c < (C); c++) {                                                        \
@@ -584,8 +551,8 @@ static int bn_nhwc(cpu_ctx *c, enum op op, const tensor *dy, const tensor *x, co
 #pragma omp simd
             for (int64_t ch = 0; ch < C; ch++) {
                 int64_t i = r * C + ch;
-                po[i] = rstd[ch] *
-                        (pd[i] * pw[ch] - mg[ch] - (px[i] - mean[ch]) * rstd[ch] * mgx[ch]);
+                po[i] =
+                    rstd[ch] * (pd[i] * pw[ch] - mg[ch] - (px[i] - mean[ch]) * rstd[ch] * mgx[ch]);
             }
         }
     }

@@ -95,8 +95,6 @@ static inline float cpu_tanhf(float x) {
     return x < 0 ? -y : y;
 }
 
-static inline float cpu_sigmoidf(float x) { return 1.0f / (1.0f + cpu_expf(-x)); }
-
 // Phi(x) = P(N(0,1) <= x) = erfc(-x / sqrt 2) / 2, for exact gelu. erfc(z)
 // for z >= 0 is t exp(-z^2 + P(t)), t = 1 / (1 + z/2): the Chebyshev fit of
 // Press et al., Numerical Recipes (erfcc), fractional error below 1.2e-7 for
@@ -122,65 +120,14 @@ static inline float cpu_normal_cdf(float x) {
     return x < 0 ? half_erfc : 1.0f - half_erfc;
 }
 
-// ---- derivatives of the unary ops, for ACT_GRAD: dy * cpu_d<op>f(x) ----
-// Selects only, like the functions above, so that the eager kernels and the
-// generated backward loops vectorize. Where PyTorch's backward formula picks
-// a side at a kink (relu at 0, relu6 and hardswish at their corners), these
-// pick the same one.
-
-static inline float cpu_dnegf(float x) {
-    (void)x;
-    return -1.0f;
-}
-static inline float cpu_dexpf(float x) { return cpu_expf(x); }
-static inline float cpu_dlogf(float x) { return 1.0f / x; }
-// __builtin_sqrtf becomes the instruction (the build uses -fno-math-errno)
-static inline float cpu_dsqrtf(float x) { return 0.5f / __builtin_sqrtf(x); }
-static inline float cpu_drsqrtf(float x) { return -0.5f / (x * __builtin_sqrtf(x)); }
-static inline float cpu_drecipf(float x) { return -1.0f / (x * x); }
-// sign(x), 0 at 0
-static inline float cpu_dabsf(float x) {
-    float p = x > 0 ? 1.0f : 0.0f;
-    float m = x < 0 ? 1.0f : 0.0f;
-    return p - m;
-}
-static inline float cpu_dtanhf(float x) {
-    float t = cpu_tanhf(x);
-    return 1.0f - t * t;
-}
-static inline float cpu_dsigmoidf(float x) {
-    float s = cpu_sigmoidf(x);
-    return s * (1.0f - s);
-}
-static inline float cpu_dreluf(float x) { return x > 0 ? 1.0f : 0.0f; }
-// hardtanh's rule: 1 strictly inside (0, 6)
-static inline float cpu_drelu6f(float x) {
-    float in = x > 0 ? 1.0f : 0.0f;
-    return x < 6.0f ? in : 0.0f;
-}
-// Phi(x) + x phi(x)
-static inline float cpu_dgeluf(float x) {
-    return cpu_normal_cdf(x) + x * (0.39894228f * cpu_expf(-0.5f * (x * x)));
-}
-// y = 0.5 x (1 + tanh u), u = k (x + 0.044715 x^3), k = sqrt(2/pi). With
-// s = sigmoid(2u) = (1 + tanh u) / 2 and 1 - tanh^2 u = 4 s (1 - s):
-// y' = s (1 + 2k x (1 - s) (1 + 3 * 0.044715 x^2)), no cancellation for x < 0.
-static inline float cpu_dgelu_tanhf(float x) {
-    float x2 = x * x;
-    float s = 1.0f / (1.0f + cpu_expf(-1.5957691216f * (x + 0.044715f * x2 * x)));
-    return s * (1.0f + 1.5957691216f * x * (1.0f - s) * (1.0f + 0.134145f * x2));
-}
-static inline float cpu_dsiluf(float x) {
-    float s = cpu_sigmoidf(x);
-    return s * (1.0f + x * (1.0f - s));
-}
-// 0 below -3, x/3 + 1/2 on [-3, 3], 1 above
-static inline float cpu_dhardswishf(float x) {
-    float m = x <= 3.0f ? x * (1.0f / 3.0f) + 0.5f : 1.0f;
-    return x < -3.0f ? 0.0f : m;
-}
-// 1/6 strictly inside (-3, 3)
-static inline float cpu_dhardsigmoidf(float x) {
-    float in = x > -3.0f ? 1.0f / 6.0f : 0.0f;
-    return x < 3.0f ? in : 0.0f;
-}
+// ---- the dialect of core/pointwise.h on the CPU ----------------------------
+// The eager kernels include that header after this one; codegen_c puts its
+// text after this one's in every generated program.
+#define TC_FN   static inline
+#define TC_EXP  cpu_expf
+#define TC_LOG  cpu_logf
+#define TC_TANH cpu_tanhf
+#define TC_NCDF cpu_normal_cdf
+// the instructions (the build uses -fno-math-errno)
+#define TC_SQRT __builtin_sqrtf
+#define TC_FABS __builtin_fabsf

@@ -5,6 +5,7 @@
 #include "cpu_f16.h"
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
+#include "cpu_formulas.h"
 #include "cpu_math.h"
 #include "cpu_rules.h"
 
@@ -31,7 +32,7 @@ int cpu_fail(cpu_ctx *c, const char *fmt, ...) {
 // ---- unary ---------------------------------------------------------------
 
 typedef struct unary_prm {
-    float a, b;   // SCALE: x * a + b; DROPOUT: a = 1 / (1 - p)
+    float a, b;   // a formula's fa0 and fa1; DROPOUT: a = 1 / (1 - p)
     uint64_t key; // DROPOUT stream key
     uint32_t thr; // DROPOUT threshold
 } unary_prm;
@@ -58,29 +59,11 @@ typedef void (*unary_fn)(int64_t n, float *restrict o, const float *restrict x, 
         }                                                                                          \
     }
 
-// min(max(v, 0), 6), NaN staying NaN as in PyTorch
-static inline float relu6f(float v) { return v < 0 ? 0.0f : v > 6.0f ? 6.0f : v; }
-
-// the formatter reads these expressions as declarations
-// clang-format off
-UNARY(neg, -x)
-UNARY(exp, cpu_expf(x))
-UNARY(log, cpu_logf(x))
-UNARY(recip, 1.0f / x)
-UNARY(abs, fabsf(x))
-UNARY(tanh, cpu_tanhf(x))
-UNARY(sigmoid, cpu_sigmoidf(x))
-UNARY(relu, x < 0 ? 0.0f : x)
-UNARY(relu6, relu6f(x))
-UNARY(gelu, x * cpu_normal_cdf(x))
-// 0.5 x (1 + tanh(u)) = x sigmoid(2u): the same value without the
-// cancellation of 1 + tanh(u) for negative x
-UNARY(gelu_tanh, x / (1.0f + cpu_expf(-1.5957691216f * (x + 0.044715f * x * x * x))))
-UNARY(silu, x / (1.0f + cpu_expf(-x)))
-UNARY(hardswish, x * (relu6f(x + 3.0f) / 6.0f))
-UNARY(hardsigmoid, relu6f(x + 3.0f) / 6.0f)
-UNARY(scale, x * p->a + p->b)
-// clang-format on
+// Every op of core/pointwise.h's table by its formula there; sqrt and
+// rsqrt are replaced below, dropout is not a formula.
+#define X(U, l, a0, b0) UNARY(f_##l, tc_f_##l(x, p->a, p->b))
+TC_POINTWISE_OPS(X)
+#undef X
 
 // sqrtf sets errno, so gcc will not vectorize it without -fno-math-errno;
 // the square-root instruction is called directly instead.
@@ -128,26 +111,23 @@ static void un_dropout(int64_t n, float *restrict o, const float *restrict a, in
         o[i] = cpu_dropout_keep(key, (uint64_t)(flat0 + i), thr) ? a[i * sa] * s : 0.0f;
 }
 
-static const unary_fn unary_table[OP_COUNT] = {
-    [OP_NEG] = un_neg,
-    [OP_EXP] = un_exp,
-    [OP_LOG] = un_log,
-    [OP_SQRT] = un_sqrt,
-    [OP_RSQRT] = un_rsqrt,
-    [OP_RECIP] = un_recip,
-    [OP_ABS] = un_abs,
-    [OP_TANH] = un_tanh,
-    [OP_SIGMOID] = un_sigmoid,
-    [OP_RELU] = un_relu,
-    [OP_RELU6] = un_relu6,
-    [OP_GELU] = un_gelu,
-    [OP_GELU_TANH] = un_gelu_tanh,
-    [OP_SILU] = un_silu,
-    [OP_HARDSWISH] = un_hardswish,
-    [OP_HARDSIGMOID] = un_hardsigmoid,
-    [OP_SCALE] = un_scale,
-    [OP_DROPOUT] = un_dropout,
+static const unary_fn formula_table[OP_COUNT] = {
+#define X(U, l, a0, b0) [OP_##U] = un_f_##l,
+    TC_POINTWISE_OPS(X)
+#undef X
 };
+
+// The kernel of a unary op: the square roots by the instruction, unrolled
+// by hand (above), dropout by its mask, the others by their formula.
+static unary_fn unary_of(enum op op) {
+    if (op == OP_SQRT)
+        return un_sqrt;
+    if (op == OP_RSQRT)
+        return un_rsqrt;
+    if (op == OP_DROPOUT)
+        return un_dropout;
+    return op >= 0 && op < OP_COUNT ? formula_table[op] : NULL;
+}
 
 typedef struct unary_job {
     unary_fn fn;
@@ -357,13 +337,13 @@ int cpu_unary(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
         c->kernels++;
         return 0;
     }
-    unary_job j = {.fn = unary_table[n->op], .t = x->dtype};
+    unary_job j = {.fn = unary_of(n->op), .t = x->dtype};
     if (!j.fn)
         return cpu_fail(c, "%s is not a unary op", op_name(n->op));
-    if (n->op == OP_SCALE) {
+    if (n->op != OP_DROPOUT) { // a formula's attributes (core/pointwise.h)
         j.p.a = (float)n->fa[0];
         j.p.b = (float)n->fa[1];
-    } else if (n->op == OP_DROPOUT) {
+    } else {
         j.p.key = cpu_dropout_key(n->ia[0], c->step ? c->step : 1);
         j.p.thr = cpu_dropout_threshold(n->fa[0]);
         j.p.a = (float)(1.0 / (1.0 - n->fa[0]));

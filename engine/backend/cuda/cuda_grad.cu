@@ -167,72 +167,35 @@ int cuda_ge(cuda_ctx *c, const tensor *a, const tensor *b, tensor *out) {
 
 // ---- ACT_GRAD ----------------------------------------------------------------------------
 
-// f'(x) of the unary op OP, cpu_math.h's formulas (k: SCALE's factor)
-template <int OP> __device__ __forceinline__ float dact(float x, float k) {
-    if constexpr (OP == OP_NEG)
-        return -1.0f;
-    else if constexpr (OP == OP_EXP)
-        return expf(x);
-    else if constexpr (OP == OP_LOG)
-        return 1.0f / x;
-    else if constexpr (OP == OP_SQRT)
-        return 0.5f / sqrtf(x);
-    else if constexpr (OP == OP_RSQRT)
-        return -0.5f / (x * sqrtf(x));
-    else if constexpr (OP == OP_RECIP)
-        return -1.0f / (x * x);
-    else if constexpr (OP == OP_ABS)
-        return (x > 0 ? 1.0f : 0.0f) - (x < 0 ? 1.0f : 0.0f);
-    else if constexpr (OP == OP_TANH) {
-        float t = tanhf(x);
-        return 1.0f - t * t;
-    } else if constexpr (OP == OP_SIGMOID) {
-        float s = tc_sigmoid(x);
-        return s * (1.0f - s);
-    } else if constexpr (OP == OP_RELU)
-        return x > 0 ? 1.0f : 0.0f;
-    else if constexpr (OP == OP_RELU6) // hardtanh's rule: 1 strictly inside (0, 6)
-        return x > 0 && x < 6.0f ? 1.0f : 0.0f;
-    else if constexpr (OP == OP_GELU) // Phi(x) + x phi(x)
-        return tc_normal_cdf(x) + x * (0.39894228f * expf(-0.5f * (x * x)));
-    else if constexpr (OP == OP_GELU_TANH) { // s (1 + 2k x (1 - s)(1 + 3 c x^2)), s = sigmoid(2u)
-        float x2 = x * x;
-        float s = 1.0f / (1.0f + expf(-1.5957691216f * (x + 0.044715f * x2 * x)));
-        return s * (1.0f + 1.5957691216f * x * (1.0f - s) * (1.0f + 0.134145f * x2));
-    } else if constexpr (OP == OP_SILU) {
-        float s = tc_sigmoid(x);
-        return s * (1.0f + x * (1.0f - s));
-    } else if constexpr (OP == OP_HARDSWISH)
-        return x < -3.0f ? 0.0f : x <= 3.0f ? x * (1.0f / 3.0f) + 0.5f : 1.0f;
-    else if constexpr (OP == OP_HARDSIGMOID)
-        return x > -3.0f && x < 3.0f ? 1.0f / 6.0f : 0.0f;
-    else // OP_SCALE
-        return k;
+// f'(x) of the formula op OP (core/pointwise.h); a, b its attributes
+template <int OP> __device__ __forceinline__ float dact(float x, float a, float b) {
+#define X(U, l, a0, b0)                                                                                    \
+    if constexpr (OP == OP_##U)                                                                    \
+        return tc_d_##l(x, a, b);                                                                  \
+    else
+    TC_POINTWISE_OPS(X)
+#undef X
+        return 0.0f;
 }
 
 template <typename T, int OP> struct act_grad_f {
     pw_iter it;
-    float k;
+    float a, b;
     __device__ void operator()(int64_t i) const {
         int64_t o[3];
         pw_offsets<3>(it, i, o);
         float d = ldf((const T *)it.data[1], o[1]), x = ldf((const T *)it.data[2], o[2]);
-        stf((T *)it.data[0], o[0], d * dact<OP>(x, k));
+        stf((T *)it.data[0], o[0], d * dact<OP>(x, a, b));
     }
 };
 
-// clang-format off
-#define ACT_OPS(X)                                                                                 \
-    X(NEG) X(EXP) X(LOG) X(SQRT) X(RSQRT) X(RECIP) X(ABS) X(TANH) X(SIGMOID) X(RELU) X(RELU6)      \
-    X(GELU) X(GELU_TANH) X(SILU) X(HARDSWISH) X(HARDSIGMOID) X(SCALE)
-// clang-format on
-
 template <typename T>
-static int act_grad_typed(cuda_ctx *c, enum op f, const pw_iter &it, float k) {
+static int act_grad_typed(cuda_ctx *c, enum op f, const pw_iter &it, float a, float b) {
     switch (f) {
-#define X(U)                                                                                       \
-    case OP_##U: return pw_launch(c, it.n, act_grad_f<T, OP_##U>{it, k}, "act_grad_" #U "<<<>>>");
-        ACT_OPS(X)
+#define X(U, l, a0, b0)                                                                                    \
+    case OP_##U:                                                                                   \
+        return pw_launch(c, it.n, act_grad_f<T, OP_##U>{it, a, b}, "act_grad_" #U "<<<>>>");
+        TC_POINTWISE_OPS(X)
 #undef X
     default:
         snprintf(c->err, sizeof c->err,
@@ -249,9 +212,9 @@ int cuda_act_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, const tens
         return -1;
     pw_iter it = pw_make(out, 2, t + 1);
     enum op f = (enum op)n->ia[0];
-    float k = (float)n->fa[0];
-    return out->dtype == DT_F32 ? act_grad_typed<float>(c, f, it, k)
-                                : act_grad_typed<uint16_t>(c, f, it, k);
+    float a = (float)n->fa[0], b = (float)n->fa[1];
+    return out->dtype == DT_F32 ? act_grad_typed<float>(c, f, it, a, b)
+                                : act_grad_typed<uint16_t>(c, f, it, a, b);
 }
 
 // ---- column sums: few outputs, each summed over many rows ---------------------------------

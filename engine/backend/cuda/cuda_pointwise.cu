@@ -48,47 +48,19 @@ pw_iter pw_make(tensor *out, int nin, const tensor *const *in) {
 // ---- unary -----------------------------------------------------------------
 
 struct un_prm {
-    float a, b;   // SCALE: x * a + b; DROPOUT: a = 1 / (1 - p)
+    float a, b;   // a formula's fa0 and fa1; DROPOUT: a = 1 / (1 - p)
     uint64_t key; // DROPOUT
     uint32_t thr;
 };
 
+// A formula op of core/pointwise.h at x; dropout's mask is applied apart.
 template <int OP> __device__ __forceinline__ float un_op(float x, const un_prm &p) {
-    if constexpr (OP == OP_NEG)
-        return -x;
-    else if constexpr (OP == OP_EXP)
-        return expf(x);
-    else if constexpr (OP == OP_LOG)
-        return logf(x);
-    else if constexpr (OP == OP_SQRT)
-        return sqrtf(x);
-    else if constexpr (OP == OP_RSQRT)
-        return 1.0f / sqrtf(x);
-    else if constexpr (OP == OP_RECIP)
-        return 1.0f / x;
-    else if constexpr (OP == OP_ABS)
-        return fabsf(x);
-    else if constexpr (OP == OP_TANH)
-        return tanhf(x);
-    else if constexpr (OP == OP_SIGMOID)
-        return tc_sigmoid(x);
-    else if constexpr (OP == OP_RELU)
-        return x < 0 ? 0.0f : x;
-    else if constexpr (OP == OP_RELU6)
-        return tc_relu6(x);
-    else if constexpr (OP == OP_GELU)
-        return tc_gelu(x);
-    else if constexpr (OP == OP_GELU_TANH)
-        return tc_gelu_tanh(x);
-    else if constexpr (OP == OP_SILU)
-        return tc_silu(x);
-    else if constexpr (OP == OP_HARDSWISH)
-        return tc_hardswish(x);
-    else if constexpr (OP == OP_HARDSIGMOID)
-        return tc_hardsigmoid(x);
-    else if constexpr (OP == OP_SCALE)
-        return x * p.a + p.b;
+#define X(U, l, a0, b0)                                                                                    \
+    if constexpr (OP == OP_##U)                                                                    \
+        return tc_f_##l(x, p.a, p.b);                                                              \
     else
+    TC_POINTWISE_OPS(X)
+#undef X
         return x;
 }
 
@@ -107,16 +79,12 @@ template <typename T, int OP> struct unary_f {
     }
 };
 
-// clang-format off
-#define UNARY_OPS(X)                                                                               \
-    X(NEG) X(EXP) X(LOG) X(SQRT) X(RSQRT) X(RECIP) X(ABS) X(TANH) X(SIGMOID) X(RELU) X(RELU6)      \
-    X(GELU) X(GELU_TANH) X(SILU) X(HARDSWISH) X(HARDSIGMOID) X(SCALE) X(DROPOUT)
-// clang-format on
+#define UNARY_OPS(X) TC_POINTWISE_OPS(X) X(DROPOUT, dropout, 0, 0)
 
 template <typename T>
 static int unary_typed(cuda_ctx *c, enum op op, const pw_iter &it, const un_prm &p) {
     switch (op) {
-#define X(U)                                                                                       \
+#define X(U, l, a0, b0)                                                                                    \
     case OP_##U: return pw_launch(c, it.n, unary_f<T, OP_##U>{it, p}, "unary_" #U "<<<>>>");
         UNARY_OPS(X)
 #undef X
@@ -173,10 +141,10 @@ int cuda_unary(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
     if (n->op == OP_CAST)
         return pw_launch(c, it.n, cast_f{it, (int)x->dtype, (int)out->dtype}, "cast<<<>>>");
     un_prm p = {};
-    if (n->op == OP_SCALE) {
+    if (n->op != OP_DROPOUT) { // a formula's attributes (core/pointwise.h)
         p.a = (float)n->fa[0];
         p.b = (float)n->fa[1];
-    } else if (n->op == OP_DROPOUT) {
+    } else {
         p.key = cpu_dropout_key(n->ia[0], c->step ? c->step : 1);
         p.thr = cpu_dropout_threshold(n->fa[0]);
         p.a = (float)(1.0 / (1.0 - n->fa[0]));

@@ -4,13 +4,13 @@
 // eager and compiled mode compute every op with the same expressions.
 //
 //   float x = tc_h2f(p[i]);                 // f16 storage (uint16_t) to f32
-//   p[i] = tc_f2h(tc_gelu(x));              // round to nearest even
+//   p[i] = tc_f2h(tc_f_gelu(x, 0, 0));      // round to nearest even (core/pointwise.h)
 //   float s = tc_block_sum(v, shared);      // every thread gets the block's sum
 //
 // The math is CUDA's libdevice (expf, logf, tanhf, erfcf: within 2 ulp),
 // never the fast intrinsics: neither side is built with --use_fast_math.
-// The formulas are cpu_math.h's and the CPU kernels': gelu by the normal
-// CDF, gelu_tanh as x * sigmoid(2u), maximum and max keep NaN. Dropout uses
+// The pointwise formulas are core/pointwise.h's, the CPU kernels' too;
+// maximum and max keep NaN. Dropout uses
 // cpu_rules.h's counter-based mask bit for bit. No headers are needed under
 // NVRTC: the integer types are defined here.
 #pragma once
@@ -48,18 +48,23 @@ TC_DEV uint16_t tc_f2h(float f) {
     return h;
 }
 
-TC_DEV float tc_relu6(float x) { return x < 0 ? 0.0f : x > 6.0f ? 6.0f : x; }
-TC_DEV float tc_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 // Phi(x) = erfc(-x / sqrt 2) / 2, accurate on both tails
 TC_DEV float tc_normal_cdf(float x) { return 0.5f * erfcf(-0.70710678118654752f * x); }
-TC_DEV float tc_gelu(float x) { return x * tc_normal_cdf(x); }
-// 0.5 x (1 + tanh(u)) = x sigmoid(2u), without the cancellation for x < 0
-TC_DEV float tc_gelu_tanh(float x) {
-    return x / (1.0f + expf(-1.5957691216f * (x + 0.044715f * x * x * x)));
-}
-TC_DEV float tc_silu(float x) { return x / (1.0f + expf(-x)); }
-TC_DEV float tc_hardsigmoid(float x) { return tc_relu6(x + 3.0f) / 6.0f; }
-TC_DEV float tc_hardswish(float x) { return x * (tc_relu6(x + 3.0f) / 6.0f); }
+
+// The dialect of core/pointwise.h, the pointwise formulas every executor
+// shares: included here by the .cu files; codegen_cuda puts its text right
+// after this prelude's for NVRTC, which has no include path.
+#define TC_FN   TC_DEV
+#define TC_EXP  expf
+#define TC_LOG  logf
+#define TC_TANH tanhf
+#define TC_NCDF tc_normal_cdf
+#define TC_SQRT sqrtf
+#define TC_FABS fabsf
+#ifndef __CUDACC_RTC__
+#include "core/pointwise.h"
+#endif
+
 // NaN in either gives NaN, as torch.maximum
 TC_DEV float tc_maximum(float x, float y) { return (x != x || x > y) ? x : y; }
 
