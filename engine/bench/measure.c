@@ -5,9 +5,8 @@
 // CPU and on the GPU.
 #include "runner.h"
 
-#include "autocast.h"
-#include "autograd.h"
 #include "exec.h"
+#include "model_prepare.h"
 #include "ref.h"
 #include "timing.h"
 #include "train_check.h"
@@ -741,44 +740,24 @@ static void result_init(bench_result *r, int task) {
 static int group_setup(const bench_plan *p, const bench_group *gr, const bench_case *bc, bool train,
                        bool keep_grads, bench_result *rs, int n, model **mp, bench_exec **ep,
                        mode_run *runs) {
-    modeldef_opts opts = {.training = train};
-    diag d = {0};
-    if (modeldef_build(bc->md, bc->c->overrides, bc->c->noverrides, bc->batch, &opts, mp, &d) < 0) {
-        char msg[512];
-        diag_format(&d, msg, sizeof msg);
-        set_all(rs, n, BENCH_ERROR, msg);
+    bool amp = p->tasks[gr->first].axis[BENCH_AXIS_PRECISION] == BENCH_PREC_AMP;
+    // --grad-scaler: loss scaling where f16 gradients need it, AMP training
+    train_opts o = bc->c->optim;
+    o.grad_scaler = p->cfg.grad_scaler && amp;
+    model_prep prep = {.amp = amp ? p->cfg.amp_dtype : DT_F32,
+                       .train = train ? &o : NULL,
+                       .keep_grads = keep_grads,
+                       .seed = p->cfg.seed};
+    char err[600];
+    enum model_prep_step s = model_prepare(bc->md, bc->c->overrides, bc->c->noverrides, bc->batch,
+                                           &prep, mp, err, sizeof err);
+    if (s != MODEL_PREP_DONE) {
+        set_all(rs, n, s == MODEL_PREP_VALUES ? BENCH_OOM : BENCH_ERROR, err);
         return -1;
     }
     model *m = *mp;
-    if (p->tasks[gr->first].axis[BENCH_AXIS_PRECISION] == BENCH_PREC_AMP) {
-        // autocast before autograd: the backward of each cast is the cast back
-        graph *amp;
-        char err[512];
-        if (autocast_build(m->g, p->cfg.amp_dtype, &amp, err, sizeof err) < 0) {
-            set_all(rs, n, BENCH_ERROR, err);
-            return -1;
-        }
-        graph_free(m->g);
-        m->g = amp;
-    }
-    if (train) { // the training step as one graph, before its values exist
-        char err[512];
-        // --grad-scaler: loss scaling where f16 gradients need it, AMP training
-        train_opts o = bc->c->optim;
-        o.grad_scaler =
-            p->cfg.grad_scaler && p->tasks[gr->first].axis[BENCH_AXIS_PRECISION] == BENCH_PREC_AMP;
-        if (autograd_build(m->g, &o, keep_grads, err, sizeof err) < 0) {
-            set_all(rs, n, BENCH_ERROR, err);
-            return -1;
-        }
-    }
-    if (model_init_values(m, p->cfg.seed) < 0) {
-        set_all(rs, n, BENCH_OOM, "model_init_values: out of memory");
-        return -1;
-    }
     int device = p->tasks[gr->first].axis[BENCH_AXIS_DEVICE];
     const bench_exec_opts xo = exec_opts(p, device);
-    char err[600];
     if (bench_exec_eager(m, &xo, ep, err, sizeof err) < 0) {
         eager_failed(rs, n, device == BENCH_DEV_CUDA, err);
         return -1;
