@@ -23,6 +23,7 @@
 #include "compile/compile.h"
 #include "core/pointwise.h"
 #include "eager.h"
+#include "model_prepare.h"
 #include "modeldef.h"
 #include "ref.h"
 #include "suite.h"
@@ -66,11 +67,12 @@ static void check_grads(const char *what, build_fn build) {
     train_opts o = train_opts_sgd();
     o.lr = 0; // the parameters stay put
     o.momentum = 0;
-    if (autograd_build(g, &o, true, err, sizeof err) < 0)
-        fail_msg("%s: autograd: %s", what, err);
     model *m = model_new(g, what, "test", 1);
     assert_non_null(m);
-    assert_int_equal(model_init_values(m, 5), 0);
+    enum model_prep_step s = model_prepare_built(
+        m, &(model_prep){.train = &o, .keep_grads = true, .seed = 5}, err, sizeof err);
+    if (s != MODEL_PREP_DONE)
+        fail_msg("%s: %s: %s", what, model_prep_step_name(s), err);
     int nout = g->noutputs;
     double **out = calloc((size_t)nout, sizeof *out);
     assert_non_null(out);
@@ -404,15 +406,13 @@ static void smoke_free(smoke *sm) {
 
 static model *train_model(smoke *sm, int ci, const train_opts *o, bool keep_grads) {
     const suite_case *sc = &sm->s->cases[ci];
-    model *m = NULL;
-    diag d;
-    modeldef_opts mo = {.training = true};
-    if (modeldef_build(sm->md[ci], sc->overrides, sc->noverrides, sc->batch, &mo, &m, &d) < 0)
-        fail_msg("%s: %d:%d: %s", sc->name, d.line, d.col, d.msg);
-    char err[400];
-    if (autograd_build(m->g, o, keep_grads, err, sizeof err) < 0)
-        fail_msg("%s: autograd: %s", sc->name, err);
-    assert_int_equal(model_init_values(m, 11), 0);
+    model *m;
+    char err[600];
+    enum model_prep_step s = model_prepare(
+        sm->md[ci], sc->overrides, sc->noverrides, sc->batch,
+        &(model_prep){.train = o, .keep_grads = keep_grads, .seed = 11}, &m, err, sizeof err);
+    if (s != MODEL_PREP_DONE)
+        fail_msg("%s: %s: %s", sc->name, model_prep_step_name(s), err);
     return m;
 }
 

@@ -24,13 +24,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "autocast.h"
 #include "autograd.h"
 #include "compile/codegen_cuda.h"
 #include "compile/compile_internal.h"
 #include "compile/kcache.h"
 #include "core/pointwise.h"
 #include "eager.h"
+#include "model_prepare.h"
 #include "modeldef.h"
 #include "ref.h"
 #include "suite.h"
@@ -1366,17 +1366,15 @@ static void test_random_graphs(void **state) {
 // m's graph through the autocast pass to low (f16 or bf16); values drawn
 // again from seed.
 static void to_amp(model *m, uint64_t seed, enum dtype low) {
-    graph *a;
-    char err[300];
-    if (autocast_build(m->g, low, &a, err, sizeof err) < 0)
-        fail_msg("autocast: %s", err);
     for (int i = 0; m->values && i < m->g->n; i++)
         tensor_free(m->values[i]);
     free(m->values);
     m->values = NULL;
-    graph_free(m->g);
-    m->g = a;
-    assert_int_equal(model_init_values(m, seed), 0);
+    char err[300];
+    enum model_prep_step s =
+        model_prepare_built(m, &(model_prep){.amp = low, .seed = seed}, err, sizeof err);
+    if (s != MODEL_PREP_DONE)
+        fail_msg("%s: %s", model_prep_step_name(s), err);
 }
 
 // Eager's worst relative L2 error against the fp64 reference (the model
@@ -1607,15 +1605,20 @@ static suite *smoke_suite(void) {
     return s;
 }
 
-// A smoke case's inference model (its definition in *md, freed by the caller).
-static model *smoke_model(const suite_case *sc, modeldef **md) {
+// A smoke case's inference model, under autocast to dt unless DT_F32, its
+// values from seed 17 (its definition in *md, freed by the caller).
+static model *smoke_model(const suite_case *sc, enum dtype dt, modeldef **md) {
     diag d;
-    model *m = NULL;
     *md = NULL;
-    if (modeldef_load(sc->model_path, md, &d) < 0 ||
-        modeldef_build(*md, sc->overrides, sc->noverrides, sc->batch, &(modeldef_opts){0}, &m, &d) <
-            0)
+    if (modeldef_load(sc->model_path, md, &d) < 0)
         fail_msg("%s: %d:%d: %s", sc->name, d.line, d.col, d.msg);
+    model *m;
+    char err[600];
+    enum model_prep_step s =
+        model_prepare(*md, sc->overrides, sc->noverrides, sc->batch,
+                      &(model_prep){.amp = dt, .seed = 17}, &m, err, sizeof err);
+    if (s != MODEL_PREP_DONE)
+        fail_msg("%s: %s: %s", sc->name, model_prep_step_name(s), err);
     return m;
 }
 
@@ -1634,11 +1637,7 @@ static void check_smoke_suite(void **state, enum dtype dt) {
         if (dt == DT_BF16 && strcmp(sc->name, "gpt2") != 0 && strcmp(sc->name, "resnet") != 0)
             continue;
         modeldef *md;
-        model *m = smoke_model(sc, &md);
-        if (amp)
-            to_amp(m, 17, dt);
-        else
-            assert_int_equal(model_init_values(m, 17), 0);
+        model *m = smoke_model(sc, dt, &md);
         double *ref[8];
         char err[600];
         if (ref_run(m, ref, err, sizeof err) < 0)
@@ -2175,18 +2174,16 @@ static model *train_model(const train_src *s) {
     model *m;
     if (s->build) {
         m = model_of(s->build(s->variant));
-    } else {
-        diag d;
-        char err[400];
-        modeldef_opts mo = {.training = true};
-        if (modeldef_build(s->md, s->sc->overrides, s->sc->noverrides, s->sc->batch, &mo, &m, &d) <
-            0)
-            fail_msg("%s: %d:%d: %s", s->sc->name, d.line, d.col, d.msg);
-        train_opts o = train_opts_sgd();
-        if (autograd_build(m->g, &o, true, err, sizeof err) < 0)
-            fail_msg("%s: autograd: %s", s->sc->name, err);
+        assert_int_equal(model_init_values(m, 23), 0);
+        return m;
     }
-    assert_int_equal(model_init_values(m, 23), 0);
+    train_opts o = train_opts_sgd();
+    char err[600];
+    enum model_prep_step st = model_prepare(
+        s->md, s->sc->overrides, s->sc->noverrides, s->sc->batch,
+        &(model_prep){.train = &o, .keep_grads = true, .seed = 23}, &m, err, sizeof err);
+    if (st != MODEL_PREP_DONE)
+        fail_msg("%s: %s: %s", s->sc->name, model_prep_step_name(st), err);
     return m;
 }
 

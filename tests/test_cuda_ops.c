@@ -34,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autocast.h"
 #include "autograd.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_program.h"
@@ -42,6 +41,7 @@
 #include "eager_cuda.h"
 #include "graph.h"
 #include "model.h"
+#include "model_prepare.h"
 #include "modeldef.h"
 #include "ref.h"
 #include "suite.h"
@@ -1153,27 +1153,21 @@ static double rel_l2(const tensor *a, const tensor *b) {
 // (f16) with AdamW and the grad scaler.
 static model *train_model(const suite_case *sc, bool amp) {
     modeldef *md = NULL;
-    model *m = NULL;
     diag d;
-    if (modeldef_load(sc->model_path, &md, &d) < 0 ||
-        modeldef_build(md, sc->overrides, sc->noverrides, sc->batch,
-                       &(modeldef_opts){.training = true}, &m, &d) < 0)
+    if (modeldef_load(sc->model_path, &md, &d) < 0)
         fail_msg("%s: %d:%d: %s", sc->name, d.line, d.col, d.msg);
-    modeldef_free(md);
-    char err[512];
-    if (amp) {
-        graph *a;
-        if (autocast_build(m->g, DT_F16, &a, err, sizeof err) < 0)
-            fail_msg("%s: autocast: %s", sc->name, err);
-        graph_free(m->g);
-        m->g = a;
-    }
     train_opts o = amp ? train_opts_default() : train_opts_sgd();
     o.grad_scaler = amp;
     o.init_scale = 256; // no f16 overflow on a first step: no step skipped by one executor only
-    if (autograd_build(m->g, &o, true, err, sizeof err) < 0)
-        fail_msg("%s: autograd: %s", sc->name, err);
-    assert_int_equal(model_init_values(m, 17), 0);
+    model *m;
+    char err[600];
+    enum model_prep_step s = model_prepare(
+        md, sc->overrides, sc->noverrides, sc->batch,
+        &(model_prep){.amp = amp ? DT_F16 : DT_F32, .train = &o, .keep_grads = true, .seed = 17},
+        &m, err, sizeof err);
+    modeldef_free(md);
+    if (s != MODEL_PREP_DONE)
+        fail_msg("%s: %s: %s", sc->name, model_prep_step_name(s), err);
     return m;
 }
 

@@ -26,6 +26,7 @@
 #include "autograd.h"
 #include "backend/cpu/cpu_gemm_par.h"
 #include "eager.h"
+#include "model_prepare.h"
 #include "modeldef.h"
 #include "ref.h"
 #include "suite.h"
@@ -140,18 +141,14 @@ static void smoke_free(smoke *sm) {
 
 static model *smoke_model(smoke *sm, int ci, bool train) {
     const suite_case *sc = &sm->s->cases[ci];
-    model *m = NULL;
-    diag d;
-    modeldef_opts mo = {.training = train};
-    if (modeldef_build(sm->md[ci], sc->overrides, sc->noverrides, sc->batch, &mo, &m, &d) < 0)
-        fail_msg("%s: %d:%d: %s", sc->name, d.line, d.col, d.msg);
-    if (train) {
-        train_opts o = train_opts_default();
-        char err[400];
-        if (autograd_build(m->g, &o, false, err, sizeof err) < 0)
-            fail_msg("%s: autograd: %s", sc->name, err);
-    }
-    assert_int_equal(model_init_values(m, 5), 0);
+    train_opts o = train_opts_default();
+    model *m;
+    char err[600];
+    enum model_prep_step s =
+        model_prepare(sm->md[ci], sc->overrides, sc->noverrides, sc->batch,
+                      &(model_prep){.train = train ? &o : NULL, .seed = 5}, &m, err, sizeof err);
+    if (s != MODEL_PREP_DONE)
+        fail_msg("%s: %s: %s", sc->name, model_prep_step_name(s), err);
     return m;
 }
 

@@ -30,13 +30,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autocast.h"
 #include "autograd.h"
 #include "backend/cpu/cpu_f16.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "eager.h"
 #include "graph.h"
 #include "model.h"
+#include "model_prepare.h"
 #include "ref.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -1059,20 +1059,15 @@ static model *cnn_model(bool amp) {
     assert_non_null(g);
     if (cnn(g) < 0)
         fail_msg("cnn: %s", graph_error(g));
-    char err[256];
-    if (amp) {
-        graph *a;
-        if (autocast_build(g, DT_F16, &a, err, sizeof err) < 0)
-            fail_msg("autocast: %s", err);
-        graph_free(g);
-        g = a;
-    }
-    train_opts o = train_opts_default();
-    if (autograd_build(g, &o, true, err, sizeof err) < 0)
-        fail_msg("autograd: %s", err);
     model *m = model_new(g, "cnn", "test", 2);
     assert_non_null(m);
-    assert_int_equal(model_init_values(m, 3), 0);
+    train_opts o = train_opts_default();
+    char err[256];
+    enum model_prep_step s = model_prepare_built(
+        m, &(model_prep){.amp = amp ? DT_F16 : DT_F32, .train = &o, .keep_grads = true, .seed = 3},
+        err, sizeof err);
+    if (s != MODEL_PREP_DONE)
+        fail_msg("%s: %s", model_prep_step_name(s), err);
     return m;
 }
 

@@ -23,9 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autocast.h"
 #include "autograd.h"
 #include "compile/codegen_cuda.h"
+#include "model_prepare.h"
 #include "modeldef.h"
 #include "suite.h"
 
@@ -98,26 +98,19 @@ static void test_model(void **state) {
     const model_case *mc = *state;
     diag d;
     modeldef *md = NULL;
-    model *m = NULL;
-    if (modeldef_load(mc->sc->model_path, &md, &d) < 0 ||
-        modeldef_build(md, mc->sc->overrides, mc->sc->noverrides, mc->sc->batch, &mc->v->opts, &m,
-                       &d) < 0)
+    if (modeldef_load(mc->sc->model_path, &md, &d) < 0)
         fail_msg("%s: %d:%d: %s", mc->name, d.line, d.col, d.msg);
-    if (mc->v->amp != DT_F32) { // the runner's AMP: autocast before the compiler
-        graph *a;
-        char err[300];
-        if (autocast_build(m->g, mc->v->amp, &a, err, sizeof err) < 0)
-            fail_msg("%s: autocast: %s", mc->name, err);
-        graph_free(m->g);
-        m->g = a;
-    }
-    if (mc->v->opts.training) { // the runner's training step: every gradient an output
-        train_opts o = mc->sc->optim;
-        o.grad_scaler = mc->v->grad_scaler;
-        char err[300];
-        if (autograd_build(m->g, &o, true, err, sizeof err) < 0)
-            fail_msg("%s: autograd: %s", mc->name, err);
-    }
+    // the runner's model: AMP's autocast; training's step, every gradient an output
+    train_opts o = mc->sc->optim;
+    o.grad_scaler = mc->v->grad_scaler;
+    model_prep prep = {
+        .amp = mc->v->amp, .train = mc->v->opts.training ? &o : NULL, .keep_grads = true};
+    model *m;
+    char err[600];
+    enum model_prep_step s = model_prepare(md, mc->sc->overrides, mc->sc->noverrides, mc->sc->batch,
+                                           &prep, &m, err, sizeof err);
+    if (s != MODEL_PREP_DONE)
+        fail_msg("%s: %s: %s", mc->name, model_prep_step_name(s), err);
     cprog p = {.m = m, .fusion = true};
     if (compile_decompose(&p) < 0 || compile_simplify(&p) < 0 || compile_fuse(&p) < 0 ||
         compile_plan(&p) < 0)

@@ -27,6 +27,7 @@
 #include "compile/compile_internal.h"
 #include "eager.h"
 #include "eager_cuda.h"
+#include "model_prepare.h"
 #include "ref.h"
 
 // ---- models --------------------------------------------------------------------
@@ -81,12 +82,13 @@ static model *train_model(void (*build)(graph *), const train_opts *o, bool keep
     build(g);
     if (g->loss < 0)
         fail_msg("build: %s", graph_error(g));
-    char err[400];
-    if (autograd_build(g, o, keep_grads, err, sizeof err) < 0)
-        fail_msg("autograd: %s", err);
     model *m = model_new(g, "scaler", "test", ROWS);
     assert_non_null(m);
-    assert_int_equal(model_init_values(m, 7), 0);
+    char err[400];
+    enum model_prep_step s = model_prepare_built(
+        m, &(model_prep){.train = o, .keep_grads = keep_grads, .seed = 7}, err, sizeof err);
+    if (s != MODEL_PREP_DONE)
+        fail_msg("%s: %s", model_prep_step_name(s), err);
     return m;
 }
 

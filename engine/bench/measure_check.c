@@ -1,0 +1,359 @@
+// The accuracy check of a group for measure.c (measure_internal.h): eager
+// against the fp64 reference, each compiled-family mode against eager and
+// fp64 by PyTorch's rule; training through train_check.h.
+#include "measure_internal.h"
+
+#include "ref.h"
+#include "train_check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Why the fp64 reference is not run, or "" when it is.
+static void reference_skip(const bench_plan *p, const bench_case *bc, char *why, size_t cap) {
+    why[0] = '\0';
+    if (!p->cfg.accuracy)
+        snprintf(why, cap, "disabled by --no-accuracy");
+    else if (bc->flops > p->cfg.accuracy_flops_limit)
+        snprintf(why, cap,
+                 "skipped: %.3g FLOPs per step is above the %.3g limit of the fp64 reference",
+                 bc->flops, p->cfg.accuracy_flops_limit);
+}
+
+// TCBENCH_LOG=accuracy: each compared item's error, on stderr.
+static bool log_accuracy(void) {
+    const char *l = getenv("TCBENCH_LOG");
+    return l && strstr(l, "accuracy");
+}
+
+// PyTorch's rule on each of n items (outputs; for training also the
+// parameters after the steps) of a compiled-family mode (accuracy.h): x
+// against eager's eo and the reference ref (NULL when not run); eager_rmse[i]
+// is eager's RMSE against ref on item i. m names the items of a training
+// check (NULL: "output i").
+static void judge(mode_run *mr, int n, tensor *const *x, tensor *const *eo, double *const *ref,
+                  const double *eager_rmse, double eager_rmse_all, double tol, const model *m,
+                  const bool *skip) {
+    bench_accuracy *acc = &mr->r->acc;
+    enum bench_rule worst = BENCH_RULE_ALLCLOSE;
+    char why[sizeof acc->rule] = "";
+    acc->vs_eager = true;
+    acc->checked = true;
+    acc->vs_eager_max_abs = acc->vs_eager_rel_l2 = 0;
+    acc->eager_rmse = ref ? eager_rmse_all : NAN;
+    if (!ref)
+        acc->rel_l2 = acc->max_abs = acc->rmse = NAN;
+    for (int i = 0; i < n; i++) {
+        if (skip && skip[i])
+            continue;
+        bench_vs_eager ve;
+        bench_accuracy_vs_eager(x[i], eo[i], tol, &ve);
+        acc->vs_eager_max_abs = isnan(ve.max_abs) ? NAN : fmax(acc->vs_eager_max_abs, ve.max_abs);
+        acc->vs_eager_rel_l2 = isnan(ve.rel_l2) ? NAN : fmax(acc->vs_eager_rel_l2, ve.rel_l2);
+        double rmse = NAN, ermse = NAN;
+        if (ref) {
+            bench_accuracy_out o;
+            bench_accuracy_compare(x[i], ref[i], &o);
+            if (m) { // training: the floored relative error (train_check.h)
+                o.rel_l2 = train_item_error(x[i], ref[i], tol);
+                if (log_accuracy()) {
+                    char name[160];
+                    train_item_name(m, i, name, sizeof name);
+                    fprintf(stderr, "accuracy: %s: %s vs fp64 %.3g, vs eager max abs %.3g\n", name,
+                            bench_axis_value(BENCH_AXIS_MODE, mr->mode), o.rel_l2, ve.max_abs);
+                }
+            }
+            bench_accuracy_merge(acc, &o);
+            rmse = o.rmse;
+            ermse = eager_rmse[i];
+        }
+        char w[sizeof why];
+        enum bench_rule r = bench_rule_apply(&ve, rmse, ermse, tol, w, sizeof w);
+        if (r == BENCH_RULE_FAILED && worst != BENCH_RULE_FAILED) {
+            char name[160];
+            if (m)
+                train_item_name(m, i, name, sizeof name);
+            else
+                snprintf(name, sizeof name, "output %d", i);
+            snprintf(why, sizeof why, "%.60s: %.120s", name, w);
+        }
+        if (r > worst)
+            worst = r;
+    }
+    if (worst == BENCH_RULE_FAILED)
+        snprintf(acc->rule, sizeof acc->rule, "failed: %.185s", why);
+    else
+        snprintf(acc->rule, sizeof acc->rule, "%s", bench_rule_name(worst));
+}
+
+void measure_reference_free(reference *ref) {
+    for (int i = 0; i < ref->noutputs; i++) {
+        tensor_free(ref->eager[i]);
+        free(ref->fp64[i]);
+    }
+}
+
+// Mixed precision: eager's outputs may also pass against fp64 by their
+// cosine similarity (accuracy.h), PyTorch's fallback for AMP.
+static bool amp_task(const bench_plan *p, const bench_result *r) {
+    return p->tasks[r->task].axis[BENCH_AXIS_PRECISION] == BENCH_PREC_AMP;
+}
+
+static bool cosine_fallback(const bench_plan *p, const bench_result *r) {
+    return amp_task(p, r) || tf32_task(p, &p->tasks[r->task]);
+}
+
+// Accuracy first: eager once, before anything is compiled (its kernels and
+// peak memory come from this step), and the fp64 reference once. -1 when
+// the group cannot go on (every status set).
+int measure_check_eager(const bench_plan *p, const bench_case *bc, const model *m, mode_run *runs,
+                        int n, double tol, reference *ref) {
+    bench_result *er = runs[0].r;
+    char skip[160], err[256] = "";
+    bench_exec_stats st;
+    ref->noutputs = m->g->noutputs;
+    if (bench_exec_run(runs[0].x, ref->eager, &st) < 0) {
+        char msg[sizeof er->message];
+        step_message(&runs[0], msg, sizeof msg);
+        eager_failed(er, n, task_device(p, er) == BENCH_DEV_CUDA, msg);
+        return -1;
+    }
+    runs[0].kernels = st.kernels;
+    runs[0].cast_kernels = st.cast_kernels;
+    runs[0].peak_bytes = st.peak_bytes;
+    reference_skip(p, bc, skip, sizeof skip);
+    for (int i = 0; i < n; i++) {
+        runs[i].r->acc.tol = tol;
+        runs[i].r->acc.cosine_fallback = cosine_fallback(p, runs[i].r);
+        snprintf(runs[i].r->acc.reason, sizeof runs[i].r->acc.reason, "%s", skip);
+    }
+    ref->have_fp64 = !skip[0];
+    if (!ref->have_fp64)
+        return 0;
+    if (ref_run(m, ref->fp64, err, sizeof err) < 0) {
+        for (int i = 0; i < n; i++)
+            set_status(runs[i].r, BENCH_ERROR, "fp64 reference: %s", err);
+        return -1;
+    }
+    for (int i = 0; i < ref->noutputs; i++) {
+        bench_accuracy_out o;
+        bench_accuracy_compare(ref->eager[i], ref->fp64[i], &o);
+        bench_accuracy_merge(&er->acc, &o);
+    }
+    er->acc.checked = true;
+    return 0;
+}
+
+// Each compiled-family mode once, against eager and fp64; a mode that fails
+// to run ends fail_to_run alone.
+void measure_check_compiled(const bench_plan *p, mode_run *runs, int n, double tol,
+                            const reference *ref) {
+    for (int k = 1; k < n; k++) {
+        if (!runs[k].x)
+            continue;
+        tensor *xo[BENCH_MAX_OUTPUTS] = {0};
+        bench_exec_stats cs;
+        if (bench_exec_run(runs[k].x, xo, &cs) < 0) {
+            mode_failed(&runs[k]);
+            continue;
+        }
+        runs[k].r->arena_bytes = (int64_t)cs.arena_bytes;
+        if (p->cfg.accuracy) {
+            double ermse[BENCH_MAX_OUTPUTS];
+            for (int i = 0; i < ref->noutputs; i++)
+                ermse[i] = runs[0].r->acc.outputs[i].rmse;
+            judge(&runs[k], ref->noutputs, xo, ref->eager, ref->have_fp64 ? ref->fp64 : NULL, ermse,
+                  runs[0].r->acc.rmse, tol, NULL, NULL);
+        }
+        for (int i = 0; i < ref->noutputs; i++)
+            tensor_free(xo[i]);
+    }
+}
+
+// Training: every mode two optimizer steps from the same starting values
+// (train_check.h); eager against the fp64 reference's own two steps, each
+// compiled-family mode against eager's by PyTorch's rule. Kernels and peak
+// memory come from the second step. The values are put back after. -1 when
+// the group cannot go on (every status set).
+int measure_check_train(const bench_plan *p, const bench_case *bc, const model *m, mode_run *runs,
+                        int n, double tol) {
+    int nitems = train_check_items(m), nout = m->g->noutputs, rc = -1;
+    tensor **eitems = calloc((size_t)nitems, sizeof *eitems);
+    tensor **xitems = calloc((size_t)nitems, sizeof *xitems);
+    double **ref = calloc((size_t)nitems, sizeof *ref);
+    double **base = calloc((size_t)nitems, sizeof *base); // amp: fp64 on rounded values
+    double *ermse = calloc((size_t)nitems, sizeof *ermse);
+    bool *noise = calloc((size_t)nitems, sizeof *noise);
+    tensor **outs = runs[0].out;
+    train_snapshot s0 = {0};
+    char skip[160], err[512] = "";
+    bench_result *er = runs[0].r;
+    if (!eitems || !xitems || !ref || !base || !ermse || !noise ||
+        train_snapshot_take(m, &s0) < 0) {
+        set_all(er, n, BENCH_OOM, "out of memory setting up the training check");
+        goto done;
+    }
+    reference_skip(p, bc, skip, sizeof skip);
+    // the scaler skips a step when an f16 gradient overflows; the reference,
+    // which does not round to f16, never does: eager alone is the yardstick
+    if (!skip[0] && p->cfg.grad_scaler && amp_task(p, er))
+        snprintf(skip, sizeof skip,
+                 "skipped: under --grad-scaler a step is skipped when an f16 gradient "
+                 "overflows, which the fp64 reference cannot");
+    for (int i = 0; i < n; i++) {
+        runs[i].r->acc.tol = tol;
+        runs[i].r->acc.cosine_fallback = cosine_fallback(p, runs[i].r);
+        snprintf(runs[i].r->acc.reason, sizeof runs[i].r->acc.reason, "%s", skip);
+    }
+    bool have_fp64 = !skip[0];
+    const uint64_t steps = train_check_steps(amp_task(p, er));
+    if (have_fp64 && train_reference(m, steps, ref, err, sizeof err) < 0) {
+        for (int i = 0; i < n; i++)
+            set_status(runs[i].r, BENCH_ERROR, "fp64 reference: %s", err);
+        goto done;
+    }
+    bench_exec_stats st;
+    for (uint64_t step = 1; step <= steps; step++) {
+        bench_exec_set_step(runs[0].x, step);
+        if (bench_exec_run(runs[0].x, outs, &st) < 0) {
+            char msg[sizeof er->message];
+            step_message(&runs[0], msg, sizeof msg);
+            eager_failed(er, n, task_device(p, er) == BENCH_DEV_CUDA, msg);
+            goto done;
+        }
+        if (step < steps)
+            for (int i = 0; i < nout; i++)
+                tensor_free(outs[i]);
+    }
+    runs[0].kernels = st.kernels;
+    runs[0].cast_kernels = st.cast_kernels;
+    runs[0].peak_bytes = st.peak_bytes;
+    if (train_check_fill(m, outs, eitems) < 0) {
+        set_all(er, n, BENCH_OOM, "out of memory copying eager's parameters");
+        goto done;
+    }
+    if (train_check_skips(m, have_fp64 ? ref : NULL, eitems, noise) < 0) {
+        set_all(er, n, BENCH_OOM, "out of memory");
+        goto done;
+    }
+    if (have_fp64) { // Adam's sign of noise (train_check.h)
+        int64_t set = train_mask_eager(m, eitems, ref);
+        if (log_accuracy())
+            fprintf(stderr,
+                    "accuracy: eager: %lld parameter elements whose gradient's sign "
+                    "differs from fp64's take fp64's update\n",
+                    (long long)set);
+    }
+    // the baseline of fp64 on the model's values rounded to the low dtype
+    // (mixed precision: f16 or bf16), or moved by one ulp (fp32)
+    er->acc.baseline_fallback = have_fp64 && !amp_task(p, er);
+    if (have_fp64 && train_reference_rounded(m, &s0, amp_task(p, er) ? p->cfg.amp_dtype : DT_F32,
+                                             steps, base, err, sizeof err) < 0) {
+        for (int i = 0; i < n; i++)
+            set_status(runs[i].r, BENCH_ERROR, "fp64 reference (rounded values): %s", err);
+        goto done;
+    }
+    if (have_fp64) {
+        double worst = -1, top = 0; // top: the largest gradient element (fp64)
+        for (int k = 1; k < nout; k++)
+            for (int64_t e = 0; e < tensor_numel(eitems[k]); e++)
+                top = fmax(top, fabs(ref[k][e]));
+        for (int i = 0; i < nitems; i++) {
+            if (noise[i])
+                continue;
+            bench_accuracy_out o;
+            bench_accuracy_compare(eitems[i], ref[i], &o);
+            o.rel_l2 = train_item_error(eitems[i], ref[i], tol);
+            // a gradient that is zero in exact arithmetic (its parameter is
+            // not compared after the steps): its rounding noise against the
+            // model's largest gradient
+            if (i >= 1 && i < nout && noise[nout + i - 1] && top > 0)
+                o.rel_l2 = o.max_abs / top;
+            if (base[i]) {
+                double d2 = 0;
+                int64_t ne = tensor_numel(eitems[i]);
+                for (int64_t e = 0; e < ne; e++)
+                    d2 += (base[i][e] - ref[i][e]) * (base[i][e] - ref[i][e]);
+                o.base_rmse = ne ? sqrt(d2 / (double)ne) : 0;
+            }
+            if (log_accuracy()) {
+                char name[160];
+                train_item_name(m, i, name, sizeof name);
+                fprintf(stderr,
+                        "accuracy: %s: eager vs fp64 %.3g (rms %.3g, cosine %.6f, rounded-values "
+                        "baseline rms %.3g)\n",
+                        name, o.rel_l2, o.rmse, o.cosine, o.base_rmse);
+            }
+            bench_accuracy_merge(&er->acc, &o);
+            // the compiled modes' noise yardstick (PyTorch's RMSE rule):
+            // eager's error, or in fp32 training the model's own one-ulp
+            // sensitivity when that is larger (a chaotic model's two steps)
+            ermse[i] = er->acc.baseline_fallback && o.base_rmse > o.rmse ? o.base_rmse : o.rmse;
+            if (!(o.rel_l2 <= worst)) { // NaN counts as worst
+                worst = isnan(o.rel_l2) ? INFINITY : o.rel_l2;
+                train_item_name(m, i, er->acc.worst, sizeof er->acc.worst);
+            }
+        }
+        er->acc.checked = true;
+    }
+    for (int k = 1; k < n; k++) {
+        if (!runs[k].x)
+            continue;
+        train_snapshot_restore(m, &s0);
+        bench_exec_stats cs;
+        bool ok = true;
+        for (uint64_t step = 1; step <= steps && ok; step++) {
+            bench_exec_set_step(runs[k].x, step);
+            if (bench_exec_run(runs[k].x, outs, &cs) < 0) {
+                mode_failed(&runs[k]);
+                ok = false;
+            } else if (step < steps) {
+                for (int i = 0; i < nout; i++)
+                    tensor_free(outs[i]);
+            }
+        }
+        if (!ok)
+            continue;
+        runs[k].kernels = cs.kernels;
+        runs[k].cast_kernels = cs.cast_kernels;
+        runs[k].peak_bytes = cs.peak_bytes;
+        if (train_check_fill(m, outs, xitems) < 0) {
+            set_all(er, n, BENCH_OOM, "out of memory copying the parameters");
+            goto done;
+        }
+        {
+            int64_t set = train_mask_mode(m, xitems, eitems, have_fp64 ? ref : NULL);
+            if (log_accuracy())
+                fprintf(stderr,
+                        "accuracy: %s: %lld parameter elements whose gradient's sign "
+                        "differs take eager's update\n",
+                        bench_axis_value(BENCH_AXIS_MODE, runs[k].mode), (long long)set);
+        }
+        if (p->cfg.accuracy)
+            judge(&runs[k], nitems, xitems, eitems, have_fp64 ? ref : NULL, ermse, er->acc.rmse,
+                  tol, m, noise);
+        train_check_free_items(nitems, xitems);
+    }
+    rc = 0;
+done:
+    if (s0.data)
+        train_snapshot_restore(m, &s0);
+    train_snapshot_free(&s0);
+    if (eitems)
+        train_check_free_items(nitems, eitems);
+    if (xitems)
+        train_check_free_items(nitems, xitems);
+    for (int i = 0; ref && i < nitems; i++)
+        free(ref[i]);
+    for (int i = 0; base && i < nitems; i++)
+        free(base[i]);
+    free(ref);
+    free(base);
+    free(ermse);
+    free(noise);
+    free(eitems);
+    free(xitems);
+    return rc;
+}

@@ -1,0 +1,129 @@
+// The parts of measuring one group (measure.c): prepare
+// (measure_prepare.c: the model, eager and a mode_run per task), check
+// (measure_check.c: accuracy against eager and the fp64 reference) and time
+// (measure_time.c: every mode interleaved). Private to engine/bench.
+//
+//   mode_run runs[BENCH_MODE_COUNT] = {{0}};
+//   if (measure_group_setup(p, gr, bc, false, false, rs, n, &m, &e, runs) < 0) ...
+//   measure_check_eager(...); measure_check_compiled(...);
+//   if (measure_time_modes(p, runs, n) == 0) ...
+//   measure_group_teardown(m, e, runs, n);
+#pragma once
+#include "exec.h"
+#include "runner.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+static inline void set_status(bench_result *r, enum bench_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static inline void set_status(bench_result *r, enum bench_status s, const char *fmt, ...) {
+    r->status = s;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->message, sizeof r->message, fmt, ap);
+    va_end(ap);
+}
+
+// The same end for every entry of the group (the model would not build, ...).
+static inline void set_all(bench_result *rs, int n, enum bench_status s, const char *msg) {
+    for (int i = 0; i < n; i++)
+        set_status(&rs[i], s, "%s", msg);
+}
+
+// The baseline failed (it could not be made, or a step failed): there is
+// nothing to compare with. On the CPU only memory fails eager, and every
+// mode ends oom; on the GPU (no device, a kernel the backend lacks) eager
+// ends error and each compiled-family mode fail_to_run, all with its words.
+static inline void eager_failed(bench_result *rs, int n, bool cuda, const char *msg) {
+    for (int k = 0; k < n; k++)
+        set_status(&rs[k], !cuda ? BENCH_OOM : k == 0 ? BENCH_ERROR : BENCH_FAIL_TO_RUN, "%s", msg);
+}
+
+// One mode of the group: its result, executor, and what its last step said.
+typedef struct mode_run {
+    int mode;
+    bench_result *r;
+    bench_exec *x; // eager: the group's baseline; compiled-family: NULL once it failed
+    int noutputs;
+    tensor **out;  // noutputs slots for a step's outputs
+    uint64_t step; // training: the optimizer step of the next run
+    int64_t kernels, cast_kernels;
+    size_t peak_bytes;
+} mode_run;
+
+// "eager_cuda_run: %3 sum_to: ...": a failed step in the executor's words.
+static inline void step_message(const mode_run *mr, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s: %s", bench_exec_what(mr->x), bench_exec_error(mr->x));
+}
+
+// A compiled-family mode whose step failed ends fail_to_run alone.
+static inline void mode_failed(mode_run *mr) {
+    char msg[sizeof mr->r->message];
+    step_message(mr, msg, sizeof msg);
+    set_status(mr->r, BENCH_FAIL_TO_RUN, "%s", msg);
+    bench_exec_free(mr->x);
+    mr->x = NULL;
+}
+
+// One step, outputs dropped at once as a benchmark loop does (on the GPU:
+// enqueued).
+static inline int mode_step(void *ctx) {
+    mode_run *mr = ctx;
+    bench_exec_set_step(mr->x, ++mr->step);
+    bench_exec_stats st;
+    int rc = bench_exec_run(mr->x, NULL, &st);
+    // eager's figures come from its checked step
+    if (rc == 0 && bench_mode_compiled(mr->mode)) {
+        mr->kernels = st.kernels, mr->cast_kernels = st.cast_kernels,
+        mr->peak_bytes = st.peak_bytes;
+        mr->r->arena_bytes = (int64_t)st.arena_bytes;
+    }
+    return rc;
+}
+
+static inline int task_device(const bench_plan *p, const bench_result *r) {
+    return p->tasks[r->task].axis[BENCH_AXIS_DEVICE];
+}
+
+static inline bench_exec_opts exec_opts(const bench_plan *p, int device) {
+    return (bench_exec_opts){.device = device, .tf32 = p->cfg.tf32, .flush_l2 = p->cfg.flush_l2};
+}
+
+// fp32 on the GPU under --tf32: GEMM and convolution inputs keep 10
+// mantissa bits, as f16's, so the check is AMP's: its tolerance and its
+// cosine fallback (the fp32 training steps and baseline stay as they are).
+static inline bool tf32_task(const bench_plan *p, const bench_task *t) {
+    return p->cfg.tf32 && t->axis[BENCH_AXIS_DEVICE] == BENCH_DEV_CUDA &&
+           t->axis[BENCH_AXIS_PRECISION] == BENCH_PREC_FP32;
+}
+
+// Eager's outputs and the fp64 reference's, kept while the compiled-family
+// modes are checked against them.
+typedef struct reference {
+    tensor *eager[BENCH_MAX_OUTPUTS];
+    double *fp64[BENCH_MAX_OUTPUTS]; // NULL when the reference is not run
+    bool have_fp64;
+    int noutputs;
+} reference;
+
+// measure_prepare.c
+int measure_group_setup(const bench_plan *p, const bench_group *gr, const bench_case *bc,
+                        bool train, bool keep_grads, bench_result *rs, int n, model **mp,
+                        bench_exec **ep, mode_run *runs);
+void measure_group_teardown(model *m, bench_exec *e, mode_run *runs, int n);
+
+// measure_check.c
+void measure_reference_free(reference *ref);
+int measure_check_eager(const bench_plan *p, const bench_case *bc, const model *m, mode_run *runs,
+                        int n, double tol, reference *ref);
+void measure_check_compiled(const bench_plan *p, mode_run *runs, int n, double tol,
+                            const reference *ref);
+int measure_check_train(const bench_plan *p, const bench_case *bc, const model *m, mode_run *runs,
+                        int n, double tol);
+
+// measure_time.c
+int measure_time_modes(const bench_plan *p, mode_run *runs, int n);
+void measure_eager_thread_check(const bench_plan *p, mode_run *runs);
