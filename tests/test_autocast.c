@@ -28,7 +28,7 @@ static void test_rules(void **state) {
         default: break;
         }
         if (op == OP_EXP || op == OP_LOG || op == OP_RSQRT || op == OP_RECIP || op == OP_SUM ||
-            op == OP_MEAN)
+            op == OP_MEAN || op == OP_SOFTPLUS)
             want = AC_F32;
         if (op == OP_CONCAT)
             want = AC_PROMOTE;
