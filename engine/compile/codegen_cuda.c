@@ -5,7 +5,7 @@
 // levels) so the two stay easy to compare; where they differ is said.
 #include "codegen_cuda.h"
 
-#include "sbuf.h"
+#include "base/sbuf.h"
 
 #include <math.h>
 #include <stdlib.h>
