@@ -2,7 +2,7 @@
 // pointwise ops (for constant folding), op classes.
 #include "compile_internal.h"
 
-#include "../backend/cpu/cpu_rules.h"
+#include "core/op_rules.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -150,7 +150,7 @@ double compile_scalar_op(enum op op, const graph_node *n, const double *a) {
     case OP_HARDSWISH: return x * fmin(fmax(x + 3, 0), 6) / 6;
     case OP_HARDSIGMOID: return fmin(fmax(x + 3, 0), 6) / 6;
     case OP_SCALE: return x * n->fa[0] + n->fa[1];
-    case OP_CAST: return cpu_cast_value((enum dtype)n->ia[0], x); // as the kernel would store it
+    case OP_CAST: return op_cast_value((enum dtype)n->ia[0], x); // as the kernel would store it
     case OP_CONTIGUOUS: return x;
     case OP_ADD: return x + a[1];
     case OP_SUB: return x - a[1];

@@ -11,7 +11,7 @@
 // never the fast intrinsics: neither side is built with --use_fast_math.
 // The formulas are cpu_math.h's and the CPU kernels': gelu by the normal
 // CDF, gelu_tanh as x * sigmoid(2u), maximum and max keep NaN. Dropout uses
-// cpu_rules.h's counter-based mask bit for bit. No headers are needed under
+// op_rules.h's counter-based mask bit for bit. No headers are needed under
 // NVRTC: the integer types are defined here.
 #pragma once
 
@@ -63,7 +63,7 @@ TC_DEV float tc_hardswish(float x) { return x * (tc_relu6(x + 3.0f) / 6.0f); }
 // NaN in either gives NaN, as torch.maximum
 TC_DEV float tc_maximum(float x, float y) { return (x != x || x > y) ? x : y; }
 
-// cpu_rules.h's dropout mask
+// op_rules.h's dropout mask
 TC_DEV uint64_t tc_mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
