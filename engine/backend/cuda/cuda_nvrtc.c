@@ -74,10 +74,3 @@ void cuda_nvrtc_result_free(cuda_nvrtc_result *r) {
     free(r->log);
     memset(r, 0, sizeof *r);
 }
-
-int cuda_nvrtc_version(char *buf, size_t cap) {
-    int major = 0, minor = 0;
-    NVRTC_TRY(buf, cap, nvrtcVersion(&major, &minor));
-    snprintf(buf, cap, "%d.%d", major, minor);
-    return 0;
-}

@@ -550,20 +550,6 @@ int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cud
 
 // ---- running --------------------------------------------------------------------------------
 
-int cuda_program_upload_inputs(cuda_program *c) {
-    const cprog *p = &c->p;
-    for (int i = 0; i < p->m->g->n; i++) {
-        int v = p->src_of[i];
-        if (v < 0 || p->m->g->nodes[i].op != OP_INPUT)
-            continue;
-        if (cuda_tensor_copy_in(&c->c, c->dev[v], p->m->values[i]) < 0) {
-            snprintf(c->err, sizeof c->err, "uploading input %%%d: %s", i, c->c.err);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 void cuda_program_set_step(cuda_program *c, uint64_t step) { c->step = step; }
 
 int cuda_program_run(cuda_program *c, compiled_stats *st) {
