@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "progress.h"
 
+#include "base/files.h"
 #include "tcbench_config.h"
 
 #include <getopt.h>
@@ -304,8 +305,8 @@ static void print_summary(const bench_report *rep) {
             first = !same_line(&p->tasks[rep->results[j].task], ti);
         if (!first)
             continue;
-        int n = 0, pass = 0, nsp = 0, unstable = 0;
-        double logsum = 0;
+        int n = 0, pass = 0, unstable = 0;
+        bench_geomean g = {0};
         for (int j = i; j < rep->nresults; j++) {
             const bench_result *r = &rep->results[j];
             if (!same_line(&p->tasks[r->task], ti))
@@ -316,17 +317,16 @@ static void print_summary(const bench_report *rep) {
             pass++;
             if (r->stab.unstable)
                 unstable++;
-            else if (isfinite(r->speedup.median) && r->speedup.median > 0) {
-                logsum += log(r->speedup.median);
-                nsp++;
-            }
+            else if (isfinite(r->speedup.median) && r->speedup.median > 0)
+                bench_geomean_add(&g, r->speedup.median);
         }
         char label[100];
         summary_label(p, ti, label, sizeof label);
         printf("%s: pass rate %d/%d (%.0f%%), geomean speedup ", label, pass, n,
                n ? 100.0 * pass / n : 0.0);
-        if (nsp)
-            printf("%.2fx over %d passing case%s", exp(logsum / nsp), nsp, nsp == 1 ? "" : "s");
+        if (g.n)
+            printf("%.2fx over %d passing case%s", bench_geomean_value(&g), g.n,
+                   g.n == 1 ? "" : "s");
         else
             printf("- (%s)", pass ? "every passing case unstable" : "none passed");
         if (unstable)
@@ -577,7 +577,7 @@ static int run(run_args *a) {
                 "tcbench run: skipping %s from the suite defaults (not available in this "
                 "build yet)\n",
                 p->skipped);
-    if (a->cfg.dump_dir && bench_mkdir_p(a->cfg.dump_dir, err, sizeof err) < 0) {
+    if (a->cfg.dump_dir && base_mkdir_p(a->cfg.dump_dir, 0777, err, sizeof err) < 0) {
         cli_fail("run", "--dump %s: %s", a->cfg.dump_dir, err);
         goto done;
     }

@@ -1,7 +1,7 @@
 // Progress on stderr and terminal colour (progress.h).
 #include "progress.h"
 
-#include "bench/timing.h"
+#include "base/clock.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -38,12 +38,12 @@ void progress_init(progress *pg, int ntasks, bool quiet) {
     pg->color = term_color(stderr);
     pg->quiet = quiet;
     pg->ntasks = ntasks;
-    pg->t0 = bench_now();
+    pg->t0 = base_now();
 }
 
 static void draw(progress *pg, int i, const char *name, double case_elapsed) {
     char elapsed[32], left[48] = "estimating";
-    clock_str(bench_now() - pg->t0, elapsed, sizeof elapsed);
+    clock_str(base_now() - pg->t0, elapsed, sizeof elapsed);
     if (pg->ndone > 0) {
         // average so far times what is left, less what this case has used
         double est = pg->done_s / pg->ndone * (pg->ntasks - pg->ndone) - case_elapsed;
@@ -63,7 +63,7 @@ static void draw(progress *pg, int i, const char *name, double case_elapsed) {
 }
 
 void progress_start(progress *pg, int i, const char *name) {
-    pg->case_t0 = bench_now();
+    pg->case_t0 = base_now();
     if (pg->live && !pg->quiet)
         draw(pg, i, name, 0);
 }
@@ -76,7 +76,7 @@ void progress_tick(progress *pg, int i, const char *name, double case_elapsed_s)
 void progress_done(progress *pg, int i, const char *name, const char *status, bool ok,
                    const char *detail) {
     // the entries of a group end together: the first takes the group's time
-    double now = bench_now();
+    double now = base_now();
     pg->ndone++;
     pg->done_s += now - pg->case_t0;
     pg->case_t0 = now;

@@ -349,12 +349,6 @@ void eager_cuda_free(eager_cuda *e) {
 const char *eager_cuda_error(const eager_cuda *e) { return e->err; }
 void *eager_cuda_stream(const eager_cuda *e) { return (void *)e->c.stream; }
 
-size_t eager_cuda_reserved_bytes(const eager_cuda *e) {
-    cuda_alloc_stats st;
-    cuda_alloc_get_stats(e->c.alloc, &st);
-    return st.reserved_bytes;
-}
-
 int eager_cuda_run(eager_cuda *e, eager_stats *st) {
     const graph *g = e->m->g;
     e->err[0] = 0;

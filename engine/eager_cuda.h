@@ -63,6 +63,4 @@ int eager_cuda_outputs(eager_cuda *e, tensor **outputs);
 const char *eager_cuda_error(const eager_cuda *e);
 // The cudaStream_t the steps run on, as void *.
 void *eager_cuda_stream(const eager_cuda *e);
-// Device bytes the allocator holds from the driver now (cached included).
-size_t eager_cuda_reserved_bytes(const eager_cuda *e);
 void eager_cuda_free(eager_cuda *e);

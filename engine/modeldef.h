@@ -13,7 +13,7 @@
 // $batch, expands repeat / residual / names, calls the layer library and
 // infers every shape. Every error is located: file, line, column.
 #pragma once
-#include "diag.h"
+#include "base/diag.h"
 #include "model.h"
 
 #include <stdbool.h>

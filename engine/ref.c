@@ -3,12 +3,12 @@
 // Only the outermost loops of the heavy ops run in parallel (each output
 // element is still one obvious sum), so real models stay checkable.
 // Values of f16, bf16 and f32 nodes are not rounded to their dtype; CAST does
-// round, by the rule the eager kernels share (backend/cpu/cpu_rules.h),
+// round, by the rule the eager kernels share (core/op_rules.h),
 // except the casts autocast made: the reference of a mixed-precision graph
 // is the model's fp64 answer without autocast, as in PyTorch's harness.
 #include "ref.h"
 
-#include "backend/cpu/cpu_rules.h"
+#include "core/op_rules.h"
 
 #include <assert.h>
 #include <math.h>
@@ -138,15 +138,15 @@ REF_UNARY(leaky_relu, x > 0 ? x : x * n->fa[0])
 REF_UNARY(elu, x > 0 ? x : n->fa[0] * expm1(x))
 REF_UNARY(softplus, x * n->fa[0] > n->fa[1] ? x : log1p(exp(x * n->fa[0])) / n->fa[0])
 REF_UNARY(scale, x * n->fa[0] + n->fa[1])
-REF_UNARY(cast, n->ia[1] ? x : cpu_cast_value(n->dtype, x)) // autocast's: exact (graph.h)
+REF_UNARY(cast, n->ia[1] ? x : op_cast_value(n->dtype, x)) // autocast's: exact (graph.h)
 // clang-format on
 
 static int ref_dropout(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
-    uint64_t key = cpu_dropout_key(n->ia[0], c->step);
-    uint32_t thr = cpu_dropout_threshold(n->fa[0]);
+    uint64_t key = op_dropout_key(n->ia[0], c->step);
+    uint32_t thr = op_dropout_threshold(n->fa[0]);
     int64_t count = graph_node_numel(n);
     for (int64_t i = 0; i < count; i++)
-        o[i] = cpu_dropout_keep(key, (uint64_t)i, thr) ? s[0][i] / (1 - n->fa[0]) : 0;
+        o[i] = op_dropout_keep(key, (uint64_t)i, thr) ? s[0][i] / (1 - n->fa[0]) : 0;
     return 0;
 }
 
@@ -168,7 +168,7 @@ static int binary(ref_ctx *c, const graph_node *n, const double *const *s, doubl
         case OP_GE: r = x >= y; break;
         default: r = (isnan(x) || x > y) ? x : y; break; // MAXIMUM, NaN wins
         }
-        o[i++] = is_int ? cpu_cast_value(n->dtype, r) : r;
+        o[i++] = is_int ? op_cast_value(n->dtype, r) : r;
     } while (next_index(n->ndim, n->shape, idx));
     return 0;
 }
@@ -1129,7 +1129,7 @@ static int ref_found_inf(ref_ctx *c, const graph_node *n, const double *const *s
         enum dtype t = src(c, n, k)->dtype;
         int64_t count = graph_node_numel(src(c, n, k));
         for (int64_t i = 0; i < count && !o[0]; i++)
-            o[0] = !isfinite(cpu_cast_value(t, cpu_cast_value(t, s[k][i]) * inv));
+            o[0] = !isfinite(op_cast_value(t, op_cast_value(t, s[k][i]) * inv));
     }
     return 0;
 }
@@ -1146,7 +1146,7 @@ static int ref_scaler_update(ref_ctx *c, const graph_node *n, const double *cons
     } else {
         *step += 1;
         if (*tracker + 1 >= (double)n->ia[0]) {
-            if (isfinite(cpu_cast_value(DT_F32, *scale * n->fa[0])))
+            if (isfinite(op_cast_value(DT_F32, *scale * n->fa[0])))
                 *scale *= n->fa[0];
             *tracker = 0;
         } else {

@@ -17,7 +17,7 @@
 // which a case may override.
 #pragma once
 #include "autograd.h"
-#include "diag.h"
+#include "base/diag.h"
 #include "modeldef.h"
 
 #include <stdint.h>

@@ -14,7 +14,7 @@
 // point at the anchored node (positions are the anchor's). Every node is
 // owned by the doc and freed with it.
 #pragma once
-#include "diag.h"
+#include "base/diag.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -9,7 +9,7 @@
 //
 // Every function appends to b (sbuf.h: b->oom says an append failed).
 #pragma once
-#include "compile/sbuf.h"
+#include "base/sbuf.h"
 
 #include <stddef.h>
 

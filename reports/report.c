@@ -2,6 +2,7 @@
 // writing the report's files (report.h).
 #include "report_int.h"
 
+#include "base/files.h"
 #include "bench/runner.h"
 
 #include <errno.h>
@@ -68,7 +69,7 @@ static bool same_case(const resfile_entry *a, const resfile_entry *b) {
 
 void rp_agg_compute(const rp_set *set, const rp_sel *s, rp_agg *a) {
     memset(a, 0, sizeof *a);
-    double logsum = 0;
+    bench_geomean g = {0};
     for (int i = 0; i < set->n; i++) {
         const resfile_entry *e = set->e[i];
         if (!e->compiled || !rp_match(e, s) || !set->at_batch[i])
@@ -77,10 +78,9 @@ void rp_agg_compute(const rp_set *set, const rp_sel *s, rp_agg *a) {
         if (strcmp(e->status, "pass") != 0)
             continue;
         a->passed++;
-        if (rp_in_geomean(set, i)) {
-            logsum += log(e->speedup);
-            a->ngeo++;
-        } else if (e->unstable)
+        if (rp_in_geomean(set, i))
+            bench_geomean_add(&g, e->speedup);
+        else if (e->unstable)
             a->unstable++;
         if (isfinite(e->compile_cold_s)) {
             a->compile_s += e->compile_cold_s;
@@ -91,7 +91,8 @@ void rp_agg_compute(const rp_set *set, const rp_sel *s, rp_agg *a) {
             a->ncompression++;
         }
     }
-    a->geomean = a->ngeo ? exp(logsum / a->ngeo) : NAN;
+    a->ngeo = g.n;
+    a->geomean = bench_geomean_value(&g);
     a->compile_s = a->ncompile ? a->compile_s / a->ncompile : NAN;
     a->compression = a->ncompression ? a->compression / a->ncompression : NAN;
 }
@@ -158,7 +159,7 @@ static int other_precision(const rp_set *set, int i, const char *prec) {
 
 void rp_headline_compute(const rp_set *set, const rp_sel *s, rp_headline *h) {
     memset(h, 0, sizeof *h);
-    double lf = 0, la = 0;
+    bench_geomean gf = {0}, ga = {0};
     rp_sel sel = *s;
     sel.v[RP_PRECISION] = NULL;
     sel.v[RP_MODE] = set->primary;
@@ -176,11 +177,11 @@ void rp_headline_compute(const rp_set *set, const rp_sel *s, rp_headline *h) {
         if (k < 0 || !rp_in_geomean(set, k))
             continue;
         h->nboth++;
-        lf += log(e->speedup);
-        la += log(set->e[k]->speedup);
+        bench_geomean_add(&gf, e->speedup);
+        bench_geomean_add(&ga, set->e[k]->speedup);
     }
-    h->fp32 = h->nboth ? exp(lf / h->nboth) : NAN;
-    h->amp = h->nboth ? exp(la / h->nboth) : NAN;
+    h->fp32 = bench_geomean_value(&gf);
+    h->amp = bench_geomean_value(&ga);
     h->value = h->nboth ? report_headline(h->amp, h->fp32) : NAN;
 }
 
@@ -250,15 +251,6 @@ void report_pass_rate(int passed, int total, char *buf, size_t cap) {
     // Python's round(): halves to even, which rint does in the default mode
     double pct = total > 0 ? rint(100.0 * passed / total) : 0;
     snprintf(buf, cap, "%d%%, %d/%d", (int)pct, passed, total);
-}
-
-double report_geomean(const double *x, int n) {
-    if (n <= 0)
-        return NAN;
-    double s = 0;
-    for (int i = 0; i < n; i++)
-        s += log(x[i]);
-    return exp(s / n);
 }
 
 double report_headline(double amp, double fp32) { return 0.75 * amp + 0.25 * fp32; }
@@ -374,7 +366,7 @@ int report_write(resfile *const *files, int nfiles, const report_options *o, cha
     snprintf(chart_dir, sizeof chart_dir, "%s/charts", o->outdir);
     rp_charts charts = {0};
     if (rc == 0)
-        rc = bench_mkdir_p(chart_dir, err, cap);
+        rc = base_mkdir_p(chart_dir, 0777, err, cap);
     if (rc == 0)
         rc = charts_write(&set, chart_dir, &charts, err, cap);
     if (rc == 0)

@@ -40,8 +40,6 @@ int report_write(resfile *const *files, int nfiles, const report_options *o, cha
 // The dashboard's figures, exposed for tests.
 // "87%, 47/54": the percentage rounded half to even, as PyTorch's Python did.
 void report_pass_rate(int passed, int total, char *buf, size_t cap);
-// exp(mean(log x)); NAN when n == 0.
-double report_geomean(const double *x, int n);
 // PyTorch 2.0's headline: 0.75 x AMP + 0.25 x fp32 geomean speedups.
 double report_headline(double amp, double fp32);
 // Compile break-even: the steps after which a cold compile has paid for

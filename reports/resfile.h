@@ -27,8 +27,8 @@
 // Malformed JSON gives FILE:LINE:COL from jansson; a file of a newer
 // schema_version than this build reads is refused.
 #pragma once
+#include "base/diag.h"
 #include "bench/stats.h"
-#include "diag.h"
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -384,16 +384,37 @@ static void test_processes(void **state) {
     assert_int_equal(bench_stats_processes(x, 10, zero, 2, &noise, &spread, NULL), -1);
 }
 
+// The geometric mean: exp(mean(log x)), NaN before the first value.
+static void test_geomean(void **state) {
+    (void)state;
+    bench_geomean g = {0};
+    assert_true(isnan(bench_geomean_value(&g)));
+    double x[] = {1, 4, 0.5, 8};
+    for (int i = 0; i < 4; i++)
+        bench_geomean_add(&g, x[i]);
+    assert_int_equal(g.n, 4);
+    assert_near(bench_geomean_value(&g), 2, EPS);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_odd_count),          cmocka_unit_test(test_even_count_with_outlier),
-        cmocka_unit_test(test_even_six),           cmocka_unit_test(test_single_sample),
-        cmocka_unit_test(test_no_samples),         cmocka_unit_test(test_outliers_both_sides),
-        cmocka_unit_test(test_quantile),           cmocka_unit_test(test_accuracy_figures),
-        cmocka_unit_test(test_accuracy_edges),     cmocka_unit_test(test_accuracy_cosine_fallback),
-        cmocka_unit_test(test_bootstrap_constant), cmocka_unit_test(test_bootstrap_spread),
-        cmocka_unit_test(test_paired_and_noise),   cmocka_unit_test(test_tolerance_table),
-        cmocka_unit_test(test_vs_eager_rule),      cmocka_unit_test(test_processes),
+        cmocka_unit_test(test_odd_count),
+        cmocka_unit_test(test_even_count_with_outlier),
+        cmocka_unit_test(test_even_six),
+        cmocka_unit_test(test_single_sample),
+        cmocka_unit_test(test_no_samples),
+        cmocka_unit_test(test_outliers_both_sides),
+        cmocka_unit_test(test_quantile),
+        cmocka_unit_test(test_accuracy_figures),
+        cmocka_unit_test(test_accuracy_edges),
+        cmocka_unit_test(test_accuracy_cosine_fallback),
+        cmocka_unit_test(test_bootstrap_constant),
+        cmocka_unit_test(test_bootstrap_spread),
+        cmocka_unit_test(test_paired_and_noise),
+        cmocka_unit_test(test_tolerance_table),
+        cmocka_unit_test(test_vs_eager_rule),
+        cmocka_unit_test(test_processes),
+        cmocka_unit_test(test_geomean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 #include "calibrate.h"
 
 #include "../compile/kcache.h"
+#include "base/clock.h"
 #include "timing.h"
 
 #include <cblas.h>
@@ -60,11 +61,11 @@ int bench_calibrate_measure(int threads, bench_calibration *c) {
     }
     double best = INFINITY;
     for (int r = 0; r < TRIAD_REPS; r++) {
-        double t0 = bench_now();
+        double t0 = base_now();
 #pragma omp parallel for schedule(static)
         for (int64_t i = 0; i < TRIAD_N; i++)
             a[i] = b[i] + 3.0f * x[i];
-        double t = bench_now() - t0;
+        double t = base_now() - t0;
         best = t < best ? t : best;
     }
     c->bandwidth_Bps = 3.0 * sizeof(float) * (double)TRIAD_N / best;
@@ -85,10 +86,10 @@ int bench_calibrate_measure(int threads, bench_calibration *c) {
     }
     best = INFINITY;
     for (int r = 0; r < GEMM_REPS; r++) {
-        double t0 = bench_now();
+        double t0 = base_now();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, GEMM_N, GEMM_N, GEMM_N, 1.0f, ma,
                     GEMM_N, mb, GEMM_N, 0.0f, mc, GEMM_N);
-        double t = bench_now() - t0;
+        double t = base_now() - t0;
         best = t < best ? t : best;
     }
     c->gemm_flops = 2.0 * GEMM_N * (double)GEMM_N * GEMM_N / best;

@@ -2,6 +2,7 @@
 #include "runner.h"
 
 #include "backend/cuda/cuda_device.h"
+#include "base/clock.h"
 #include "timing.h"
 
 #include <cblas.h>
@@ -117,7 +118,7 @@ void bench_probe_read(bench_probe *p) {
     p->nivcsw = getrusage(RUSAGE_SELF, &ru) == 0 ? (int64_t)ru.ru_nivcsw : 0;
     p->steal_s = steal_seconds();
     p->load = bench_loadavg();
-    p->t = bench_now();
+    p->t = base_now();
 }
 
 void bench_probe_diff(const bench_probe *a, const bench_probe *b, bench_stability *s) {

@@ -7,6 +7,9 @@
 // (measure_internal.h).
 #include "measure_internal.h"
 
+#include "base/clock.h"
+#include "base/files.h"
+
 #include "timing.h"
 
 #include <cblas.h>
@@ -71,15 +74,15 @@ static int compile_mode(const bench_plan *p, const bench_case *bc, const model *
     char dump[4096];
     if (p->cfg.dump_dir) {
         snprintf(dump, sizeof dump, "%s/%s/%s", p->cfg.dump_dir, bc->c->name, mode);
-        if (bench_mkdir_p(dump, err, cap) < 0)
+        if (base_mkdir_p(dump, 0777, err, cap) < 0)
             return -1;
         o.dump_dir = dump;
     }
     bench_compile *bc_out = &mr->r->compile;
     if (xo.device == BENCH_DEV_CUDA) {
-        double t0 = bench_now();
+        double t0 = base_now();
         int rc = bench_exec_compile(m, &o, &xo, &mr->x, err, cap);
-        bc_out->cold_s = bench_now() - t0;
+        bc_out->cold_s = base_now() - t0;
         if (rc < 0)
             return -1;
         bc_out->warm_s = NAN;
@@ -92,15 +95,15 @@ static int compile_mode(const bench_plan *p, const bench_case *bc, const model *
         return -1;
     o.cache_dir = cache;
     bench_exec *cold = NULL;
-    double t0 = bench_now();
+    double t0 = base_now();
     int rc = bench_exec_compile(m, &o, &xo, &cold, err, cap);
-    bc_out->cold_s = bench_now() - t0;
+    bc_out->cold_s = base_now() - t0;
     bench_exec_free(cold);
     if (rc == 0) {
         o.dump_dir = NULL;
-        t0 = bench_now();
+        t0 = base_now();
         rc = bench_exec_compile(m, &o, &xo, &mr->x, err, cap);
-        bc_out->warm_s = bench_now() - t0;
+        bc_out->warm_s = base_now() - t0;
     }
     if (!kcache) // the group's processes share KCACHE/MODE; the parent removes it
         bench_remove_tree(cache);

@@ -2,6 +2,7 @@
 #include "runner.h"
 
 #include "backend/cuda/cuda_device.h"
+#include "base/files.h"
 #include "tcbench_config.h"
 
 #include <errno.h>
@@ -11,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -346,36 +346,6 @@ json_t *bench_report_json(const bench_report *r) {
                      jreal(r->wall_s));
 }
 
-int bench_mkdir_p(const char *path, char *err, size_t cap) {
-    char dir[4096];
-    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) {
-        snprintf(err, cap, "mkdir: path longer than %zu bytes", sizeof dir - 1);
-        return -1;
-    }
-    for (char *q = dir + 1;; q++) {
-        bool end = *q == '\0';
-        if (*q == '/' || end) {
-            *q = '\0';
-            struct stat st;
-            if (mkdir(dir, 0777) < 0 && errno != EEXIST) {
-                snprintf(err, cap, "mkdir %s: %s", dir, strerror(errno));
-                return -1;
-            }
-            if (stat(dir, &st) < 0) {
-                snprintf(err, cap, "stat %s: %s", dir, strerror(errno));
-                return -1;
-            }
-            if (!S_ISDIR(st.st_mode)) {
-                snprintf(err, cap, "mkdir %s: exists and is not a directory", dir);
-                return -1;
-            }
-            if (end)
-                return 0;
-            *q = '/';
-        }
-    }
-}
-
 // mkdir -p of the directory part of path.
 static int make_parent_dirs(const char *path, char *err, size_t cap) {
     char dir[4096];
@@ -384,7 +354,7 @@ static int make_parent_dirs(const char *path, char *err, size_t cap) {
     if (!slash || slash == dir)
         return 0;
     *slash = '\0';
-    return bench_mkdir_p(dir, err, cap);
+    return base_mkdir_p(dir, 0777, err, cap);
 }
 
 // host.gpus: the GPU the cuda cases run on, described by a forked child

@@ -2,6 +2,7 @@
 // (runner.h). The measurement itself is measure.c.
 #include "runner.h"
 
+#include "base/clock.h"
 #include "timing.h"
 
 #include <errno.h>
@@ -266,7 +267,7 @@ int bench_results_from_child(const char *text, size_t len, bench_result *rs, int
 }
 
 static void tick(const bench_plan *p, int group, const bench_hooks *h, double t0, double *next) {
-    double now = bench_now();
+    double now = base_now();
     if (h && h->on_tick && now >= *next) {
         h->on_tick(p, group, now - t0, h->user);
         *next = now + TICK_S;
@@ -287,7 +288,7 @@ static int child_wait(const bench_plan *p, int group, const bench_hooks *h, pid_
     double deadline = t0 + p->cfg.timeout_s, next_tick = t0 + TICK_S;
     size_t cap = 0;
     for (bool eof = false; !eof;) {
-        double left = deadline - bench_now();
+        double left = deadline - base_now();
         if (left <= 0)
             return 1;
         double wait_s = left < TICK_S ? left : TICK_S;
@@ -322,7 +323,7 @@ static int child_wait(const bench_plan *p, int group, const bench_hooks *h, pid_
             return 0;
         if (w < 0 && errno != EINTR)
             return fail_status(r, BENCH_ERROR, "waitpid: %s", strerror(errno));
-        if (bench_now() >= deadline)
+        if (base_now() >= deadline)
             return 1;
         sleep_ms(2);
         tick(p, group, h, t0, &next_tick);
@@ -356,7 +357,7 @@ static void run_child(const bench_plan *p, int group, int process, const char *k
     // Buffered output would otherwise be written twice, once by the child.
     fflush(stdout);
     fflush(stderr);
-    double t0 = bench_now();
+    double t0 = base_now();
     pid_t pid = fork();
     if (pid < 0) {
         fail_status(r, BENCH_ERROR, "fork: %s", strerror(errno));
@@ -403,7 +404,7 @@ static void run_child(const bench_plan *p, int group, int process, const char *k
         rc = 2; // each result its own
     }
     free(buf);
-    double wall = bench_now() - t0;
+    double wall = base_now() - t0;
     for (int i = 0; i < n; i++)
         rs[i].wall_s = wall;
     if (rc == 2)
@@ -457,7 +458,7 @@ static void run_group(const bench_plan *p, int group, const bench_hooks *h, benc
 int bench_run(const bench_plan *p, bench_report *rep, const bench_hooks *h) {
     int failed = 0;
     bool journal_warned = false;
-    double t0 = bench_now();
+    double t0 = base_now();
     for (int gi = 0; gi < p->ngroups; gi++) {
         if (h && h->on_start)
             h->on_start(p, gi, h->user);
@@ -465,7 +466,7 @@ int bench_run(const bench_plan *p, bench_report *rep, const bench_hooks *h) {
         int n = p->groups[gi].ntasks;
         run_group(p, gi, h, rs);
         rep->nresults += n;
-        rep->wall_s = bench_now() - t0;
+        rep->wall_s = base_now() - t0;
         for (int i = 0; i < n; i++) {
             bench_result *r = &rs[i];
             failed += !bench_status_good(r->status);

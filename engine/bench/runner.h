@@ -70,8 +70,8 @@
 #pragma once
 #include "accuracy.h"
 #include "axes.h"
+#include "base/diag.h"
 #include "calibrate.h"
-#include "diag.h"
 #include "modeldef.h"
 #include "stats.h"
 #include "suite.h"
@@ -304,7 +304,7 @@ double bench_loadavg(void);
 bool bench_host_busy(int threads, double *load, int *cores);
 // What the machine is doing, read before and after the timed rounds.
 typedef struct bench_probe {
-    double t;           // bench_now()
+    double t;           // base_now()
     int64_t nivcsw;     // getrusage(RUSAGE_SELF): every thread of this process
     double steal_s;     // /proc/stat's steal, all CPUs; NaN unknown
     double run_delay_s; // this process's threads' time waiting for a CPU; NaN unknown
@@ -362,8 +362,6 @@ void bench_result_free(bench_result *r);
 // TCBENCH_TEST_NOISE (test-only, above): whether it names case `name`
 // under `mode` (NAME alone names every mode).
 bool bench_test_noise(const char *name, const char *mode);
-// mkdir -p; -1 with err naming the failed call.
-int bench_mkdir_p(const char *dir, char *err, size_t cap);
 
 // `tcbench check`: a suite file (top-level `cases:`) is loaded and every
 // case's model built for the default size and each size a case defines; a

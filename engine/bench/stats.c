@@ -183,3 +183,10 @@ int bench_stats_processes(const double *x, int n, const int *counts, int np, dou
     free(logs);
     return 0;
 }
+
+void bench_geomean_add(bench_geomean *g, double x) {
+    g->logsum += log(x);
+    g->n++;
+}
+
+double bench_geomean_value(const bench_geomean *g) { return g->n ? exp(g->logsum / g->n) : NAN; }

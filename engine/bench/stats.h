@@ -63,5 +63,21 @@ double bench_stats_noise(const bench_stats *st);
 int bench_stats_processes(const double *x, int n, const int *counts, int np, double *noise,
                           double *spread, double *medians);
 
+// The geometric mean of speedups, accumulated one value at a time (every
+// summary line and report table computes it this way):
+//
+//   bench_geomean g = {0};
+//   bench_geomean_add(&g, 0.5);
+//   bench_geomean_add(&g, 8);
+//   bench_geomean_value(&g);   // 2; NaN before the first value
+//
+// The caller leaves out what must not count (unstable, failed, not > 0).
+typedef struct bench_geomean {
+    double logsum; // the sum of the logs
+    int n;         // values added
+} bench_geomean;
+void bench_geomean_add(bench_geomean *g, double x);
+double bench_geomean_value(const bench_geomean *g);
+
 // Quantile p in [0, 1] of sorted[0..n-1], by the rule above.
 double bench_quantile_sorted(const double *sorted, int n, double p);

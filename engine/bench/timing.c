@@ -1,25 +1,16 @@
 // The measuring loop (timing.h).
 #include "timing.h"
 
+#include "base/clock.h"
 #include "stats.h"
 
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 // regroupings before a short sample is kept as it is
 #define MAX_REGROUPS 8
-
-double bench_now(void) {
-    struct timespec ts;
-    // CLOCK_MONOTONIC cannot fail on Linux with a valid pointer; a zero
-    // clock would show as zero durations, never as a crash.
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
-        return 0;
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static bench_timing_opts with_defaults(const bench_timing_opts *opts) {
     bench_timing_opts o = opts ? *opts : (bench_timing_opts){0};
@@ -39,7 +30,7 @@ static bench_timing_opts with_defaults(const bench_timing_opts *opts) {
 // One sample of `iters` iterations of s: *secs by the step's clock (the
 // host's without one), *host_secs by the host's. -1 when the step fails.
 static int sample(const bench_step *s, int64_t iters, double *secs, double *host_secs) {
-    double t0 = bench_now();
+    double t0 = base_now();
     if (s->clock && s->clock->start(s->ctx) < 0)
         return -1;
     for (int64_t i = 0; i < iters; i++)
@@ -48,7 +39,7 @@ static int sample(const bench_step *s, int64_t iters, double *secs, double *host
     double dev = 0;
     if (s->clock && s->clock->stop(s->ctx, &dev) < 0)
         return -1;
-    *host_secs = bench_now() - t0;
+    *host_secs = base_now() - t0;
     *secs = s->clock ? dev : *host_secs;
     return 0;
 }
@@ -67,7 +58,7 @@ static double median_inplace(double *x, int n) {
 // Warm-up of one step (the rule in timing.h); sets its iterations per
 // sample. -1 when it fails.
 static int warm_up(const bench_step *s, const bench_timing_opts *o, bench_timing *t) {
-    double start = bench_now(), fastest = INFINITY, prev = NAN;
+    double start = base_now(), fastest = INFINITY, prev = NAN;
     double window[BENCH_WARMUP_WINDOW_MAX];
     int nw = 0;
     double window_t0 = start;
@@ -78,7 +69,7 @@ static int warm_up(const bench_step *s, const bench_timing_opts *o, bench_timing
         if (dt < fastest)
             fastest = dt;
         t->warmup_iters++;
-        double now = bench_now();
+        double now = base_now();
         t->warmup_s = now - start;
         if (o->warmup_fixed > 0) {
             if (t->warmup_iters >= o->warmup_fixed)

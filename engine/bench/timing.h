@@ -119,8 +119,6 @@ typedef struct bench_timing {
     double timed_s;      // host seconds of the kept samples, all iterations
 } bench_timing;
 
-// Monotonic seconds since an arbitrary origin.
-double bench_now(void);
 // 0 on success; -1 when the step fails (its own error stands) or memory runs
 // out (t->samples is NULL then).
 int bench_time(bench_step_fn step, void *ctx, const bench_timing_opts *opts, bench_timing *t);

@@ -5,7 +5,7 @@
 #include "train_check.h"
 
 #include "accuracy.h"
-#include "backend/cpu/cpu_rules.h"
+#include "core/op_rules.h"
 #include "ref.h"
 
 #include <math.h>
@@ -173,7 +173,7 @@ int train_reference_rounded(const model *m, const train_snapshot *s0, enum dtype
         float *f = tensor_f32(t);
         for (int64_t e = 0; e < tensor_numel(t); e++) {
             if (low != DT_F32) {
-                f[e] = (float)cpu_cast_value(low, f[e]);
+                f[e] = (float)op_cast_value(low, f[e]);
                 continue;
             }
             // one ulp up or down, a fixed pattern (a hash of node and index)

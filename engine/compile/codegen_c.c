@@ -12,7 +12,7 @@
 // use), the inner one `omp simd` over unit or broadcast strides.
 #include "compile_internal.h"
 
-#include "sbuf.h"
+#include "base/sbuf.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
 // levels) so the two stay easy to compare; where they differ is said.
 #include "codegen_cuda.h"
 
-#include "sbuf.h"
+#include "base/sbuf.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -614,7 +614,7 @@ static int emit_extern(cgen *g) {
 // here: the library kernel takes its mask's key as a launch argument, which
 // a captured graph would keep from the step it was recorded in, while this
 // loop computes the key from the step in device memory (a.step) at every
-// replay. The mask is cpu_rules.h's: the bit of element i of the output
+// replay. The mask is op_rules.h's: the bit of element i of the output
 // (its flat index, which the loop's i is: the output is contiguous and the
 // loop walks its shape in order) under key mix(mix(stream + c) + t).
 static int emit_dropout(cgen *g) {

@@ -3,7 +3,7 @@
 #include "compile_internal.h"
 
 #include "../backend/cpu/cpu_formulas.h"
-#include "../backend/cpu/cpu_rules.h"
+#include "core/op_rules.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -130,7 +130,7 @@ double compile_scalar_op(enum op op, const graph_node *n, const double *a) {
     switch (op) {
     case OP_ACT_GRAD: return x * formula((enum op)n->ia[0], true, n, a[1]);
     case OP_GE: return x >= a[1] ? 1 : 0;
-    case OP_CAST: return cpu_cast_value((enum dtype)n->ia[0], x); // as the kernel would store it
+    case OP_CAST: return op_cast_value((enum dtype)n->ia[0], x); // as the kernel would store it
     case OP_CONTIGUOUS: return x;
     case OP_ADD: return x + a[1];
     case OP_SUB: return x - a[1];

@@ -1,5 +1,6 @@
 #include "kcache.h"
 
+#include "base/files.h"
 #include "tcbench_config.h"
 
 #include <dlfcn.h>
@@ -140,26 +141,6 @@ static int compiler_version(char *err, size_t cap) {
     return 0;
 }
 
-static int mkdir_p(const char *path, char *err, size_t cap) {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(tmp, 0700) < 0 && errno != EEXIST) {
-            snprintf(err, cap, "mkdir %s: %s", tmp, strerror(errno));
-            return -1;
-        }
-        *p = '/';
-    }
-    if (mkdir(tmp, 0700) < 0 && errno != EEXIST) {
-        snprintf(err, cap, "mkdir %s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
 int kcache_dir(const char *cache_dir, char *out, size_t outcap, char *err, size_t cap) {
     if (cache_dir && *cache_dir) {
         snprintf(out, outcap, "%s", cache_dir);
@@ -172,15 +153,11 @@ int kcache_dir(const char *cache_dir, char *out, size_t outcap, char *err, size_
         else
             snprintf(out, outcap, "/tmp/tcbench-cache-%d", (int)getuid());
     }
-    if (mkdir_p(out, err, cap) < 0)
+    if (base_mkdir_p(out, 0700, err, cap) < 0)
         return -1;
     struct stat st;
     if (stat(out, &st) < 0) {
         snprintf(err, cap, "stat %s: %s", out, strerror(errno));
-        return -1;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        snprintf(err, cap, "kernel cache %s is not a directory", out);
         return -1;
     }
     // Loading a shared object runs its code: refuse a directory someone

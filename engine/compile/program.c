@@ -5,6 +5,7 @@
 #include "compile_internal.h"
 
 #include "../backend/cpu/cpu_kernels.h"
+#include "base/clock.h"
 #include "kcache.h"
 
 #include <dlfcn.h>
@@ -12,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 typedef struct tc_rt { // as codegen_c.c's tc_abi
     int (*call)(void *ctx, int gi, char *const *a);
@@ -58,12 +58,6 @@ compile_opts compile_opts_default(void) {
     if (l && strstr(l, "fusion"))
         o.log = stderr;
     return o;
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 // A tensor header over a kernel operand: the pointer is the first element,
@@ -335,7 +329,7 @@ static void dump(const compile_opts *o, const cprog *p, const char *src) {
 }
 
 int compile_model(const model *m, const compile_opts *o, compiled **out, char *err, size_t cap) {
-    double t0 = now_s();
+    double t0 = base_now();
     *out = NULL;
     compiled *c = calloc(1, sizeof *c);
     if (!c)
@@ -449,7 +443,7 @@ int compile_model(const model *m, const compile_opts *o, compiled **out, char *e
             casts = p->g->nodes[k->nodes[i]].op == OP_CAST;
         c->st.cast_kernels += casts;
     }
-    c->st.compile_s = now_s() - t0;
+    c->st.compile_s = base_now() - t0;
     const char *pf = getenv("TCBENCH_PROFILE");
     if (pf && strstr(pf, "compiled") && !c->capture && p->ngroups > 0 &&
         !(c->prof = calloc((size_t)p->ngroups, sizeof *c->prof)))
@@ -513,10 +507,10 @@ int compiled_run(compiled *c, tensor **outputs, compiled_stats *st) {
             int nops = compile_group_operands(p, k, c->ops, c->maxops);
             for (int i = 0; i < nops; i++)
                 c->ptrs[i] = storage_ptr(c, c->ops[i]);
-            double t0 = c->prof ? now_s() : 0;
+            double t0 = c->prof ? base_now() : 0;
             c->kernels[k->kernel](c->ptrs, &c->rt, gi);
             if (c->prof)
-                c->prof[gi] += now_s() - t0;
+                c->prof[gi] += base_now() - t0;
             for (int v = 0; v < g->n; v++)
                 if (c->free_after[v] == gi && c->bufs[v]) {
                     tensor_free(c->bufs[v]);

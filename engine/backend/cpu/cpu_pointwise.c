@@ -2,12 +2,12 @@
 // dropout and strided copies (cpu_kernels.h). Each op is a 1-d segment loop
 // specialized on unit and zero strides; cpu_iter supplies the segments and
 // the threads.
+#include "core/op_rules.h"
 #include "cpu_f16.h"
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
 #include "cpu_formulas.h"
 #include "cpu_math.h"
-#include "cpu_rules.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -99,7 +99,7 @@ static void un_rsqrt(int64_t n, float *restrict o, const float *restrict a, int6
     un_sqrt_rsqrt(n, o, a, sa, true);
 }
 
-// The mask depends on the element's flat index only (cpu_rules.h), so it is
+// The mask depends on the element's flat index only (op_rules.h), so it is
 // the same for any thread split and matches the reference bit for bit.
 static void un_dropout(int64_t n, float *restrict o, const float *restrict a, int64_t sa,
                        const unary_prm *p, int64_t flat0) {
@@ -108,7 +108,7 @@ static void un_dropout(int64_t n, float *restrict o, const float *restrict a, in
     float s = p->a;
 #pragma omp simd
     for (int64_t i = 0; i < n; i++)
-        o[i] = cpu_dropout_keep(key, (uint64_t)(flat0 + i), thr) ? a[i * sa] * s : 0.0f;
+        o[i] = op_dropout_keep(key, (uint64_t)(flat0 + i), thr) ? a[i * sa] * s : 0.0f;
 }
 
 static const unary_fn formula_table[OP_COUNT] = {
@@ -222,7 +222,7 @@ static void seg_cast_generic(void *ctx, int64_t n, char *const *ptr, const int64
     int64_t si = (int64_t)dtype_size(j->from), so = (int64_t)dtype_size(j->to);
     for (int64_t i = 0; i < n; i++)
         store_double(j->to, ptr[0] + i * so,
-                     cpu_cast_value(j->to, load_as_double(j->from, ptr[1] + i * st[1] * si)));
+                     op_cast_value(j->to, load_as_double(j->from, ptr[1] + i * st[1] * si)));
 }
 
 // ---- copy ----------------------------------------------------------------
@@ -344,8 +344,8 @@ int cpu_unary(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
         j.p.a = (float)n->fa[0];
         j.p.b = (float)n->fa[1];
     } else {
-        j.p.key = cpu_dropout_key(n->ia[0], c->step ? c->step : 1);
-        j.p.thr = cpu_dropout_threshold(n->fa[0]);
+        j.p.key = op_dropout_key(n->ia[0], c->step ? c->step : 1);
+        j.p.thr = op_dropout_threshold(n->fa[0]);
         j.p.a = (float)(1.0 / (1.0 - n->fa[0]));
     }
     if (x->dtype != out->dtype)

@@ -80,6 +80,3 @@ void cuda_timer_free(cuda_timer *t);
 // the next sample starts with nothing of its data in L2 (Triton's
 // do_bench does the same). The buffer is made on first use and kept.
 int cuda_l2_flush(void *stream, char *err, size_t cap);
-// Waits for all work on the stream; -1 with the first error of an earlier
-// asynchronous launch.
-int cuda_stream_sync(void *stream, char *err, size_t cap);

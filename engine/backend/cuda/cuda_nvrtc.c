@@ -1,18 +1,12 @@
 // NVRTC compilation to cubin (cuda_nvrtc.h).
 #include "cuda_nvrtc.h"
 
+#include "base/clock.h"
 #include "cuda_rt.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static char *dup_str(const char *s) {
     char *d = malloc(strlen(s) + 1);
@@ -54,7 +48,7 @@ static int compile(nvrtcProgram p, int arch, cuda_nvrtc_result *r, char *err, si
 int cuda_nvrtc_compile(const char *src, const char *name, int arch, cuda_nvrtc_result *r, char *err,
                        size_t cap) {
     memset(r, 0, sizeof *r);
-    double t0 = now_s();
+    double t0 = base_now();
     nvrtcProgram p;
     nvrtcResult cr = nvrtcCreateProgram(&p, src, name, 0, NULL, NULL);
     if (cr != NVRTC_SUCCESS) {
@@ -71,7 +65,7 @@ int cuda_nvrtc_compile(const char *src, const char *name, int arch, cuda_nvrtc_r
         r->cubin = NULL;
         r->cubin_size = 0;
     }
-    r->seconds = now_s() - t0;
+    r->seconds = base_now() - t0;
     return rc;
 }
 
@@ -79,11 +73,4 @@ void cuda_nvrtc_result_free(cuda_nvrtc_result *r) {
     free(r->cubin);
     free(r->log);
     memset(r, 0, sizeof *r);
-}
-
-int cuda_nvrtc_version(char *buf, size_t cap) {
-    int major = 0, minor = 0;
-    NVRTC_TRY(buf, cap, nvrtcVersion(&major, &minor));
-    snprintf(buf, cap, "%d.%d", major, minor);
-    return 0;
 }

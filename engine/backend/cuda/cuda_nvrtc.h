@@ -25,5 +25,3 @@ typedef struct cuda_nvrtc_result {
 int cuda_nvrtc_compile(const char *src, const char *name, int arch, cuda_nvrtc_result *r, char *err,
                        size_t cap);
 void cuda_nvrtc_result_free(cuda_nvrtc_result *r);
-// "13.0"
-int cuda_nvrtc_version(char *buf, size_t cap);

@@ -10,7 +10,7 @@
 
 extern "C" {
 #include "backend/cpu/cpu_iter.h"
-#include "backend/cpu/cpu_rules.h"
+#include "core/op_rules.h"
 }
 #include "cuda_pointwise.cuh"
 
@@ -71,7 +71,7 @@ template <typename T, int OP> struct unary_f {
         int64_t o[2];
         pw_offsets<2>(it, i, o);
         float v = ldf((const T *)it.data[1], o[1]);
-        if constexpr (OP == OP_DROPOUT) // the flat output index, as cpu_rules.h
+        if constexpr (OP == OP_DROPOUT) // the flat output index, as op_rules.h
             v = tc_dropout_keep(p.key, (uint64_t)i, p.thr) ? v * p.a : 0.0f;
         else
             v = un_op<OP>(v, p);
@@ -104,7 +104,7 @@ __device__ double ld_any(int t, const char *p, int64_t i) {
     }
 }
 
-// cpu_cast_value's rule: floats round, integers truncate toward zero,
+// op_cast_value's rule: floats round, integers truncate toward zero,
 // saturating, NaN to 0; bool is v != 0
 __device__ void st_any(int t, char *p, int64_t i, double v) {
     switch (t) {
@@ -145,8 +145,8 @@ int cuda_unary(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
         p.a = (float)n->fa[0];
         p.b = (float)n->fa[1];
     } else {
-        p.key = cpu_dropout_key(n->ia[0], c->step ? c->step : 1);
-        p.thr = cpu_dropout_threshold(n->fa[0]);
+        p.key = op_dropout_key(n->ia[0], c->step ? c->step : 1);
+        p.thr = op_dropout_threshold(n->fa[0]);
         p.a = (float)(1.0 / (1.0 - n->fa[0]));
     }
     if (x->dtype == DT_F32)

@@ -11,7 +11,7 @@
 // never the fast intrinsics: neither side is built with --use_fast_math.
 // The pointwise formulas are core/pointwise.h's, the CPU kernels' too;
 // maximum and max keep NaN. Dropout uses
-// cpu_rules.h's counter-based mask bit for bit. No headers are needed under
+// core/op_rules.h's counter-based mask bit for bit. No headers are needed under
 // NVRTC: the integer types are defined here.
 #pragma once
 
@@ -68,7 +68,7 @@ TC_DEV float tc_normal_cdf(float x) { return 0.5f * erfcf(-0.70710678118654752f 
 // NaN in either gives NaN, as torch.maximum
 TC_DEV float tc_maximum(float x, float y) { return (x != x || x > y) ? x : y; }
 
-// cpu_rules.h's dropout mask
+// op_rules.h's dropout mask
 TC_DEV uint64_t tc_mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;

@@ -4,6 +4,7 @@
 // copies of the sources, from one step to the next.
 #include "cuda_program.h"
 
+#include "base/clock.h"
 #include "compile/codegen_cuda.h"
 #include "cuda_nvrtc.h"
 #include "cuda_rt.h"
@@ -12,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 // the generated kernels' one parameter (codegen_cuda.c)
 typedef struct tc_args {
@@ -43,12 +43,6 @@ struct cuda_program {
     compiled_stats st;
     char err[600];
 };
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 // ---- operands ------------------------------------------------------------------------
 
@@ -447,7 +441,7 @@ static int upload_values(cuda_program *c, char *err, size_t cap) {
 
 int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cuda_program **out,
                      char *err, size_t cap) {
-    double t0 = now_s();
+    double t0 = base_now();
     *out = NULL;
     cuda_program *c = calloc(1, sizeof *c);
     if (!c)
@@ -549,26 +543,12 @@ int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cud
     c->st.peak_bytes = params + p->arena_bytes;
     c->st.arena_bytes = p->arena_bytes;
     c->st.kernels = c->step_kernels;
-    c->st.compile_s = now_s() - t0;
+    c->st.compile_s = base_now() - t0;
     *out = c;
     return 0;
 }
 
 // ---- running --------------------------------------------------------------------------------
-
-int cuda_program_upload_inputs(cuda_program *c) {
-    const cprog *p = &c->p;
-    for (int i = 0; i < p->m->g->n; i++) {
-        int v = p->src_of[i];
-        if (v < 0 || p->m->g->nodes[i].op != OP_INPUT)
-            continue;
-        if (cuda_tensor_copy_in(&c->c, c->dev[v], p->m->values[i]) < 0) {
-            snprintf(c->err, sizeof c->err, "uploading input %%%d: %s", i, c->c.err);
-            return -1;
-        }
-    }
-    return 0;
-}
 
 void cuda_program_set_step(cuda_program *c, uint64_t step) { c->step = step; }
 

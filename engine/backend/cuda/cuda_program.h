@@ -54,8 +54,6 @@ typedef struct cuda_program cuda_program;
 
 int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cuda_program **out,
                      char *err, size_t cap);
-// Copies m->values of the INPUT nodes to the device again.
-int cuda_program_upload_inputs(cuda_program *c);
 // The training step of the next runs (from 1; 0 counts as 1), as compiled_set_step.
 void cuda_program_set_step(cuda_program *c, uint64_t step);
 int cuda_program_run(cuda_program *c, compiled_stats *st);

@@ -446,11 +446,6 @@ int cuda_l2_flush(void *stream, char *err, size_t cap) {
     return 0;
 }
 
-int cuda_stream_sync(void *stream, char *err, size_t cap) {
-    CUDA_TRY(err, cap, cudaStreamSynchronize((cudaStream_t)stream));
-    return 0;
-}
-
 // ---- describing the device for the results ---------------------------------
 
 int cuda_device_describe(cuda_device_info *info, char *err, size_t cap) {

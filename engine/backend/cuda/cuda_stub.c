@@ -60,11 +60,6 @@ int cuda_l2_flush(void *stream, char *err, size_t cap) {
     return not_built(err, cap);
 }
 
-int cuda_stream_sync(void *stream, char *err, size_t cap) {
-    (void)stream;
-    return not_built(err, cap);
-}
-
 int eager_cuda_new(const model *m, const eager_cuda_opts *o, eager_cuda **out, char *err,
                    size_t cap) {
     (void)m, (void)o;
@@ -104,11 +99,6 @@ void *eager_cuda_stream(const eager_cuda *e) {
     return NULL;
 }
 
-size_t eager_cuda_reserved_bytes(const eager_cuda *e) {
-    (void)e;
-    return 0;
-}
-
 void eager_cuda_free(eager_cuda *e) { (void)e; }
 
 int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cuda_program **out,
@@ -116,11 +106,6 @@ int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cud
     (void)m, (void)o, (void)allow_tf32;
     *out = NULL;
     return not_built(err, cap);
-}
-
-int cuda_program_upload_inputs(cuda_program *c) {
-    (void)c;
-    return -1;
 }
 
 void cuda_program_set_step(cuda_program *c, uint64_t step) { (void)c, (void)step; }

@@ -4,7 +4,7 @@
 // timed side by side: the median of 20 runs each after a warm-up, in
 // GFLOP/s. The numbers in docs/amp.md come from it.
 //
-//   ninja -C build && ./build/bench/gemm_bf16     # OMP_NUM_THREADS as usual
+//   ninja -C build && ./build/dev/gemm_bf16     # OMP_NUM_THREADS as usual
 #include "bench_util.h"
 
 #include <omp.h>

@@ -2,17 +2,11 @@
 // and the median time of a kernel with oneDNN's bf16 path on or off.
 #pragma once
 #include "backend/cpu/cpu_kernels.h"
+#include "base/clock.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
-
-static inline double bench_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static inline int bench_cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -51,13 +45,13 @@ static inline double bench_median(cpu_dnnl *d, int runs, bool widen, int (*kerne
         exit(1);
     }
     for (int r = -2; r < runs; r++) {
-        double t0 = bench_now();
+        double t0 = base_now();
         if (kernel(ctx) < 0) {
             fprintf(stderr, "%s: the kernel failed\n", name);
             exit(1);
         }
         if (r >= 0)
-            t[r] = bench_now() - t0;
+            t[r] = base_now() - t0;
     }
     qsort(t, (size_t)runs, sizeof t[0], bench_cmp_double);
     double m = runs % 2 ? t[runs / 2] : (t[runs / 2 - 1] + t[runs / 2]) / 2;

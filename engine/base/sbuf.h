@@ -1,4 +1,4 @@
-// sbuf: a growing string for generated source.
+// sbuf: a growing string (generated source, report text).
 //
 //   sbuf b = {0};
 //   sbuf_printf(&b, "int x = %d;\n", 3);

@@ -5,7 +5,7 @@
 // timed side by side: the median of 10 runs each after a warm-up, in
 // GFLOP/s. The numbers in docs/amp.md come from it.
 //
-//   ninja -C build && ./build/bench/conv_bf16     # OMP_NUM_THREADS as usual
+//   ninja -C build && ./build/dev/conv_bf16     # OMP_NUM_THREADS as usual
 #include "bench_util.h"
 #include "graph.h"
 
