@@ -225,7 +225,7 @@ static bool noisy(compare_row *r, const compare_options *o) {
 // in the pooled figure: the spread of their medians over sqrt(processes),
 // the standard error of a mean of that many draws.
 static double side_noise(const resfile_entry *e) {
-    double n = isfinite(e->noise) ? e->noise : bench_stats_noise(&e->stats);
+    double n = e->noise;
     if (e->processes < 2 || !isfinite(e->process_spread))
         return n;
     return sqrt(n * n + e->process_spread * e->process_spread / (double)e->processes);

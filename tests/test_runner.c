@@ -504,7 +504,6 @@ static void fake_process(bench_result *rs, double e, double c, int n) {
         bench_stats_compute(r->samples, n, &r->stats);
         r->stab = (bench_stability){.rounds = n,
                                     .noise = bench_stats_noise(&r->stats),
-                                    .sample_noise = bench_stats_noise(&r->stats),
                                     .processes = 1,
                                     .process_spread = NAN,
                                     .process_medians_s = {r->stats.median},
@@ -530,8 +529,12 @@ static void test_group_pool(void **state) {
     fake_process(rs, 2e-3, 1e-3, 20);
     fake_process(more, 3e-3, 1.5e-3, 10); // a slower process, the same speedup
     bench_group_pool(rs, more, 2, 1);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 2; k++) { // as run_group: the pooled stats, then the judgement
         bench_result_free(&more[k]);
+        bench_stats_compute(rs[k].samples, rs[k].nsamples, &rs[k].stats);
+    }
+    bench_group_judge(rs, 2, 2);
+    for (int k = 0; k < 2; k++) {
         assert_int_equal(rs[k].nsamples, 30);
         assert_int_equal(rs[k].stab.processes, 2);
         assert_int_equal(rs[k].stab.rounds, 30);
@@ -541,10 +544,13 @@ static void test_group_pool(void **state) {
     }
     assert_true(rs[0].stab.process_medians_s[0] == 2e-3);
     assert_true(rs[0].stab.process_medians_s[1] == 3e-3);
-    bench_group_judge(rs, 2, 2);
     // sd of {log 2, log 3} (n - 1): |log 1.5| / sqrt 2
     assert_true(fabs(rs[0].stab.process_spread - log(1.5) / sqrt(2)) < 1e-12);
-    assert_true(fabs(rs[0].stab.noise - rs[0].stab.sample_noise) < 1e-15);
+    // the noise within the processes, weighted by their samples (stats.h)
+    double within, spread;
+    assert_int_equal(
+        bench_stats_processes(rs[0].samples, 30, (int[]){20, 10}, 2, &within, &spread, NULL), 0);
+    assert_true(fabs(rs[0].stab.noise - within) < 1e-15);
     assert_false(rs[0].stab.unstable);
     assert_true(fabs(rs[1].speedup.median - 2.0) < 0.05); // paired rounds of both processes
     assert_true(rs[1].speedup.ci95_lo <= 2.0 && rs[1].speedup.ci95_hi >= 1.95);

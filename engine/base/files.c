@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -39,4 +40,13 @@ int base_mkdir_p(const char *path, mode_t mode, char *err, size_t cap) {
             *q = '/';
         }
     }
+}
+
+int base_mkdtemp(const char *name, char *dir, size_t dcap, char *err, size_t cap) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, dcap, "%s/%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", name);
+    if (mkdtemp(dir))
+        return 0;
+    snprintf(err, cap, "mkdtemp %.400s: %s", dir, strerror(errno));
+    return -1;
 }

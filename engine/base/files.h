@@ -11,3 +11,6 @@
 // umask); an existing directory is fine. -1 with err naming the failed call
 // (or a component that exists and is not a directory).
 int base_mkdir_p(const char *path, mode_t mode, char *err, size_t cap);
+// A new private directory $TMPDIR/NAME-XXXXXX (/tmp without TMPDIR) into
+// dir; -1 with err naming the failed call.
+int base_mkdtemp(const char *name, char *dir, size_t dcap, char *err, size_t cap);

@@ -54,13 +54,7 @@ static int mode_cache(const char *kcache, const char *mode, char *dir, size_t dc
         }
         return 0;
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, dcap, "%s/tcbench-kcache-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
-        snprintf(err, cap, "mkdtemp %.400s: %s", dir, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return base_mkdtemp("tcbench-kcache", dir, dcap, err, cap);
 }
 
 // Compiles mr's mode cold (an empty kernel cache of its own) and warm (the

@@ -55,11 +55,9 @@ static void keep_samples(const bench_plan *p, mode_run **who, bench_timing *tm, 
         bench_stats_compute(r->samples, r->nsamples, &r->stats);
         bench_probe_diff(before, after, &r->stab);
         r->stab.rounds = r->nsamples;
-        r->stab.noise = r->stab.sample_noise = bench_stats_noise(&r->stats);
+        // noise, spread and the median by process: bench_group_judge
         r->stab.processes = 1;
-        r->stab.process_medians_s[0] = r->stats.median;
         r->stab.process_samples[0] = r->nsamples;
-        r->stab.process_spread = NAN;
         r->stab.threads = p->cfg.threads;
     }
 }

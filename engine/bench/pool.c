@@ -55,9 +55,7 @@ void bench_group_pool(bench_result *rs, const bench_result *more, int n, int pro
         s->steal_s += t->steal_s;
         s->run_delay_s += t->run_delay_s;
         s->load_end = t->load_end;
-        s->process_samples[s->processes] = m->nsamples;
-        s->process_medians_s[s->processes++] = m->stats.median;
-        bench_stats_compute(r->samples, r->nsamples, &r->stats);
+        s->process_samples[s->processes++] = m->nsamples;
     }
 }
 
@@ -81,19 +79,14 @@ void bench_group_judge(bench_result *rs, int n, int threads) {
             continue;
         // within each process, and between them (stats.h); samples that
         // came without their processes' counts are one process's
-        int one = rs[k].nsamples;
-        bool split =
-            s->processes >= 1 &&
+        if (s->processes < 1 ||
             bench_stats_processes(rs[k].samples, rs[k].nsamples, s->process_samples, s->processes,
-                                  &s->sample_noise, &s->process_spread, s->process_medians_s) == 0;
-        if (!split) {
+                                  &s->noise, &s->process_spread, s->process_medians_s) < 0) {
             s->processes = 1;
-            s->process_samples[0] = one;
-            s->process_medians_s[0] = rs[k].stats.median;
-            bench_stats_processes(rs[k].samples, one, &one, 1, &s->sample_noise, &s->process_spread,
-                                  NULL);
+            s->process_samples[0] = rs[k].nsamples;
+            bench_stats_processes(rs[k].samples, rs[k].nsamples, s->process_samples, 1, &s->noise,
+                                  &s->process_spread, s->process_medians_s);
         }
-        s->noise = s->sample_noise;
         const bench_speedup *sp = &rs[k].speedup;
         s->ci_rel_width =
             k > 0 && isfinite(sp->median) ? (sp->ci95_hi - sp->ci95_lo) / sp->median : NAN;

@@ -171,7 +171,6 @@ static json_t *stability_json(const bench_stability *s) {
         "one_thread_s", jreal(s->one_thread_s), "unstable", s->unstable, "reasons", why);
     int rc = j ? 0 : -1;
     if (j) {
-        rc |= json_object_set_new(j, "sample_noise", jreal(s->sample_noise));
         rc |= json_object_set_new(j, "processes", json_integer(s->processes));
         rc |= json_object_set_new(j, "process_spread", jreal(s->process_spread));
         rc |= json_object_set_new(j, "process_medians_s", medians);

@@ -3,6 +3,7 @@
 #include "runner.h"
 
 #include "base/clock.h"
+#include "base/files.h"
 #include "timing.h"
 
 #include <errno.h>
@@ -156,7 +157,6 @@ static void stability_from_json(const json_t *j, bench_stability *s) {
     s->load_start = getnum(j, "load_start");
     s->load_end = getnum(j, "load_end");
     s->one_thread_s = getnum(j, "one_thread_s");
-    s->sample_noise = getnum(j, "sample_noise");
     s->process_spread = getnum(j, "process_spread");
     const json_t *med = json_object_get(j, "process_medians_s");
     const json_t *cnt = json_object_get(j, "process_samples");
@@ -425,14 +425,10 @@ static void run_group(const bench_plan *p, int group, const bench_hooks *h, benc
         procs = BENCH_MAX_PROCESSES;
     // the processes' shared kernel cache: process 0 compiles, the others load
     char kcache[1024] = "";
-    if (procs > 1) {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(kcache, sizeof kcache, "%s/tcbench-group-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-        if (!mkdtemp(kcache)) {
-            fprintf(stderr, "tcbench: mkdtemp %s: %s; each process compiles its own\n", kcache,
-                    strerror(errno));
-            kcache[0] = '\0';
-        }
+    char err[512];
+    if (procs > 1 && base_mkdtemp("tcbench-group", kcache, sizeof kcache, err, sizeof err) < 0) {
+        fprintf(stderr, "tcbench: %s; each process compiles its own\n", err);
+        kcache[0] = '\0';
     }
     run_child(p, group, 0, kcache[0] ? kcache : NULL, h, rs);
     for (int k = 1; k < procs; k++) {
@@ -451,8 +447,11 @@ static void run_group(const bench_plan *p, int group, const bench_hooks *h, benc
     }
     if (kcache[0])
         bench_remove_tree(kcache);
-    if (procs > 1)
+    if (procs > 1) { // the pooled samples' statistics, then their judgement
+        for (int i = 0; i < n; i++)
+            bench_stats_compute(rs[i].samples, rs[i].nsamples, &rs[i].stats);
         bench_group_judge(rs, n, p->cfg.threads);
+    }
 }
 
 int bench_run(const bench_plan *p, bench_report *rep, const bench_hooks *h) {

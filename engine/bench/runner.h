@@ -212,11 +212,10 @@ typedef struct bench_stability {
     // (a shift between processes is not noise within one: it is
     // process_spread, which `compare` adds as process_spread / sqrt(processes))
     double noise;
-    double sample_noise;   // the same figure, kept while the processes are pooled
     int processes;         // processes whose samples are pooled (1 or more)
     double process_spread; // standard deviation of the log of their medians; NaN below 2
-    double process_medians_s[BENCH_MAX_PROCESSES]; // each process's median, in order
-    int process_samples[BENCH_MAX_PROCESSES];      // how many of the samples each gave
+    int process_samples[BENCH_MAX_PROCESSES];      // how many of the samples each gave, in order
+    double process_medians_s[BENCH_MAX_PROCESSES]; // each one's median (bench_group_judge)
     double ci_rel_width; // compiled-family that passed: (ci95_hi - ci95_lo) / median; else NaN
     double timed_s;      // wall time of the group's timed rounds
     int64_t nivcsw;      // the child's involuntary context switches during them
@@ -345,8 +344,8 @@ void bench_group_measure(const bench_plan *p, int group, int process, const char
 // link out of it nor crossing into another file system.
 void bench_remove_tree(const char *dir);
 // Pools the samples of a later process's results `more` (rs's group, the
-// same tasks) into rs: samples appended, interference summed, the
-// process's median kept. A task that failed there while it was good in rs
+// same tasks) into rs: samples appended, their count kept by process,
+// interference summed (the caller then recomputes rs's stats). A task that failed there while it was good in rs
 // takes that status, its message prefixed by the process. `more` is left
 // to the caller to free.
 void bench_group_pool(bench_result *rs, const bench_result *more, int n, int process);

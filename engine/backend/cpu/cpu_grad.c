@@ -12,7 +12,6 @@
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
 #include "cpu_formulas.h"
-#include "cpu_math.h"
 #include "cpu_sum_to.h"
 
 #include <math.h>

@@ -7,7 +7,6 @@
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
 #include "cpu_formulas.h"
-#include "cpu_math.h"
 
 #include <math.h>
 #include <stdarg.h>
