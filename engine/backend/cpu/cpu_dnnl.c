@@ -126,6 +126,47 @@ void cpu_dnnl_log_impl(const dnnl_key *k, const_dnnl_primitive_desc_t pd) {
             (long long)k->w[2], (long long)k->w[3], impl);
 }
 
+int cpu_dnnl_pd_create(cpu_ctx *c, dnnl_primitive_desc_t *pd, const_dnnl_op_desc_t d,
+                       const_dnnl_primitive_attr_t attr, const_dnnl_primitive_desc_t hint,
+                       const char *skip) {
+    *pd = NULL;
+    if (!skip) {
+        DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_desc_create,
+                 (pd, d, attr, cpu_dnnl_engine(), hint));
+        return 0;
+    }
+    dnnl_primitive_desc_iterator_t it = NULL;
+    DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_desc_iterator_create,
+             (&it, d, attr, cpu_dnnl_engine(), hint));
+    for (;;) {
+        dnnl_primitive_desc_t p = dnnl_primitive_desc_iterator_fetch(it);
+        if (!p) {
+            snprintf(c->err, sizeof c->err, "dnnl_primitive_desc_iterator_fetch failed");
+            goto fail;
+        }
+        const char *impl = "";
+        if (dnnl_primitive_desc_query(p, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
+            strncmp(impl, skip, strlen(skip))) {
+            *pd = p;
+            break;
+        }
+        dnnl_primitive_desc_destroy(p);
+        dnnl_status_t st = dnnl_primitive_desc_iterator_next(it);
+        if (st != dnnl_success) {
+            snprintf(c->err, sizeof c->err,
+                     "dnnl_primitive_desc_iterator_next: no implementation but %s (%s)", skip,
+                     cpu_dnnl_status_str(st));
+            goto fail;
+        }
+    }
+    dnnl_primitive_desc_iterator_destroy(it);
+    return 0;
+fail:
+    if (it)
+        dnnl_primitive_desc_iterator_destroy(it);
+    return -1;
+}
+
 // The post-ops of key k as a primitive attribute (NULL when there are
 // none); md[i] receives binary post-op i's operand descriptor.
 static int post_attr(cpu_ctx *c, const dnnl_key *k, dnnl_primitive_attr_t *attr,

@@ -74,14 +74,20 @@ static dnnl_entry *conv_grad_new(cpu_ctx *c, const dnnl_key *k) {
         arg[1] = DNNL_ARG_WEIGHTS, md[1] = &md_w, q[1] = dnnl_query_weights_md;
         arg[2] = DNNL_ARG_DIFF_SRC, md[2] = &md_x, q[2] = dnnl_query_diff_src_md;
     } else {
-        DNNL_TRY(c->err, sizeof c->err, dnnl_dilated_convolution_backward_weights_desc_init,
-                 (&bd, dnnl_convolution_direct, &pmd_x, &pmd_w, NULL, &pmd_y, strides, dil, pad,
-                  pad));
+        DNNL_TRY(
+            c->err, sizeof c->err, dnnl_dilated_convolution_backward_weights_desc_init,
+            (&bd, dnnl_convolution_direct, &pmd_x, &pmd_w, NULL, &pmd_y, strides, dil, pad, pad));
         arg[0] = DNNL_ARG_SRC, md[0] = &md_x, q[0] = dnnl_query_src_md;
         arg[1] = DNNL_ARG_DIFF_DST, md[1] = &md_y, q[1] = dnnl_query_diff_dst_md;
         arg[2] = DNNL_ARG_DIFF_WEIGHTS, md[2] = &md_w, q[2] = dnnl_query_diff_weights_md;
     }
-    DNNL_TRY(c->err, sizeof c->err, dnnl_primitive_desc_create, (&pd, &bd, NULL, eng, hint));
+    // oneDNN 2.6's jit_1x1 backward-weights kernel writes past a buffer
+    // when the 1x1 convolution is strided (its reduce-to-unit-stride copy):
+    // heap corruption and wrong dW, more often under load. The next
+    // implementation in oneDNN's list takes those shapes.
+    bool strided_1x1 = k->w[2] == 1 && k->w[3] == 1 && (ia[0] > 1 || ia[1] > 1);
+    if (cpu_dnnl_pd_create(c, &pd, &bd, NULL, hint, !data && strided_1x1 ? "jit_1x1" : NULL) < 0)
+        goto fail;
     for (int i = 0; i < 3; i++)
         if (cpu_dnnl_arg(c, e, arg[i], md[i], dnnl_primitive_desc_query_md(pd, q[i], 0), i == 2) <
             0)
@@ -119,9 +125,8 @@ static int conv_grad_f32(cpu_ctx *c, const graph_node *n, dnnl_key *k, const ten
         k->xcl = data ? ocl : acl;
         k->ycl = data ? acl : bcl;
         dnnl_entry *e = cpu_dnnl_lookup(c, k, conv_grad_new);
-        if (e &&
-            (rc = cpu_dnnl_execute(c, e, (void *[]){tensor_data(ac), tensor_data(bc),
-                                                     tensor_data(out)})) < 0) {
+        if (e && (rc = cpu_dnnl_execute(
+                      c, e, (void *[]){tensor_data(ac), tensor_data(bc), tensor_data(out)})) < 0) {
             char why[sizeof c->err];
             memcpy(why, c->err, sizeof why);
             cpu_fail(c, "%s: %s", op_name(n->op), why);

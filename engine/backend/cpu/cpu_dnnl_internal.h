@@ -103,3 +103,10 @@ int cpu_dnnl_execute(cpu_ctx *c, dnnl_entry *e, void *const *data);
 void cpu_dnnl_entry_free(dnnl_entry *e); // a partly made one too
 // TCBENCH_LOG=dnnl: prints the implementation oneDNN chose for pd
 void cpu_dnnl_log_impl(const dnnl_key *k, const_dnnl_primitive_desc_t pd);
+// dnnl_primitive_desc_create, but the first implementation whose name does
+// not begin with `skip` (NULL: the first one): a way around an
+// implementation known to be wrong for some shapes. Fails as the call does,
+// its name in c->err.
+int cpu_dnnl_pd_create(cpu_ctx *c, dnnl_primitive_desc_t *pd, const_dnnl_op_desc_t d,
+                       const_dnnl_primitive_attr_t attr, const_dnnl_primitive_desc_t hint,
+                       const char *skip);
