@@ -7,7 +7,7 @@
 //
 //   ninja -C build && ./build/dev/conv_bf16     # OMP_NUM_THREADS as usual
 #include "bench_util.h"
-#include "graph.h"
+#include "core/graph.h"
 
 #include <omp.h>
 #include <stdio.h>

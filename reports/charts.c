@@ -7,7 +7,7 @@
 // noenhanced, so '_' and '^' in names print as themselves. Each script
 // draws its chart twice, PNG then SVG, and picks pngcairo when this gnuplot
 // has it, else png (libgd).
-#include "charts_int.h"
+#include "charts_internal.h"
 
 #include <errno.h>
 #include <math.h>

@@ -9,7 +9,7 @@
 // speedup axis is clipped at 1.5 x the largest median, so that one wide
 // interval cannot flatten every other bar: a clipped interval ends in a
 // triangle at the top, labelled with where it really ends.
-#include "charts_int.h"
+#include "charts_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 // results.csv: one row per entry, PyTorch's column names first (report_int.h).
-#include "report_int.h"
+#include "report_internal.h"
 
 #include "escape.h"
 

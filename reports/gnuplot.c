@@ -1,6 +1,6 @@
 // Drawing the report's charts: gnuplot run on each script through fork and
 // execvp, never a shell (report_int.h: charts_draw).
-#include "report_int.h"
+#include "report_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

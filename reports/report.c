@@ -1,6 +1,6 @@
 // tcbench report: merging results files, the dashboard's aggregates, and
 // writing the report's files (report.h).
-#include "report_int.h"
+#include "report_internal.h"
 
 #include "base/files.h"
 #include "bench/runner.h"

@@ -1,6 +1,6 @@
 // The report's document: the study's executive summary, headline,
 // warnings, ablation split, sweeps and per-model tables (report_int.h).
-#include "report_int.h"
+#include "report_internal.h"
 
 #include <math.h>
 #include <stdio.h>

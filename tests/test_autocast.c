@@ -1,4 +1,4 @@
-// Tests for the autocast pass (engine/autocast.h): PyTorch's CUDA autocast
+// Tests for the autocast pass (engine/autodiff/autocast.h): PyTorch's CUDA autocast
 // policy on a graph with every kind of op, casts exactly where the table
 // says and nowhere else, each value cast once.
 #include <setjmp.h>
@@ -10,7 +10,7 @@
 
 #include <string.h>
 
-#include "autocast.h"
+#include "autodiff/autocast.h"
 
 // The rule of every op in ops.def, by kind: a new op must be placed.
 static void test_rules(void **state) {

@@ -19,14 +19,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "autograd.h"
+#include "autodiff/autograd.h"
 #include "compile/compile.h"
 #include "core/pointwise.h"
-#include "eager.h"
-#include "model_prepare.h"
-#include "modeldef.h"
-#include "ref.h"
-#include "suite.h"
+#include "eager/eager.h"
+#include "model/model_prepare.h"
+#include "model/modeldef.h"
+#include "ref/ref.h"
+#include "model/suite.h"
 
 // ---- finite differences ---------------------------------------------------------
 

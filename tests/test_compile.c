@@ -24,16 +24,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "autograd.h"
+#include "autodiff/autograd.h"
 #include "compile/codegen_cuda.h"
 #include "compile/compile_internal.h"
 #include "compile/kcache.h"
 #include "core/pointwise.h"
-#include "eager.h"
-#include "model_prepare.h"
-#include "modeldef.h"
-#include "ref.h"
-#include "suite.h"
+#include "eager/eager.h"
+#include "model/model_prepare.h"
+#include "model/modeldef.h"
+#include "ref/ref.h"
+#include "model/suite.h"
 
 // ---- fixtures -----------------------------------------------------------------
 
@@ -1938,7 +1938,7 @@ static void test_opts_from_env(void **state) {
 // ---- 5. training graphs ---------------------------------------------------------
 
 // Training steps are hand-built joint graphs (forward, loss, backward ops,
-// optimizer updates), the shape engine/autograd.c gives them. Each runs
+// optimizer updates), the shape engine/autodiff/autograd.c gives them. Each runs
 // TRAIN_STEPS steps in eager and in the four compiled modes from the same
 // initial values; the outputs of every step and every parameter, buffer and
 // optimizer state after the last step must agree.
@@ -2160,7 +2160,7 @@ static double *doubles_of(const tensor *t) {
 }
 
 // Where a training model comes from: a hand-built graph (build, variant),
-// or a smoke-suite case trained by engine/autograd.c with SGD; and how
+// or a smoke-suite case trained by engine/autodiff/autograd.c with SGD; and how
 // close compiled must come to eager (relative L2).
 typedef struct train_src {
     graph *(*build)(int variant);
@@ -2394,7 +2394,7 @@ static void test_train_update_order(void **state) {
     check_hand(state, train_order, 0, 1, "update order");
 }
 
-// Every smoke model trained by engine/autograd.c: the gradients of every
+// Every smoke model trained by engine/autodiff/autograd.c: the gradients of every
 // step and the parameters after them, in three modes. SGD, whose update is
 // linear in the gradient: AdamW turns the rounding noise of an exactly zero
 // gradient (an attention key's bias) into steps of lr. 1e-3: eager itself is

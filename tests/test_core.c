@@ -8,10 +8,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "graph.h"
-#include "model.h"
-#include "nn.h"
-#include "tensor.h"
+#include "core/graph.h"
+#include "model/model.h"
+#include "model/nn/nn.h"
+#include "core/tensor.h"
 
 static void test_f16_round_trip(void **state) {
     (void)state;

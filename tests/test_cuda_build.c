@@ -21,9 +21,9 @@
 #include "backend/cuda/cuda_alloc.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_program.h"
-#include "eager_cuda.h"
-#include "graph.h"
-#include "model.h"
+#include "eager/eager_cuda.h"
+#include "core/graph.h"
+#include "model/model.h"
 
 // ---- a malloc backend that counts and can be told to fail ---------------------
 

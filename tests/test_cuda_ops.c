@@ -1,4 +1,4 @@
-// Every op's CUDA eager kernel against the fp64 reference (engine/ref.h):
+// Every op's CUDA eager kernel against the fp64 reference (engine/ref/ref.h):
 // seeded random inputs; f32 and f16 storage; odd sizes and sizes of a
 // million elements; broadcasting; permuted, sliced and expanded views
 // feeding kernels; every library path (cuBLAS strided-batched with
@@ -34,17 +34,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd.h"
+#include "autodiff/autograd.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_program.h"
-#include "eager.h"
-#include "eager_cuda.h"
-#include "graph.h"
-#include "model.h"
-#include "model_prepare.h"
-#include "modeldef.h"
-#include "ref.h"
-#include "suite.h"
+#include "eager/eager.h"
+#include "eager/eager_cuda.h"
+#include "core/graph.h"
+#include "model/model.h"
+#include "model/model_prepare.h"
+#include "model/modeldef.h"
+#include "ref/ref.h"
+#include "model/suite.h"
 
 static bool on_cpu; // TCBENCH_CUDA_OPS_ON_CPU: the CPU eager executor checks the cases
 

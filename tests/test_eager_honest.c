@@ -23,13 +23,13 @@
 
 #include <cblas.h>
 
-#include "autograd.h"
+#include "autodiff/autograd.h"
 #include "backend/cpu/cpu_gemm_par.h"
-#include "eager.h"
-#include "model_prepare.h"
-#include "modeldef.h"
-#include "ref.h"
-#include "suite.h"
+#include "eager/eager.h"
+#include "model/model_prepare.h"
+#include "model/modeldef.h"
+#include "ref/ref.h"
+#include "model/suite.h"
 
 // ---- the GEMM split --------------------------------------------------------------
 

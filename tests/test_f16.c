@@ -30,14 +30,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd.h"
+#include "autodiff/autograd.h"
 #include "backend/cpu/cpu_f16.h"
 #include "backend/cpu/cpu_kernels.h"
-#include "eager.h"
-#include "graph.h"
-#include "model.h"
-#include "model_prepare.h"
-#include "ref.h"
+#include "eager/eager.h"
+#include "core/graph.h"
+#include "model/model.h"
+#include "model/model_prepare.h"
+#include "ref/ref.h"
 
 #include <oneapi/dnnl/dnnl.h>
 

@@ -1,4 +1,4 @@
-// Tests for model_prepare (engine/model_prepare.h): models/mlp.yaml made
+// Tests for model_prepare (engine/model/model_prepare.h): models/mlp.yaml made
 // ready as the runner makes it (AMP training: casts, gradients, optimizer
 // state, values), and each step that can fail named with its words.
 #include <setjmp.h>
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_prepare.h"
+#include "model/model_prepare.h"
 
 static modeldef *mlp_def(void) {
     const char *src = getenv("TCBENCH_SOURCE_DIR");

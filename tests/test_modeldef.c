@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "expr.h"
-#include "modeldef.h"
-#include "yamldoc.h"
+#include "model/expr.h"
+#include "model/modeldef.h"
+#include "model/yamldoc.h"
 
 static char tmpdir[256];
 

@@ -23,11 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autograd.h"
+#include "autodiff/autograd.h"
 #include "compile/codegen_cuda.h"
-#include "model_prepare.h"
-#include "modeldef.h"
-#include "suite.h"
+#include "model/model_prepare.h"
+#include "model/modeldef.h"
+#include "model/suite.h"
 
 #if TCBENCH_HAVE_CUDA
 #include "backend/cuda/cuda_nvrtc.h"

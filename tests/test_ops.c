@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eager.h"
-#include "graph.h"
-#include "model.h"
-#include "ref.h"
+#include "eager/eager.h"
+#include "core/graph.h"
+#include "model/model.h"
+#include "ref/ref.h"
 
 typedef struct op_case op_case;
 typedef int (*build_fn)(graph *g, const op_case *tc);

@@ -22,13 +22,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "autograd.h"
+#include "autodiff/autograd.h"
 #include "compile/codegen_cuda.h"
 #include "compile/compile_internal.h"
-#include "eager.h"
-#include "eager_cuda.h"
-#include "model_prepare.h"
-#include "ref.h"
+#include "eager/eager.h"
+#include "eager/eager_cuda.h"
+#include "model/model_prepare.h"
+#include "ref/ref.h"
 
 // ---- models --------------------------------------------------------------------
 

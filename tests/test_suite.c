@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "modeldef.h"
-#include "suite.h"
+#include "model/modeldef.h"
+#include "model/suite.h"
 
 static char tmpdir[256];
 

@@ -26,7 +26,7 @@
 // without autocast (graph_autocast).
 #pragma once
 #include "axes.h"
-#include "tensor.h"
+#include "core/tensor.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 // `tcbench check`: load and build everything a file describes (runner.h).
 #include "runner.h"
 
-#include "yamldoc.h"
+#include "model/yamldoc.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,8 +3,8 @@
 
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_program.h"
-#include "eager.h"
-#include "eager_cuda.h"
+#include "eager/eager.h"
+#include "eager/eager_cuda.h"
 
 #include <stdio.h>
 #include <stdlib.h>

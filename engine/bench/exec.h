@@ -24,7 +24,7 @@
 #pragma once
 #include "axes.h"
 #include "compile/compile.h"
-#include "model.h"
+#include "model/model.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -3,7 +3,7 @@
 // fp64 by PyTorch's rule; training through train_check.h.
 #include "measure_internal.h"
 
-#include "ref.h"
+#include "ref/ref.h"
 #include "train_check.h"
 
 #include <math.h>

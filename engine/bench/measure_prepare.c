@@ -2,7 +2,7 @@
 // (model_prepare.h), eager on the group's device, and a mode_run per task.
 #include "measure_internal.h"
 
-#include "model_prepare.h"
+#include "model/model_prepare.h"
 
 #include <stdlib.h>
 

@@ -72,9 +72,9 @@
 #include "axes.h"
 #include "base/diag.h"
 #include "calibrate.h"
-#include "modeldef.h"
+#include "model/modeldef.h"
 #include "stats.h"
-#include "suite.h"
+#include "model/suite.h"
 
 #include <jansson.h>
 #include <stdbool.h>

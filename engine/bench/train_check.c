@@ -6,7 +6,7 @@
 
 #include "accuracy.h"
 #include "core/op_rules.h"
-#include "ref.h"
+#include "ref/ref.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -19,8 +19,8 @@
 // gradient) is not compared after the steps: Adam's normalized update turns
 // noise into steps of +-lr whose signs no two executors share.
 #pragma once
-#include "autograd.h"
-#include "model.h"
+#include "autodiff/autograd.h"
+#include "model/model.h"
 
 #include <stdbool.h>
 #include <stddef.h>

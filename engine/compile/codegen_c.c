@@ -1034,7 +1034,7 @@ static int emit_extern(kgen *g) {
 // the chunks; each chunk's op, its operands' first slot in a, its element
 // range and its hyperparameters. The step t comes from rt at run time, so
 // one build serves every step. The math is the eager kernels' (PyTorch's
-// AdamW and SGD; engine/ops.def), in the same order of operations. Under
+// AdamW and SGD; engine/core/ops.def), in the same order of operations. Under
 // the grad scaler (a chunk's amp: the slot of its scale, found_inf and step
 // count, after its state) each chunk reads found_inf from memory and skips
 // itself when it is set: the step's skip needs no trip to the host.

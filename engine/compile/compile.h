@@ -11,7 +11,7 @@
 //                                    // tensor_free them; valid until the next run
 //   compiled_free(c);
 //
-// Training graphs (engine/autograd.h: forward, backward and optimizer as one
+// Training graphs (engine/autodiff/autograd.h: forward, backward and optimizer as one
 // graph) run the same way; each run is one optimizer step and updates the
 // model's parameters and optimizer state (m->values) in place. Set the step
 // number t (from 1; Adam's bias correction, dropout masks) before each run:
@@ -25,7 +25,7 @@
 //                                      but one step() and one arena)
 // The passes and their data live in cprog (compile_internal.h).
 #pragma once
-#include "../model.h"
+#include "model/model.h"
 
 #include <stdbool.h>
 #include <stddef.h>

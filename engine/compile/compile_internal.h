@@ -14,7 +14,7 @@
 // from (origin), so the "captured" ablation can fuse only within an op and
 // logs can name what the user wrote.
 //
-// Training graphs (engine/autograd.h) add nodes with side effects
+// Training graphs (engine/autodiff/autograd.h) add nodes with side effects
 // (op_has_side_effect): updates that write their sources in place. Every
 // pass keeps them (never dead, merged or folded), each source is written by
 // at most one of them, nothing reads an update's value (it is its src0,
@@ -23,7 +23,7 @@
 #pragma once
 #include "compile.h"
 
-#include "../graph.h"
+#include "core/graph.h"
 
 // How a node's value exists at run time.
 typedef enum {

@@ -1,4 +1,4 @@
-// op_rules: numeric rules that the fp64 reference (engine/ref.c), the
+// op_rules: numeric rules that the fp64 reference (engine/ref/ref.c), the
 // eager kernels of every backend and the compiled mode must apply
 // identically, kept in one place so they cannot drift apart. The reference
 // includes this header, never a backend's.

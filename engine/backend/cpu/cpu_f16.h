@@ -13,7 +13,7 @@
 // vcvtneps2bf16 is not used: it flushes subnormals, so its results would
 // differ from the reference's and the compiled mode's in the last bits.
 #pragma once
-#include "dtype.h"
+#include "core/dtype.h"
 
 #include <stdint.h>
 #include <string.h>

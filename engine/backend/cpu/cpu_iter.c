@@ -1,7 +1,7 @@
 // The pointwise loop nest (cpu_iter.h).
 #include "cpu_iter.h"
 
-#include "dtype.h"
+#include "core/dtype.h"
 
 #include <omp.h>
 #include <string.h>

@@ -15,7 +15,7 @@
 // stride (elements; 0 for a broadcast operand), so segment functions are
 // plain 1-d loops that specialize on strides 1 and 0 and vectorize.
 #pragma once
-#include "tensor.h"
+#include "core/tensor.h"
 
 #include <stdint.h>
 

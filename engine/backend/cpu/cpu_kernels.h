@@ -16,8 +16,8 @@
 // crash. Float math is done in f32 registers (f16 is converted on the fly);
 // GEMMs call OpenBLAS, convolutions and pooling oneDNN.
 #pragma once
-#include "graph.h"
-#include "tensor.h"
+#include "core/graph.h"
+#include "core/tensor.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -4,7 +4,7 @@
 // the last dim's length when it is kept, L when it is reduced (1 if none);
 // the other kept and reduced dims, with their strides in dy, are listed.
 #pragma once
-#include "tensor.h"
+#include "core/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {

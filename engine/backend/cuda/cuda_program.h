@@ -13,7 +13,7 @@
 //   cuda_program_outputs(cp, out);        // host copies; the caller frees them
 //   cuda_program_free(cp);
 //
-// Training graphs (engine/autograd.h) run as on the CPU (compile.h): each
+// Training graphs (engine/autodiff/autograd.h) run as on the CPU (compile.h): each
 // step computes the loss and every gradient (the outputs) and updates the
 // parameters, the optimizer state, the running statistics and the grad
 // scaler's scalars in place. That state lives in the program's device copies
@@ -44,7 +44,7 @@
 // cuda_program_new says so.
 #pragma once
 #include "compile/compile.h"
-#include "model.h"
+#include "model/model.h"
 
 #include <stdbool.h>
 #include <stddef.h>

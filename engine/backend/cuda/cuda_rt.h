@@ -41,8 +41,8 @@ extern "C" {
 
 #include "cuda_alloc.h"
 #include "cuda_device.h"
-#include "graph.h"
-#include "tensor.h"
+#include "core/graph.h"
+#include "core/tensor.h"
 
 #include <stdbool.h>
 #include <stddef.h>

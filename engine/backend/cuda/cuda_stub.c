@@ -2,7 +2,7 @@
 // eager_cuda.h, cuda_program.h): each fails with the same reason, so callers need no #if.
 #include "cuda_device.h"
 #include "cuda_program.h"
-#include "eager_cuda.h"
+#include "eager/eager_cuda.h"
 
 #include <stdio.h>
 

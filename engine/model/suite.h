@@ -16,7 +16,7 @@
 // the optimizer of training (`optimizer: sgd`, or `{adamw: {lr: 0.001}}`),
 // which a case may override.
 #pragma once
-#include "autograd.h"
+#include "autodiff/autograd.h"
 #include "base/diag.h"
 #include "modeldef.h"
 

@@ -27,12 +27,12 @@ typedef int (*ec_fn)(eager_cuda *e, const graph_node *n, tensor *const *s, tenso
 
 #define OP(U, l, k, a0, a1)                                                                        \
     static int ec_##l(eager_cuda *e, const graph_node *n, tensor *const *s, tensor **out);
-#include "ops.def"
+#include "core/ops.def"
 #undef OP
 
 static const ec_fn ec_table[] = {
 #define OP(U, l, k, a0, a1) [OP_##U] = ec_##l,
-#include "ops.def"
+#include "core/ops.def"
 #undef OP
 };
 static_assert(sizeof ec_table / sizeof ec_table[0] == OP_COUNT,

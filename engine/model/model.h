@@ -10,8 +10,8 @@
 // for the rest. The same seed gives the same values on every run and machine:
 // each node draws from its own counter-based stream, keyed by seed and node id.
 #pragma once
-#include "graph.h"
-#include "tensor.h"
+#include "core/graph.h"
+#include "core/tensor.h"
 
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
 // Shared between the layer files of engine/nn: argument access and error
 // reporting for one nn_build call.
 #pragma once
-#include "../nn.h"
+#include "nn.h"
 
 typedef struct nn_ctx {
     graph *g;

@@ -8,7 +8,7 @@
 //   eager_set_step(e, t); eager_run(e, out, &st);  // out: loss, then one gradient per parameter
 //
 // autograd_build appends to the forward graph (a) the backward: for each op,
-// in reverse order, the ops of its derivative (engine/ops.def's backward
+// in reverse order, the ops of its derivative (engine/core/ops.def's backward
 // rows, or forward ops such as matmul on transposed views), gradients of a
 // value read twice summed with add, as PyTorch's engine accumulates them;
 // and (b) the optimizer: one update node per parameter that has a gradient,
@@ -35,7 +35,7 @@
 // after every update backs the scale off or grows it. Gradient outputs
 // (keep_grads) are unscaled, as p.grad after scaler.step.
 #pragma once
-#include "graph.h"
+#include "core/graph.h"
 
 #include <stdbool.h>
 #include <stddef.h>

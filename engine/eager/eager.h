@@ -15,7 +15,7 @@
 // vectorize, with fast paths for contiguous data. Threads: omp_set_num_threads
 // by the caller (bench sets OpenMP, OpenBLAS and oneDNN together).
 #pragma once
-#include "model.h"
+#include "model/model.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -35,7 +35,7 @@ int eager_run(eager *e, tensor **outputs, eager_stats *st);
 const char *eager_error(const eager *e);
 // The optimizer step of the next runs (from 1; 1 until set): dropout draws
 // its masks from it and AdamW's bias correction uses it (under the grad
-// scaler the graph's own count of steps taken does, engine/autograd.h).
+// scaler the graph's own count of steps taken does, engine/autodiff/autograd.h).
 // Update ops (SGD, ADAMW, RUNNING_STAT) and training batch_norm write
 // m->values in place, so each run sees the previous one's parameters and
 // statistics.

@@ -12,8 +12,8 @@
 // optimizer's state buffers). A graph built by hand goes through the same
 // steps after model_new with model_prepare_built.
 #pragma once
-#include "autograd.h"
-#include "dtype.h"
+#include "autodiff/autograd.h"
+#include "core/dtype.h"
 #include "model.h"
 #include "modeldef.h"
 

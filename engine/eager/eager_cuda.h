@@ -31,7 +31,7 @@
 // eager_cuda_new fails with a message that says so.
 #pragma once
 #include "eager.h"
-#include "model.h"
+#include "model/model.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -31,12 +31,12 @@ typedef int (*ref_fn)(ref_ctx *c, const graph_node *n, const double *const *s, d
 
 #define OP(U, l, k, a0, a1)                                                                        \
     static int ref_##l(ref_ctx *c, const graph_node *n, const double *const *s, double *o);
-#include "ops.def"
+#include "core/ops.def"
 #undef OP
 
 static const ref_fn ref_table[] = {
 #define OP(U, l, k, a0, a1) [OP_##U] = ref_##l,
-#include "ops.def"
+#include "core/ops.def"
 #undef OP
 };
 static_assert(sizeof ref_table / sizeof ref_table[0] == OP_COUNT,

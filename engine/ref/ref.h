@@ -19,7 +19,7 @@
 //   const double *w = ref_session_source(s, wid);         // the updated parameter
 //   ref_session_free(s);
 #pragma once
-#include "model.h"
+#include "model/model.h"
 
 #include <stddef.h>
 #include <stdint.h>

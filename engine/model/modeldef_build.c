@@ -2,7 +2,7 @@
 // inputs, the body with its scopes, outputs and loss (modeldef.h).
 #include "modeldef_internal.h"
 
-#include "nn.h"
+#include "model/nn/nn.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

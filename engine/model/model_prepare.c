@@ -1,6 +1,6 @@
 #include "model_prepare.h"
 
-#include "autocast.h"
+#include "autodiff/autocast.h"
 
 #include <assert.h>
 #include <stdio.h>

@@ -19,7 +19,7 @@
 // The pass runs on the forward graph, before autograd (autograd.h), whose
 // backward of a cast is the cast back.
 #pragma once
-#include "graph.h"
+#include "core/graph.h"
 
 #include <stddef.h>
 

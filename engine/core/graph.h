@@ -41,7 +41,7 @@ enum op_kind {
     OPK_VIEW,
     OPK_COPY,
     OPK_LOSS,
-    OPK_GRAD,   // backward ops (engine/autograd.c)
+    OPK_GRAD,   // backward ops (engine/autodiff/autograd.c)
     OPK_UPDATE, // in-place updates of sources (optimizers, running statistics)
 };
 
@@ -50,7 +50,7 @@ enum op_kind op_kind(enum op op);
 int op_min_srcs(enum op op);
 int op_max_srcs(enum op op);
 
-// How PARAM and BUFFER nodes get their values (engine/init.c).
+// How PARAM and BUFFER nodes get their values (engine/model/init.c).
 enum init_kind {
     INIT_NORMAL,  // N(0, fa0^2)
     INIT_UNIFORM, // U(-fa0, fa0)
@@ -66,7 +66,7 @@ enum init_kind {
 #define GRAPH_MAX_IA 12
 #define GRAPH_MAX_FA 6
 // A model file names at most GRAPH_MAX_MODEL_OUTPUTS outputs; the training
-// check graph adds one per gradient (engine/autograd.h).
+// check graph adds one per gradient (engine/autodiff/autograd.h).
 #define GRAPH_MAX_MODEL_OUTPUTS 8
 #define GRAPH_MAX_OUTPUTS 1024
 
@@ -95,7 +95,7 @@ typedef struct graph {
 // training mode, which updates its running statistics): never merged, never
 // dead, and run after every other reader of what they write.
 bool op_has_side_effect(const graph_node *n);
-// SGD and ADAMW under the grad scaler (ia1 set; engine/autograd.h) end with
+// SGD and ADAMW under the grad scaler (ia1 set; engine/autodiff/autograd.h) end with
 // three more sources: the loss scale, found_inf and the optimizer's step
 // count. The index of the first of them, or -1 for any other node.
 int graph_scaler_src(const graph_node *n);

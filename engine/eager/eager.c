@@ -31,12 +31,12 @@ typedef int (*eager_fn)(eager *e, const graph_node *n, tensor *const *s, tensor 
 
 #define OP(U, l, k, a0, a1)                                                                        \
     static int eager_##l(eager *e, const graph_node *n, tensor *const *s, tensor **out);
-#include "ops.def"
+#include "core/ops.def"
 #undef OP
 
 static const eager_fn eager_table[] = {
 #define OP(U, l, k, a0, a1) [OP_##U] = eager_##l,
-#include "ops.def"
+#include "core/ops.def"
 #undef OP
 };
 static_assert(sizeof eager_table / sizeof eager_table[0] == OP_COUNT,

@@ -4,7 +4,7 @@
 // in modeldef_build.c.
 #include "modeldef_internal.h"
 
-#include "nn.h"
+#include "model/nn/nn.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

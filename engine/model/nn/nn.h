@@ -16,7 +16,7 @@
 // c.training, the training one (dropout kept, batch norm in batch statistics).
 // docs/yaml.md lists every layer with its keys.
 #pragma once
-#include "graph.h"
+#include "core/graph.h"
 
 #include <stdbool.h>
 #include <stdint.h>

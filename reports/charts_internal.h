@@ -9,7 +9,7 @@
 //   return chart_end(&c, dir, out, err, cap);   // STEM.gp, STEM.dat
 #pragma once
 #include "escape.h"
-#include "report_int.h"
+#include "report_internal.h"
 
 typedef struct chart {
     char stem[160];
