@@ -51,8 +51,10 @@ int eager_cuda_upload_inputs(eager_cuda *e);
 // The training step of the next runs (from 1; 0 counts as 1), as
 // eager_set_step: Adam's bias correction, SGD's first step, dropout masks.
 void eager_cuda_set_step(eager_cuda *e, uint64_t step);
-// One step. 0, or -1 with eager_cuda_error set. st: kernels launched and the
-// allocator's peak live bytes over the step (parameters and inputs included).
+// One step. 0, or -1 with eager_cuda_error set. st: kernels launched, of
+// which casts (counted as eager_run counts them: one graph walk, walk.c),
+// and the allocator's peak live bytes over the step (parameters and inputs
+// included).
 int eager_cuda_run(eager_cuda *e, eager_stats *st);
 // Waits for the step; -1 with the reason when a kernel failed or found a bad
 // index (embedding, cross_entropy targets).
