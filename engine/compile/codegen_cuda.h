@@ -1,6 +1,6 @@
 // codegen_cuda: the compiler's kernel groups as one CUDA C translation unit
-// for NVRTC, the GPU form of codegen_c.c (same groups, same index math, same
-// expressions), plus how to launch each group.
+// for NVRTC, the GPU form of codegen_c.c (same groups; the same index math
+// and expressions, both written by lower.h), plus how to launch each group.
 //
 //   cprog p = {.m = m, .fusion = true};
 //   compile_decompose(&p); compile_simplify(&p); compile_fuse(&p); compile_plan(&p);
@@ -25,7 +25,7 @@
 //   KG_POINTWISE, KG_COPY  grid-stride elementwise loop, 256 threads, 4
 //                          elements each, over codegen_c's coalesced dims
 //   KG_ROWREDUCE           one block per row (rows beyond the grid by a
-//                          grid-stride loop); emit_row's levels, each
+//                          grid-stride loop); lower_row's levels, each
 //                          reduction a warp-shuffle + shared-memory tree
 //   KG_GEMM                cuBLAS by the runtime (l.gemm says how), then the
 //                          epilogue in place over the output, if any
@@ -39,7 +39,7 @@
 // generated math is the eager kernels' math. Indices are 32-bit where every
 // offset fits, else 64-bit.
 #pragma once
-#include "compile_internal.h"
+#include "lower.h"
 
 // What the runtime calls before a group's generated kernel.
 enum cuda_lib { CUDA_LIB_NONE, CUDA_LIB_GEMM, CUDA_LIB_CONV, CUDA_LIB_EXTERN };
@@ -49,12 +49,7 @@ enum cuda_lib { CUDA_LIB_NONE, CUDA_LIB_GEMM, CUDA_LIB_CONV, CUDA_LIB_EXTERN };
 // or transposed (t). Batch strides in elements, 0 where an operand
 // broadcasts; the output's are contiguous (M * N per batch). Slots: A is
 // kgroup.args[0], B args[1], C args[2].
-typedef struct cuda_gemm_desc {
-    int ta, tb;
-    int64_t M, N, K, lda, ldb;
-    int nb; // batch dims left after folding batches into M
-    int64_t bshape[TENSOR_MAX_DIMS], sa[TENSOR_MAX_DIMS], sb[TENSOR_MAX_DIMS];
-} cuda_gemm_desc;
+typedef lower_gemm cuda_gemm_desc;
 
 typedef struct cuda_launch {
     int kernel; // tk<kernel>, or -1: the group is only a library call

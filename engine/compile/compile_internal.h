@@ -8,6 +8,7 @@
 //   plan       storage of every node (inline, arena buffer, strided view of a
 //              buffer or source), liveness, best-fit offsets in one arena
 //   codegen_c  C source: one function per distinct kernel, tc_step()
+//   lower      the lowering codegen_c and codegen_cuda share (lower.h)
 //   kcache     build with the system C compiler, cache on disk, dlopen
 //
 // Every node of the compiled graph keeps the id of the original op it came
