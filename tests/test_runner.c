@@ -20,7 +20,14 @@
 
 #include "backend/cuda/cuda_device.h"
 #include "base/clock.h"
+#include "bench/accuracy.h"
+#include "bench/calibrate.h"
+#include "bench/check.h"
+#include "bench/faults.h"
+#include "bench/host.h"
+#include "bench/measure.h"
 #include "bench/runner.h"
+#include "bench/stability.h"
 #include "bench/timing.h"
 
 static char dir[512], suite_path[600], model_path[600], tmp_dir[600];
@@ -1595,6 +1602,35 @@ static void test_cuda_run(void **state) {
     bench_plan_free(p);
 }
 
+// calibrate keeps one calibration per CPU model x threads; a run finds its own.
+static void test_calibration_per_threads(void **state) {
+    (void)state;
+    char path[600], err[256];
+    snprintf(path, sizeof path, "%s/calibration.json", dir);
+    bench_calibration c = {.bandwidth_Bps = 10e9, .gemm_flops = 100e9, .threads = 1};
+    bench_calibration_cpu_model(c.cpu_model, sizeof c.cpu_model);
+    assert_int_equal(bench_calibration_save(&c, path, err, sizeof err), 0);
+    c.threads = 2;
+    c.gemm_flops = 190e9;
+    assert_int_equal(bench_calibration_save(&c, path, err, sizeof err), 0);
+    c.threads = 1;
+    c.gemm_flops = 101e9; // measured again: replaces only threads 1
+    assert_int_equal(bench_calibration_save(&c, path, err, sizeof err), 0);
+    bench_calibration got, all[8];
+    assert_int_equal(bench_calibration_list(path, all, 8), 2);
+    assert_int_equal(bench_calibration_load(path, 1, &got), 0);
+    assert_true(fabs(got.gemm_flops - 101e9) < 1e3);
+    assert_int_equal(bench_calibration_load(path, 2, &got), 0);
+    assert_true(fabs(got.gemm_flops - 190e9) < 1e3);
+    assert_int_equal(bench_calibration_load(path, 4, &got), -1);
+    // the single object older tcbench wrote still loads
+    json_t *old = bench_calibration_json(&c);
+    assert_int_equal(json_dump_file(old, path, 0), 0);
+    json_decref(old);
+    assert_int_equal(bench_calibration_load(path, 1, &got), 0);
+    assert_int_equal(bench_calibration_load(path, 2, &got), -1);
+}
+
 static void test_report_open_fails(void **state) {
     (void)state;
     bench_config cfg = tiny_config();
@@ -1664,6 +1700,7 @@ int main(void) {
         cmocka_unit_test(test_dump),
         cmocka_unit_test(test_cuda_results),
         cmocka_unit_test(test_cuda_run),
+        cmocka_unit_test(test_calibration_per_threads),
         cmocka_unit_test(test_report_open_fails),
         cmocka_unit_test(test_check_file),
     };
