@@ -225,7 +225,9 @@ static int print_table(const bench_report *rep) {
     int n = rep->nresults;
     runtable_row *rows = calloc((size_t)n + 1, sizeof *rows);
     results_case *ids = calloc((size_t)n + 1, sizeof *ids);
-    char (*labels)[2][300] = calloc((size_t)n + 1, sizeof *labels);
+    struct {
+        char label[300], long_label[300];
+    } *labels = calloc((size_t)n + 1, sizeof *labels);
     if (!rows || !ids || !labels) {
         free(rows);
         free(ids);
@@ -236,9 +238,9 @@ static int print_table(const bench_report *rep) {
     for (int i = 0; i < n; i++) {
         const bench_result *r = &rep->results[i];
         bench_result_case(p, r->task, &ids[i]);
-        task_label(p, r->task, false, labels[i][0], sizeof labels[i][0]);
-        task_label(p, r->task, true, labels[i][1], sizeof labels[i][1]);
-        rows[i] = (runtable_row){labels[i][0], labels[i][1], &ids[i], r};
+        task_label(p, r->task, false, labels[i].label, sizeof labels[i].label);
+        task_label(p, r->task, true, labels[i].long_label, sizeof labels[i].long_label);
+        rows[i] = (runtable_row){labels[i].label, labels[i].long_label, &ids[i], r};
     }
     int ndev = 0;
     for (int v = 0; v < BENCH_DEV_COUNT; v++)

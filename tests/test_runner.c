@@ -990,6 +990,18 @@ static void test_measure_in_process(void **state) {
     assert_non_null(strstr(back[1].message, "0 results for a group of 2"));
     assert_int_equal(bench_results_from_child("not json", 8, back, 1), -1);
     assert_non_null(strstr(back[0].message, "malformed"));
+    // a status this build does not name fails the result, naming it
+    json_t *arr = json_array(), *c = bench_result_json(p, &rs[0], NULL);
+    assert_non_null(c);
+    assert_int_equal(json_object_set_new(c, "status", json_string("bogus")), 0);
+    assert_int_equal(json_array_append_new(arr, c), 0);
+    char *text = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    assert_non_null(text);
+    assert_int_equal(bench_results_from_child(text, strlen(text), back, 1), -1);
+    free(text);
+    assert_int_equal(back[0].status, BENCH_ERROR);
+    assert_non_null(strstr(back[0].message, "unknown status \"bogus\""));
     bench_plan_free(p);
 
     // the reference check is skipped on request: nothing checked, compiled still passes
