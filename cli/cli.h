@@ -7,6 +7,8 @@
 // Exit status everywhere: 0 success, 1 a case failed (run), 2 bad input or
 // bad usage, always with one line on stderr that says what and where.
 #pragma once
+#include "bench/check.h"
+#include "bench/host.h"
 #include "bench/runner.h"
 
 #include <stdbool.h>

@@ -3,6 +3,7 @@
 #include "progress.h"
 
 #include "base/files.h"
+#include "reports/runtable.h"
 #include "tcbench_config.h"
 
 #include <getopt.h>
@@ -218,174 +219,39 @@ static void on_done(const bench_plan *p, const bench_result *r, void *user) {
                   detail);
 }
 
-static void print_row(const bench_plan *p, const bench_result *r, int w, bool color) {
-    const bench_task *t = &p->tasks[r->task];
-    char label[300], cell[64];
-    task_label(p, r->task, false, label, sizeof label);
-    bool good = bench_status_good(r->status);
-    printf("%-*s %-9s %s%-13s%s", w, label,
-           bench_axis_value(BENCH_AXIS_MODE, t->axis[BENCH_AXIS_MODE]),
-           good ? term_green(color) : term_red(color), bench_status_name(r->status),
-           term_reset(color));
-    if (r->stats.n > 0)
-        printf(" %10.4f", r->stats.median * 1e3);
-    else
-        printf(" %10s", "-");
-    // the noise, ~ marking an unstable entry (its reasons are under the table)
-    if (r->stab.rounds > 0 && isfinite(r->stab.noise))
-        snprintf(cell, sizeof cell, "%s%.1f%%", r->stab.unstable ? "~" : "", 100 * r->stab.noise);
-    else
-        snprintf(cell, sizeof cell, "%s", r->stab.unstable ? "~" : "-");
-    printf(" %7s", cell);
-    const bench_speedup *sp = &r->speedup;
-    if (isfinite(sp->median))
-        snprintf(cell, sizeof cell, "%.2fx [%.2f, %.2f]", sp->median, sp->ci95_lo, sp->ci95_hi);
-    else
-        snprintf(cell, sizeof cell, "-");
-    printf(" %-21s", cell);
-    if (r->compile.done && isfinite(r->compile.warm_s))
-        snprintf(cell, sizeof cell, "%.2f/%.2f", r->compile.cold_s, r->compile.warm_s);
-    else if (r->compile.done) // cuda: one compile, no kernel cache to be warm against
-        snprintf(cell, sizeof cell, "%.2f/-", r->compile.cold_s);
-    else
-        snprintf(cell, sizeof cell, "-");
-    printf(" %11s", cell);
-    // mixed precision: kernels/casts, the casts that run as kernels of their own
-    if (p->tasks[r->task].axis[BENCH_AXIS_PRECISION] == BENCH_PREC_AMP)
-        snprintf(cell, sizeof cell, "%lld/%lld", (long long)r->kernels, (long long)r->cast_kernels);
-    else
-        snprintf(cell, sizeof cell, "%lld", (long long)r->kernels);
-    if (r->stats.n > 0)
-        printf(" %8s %9.2f", cell, (double)r->peak_bytes / (1024.0 * 1024.0));
-    else
-        printf(" %8s %9s", "-", "-");
-    if (isfinite(r->compression_ratio))
-        printf(" %10.2fx", r->compression_ratio);
-    else
-        printf(" %11s", "-");
-    // a compiled-family entry can be checked against eager alone (reason says why)
-    bool fp64 = r->acc.checked && !r->acc.reason[0];
-    if (fp64 && isfinite(r->acc.rel_l2))
-        printf(" %9.1e\n", r->acc.rel_l2);
-    else
-        printf(" %9s\n", fp64 ? "nan/inf" : "-");
-}
-
-// "compiled fp32 infer": the mode with the precision, workload (and
-// device, when the run has several) of task t.
-static void summary_label(const bench_plan *p, const bench_task *t, char *buf, size_t cap) {
+// The table and summary lines (reports/runtable.h) of every entry.
+static int print_table(const bench_report *rep) {
+    const bench_plan *p = rep->plan;
+    int n = rep->nresults;
+    runtable_row *rows = calloc((size_t)n + 1, sizeof *rows);
+    results_case *ids = calloc((size_t)n + 1, sizeof *ids);
+    struct {
+        char label[300], long_label[300];
+    } *labels = calloc((size_t)n + 1, sizeof *labels);
+    if (!rows || !ids || !labels) {
+        free(rows);
+        free(ids);
+        free(labels);
+        cli_fail("run", "calloc: out of memory for the table of %d entries", n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const bench_result *r = &rep->results[i];
+        bench_result_case(p, r->task, &ids[i]);
+        task_label(p, r->task, false, labels[i].label, sizeof labels[i].label);
+        task_label(p, r->task, true, labels[i].long_label, sizeof labels[i].long_label);
+        rows[i] = (runtable_row){labels[i].label, labels[i].long_label, &ids[i], r};
+    }
     int ndev = 0;
     for (int v = 0; v < BENCH_DEV_COUNT; v++)
         ndev += p->used[BENCH_AXIS_DEVICE][v];
-    snprintf(buf, cap, "%s %s %s%s%s", bench_axis_value(BENCH_AXIS_MODE, t->axis[BENCH_AXIS_MODE]),
-             bench_axis_value(BENCH_AXIS_PRECISION, t->axis[BENCH_AXIS_PRECISION]),
-             bench_axis_value(BENCH_AXIS_WORKLOAD, t->axis[BENCH_AXIS_WORKLOAD]),
-             ndev > 1 ? " " : "",
-             ndev > 1 ? bench_axis_value(BENCH_AXIS_DEVICE, t->axis[BENCH_AXIS_DEVICE]) : "");
-}
-
-// Whether tasks a and b fall in the same summary line.
-static bool same_line(const bench_task *a, const bench_task *b) {
-    return a->axis[BENCH_AXIS_MODE] == b->axis[BENCH_AXIS_MODE] &&
-           a->axis[BENCH_AXIS_PRECISION] == b->axis[BENCH_AXIS_PRECISION] &&
-           a->axis[BENCH_AXIS_WORKLOAD] == b->axis[BENCH_AXIS_WORKLOAD] &&
-           a->axis[BENCH_AXIS_DEVICE] == b->axis[BENCH_AXIS_DEVICE];
-}
-
-// One line per compiled-family mode x precision x workload (x device), in
-// the order they first ran: pass rate, and the geometric mean speedup over
-// the entries that passed and are not unstable (slowdowns included as they
-// are). A blend over precisions or workloads would mix unlike figures.
-static void print_summary(const bench_report *rep) {
-    const bench_plan *p = rep->plan;
-    for (int i = 0; i < rep->nresults; i++) {
-        const bench_task *ti = &p->tasks[rep->results[i].task];
-        bool first = bench_mode_compiled(ti->axis[BENCH_AXIS_MODE]);
-        for (int j = 0; j < i && first; j++)
-            first = !same_line(&p->tasks[rep->results[j].task], ti);
-        if (!first)
-            continue;
-        int n = 0, pass = 0, unstable = 0;
-        bench_geomean g = {0};
-        for (int j = i; j < rep->nresults; j++) {
-            const bench_result *r = &rep->results[j];
-            if (!same_line(&p->tasks[r->task], ti))
-                continue;
-            n++;
-            if (r->status != BENCH_PASS)
-                continue;
-            pass++;
-            if (r->stab.unstable)
-                unstable++;
-            else if (isfinite(r->speedup.median) && r->speedup.median > 0)
-                bench_geomean_add(&g, r->speedup.median);
-        }
-        char label[100];
-        summary_label(p, ti, label, sizeof label);
-        printf("%s: pass rate %d/%d (%.0f%%), geomean speedup ", label, pass, n,
-               n ? 100.0 * pass / n : 0.0);
-        if (g.n)
-            printf("%.2fx over %d passing case%s", bench_geomean_value(&g), g.n,
-                   g.n == 1 ? "" : "s");
-        else
-            printf("- (%s)", pass ? "every passing case unstable" : "none passed");
-        if (unstable)
-            printf(" (%d unstable left out)", unstable);
-        printf("\n");
-    }
-}
-
-// Every unstable entry by name, with its reasons.
-static void print_unstable(const bench_report *rep) {
-    const bench_plan *p = rep->plan;
-    char label[300], why[BENCH_MAX_REASONS * 100];
-    for (int i = 0; i < rep->nresults; i++) {
-        const bench_result *r = &rep->results[i];
-        if (!r->stab.unstable)
-            continue;
-        task_label(p, r->task, true, label, sizeof label);
-        why[0] = '\0';
-        for (int k = 0; k < r->stab.nreasons; k++)
-            snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s", k ? "; " : "",
-                     r->stab.reasons[k]);
-        printf("warning: %s: unstable%s: %s\n", label,
-               r->status == BENCH_PASS ? ", left out of the geomean" : "", why);
-    }
-}
-
-static void print_table(const bench_report *rep) {
-    const bench_plan *p = rep->plan;
     bool color = term_color(stdout);
-    int w = 4;
-    char label[300];
-    for (int i = 0; i < rep->nresults; i++) {
-        task_label(p, rep->results[i].task, false, label, sizeof label);
-        if ((int)strlen(label) > w)
-            w = (int)strlen(label);
-    }
-    printf("%-*s %-9s %-13s %10s %7s %-21s %11s %8s %9s %11s %9s\n", w, "case", "mode", "status",
-           "median ms", "noise", "speedup [95% CI]", "compile s", "kernels", "peak MiB",
-           "compression", "rel-err");
-    bool amp = false, unstable = false;
-    for (int i = 0; i < rep->nresults; i++) {
-        print_row(p, &rep->results[i], w, color);
-        amp |= p->tasks[rep->results[i].task].axis[BENCH_AXIS_PRECISION] == BENCH_PREC_AMP;
-        unstable |= rep->results[i].stab.unstable;
-    }
-    if (amp)
-        printf("(amp rows: kernels/casts, casts = the kernels that do nothing but cast)\n");
-    if (unstable)
-        printf("(~: unstable, left out of the geomeans; the reasons are below)\n");
-    print_summary(rep);
-    for (int i = 0; i < rep->nresults; i++) {
-        const bench_result *r = &rep->results[i];
-        if (!bench_status_good(r->status)) {
-            task_label(p, r->task, true, label, sizeof label);
-            printf("%s: %s: %s\n", label, bench_status_name(r->status), r->message);
-        }
-    }
-    print_unstable(rep);
-    printf("total wall time %.1f s; results: %s\n", rep->wall_s, rep->output);
+    runtable_print(stdout, &(runtable){rows, n, ndev > 1, term_green(color), term_red(color),
+                                       term_reset(color), rep->wall_s, rep->output});
+    free(rows);
+    free(ids);
+    free(labels);
+    return 0;
 }
 
 typedef struct run_args {
@@ -602,9 +468,10 @@ static int run(run_args *a) {
     progress_init(&ui.pg, p->ntasks, a->quiet);
     int failed = bench_run(p, rep, &(bench_hooks){on_start, on_tick, on_done, &ui});
     progress_finish(&ui.pg);
-    print_table(rep);
-    fflush(stdout);
     rc = failed ? 1 : 0;
+    if (print_table(rep) < 0)
+        rc = 1;
+    fflush(stdout);
     if (bench_report_write(rep, err, sizeof err) < 0) {
         fprintf(stderr,
                 "tcbench run: writing the results failed: %s (the journal %s has every "

@@ -3,7 +3,7 @@
 #include "report_internal.h"
 
 #include "base/files.h"
-#include "bench/runner.h"
+#include "results/stats.h"
 
 #include <errno.h>
 #include <math.h>

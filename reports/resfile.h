@@ -13,30 +13,33 @@
 //   }
 //   resfile_free(f);
 //
-// Strings point into the parsed document, which the resfile owns. A figure
-// the file has as null, lacks, or has with the wrong type reads NAN (counts:
-// -1), as the schema lets later versions add fields and write null for what
-// could not be computed. What identifies an entry (suite, name, mode,
-// precision, workload, device, batch, status) and its samples must be there
-// and well typed, or loading fails with a message naming the case. Each
-// case's `stability` and the config's `disabled` kill switches are read
-// when present; older files read as stable with none disabled. stats
-// are recomputed from samples_s with the runner's own code, so every reader
-// sees the figures `tcbench run` printed.
+// The schema is read by results.h (the runner's own reader); this is the
+// reports' view of it. Strings point into the parsed document, which the
+// resfile owns. A figure the file has as null, lacks, or has with the wrong
+// type reads NAN (counts: -1), as the schema lets later versions add fields
+// and write null for what could not be computed. What identifies an entry
+// (suite, name, mode, precision, workload, device, batch, status) and its
+// samples must be there and well typed, or loading fails with a message
+// naming the case. Each case's `stability` and the config's `disabled` kill
+// switches are read when present; older files read as stable with none
+// disabled. stats, noise and the processes' spread are recomputed from
+// samples_s with the runner's own code, so every reader sees the figures
+// `tcbench run` printed.
 //
 // Malformed JSON gives FILE:LINE:COL from jansson; a file of a newer
 // schema_version than this build reads is refused.
 #pragma once
 #include "base/diag.h"
-#include "bench/stats.h"
+#include "results/results.h"
+#include "results/stats.h"
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#define RESFILE_SCHEMA_VERSION 1
-#define RESFILE_MAX_REASONS    8
-#define RESFILE_MAX_DISABLED   32
+#define RESFILE_SCHEMA_VERSION RESULTS_SCHEMA_VERSION
+#define RESFILE_MAX_REASONS    BENCH_MAX_REASONS
+#define RESFILE_MAX_DISABLED   RESULTS_MAX_DISABLED
 
 struct resfile;
 
@@ -75,6 +78,7 @@ typedef struct resfile_entry {
     const char *reasons[RESFILE_MAX_REASONS];
     int nreasons;
     int64_t suite_batch; // the case's own batch (before a sweep's); -1 when not recorded
+    results_entry res;   // as results.h read it: the figures above come from here
 } resfile_entry;
 
 typedef struct resfile {

@@ -23,10 +23,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/calibrate.h"
 #include "reports/escape.h"
 #include "reports/export.h"
 #include "reports/report.h"
+#include "reports/runtable.h"
 
 static char fixture[4096], outdir[256];
 
@@ -782,35 +782,6 @@ static void test_older_file(void **state) {
     free(md);
 }
 
-// calibrate keeps one calibration per CPU model x threads; a run finds its own.
-static void test_calibration_per_threads(void **state) {
-    (void)state;
-    char path[400], err[256];
-    snprintf(path, sizeof path, "%s/calibration.json", outdir);
-    bench_calibration c = {.bandwidth_Bps = 10e9, .gemm_flops = 100e9, .threads = 1};
-    bench_calibration_cpu_model(c.cpu_model, sizeof c.cpu_model);
-    assert_int_equal(bench_calibration_save(&c, path, err, sizeof err), 0);
-    c.threads = 2;
-    c.gemm_flops = 190e9;
-    assert_int_equal(bench_calibration_save(&c, path, err, sizeof err), 0);
-    c.threads = 1;
-    c.gemm_flops = 101e9; // measured again: replaces only threads 1
-    assert_int_equal(bench_calibration_save(&c, path, err, sizeof err), 0);
-    bench_calibration got, all[8];
-    assert_int_equal(bench_calibration_list(path, all, 8), 2);
-    assert_int_equal(bench_calibration_load(path, 1, &got), 0);
-    assert_true(fabs(got.gemm_flops - 101e9) < 1e3);
-    assert_int_equal(bench_calibration_load(path, 2, &got), 0);
-    assert_true(fabs(got.gemm_flops - 190e9) < 1e3);
-    assert_int_equal(bench_calibration_load(path, 4, &got), -1);
-    // the single object older tcbench wrote still loads
-    json_t *old = bench_calibration_json(&c);
-    assert_int_equal(json_dump_file(old, path, 0), 0);
-    json_decref(old);
-    assert_int_equal(bench_calibration_load(path, 1, &got), 0);
-    assert_int_equal(bench_calibration_load(path, 2, &got), -1);
-}
-
 static void test_no_gnuplot_one_warning(void **state) {
     (void)state;
     char *warn = out_file("warn.txt");
@@ -824,6 +795,65 @@ static void test_no_gnuplot_one_warning(void **state) {
     char path[400];
     snprintf(path, sizeof path, "%s/charts/geomean.png", outdir);
     assert_int_equal(access(path, F_OK), -1);
+}
+
+// `tcbench run`'s table: one summary line per compiled mode x precision x
+// workload, the geomean over the stable passing entries, failures by name.
+static void test_runtable(void **state) {
+    (void)state;
+    results_case eager = {
+        .mode = "eager", .precision = "fp32", .workload = "infer", .device = "cpu"};
+    results_case comp = eager, train = eager;
+    comp.mode = "compiled";
+    train.mode = "compiled";
+    train.workload = "train";
+    bench_result r[6] = {{.status = BENCH_OK},
+                         {.status = BENCH_PASS, .speedup = {2, 1.9, 2.1}},
+                         {.status = BENCH_PASS, .speedup = {8, 7.5, 8.5}},
+                         {.status = BENCH_PASS, .speedup = {100, 1, 200}},
+                         {.status = BENCH_FAIL_TO_RUN},
+                         {.status = BENCH_FAIL_ACCURACY}};
+    r[3].stab = (bench_stability){.rounds = 3, .unstable = true, .nreasons = 1};
+    snprintf(r[3].stab.reasons[0], sizeof r[3].stab.reasons[0], "noise 30.0%% > 10%%");
+    snprintf(r[4].message, sizeof r[4].message, "codegen failed");
+    for (int i = 0; i < 6; i++) {
+        r[i].compression_ratio = NAN;
+        if (r[i].status != BENCH_PASS)
+            r[i].speedup = (bench_speedup){NAN, NAN, NAN};
+    }
+    runtable_row rows[6] = {
+        {"a", "a [eager]", &eager, &r[0]},   {"b", "b [compiled]", &comp, &r[1]},
+        {"c", "c [compiled]", &comp, &r[2]}, {"d", "d [compiled]", &comp, &r[3]},
+        {"e", "e [compiled]", &comp, &r[4]}, {"f", "f [compiled train]", &train, &r[5]},
+    };
+    runtable t = {rows, 6, false, "", "", "", 12.5, "out.json"};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    runtable_print(f, &t);
+    assert_int_equal(fclose(f), 0);
+    assert_non_null(strstr(buf, "compiled fp32 infer: pass rate 3/4 (75%), geomean speedup "
+                                "4.00x over 2 passing cases (1 unstable left out)\n"));
+    assert_non_null(strstr(buf, "compiled fp32 train: pass rate 0/1 (0%), geomean speedup - "
+                                "(none passed)\n"));
+    assert_null(strstr(buf, "eager fp32 infer: pass rate"));
+    assert_non_null(strstr(buf, "e [compiled]: fail_to_run: codegen failed\n"));
+    assert_non_null(
+        strstr(buf, "warning: d [compiled]: unstable, left out of the geomean: noise 30.0% > 10%"));
+    assert_non_null(strstr(buf, "(~: unstable, left out of the geomeans"));
+    assert_non_null(strstr(buf, "total wall time 12.5 s; results: out.json\n"));
+    free(buf);
+    // several devices: the line names it
+    t.by_device = true;
+    t.n = 2;
+    f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    runtable_summary(f, &t);
+    assert_int_equal(fclose(f), 0);
+    assert_string_equal(buf, "compiled fp32 infer cpu: pass rate 1/1 (100%), geomean speedup "
+                             "2.00x over 1 passing case\n");
+    free(buf);
 }
 
 int main(void) {
@@ -842,8 +872,8 @@ int main(void) {
         cmocka_unit_test(test_passrate_chart),
         cmocka_unit_test(test_model_charts_mark),
         cmocka_unit_test(test_gbench_errors),
+        cmocka_unit_test(test_runtable),
         cmocka_unit_test(test_older_file),
-        cmocka_unit_test(test_calibration_per_threads),
         cmocka_unit_test(test_no_gnuplot_one_warning),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -20,7 +20,14 @@
 
 #include "backend/cuda/cuda_device.h"
 #include "base/clock.h"
+#include "bench/accuracy.h"
+#include "bench/calibrate.h"
+#include "bench/check.h"
+#include "bench/faults.h"
+#include "bench/host.h"
+#include "bench/measure.h"
 #include "bench/runner.h"
+#include "bench/stability.h"
 #include "bench/timing.h"
 
 static char dir[512], suite_path[600], model_path[600], tmp_dir[600];
@@ -983,6 +990,18 @@ static void test_measure_in_process(void **state) {
     assert_non_null(strstr(back[1].message, "0 results for a group of 2"));
     assert_int_equal(bench_results_from_child("not json", 8, back, 1), -1);
     assert_non_null(strstr(back[0].message, "malformed"));
+    // a status this build does not name fails the result, naming it
+    json_t *arr = json_array(), *c = bench_result_json(p, &rs[0], NULL);
+    assert_non_null(c);
+    assert_int_equal(json_object_set_new(c, "status", json_string("bogus")), 0);
+    assert_int_equal(json_array_append_new(arr, c), 0);
+    char *text = json_dumps(arr, JSON_COMPACT);
+    json_decref(arr);
+    assert_non_null(text);
+    assert_int_equal(bench_results_from_child(text, strlen(text), back, 1), -1);
+    free(text);
+    assert_int_equal(back[0].status, BENCH_ERROR);
+    assert_non_null(strstr(back[0].message, "unknown status \"bogus\""));
     bench_plan_free(p);
 
     // the reference check is skipped on request: nothing checked, compiled still passes
@@ -1595,6 +1614,35 @@ static void test_cuda_run(void **state) {
     bench_plan_free(p);
 }
 
+// calibrate keeps one calibration per CPU model x threads; a run finds its own.
+static void test_calibration_per_threads(void **state) {
+    (void)state;
+    char path[600], err[256];
+    snprintf(path, sizeof path, "%s/calibration.json", dir);
+    bench_calibration c = {.bandwidth_Bps = 10e9, .gemm_flops = 100e9, .threads = 1};
+    bench_calibration_cpu_model(c.cpu_model, sizeof c.cpu_model);
+    assert_int_equal(bench_calibration_save(&c, path, err, sizeof err), 0);
+    c.threads = 2;
+    c.gemm_flops = 190e9;
+    assert_int_equal(bench_calibration_save(&c, path, err, sizeof err), 0);
+    c.threads = 1;
+    c.gemm_flops = 101e9; // measured again: replaces only threads 1
+    assert_int_equal(bench_calibration_save(&c, path, err, sizeof err), 0);
+    bench_calibration got, all[8];
+    assert_int_equal(bench_calibration_list(path, all, 8), 2);
+    assert_int_equal(bench_calibration_load(path, 1, &got), 0);
+    assert_true(fabs(got.gemm_flops - 101e9) < 1e3);
+    assert_int_equal(bench_calibration_load(path, 2, &got), 0);
+    assert_true(fabs(got.gemm_flops - 190e9) < 1e3);
+    assert_int_equal(bench_calibration_load(path, 4, &got), -1);
+    // the single object older tcbench wrote still loads
+    json_t *old = bench_calibration_json(&c);
+    assert_int_equal(json_dump_file(old, path, 0), 0);
+    json_decref(old);
+    assert_int_equal(bench_calibration_load(path, 1, &got), 0);
+    assert_int_equal(bench_calibration_load(path, 2, &got), -1);
+}
+
 static void test_report_open_fails(void **state) {
     (void)state;
     bench_config cfg = tiny_config();
@@ -1664,6 +1712,7 @@ int main(void) {
         cmocka_unit_test(test_dump),
         cmocka_unit_test(test_cuda_results),
         cmocka_unit_test(test_cuda_run),
+        cmocka_unit_test(test_calibration_per_threads),
         cmocka_unit_test(test_report_open_fails),
         cmocka_unit_test(test_check_file),
     };

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "bench/accuracy.h"
-#include "bench/stats.h"
+#include "results/stats.h"
 
 #define EPS 1e-12
 

@@ -27,6 +27,7 @@
 #pragma once
 #include "axes.h"
 #include "core/tensor.h"
+#include "results/results.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -37,45 +38,10 @@
 // interpreter would take minutes
 #define BENCH_ACCURACY_FLOPS_LIMIT 2e10
 
-#define BENCH_MAX_OUTPUTS 8
 // the cosine similarity PyTorch's harness accepts when a tolerance fails
 #define BENCH_COSINE_MIN 0.99
 
-typedef struct bench_accuracy_out {
-    double rel_l2, max_abs, rmse;
-    double cosine; // cosine similarity with the reference (1 when both are 0)
-    // eager in training: the RMSE that rounding the model's own values to
-    // f16 / bf16 (mixed precision) or moving them by one f32 ulp (fp32)
-    // causes in fp64 (NaN when not measured); the output also passes when
-    // its RMSE is at most twice that + tol / 10, PyTorch's RMSE rule with
-    // exact arithmetic on perturbed values as the baseline
-    double base_rmse;
-} bench_accuracy_out;
-
-typedef struct bench_accuracy {
-    bool checked;
-    char reason[160]; // why not checked (or, compiled-family, why fp64 was not)
-    double rel_l2, max_abs, rmse;
-    int noutputs;
-    bench_accuracy_out outputs[BENCH_MAX_OUTPUTS];
-    double tol;
-    // mixed precision: an output (item) also passes when its cosine
-    // similarity with fp64 is at least BENCH_COSINE_MIN (bench_accuracy_passes)
-    bool cosine_fallback;
-    // fp32 training, eager: an item also passes when its RMSE is at most
-    // twice what moving the model's values by one f32 ulp causes in fp64
-    // (base_rmse) + tol / 10: a step is checked no tighter than the model's
-    // own sensitivity to f32 rounding (bench_accuracy_passes)
-    bool baseline_fallback;
-    double cosine;    // the lowest over outputs
-    int failed_items; // outputs above tol and (with the fallback) below the cosine
-    // compiled-family modes only (vs_eager set): against eager, worst over outputs
-    bool vs_eager;
-    double vs_eager_max_abs, vs_eager_rel_l2;
-    double eager_rmse; // eager's RMSE against fp64, NaN without the reference
-    char rule[200];    // "allclose", "rmse", "cosine", "failed: ...", "" when not checked
-    char worst[96];    // training: the item furthest from fp64 ("the gradient of fc.weight")
-} bench_accuracy;
+// BENCH_MAX_OUTPUTS, bench_accuracy_out and bench_accuracy: results/results.h
 
 enum bench_rule { BENCH_RULE_ALLCLOSE, BENCH_RULE_RMSE, BENCH_RULE_COSINE, BENCH_RULE_FAILED };
 

@@ -1,74 +1,10 @@
-// Axis and status tables (axes.h).
+// Which axis values this build runs (axes.h).
 #include "axes.h"
 
 #include "backend/cuda/cuda_device.h"
 
-#include <assert.h>
-#include <string.h>
-
-typedef struct axis_row {
-    const char *name;
-    const char *values[BENCH_AXIS_MAX];
-    bool available[BENCH_AXIS_MAX]; // what this build can run
-    int size;
-    const char *list;
-} axis_row;
-
-static const axis_row axes[] = {
-    [BENCH_AXIS_MODE] = {"mode",
-                         {"eager", "compiled", "fused", "captured"},
-                         {true, true, true, true},
-                         BENCH_MODE_COUNT,
-                         "eager, compiled, fused, captured"},
-    [BENCH_AXIS_PRECISION] =
-        {"precision", {"fp32", "amp"}, {true, true}, BENCH_PREC_COUNT, "fp32, amp"},
-    [BENCH_AXIS_WORKLOAD] =
-        {"workload", {"infer", "train"}, {true, true}, BENCH_WL_COUNT, "infer, train"},
-    // cuda: when the build has the backend (bench_axis_available asks)
-    [BENCH_AXIS_DEVICE] = {"device", {"cpu", "cuda"}, {true, true}, BENCH_DEV_COUNT, "cpu, cuda"},
-};
-static_assert(sizeof axes / sizeof axes[0] == BENCH_AXIS_COUNT, "one row per axis");
-static_assert(BENCH_MODE_COUNT <= BENCH_AXIS_MAX && BENCH_PREC_COUNT <= BENCH_AXIS_MAX &&
-                  BENCH_WL_COUNT <= BENCH_AXIS_MAX && BENCH_DEV_COUNT <= BENCH_AXIS_MAX,
-              "BENCH_AXIS_MAX covers every axis");
-
-static const char *const status_names[] = {
-    [BENCH_OK] = "ok",
-    [BENCH_PASS] = "pass",
-    [BENCH_FAIL_ACCURACY] = "fail_accuracy",
-    [BENCH_FAIL_TO_RUN] = "fail_to_run",
-    [BENCH_ERROR] = "error",
-    [BENCH_CRASH] = "crash",
-    [BENCH_TIMEOUT] = "timeout",
-    [BENCH_OOM] = "oom",
-};
-static_assert(sizeof status_names / sizeof status_names[0] == BENCH_STATUS_COUNT,
-              "one name per status");
-
-const char *bench_axis_name(enum bench_axis a) { return axes[a].name; }
-int bench_axis_size(enum bench_axis a) { return axes[a].size; }
-const char *bench_axis_value(enum bench_axis a, int v) { return axes[a].values[v]; }
 bool bench_axis_available(enum bench_axis a, int v) {
-    if (a == BENCH_AXIS_DEVICE && v == BENCH_DEV_CUDA && !cuda_built())
+    if (v < 0 || v >= bench_axis_size(a))
         return false;
-    return axes[a].available[v];
-}
-const char *bench_axis_values_list(enum bench_axis a) { return axes[a].list; }
-
-int bench_axis_parse(enum bench_axis a, const char *s) {
-    for (int v = 0; v < axes[a].size; v++)
-        if (strcmp(axes[a].values[v], s) == 0)
-            return v;
-    return -1;
-}
-
-const char *bench_status_name(enum bench_status s) { return status_names[s]; }
-bool bench_status_good(enum bench_status s) { return s == BENCH_OK || s == BENCH_PASS; }
-bool bench_mode_compiled(int mode) { return mode != BENCH_MODE_EAGER; }
-
-int bench_status_parse(const char *s) {
-    for (int i = 0; i < BENCH_STATUS_COUNT; i++)
-        if (strcmp(status_names[i], s) == 0)
-            return i;
-    return -1;
+    return !(a == BENCH_AXIS_DEVICE && v == BENCH_DEV_CUDA && !cuda_built());
 }

@@ -1,65 +1,15 @@
-// axes: what a benchmark case can vary besides the model (mode, precision,
-// workload, device) and how it can end (status).
+// axes: the names of what a case can vary (results/axes.h, the schema's),
+// and which values this build can run.
 //
 //   int v = bench_axis_parse(BENCH_AXIS_PRECISION, "amp");   // BENCH_PREC_AMP, or -1
 //   if (!bench_axis_available(BENCH_AXIS_PRECISION, v))
 //       fprintf(stderr, "--precision amp: not available in this build yet\n");
-//   puts(bench_axis_value(BENCH_AXIS_PRECISION, BENCH_PREC_FP32));    // "fp32"
 //
-// Every value has a name from day one, so results files and suites can say
-// "amp" or "cuda" before this build can run them; bench_axis_available
-// is the one place that says which values run. The tables sit in axes.c,
-// guarded by static_assert on the counts.
+// bench_axis_available is the one place that says which values run: every
+// value but cuda, which needs the CUDA backend in the build.
 #pragma once
+#include "results/axes.h"
+
 #include <stdbool.h>
 
-enum bench_axis {
-    BENCH_AXIS_MODE,
-    BENCH_AXIS_PRECISION,
-    BENCH_AXIS_WORKLOAD,
-    BENCH_AXIS_DEVICE,
-    BENCH_AXIS_COUNT
-};
-
-enum bench_mode {
-    BENCH_MODE_EAGER,
-    BENCH_MODE_COMPILED,
-    BENCH_MODE_FUSED,
-    BENCH_MODE_CAPTURED,
-    BENCH_MODE_COUNT
-};
-enum bench_precision { BENCH_PREC_FP32, BENCH_PREC_AMP, BENCH_PREC_COUNT };
-enum bench_workload { BENCH_WL_INFER, BENCH_WL_TRAIN, BENCH_WL_COUNT };
-enum bench_device { BENCH_DEV_CPU, BENCH_DEV_CUDA, BENCH_DEV_COUNT };
-
-// the most values any axis has
-#define BENCH_AXIS_MAX 4
-
-const char *bench_axis_name(enum bench_axis a); // "mode"
-int bench_axis_size(enum bench_axis a);
-const char *bench_axis_value(enum bench_axis a, int v); // "eager"
-int bench_axis_parse(enum bench_axis a, const char *s); // -1 when unknown
 bool bench_axis_available(enum bench_axis a, int v);
-// All names of the axis, comma separated, for messages: "eager, compiled, fused, captured".
-const char *bench_axis_values_list(enum bench_axis a);
-
-// Eager entries end ok or fail_accuracy; compiled-family entries (PyTorch's
-// names) pass, fail_accuracy or fail_to_run; any entry can end error, crash,
-// timeout or oom.
-enum bench_status {
-    BENCH_OK,            // eager ran, and passed the accuracy check when there was one
-    BENCH_PASS,          // a compiled-family mode ran and its result passed
-    BENCH_FAIL_ACCURACY, // ran, but the result is too far from eager and the fp64 reference
-    BENCH_FAIL_TO_RUN,   // a compiled-family mode failed to compile or run (message says why)
-    BENCH_ERROR,         // could not build or run (message says why)
-    BENCH_CRASH,         // the child died of a signal
-    BENCH_TIMEOUT,       // the child ran past --timeout and was killed
-    BENCH_OOM,           // memory ran out
-    BENCH_STATUS_COUNT
-};
-
-const char *bench_status_name(enum bench_status s); // "fail_accuracy"
-int bench_status_parse(const char *s);              // -1 when unknown
-bool bench_status_good(enum bench_status s);        // ok or pass
-// compiled, fused, captured: modes that compile the model (and need eager beside them)
-bool bench_mode_compiled(int mode);

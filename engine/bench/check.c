@@ -1,5 +1,6 @@
-// `tcbench check`: load and build everything a file describes (runner.h).
-#include "runner.h"
+// `tcbench check`: load and build everything a file describes (check.h).
+#include "check.h"
+#include "plan.h"
 
 #include "model/yamldoc.h"
 

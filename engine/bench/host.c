@@ -1,5 +1,5 @@
-// What machine a result came from (runner.h: bench_host_json).
-#include "runner.h"
+// What machine a result came from (host.h: bench_host_json).
+#include "host.h"
 
 #include "backend/cuda/cuda_device.h"
 #include "base/clock.h"

@@ -9,8 +9,12 @@
 //   if (measure_time_modes(p, runs, n) == 0) ...
 //   measure_group_teardown(m, e, runs, n);
 #pragma once
+#include "accuracy.h"
 #include "exec.h"
-#include "runner.h"
+#include "faults.h"
+#include "host.h"
+#include "measure.h"
+#include "stability.h"
 
 #include <stdarg.h>
 #include <stdbool.h>

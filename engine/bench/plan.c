@@ -1,5 +1,7 @@
-// Planning a run: suites, case selection, model checks, axes (runner.h).
-#include "runner.h"
+// Planning a run: suites, case selection, model checks, axes (plan.h).
+#include "plan.h"
+
+#include "accuracy.h"
 
 #include <regex.h>
 #include <stdlib.h>

@@ -1,7 +1,8 @@
 // A group's figures once its samples are final: pooling the processes of
-// --processes, then speedups and stability (runner.h: bench_group_pool,
+// --processes, then speedups and stability (measure.h: bench_group_pool,
 // bench_group_judge).
-#include "runner.h"
+#include "measure.h"
+#include "stability.h"
 
 #include <math.h>
 #include <stdio.h>

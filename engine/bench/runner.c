@@ -2,6 +2,9 @@
 // (runner.h). The measurement itself is measure.c.
 #include "runner.h"
 
+#include "faults.h"
+#include "measure.h"
+
 #include "base/clock.h"
 #include "base/files.h"
 #include "timing.h"
@@ -35,56 +38,6 @@ static int fail_status(bench_result *r, enum bench_status s, const char *fmt, ..
     return -1;
 }
 
-void bench_result_free(bench_result *r) {
-    free(r->samples);
-    free(r->host_samples);
-    r->samples = NULL;
-    r->host_samples = NULL;
-    r->nsamples = 0;
-}
-
-// The fault a test asked for with TCBENCH_TEST_FAULT=kind:NAME[,kind:NAME...],
-// kind one of crash, hang, oom, crash-later (a crash in every process of
-// the group but the first: --processes).
-static const char *test_fault(const char *name) {
-    const char *p = getenv("TCBENCH_TEST_FAULT");
-    size_t nlen = strlen(name);
-    while (p && *p) {
-        size_t len = strcspn(p, ",");
-        const char *colon = memchr(p, ':', len);
-        if (colon && len - (size_t)(colon + 1 - p) == nlen && !strncmp(colon + 1, name, nlen)) {
-            size_t klen = (size_t)(colon - p);
-            if (klen == 5 && !strncmp(p, "crash", 5))
-                return "crash";
-            if (klen == 11 && !strncmp(p, "crash-later", 11))
-                return "crash-later";
-            if (klen == 4 && !strncmp(p, "hang", 4))
-                return "hang";
-            if (klen == 3 && !strncmp(p, "oom", 3))
-                return "oom";
-        }
-        p += len;
-        p += *p == ',';
-    }
-    return NULL;
-}
-
-bool bench_test_noise(const char *name, const char *mode) {
-    const char *p = getenv("TCBENCH_TEST_NOISE");
-    size_t nlen = strlen(name), mlen = strlen(mode);
-    while (p && *p) {
-        size_t len = strcspn(p, ",");
-        const char *colon = memchr(p, ':', len);
-        size_t klen = colon ? (size_t)(colon - p) : len;
-        if (klen == nlen && !strncmp(p, name, nlen) &&
-            (!colon || (len - klen - 1 == mlen && !strncmp(colon + 1, mode, mlen))))
-            return true;
-        p += len;
-        p += *p == ',';
-    }
-    return false;
-}
-
 static int write_all(int fd, const char *buf, size_t len) {
     while (len > 0) {
         ssize_t k = write(fd, buf, len);
@@ -108,7 +61,7 @@ static _Noreturn void child_main(const bench_plan *p, int group, int process, co
     signal(SIGPIPE, SIG_IGN);
 
     const bench_group *g = &p->groups[group];
-    const char *fault = test_fault(p->cases[p->tasks[g->first].case_index].c->name);
+    const char *fault = bench_test_fault(p->cases[p->tasks[g->first].case_index].c->name);
     if (fault && (!strcmp(fault, "crash") || (!strcmp(fault, "crash-later") && process > 0)))
         raise(SIGSEGV);
     if (fault && !strcmp(fault, "hang"))
@@ -129,132 +82,33 @@ static _Noreturn void child_main(const bench_plan *p, int group, int process, co
     _exit(write_all(fd, text, strlen(text)) < 0 ? 3 : 0);
 }
 
-static double getnum(const json_t *o, const char *key) {
-    const json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
-static int64_t getint(const json_t *o, const char *key) {
-    return (int64_t)json_integer_value(json_object_get(o, key));
-}
-
-static void getstr(const json_t *o, const char *key, char *buf, size_t cap) {
-    const char *v = json_string_value(json_object_get(o, key));
-    snprintf(buf, cap, "%s", v ? v : "");
-}
-
-// The stability object as bench_result_json wrote it (null: no samples).
-static void stability_from_json(const json_t *j, bench_stability *s) {
-    if (!json_is_object(j))
-        return;
-    s->noise = getnum(j, "noise");
-    s->ci_rel_width = getnum(j, "ci_rel_width");
-    s->rounds = (int)getint(j, "rounds");
-    s->timed_s = getnum(j, "timed_s");
-    s->nivcsw = getint(j, "nivcsw");
-    s->steal_s = getnum(j, "steal_s");
-    s->run_delay_s = getnum(j, "run_delay_s");
-    s->load_start = getnum(j, "load_start");
-    s->load_end = getnum(j, "load_end");
-    s->one_thread_s = getnum(j, "one_thread_s");
-    s->process_spread = getnum(j, "process_spread");
-    const json_t *med = json_object_get(j, "process_medians_s");
-    const json_t *cnt = json_object_get(j, "process_samples");
-    s->processes = 0;
-    for (size_t i = 0; i < json_array_size(med) && i < BENCH_MAX_PROCESSES; i++) {
-        s->process_medians_s[s->processes] = json_number_value(json_array_get(med, i));
-        s->process_samples[s->processes++] = (int)json_integer_value(json_array_get(cnt, i));
-    }
-    s->unstable = json_is_true(json_object_get(j, "unstable"));
-    const json_t *why = json_object_get(j, "reasons");
-    s->nreasons = 0;
-    for (size_t i = 0; i < json_array_size(why) && s->nreasons < BENCH_MAX_REASONS; i++) {
-        const char *w = json_string_value(json_array_get(why, i));
-        snprintf(s->reasons[s->nreasons++], sizeof s->reasons[0], "%s", w ? w : "");
-    }
-}
-
-// One case object as bench_result_json wrote it.
-static int result_from_json(const json_t *j, bench_result *r) {
-    const char *status = json_string_value(json_object_get(j, "status"));
-    const json_t *samples = json_object_get(j, "samples_s");
-    const json_t *acc = json_object_get(j, "accuracy");
-    int st = status ? bench_status_parse(status) : -1;
-    if (st < 0 || !json_is_array(samples) || !json_is_object(acc))
-        return fail_status(r, BENCH_ERROR,
-                           "child sent a result without status, samples_s or accuracy");
-    r->status = st;
-    getstr(j, "message", r->message, sizeof r->message);
-    r->nsamples = 0;
-    size_t n = json_array_size(samples);
-    if (n > 0) {
-        if (!(r->samples = malloc(n * sizeof *r->samples)))
-            return fail_status(r, BENCH_OOM, "malloc: out of memory reading %zu samples", n);
-        for (size_t i = 0; i < n; i++)
-            r->samples[r->nsamples++] = json_number_value(json_array_get(samples, i));
-    }
-    // cuda: the host's times beside the events', one per sample
-    const json_t *host = json_object_get(j, "host_samples_s");
-    if (r->nsamples > 0 && json_array_size(host) == (size_t)r->nsamples) {
-        if (!(r->host_samples = malloc(n * sizeof *r->host_samples)))
-            return fail_status(r, BENCH_OOM, "malloc: out of memory reading %zu samples", n);
-        for (size_t i = 0; i < n; i++)
-            r->host_samples[i] = json_number_value(json_array_get(host, i));
-    }
-    bench_stats_compute(r->samples, r->nsamples, &r->stats);
-    r->iters_per_sample = getint(j, "iterations_per_sample");
-    r->kernels = getint(j, "kernels");
-    r->cast_kernels = getint(j, "cast_kernels");
-    r->peak_bytes = getint(j, "peak_bytes");
-    r->arena_bytes = getint(j, "arena_bytes");
-    r->compression_ratio = getnum(j, "compression_ratio");
-    const json_t *sp = json_object_get(j, "speedup");
-    r->speedup =
-        (bench_speedup){getnum(sp, "median"), getnum(sp, "ci95_lo"), getnum(sp, "ci95_hi")};
-    const json_t *cm = json_object_get(j, "compile");
-    if (json_is_object(cm))
-        r->compile = (bench_compile){true, getnum(cm, "cold_s"), getnum(cm, "warm_s"),
-                                     json_is_true(json_object_get(cm, "cache_hit"))};
-    bench_accuracy *a = &r->acc;
-    a->checked = json_is_true(json_object_get(acc, "checked"));
-    getstr(acc, "reason", a->reason, sizeof a->reason);
-    a->rel_l2 = getnum(acc, "rel_l2");
-    a->max_abs = getnum(acc, "max_abs");
-    a->rmse = getnum(acc, "rmse");
-    a->tol = getnum(acc, "tolerance");
-    a->cosine = getnum(acc, "cosine");
-    a->cosine_fallback = json_is_true(json_object_get(acc, "cosine_fallback"));
-    a->baseline_fallback = json_is_true(json_object_get(acc, "baseline_fallback"));
-    const json_t *outs = json_object_get(acc, "outputs");
-    for (size_t i = 0; i < json_array_size(outs) && i < BENCH_MAX_OUTPUTS; i++) {
-        const json_t *o = json_array_get(outs, i);
-        a->outputs[a->noutputs++] = (bench_accuracy_out){
-            getnum(o, "rel_l2"), getnum(o, "max_abs"), getnum(o, "rmse"), getnum(o, "cosine"), NAN};
-    }
-    a->vs_eager = json_object_get(acc, "rule") != NULL;
-    a->vs_eager_max_abs = getnum(acc, "vs_eager_max_abs");
-    a->vs_eager_rel_l2 = getnum(acc, "vs_eager_rel_l2");
-    a->eager_rmse = getnum(acc, "eager_rmse_vs_fp64");
-    getstr(acc, "rule", a->rule, sizeof a->rule);
-    stability_from_json(json_object_get(j, "stability"), &r->stab);
-    return 0;
-}
-
 int bench_results_from_child(const char *text, size_t len, bench_result *rs, int n) {
     json_error_t jerr;
     json_t *j = json_loadb(text, len, 0, &jerr);
     int rc = 0;
-    char why[300] = "";
+    char why[700] = "";
     if (!j)
         snprintf(why, sizeof why, "child sent a malformed result: %s", jerr.text);
     else if (!json_is_array(j) || json_array_size(j) != (size_t)n)
         snprintf(why, sizeof why, "child sent %zu results for a group of %d",
                  json_is_array(j) ? json_array_size(j) : 0, n);
-    for (int i = 0; i < n && !why[0]; i++)
-        if (result_from_json(json_array_get(j, i), &rs[i]) < 0) {
-            snprintf(why, sizeof why, "%s", rs[i].message);
-            rc = -1;
+    for (int i = 0; i < n && !why[0]; i++) {
+        results_entry e;
+        diag d;
+        if (results_entry_read(json_array_get(j, i), "child", i, &e, &d) < 0) {
+            snprintf(why, sizeof why, "child sent a malformed result: %s", d.msg);
+            continue;
         }
+        if (!e.status_known) {
+            snprintf(why, sizeof why, "child sent an unknown status \"%s\"", e.status);
+            results_entry_free(&e);
+            continue;
+        }
+        // what identifies the entry stays the parent's (the plan's)
+        int task = rs[i].task;
+        rs[i] = e.r;
+        rs[i].task = task;
+    }
     if (why[0]) {
         for (int i = 0; i < n; i++) {
             bench_result_free(&rs[i]);

@@ -2,7 +2,7 @@
 #include "timing.h"
 
 #include "base/clock.h"
-#include "stats.h"
+#include "results/stats.h"
 
 #include <math.h>
 #include <stdbool.h>

@@ -1,0 +1,68 @@
+// plan: the cases, tasks and groups a run will measure, found before
+// anything runs.
+//
+//   bench_plan *p; diag d;
+//   if (bench_plan_new(&cfg, &p, &d) < 0) { diag_print(&d, stderr); exit(2); }  // bad input
+//   for (int g = 0; g < p->ngroups; g++) ... p->tasks[p->groups[g].first] ...
+//   bench_plan_free(p);
+//
+// Planning does everything that can find bad input before anything runs:
+// it loads every suite, selects cases (--only, --filter, --exclude), loads
+// and builds every selected case's model (cheap: shapes only, no values)
+// and resolves the modes, precisions, workloads and devices to run. A task
+// is one case under one value of each axis, and becomes one entry of the
+// results. A group is the tasks of one case that differ only in mode: eager
+// first (added whenever a compiled-family mode is asked for, as speedups
+// need it), then the compiled-family modes in the order asked.
+#pragma once
+#include "base/diag.h"
+#include "config.h"
+#include "model/modeldef.h"
+#include "model/suite.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct bench_case {
+    const suite *s;
+    const suite_case *c;
+    modeldef *md;
+    int64_t batch;       // after --batch-size
+    int64_t param_count; // of the inference graph
+    double flops;        // per inference step
+    double min_bytes;    // fewest bytes a step must move (graph_min_bytes)
+} bench_case;
+
+typedef struct bench_task {
+    int case_index;
+    int group;                  // index into plan->groups
+    int axis[BENCH_AXIS_COUNT]; // one value per axis
+} bench_task;
+
+// Tasks first .. first + ntasks - 1: one case, one precision, workload and
+// device, every mode; eager first when any mode is compiled-family.
+typedef struct bench_group {
+    int first, ntasks;
+} bench_group;
+
+typedef struct bench_plan {
+    bench_config cfg; // a copy; the strings stay the caller's
+    suite **suites;
+    int nsuites;
+    bench_case *cases; // selected, in suite order
+    int ncases;
+    bench_task *tasks; // case-major, the mode fastest: every mode of a group together
+    int ntasks;
+    bench_group *groups; // one child process each
+    int ngroups;
+    bool used[BENCH_AXIS_COUNT][BENCH_AXIS_MAX]; // values some task runs
+    // Suite defaults this build cannot run yet: "mode compiled; precision amp", or "".
+    char skipped[256];
+} bench_plan;
+
+// 0 on success; -1 on bad input with a located message in d.
+int bench_plan_new(const bench_config *cfg, bench_plan **out, diag *d);
+void bench_plan_free(bench_plan *p);
+// Loads a case's model and builds its inference graph; the caller frees
+// both. Shared by planning and `tcbench check`.
+int bench_case_build(const suite_case *c, int64_t batch, modeldef **md, model **m, diag *d);
