@@ -172,33 +172,67 @@ void measure_check_compiled(const bench_plan *p, mode_run *runs, int n, double t
     }
 }
 
-// Training: every mode two optimizer steps from the same starting values
-// (train_check.h); eager against the fp64 reference's own two steps, each
-// compiled-family mode against eager's by PyTorch's rule. Kernels and peak
-// memory come from the second step. The values are put back after. -1 when
-// the group cannot go on (every status set).
-int measure_check_train(const bench_plan *p, const bench_case *bc, const model *m, mode_run *runs,
-                        int n, double tol) {
-    int nitems = train_check_items(m), nout = m->g->noutputs, rc = -1;
-    tensor **eitems = calloc((size_t)nitems, sizeof *eitems);
-    tensor **xitems = calloc((size_t)nitems, sizeof *xitems);
-    double **ref = calloc((size_t)nitems, sizeof *ref);
-    double **base = calloc((size_t)nitems, sizeof *base); // amp: fp64 on rounded values
-    double *ermse = calloc((size_t)nitems, sizeof *ermse);
-    bool *noise = calloc((size_t)nitems, sizeof *noise);
-    tensor **outs = runs[0].out;
-    train_snapshot s0 = {0};
-    char skip[160], err[512] = "";
-    bench_result *er = runs[0].r;
-    if (!eitems || !xitems || !ref || !base || !ermse || !noise ||
-        train_snapshot_take(m, &s0) < 0) {
-        set_all(er, n, BENCH_OOM, "out of memory setting up the training check");
-        goto done;
-    }
+// The training check's state from one step to the next: the compared items
+// (train_check.h) of eager, of the mode being checked and of fp64.
+typedef struct train_state {
+    int nitems, nout;
+    tensor **eitems, **xitems; // eager's items after the steps, the checked mode's
+    double **ref;              // fp64's items after its own steps
+    double **base;             // amp: fp64 on rounded values
+    double *ermse;             // per item, the compiled modes' noise yardstick
+    bool *noise;               // per item, not compared (train_check_skips)
+    train_snapshot s0;
+    uint64_t steps;
+    bool have_fp64;
+    double tol;
+} train_state;
+
+// The arrays and the starting values; -1 when out of memory.
+static int train_state_init(train_state *t, const model *m, double tol) {
+    t->nitems = train_check_items(m);
+    t->nout = m->g->noutputs;
+    t->tol = tol;
+    t->eitems = calloc((size_t)t->nitems, sizeof *t->eitems);
+    t->xitems = calloc((size_t)t->nitems, sizeof *t->xitems);
+    t->ref = calloc((size_t)t->nitems, sizeof *t->ref);
+    t->base = calloc((size_t)t->nitems, sizeof *t->base);
+    t->ermse = calloc((size_t)t->nitems, sizeof *t->ermse);
+    t->noise = calloc((size_t)t->nitems, sizeof *t->noise);
+    if (!t->eitems || !t->xitems || !t->ref || !t->base || !t->ermse || !t->noise ||
+        train_snapshot_take(m, &t->s0) < 0)
+        return -1;
+    return 0;
+}
+
+// Puts the starting values back and frees the state.
+static void train_state_free(train_state *t, const model *m) {
+    if (t->s0.data)
+        train_snapshot_restore(m, &t->s0);
+    train_snapshot_free(&t->s0);
+    if (t->eitems)
+        train_check_free_items(t->nitems, t->eitems);
+    if (t->xitems)
+        train_check_free_items(t->nitems, t->xitems);
+    for (int i = 0; t->ref && i < t->nitems; i++)
+        free(t->ref[i]);
+    for (int i = 0; t->base && i < t->nitems; i++)
+        free(t->base[i]);
+    free(t->ref);
+    free(t->base);
+    free(t->ermse);
+    free(t->noise);
+    free(t->eitems);
+    free(t->xitems);
+}
+
+// Every mode's tolerance and reason; whether the fp64 reference runs.
+static bool train_accuracy_setup(const bench_plan *p, const bench_case *bc, mode_run *runs, int n,
+                                 double tol) {
+    char skip[160];
     reference_skip(p, bc, skip, sizeof skip);
     // the scaler skips a step when an f16 gradient overflows; the reference,
     // which does not round to f16, never does: eager alone is the yardstick
-    if (!skip[0] && p->cfg.grad_scaler && amp_task(p, er))
+    if (!skip[0] && p->cfg.grad_scaler && amp_task(p, runs[0].r))
         snprintf(skip, sizeof skip,
                  "skipped: under --grad-scaler a step is skipped when an f16 gradient "
                  "overflows, which the fp64 reference cannot");
@@ -207,153 +241,180 @@ int measure_check_train(const bench_plan *p, const bench_case *bc, const model *
         runs[i].r->acc.cosine_fallback = cosine_fallback(p, runs[i].r);
         snprintf(runs[i].r->acc.reason, sizeof runs[i].r->acc.reason, "%s", skip);
     }
-    bool have_fp64 = !skip[0];
-    const uint64_t steps = train_check_steps(amp_task(p, er));
-    if (have_fp64 && train_reference(m, steps, ref, err, sizeof err) < 0) {
-        for (int i = 0; i < n; i++)
-            set_status(runs[i].r, BENCH_ERROR, "fp64 reference: %s", err);
-        goto done;
-    }
+    return !skip[0];
+}
+
+// The steps of mode mr from the values the model holds, into outs (which
+// keep the last step's outputs); its kernels and peak memory from the last
+// step. -1 when a step fails (the caller sets the status).
+static int train_steps_run(mode_run *mr, const train_state *t, tensor **outs) {
     bench_exec_stats st;
-    for (uint64_t step = 1; step <= steps; step++) {
-        bench_exec_set_step(runs[0].x, step);
-        if (bench_exec_run(runs[0].x, outs, &st) < 0) {
-            char msg[sizeof er->message];
-            step_message(&runs[0], msg, sizeof msg);
-            eager_failed(er, n, task_device(p, er) == BENCH_DEV_CUDA, msg);
-            goto done;
-        }
-        if (step < steps)
-            for (int i = 0; i < nout; i++)
+    for (uint64_t step = 1; step <= t->steps; step++) {
+        bench_exec_set_step(mr->x, step);
+        if (bench_exec_run(mr->x, outs, &st) < 0)
+            return -1;
+        if (step < t->steps)
+            for (int i = 0; i < t->nout; i++)
                 tensor_free(outs[i]);
     }
-    runs[0].kernels = st.kernels;
-    runs[0].cast_kernels = st.cast_kernels;
-    runs[0].peak_bytes = st.peak_bytes;
-    if (train_check_fill(m, outs, eitems) < 0) {
+    mr->kernels = st.kernels;
+    mr->cast_kernels = st.cast_kernels;
+    mr->peak_bytes = st.peak_bytes;
+    return 0;
+}
+
+// Eager's steps and items: which items are compared, and with fp64 Adam's
+// sign of noise (train_check.h). -1 when the group cannot go on.
+static int train_eager(const bench_plan *p, const model *m, mode_run *runs, int n, train_state *t) {
+    bench_result *er = runs[0].r;
+    if (train_steps_run(&runs[0], t, runs[0].out) < 0) {
+        char msg[sizeof er->message];
+        step_message(&runs[0], msg, sizeof msg);
+        eager_failed(er, n, task_device(p, er) == BENCH_DEV_CUDA, msg);
+        return -1;
+    }
+    if (train_check_fill(m, runs[0].out, t->eitems) < 0) {
         set_all(er, n, BENCH_OOM, "out of memory copying eager's parameters");
-        goto done;
+        return -1;
     }
-    if (train_check_skips(m, have_fp64 ? ref : NULL, eitems, noise) < 0) {
+    if (train_check_skips(m, t->have_fp64 ? t->ref : NULL, t->eitems, t->noise) < 0) {
         set_all(er, n, BENCH_OOM, "out of memory");
-        goto done;
+        return -1;
     }
-    if (have_fp64) { // Adam's sign of noise (train_check.h)
-        int64_t set = train_mask_eager(m, eitems, ref);
+    if (t->have_fp64) { // Adam's sign of noise (train_check.h)
+        int64_t set = train_mask_eager(m, t->eitems, t->ref);
         if (log_accuracy())
             fprintf(stderr,
                     "accuracy: eager: %lld parameter elements whose gradient's sign "
                     "differs from fp64's take fp64's update\n",
                     (long long)set);
     }
+    return 0;
+}
+
+// Eager's item i against fp64 into o; top is the model's largest gradient
+// element (fp64).
+static void train_eager_item(const model *m, const train_state *t, int i, double top,
+                             bench_accuracy_out *o) {
+    bench_accuracy_compare(t->eitems[i], t->ref[i], o);
+    o->rel_l2 = train_item_error(t->eitems[i], t->ref[i], t->tol);
+    // a gradient that is zero in exact arithmetic (its parameter is
+    // not compared after the steps): its rounding noise against the
+    // model's largest gradient
+    if (i >= 1 && i < t->nout && t->noise[t->nout + i - 1] && top > 0)
+        o->rel_l2 = o->max_abs / top;
+    if (t->base[i]) {
+        double d2 = 0;
+        int64_t ne = tensor_numel(t->eitems[i]);
+        for (int64_t e = 0; e < ne; e++)
+            d2 += (t->base[i][e] - t->ref[i][e]) * (t->base[i][e] - t->ref[i][e]);
+        o->base_rmse = ne ? sqrt(d2 / (double)ne) : 0;
+    }
+    if (log_accuracy()) {
+        char name[160];
+        train_item_name(m, i, name, sizeof name);
+        fprintf(stderr,
+                "accuracy: %s: eager vs fp64 %.3g (rms %.3g, cosine %.6f, rounded-values "
+                "baseline rms %.3g)\n",
+                name, o->rel_l2, o->rmse, o->cosine, o->base_rmse);
+    }
+}
+
+// Eager against fp64, and the compiled modes' noise yardstick. -1 when the
+// group cannot go on.
+static int train_eager_vs_fp64(const bench_plan *p, const model *m, mode_run *runs, int n,
+                               train_state *t) {
+    bench_result *er = runs[0].r;
+    char err[512] = "";
     // the baseline of fp64 on the model's values rounded to the low dtype
     // (mixed precision: f16 or bf16), or moved by one ulp (fp32)
-    er->acc.baseline_fallback = have_fp64 && !amp_task(p, er);
-    if (have_fp64 && train_reference_rounded(m, &s0, amp_task(p, er) ? p->cfg.amp_dtype : DT_F32,
-                                             steps, base, err, sizeof err) < 0) {
+    er->acc.baseline_fallback = t->have_fp64 && !amp_task(p, er);
+    if (!t->have_fp64)
+        return 0;
+    if (train_reference_rounded(m, &t->s0, amp_task(p, er) ? p->cfg.amp_dtype : DT_F32, t->steps,
+                                t->base, err, sizeof err) < 0) {
         for (int i = 0; i < n; i++)
             set_status(runs[i].r, BENCH_ERROR, "fp64 reference (rounded values): %s", err);
-        goto done;
+        return -1;
     }
-    if (have_fp64) {
-        double worst = -1, top = 0; // top: the largest gradient element (fp64)
-        for (int k = 1; k < nout; k++)
-            for (int64_t e = 0; e < tensor_numel(eitems[k]); e++)
-                top = fmax(top, fabs(ref[k][e]));
-        for (int i = 0; i < nitems; i++) {
-            if (noise[i])
-                continue;
-            bench_accuracy_out o;
-            bench_accuracy_compare(eitems[i], ref[i], &o);
-            o.rel_l2 = train_item_error(eitems[i], ref[i], tol);
-            // a gradient that is zero in exact arithmetic (its parameter is
-            // not compared after the steps): its rounding noise against the
-            // model's largest gradient
-            if (i >= 1 && i < nout && noise[nout + i - 1] && top > 0)
-                o.rel_l2 = o.max_abs / top;
-            if (base[i]) {
-                double d2 = 0;
-                int64_t ne = tensor_numel(eitems[i]);
-                for (int64_t e = 0; e < ne; e++)
-                    d2 += (base[i][e] - ref[i][e]) * (base[i][e] - ref[i][e]);
-                o.base_rmse = ne ? sqrt(d2 / (double)ne) : 0;
-            }
-            if (log_accuracy()) {
-                char name[160];
-                train_item_name(m, i, name, sizeof name);
-                fprintf(stderr,
-                        "accuracy: %s: eager vs fp64 %.3g (rms %.3g, cosine %.6f, rounded-values "
-                        "baseline rms %.3g)\n",
-                        name, o.rel_l2, o.rmse, o.cosine, o.base_rmse);
-            }
-            bench_accuracy_merge(&er->acc, &o);
-            // the compiled modes' noise yardstick (PyTorch's RMSE rule):
-            // eager's error, or in fp32 training the model's own one-ulp
-            // sensitivity when that is larger (a chaotic model's two steps)
-            ermse[i] = er->acc.baseline_fallback && o.base_rmse > o.rmse ? o.base_rmse : o.rmse;
-            if (!(o.rel_l2 <= worst)) { // NaN counts as worst
-                worst = isnan(o.rel_l2) ? INFINITY : o.rel_l2;
-                train_item_name(m, i, er->acc.worst, sizeof er->acc.worst);
-            }
+    double worst = -1, top = 0; // top: the largest gradient element (fp64)
+    for (int k = 1; k < t->nout; k++)
+        for (int64_t e = 0; e < tensor_numel(t->eitems[k]); e++)
+            top = fmax(top, fabs(t->ref[k][e]));
+    for (int i = 0; i < t->nitems; i++) {
+        if (t->noise[i])
+            continue;
+        bench_accuracy_out o;
+        train_eager_item(m, t, i, top, &o);
+        bench_accuracy_merge(&er->acc, &o);
+        // the compiled modes' noise yardstick (PyTorch's RMSE rule):
+        // eager's error, or in fp32 training the model's own one-ulp
+        // sensitivity when that is larger (a chaotic model's two steps)
+        t->ermse[i] = er->acc.baseline_fallback && o.base_rmse > o.rmse ? o.base_rmse : o.rmse;
+        if (!(o.rel_l2 <= worst)) { // NaN counts as worst
+            worst = isnan(o.rel_l2) ? INFINITY : o.rel_l2;
+            train_item_name(m, i, er->acc.worst, sizeof er->acc.worst);
         }
-        er->acc.checked = true;
     }
+    er->acc.checked = true;
+    return 0;
+}
+
+// Each compiled-family mode's steps from the starting values, its items
+// against eager's by PyTorch's rule; a mode that fails to run ends
+// fail_to_run alone. -1 when the group cannot go on.
+static int train_modes(const bench_plan *p, const model *m, mode_run *runs, int n, train_state *t) {
+    bench_result *er = runs[0].r;
     for (int k = 1; k < n; k++) {
         if (!runs[k].x)
             continue;
-        train_snapshot_restore(m, &s0);
-        bench_exec_stats cs;
-        bool ok = true;
-        for (uint64_t step = 1; step <= steps && ok; step++) {
-            bench_exec_set_step(runs[k].x, step);
-            if (bench_exec_run(runs[k].x, outs, &cs) < 0) {
-                mode_failed(&runs[k]);
-                ok = false;
-            } else if (step < steps) {
-                for (int i = 0; i < nout; i++)
-                    tensor_free(outs[i]);
-            }
-        }
-        if (!ok)
+        train_snapshot_restore(m, &t->s0);
+        if (train_steps_run(&runs[k], t, runs[0].out) < 0) {
+            mode_failed(&runs[k]);
             continue;
-        runs[k].kernels = cs.kernels;
-        runs[k].cast_kernels = cs.cast_kernels;
-        runs[k].peak_bytes = cs.peak_bytes;
-        if (train_check_fill(m, outs, xitems) < 0) {
+        }
+        if (train_check_fill(m, runs[0].out, t->xitems) < 0) {
             set_all(er, n, BENCH_OOM, "out of memory copying the parameters");
-            goto done;
+            return -1;
         }
-        {
-            int64_t set = train_mask_mode(m, xitems, eitems, have_fp64 ? ref : NULL);
-            if (log_accuracy())
-                fprintf(stderr,
-                        "accuracy: %s: %lld parameter elements whose gradient's sign "
-                        "differs take eager's update\n",
-                        bench_axis_value(BENCH_AXIS_MODE, runs[k].mode), (long long)set);
-        }
+        int64_t set = train_mask_mode(m, t->xitems, t->eitems, t->have_fp64 ? t->ref : NULL);
+        if (log_accuracy())
+            fprintf(stderr,
+                    "accuracy: %s: %lld parameter elements whose gradient's sign "
+                    "differs take eager's update\n",
+                    bench_axis_value(BENCH_AXIS_MODE, runs[k].mode), (long long)set);
         if (p->cfg.accuracy)
-            judge(&runs[k], nitems, xitems, eitems, have_fp64 ? ref : NULL, ermse, er->acc.rmse,
-                  tol, m, noise);
-        train_check_free_items(nitems, xitems);
+            judge(&runs[k], t->nitems, t->xitems, t->eitems, t->have_fp64 ? t->ref : NULL, t->ermse,
+                  er->acc.rmse, t->tol, m, t->noise);
+        train_check_free_items(t->nitems, t->xitems);
     }
-    rc = 0;
-done:
-    if (s0.data)
-        train_snapshot_restore(m, &s0);
-    train_snapshot_free(&s0);
-    if (eitems)
-        train_check_free_items(nitems, eitems);
-    if (xitems)
-        train_check_free_items(nitems, xitems);
-    for (int i = 0; ref && i < nitems; i++)
-        free(ref[i]);
-    for (int i = 0; base && i < nitems; i++)
-        free(base[i]);
-    free(ref);
-    free(base);
-    free(ermse);
-    free(noise);
-    free(eitems);
-    free(xitems);
+    return 0;
+}
+
+// Training: every mode two optimizer steps from the same starting values
+// (train_check.h); eager against the fp64 reference's own two steps, each
+// compiled-family mode against eager's by PyTorch's rule. Kernels and peak
+// memory come from the second step. The values are put back after. -1 when
+// the group cannot go on (every status set).
+int measure_check_train(const bench_plan *p, const bench_case *bc, const model *m, mode_run *runs,
+                        int n, double tol) {
+    train_state t = {0};
+    char err[512] = "";
+    int rc = -1;
+    if (train_state_init(&t, m, tol) < 0) {
+        set_all(runs[0].r, n, BENCH_OOM, "out of memory setting up the training check");
+    } else {
+        t.have_fp64 = train_accuracy_setup(p, bc, runs, n, tol);
+        t.steps = train_check_steps(amp_task(p, runs[0].r));
+        if (t.have_fp64 && train_reference(m, t.steps, t.ref, err, sizeof err) < 0) {
+            for (int i = 0; i < n; i++)
+                set_status(runs[i].r, BENCH_ERROR, "fp64 reference: %s", err);
+        } else if (train_eager(p, m, runs, n, &t) == 0 &&
+                   train_eager_vs_fp64(p, m, runs, n, &t) == 0 &&
+                   train_modes(p, m, runs, n, &t) == 0) {
+            rc = 0;
+        }
+    }
+    train_state_free(&t, m);
     return rc;
 }

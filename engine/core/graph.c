@@ -215,6 +215,43 @@ static int conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
     return (int)((in + 2 * p - d * (k - 1) - 1) / s + 1);
 }
 
+// Backward ops whose output shape is stated (ndim_hint, shape_hint): the
+// forward input's, checked against the gradient dy = s[0].
+static int infer_grad_shaped(graph *g, graph_node *n, const graph_node *const *s, int ndim_hint,
+                             const int64_t *shape_hint) {
+    const graph_node *dy = s[0];
+    char b0[96], b1[96];
+    if (ndim_hint < 0 || ndim_hint > TENSOR_MAX_DIMS)
+        return fail(g, "%s needs its output shape", op_name(n->op));
+    n->ndim = ndim_hint;
+    if (ndim_hint > 0)
+        memcpy(n->shape, shape_hint, (size_t)ndim_hint * sizeof *shape_hint);
+    if (n->op == OP_SUM_TO) {
+        const graph_node *pair[2] = {dy, n};
+        graph_node tmp = *n;
+        if (n->ndim > dy->ndim || !broadcast(g, 2, pair, &tmp) || !same_shape(&tmp, dy))
+            return fail(g, "sum_to: %s does not broadcast to %s", shape_s(b1, n), shape_s(b0, dy));
+    } else if (n->op == OP_SLICE_GRAD) {
+        if (norm_axis(g, n->op, n->ia[0], n->ndim, &n->ia[0]) < 0)
+            return -1;
+        bool ok = n->ndim == dy->ndim && n->ia[1] >= 0 &&
+                  n->ia[1] + dy->shape[n->ia[0]] <= n->shape[n->ia[0]];
+        for (int d = 0; ok && d < n->ndim; d++)
+            ok = d == n->ia[0] || n->shape[d] == dy->shape[d];
+        if (!ok)
+            return fail(g, "slice_grad: %s is not a slice of %s", shape_s(b0, dy), shape_s(b1, n));
+    } else if (n->op == OP_EMBEDDING_GRAD) {
+        if (n->ndim != 2 || dy->ndim != s[1]->ndim + 1 || dy->shape[dy->ndim - 1] != n->shape[1] ||
+            (s[1]->dtype != DT_I32 && s[1]->dtype != DT_I64))
+            return fail(g, "embedding_grad: %s and indices %s do not make %s", shape_s(b0, dy),
+                        shape_s(b1, s[1]), shape_s(b1, n));
+    } else if (n->ndim != 4 || dy->ndim != 4) {
+        return fail(g, "%s: needs 4-d shapes, got %s and %s", op_name(n->op), shape_s(b0, dy),
+                    shape_s(b1, n));
+    }
+    return 0;
+}
+
 // Backward ops: the output has dy's shape, a stated shape (the forward
 // input's), or the weight gradients' (2, C) / (C).
 static int infer_grad(graph *g, graph_node *n, const graph_node *const *s, int ndim_hint,
@@ -287,306 +324,346 @@ static int infer_grad(graph *g, graph_node *n, const graph_node *const *s, int n
     default:
         break;
     }
-    // shape given
-    if (ndim_hint < 0 || ndim_hint > TENSOR_MAX_DIMS)
-        return fail(g, "%s needs its output shape", op_name(n->op));
-    n->ndim = ndim_hint;
-    if (ndim_hint > 0)
-        memcpy(n->shape, shape_hint, (size_t)ndim_hint * sizeof *shape_hint);
-    if (n->op == OP_SUM_TO) {
-        const graph_node *pair[2] = {dy, n};
-        graph_node tmp = *n;
-        if (n->ndim > dy->ndim || !broadcast(g, 2, pair, &tmp) || !same_shape(&tmp, dy))
-            return fail(g, "sum_to: %s does not broadcast to %s", shape_s(b1, n), shape_s(b0, dy));
-    } else if (n->op == OP_SLICE_GRAD) {
-        if (norm_axis(g, n->op, n->ia[0], n->ndim, &n->ia[0]) < 0)
-            return -1;
-        bool ok = n->ndim == dy->ndim && n->ia[1] >= 0 &&
-                  n->ia[1] + dy->shape[n->ia[0]] <= n->shape[n->ia[0]];
-        for (int d = 0; ok && d < n->ndim; d++)
-            ok = d == n->ia[0] || n->shape[d] == dy->shape[d];
-        if (!ok)
-            return fail(g, "slice_grad: %s is not a slice of %s", shape_s(b0, dy), shape_s(b1, n));
-    } else if (n->op == OP_EMBEDDING_GRAD) {
-        if (n->ndim != 2 || dy->ndim != s[1]->ndim + 1 || dy->shape[dy->ndim - 1] != n->shape[1] ||
-            (s[1]->dtype != DT_I32 && s[1]->dtype != DT_I64))
-            return fail(g, "embedding_grad: %s and indices %s do not make %s", shape_s(b0, dy),
-                        shape_s(b1, s[1]), shape_s(b1, n));
-    } else if (n->ndim != 4 || dy->ndim != 4) {
-        return fail(g, "%s: needs 4-d shapes, got %s and %s", op_name(n->op), shape_s(b0, dy),
-                    shape_s(b1, n));
+    return infer_grad_shaped(g, n, s, ndim_hint, shape_hint);
+}
+
+// Shape and dtype inference, one helper a family of op kinds. Each fills n
+// (op, srcs and attributes already set, dtype the first source's) from its
+// sources s and returns 0, or sets g's error and returns -1.
+
+static int infer_unary(graph *g, graph_node *n, const graph_node *const *s) {
+    const graph_node *x = s[0];
+    copy_shape(n, x);
+    if (n->op == OP_CAST)
+        n->dtype = (enum dtype)n->ia[0];
+    else if (!dtype_is_float(x->dtype))
+        return fail(g, "%s needs a floating-point input, got %s", op_name(n->op),
+                    dtype_name(x->dtype));
+    return 0;
+}
+
+static int infer_binary(graph *g, graph_node *n, const graph_node *const *s) {
+    if (!broadcast(g, 2, s, n))
+        return -1;
+    if (s[0]->dtype != s[1]->dtype)
+        return fail(g, "%s: dtypes %s and %s differ (cast one first)", op_name(n->op),
+                    dtype_name(s[0]->dtype), dtype_name(s[1]->dtype));
+    if (n->op == OP_GE)
+        n->dtype = DT_BOOL;
+    return 0;
+}
+
+static int infer_where(graph *g, graph_node *n, const graph_node *const *s) {
+    if (s[0]->dtype != DT_BOOL)
+        return fail(g, "where: the condition must be bool, got %s", dtype_name(s[0]->dtype));
+    if (s[1]->dtype != s[2]->dtype)
+        return fail(g, "where: dtypes %s and %s differ", dtype_name(s[1]->dtype),
+                    dtype_name(s[2]->dtype));
+    n->dtype = s[1]->dtype;
+    return broadcast(g, 3, s, n) ? 0 : -1;
+}
+
+static int infer_reduce(graph *g, graph_node *n, const graph_node *const *s) {
+    const graph_node *x = s[0];
+    if (norm_axis(g, n->op, n->ia[0], x->ndim, &n->ia[0]) < 0)
+        return -1;
+    copy_shape(n, x);
+    n->shape[n->ia[0]] = 1;
+    return 0;
+}
+
+static int infer_norm(graph *g, graph_node *n, const graph_node *const *s) {
+    const graph_node *x = s[0];
+    char b0[96];
+    copy_shape(n, x);
+    if (x->ndim < 1 || !dtype_is_float(x->dtype))
+        return fail(g, "%s needs a floating-point tensor", op_name(n->op));
+    int64_t c = x->shape[x->ndim - 1];
+    if (n->op == OP_BATCH_NORM || n->op == OP_GROUP_NORM) {
+        if (x->ndim < 2)
+            return fail(g, "%s needs (N, C, ...) input, got %s", op_name(n->op), shape_s(b0, x));
+        c = x->shape[1];
+    }
+    if (n->op == OP_GROUP_NORM && (n->ia[0] <= 0 || c % n->ia[0]))
+        return fail(g, "group_norm: %lld channels do not split into %lld groups", (long long)c,
+                    (long long)n->ia[0]);
+    for (int i = 1; i < n->nsrc; i++)
+        if (s[i]->ndim != 1 || s[i]->shape[0] != c)
+            return fail(g, "%s: parameter %d has shape %s, expected (%lld)", op_name(n->op), i,
+                        shape_s(b0, s[i]), (long long)c);
+    return 0;
+}
+
+static int infer_linear(graph *g, graph_node *n, const graph_node *const *s) {
+    const graph_node *x = s[0], *w = s[1];
+    char b0[96], b1[96];
+    if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1])
+        return fail(g, "linear: input %s does not match weight %s (last dim must be %lld)",
+                    shape_s(b0, x), shape_s(b1, w), w->ndim == 2 ? (long long)w->shape[1] : -1LL);
+    if (n->nsrc == 3 && (s[2]->ndim != 1 || s[2]->shape[0] != w->shape[0]))
+        return fail(g, "linear: bias %s does not match %lld outputs", shape_s(b0, s[2]),
+                    (long long)w->shape[0]);
+    copy_shape(n, x);
+    n->shape[n->ndim - 1] = w->shape[0];
+    return 0;
+}
+
+static int infer_matmul(graph *g, graph_node *n, const graph_node *const *s) {
+    const graph_node *a = s[0], *bm = s[1];
+    char b0[96], b1[96];
+    if (a->ndim < 2 || bm->ndim < 2)
+        return fail(g, "matmul needs at least 2-d operands, got %s and %s", shape_s(b0, a),
+                    shape_s(b1, bm));
+    if (a->shape[a->ndim - 1] != bm->shape[bm->ndim - 2])
+        return fail(g, "matmul: %s @ %s: inner dimensions differ", shape_s(b0, a), shape_s(b1, bm));
+    if (a->dtype != bm->dtype)
+        return fail(g, "matmul: dtypes %s and %s differ", dtype_name(a->dtype),
+                    dtype_name(bm->dtype));
+    graph_node ba = *a, bb = *bm;
+    ba.ndim -= 2;
+    bb.ndim -= 2;
+    const graph_node *pair[2] = {&ba, &bb};
+    if (!broadcast(g, 2, pair, n))
+        return -1;
+    n->shape[n->ndim++] = a->shape[a->ndim - 2];
+    n->shape[n->ndim++] = bm->shape[bm->ndim - 1];
+    if (n->ndim > TENSOR_MAX_DIMS)
+        return fail(g, "matmul: too many dimensions");
+    return 0;
+}
+
+static int infer_conv(graph *g, graph_node *n, const graph_node *const *s) {
+    const graph_node *x = s[0], *w = s[1];
+    char b0[96], b1[96];
+    if (x->ndim != 4 || w->ndim != 4)
+        return fail(g, "%s needs 4-d input and weight, got %s and %s", op_name(n->op),
+                    shape_s(b0, x), shape_s(b1, w));
+    int64_t groups = n->ia[6] ? n->ia[6] : 1;
+    n->ia[6] = groups;
+    for (int i = 0; i < 2; i++) {
+        if (n->ia[i] <= 0)
+            n->ia[i] = 1;
+        if (n->ia[4 + i] <= 0)
+            n->ia[4 + i] = 1;
+    }
+    int64_t C = x->shape[1], O;
+    if (n->op == OP_CONV2D) {
+        O = w->shape[0];
+        if (C % groups || O % groups || w->shape[1] != C / groups)
+            return fail(g, "conv2d: input %s, weight %s and groups %lld do not agree",
+                        shape_s(b0, x), shape_s(b1, w), (long long)groups);
+    } else {
+        O = w->shape[1] * groups;
+        if (w->shape[0] != C || C % groups)
+            return fail(g, "conv_transpose2d: input %s, weight %s and groups %lld do not agree",
+                        shape_s(b0, x), shape_s(b1, w), (long long)groups);
+    }
+    if (n->nsrc == 3 && (s[2]->ndim != 1 || s[2]->shape[0] != O))
+        return fail(g, "%s: bias must have %lld elements", op_name(n->op), (long long)O);
+    n->ndim = 4;
+    n->shape[0] = x->shape[0];
+    n->shape[1] = O;
+    for (int i = 0; i < 2; i++) {
+        int64_t in = x->shape[2 + i], k = w->shape[2 + i];
+        int64_t st = n->ia[i], p = n->ia[2 + i], d = n->ia[4 + i];
+        if (n->op == OP_CONV2D)
+            n->shape[2 + i] = conv_out(in, k, st, p, d);
+        else
+            n->shape[2 + i] = (in - 1) * st - 2 * p + d * (k - 1) + n->ia[7 + i] + 1;
     }
     return 0;
 }
 
-// Shape and dtype inference: fills n (op, srcs and attributes already set).
+static int infer_pool(graph *g, graph_node *n, const graph_node *const *s) {
+    const graph_node *x = s[0];
+    char b0[96];
+    if (x->ndim != 4)
+        return fail(g, "%s needs (N, C, H, W) input, got %s", op_name(n->op), shape_s(b0, x));
+    copy_shape(n, x);
+    if (n->op == OP_UPSAMPLE_NEAREST) {
+        if (n->ia[0] < 1)
+            return fail(g, "upsample: scale must be a positive integer");
+        n->shape[2] *= n->ia[0];
+        n->shape[3] *= n->ia[0];
+        return 0;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (n->ia[4 + i] <= 0)
+            return fail(g, "%s: kernel size must be positive", op_name(n->op));
+        if (n->ia[i] <= 0)
+            n->ia[i] = n->ia[4 + i];
+        if (2 * n->ia[2 + i] > n->ia[4 + i])
+            return fail(g, "%s: padding must be at most half the kernel", op_name(n->op));
+        n->shape[2 + i] = conv_out(x->shape[2 + i], n->ia[4 + i], n->ia[i], n->ia[2 + i], 1);
+    }
+    return 0;
+}
+
+static int infer_gather(graph *g, graph_node *n, const graph_node *const *s) {
+    char b0[96];
+    if (s[0]->ndim != 2)
+        return fail(g, "embedding: the table must be 2-d, got %s", shape_s(b0, s[0]));
+    if (s[1]->dtype != DT_I32 && s[1]->dtype != DT_I64)
+        return fail(g, "embedding: indices must be i32 or i64, got %s", dtype_name(s[1]->dtype));
+    if (s[1]->ndim + 1 > TENSOR_MAX_DIMS)
+        return fail(g, "embedding: too many index dimensions");
+    copy_shape(n, s[1]);
+    n->shape[n->ndim++] = s[0]->shape[1];
+    n->dtype = s[0]->dtype;
+    return 0;
+}
+
+static int infer_permute(graph *g, graph_node *n, const graph_node *x) {
+    bool seen[TENSOR_MAX_DIMS] = {0};
+    n->ndim = x->ndim;
+    for (int i = 0; i < x->ndim; i++) {
+        int64_t p = n->ia[i];
+        if (p < 0)
+            p += x->ndim;
+        if (p < 0 || p >= x->ndim || seen[p])
+            return fail(g, "permute: not a permutation of %d axes", x->ndim);
+        seen[p] = true;
+        n->ia[i] = p;
+        n->shape[i] = x->shape[p];
+    }
+    return 0;
+}
+
+// The views but permute: the shape is given (shape_hint), and checked.
+static int infer_view(graph *g, graph_node *n, const graph_node *const *s, int ndim_hint,
+                      const int64_t *shape_hint) {
+    const graph_node *x = s[0];
+    char b0[96], b1[96];
+    if (n->op == OP_PERMUTE)
+        return infer_permute(g, n, x);
+    if (ndim_hint < 0 || ndim_hint > TENSOR_MAX_DIMS)
+        return fail(g, "%s: bad rank %d", op_name(n->op), ndim_hint);
+    n->ndim = ndim_hint;
+    if (ndim_hint > 0)
+        memcpy(n->shape, shape_hint, (size_t)ndim_hint * sizeof *shape_hint);
+    if (n->op == OP_RESHAPE) {
+        if (shape_numel(n->ndim, n->shape) != shape_numel(x->ndim, x->shape))
+            return fail(g, "reshape: %s has %lld elements, %s has %lld", shape_s(b0, x),
+                        (long long)shape_numel(x->ndim, x->shape), shape_s(b1, n),
+                        (long long)shape_numel(n->ndim, n->shape));
+    } else if (n->op == OP_SLICE) {
+        if (norm_axis(g, n->op, n->ia[0], x->ndim, &n->ia[0]) < 0)
+            return -1;
+        if (n->ndim != x->ndim || n->ia[1] < 0 ||
+            n->ia[1] + n->shape[n->ia[0]] > x->shape[n->ia[0]])
+            return fail(g, "slice: out of range of %s", shape_s(b0, x));
+    } else if (n->op == OP_EXPAND) {
+        const graph_node *pair[2] = {x, n};
+        graph_node tmp = *n;
+        if (!broadcast(g, 2, pair, &tmp) || !same_shape(&tmp, n))
+            return fail(g, "expand: %s does not broadcast to %s", shape_s(b0, x), shape_s(b1, n));
+    }
+    return 0;
+}
+
+static int infer_copy(graph *g, graph_node *n, const graph_node *const *s) {
+    const graph_node *x = s[0];
+    char b0[96], b1[96];
+    copy_shape(n, x);
+    if (n->op != OP_CONCAT)
+        return 0;
+    if (norm_axis(g, n->op, n->ia[0], x->ndim, &n->ia[0]) < 0)
+        return -1;
+    int ax = (int)n->ia[0];
+    n->shape[ax] = 0;
+    for (int i = 0; i < n->nsrc; i++) {
+        bool ok = s[i]->ndim == x->ndim && s[i]->dtype == x->dtype;
+        for (int d = 0; ok && d < x->ndim; d++)
+            ok = d == ax || s[i]->shape[d] == x->shape[d];
+        if (!ok)
+            return fail(g, "concat: %s and %s differ off axis %d", shape_s(b0, x),
+                        shape_s(b1, s[i]), ax);
+        n->shape[ax] += s[i]->shape[ax];
+    }
+    return 0;
+}
+
+static int infer_loss(graph *g, graph_node *n, const graph_node *const *s) {
+    char b0[96], b1[96];
+    n->ndim = 0;
+    n->dtype = DT_F32;
+    if (n->op == OP_MSE_LOSS) {
+        if (!same_shape(s[0], s[1]))
+            return fail(g, "mse: prediction %s and target %s differ", shape_s(b0, s[0]),
+                        shape_s(b1, s[1]));
+        return 0;
+    }
+    if (s[0]->ndim != 2 || s[1]->ndim != 1 || s[0]->shape[0] != s[1]->shape[0])
+        return fail(g, "cross_entropy: logits %s and targets %s must be (N, C) and (N)",
+                    shape_s(b0, s[0]), shape_s(b1, s[1]));
+    if (s[1]->dtype != DT_I32 && s[1]->dtype != DT_I64)
+        return fail(g, "cross_entropy: targets must be integers, got %s", dtype_name(s[1]->dtype));
+    return 0;
+}
+
+static int infer_update(graph *g, graph_node *n, const graph_node *const *s) {
+    const graph_node *x = s[0];
+    char b0[96], b1[96];
+    copy_shape(n, x);
+    if (!same_shape(x, s[1]) || x->dtype != s[1]->dtype || !dtype_is_float(x->dtype))
+        return fail(g, "%s: gradient %s does not match %s", op_name(n->op), shape_s(b0, s[1]),
+                    shape_s(b1, x));
+    int end = n->ia[1] && (n->op == OP_SGD || n->op == OP_ADAMW) ? n->nsrc - 3 : n->nsrc;
+    if ((n->op == OP_SGD && (end < 2 || end > 3)) || (n->op == OP_ADAMW && end != 4))
+        return fail(g, "%s: %d inputs do not make its state%s", op_name(n->op), n->nsrc,
+                    n->ia[1] ? " and the grad scaler's three" : "");
+    if (n->op == OP_SCALER_UPDATE && (x->ndim != 0 || x->dtype != DT_F32))
+        return fail(g, "scaler_update: the scale and its counters must be f32 scalars ()");
+    for (int i = 2; i < end; i++)
+        if (!same_shape(x, s[i]) || s[i]->dtype != x->dtype)
+            return fail(g, "%s: state %d has shape %s, expected %s", op_name(n->op), i,
+                        shape_s(b0, s[i]), shape_s(b1, x));
+    for (int i = end; i < n->nsrc; i++)
+        if (s[i]->ndim != 0 || s[i]->dtype != DT_F32)
+            return fail(g, "%s: the grad scaler's input %d must be an f32 scalar ()",
+                        op_name(n->op), i);
+    return 0;
+}
+
+// Fills n (op, srcs and attributes already set); ndim_hint and shape_hint
+// are the stated output shape of the ops that take one (views, some grads).
 static int infer(graph *g, graph_node *n, int ndim_hint, const int64_t *shape_hint) {
     const graph_node *s[GRAPH_MAX_SRCS];
     for (int i = 0; i < n->nsrc; i++)
         s[i] = &g->nodes[n->src[i]];
-    const graph_node *x = n->nsrc ? s[0] : NULL;
-    char b0[96], b1[96];
-    if (x)
-        n->dtype = x->dtype;
+    if (n->nsrc)
+        n->dtype = s[0]->dtype;
     switch (op_kind(n->op)) {
     case OPK_SOURCE:
         return fail(g, "sources are made with graph_input/param/buffer/full");
     case OPK_UNARY:
-        copy_shape(n, x);
-        if (n->op == OP_CAST)
-            n->dtype = (enum dtype)n->ia[0];
-        else if (!dtype_is_float(x->dtype))
-            return fail(g, "%s needs a floating-point input, got %s", op_name(n->op),
-                        dtype_name(x->dtype));
-        return 0;
+        return infer_unary(g, n, s);
     case OPK_BINARY:
-        if (!broadcast(g, 2, s, n))
-            return -1;
-        if (s[0]->dtype != s[1]->dtype)
-            return fail(g, "%s: dtypes %s and %s differ (cast one first)", op_name(n->op),
-                        dtype_name(s[0]->dtype), dtype_name(s[1]->dtype));
-        if (n->op == OP_GE)
-            n->dtype = DT_BOOL;
-        return 0;
+        return infer_binary(g, n, s);
     case OPK_WHERE:
-        if (s[0]->dtype != DT_BOOL)
-            return fail(g, "where: the condition must be bool, got %s", dtype_name(s[0]->dtype));
-        if (s[1]->dtype != s[2]->dtype)
-            return fail(g, "where: dtypes %s and %s differ", dtype_name(s[1]->dtype),
-                        dtype_name(s[2]->dtype));
-        n->dtype = s[1]->dtype;
-        return broadcast(g, 3, s, n) ? 0 : -1;
+        return infer_where(g, n, s);
     case OPK_REDUCE:
-        if (norm_axis(g, n->op, n->ia[0], x->ndim, &n->ia[0]) < 0)
-            return -1;
-        copy_shape(n, x);
-        n->shape[n->ia[0]] = 1;
-        return 0;
-    case OPK_NORM: {
-        copy_shape(n, x);
-        if (x->ndim < 1 || !dtype_is_float(x->dtype))
-            return fail(g, "%s needs a floating-point tensor", op_name(n->op));
-        int64_t c = x->shape[x->ndim - 1];
-        if (n->op == OP_BATCH_NORM || n->op == OP_GROUP_NORM) {
-            if (x->ndim < 2)
-                return fail(g, "%s needs (N, C, ...) input, got %s", op_name(n->op),
-                            shape_s(b0, x));
-            c = x->shape[1];
-        }
-        if (n->op == OP_GROUP_NORM && (n->ia[0] <= 0 || c % n->ia[0]))
-            return fail(g, "group_norm: %lld channels do not split into %lld groups",
-                        (long long)c, (long long)n->ia[0]);
-        for (int i = 1; i < n->nsrc; i++)
-            if (s[i]->ndim != 1 || s[i]->shape[0] != c)
-                return fail(g, "%s: parameter %d has shape %s, expected (%lld)", op_name(n->op), i,
-                            shape_s(b0, s[i]), (long long)c);
-        return 0;
-    }
-    case OPK_GEMM: {
-        if (n->op == OP_LINEAR) {
-            const graph_node *w = s[1];
-            if (x->ndim < 1 || w->ndim != 2 || x->shape[x->ndim - 1] != w->shape[1])
-                return fail(g, "linear: input %s does not match weight %s (last dim must be %lld)",
-                            shape_s(b0, x), shape_s(b1, w), w->ndim == 2 ? (long long)w->shape[1] : -1LL);
-            if (n->nsrc == 3 && (s[2]->ndim != 1 || s[2]->shape[0] != w->shape[0]))
-                return fail(g, "linear: bias %s does not match %lld outputs", shape_s(b0, s[2]),
-                            (long long)w->shape[0]);
-            copy_shape(n, x);
-            n->shape[n->ndim - 1] = w->shape[0];
-            return 0;
-        }
-        const graph_node *a = s[0], *bm = s[1];
-        if (a->ndim < 2 || bm->ndim < 2)
-            return fail(g, "matmul needs at least 2-d operands, got %s and %s", shape_s(b0, a),
-                        shape_s(b1, bm));
-        if (a->shape[a->ndim - 1] != bm->shape[bm->ndim - 2])
-            return fail(g, "matmul: %s @ %s: inner dimensions differ", shape_s(b0, a),
-                        shape_s(b1, bm));
-        if (a->dtype != bm->dtype)
-            return fail(g, "matmul: dtypes %s and %s differ", dtype_name(a->dtype),
-                        dtype_name(bm->dtype));
-        graph_node ba = *a, bb = *bm;
-        ba.ndim -= 2;
-        bb.ndim -= 2;
-        const graph_node *pair[2] = {&ba, &bb};
-        if (!broadcast(g, 2, pair, n))
-            return -1;
-        n->shape[n->ndim++] = a->shape[a->ndim - 2];
-        n->shape[n->ndim++] = bm->shape[bm->ndim - 1];
-        if (n->ndim > TENSOR_MAX_DIMS)
-            return fail(g, "matmul: too many dimensions");
-        return 0;
-    }
-    case OPK_CONV: {
-        const graph_node *w = s[1];
-        if (x->ndim != 4 || w->ndim != 4)
-            return fail(g, "%s needs 4-d input and weight, got %s and %s", op_name(n->op),
-                        shape_s(b0, x), shape_s(b1, w));
-        int64_t groups = n->ia[6] ? n->ia[6] : 1;
-        n->ia[6] = groups;
-        for (int i = 0; i < 2; i++) {
-            if (n->ia[i] <= 0)
-                n->ia[i] = 1;
-            if (n->ia[4 + i] <= 0)
-                n->ia[4 + i] = 1;
-        }
-        int64_t C = x->shape[1], O;
-        if (n->op == OP_CONV2D) {
-            O = w->shape[0];
-            if (C % groups || O % groups || w->shape[1] != C / groups)
-                return fail(g, "conv2d: input %s, weight %s and groups %lld do not agree",
-                            shape_s(b0, x), shape_s(b1, w), (long long)groups);
-        } else {
-            O = w->shape[1] * groups;
-            if (w->shape[0] != C || C % groups)
-                return fail(g, "conv_transpose2d: input %s, weight %s and groups %lld do not agree",
-                            shape_s(b0, x), shape_s(b1, w), (long long)groups);
-        }
-        if (n->nsrc == 3 && (s[2]->ndim != 1 || s[2]->shape[0] != O))
-            return fail(g, "%s: bias must have %lld elements", op_name(n->op), (long long)O);
-        n->ndim = 4;
-        n->shape[0] = x->shape[0];
-        n->shape[1] = O;
-        for (int i = 0; i < 2; i++) {
-            int64_t in = x->shape[2 + i], k = w->shape[2 + i];
-            int64_t st = n->ia[i], p = n->ia[2 + i], d = n->ia[4 + i];
-            if (n->op == OP_CONV2D)
-                n->shape[2 + i] = conv_out(in, k, st, p, d);
-            else
-                n->shape[2 + i] = (in - 1) * st - 2 * p + d * (k - 1) + n->ia[7 + i] + 1;
-        }
-        return 0;
-    }
+        return infer_reduce(g, n, s);
+    case OPK_NORM:
+        return infer_norm(g, n, s);
+    case OPK_GEMM:
+        return n->op == OP_LINEAR ? infer_linear(g, n, s) : infer_matmul(g, n, s);
+    case OPK_CONV:
+        return infer_conv(g, n, s);
     case OPK_POOL:
-        if (x->ndim != 4)
-            return fail(g, "%s needs (N, C, H, W) input, got %s", op_name(n->op), shape_s(b0, x));
-        copy_shape(n, x);
-        if (n->op == OP_UPSAMPLE_NEAREST) {
-            if (n->ia[0] < 1)
-                return fail(g, "upsample: scale must be a positive integer");
-            n->shape[2] *= n->ia[0];
-            n->shape[3] *= n->ia[0];
-            return 0;
-        }
-        for (int i = 0; i < 2; i++) {
-            if (n->ia[4 + i] <= 0)
-                return fail(g, "%s: kernel size must be positive", op_name(n->op));
-            if (n->ia[i] <= 0)
-                n->ia[i] = n->ia[4 + i];
-            if (2 * n->ia[2 + i] > n->ia[4 + i])
-                return fail(g, "%s: padding must be at most half the kernel", op_name(n->op));
-            n->shape[2 + i] = conv_out(x->shape[2 + i], n->ia[4 + i], n->ia[i], n->ia[2 + i], 1);
-        }
-        return 0;
+        return infer_pool(g, n, s);
     case OPK_GATHER:
-        if (s[0]->ndim != 2)
-            return fail(g, "embedding: the table must be 2-d, got %s", shape_s(b0, s[0]));
-        if (s[1]->dtype != DT_I32 && s[1]->dtype != DT_I64)
-            return fail(g, "embedding: indices must be i32 or i64, got %s",
-                        dtype_name(s[1]->dtype));
-        if (s[1]->ndim + 1 > TENSOR_MAX_DIMS)
-            return fail(g, "embedding: too many index dimensions");
-        copy_shape(n, s[1]);
-        n->shape[n->ndim++] = s[0]->shape[1];
-        n->dtype = s[0]->dtype;
-        return 0;
+        return infer_gather(g, n, s);
     case OPK_VIEW:
-        if (n->op == OP_PERMUTE) {
-            bool seen[TENSOR_MAX_DIMS] = {0};
-            n->ndim = x->ndim;
-            for (int i = 0; i < x->ndim; i++) {
-                int64_t p = n->ia[i];
-                if (p < 0)
-                    p += x->ndim;
-                if (p < 0 || p >= x->ndim || seen[p])
-                    return fail(g, "permute: not a permutation of %d axes", x->ndim);
-                seen[p] = true;
-                n->ia[i] = p;
-                n->shape[i] = x->shape[p];
-            }
-            return 0;
-        }
-        if (ndim_hint < 0 || ndim_hint > TENSOR_MAX_DIMS)
-            return fail(g, "%s: bad rank %d", op_name(n->op), ndim_hint);
-        n->ndim = ndim_hint;
-        if (ndim_hint > 0)
-            memcpy(n->shape, shape_hint, (size_t)ndim_hint * sizeof *shape_hint);
-        if (n->op == OP_RESHAPE) {
-            if (shape_numel(n->ndim, n->shape) != shape_numel(x->ndim, x->shape))
-                return fail(g, "reshape: %s has %lld elements, %s has %lld", shape_s(b0, x),
-                            (long long)shape_numel(x->ndim, x->shape), shape_s(b1, n),
-                            (long long)shape_numel(n->ndim, n->shape));
-        } else if (n->op == OP_SLICE) {
-            if (norm_axis(g, n->op, n->ia[0], x->ndim, &n->ia[0]) < 0)
-                return -1;
-            if (n->ndim != x->ndim || n->ia[1] < 0 ||
-                n->ia[1] + n->shape[n->ia[0]] > x->shape[n->ia[0]])
-                return fail(g, "slice: out of range of %s", shape_s(b0, x));
-        } else if (n->op == OP_EXPAND) {
-            const graph_node *pair[2] = {x, n};
-            graph_node tmp = *n;
-            if (!broadcast(g, 2, pair, &tmp) || !same_shape(&tmp, n))
-                return fail(g, "expand: %s does not broadcast to %s", shape_s(b0, x),
-                            shape_s(b1, n));
-        }
-        return 0;
+        return infer_view(g, n, s, ndim_hint, shape_hint);
     case OPK_COPY:
-        copy_shape(n, x);
-        if (n->op == OP_CONCAT) {
-            if (norm_axis(g, n->op, n->ia[0], x->ndim, &n->ia[0]) < 0)
-                return -1;
-            int ax = (int)n->ia[0];
-            n->shape[ax] = 0;
-            for (int i = 0; i < n->nsrc; i++) {
-                bool ok = s[i]->ndim == x->ndim && s[i]->dtype == x->dtype;
-                for (int d = 0; ok && d < x->ndim; d++)
-                    ok = d == ax || s[i]->shape[d] == x->shape[d];
-                if (!ok)
-                    return fail(g, "concat: %s and %s differ off axis %d", shape_s(b0, x),
-                                shape_s(b1, s[i]), ax);
-                n->shape[ax] += s[i]->shape[ax];
-            }
-        }
-        return 0;
+        return infer_copy(g, n, s);
     case OPK_LOSS:
-        n->ndim = 0;
-        n->dtype = DT_F32;
-        if (n->op == OP_MSE_LOSS) {
-            if (!same_shape(s[0], s[1]))
-                return fail(g, "mse: prediction %s and target %s differ", shape_s(b0, s[0]),
-                            shape_s(b1, s[1]));
-            return 0;
-        }
-        if (s[0]->ndim != 2 || s[1]->ndim != 1 || s[0]->shape[0] != s[1]->shape[0])
-            return fail(g, "cross_entropy: logits %s and targets %s must be (N, C) and (N)",
-                        shape_s(b0, s[0]), shape_s(b1, s[1]));
-        if (s[1]->dtype != DT_I32 && s[1]->dtype != DT_I64)
-            return fail(g, "cross_entropy: targets must be integers, got %s",
-                        dtype_name(s[1]->dtype));
-        return 0;
+        return infer_loss(g, n, s);
     case OPK_GRAD:
         return infer_grad(g, n, s, ndim_hint, shape_hint);
-    case OPK_UPDATE: {
-        copy_shape(n, x);
-        if (!same_shape(x, s[1]) || x->dtype != s[1]->dtype || !dtype_is_float(x->dtype))
-            return fail(g, "%s: gradient %s does not match %s", op_name(n->op), shape_s(b0, s[1]),
-                        shape_s(b1, x));
-        int end = n->ia[1] && (n->op == OP_SGD || n->op == OP_ADAMW) ? n->nsrc - 3 : n->nsrc;
-        if ((n->op == OP_SGD && (end < 2 || end > 3)) || (n->op == OP_ADAMW && end != 4))
-            return fail(g, "%s: %d inputs do not make its state%s", op_name(n->op), n->nsrc,
-                        n->ia[1] ? " and the grad scaler's three" : "");
-        if (n->op == OP_SCALER_UPDATE && (x->ndim != 0 || x->dtype != DT_F32))
-            return fail(g, "scaler_update: the scale and its counters must be f32 scalars ()");
-        for (int i = 2; i < end; i++)
-            if (!same_shape(x, s[i]) || s[i]->dtype != x->dtype)
-                return fail(g, "%s: state %d has shape %s, expected %s", op_name(n->op), i,
-                            shape_s(b0, s[i]), shape_s(b1, x));
-        for (int i = end; i < n->nsrc; i++)
-            if (s[i]->ndim != 0 || s[i]->dtype != DT_F32)
-                return fail(g, "%s: the grad scaler's input %d must be an f32 scalar ()",
-                            op_name(n->op), i);
-        return 0;
-    }
+    case OPK_UPDATE:
+        return infer_update(g, n, s);
     }
     return fail(g, "unknown op kind");
 }

@@ -1,4 +1,4 @@
-// cuda_grad.cuh: what the training kernels (cuda_grad.cu, cuda_update.cu)
+// cuda_grad.cuh: what the training kernels (cuda_grad*.cu, cuda_update.cu)
 // share besides cuda_pointwise.cuh: the grid for one block a row or set,
 // and the operand checks, each setting c->err and returning -1.
 //
