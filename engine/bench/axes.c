@@ -1,7 +1,7 @@
 // Axis and status tables (axes.h).
 #include "axes.h"
 
-#include "backend/cuda/cuda_device.h"
+#include "../exec.h" // the executor registry (not bench/exec.h)
 
 #include <assert.h>
 #include <string.h>
@@ -49,7 +49,7 @@ const char *bench_axis_name(enum bench_axis a) { return axes[a].name; }
 int bench_axis_size(enum bench_axis a) { return axes[a].size; }
 const char *bench_axis_value(enum bench_axis a, int v) { return axes[a].values[v]; }
 bool bench_axis_available(enum bench_axis a, int v) {
-    if (a == BENCH_AXIS_DEVICE && v == BENCH_DEV_CUDA && !cuda_built())
+    if (a == BENCH_AXIS_DEVICE && v == BENCH_DEV_CUDA && !exec_device_built("cuda"))
         return false;
     return axes[a].available[v];
 }
