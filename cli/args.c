@@ -1,7 +1,7 @@
 // Option values shared by the subcommands (cli.h).
 #include "cli.h"
 
-#include "backend/cuda/cuda_device.h"
+#include "exec.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -83,7 +83,7 @@ int cli_parse_seconds_or_zero(const char *cmd, const char *opt, const char *s, d
 
 int cli_device_auto(bench_config *cfg) {
     static char why[400];
-    int dev = cuda_probe(why, sizeof why) == 0 ? BENCH_DEV_CUDA : BENCH_DEV_CPU;
+    int dev = exec_device_probe("cuda", why, sizeof why) == 0 ? BENCH_DEV_CUDA : BENCH_DEV_CPU;
     if (dev == BENCH_DEV_CUDA)
         why[0] = '\0';
     cfg->device_auto = why;
@@ -109,9 +109,9 @@ int cli_parse_axis(const char *cmd, enum bench_axis a, const char *list, bench_c
                      bench_axis_name(a), bench_axis_values_list(a),
                      a == BENCH_AXIS_DEVICE ? ", auto" : "");
             rc = -1;
-        } else if (a == BENCH_AXIS_DEVICE && v == BENCH_DEV_CUDA && !is_auto &&
-                   cuda_probe(why, sizeof why) < 0) {
-            // the GPU first: without one, the driver's reason is the answer
+        } else if (a == BENCH_AXIS_DEVICE && !is_auto &&
+                   exec_device_probe(words.v[i], why, sizeof why) < 0) {
+            // the device first: not built, or no GPU, the reason is the answer
             cli_fail(cmd, "%s %s: %s", opt, words.v[i], why);
             rc = -1;
         } else if (!bench_axis_available(a, v)) {

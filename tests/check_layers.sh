@@ -26,16 +26,9 @@
 # so the list only shrinks.
 set -uo pipefail
 
-# "file include": exact pairs, the include as written.
-ALLOWED=(
-  # The CUDA compiled runtime sits in backend/cuda until the op-table
-  # redesign (issue 15) moves it beside compile/program.c.
-  'engine/backend/cuda/cuda_program.c compile/codegen_cuda.h'
-  'engine/backend/cuda/cuda_program.h compile/compile.h'
-  # The no-toolkit stub answers the CUDA executor's entry points too; it
-  # goes when the executors register through exec.h (issue 15).
-  'engine/backend/cuda/cuda_stub.c eager/eager_cuda.h'
-)
+# "file include": exact pairs, the include as written. Empty: the tree has
+# no breach left.
+ALLOWED=()
 
 # norm=$1 with a/b/../c made a/c and ./ dropped (no subshells: this runs
 # for every include).
@@ -175,7 +168,7 @@ expect_breach engine/core/graph.c cli/cli.h
 expect_breach engine/bench/runner.c ../../cli/cli.h
 expect_breach engine/backend/cpu/cpu_iter.c compile/compile.h
 expect_breach engine/backend/cuda/cuda_alloc.c eager/eager.h
-expect_breach engine/backend/cuda/cuda_program.c bench/exec.h
+expect_breach engine/backend/cuda/cuda_rt.c bench/exec.h
 expect_breach engine/ref/ref.c backend/cpu/cpu_kernels.h
 expect_breach engine/base/sbuf.c core/tensor.h
 expect_breach engine/core/tensor.c model/model.h
@@ -183,11 +176,16 @@ expect_breach engine/results/results.c bench/plan.h
 expect_breach engine/results/stats.c core/tensor.h
 expect_breach reports/resfile.c bench/runner.h
 expect_breach reports/report.c engine/core/graph.h
-# an allowed pair stays allowed only while it is there
-rm "$tmp/engine/backend/cuda/cuda_stub.c"
+# an allowed pair passes while it is there, and fails once it is gone
+ALLOWED=('engine/core/graph.c cli/cli.h')
+cp "$tmp/engine/core/graph.c" "$tmp/keep"
+printf '#include "cli/cli.h"\n' >>"$tmp/engine/core/graph.c"
 out=$(check_tree "$tmp"); rc=$?
-if [ $rc -ne 1 ] || ! grep -qF "no longer found: 'engine/backend/cuda/cuda_stub.c eager/eager_cuda.h'" <<<"$out"; then
+if [ $rc -ne 0 ]; then echo "FAIL: an allowed breach: exit $rc: $out"; fail=1; fi
+mv "$tmp/keep" "$tmp/engine/core/graph.c"
+out=$(check_tree "$tmp"); rc=$?
+if [ $rc -ne 1 ] || ! grep -qF "no longer found: 'engine/core/graph.c cli/cli.h'" <<<"$out"; then
   echo "FAIL: a stale allowed entry: exit $rc: $out"; fail=1
 fi
-[ $fail -eq 0 ] && echo "check_layers: the tree, 12 breaches and a stale entry checked" || echo "check_layers: some checks failed"
+[ $fail -eq 0 ] && echo "check_layers: the tree, 13 breaches, an allowed one and a stale entry checked" || echo "check_layers: some checks failed"
 exit $fail

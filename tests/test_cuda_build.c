@@ -4,7 +4,8 @@
 // backend, and, on this machine, how a missing or unusable GPU is reported:
 // a one-line reason with the driver's words, no crash, in every entry point
 // (cuda_probe in a child, cuda_probe_here, eager_cuda_new, the timers). In a
-// build without the backend the same entry points must say so.
+// build without the backend those do not exist, and the executor registry
+// (exec.h) must say so.
 #include "tcbench_config.h"
 
 #include <setjmp.h>
@@ -20,9 +21,10 @@
 
 #include "backend/cuda/cuda_alloc.h"
 #include "backend/cuda/cuda_device.h"
-#include "backend/cuda/cuda_program.h"
-#include "eager/eager_cuda.h"
+#include "compile/cuda_program.h"
 #include "core/graph.h"
+#include "eager/eager_cuda.h"
+#include "exec.h"
 #include "model/model.h"
 
 // ---- a malloc backend that counts and can be told to fail ---------------------
@@ -289,6 +291,17 @@ static void test_churn(void **state) {
 // forks, and a child of a process with a CUDA context cannot use CUDA
 static bool gpu_present;
 
+// y = relu(x), x: (4)
+static model *tiny_relu(void) {
+    graph *g = graph_new();
+    int x = graph_input(g, "x", DT_F32, 1, (int64_t[]){4});
+    graph_output(g, graph_unary(g, OP_RELU, x));
+    model *m = model_new(g, "tiny", "mlp", 1);
+    assert_int_equal(model_init_values(m, 1), 0);
+    return m;
+}
+
+#if TCBENCH_HAVE_CUDA
 static int skip_if_gpu(void) { return gpu_present; }
 
 static void test_probe_reports_reason(void **state) {
@@ -306,12 +319,9 @@ static void test_probe_reports_reason(void **state) {
     assert_int_equal(rc, -1);
     assert_true(strlen(why) > 10);
     assert_null(strchr(why, '\n')); // one line
-    if (cuda_built())
-        // the driver's words come with the call that failed
-        assert_true(strstr(why, "cudaGetDeviceCount: ") || strstr(why, "compute capability") ||
-                    strstr(why, "not usable") || strstr(why, "TCBENCH_CUDA_DEVICE"));
-    else
-        assert_non_null(strstr(why, "without the CUDA backend"));
+    // the driver's words come with the call that failed
+    assert_true(strstr(why, "cudaGetDeviceCount: ") || strstr(why, "compute capability") ||
+                strstr(why, "not usable") || strstr(why, "TCBENCH_CUDA_DEVICE"));
     print_message("cuda_probe: %s\n", why);
     // in this process too, and twice: no state left behind that crashes
     char why2[512] = "";
@@ -326,8 +336,6 @@ static void test_probe_reports_reason(void **state) {
 
 static void test_bad_device_env(void **state) {
     (void)state;
-    if (!cuda_built())
-        skip();
     setenv("TCBENCH_CUDA_DEVICE", "abc", 1);
     char why[512];
     int rc = cuda_probe_here(why, sizeof why);
@@ -340,11 +348,7 @@ static void test_eager_without_gpu(void **state) {
     (void)state;
     if (skip_if_gpu())
         skip();
-    graph *g = graph_new();
-    int x = graph_input(g, "x", DT_F32, 1, (int64_t[]){4});
-    graph_output(g, graph_unary(g, OP_RELU, x));
-    model *m = model_new(g, "tiny", "mlp", 1);
-    assert_int_equal(model_init_values(m, 1), 0);
+    model *m = tiny_relu();
     eager_cuda *e = (eager_cuda *)0x1;
     char err[512] = "";
     assert_int_equal(eager_cuda_new(m, NULL, &e, err, sizeof err), -1);
@@ -380,13 +384,87 @@ static void test_timer_without_gpu(void **state) {
     cuda_timer_free(t);
     cuda_device_info info;
     assert_int_equal(cuda_device_query(&info, err, sizeof err), -1);
-    if (cuda_built()) // named call, file and line
-        assert_non_null(strstr(err, "cudaGetDeviceProperties(&p, dev) failed at cuda_rt.c:"));
+    // named call, file and line
+    assert_non_null(strstr(err, "cudaGetDeviceProperties(&p, dev) failed at cuda_rt.c:"));
+}
+#endif
+
+// The registry: the executors this build has, each found by its device and
+// family; the CPU's run here; a CUDA one without the backend fails naming
+// the build option, and without a GPU with the driver's reason.
+static void test_registry(void **state) {
+    (void)state;
+    int n, ncuda = 0;
+    char err[512] = "";
+    const exec_iface *const *all = exec_list(&n);
+    for (int k = 0; k < n; k++) {
+        ncuda += strcmp(all[k]->device, "cuda") == 0;
+        assert_ptr_equal(exec_find(all[k]->device, all[k]->family, err, sizeof err), all[k]);
+    }
+    assert_int_equal(ncuda, TCBENCH_HAVE_CUDA ? 2 : 0);
+    assert_int_equal(n, 2 + ncuda);
+    assert_true(exec_device_built("cpu"));
+    assert_int_equal(exec_device_built("cuda"), TCBENCH_HAVE_CUDA);
+    assert_int_equal(exec_device_probe("cpu", err, sizeof err), 0);
+    assert_null(exec_find("tpu", "eager", err, sizeof err));
+    assert_string_equal(err, "unknown device 'tpu'; expected cpu or cuda");
+    assert_null(exec_find("cpu", "jit", err, sizeof err));
+    assert_string_equal(err, "no jit executor on cpu; expected eager or compiled");
+
+    model *m = tiny_relu();
+    exec *x;
+    assert_int_equal(exec_new("cpu", "eager", m, NULL, &x, err, sizeof err), 0);
+    tensor *out[1];
+    exec_stats st;
+    exec_set_step(x, 1);
+    assert_int_equal(exec_run(x, out, &st), 0);
+    assert_int_equal(st.kernels, 1);
+    assert_true(tensor_f32(out[0])[0] >= 0);
+    tensor_free(out[0]);
+    assert_int_equal(exec_run(x, NULL, NULL), 0); // dropped, freed: ASan's to check
+    assert_int_equal(exec_sync(x), 0);
+    assert_false(exec_has_clock(x));
+    assert_int_equal(exec_sample_start(x, false), -1);
+    assert_string_equal(exec_error(x), "cpu eager has no device clock; time it on the host");
+    assert_int_equal(exec_outputs(x, out), -1);
+    assert_string_equal(exec_iface_of(x)->call, "eager_run");
+    exec_free(x);
+
+    x = (exec *)0x1;
+    err[0] = '\0';
+    int rc = exec_new("cuda", "eager", m, NULL, &x, err, sizeof err);
+    if (rc == 0) { // a GPU: its steps run, timed by its clock
+        assert_true(gpu_present && exec_has_clock(x));
+        double s = -1;
+        assert_int_equal(exec_sample_start(x, true), 0);
+        assert_int_equal(exec_run(x, NULL, &st), 0);
+        assert_int_equal(exec_sample_stop(x, &s), 0);
+        assert_true(s >= 0);
+        exec_free(x);
+        model_free(m);
+        return;
+    }
+    assert_null(x);
+    print_message("exec_new cuda eager: %s\n", err);
+    char why[512] = "";
+    assert_int_equal(exec_device_probe("cuda", why, sizeof why), -1);
+    if (TCBENCH_HAVE_CUDA) { // the probe's reason, in the executor's call
+        char want[600];
+        snprintf(want, sizeof want, "eager_cuda_new: %s", why);
+        assert_string_equal(err, want);
+    } else {
+        assert_non_null(strstr(err, "built without the CUDA backend"));
+        assert_non_null(strstr(err, "reconfigure with -Dcuda=enabled"));
+        assert_string_equal(why, err);
+        assert_null(exec_find("cuda", "compiled", err, sizeof err));
+        assert_string_equal(err, why);
+    }
+    model_free(m);
 }
 
 int main(void) {
     char why[512];
-    gpu_present = cuda_built() && cuda_probe(why, sizeof why) == 0;
+    gpu_present = exec_device_probe("cuda", why, sizeof why) == 0;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rounding),
         cmocka_unit_test(test_small_pool_reuse),
@@ -396,10 +474,13 @@ int main(void) {
         cmocka_unit_test(test_peak),
         cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_churn),
+#if TCBENCH_HAVE_CUDA
         cmocka_unit_test(test_probe_reports_reason),
         cmocka_unit_test(test_bad_device_env),
         cmocka_unit_test(test_eager_without_gpu),
         cmocka_unit_test(test_timer_without_gpu),
+#endif
+        cmocka_unit_test(test_registry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,7 +36,7 @@
 
 #include "autodiff/autograd.h"
 #include "backend/cuda/cuda_device.h"
-#include "backend/cuda/cuda_program.h"
+#include "compile/cuda_program.h"
 #include "eager/eager.h"
 #include "eager/eager_cuda.h"
 #include "core/graph.h"

@@ -29,6 +29,7 @@
 #include "bench/runner.h"
 #include "bench/stability.h"
 #include "bench/timing.h"
+#include "exec.h"
 
 static char dir[512], suite_path[600], model_path[600], tmp_dir[600];
 
@@ -840,7 +841,7 @@ static void test_plan(void **state) {
     // the CLI's question, and the child's); a build without it refuses
     cfg.axis[BENCH_AXIS_DEVICE][0] = BENCH_DEV_CUDA;
     cfg.naxis[BENCH_AXIS_DEVICE] = 1;
-    if (cuda_built()) {
+    if (exec_device_built("cuda")) {
         assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
         assert_int_equal(p->ntasks, 6);
         assert_int_equal(p->tasks[1].axis[BENCH_AXIS_DEVICE], BENCH_DEV_CUDA);
@@ -1540,7 +1541,7 @@ static void test_cuda_results(void **state) {
     assert_int_equal(json_array_size(gpus), 1);
     json_t *g0 = json_array_get(gpus, 0);
     char why[400];
-    if (cuda_probe(why, sizeof why) == 0)
+    if (exec_device_probe("cuda", why, sizeof why) == 0)
         assert_true(strlen(json_string_value(json_object_get(g0, "name"))) > 0);
     else
         assert_string_equal(json_string_value(json_object_get(g0, "error")), why);
@@ -1571,7 +1572,7 @@ static void test_cuda_results(void **state) {
 // GPU both run and pass, timed by CUDA events.
 static void test_cuda_run(void **state) {
     (void)state;
-    if (!cuda_built())
+    if (!exec_device_built("cuda"))
         skip();
     bench_config cfg = tiny_config();
     char out[700];
@@ -1587,7 +1588,7 @@ static void test_cuda_run(void **state) {
     bench_report *rep;
     char err[512], why[400];
     assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
-    bool gpu = cuda_probe(why, sizeof why) == 0;
+    bool gpu = exec_device_probe("cuda", why, sizeof why) == 0;
     int failed = bench_run(p, rep, NULL);
     assert_int_equal(rep->nresults, 2);
     const bench_result *e = &rep->results[0], *c = &rep->results[1];

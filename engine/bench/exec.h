@@ -1,6 +1,7 @@
 // exec: one mode's executor as the runner drives it, the same on every
-// device: CPU eager (eager.h), CPU compiled (compile/compile.h), GPU eager
-// (eager_cuda.h) and GPU compiled (backend/cuda/cuda_program.h).
+// device: the executor that engine/exec.h's registry has for the case's
+// device and family (CPU eager, CPU compiled, GPU eager, GPU compiled), with
+// the case's L2 flush. A device this build lacks fails at creation, saying so.
 //
 //   bench_exec_opts o = {.device = BENCH_DEV_CUDA, .tf32 = false, .flush_l2 = true};
 //   bench_exec *x;
@@ -16,8 +17,8 @@
 // On the CPU a step runs to its end before bench_exec_run returns. On the
 // GPU it is enqueued on the executor's stream, as PyTorch does; outputs
 // asked for are copied back (which waits), and a sample is timed by a CUDA
-// event pair on that stream (cuda_timer), with cuda_l2_flush enqueued before
-// the start event when flush_l2 is set. Errors a kernel finds on the device
+// event pair on that stream, with an L2 flush enqueued before the start
+// event when flush_l2 is set. Errors a kernel finds on the device
 // surface at the next bench_exec_run with outputs or bench_exec_sync. The
 // GPU executors are made in the calling process: call these only in the
 // child that measures (a CUDA context does not survive fork).
@@ -51,8 +52,7 @@ int bench_exec_eager(const model *m, const bench_exec_opts *o, bench_exec **out,
 // m compiled with co (fusion, capture, dump_dir, cache_dir) for o->device.
 int bench_exec_compile(const model *m, const compile_opts *co, const bench_exec_opts *o,
                        bench_exec **out, char *err, size_t cap);
-// The optimizer step t of the next runs (eager_set_step, compiled_set_step,
-// eager_cuda_set_step, cuda_program_set_step).
+// The optimizer step t of the next runs (the executor's set_step).
 void bench_exec_set_step(bench_exec *x, uint64_t step);
 // One step. outputs: g->noutputs host tensors (caller frees), or NULL to
 // drop them. st may be NULL. -1 with bench_exec_error set.
@@ -67,7 +67,7 @@ const char *bench_exec_what(const bench_exec *x);
 bool bench_exec_has_clock(const bench_exec *x);
 int bench_exec_sample_start(bench_exec *x);
 int bench_exec_sample_stop(bench_exec *x, double *seconds);
-// Compiled on the CPU: the compile's own figures (cache hit, arena);
-// zeros elsewhere.
+// The compile's own figures (cache hit, arena) where the executor has them
+// (compiled on the CPU); zeros elsewhere.
 void bench_exec_compile_info(const bench_exec *x, bool *cache_hit, size_t *arena_bytes);
 void bench_exec_free(bench_exec *x);

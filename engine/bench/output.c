@@ -5,6 +5,8 @@
 #include "backend/cuda/cuda_device.h"
 #include "base/files.h"
 #include "host.h"
+#include "../exec.h" // the executor registry (not bench/exec.h)
+#include "tcbench_config.h"
 
 #include <errno.h>
 #include <math.h>
@@ -181,11 +183,15 @@ static json_t *gpus_json(const bench_plan *p) {
     json_t *arr = json_array();
     if (!arr || !p->used[BENCH_AXIS_DEVICE][BENCH_DEV_CUDA])
         return arr;
-    cuda_device_info info;
+    cuda_device_info info = {0};
     char why[512];
+#if TCBENCH_HAVE_CUDA
     bool ok = cuda_probe_describe(&info, why, sizeof why) == 0;
     if (!ok)
         info.index = cuda_device_index();
+#else
+    bool ok = exec_device_probe("cuda", why, sizeof why) == 0; // fails: says why
+#endif
     json_array_append_new(arr, bench_gpu_json(&info, ok ? NULL : why));
     return arr;
 }

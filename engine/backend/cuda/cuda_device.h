@@ -15,9 +15,9 @@
 //   cuda_timer_stop(t, stream, &s, err, sizeof err);       // waits, seconds between events
 //   cuda_timer_free(t);
 //
-// Every function here exists in every build: without the CUDA backend
-// (-Dcuda=disabled, or no toolkit) cuda_probe fails with a reason that says
-// so and the rest return -1 with the same words, so callers need no #if.
+// Built only with the CUDA backend (TCBENCH_HAVE_CUDA): code that must also
+// build without it asks the executor registry instead (exec_device_probe in
+// engine/exec.h), which says when the backend is missing.
 // `stream` is a cudaStream_t passed as void * (NULL: the default stream);
 // eager_cuda_stream() gives the executor's.
 //

@@ -40,8 +40,9 @@
 // before a graph records them. stats: kernels per step, peak bytes =
 // sources + arena, compile time (NVRTC included). TCBENCH_DISABLE_FUSION and
 // TCBENCH_DISABLE_CAPTURE work through compile_opts; --dump writes MODEL.cu.
-// Every function exists in every build; without the CUDA backend
-// cuda_program_new says so.
+// Built only with the CUDA backend (TCBENCH_HAVE_CUDA); the rest of tcbench
+// reaches it through the executor registry (exec.h), which says when a
+// build lacks it.
 #pragma once
 #include "compile/compile.h"
 #include "model/model.h"

@@ -4,10 +4,10 @@
 // copies of the sources, from one step to the next.
 #include "cuda_program.h"
 
+#include "backend/cuda/cuda_nvrtc.h"
+#include "backend/cuda/cuda_rt.h"
 #include "base/clock.h"
-#include "compile/codegen_cuda.h"
-#include "cuda_nvrtc.h"
-#include "cuda_rt.h"
+#include "codegen_cuda.h"
 
 #include <stdio.h>
 #include <stdlib.h>
