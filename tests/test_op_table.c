@@ -14,7 +14,7 @@
 //   CUDA eager and compiled, fused, captured, where cuda_probe finds a GPU
 //   NVRTC             without a GPU too: the generated CUDA of every batch,
 //                     fused (compiled, fused) and not (captured), compiled
-//                     for sm_80
+//                     for sm_80 (the CUDA modes take f32 and f16, no bf16)
 // A row's known_fail leaves it out of a mode, with the reason by the row. A
 // last check fails when an op of ops.def has no case (ops_uncovered, itself
 // tested on a made-up coverage). The tests that are not rows follow:
