@@ -27,8 +27,9 @@
 // opts.allow_tf32), convolution and pooling cuDNN, everything else the CUDA
 // C kernels in backend/cuda (docs/cuda.md).
 //
-// Every function exists in every build; without the CUDA backend
-// eager_cuda_new fails with a message that says so.
+// Built only with the CUDA backend: callers reach it through the executor
+// registry (engine/exec.h), which has no CUDA executors in a build without
+// it and says so.
 #pragma once
 #include "eager.h"
 #include "model/model.h"

@@ -22,7 +22,7 @@
 #endif
 
 // dtype_f32_to_bf16 / dtype_bf16_to_f32, inline so that loops vectorize
-// (tests/test_f16.c holds them to dtype.c's, bit for bit).
+// (tests/op_table_half.c holds them to dtype.c's, bit for bit).
 static inline uint16_t cpu_f32_to_bf16_inline(float f) {
     uint32_t x;
     memcpy(&x, &f, 4);

@@ -1,22 +1,15 @@
-// f16 (AMP) in the CPU eager kernels. First the conversions: dtype.c's
-// portable ones and cpu_f16.h's F16C ones must follow IEEE round to nearest
-// even (ties, subnormals, overflow to inf, NaN, -0) and agree bit for bit on
-// every half and on millions of floats. Then every kernel AMP reaches runs
-// a one-op graph with f16 inputs in eager, three ways checked: against the
-// fp64 reference (within f16's rounding), against the same graph on the
-// same values in f32 (a kernel that converts to f32, runs its f32 loop and
-// rounds once must give exactly the rounded f32 result; one with its own
-// f16 loop within 1e-3), and as one kernel, its conversions included.
-// Cases cover stride, padding, dilation, groups, depthwise, transposed
-// convolutions, strided (permuted) f16 inputs and sizes above the OpenMP
-// threshold; conv2d_post is called directly; kernels that cannot take a
-// dtype say so; and a small CNN trains a step under autocast. bf16 gets the
-// same: its conversions (ties, NaN, inf, overflow, subnormals, every bf16
-// value, random floats through the vector loops) and every one-op case
-// (plus GEMMs) run again with bf16 inputs, within bf16's rounding. bf16
-// GEMMs run oneDNN's bf16 matmul on a CPU with AVX512-BF16: checked against
-// fp64 and against the widening path, strided and broadcast operands
-// included, and that it really ran (or declined what it cannot express).
+// The 16-bit tests of tests/test_op_table.c that are not rows of the op
+// table. The conversions: dtype.c's portable ones and cpu_f16.h's F16C ones
+// follow IEEE round to nearest even (ties, subnormals, overflow to inf,
+// NaN, -0) and agree bit for bit on every half and on millions of floats;
+// bf16 the same (ties, NaN, inf, overflow, subnormals, every bf16 value,
+// random floats through the vector loops). conv2d_post (the compiled mode's
+// convolution with its epilogue) in f16; kernels that cannot take a dtype
+// say so; a small CNN trains a step under autocast. bf16 GEMMs and
+// convolutions run oneDNN's bf16 primitives on a CPU with AVX512-BF16:
+// checked against fp64 and against the widening path, strided and
+// broadcast operands included, and that they really ran (or declined what
+// they cannot express).
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,10 +26,11 @@
 #include "autodiff/autograd.h"
 #include "backend/cpu/cpu_f16.h"
 #include "backend/cpu/cpu_kernels.h"
-#include "eager/eager.h"
 #include "core/graph.h"
+#include "eager/eager.h"
 #include "model/model.h"
 #include "model/model_prepare.h"
+#include "op_table.h"
 #include "ref/ref.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -354,396 +348,6 @@ static void test_random_bf16(void **state) {
     random_narrow(&BF16, nearest_bf16);
 }
 
-// ---- one-op graphs in f16 and f32 -------------------------------------------------
-
-typedef struct f16_case f16_case;
-typedef int (*build_fn)(graph *g, enum dtype dt, const f16_case *tc);
-
-struct f16_case {
-    const char *name;
-    build_fn build;
-    enum op op;
-    int nd, nd2;
-    int64_t s[4], s2[4]; // main and second shapes
-    int64_t ia[GRAPH_MAX_IA];
-    double fa[GRAPH_MAX_FA];
-    int bias;  // convolutions: 0 none, 1 an input of the case's dtype, 2 an f32 parameter
-    bool perm; // the main input an NHWC tensor permuted to NCHW (strided)
-    bool own;  // the kernel has its own f16 loop: close to the f32 result, not equal
-};
-
-static int out(graph *g, int y) {
-    if (y >= 0)
-        graph_output(g, y);
-    return y;
-}
-
-static int param(graph *g, int nd, const int64_t *shape) {
-    return graph_param(g, "w", nd, shape, INIT_NORMAL, 1.0);
-}
-
-// the main (N, C, H, W) input, NHWC permuted when tc->perm
-static int x4(graph *g, enum dtype dt, const f16_case *tc) {
-    const int64_t *s = tc->s;
-    if (!tc->perm)
-        return graph_input(g, "x", dt, 4, s);
-    int x = graph_input(g, "x", dt, 4, (int64_t[]){s[0], s[2], s[3], s[1]});
-    return graph_permute(g, x, (int[]){0, 3, 1, 2});
-}
-
-// x (s), weight (s2) of dt; bias as tc->bias
-static int b_conv(graph *g, enum dtype dt, const f16_case *tc) {
-    int x = x4(g, dt, tc), w = graph_input(g, "w", dt, 4, tc->s2);
-    int64_t O = tc->op == OP_CONV2D ? tc->s2[0] : tc->s2[1] * tc->ia[6];
-    int b = tc->bias == 1 ? graph_input(g, "b", dt, 1, &O) : param(g, 1, &O);
-    return out(g, graph_op(g, tc->op, tc->bias ? 3 : 2, (int[]){x, w, b}, tc->ia, NULL));
-}
-
-static int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
-    return (in + 2 * p - d * (k - 1) - 1) / s + 1;
-}
-
-// dy of the forward output's shape; grad_input: (dy, w) -> dx (s);
-// grad_weight: (dy, x) -> dw (s2)
-static int b_conv_grad(graph *g, enum dtype dt, const f16_case *tc) {
-    const int64_t *xs = tc->s, *ws = tc->s2, *ia = tc->ia;
-    int64_t dys[4] = {xs[0], ws[0], conv_out_size(xs[2], ws[2], ia[0], ia[2], ia[4]),
-                      conv_out_size(xs[3], ws[3], ia[1], ia[3], ia[5])};
-    int dy = graph_input(g, "dy", dt, 4, dys);
-    bool data = tc->op == OP_CONV2D_GRAD_INPUT;
-    int other = data ? graph_input(g, "w", dt, 4, ws) : x4(g, dt, tc);
-    return out(g, graph_op_shaped(g, tc->op, 2, (int[]){dy, other}, ia, NULL, 4, data ? xs : ws));
-}
-
-// MAX_POOL2D, AVG_POOL2D, UPSAMPLE_NEAREST on x (s)
-static int b_pool(graph *g, enum dtype dt, const f16_case *tc) {
-    int x = x4(g, dt, tc);
-    return out(g, graph_op(g, tc->op, 1, &x, tc->ia, NULL));
-}
-
-static int b_pool_grad(graph *g, enum dtype dt, const f16_case *tc) {
-    const int64_t *xs = tc->s, *ia = tc->ia;
-    int64_t dys[4] = {xs[0], xs[1], conv_out_size(xs[2], ia[4], ia[0], ia[2], 1),
-                      conv_out_size(xs[3], ia[5], ia[1], ia[3], 1)};
-    int dy = graph_input(g, "dy", dt, 4, dys);
-    if (tc->op == OP_AVG_POOL2D_GRAD)
-        return out(g, graph_op_shaped(g, tc->op, 1, &dy, ia, NULL, 4, xs));
-    return out(g, graph_op(g, tc->op, 2, (int[]){dy, x4(g, dt, tc)}, ia, NULL));
-}
-
-// one input of s: reductions (axis ia0), softmax, log_softmax
-static int b_one(graph *g, enum dtype dt, const f16_case *tc) {
-    int x = graph_input(g, "x", dt, tc->nd, tc->s);
-    return out(g, graph_op(g, tc->op, 1, &x, tc->ia, tc->fa));
-}
-
-// (B, R, C) made contiguous as (B, C, R)
-static int b_transpose(graph *g, enum dtype dt, const f16_case *tc) {
-    int x = graph_input(g, "x", dt, 3, tc->s);
-    return out(g, graph_unary(g, OP_CONTIGUOUS, graph_permute(g, x, (int[]){0, 2, 1})));
-}
-
-// (R, 2 | 1 | 3) pieces along axis 1, the middle one a transposed view
-static int b_concat(graph *g, enum dtype dt, const f16_case *tc) {
-    int64_t R = tc->s[0];
-    int a = graph_input(g, "a", dt, 2, (int64_t[]){R, 2});
-    int b = graph_permute(g, graph_input(g, "b", dt, 2, (int64_t[]){1, R}), (int[]){1, 0});
-    int c = graph_input(g, "c", dt, 2, (int64_t[]){R, 3});
-    return out(g, graph_op(g, OP_CONCAT, 3, (int[]){a, b, c}, tc->ia, NULL));
-}
-
-// dy (s2) into zeros of s at ia1 along ia0
-static int b_slice_grad(graph *g, enum dtype dt, const f16_case *tc) {
-    int dy = graph_input(g, "dy", dt, tc->nd2, tc->s2);
-    return out(g, graph_op_shaped(g, OP_SLICE_GRAD, 1, &dy, tc->ia, NULL, tc->nd, tc->s));
-}
-
-static int idx_in(graph *g, int nd, const int64_t *shape, int64_t hi) {
-    int id = graph_input(g, "idx", DT_I32, nd, shape);
-    if (id >= 0) {
-        g->nodes[id].ia[0] = 0;
-        g->nodes[id].ia[1] = hi;
-        g->nodes[id].ia[2] = 1;
-    }
-    return id;
-}
-
-// table (s) of dt, indices (s2)
-static int b_embedding(graph *g, enum dtype dt, const f16_case *tc) {
-    int t = graph_input(g, "table", dt, 2, tc->s);
-    int i = idx_in(g, tc->nd2, tc->s2, tc->s[0]);
-    return out(g, graph_op(g, OP_EMBEDDING, 2, (int[]){t, i}, NULL, NULL));
-}
-
-// dy (s2..., D) onto a (V, D) = s table
-static int b_embedding_grad(graph *g, enum dtype dt, const f16_case *tc) {
-    int64_t dys[TENSOR_MAX_DIMS];
-    memcpy(dys, tc->s2, sizeof tc->s2);
-    dys[tc->nd2] = tc->s[1];
-    int i = idx_in(g, tc->nd2, tc->s2, tc->s[0]);
-    int dy = graph_input(g, "dy", dt, tc->nd2 + 1, dys);
-    return out(g, graph_op_shaped(g, OP_EMBEDDING_GRAD, 2, (int[]){dy, i}, NULL, NULL, 2, tc->s));
-}
-
-static int b_sum_to(graph *g, enum dtype dt, const f16_case *tc) {
-    int dy = graph_input(g, "dy", dt, tc->nd, tc->s);
-    return out(g, graph_op_shaped(g, OP_SUM_TO, 1, &dy, NULL, NULL, tc->nd2, tc->s2));
-}
-
-// x of dt, f32 parameters as AMP has them: (C) over the last axis, or axis
-// 1 for the channel norms; batch norm's running statistics
-static int b_norm(graph *g, enum dtype dt, const f16_case *tc) {
-    bool chan = tc->op == OP_BATCH_NORM || tc->op == OP_GROUP_NORM;
-    int64_t C = chan ? tc->s[1] : tc->s[tc->nd - 1];
-    int x = graph_input(g, "x", dt, tc->nd, tc->s);
-    int w = param(g, 1, &C), b = param(g, 1, &C);
-    int s[5] = {x, w, b, -1, -1}, ns = tc->op == OP_RMS_NORM ? 2 : 3;
-    if (tc->op == OP_BATCH_NORM) {
-        s[ns++] = graph_buffer(g, "mean", DT_F32, 1, &C, INIT_NORMAL, 0.5);
-        s[ns++] = graph_buffer(g, "var", DT_F32, 1, &C, INIT_ONES, 0);
-    }
-    return out(g, graph_op(g, tc->op, ns, s, tc->ia, tc->fa));
-}
-
-// dy, x of dt and an f32 weight (C); weight gradients take dy and x only
-static int b_norm_grad(graph *g, enum dtype dt, const f16_case *tc) {
-    bool chan = tc->op == OP_BATCH_NORM_GRAD || tc->op == OP_BATCH_NORM_WGRAD ||
-                tc->op == OP_GROUP_NORM_GRAD || tc->op == OP_GROUP_NORM_WGRAD;
-    int64_t C = chan ? tc->s[1] : tc->s[tc->nd - 1];
-    int dy = graph_input(g, "dy", dt, tc->nd, tc->s), x = graph_input(g, "x", dt, tc->nd, tc->s);
-    int w = param(g, 1, &C);
-    return out(g, graph_op(g, tc->op, op_min_srcs(tc->op), (int[]){dy, x, w}, tc->ia, tc->fa));
-}
-
-// a (s) @ b (s2); when tc->perm, b (..., K, N) is the transposed view of a
-// (..., N, K) input (attention's q @ k^T)
-static int b_matmul(graph *g, enum dtype dt, const f16_case *tc) {
-    int a = graph_input(g, "a", dt, tc->nd, tc->s), nb = tc->nd2;
-    int64_t bs[4];
-    int perm[4];
-    for (int d = 0; d < nb; d++) {
-        bool last2 = tc->perm && d >= nb - 2;
-        perm[d] = last2 ? 2 * nb - 3 - d : d;
-        bs[d] = tc->s2[perm[d]];
-    }
-    int b = graph_input(g, "b", dt, nb, bs);
-    if (tc->perm)
-        b = graph_permute(g, b, perm);
-    return out(g, graph_op(g, OP_MATMUL, 2, (int[]){a, b}, NULL, NULL));
-}
-
-// x (s) @ w (s2 = (N, K))^T + bias: an input of dt (bias 1) or an f32 parameter (2)
-static int b_linear(graph *g, enum dtype dt, const f16_case *tc) {
-    int x = graph_input(g, "x", dt, tc->nd, tc->s), w = graph_input(g, "w", dt, 2, tc->s2);
-    int64_t N = tc->s2[0];
-    int b = tc->bias == 1 ? graph_input(g, "b", dt, 1, &N) : param(g, 1, &N);
-    return out(g, graph_op(g, OP_LINEAR, tc->bias ? 3 : 2, (int[]){x, w, b}, NULL, NULL));
-}
-
-// two inputs of s: softmax grads, act_grad, mse_loss
-static int b_two(graph *g, enum dtype dt, const f16_case *tc) {
-    int a = graph_input(g, "a", dt, tc->nd, tc->s), b = graph_input(g, "b", dt, tc->nd, tc->s);
-    return out(g, graph_op(g, tc->op, 2, (int[]){a, b}, tc->ia, tc->fa));
-}
-
-// logits (N, C) of dt, targets; the grad with an f32 dloss ()
-static int b_cross_entropy(graph *g, enum dtype dt, const f16_case *tc) {
-    int x = graph_input(g, "x", dt, 2, tc->s), t = idx_in(g, 1, tc->s, tc->s[1]);
-    if (tc->op == OP_CROSS_ENTROPY)
-        return out(g, graph_op(g, OP_CROSS_ENTROPY, 2, (int[]){x, t}, tc->ia, NULL));
-    int dl = graph_input(g, "dl", DT_F32, 0, NULL);
-    return out(g, graph_op(g, OP_CROSS_ENTROPY_GRAD, 3, (int[]){dl, x, t}, tc->ia, NULL));
-}
-
-// an f32 dloss (), a and b of dt
-static int b_mse_grad(graph *g, enum dtype dt, const f16_case *tc) {
-    int dl = graph_input(g, "dl", DT_F32, 0, NULL);
-    int a = graph_input(g, "a", dt, tc->nd, tc->s), b = graph_input(g, "b", dt, tc->nd, tc->s);
-    return out(g, graph_op(g, OP_MSE_LOSS_GRAD, 3, (int[]){dl, a, b}, NULL, NULL));
-}
-
-#define S2(a, b)       .nd = 2, .s = {a, b}
-#define S3(a, b, c)    .nd = 3, .s = {a, b, c}
-#define S4(a, b, c, d) .nd = 4, .s = {a, b, c, d}
-#define T1(a)          .nd2 = 1, .s2 = {a}
-#define T2(a, b)       .nd2 = 2, .s2 = {a, b}
-#define T4(a, b, c, d) .nd2 = 4, .s2 = {a, b, c, d}
-#define IA(...)        .ia = {__VA_ARGS__}
-// conv2d's ia: stride (2), padding (2), dilation (2), groups, output padding (2)
-#define CONV(sh, sw, ph, pw, dh, dw, g) IA(sh, sw, ph, pw, dh, dw, g)
-#define BIG                             S2(257, 301) // above the one-thread threshold
-
-static const f16_case cases[] = {
-    // convolutions: x and w f16, bias f16 or f32
-    {"conv2d_bias", b_conv, OP_CONV2D, S4(2, 3, 9, 11), T4(4, 3, 3, 3), CONV(1, 1, 1, 1, 1, 1, 1),
-     .bias = 1},
-    {"conv2d_stride_pad_dil_f32_bias", b_conv, OP_CONV2D, S4(2, 3, 13, 12), T4(5, 3, 3, 2),
-     CONV(2, 3, 0, 1, 2, 1, 1), .bias = 2},
-    {"conv2d_groups", b_conv, OP_CONV2D, S4(1, 4, 8, 8), T4(6, 2, 3, 3), CONV(1, 1, 1, 1, 1, 1, 2)},
-    {"conv2d_depthwise_perm", b_conv, OP_CONV2D, S4(2, 8, 7, 7), T4(8, 1, 3, 3),
-     CONV(2, 2, 1, 1, 1, 1, 8), .bias = 1, .perm = true},
-    {"conv2d_1x1_big", b_conv, OP_CONV2D, S4(2, 32, 28, 28), T4(48, 32, 1, 1),
-     CONV(1, 1, 0, 0, 1, 1, 1), .bias = 1},
-    {"conv_transpose2d", b_conv, OP_CONV_TRANSPOSE2D, S4(2, 4, 5, 6), T4(4, 3, 3, 3),
-     IA(2, 2, 1, 1, 1, 1, 1, 1, 1), .bias = 1},
-    {"conv_transpose2d_groups_dil", b_conv, OP_CONV_TRANSPOSE2D, S4(1, 4, 5, 5), T4(4, 2, 3, 2),
-     IA(1, 2, 1, 0, 2, 1, 2, 0, 1), .bias = 2},
-    {"conv2d_grad_input", b_conv_grad, OP_CONV2D_GRAD_INPUT, S4(2, 3, 13, 12), T4(5, 3, 3, 2),
-     CONV(2, 3, 0, 1, 2, 1, 1)},
-    {"conv2d_grad_input_groups", b_conv_grad, OP_CONV2D_GRAD_INPUT, S4(1, 4, 8, 8), T4(6, 2, 3, 3),
-     CONV(1, 1, 1, 1, 1, 1, 2)},
-    {"conv2d_grad_weight", b_conv_grad, OP_CONV2D_GRAD_WEIGHT, S4(2, 3, 9, 11), T4(4, 3, 3, 3),
-     CONV(1, 1, 1, 1, 1, 1, 1), .perm = true},
-    {"conv2d_grad_weight_depthwise", b_conv_grad, OP_CONV2D_GRAD_WEIGHT, S4(2, 4, 7, 7),
-     T4(4, 1, 3, 3), CONV(2, 2, 1, 1, 1, 1, 4)},
-    // pooling, upsampling and their gradients (pool ia: stride, padding, kernel)
-    {"max_pool2d_perm", b_pool, OP_MAX_POOL2D, S4(2, 3, 9, 11), IA(2, 2, 1, 1, 3, 3), .perm = true},
-    {"avg_pool2d", b_pool, OP_AVG_POOL2D, S4(2, 3, 9, 11), IA(2, 2, 1, 1, 3, 3)},
-    {"max_pool2d_big", b_pool, OP_MAX_POOL2D, S4(4, 16, 32, 32), IA(2, 2, 0, 0, 2, 2)},
-    {"max_pool2d_grad", b_pool_grad, OP_MAX_POOL2D_GRAD, S4(2, 3, 9, 11), IA(2, 2, 1, 1, 3, 3)},
-    {"avg_pool2d_grad", b_pool_grad, OP_AVG_POOL2D_GRAD, S4(1, 2, 8, 9), IA(1, 3, 0, 1, 2, 3)},
-    {"upsample_nearest_perm", b_pool, OP_UPSAMPLE_NEAREST, S4(1, 3, 4, 5), IA(3), .perm = true},
-    // data movement
-    {"concat", b_concat, OP_CONCAT, S2(7, 0), IA(1)},
-    {"slice_grad", b_slice_grad, OP_SLICE_GRAD, S3(4, 9, 5), .nd2 = 3, .s2 = {4, 3, 5}, IA(1, 2)},
-    {"embedding", b_embedding, OP_EMBEDDING, S2(11, 6), T2(3, 5)},
-    {"embedding_grad", b_embedding_grad, OP_EMBEDDING_GRAD, S2(7, 6), T1(40)},
-    {"contiguous_transpose", b_transpose, OP_CONTIGUOUS, S3(2, 33, 70)},
-    // reductions: f32 sums, the result rounded once
-    {"sum_rows_big", b_one, OP_SUM, BIG, IA(1)},
-    {"mean_inner_big", b_one, OP_MEAN, BIG, IA(0)},
-    {"max_rows", b_one, OP_MAX, S3(3, 7, 13), IA(2)},
-    {"sum_to_bias_big", b_sum_to, OP_SUM_TO, BIG, T1(301), .own = true},
-    {"sum_to_channel", b_sum_to, OP_SUM_TO, S4(2, 5, 6, 7), .nd2 = 3, .s2 = {5, 1, 1}, .own = true},
-    // softmax, norms and their gradients
-    {"softmax", b_one, OP_SOFTMAX, S3(2, 7, 13)},
-    {"log_softmax_big", b_one, OP_LOG_SOFTMAX, BIG},
-    {"layer_norm", b_norm, OP_LAYER_NORM, S3(5, 7, 64), .fa = {1e-5}},
-    {"rms_norm", b_norm, OP_RMS_NORM, S2(9, 13), .fa = {1e-6}},
-    {"batch_norm", b_norm, OP_BATCH_NORM, S4(2, 3, 5, 7), .fa = {1e-5}},
-    {"batch_norm_train", b_norm, OP_BATCH_NORM, S4(2, 3, 5, 7), IA(1), .fa = {1e-5, 0.1}},
-    {"group_norm", b_norm, OP_GROUP_NORM, S4(2, 6, 5, 7), IA(3), .fa = {1e-5}},
-    {"softmax_grad", b_two, OP_SOFTMAX_GRAD, S2(7, 13)},
-    {"log_softmax_grad", b_two, OP_LOG_SOFTMAX_GRAD, S3(2, 7, 13)},
-    {"layer_norm_grad", b_norm_grad, OP_LAYER_NORM_GRAD, S3(5, 7, 64), .fa = {1e-5}},
-    {"layer_norm_wgrad", b_norm_grad, OP_LAYER_NORM_WGRAD, S3(5, 7, 64), .fa = {1e-5}},
-    {"batch_norm_grad", b_norm_grad, OP_BATCH_NORM_GRAD, S4(2, 3, 5, 7), .fa = {1e-5}},
-    {"batch_norm_wgrad", b_norm_grad, OP_BATCH_NORM_WGRAD, S4(2, 3, 5, 7), .fa = {1e-5}},
-    {"group_norm_grad", b_norm_grad, OP_GROUP_NORM_GRAD, S4(2, 6, 5, 7), IA(3), .fa = {1e-5}},
-    {"act_grad_gelu", b_two, OP_ACT_GRAD, S2(7, 13), IA(OP_GELU), .own = true},
-    // losses over f16 values (the loss itself is f32)
-    {"cross_entropy", b_cross_entropy, OP_CROSS_ENTROPY, S2(9, 13), IA(-100)},
-    {"cross_entropy_grad", b_cross_entropy, OP_CROSS_ENTROPY_GRAD, S2(9, 13), IA(-100)},
-    {"mse_loss", b_two, OP_MSE_LOSS, S2(7, 13)},
-    {"mse_loss_grad", b_mse_grad, OP_MSE_LOSS_GRAD, S2(7, 13)},
-    // GEMMs: operands widened, one f32 GEMM, the result rounded once
-    {"matmul_batched", b_matmul, OP_MATMUL, S3(3, 17, 24), .nd2 = 3, .s2 = {3, 24, 9}},
-    {"matmul_transposed_b", b_matmul, OP_MATMUL, S2(33, 40), T2(40, 27), .perm = true},
-    {"linear_bias", b_linear, OP_LINEAR, S3(2, 9, 32), T2(20, 32), .bias = 1},
-    {"linear_big_f32_bias", b_linear, OP_LINEAR, S2(512, 96), T2(64, 96), .bias = 2},
-    {"matmul_attention_4d_transposed", b_matmul, OP_MATMUL, S4(2, 4, 16, 8), T4(2, 4, 8, 16),
-     .perm = true},
-    {"matmul_attention_4d_broadcast", b_matmul, OP_MATMUL, S4(2, 4, 16, 8), T4(1, 4, 8, 16)},
-};
-
-#define NCASES ((int)(sizeof cases / sizeof cases[0]))
-
-static model *case_model(const f16_case *tc, enum dtype dt) {
-    graph *g = graph_new();
-    assert_non_null(g);
-    if (tc->build(g, dt, tc) < 0)
-        fail_msg("%s: building the graph failed: %s", tc->name, graph_error(g));
-    model *m = model_new(g, tc->name, "test", 1);
-    assert_non_null(m);
-    assert_int_equal(model_init_values(m, 77), 0);
-    return m;
-}
-
-// dst's sources take src's values: the same values, widened where src
-// holds f16 and dst f32
-static void copy_values(const model *src, model *dst) {
-    for (int i = 0; i < src->g->n; i++) {
-        const tensor *a = src->values[i];
-        tensor *b = dst->values[i];
-        if (!a)
-            continue;
-        assert_non_null(b);
-        assert_int_equal(tensor_numel(a), tensor_numel(b));
-        if (a->dtype == b->dtype) {
-            memcpy(tensor_data(b), tensor_data(a), tensor_nbytes(a));
-            continue;
-        }
-        assert_true(dtype_is_half(a->dtype) && b->dtype == DT_F32);
-        const uint16_t *h = tensor_data(a);
-        for (int64_t k = 0; k < tensor_numel(a); k++)
-            tensor_f32(b)[k] = dtype_half_to_f32(a->dtype, h[k]);
-    }
-}
-
-// The value a 16-bit step should give for element k: the f32 step's rounded
-static double expected_from_f32(const tensor *y32, enum dtype dt, int64_t k) {
-    float v = tensor_f32(y32)[k];
-    return dtype_is_half(dt) ? dtype_half_to_f32(dt, dtype_f32_to_half(dt, v)) : v;
-}
-
-// tc with inputs of dt (f16 or bf16); m16 and the like name the 16-bit run
-static void run_case(const f16_case *tc, enum dtype dt) {
-    model *m16 = case_model(tc, dt), *m32 = case_model(tc, DT_F32);
-    copy_values(m16, m32);
-    const graph *g = m16->g;
-    const graph_node *n = &g->nodes[g->outputs[0]];
-    eager *e16 = eager_new(m16), *e32 = eager_new(m32);
-    assert_true(e16 && e32);
-    tensor *y16, *y32;
-    eager_stats st;
-    if (eager_run(e16, &y16, &st) < 0)
-        fail_msg("%s: f16 eager_run failed: %s", tc->name, eager_error(e16));
-    if (eager_run(e32, &y32, NULL) < 0)
-        fail_msg("%s: f32 eager_run failed: %s", tc->name, eager_error(e32));
-    char err[256];
-    double *ref;
-    if (ref_run(m16, &ref, err, sizeof err) < 0)
-        fail_msg("%s: ref_run failed: %s", tc->name, err);
-    // the node's dtype, one kernel, conversions included
-    assert_int_equal(y16->dtype, n->dtype);
-    if (st.kernels != 1)
-        fail_msg("%s: %lld kernels, expected 1", tc->name, (long long)st.kernels);
-    assert_true(tensor_is_contiguous(y16) && tensor_is_contiguous(y32));
-    double scale = 1;
-    for (int64_t k = 0; k < tensor_numel(y16); k++)
-        scale = fmax(scale, fabs(ref[k]));
-    // f16's rounding is 2^-11 relative, bf16's 2^-8; what the f32 sums add
-    // is far below either
-    double u = dt == DT_BF16 ? 8e-3 : 1e-3;
-    // bf16 GEMMs and convolutions may run in oneDNN's bf16 matmul or
-    // convolution: f32 sums in another order, so the rounded result may be
-    // one bf16 ulp off
-    bool own = tc->own || (dt == DT_BF16 && (tc->op == OP_MATMUL || tc->op == OP_LINEAR ||
-                                             tc->op == OP_CONV2D || tc->op == OP_CONV_TRANSPOSE2D));
-    int bad = 0;
-    for (int64_t k = 0; k < tensor_numel(y16); k++) {
-        double got = tensor_get_flat(y16, k), want = expected_from_f32(y32, y16->dtype, k);
-        bool near_ref = fabs(got - ref[k]) <= 2 * u * fabs(ref[k]) + u * scale;
-        bool same = own ? fabs(got - want) <= u * (fabs(want) + scale)
-                        : got == want || (isnan(got) && isnan(want));
-        if ((!near_ref || !same) && bad++ < 5)
-            print_error("%s (%s): element %lld: %s step %.9g, f32 step rounded %.9g, fp64 %.9g\n",
-                        tc->name, dtype_name(dt), (long long)k, dtype_name(dt), got, want, ref[k]);
-    }
-    if (bad)
-        fail_msg("%s (%s): %d elements off", tc->name, dtype_name(dt), bad);
-    free(ref);
-    tensor_free(y16);
-    tensor_free(y32);
-    eager_free(e16);
-    eager_free(e32);
-    model_free(m16);
-    model_free(m32);
-}
-
-static void test_case(void **state) { run_case((const f16_case *)*state, DT_F16); }
-static void test_case_bf16(void **state) { run_case((const f16_case *)*state, DT_BF16); }
-
 // ---- conv2d_post (the compiled mode's convolution with its epilogue) ----------
 
 static tensor *random_tensor(enum dtype dt, int nd, const int64_t *shape) {
@@ -974,7 +578,7 @@ static void test_gemm_bf16_dnnl(void **state) {
     cpu_dnnl_free(c.dnnl);
 }
 
-static void test_errors(void **state) {
+static void test_kernel_dtype_errors(void **state) {
     (void)state;
     cpu_ctx c = {0};
     char err[256];
@@ -1300,27 +904,14 @@ static void test_conv_bf16_dnnl(void **state) {
     cpu_dnnl_free(c.dnnl);
 }
 
-int main(void) {
-    enum { FIXED = 12 };
-    static struct CMUnitTest tests[2 * NCASES + FIXED];
-    static char names[NCASES][64];
-    tests[0] = (struct CMUnitTest)cmocka_unit_test(test_narrow_rules);
-    tests[1] = (struct CMUnitTest)cmocka_unit_test(test_widen_rules);
-    tests[2] = (struct CMUnitTest)cmocka_unit_test(test_all_halves);
-    tests[3] = (struct CMUnitTest)cmocka_unit_test(test_random_floats);
-    tests[4] = (struct CMUnitTest)cmocka_unit_test(test_bf16_rules);
-    tests[5] = (struct CMUnitTest)cmocka_unit_test(test_all_bf16);
-    tests[6] = (struct CMUnitTest)cmocka_unit_test(test_random_bf16);
-    for (int i = 0; i < NCASES; i++) {
-        snprintf(names[i], sizeof names[i], "bf16_%s", cases[i].name);
-        tests[7 + i] = (struct CMUnitTest){cases[i].name, test_case, NULL, NULL, (void *)&cases[i]};
-        tests[7 + NCASES + i] =
-            (struct CMUnitTest){names[i], test_case_bf16, NULL, NULL, (void *)&cases[i]};
-    }
-    tests[2 * NCASES + 7] = (struct CMUnitTest)cmocka_unit_test(test_conv_post);
-    tests[2 * NCASES + 8] = (struct CMUnitTest)cmocka_unit_test(test_errors);
-    tests[2 * NCASES + 9] = (struct CMUnitTest)cmocka_unit_test(test_amp_cnn_step);
-    tests[2 * NCASES + 10] = (struct CMUnitTest)cmocka_unit_test(test_gemm_bf16_dnnl);
-    tests[2 * NCASES + 11] = (struct CMUnitTest)cmocka_unit_test(test_conv_bf16_dnnl);
-    return _cmocka_run_group_tests("f16", tests, 2 * NCASES + FIXED, NULL, NULL);
-}
+static const struct CMUnitTest half[] = {
+    cmocka_unit_test(test_narrow_rules),        cmocka_unit_test(test_widen_rules),
+    cmocka_unit_test(test_all_halves),          cmocka_unit_test(test_random_floats),
+    cmocka_unit_test(test_bf16_rules),          cmocka_unit_test(test_all_bf16),
+    cmocka_unit_test(test_random_bf16),         cmocka_unit_test(test_conv_post),
+    cmocka_unit_test(test_kernel_dtype_errors), cmocka_unit_test(test_amp_cnn_step),
+    cmocka_unit_test(test_gemm_bf16_dnnl),      cmocka_unit_test(test_conv_bf16_dnnl),
+};
+
+const struct CMUnitTest *const op_half_tests = half;
+const int op_nhalf_tests = (int)(sizeof half / sizeof half[0]);
