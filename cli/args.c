@@ -1,7 +1,7 @@
 // Option values shared by the subcommands (cli.h).
 #include "cli.h"
 
-#include "exec.h"
+#include "bench/plan.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -81,15 +81,6 @@ int cli_parse_seconds_or_zero(const char *cmd, const char *opt, const char *s, d
     return 0;
 }
 
-int cli_device_auto(bench_config *cfg) {
-    static char why[400];
-    int dev = exec_device_probe("cuda", why, sizeof why) == 0 ? BENCH_DEV_CUDA : BENCH_DEV_CPU;
-    if (dev == BENCH_DEV_CUDA)
-        why[0] = '\0';
-    cfg->device_auto = why;
-    return dev;
-}
-
 int cli_parse_axis(const char *cmd, enum bench_axis a, const char *list, bench_config *cfg) {
     cli_strings words = {0};
     char opt[32];
@@ -102,19 +93,14 @@ int cli_parse_axis(const char *cmd, enum bench_axis a, const char *list, bench_c
         cfg->device_auto = NULL;
     for (int i = 0; i < words.n && rc == 0; i++) {
         bool is_auto = a == BENCH_AXIS_DEVICE && strcmp(words.v[i], "auto") == 0;
-        int v = is_auto ? cli_device_auto(cfg) : bench_axis_parse(a, words.v[i]);
-        char why[400];
+        int v = is_auto ? bench_device_auto(cfg) : bench_axis_parse(a, words.v[i]);
         if (v < 0) {
             cli_fail(cmd, "%s %s: unknown %s; expected one of %s%s", opt, words.v[i],
                      bench_axis_name(a), bench_axis_values_list(a),
                      a == BENCH_AXIS_DEVICE ? ", auto" : "");
             rc = -1;
-        } else if (a == BENCH_AXIS_DEVICE && !is_auto &&
-                   exec_device_probe(words.v[i], why, sizeof why) < 0) {
-            // the device first: not built, or no GPU, the reason is the answer
-            cli_fail(cmd, "%s %s: %s", opt, words.v[i], why);
-            rc = -1;
-        } else if (!bench_axis_available(a, v)) {
+        } else if (a != BENCH_AXIS_DEVICE && !bench_axis_available(a, v)) {
+            // a device's build and GPU are the plan's checks (bench_config_check_devices)
             cli_fail(cmd, "%s %s: not available in this build yet", opt, words.v[i]);
             rc = -1;
         } else {

@@ -40,13 +40,9 @@ int cli_parse_seconds(const char *cmd, const char *opt, const char *s, double *o
 int cli_parse_seconds_or_zero(const char *cmd, const char *opt, const char *s, double *out);
 // A comma list of axis values (--mode eager,compiled) into cfg; values this
 // build cannot run are refused here, before anything is loaded. --device
-// takes `auto` too (cli_device_auto), and `cuda` only when cuda_probe finds
-// a usable GPU (else the driver's reason, -1).
+// takes `auto` too (bench_device_auto); whether a device is built and
+// usable is the plan's check (bench_config_check_devices, bench/plan.h).
 int cli_parse_axis(const char *cmd, enum bench_axis a, const char *list, bench_config *cfg);
-// --device auto: BENCH_DEV_CUDA when cuda_probe finds a usable GPU (in a
-// forked child: this process stays free of CUDA state), else BENCH_DEV_CPU;
-// cfg->device_auto keeps the probe's reason ("" for cuda).
-int cli_device_auto(bench_config *cfg);
 
 // A list of strings that grows as options repeat (--only a --only b,c).
 typedef struct cli_strings {

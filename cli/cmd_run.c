@@ -260,42 +260,6 @@ typedef struct run_args {
     bool quiet;
 } run_args;
 
-// The devices once every option is read: --device auto when none was named,
-// and the options that need the GPU (or that it cannot run) checked against
-// them. -1 after one line on stderr.
-static int check_device_options(bench_config *cfg) {
-    const char *cmd = "run";
-    if (cfg->naxis[BENCH_AXIS_DEVICE] == 0) {
-        cfg->axis[BENCH_AXIS_DEVICE][0] = cli_device_auto(cfg);
-        cfg->naxis[BENCH_AXIS_DEVICE] = 1;
-    }
-    bool cuda = false;
-    for (int i = 0; i < cfg->naxis[BENCH_AXIS_DEVICE]; i++)
-        cuda |= cfg->axis[BENCH_AXIS_DEVICE][i] == BENCH_DEV_CUDA;
-    // what --device auto decided, for the messages
-    char why[500] = "";
-    if (cfg->device_auto)
-        snprintf(why, sizeof why, " (--device auto chose %s%s%.400s)", cuda ? "cuda" : "cpu",
-                 cfg->device_auto[0] ? ": " : "", cfg->device_auto);
-    const char *gpu_only = cfg->tf32 ? "--tf32" : cfg->flush_l2 ? "--flush-l2" : NULL;
-    if (gpu_only && !cuda) {
-        cli_fail(cmd, "%s: a GPU setting, for --device cuda; this run is on the cpu%s", gpu_only,
-                 why);
-        return -1;
-    }
-    bool amp = cfg->naxis[BENCH_AXIS_PRECISION] == 0; // the suites' defaults may hold amp
-    for (int i = 0; i < cfg->naxis[BENCH_AXIS_PRECISION]; i++)
-        amp |= cfg->axis[BENCH_AXIS_PRECISION][i] == BENCH_PREC_AMP;
-    if (cuda && amp && cfg->amp_dtype == DT_BF16) {
-        cli_fail(cmd,
-                 "--amp-dtype bf16: the CUDA backend runs amp in fp16 only; run bf16 with "
-                 "--device cpu%s",
-                 why);
-        return -1;
-    }
-    return 0;
-}
-
 // 0 to go on, 2 on bad usage, 1 after --help (exit 0).
 static int parse(int argc, char **argv, run_args *a) {
     const char *cmd = "run";
@@ -411,8 +375,9 @@ static int parse(int argc, char **argv, run_args *a) {
         default: return cli_bad_option(cmd, c, argv);
         }
     }
-    if (check_device_options(&a->cfg) < 0)
-        return 2;
+    char why[1024];
+    if (bench_config_check_devices(&a->cfg, why, sizeof why) < 0)
+        return cli_fail(cmd, "%s", why);
     if (a->cfg.min_time_s > a->cfg.max_time_s)
         return cli_fail(cmd, "--min-time %g: above --max-time %g (the budget's cap)",
                         a->cfg.min_time_s, a->cfg.max_time_s);

@@ -733,6 +733,45 @@ static void test_gpu_json(void **state) {
     json_decref(j);
 }
 
+// The plan's device and capability checks (plan.h): a named device that is
+// not usable says why; GPU-only settings on the CPU and bf16 amp on CUDA
+// are refused naming the option; a CPU run passes.
+static void test_device_checks(void **state) {
+    (void)state;
+    char err[1024];
+    bench_config cfg = tiny_config();
+    cfg.axis[BENCH_AXIS_DEVICE][0] = BENCH_DEV_CPU;
+    cfg.naxis[BENCH_AXIS_DEVICE] = 1;
+    assert_int_equal(bench_config_check_devices(&cfg, err, sizeof err), 0);
+
+    cfg.tf32 = true;
+    assert_int_equal(bench_config_check_devices(&cfg, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--tf32: a GPU setting"));
+    cfg.tf32 = false, cfg.flush_l2 = true;
+    assert_int_equal(bench_config_check_devices(&cfg, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--flush-l2: a GPU setting"));
+    cfg.flush_l2 = false;
+
+    // no device named: auto decides, and says why when it is the CPU
+    cfg.naxis[BENCH_AXIS_DEVICE] = 0;
+    assert_int_equal(bench_config_check_devices(&cfg, err, sizeof err), 0);
+    assert_int_equal(cfg.naxis[BENCH_AXIS_DEVICE], 1);
+    assert_non_null(cfg.device_auto);
+    bool gpu = cfg.axis[BENCH_AXIS_DEVICE][0] == BENCH_DEV_CUDA;
+    assert_true(gpu == (cfg.device_auto[0] == '\0'));
+
+    cfg.axis[BENCH_AXIS_DEVICE][0] = BENCH_DEV_CUDA;
+    cfg.device_auto = NULL;
+    cfg.amp_dtype = DT_BF16;
+    cfg.axis[BENCH_AXIS_PRECISION][0] = BENCH_PREC_AMP;
+    cfg.naxis[BENCH_AXIS_PRECISION] = 1;
+    assert_int_equal(bench_config_check_devices(&cfg, err, sizeof err), -1);
+    if (gpu) // a usable GPU: bf16 amp is what is refused
+        assert_non_null(strstr(err, "--amp-dtype bf16: the CUDA backend runs amp in fp16 only"));
+    else // none: the device itself, with the registry's reason
+        assert_non_null(strstr(err, "--device cuda: "));
+}
+
 static void test_plan(void **state) {
     (void)state;
     bench_config cfg = tiny_config();
@@ -1705,6 +1744,7 @@ int main(void) {
         cmocka_unit_test(test_thread_stall_judge),
         cmocka_unit_test(test_gpu_json),
         cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_device_checks),
         cmocka_unit_test(test_measure_in_process),
         cmocka_unit_test(test_run_isolated),
         cmocka_unit_test(test_run_oom),

@@ -1,9 +1,11 @@
 // Planning a run: suites, case selection, model checks, axes (plan.h).
 #include "plan.h"
 
+#include "../exec.h" // the executor registry (not bench/exec.h)
 #include "accuracy.h"
 
 #include <regex.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -230,6 +232,56 @@ static int plan_suite(bench_plan *p, const suite *s, const regex_t *filter, cons
             if (add_tasks(p, p->ncases++, vals, nvals) < 0)
                 return diag_set(d, NULL, 0, 0, "realloc: out of memory planning tasks");
         }
+    }
+    return 0;
+}
+
+int bench_device_auto(bench_config *cfg) {
+    static char why[400];
+    int dev = exec_device_probe("cuda", why, sizeof why) == 0 ? BENCH_DEV_CUDA : BENCH_DEV_CPU;
+    if (dev == BENCH_DEV_CUDA)
+        why[0] = '\0';
+    cfg->device_auto = why;
+    return dev;
+}
+
+int bench_config_check_devices(bench_config *cfg, char *err, size_t cap) {
+    if (cfg->naxis[BENCH_AXIS_DEVICE] == 0) {
+        cfg->axis[BENCH_AXIS_DEVICE][0] = bench_device_auto(cfg);
+        cfg->naxis[BENCH_AXIS_DEVICE] = 1;
+    }
+    bool cuda = false;
+    for (int i = 0; i < cfg->naxis[BENCH_AXIS_DEVICE]; i++) {
+        int dev = cfg->axis[BENCH_AXIS_DEVICE][i];
+        const char *name = bench_axis_value(BENCH_AXIS_DEVICE, dev);
+        char why[400];
+        // not built, or no GPU: the reason is the answer
+        if (exec_device_probe(name, why, sizeof why) < 0) {
+            snprintf(err, cap, "--device %s: %s", name, why);
+            return -1;
+        }
+        cuda |= dev == BENCH_DEV_CUDA;
+    }
+    // what --device auto decided, for the messages
+    char chose[500] = "";
+    if (cfg->device_auto)
+        snprintf(chose, sizeof chose, " (--device auto chose %s%s%.400s)", cuda ? "cuda" : "cpu",
+                 cfg->device_auto[0] ? ": " : "", cfg->device_auto);
+    const char *gpu_only = cfg->tf32 ? "--tf32" : cfg->flush_l2 ? "--flush-l2" : NULL;
+    if (gpu_only && !cuda) {
+        snprintf(err, cap, "%s: a GPU setting, for --device cuda; this run is on the cpu%s",
+                 gpu_only, chose);
+        return -1;
+    }
+    bool amp = cfg->naxis[BENCH_AXIS_PRECISION] == 0; // the suites' defaults may hold amp
+    for (int i = 0; i < cfg->naxis[BENCH_AXIS_PRECISION]; i++)
+        amp |= cfg->axis[BENCH_AXIS_PRECISION][i] == BENCH_PREC_AMP;
+    if (cuda && amp && cfg->amp_dtype == DT_BF16) {
+        snprintf(err, cap,
+                 "--amp-dtype bf16: the CUDA backend runs amp in fp16 only; run bf16 with "
+                 "--device cpu%s",
+                 chose);
+        return -1;
     }
     return 0;
 }

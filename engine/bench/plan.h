@@ -23,6 +23,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+// --device auto: cuda when the executor registry's CUDA probe finds a
+// usable GPU, else cpu; cfg->device_auto keeps the reason ("" when cuda).
+int bench_device_auto(bench_config *cfg);
+
+// The run's device and capability checks, before a plan is made: no
+// --device means auto; each device asked for is built and usable (the
+// registry's probe); the GPU-only settings (--tf32, --flush-l2) need a
+// cuda device; amp in bf16 runs on the CPU only. -1 with a one-line reason
+// in err that names the option ("--tf32: a GPU setting, ...").
+int bench_config_check_devices(bench_config *cfg, char *err, size_t cap);
+
 typedef struct bench_case {
     const suite *s;
     const suite_case *c;
