@@ -1,4 +1,4 @@
-// Measuring one group in this process: what a child does (runner.h). Eager
+// Measuring one group in this process: what a child does (measure.h). Eager
 // and every compiled-family mode of one case, as PyTorch's harness does:
 // build once, compile, check accuracy first, then time all modes
 // interleaved. The executors are exec.h's, so the same steps run on the

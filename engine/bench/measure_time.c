@@ -27,7 +27,7 @@ static bench_timing_opts timing_opts(const bench_plan *p, bool cuda) {
                                .ci_target = BENCH_CI_TARGET};
 }
 
-// TCBENCH_TEST_NOISE (runner.h): sample i stretched by 1 + i mod 3, which
+// TCBENCH_TEST_NOISE (faults.h): sample i stretched by 1 + i mod 3, which
 // moves the median absolute deviation, not just one outlier.
 static void test_noise(const bench_plan *p, bench_result *r) {
     const bench_task *t = &p->tasks[r->task];

@@ -1,5 +1,5 @@
 // sum_to's plan, shared by the CPU kernel (cpu_grad.c) and the CUDA one
-// (backend/cuda/cuda_grad.cu): dy's dims, size-1 ones dropped and
+// (backend/cuda/cuda_grad_reduce.cu): dy's dims, size-1 ones dropped and
 // neighbours of the same kind merged, are kept (in out) or reduced. I is
 // the last dim's length when it is kept, L when it is reduced (1 if none);
 // the other kept and reduced dims, with their strides in dy, are listed.
