@@ -29,6 +29,7 @@
 #include "model/suite.h"
 #include "op_table.h"
 #include "ref/ref.h"
+#include "test_util.h"
 
 #define S1(a)          .nd = 1, .shape = {a}
 #define S2(a, b)       .nd = 2, .shape = {a, b}
@@ -453,19 +454,6 @@ static int close_to(const char *what, const tensor *a, const tensor *b, double r
     return bad;
 }
 
-// suites/smoke.yaml of the source tree (TCBENCH_SOURCE_DIR, set by meson).
-static suite *smoke_suite(void) {
-    const char *root = getenv("TCBENCH_SOURCE_DIR");
-    assert_non_null(root);
-    char path[600];
-    snprintf(path, sizeof path, "%s/suites/smoke.yaml", root);
-    suite *s;
-    diag d;
-    if (suite_load(path, NULL, &s, &d) < 0)
-        fail_msg("%s:%d:%d: %s", path, d.line, d.col, d.msg);
-    return s;
-}
-
 // Every smoke model on the GPU: eager_cuda against the CPU eager executor,
 // and the compiled mode (with its fused and captured ablations) against
 // eager_cuda, with the kernels per step of each.
@@ -474,7 +462,7 @@ static void test_smoke_models(void **state) {
     if (!op_have_gpu())
         skip();
     char err[600];
-    suite *s = smoke_suite();
+    suite *s = load_smoke_suite();
     diag d;
     int failures = 0;
     for (int ci = 0; ci < s->ncases; ci++) {
@@ -583,7 +571,7 @@ static void test_smoke_training(void **state) {
     if (!op_have_gpu())
         skip();
     char err[600];
-    suite *s = smoke_suite();
+    suite *s = load_smoke_suite();
     int failures = 0;
     for (int ci = 0; ci < s->ncases; ci++) {
         const suite_case *sc = &s->cases[ci];

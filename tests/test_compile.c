@@ -34,6 +34,7 @@
 #include "model/modeldef.h"
 #include "ref/ref.h"
 #include "model/suite.h"
+#include "test_util.h"
 
 // ---- fixtures -----------------------------------------------------------------
 
@@ -1592,19 +1593,6 @@ static void test_regressions(void **state) {
 
 // ---- 3. the smoke suite -------------------------------------------------------
 
-static suite *smoke_suite(void) {
-    char path[600];
-    const char *root = getenv("TCBENCH_SOURCE_DIR");
-    assert_non_null(root); // set by tests/meson.build
-    snprintf(path, sizeof path, "%s/suites/smoke.yaml", root);
-    suite *s;
-    diag d;
-    if (suite_load(path, NULL, &s, &d) < 0)
-        fail_msg("%s:%d:%d: %s", path, d.line, d.col, d.msg);
-    assert_true(s->ncases >= 8);
-    return s;
-}
-
 // A smoke case's inference model, under autocast to dt unless DT_F32, its
 // values from seed 17 (its definition in *md, freed by the caller).
 static model *smoke_model(const suite_case *sc, enum dtype dt, modeldef **md) {
@@ -1631,7 +1619,8 @@ static void check_smoke_suite(void **state, enum dtype dt) {
     bool amp = dt != DT_F32;
     char cache[300];
     cache_of(state, cache, sizeof cache);
-    suite *s = smoke_suite();
+    suite *s = load_smoke_suite();
+    assert_true(s->ncases >= 8);
     for (int ci = 0; ci < s->ncases; ci++) {
         const suite_case *sc = &s->cases[ci];
         if (dt == DT_BF16 && strcmp(sc->name, "gpt2") != 0 && strcmp(sc->name, "resnet") != 0)
@@ -2404,7 +2393,8 @@ static void test_train_update_order(void **state) {
 // that after one update eager is 1% (resnet) to 12% (mobilenet_v2) from
 // fp64; the other models stay within 1e-6 of it over three steps.
 static void test_train_smoke(void **state) {
-    suite *s = smoke_suite();
+    suite *s = load_smoke_suite();
+    assert_true(s->ncases >= 8);
     diag d;
     for (int ci = 0; ci < s->ncases; ci++) {
         modeldef *md = NULL;

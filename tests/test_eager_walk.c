@@ -27,6 +27,7 @@
 #include "model/model_prepare.h"
 #include "model/modeldef.h"
 #include "model/suite.h"
+#include "test_util.h"
 
 // ---- the counting device ---------------------------------------------------------
 
@@ -113,18 +114,6 @@ static eager_device count_device(counter *c) {
 }
 
 // ---- the smoke models --------------------------------------------------------------
-
-static suite *smoke_suite(void) {
-    const char *root = getenv("TCBENCH_SOURCE_DIR");
-    assert_non_null(root);
-    char path[600];
-    snprintf(path, sizeof path, "%s/suites/smoke.yaml", root);
-    suite *s;
-    diag d;
-    if (suite_load(path, NULL, &s, &d) < 0)
-        fail_msg("%s:%d:%d: %s", path, d.line, d.col, d.msg);
-    return s;
-}
 
 static model *case_model(const suite_case *sc, const modeldef *md, bool amp, bool train) {
     train_opts o = train_opts_default();
@@ -216,7 +205,7 @@ static void check_model(model *m, const char *what, bool amp, bool train) {
 
 static void test_walk_counts(void **state) {
     (void)state;
-    suite *s = smoke_suite();
+    suite *s = load_smoke_suite();
     for (int ci = 0; ci < s->ncases; ci++) {
         const suite_case *sc = &s->cases[ci];
         modeldef *md;
@@ -241,7 +230,7 @@ static void test_walk_counts(void **state) {
 // everything released.
 static void test_walk_failures(void **state) {
     (void)state;
-    suite *s = smoke_suite();
+    suite *s = load_smoke_suite();
     modeldef *md;
     diag d;
     if (modeldef_load(s->cases[0].model_path, &md, &d) < 0)
