@@ -57,6 +57,37 @@ int cli_parse_int(const char *cmd, const char *opt, const char *s, long long min
     return 0;
 }
 
+int cli_parse_int_list(const char *cmd, const char *opt, const char *s, long long min,
+                       long long max, long long *out, int cap, int *n) {
+    *n = 0;
+    for (const char *p = s;; p++) {
+        size_t len = strcspn(p, ",");
+        char word[32];
+        if (len == 0 || len >= sizeof word) {
+            cli_fail(cmd, "%s %s: %s", opt, s,
+                     len ? "a number too long" : "an empty item (two commas, or one at an end)");
+            return -1;
+        }
+        if (*n == cap) {
+            cli_fail(cmd, "%s %s: at most %d values", opt, s, cap);
+            return -1;
+        }
+        memcpy(word, p, len);
+        word[len] = '\0';
+        if (cli_parse_int(cmd, opt, word, min, max, &out[*n]) < 0)
+            return -1;
+        for (int i = 0; i < *n; i++)
+            if (out[i] == out[*n]) {
+                cli_fail(cmd, "%s %s: %lld is given twice", opt, s, out[i]);
+                return -1;
+            }
+        ++*n;
+        p += len;
+        if (!*p)
+            return 0;
+    }
+}
+
 int cli_parse_seconds(const char *cmd, const char *opt, const char *s, double *out) {
     char *end;
     errno = 0;

@@ -35,6 +35,10 @@ int cli_bad_option(const char *cmd, int c, char **argv);
 // Numeric option values; on a bad value: one line naming the option, -1.
 int cli_parse_int(const char *cmd, const char *opt, const char *s, long long min, long long max,
                   long long *out);
+// A comma list of whole numbers (--batch-sizes 1,4,16) into out[0..*n):
+// each in [min, max], none empty, none twice, at most cap of them.
+int cli_parse_int_list(const char *cmd, const char *opt, const char *s, long long min,
+                       long long max, long long *out, int cap, int *n);
 int cli_parse_seconds(const char *cmd, const char *opt, const char *s, double *out);
 // The same, 0 allowed (a budget that is off).
 int cli_parse_seconds_or_zero(const char *cmd, const char *opt, const char *s, double *out);

@@ -21,12 +21,15 @@ static const char usage[] =
     "the fp64 reference, compiled against eager and fp64), and write the results JSON.\n"
     "\n"
     "selection:\n"
-    "  --only NAME          run only the case NAME (repeatable, or a comma list)\n"
+    "  --only NAME          run only the case NAME (repeatable, or a comma list); a name\n"
+    "                       no suite has is an error that names the closest case\n"
     "  --filter REGEX       run only cases whose name matches (POSIX extended regex)\n"
-    "  --exclude REGEX      skip cases whose name matches\n"
+    "  --exclude REGEX      skip cases whose name matches (a selection that leaves no\n"
+    "                       case is an error that lists the cases)\n"
     "  --size NAME          apply the suite's size NAME (e.g. tiny, small)\n"
     "  --batch-size N       replace every case's batch size with N\n"
-    "  --batch-sizes LIST   sweep: run every case at each batch size (1,4,16,64)\n"
+    "  --batch-sizes LIST   sweep: run every case at each batch size (1,4,16,64), each\n"
+    "                       size once; not with --batch-size\n"
     "what to run:\n"
     "  --mode LIST          eager, compiled, fused (fusion only), captured (capture only);\n"
     "                       any compiled-family mode brings eager along as its baseline\n"
@@ -44,7 +47,8 @@ static const char usage[] =
     "  --grad-scaler        dynamic loss scaling (PyTorch's GradScaler) for --precision amp\n"
     "                       --workload train; off by default, as in PyTorch's harness\n"
     "measuring:\n"
-    "  --threads N          threads per case (default: online cores)\n"
+    "  --threads N          threads per case (default: online cores; more than that\n"
+    "                       warns, as threads then share cores)\n"
     "  --repeat N           interleaved rounds per case at least, one sample of every\n"
     "                       mode each (default 10); more while a speedup's 95% interval\n"
     "                       is wider than 5% of it, within --max-time\n"
@@ -264,6 +268,7 @@ typedef struct run_args {
 static int parse(int argc, char **argv, run_args *a) {
     const char *cmd = "run";
     long long n;
+    long cores;
     int c;
     optind = 1;
     opterr = 0;
@@ -282,36 +287,23 @@ static int parse(int argc, char **argv, run_args *a) {
             a->cfg.batch = n;
             break;
         case OPT_BATCHES: {
-            char *list = strdup(optarg), *save = NULL;
-            if (!list) {
-                fprintf(stderr, "tcbench run: out of memory\n");
+            long long sizes[BENCH_MAX_BATCHES];
+            if (cli_parse_int_list(cmd, "--batch-sizes", optarg, 1, 1 << 20, sizes,
+                                   BENCH_MAX_BATCHES, &a->cfg.nbatches) < 0)
                 return 2;
-            }
-            a->cfg.nbatches = 0;
-            for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                if (a->cfg.nbatches == BENCH_MAX_BATCHES) {
-                    fprintf(stderr, "tcbench run: --batch-sizes: at most %d sizes\n",
-                            BENCH_MAX_BATCHES);
-                    free(list);
-                    return 2;
-                }
-                if (cli_parse_int(cmd, "--batch-sizes", t, 1, 1 << 20, &n) < 0) {
-                    free(list);
-                    return 2;
-                }
-                a->cfg.batches[a->cfg.nbatches++] = n;
-            }
-            free(list);
-            if (a->cfg.nbatches == 0) {
-                fprintf(stderr, "tcbench run: --batch-sizes: give at least one size\n");
-                return 2;
-            }
+            for (int i = 0; i < a->cfg.nbatches; i++)
+                a->cfg.batches[i] = sizes[i];
             break;
         }
         case OPT_THREADS:
             if (cli_parse_int(cmd, "--threads", optarg, 1, 4096, &n) < 0)
                 return 2;
             a->cfg.threads = (int)n;
+            if ((cores = sysconf(_SC_NPROCESSORS_ONLN)) > 0 && n > cores)
+                fprintf(stderr,
+                        "tcbench run: warning: --threads %lld is above the %ld online cores; "
+                        "threads will share cores and timings will scatter\n",
+                        n, cores);
             break;
         case OPT_REPEAT:
             if (cli_parse_int(cmd, "--repeat", optarg, 1, 1000000, &n) < 0)
@@ -375,6 +367,9 @@ static int parse(int argc, char **argv, run_args *a) {
         default: return cli_bad_option(cmd, c, argv);
         }
     }
+    if (a->cfg.batch > 0 && a->cfg.nbatches > 0)
+        return cli_fail(cmd, "--batch-size and --batch-sizes together: give one (a single size "
+                             "is --batch-sizes N)");
     char why[1024];
     if (bench_config_check_devices(&a->cfg, why, sizeof why) < 0)
         return cli_fail(cmd, "%s", why);

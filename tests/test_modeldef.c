@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/strdist.h"
 #include "model/expr.h"
 #include "model/modeldef.h"
 #include "model/yamldoc.h"
@@ -167,6 +168,16 @@ static void test_expr(void **state) {
 
 // ---------------------------------------------------------------- YAML tree
 
+// yd_parse refuses text at line:col with a message holding fragment.
+static void parse_fails(const char *text, int line, int col, const char *fragment) {
+    yd_doc *doc;
+    diag d = {0};
+    assert_int_equal(yd_parse(text, strlen(text), "t.yaml", &doc, &d), -1);
+    if (d.line != line || d.col != col || !strstr(d.msg, fragment))
+        fail_msg("%s: got %d:%d: %s; expected %d:%d: ...%s...", text, d.line, d.col, d.msg, line,
+                 col, fragment);
+}
+
 static void test_yamldoc(void **state) {
     (void)state;
     const char *text = "a: 1\n"
@@ -195,17 +206,73 @@ static void test_yamldoc(void **state) {
     assert_null(yd_get(doc->root, "zz"));
     yd_free(doc);
 
-    const char *dup = "a: 1\nb: 2\na: 3\n";
-    assert_int_equal(yd_parse(dup, strlen(dup), "t.yaml", &doc, &d), -1);
-    assert_int_equal(d.line, 3);
-    assert_int_equal(d.col, 1);
-    assert_non_null(strstr(d.msg, "duplicate key 'a'"));
-    const char *bad = "a: [1, 2\nb: 3\n";
-    assert_int_equal(yd_parse(bad, strlen(bad), "t.yaml", &doc, &d), -1);
-    assert_int_equal(d.line, 2);
-    assert_non_null(strstr(d.msg, "YAML syntax"));
+    parse_fails("a: 1\nb: 2\na: 3\n", 3, 1, "duplicate key 'a'");
+    parse_fails("a: [1, 2\nb: 3\n", 2, 2, "YAML syntax");
     assert_int_equal(yd_load("/nonexistent/x.yaml", &doc, &d), -1);
-    assert_non_null(strstr(d.msg, "fopen"));
+    assert_non_null(strstr(d.msg, "open: No such file"));
+    assert_int_equal(yd_load(tmpdir, &doc, &d), -1);
+    assert_string_equal(d.msg, "is a directory, not a model or suite file");
+}
+
+// 0 when the name a: holds passes yd_check_name, else -1 with d set.
+static int name_check(const char *text, bool file_name, diag *d) {
+    yd_doc *doc;
+    assert_int_equal(yd_parse(text, strlen(text), "t.yaml", &doc, d), 0);
+    int rc = yd_check_name(doc, yd_get(doc->root, "a"), "the name", file_name, d);
+    yd_free(doc);
+    return rc;
+}
+
+static void test_yamldoc_names(void **state) {
+    (void)state;
+    diag d = {0};
+    char text[300];
+    // at most YD_NAME_MAX bytes: 128 pass, 129 do not
+    snprintf(text, sizeof text, "a: %0*d\n", YD_NAME_MAX, 7);
+    assert_int_equal(name_check(text, true, &d), 0);
+    snprintf(text, sizeof text, "a: %0*d\n", YD_NAME_MAX + 1, 7);
+    assert_int_equal(name_check(text, true, &d), -1);
+    assert_non_null(strstr(d.msg, "the name is 129 bytes long; a name has at most 128"));
+    // printable UTF-8 passes; control characters of every kind do not
+    assert_int_equal(name_check("a: \"r\u00e9seau-\u4e2d\"\n", true, &d), 0);
+    assert_int_equal(name_check("a: \"x\\ty\"\n", false, &d), -1);
+    assert_non_null(strstr(d.msg, "the control character U+0009 at its character 2"));
+    assert_int_equal(name_check("a: \"\u00e9\\x85\"\n", false, &d), -1);
+    assert_non_null(strstr(d.msg, "U+0085 at its character 2"));
+    assert_int_equal(name_check("a: \"x\\x7f\"\n", false, &d), -1);
+    assert_non_null(strstr(d.msg, "U+007F"));
+    assert_int_equal(name_check("a: \"x\\u2028\"\n", false, &d), -1);
+    assert_non_null(strstr(d.msg, "U+2028"));
+    assert_int_equal(name_check("a: ''\n", false, &d), -1);
+    assert_non_null(strstr(d.msg, "the name is empty"));
+    // '/', "." and ".." only where the name becomes a file name
+    assert_int_equal(name_check("a: x/y\n", false, &d), 0);
+    assert_int_equal(name_check("a: x/y\n", true, &d), -1);
+    assert_non_null(strstr(d.msg, "'x/y' cannot be a file name"));
+    assert_int_equal(name_check("a: ..\n", true, &d), -1);
+    assert_int_equal(name_check("a: ...\n", true, &d), 0);
+    // every key is a name, checked on load
+    parse_fails("a: 1\nb:\n  \"c\\ad\": 2\n", 3, 3, "a key has the control character U+0007");
+    // a NUL inside any scalar is refused, not cut short
+    parse_fails("a: [1, \"ab\\0c\"]\n", 1, 8, "a NUL byte (\\0) at byte 3");
+    // the reader's byte offsets become line:col, columns in characters
+    parse_fails("a: 1\nb\xc3\xa9: x\xff\n", 2, 6, "byte 0xFF is not UTF-8");
+    parse_fails("a: 1\r\nb: \x01\n", 2, 4, "control character U+0001 in the file");
+}
+
+static void test_strdist(void **state) {
+    (void)state;
+    assert_int_equal(strdist_distance("gtp2", "gpt2"), 1); // a swap is one edit
+    assert_int_equal(strdist_distance("gpt2", "gpt2"), 0);
+    assert_int_equal(strdist_distance("", "abc"), 3);
+    assert_int_equal(strdist_distance("kitten", "sitting"), 3);
+    const char *names[] = {"mlp", "gpt2", "bert", "t5", NULL};
+    assert_int_equal(strdist_closest("gtp2", names, 3), 1);
+    assert_int_equal(strdist_closest("brt", names, 3), 2);
+    assert_int_equal(strdist_closest("zzzzzz", names, 3), -1);
+    assert_int_equal(strdist_closest("t6", names, 3), 3);
+    assert_int_equal(strdist_closest("y", (const char *[]){"x", NULL}, 3), -1); // all rewritten
+    assert_int_equal(strdist_closest("gpxxx", names, 3), -1); // 3 edits of 5: too many
 }
 
 // ---------------------------------------------------------------- constructs
@@ -714,6 +781,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expr),
         cmocka_unit_test(test_yamldoc),
+        cmocka_unit_test(test_yamldoc_names),
+        cmocka_unit_test(test_strdist),
         cmocka_unit_test(test_params),
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_inputs),

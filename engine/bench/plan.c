@@ -3,6 +3,7 @@
 
 #include "../exec.h" // the executor registry (not bench/exec.h)
 #include "accuracy.h"
+#include "base/strdist.h"
 
 #include <regex.h>
 #include <stdio.h>
@@ -180,6 +181,73 @@ static int compile_regex(const char *opt, const char *src, regex_t *re, diag *d)
     return 0;
 }
 
+// "a, b, c" from names, cut to fit cap with "... (N more)".
+static void names_list(const char *const *names, int n, char *buf, size_t cap) {
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(names[i]);
+        if (o + len + 2 + 20 >= cap) { // room for the tail
+            snprintf(buf + o, cap - o, "%s... (%d more)", i ? ", " : "", n - i);
+            return;
+        }
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", names[i]);
+    }
+}
+
+// The selection options given, for a message: "--filter 'x' --exclude 'y'".
+static void selection_words(const bench_config *cfg, char *buf, size_t cap) {
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < cfg->nonly && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%.60s", i ? "," : "--only ", cfg->only[i]);
+    if (cfg->filter && o < cap)
+        o += (size_t)snprintf(buf + o, cap - o, "%s--filter '%.60s'", o ? " " : "", cfg->filter);
+    if (cfg->exclude && o < cap)
+        snprintf(buf + o, cap - o, "%s--exclude '%.60s'", o ? " " : "", cfg->exclude);
+}
+
+// Every --only name is a case of some suite and the selection leaves a
+// case; checked before any model is built, so a typo costs no time.
+static int check_selection(const bench_plan *p, const regex_t *filter, const regex_t *exclude,
+                           bool *only_hit, diag *d) {
+    const bench_config *cfg = &p->cfg;
+    int total = 0, nsel = 0;
+    for (int i = 0; i < p->nsuites; i++)
+        total += p->suites[i]->ncases;
+    const char **names = calloc((size_t)total + 1, sizeof *names);
+    if (!names)
+        return diag_set(d, NULL, 0, 0, "calloc: out of memory listing %d cases", total);
+    for (int i = 0, k = 0; i < p->nsuites; i++)
+        for (int j = 0; j < p->suites[i]->ncases; j++) {
+            const char *name = p->suites[i]->cases[j].name;
+            names[k++] = name;
+            nsel += selected(cfg, name, filter, exclude, only_hit);
+        }
+    char list[300], sel[240];
+    names_list(names, total, list, sizeof list);
+    const char *suites = cfg->nsuites > 1 ? "suites" : "suite";
+    int rc = 0;
+    for (int i = 0; i < cfg->nonly && rc == 0; i++) {
+        if (only_hit[i])
+            continue;
+        int near = strdist_closest(cfg->only[i], names, 3);
+        if (near >= 0)
+            rc =
+                diag_set(d, NULL, 0, 0, "--only %.100s: no case %.100s in the %s; did you mean %s?",
+                         cfg->only[i], cfg->only[i], suites, names[near]);
+        else
+            rc = diag_set(d, NULL, 0, 0, "--only %.100s: no case %.100s in the %s; the cases: %s",
+                          cfg->only[i], cfg->only[i], suites, list);
+    }
+    if (rc == 0 && nsel == 0) {
+        selection_words(cfg, sel, sizeof sel);
+        rc = diag_set(d, NULL, 0, 0, "%s: no case matches; the cases: %s", sel, list);
+    }
+    free(names);
+    return rc;
+}
+
 static void skipped_note(bench_plan *p, bool skipped[][BENCH_AXIS_MAX]) {
     size_t o = 0, cap = sizeof p->skipped;
     for (int a = 0; a < BENCH_AXIS_COUNT; a++) {
@@ -320,16 +388,14 @@ int bench_plan_new(const bench_config *cfg, bench_plan **out, diag *d) {
         if (suite_load(cfg->suites[i], cfg->size, &p->suites[i], d) < 0)
             goto done;
         p->nsuites++;
+    }
+    if (check_selection(p, has_filter ? &filter : NULL, has_exclude ? &exclude : NULL, only_hit,
+                        d) < 0)
+        goto done;
+    for (int i = 0; i < p->nsuites; i++)
         if (plan_suite(p, p->suites[i], has_filter ? &filter : NULL, has_exclude ? &exclude : NULL,
                        only_hit, skipped, d) < 0)
             goto done;
-    }
-    for (int i = 0; i < cfg->nonly; i++)
-        if (!only_hit[i]) {
-            diag_set(d, NULL, 0, 0, "--only %s: no case of that name in the suite%s given",
-                     cfg->only[i], cfg->nsuites > 1 ? "s" : "");
-            goto done;
-        }
     skipped_note(p, skipped);
     rc = 0;
 done:

@@ -4,6 +4,7 @@
 // in modeldef_build.c.
 #include "modeldef_internal.h"
 
+#include "base/strdist.h"
 #include "model/nn/nn.h"
 
 #include <stdarg.h>
@@ -159,7 +160,7 @@ static int check_name(const modeldef *md, const yd_node *n, const char *what, di
     if (n->kind != YD_SCALAR || yd_is_null(n))
         return diag_set(d, md->path, n->line, n->col, "%s must be a tensor name, not %s", what,
                         n->kind == YD_SCALAR ? "empty" : yd_kind_name(n->kind));
-    return 0;
+    return yd_check_name(md->doc, n, what, false, d);
 }
 
 // `input: x` or `input: [., skip]`; `as: y` or `as: [q, k, v]`.
@@ -183,44 +184,12 @@ static int check_names(modeldef *md, const yd_node *n, const char *what, bool de
     return 0;
 }
 
-static int edit_distance(const char *a, const char *b) {
-    int la = (int)strlen(a), lb = (int)strlen(b);
-    if (la > 40 || lb > 40)
-        return 99;
-    int row[41];
-    for (int j = 0; j <= lb; j++)
-        row[j] = j;
-    for (int i = 1; i <= la; i++) {
-        int diag_prev = row[0];
-        row[0] = i;
-        for (int j = 1; j <= lb; j++) {
-            int t = row[j];
-            int best = diag_prev + (a[i - 1] != b[j - 1]);
-            if (row[j] + 1 < best)
-                best = row[j] + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag_prev = t;
-        }
-    }
-    return row[lb];
-}
-
 static int unknown_layer(const modeldef *md, const yd_node *k, diag *d) {
     const char *const *names = nn_layer_names();
-    const char *best = NULL;
-    int bd = 3;
-    for (int i = 0; names[i]; i++) {
-        int e = edit_distance(k->str, names[i]);
-        if (e < bd) {
-            bd = e;
-            best = names[i];
-        }
-    }
-    if (best)
+    int best = strdist_closest(k->str, names, 2);
+    if (best >= 0)
         return diag_set(d, md->path, k->line, k->col, "unknown layer '%s'; did you mean '%s'?",
-                        k->str, best);
+                        k->str, names[best]);
     return diag_set(d, md->path, k->line, k->col,
                     "unknown layer '%s'; docs/yaml.md lists the layers", k->str);
 }
@@ -419,11 +388,15 @@ static int load_model(modeldef *md, diag *d) {
         return diag_set(d, md->path, root->line, root->col, "a model needs 'name:'");
     if (v->kind != YD_SCALAR || yd_is_null(v))
         return diag_set(d, md->path, v->line, v->col, "name must be a word");
+    if (yd_check_name(md->doc, v, "the model's name", true, d) < 0)
+        return -1;
     md->name = v->str;
     md->family = "";
     if ((v = yd_get(root, "family"))) {
         if (v->kind != YD_SCALAR)
             return diag_set(d, md->path, v->line, v->col, "family must be a word");
+        if (!yd_is_null(v) && yd_check_name(md->doc, v, "family", true, d) < 0)
+            return -1;
         md->family = v->str;
     }
     if ((v = yd_get(root, "params")) && !yd_is_null(v) && load_params(md, v, d) < 0)

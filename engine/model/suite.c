@@ -284,6 +284,8 @@ static int parse_case(suite_ctx *x, suite *s, const yd_node *n, const char *size
                         "model file '%s' is not a regular file", c->model_path);
     if (name && (name->kind != YD_SCALAR || yd_is_null(name)))
         return diag_set(x->d, x->doc->path, name->line, name->col, "a case's name must be a word");
+    if (name && yd_check_name(x->doc, name, "a case's name", true, x->d) < 0)
+        return -1;
     c->name = name ? strdup(name->str) : model_stem(model->str);
     if (!c->name)
         return oom(x);
@@ -361,6 +363,8 @@ static int parse_suite(suite_ctx *x, suite *s, const yd_node *root, const char *
     const yd_node *name = yd_get(root, "name");
     if (name && (name->kind != YD_SCALAR || yd_is_null(name)))
         return diag_set(x->d, x->doc->path, name->line, name->col, "name must be a word");
+    if (name && yd_check_name(x->doc, name, "the suite's name", true, x->d) < 0)
+        return -1;
     s->name = name ? strdup(name->str) : model_stem(s->path);
     if (!s->name)
         return oom(x);

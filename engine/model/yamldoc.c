@@ -2,8 +2,12 @@
 #include "yamldoc.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 // Deeper nesting than this is a mistake or an attack, not a model.
@@ -16,6 +20,8 @@ typedef struct {
 
 typedef struct {
     yaml_parser_t parser;
+    const char *text; // the input, to turn the reader's byte offsets into line:col
+    size_t len;
     yd_doc *doc;
     diag *d;
     yd_anchor *anchors;
@@ -67,6 +73,42 @@ static int node_push(yd_node *n, yd_node *key, yd_node *val) {
     return 0;
 }
 
+// The 1-based line and column of byte off, columns in characters as
+// libyaml counts them (a UTF-8 continuation byte starts none).
+static void offset_line_col(const char *text, size_t len, size_t off, int *line, int *col) {
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < off && i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c == '\n' || (c == '\r' && (i + 1 >= len || text[i + 1] != '\n'))) {
+            ++*line;
+            *col = 1;
+        } else if ((c & 0xC0) != 0x80 && c != '\r') {
+            ++*col;
+        }
+    }
+}
+
+// The reader refuses bytes that are not UTF-8 and control characters; it
+// gives a byte offset, which becomes a line and column here.
+static int reader_error(yd_state *st) {
+    yaml_parser_t *p = &st->parser;
+    int line, col;
+    offset_line_col(st->text, st->len, p->problem_offset, &line, &col);
+    const char *problem = p->problem ? p->problem : "unreadable text";
+    int v = p->problem_value;
+    if (strstr(problem, "control"))
+        return diag_set(st->d, st->doc->path, line, col,
+                        "control character U+%04X in the file; a model or suite is printable "
+                        "text (tabs only inside quotes)",
+                        (unsigned)v);
+    if (strstr(problem, "UTF-8") && p->problem_offset < st->len)
+        return diag_set(st->d, st->doc->path, line, col,
+                        "byte 0x%02X is not UTF-8 (%s); save the file as UTF-8",
+                        (unsigned char)st->text[p->problem_offset], problem);
+    return diag_set(st->d, st->doc->path, line, col, "YAML reader: %s", problem);
+}
+
 // The parser's own message, at its mark.
 static int parser_error(yd_state *st) {
     yaml_parser_t *p = &st->parser;
@@ -74,8 +116,7 @@ static int parser_error(yd_state *st) {
     if (p->error == YAML_MEMORY_ERROR)
         return oom(st);
     if (p->error == YAML_READER_ERROR)
-        return diag_set(st->d, st->doc->path, 0, 0, "YAML reader: %s at byte %zu", problem,
-                        p->problem_offset);
+        return reader_error(st);
     if (p->context)
         return diag_set(st->d, st->doc->path, (int)p->problem_mark.line + 1,
                         (int)p->problem_mark.column + 1, "YAML syntax: %s %s", problem, p->context);
@@ -137,6 +178,9 @@ static int parse_children(yd_state *st, yd_node *n, yaml_event_type_t end, int d
                 return diag_set(st->d, st->doc->path, key->line, key->col,
                                 "a mapping key must be a plain word, not %s",
                                 yd_kind_name(key->kind));
+            // keys name things (tensors, parameters, sizes) and end up in messages
+            if (yd_check_name(st->doc, key, "a key", false, st->d) < 0)
+                return -1;
             for (int i = 0; i < n->n; i++)
                 if (!strcmp(n->keys[i]->str, key->str))
                     return diag_set(st->d, st->doc->path, key->line, key->col,
@@ -167,6 +211,12 @@ static int parse_node(yd_state *st, yaml_event_t *ev, int depth, yd_node **out) 
             return oom(st);
         memcpy(n->str, ev->data.scalar.value, ev->data.scalar.length);
         n->str[ev->data.scalar.length] = 0;
+        // a quoted "\0" would cut the text short where C reads it
+        if (strlen(n->str) != ev->data.scalar.length)
+            return diag_set(st->d, st->doc->path, n->line, n->col,
+                            "a NUL byte (\\0) at byte %zu of this text; names and values are "
+                            "printable text",
+                            strlen(n->str) + 1);
         yaml_scalar_style_t style = ev->data.scalar.style;
         n->plain = style == YAML_PLAIN_SCALAR_STYLE && ev->data.scalar.plain_implicit;
         bool quoted =
@@ -252,6 +302,8 @@ int yd_parse(const char *text, size_t len, const char *path, yd_doc **out, diag 
         yd_free(doc);
         return diag_set(d, path, 0, 0, "yaml_parser_initialize failed");
     }
+    st.text = text;
+    st.len = len;
     yaml_parser_set_input_string(&st.parser, (const unsigned char *)text, len);
     int rc = parse_stream(&st);
     yaml_parser_delete(&st.parser);
@@ -266,39 +318,81 @@ int yd_parse(const char *text, size_t len, const char *path, yd_doc **out, diag 
     return 0;
 }
 
+// What a path is when it is not a regular file, for the refusal.
+static const char *file_kind(mode_t m) {
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
+// Reads the whole of fd (a regular file of at most YD_MAX_FILE_BYTES) into
+// *buf; a file that grew past the limit since fstat is refused too.
+static int read_all(int fd, const char *path, size_t size, char **buf, size_t *len, diag *d) {
+    size_t cap = size + 1;
+    *len = 0;
+    if (!(*buf = malloc(cap + 1)))
+        return diag_set(d, path, 0, 0, "out of memory reading the file (%zu bytes)", size);
+    for (;;) {
+        ssize_t got = read(fd, *buf + *len, cap - *len);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return diag_set(d, path, 0, 0, "read: %s", strerror(errno));
+        if (got == 0)
+            return 0;
+        *len += (size_t)got;
+        if (*len > YD_MAX_FILE_BYTES)
+            return diag_set(d, path, 0, 0, "the file grew past %d MiB while being read",
+                            YD_MAX_FILE_BYTES >> 20);
+        if (*len == cap) { // grew since fstat, still under the limit
+            size_t ncap = cap * 2 > YD_MAX_FILE_BYTES + 1 ? YD_MAX_FILE_BYTES + 1 : cap * 2;
+            char *p = realloc(*buf, ncap + 1);
+            if (!p)
+                return diag_set(d, path, 0, 0, "out of memory reading the file");
+            *buf = p;
+            cap = ncap;
+        }
+    }
+}
+
 int yd_load(const char *path, yd_doc **out, diag *d) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return diag_set(d, path, 0, 0, "fopen: %s", strerror(errno));
-    size_t cap = 1 << 14, len = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) {
-            fclose(f);
-            return diag_set(d, path, 0, 0, "out of memory reading the file");
-        }
-        len += fread(buf + len, 1, cap - len, f);
-        if (len < cap)
-            break;
-        cap *= 2;
-        char *p = realloc(buf, cap);
-        if (!p)
-            free(buf);
-        buf = p;
-    }
-    if (ferror(f)) {
+    // O_NONBLOCK: opening a FIFO must not wait for a writer before fstat refuses it
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return diag_set(d, path, 0, 0, "open: %s", strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
         int e = errno;
-        free(buf);
-        fclose(f);
-        return diag_set(d, path, 0, 0, "fread: %s", strerror(e));
+        close(fd);
+        return diag_set(d, path, 0, 0, "fstat: %s", strerror(e));
     }
-    if (fclose(f) != 0) {
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return diag_set(d, path, 0, 0, "is %s, not a model or suite file", file_kind(sb.st_mode));
+    }
+    if (sb.st_size > YD_MAX_FILE_BYTES) {
+        close(fd);
+        return diag_set(d, path, 0, 0,
+                        "%.1f MiB, above the %d MiB limit of a model or suite file (docs/yaml.md)",
+                        (double)sb.st_size / (1 << 20), YD_MAX_FILE_BYTES >> 20);
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
         int e = errno;
-        free(buf);
-        return diag_set(d, path, 0, 0, "fclose: %s", strerror(e));
+        close(fd);
+        return diag_set(d, path, 0, 0, "fcntl: %s", strerror(e));
     }
-    int rc = yd_parse(buf, len, path, out, d);
+    char *buf;
+    size_t len;
+    int rc = read_all(fd, path, (size_t)sb.st_size, &buf, &len, d);
+    if (close(fd) != 0 && rc == 0)
+        rc = diag_set(d, path, 0, 0, "close: %s", strerror(errno));
+    if (rc == 0)
+        rc = yd_parse(buf, len, path, out, d);
     free(buf);
     return rc;
 }
@@ -394,4 +488,44 @@ int yd_expect(const yd_doc *doc, const yd_node *n, yd_kind k, const char *what, 
                         yd_kind_name(k));
     return diag_set(d, doc->path, n->line, n->col, "%s must be %s, not %s", what, yd_kind_name(k),
                     yd_kind_name(n->kind));
+}
+
+// The code point of the UTF-8 sequence at s, *n its bytes. libyaml's
+// reader has refused text that is not UTF-8, and its escapes (\x, \u, \U)
+// make valid code points, so scalars here are valid UTF-8.
+static long utf8_decode(const unsigned char *s, int *n) {
+    *n = s[0] < 0x80 ? 1 : s[0] < 0xE0 ? 2 : s[0] < 0xF0 ? 3 : 4;
+    long cp = *n == 1 ? s[0] : s[0] & (0x7F >> *n);
+    for (int i = 1; i < *n && s[i]; i++)
+        cp = cp << 6 | (s[i] & 0x3F);
+    return cp;
+}
+
+int yd_check_name(const yd_doc *doc, const yd_node *n, const char *what, bool file_name, diag *d) {
+    const unsigned char *s = (const unsigned char *)n->str;
+    size_t len = strlen(n->str);
+    if (len == 0)
+        return diag_set(d, doc->path, n->line, n->col, "%s is empty; a name needs a character",
+                        what);
+    if (len > YD_NAME_MAX)
+        return diag_set(d, doc->path, n->line, n->col,
+                        "%s is %zu bytes long; a name has at most %d (it becomes a file name)",
+                        what, len, YD_NAME_MAX);
+    int nchar = 1;
+    for (size_t i = 0; i < len; nchar++) {
+        int k;
+        long cp = utf8_decode(s + i, &k);
+        if (cp < 0x20 || (cp >= 0x7F && cp < 0xA0) || cp == 0x2028 || cp == 0x2029)
+            return diag_set(d, doc->path, n->line, n->col,
+                            "%s has the control character U+%04lX at its character %d; a name "
+                            "is printable text",
+                            what, (unsigned long)cp, nchar);
+        i += (size_t)k;
+    }
+    if (file_name && (strchr(n->str, '/') || !strcmp(n->str, ".") || !strcmp(n->str, "..")))
+        return diag_set(d, doc->path, n->line, n->col,
+                        "%s '%s' cannot be a file name (a '/', or '.' or '..'); it names files "
+                        "of dumps and charts",
+                        what, n->str);
+    return 0;
 }

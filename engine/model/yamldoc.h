@@ -43,6 +43,11 @@ typedef struct yd_doc {
     int nall, capall;
 } yd_doc;
 
+// A model or suite file is a regular file of at most 16 MiB, checked before
+// reading: a directory, a device (/dev/zero), a FIFO or a larger file is
+// refused by name. Text that is not UTF-8 or holds control characters is
+// refused at its line and column; so is a NUL byte inside any scalar.
+#define YD_MAX_FILE_BYTES (16 << 20)
 int yd_load(const char *path, yd_doc **out, diag *d);
 // The same from memory; path names it in errors.
 int yd_parse(const char *text, size_t len, const char *path, yd_doc **out, diag *d);
@@ -64,3 +69,10 @@ int yd_check_keys(const yd_doc *doc, const yd_node *map, const char *what,
                   const char *const *allowed, diag *d);
 // Fails unless n is of kind k: "'what' must be a mapping, not a list".
 int yd_expect(const yd_doc *doc, const yd_node *n, yd_kind k, const char *what, diag *d);
+// Names (of models, cases, suites, tensors, parameters; every mapping key
+// is checked on load) are printable UTF-8 without control characters, not
+// empty, at most YD_NAME_MAX bytes: they end up in messages, in file names
+// of charts and dumps. A file_name may not hold '/' nor be "." or "..".
+// Fails with "<what> ...", at n; n is a scalar.
+#define YD_NAME_MAX 128
+int yd_check_name(const yd_doc *doc, const yd_node *n, const char *what, bool file_name, diag *d);
