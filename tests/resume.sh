@@ -47,6 +47,11 @@ SUITE="$TMP/suites/three.yaml"
 set -- "$SUITE" --device cpu --repeat 2 --warmup 1 --processes 1 --min-time 0 --max-time 0.05 \
     --no-accuracy --threads 1 --timeout 120
 
+"$EXE" run --help >"$TMP/help.out"
+check "run --help names --resume" grep -q -- '--resume FILE.jsonl' "$TMP/help.out"
+check "run --help names exit 3" grep -q ', 3 the results or the$' "$TMP/help.out"
+check "run --help names exit 130" grep -q '^130 interrupted' "$TMP/help.out"
+
 # wait_run PID JOURNAL LINES: until JOURNAL has LINES lines and PID a child
 # (the hanging third case's), at most 120 s; prints the child's pid
 wait_run() {

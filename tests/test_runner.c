@@ -1828,9 +1828,9 @@ static void test_resume(void **state) {
     assert_int_equal(p->ntasks, 6);
     bench_report *rep;
     assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
-    const enum bench_status old[] = {BENCH_OK, BENCH_PASS, BENCH_CRASH};
+    // failed entries count as measured: the whole group is kept
     for (int t = 0; t < 3; t++) {
-        fake_result(&rep->results[t], t, old[t]);
+        fake_result(&rep->results[t], t, BENCH_CRASH);
         rep->done[t] = true;
         assert_int_equal(bench_report_journal(rep, t), 0);
     }
@@ -1851,10 +1851,10 @@ static void test_resume(void **state) {
     assert_int_equal(rep->nresults, 2);
     for (int t = 0; t < 6; t++)
         assert_int_equal(rep->done[t], t < 2);
-    assert_int_equal(rep->results[1].status, BENCH_PASS);
+    assert_int_equal(rep->results[1].status, BENCH_CRASH);
     assert_int_equal(rep->results[1].task, 1);
     assert_string_equal(rep->results[1].message, "fake 1");
-    for (int t = 2; t < 6; t++) { // measured again: the crash line is dropped
+    for (int t = 2; t < 6; t++) { // measured again: the old line of task 2 is dropped
         fake_result(&rep->results[t], t, t % 2 ? BENCH_PASS : BENCH_OK);
         rep->done[t] = true;
         rep->nresults++;
@@ -1874,7 +1874,8 @@ static void test_resume(void **state) {
         assert_string_equal(json_string_value(json_object_get(c, "name")), names[i]);
         assert_string_equal(json_string_value(json_object_get(c, "mode")),
                             i % 2 ? "compiled" : "eager");
-        assert_string_equal(json_string_value(json_object_get(c, "status")), i % 2 ? "pass" : "ok");
+        const char *want = i < 2 ? "crash" : i % 2 ? "pass" : "ok";
+        assert_string_equal(json_string_value(json_object_get(c, "status")), want);
     }
     json_decref(doc);
     // the journal: its header, the 3 old lines, the 4 new ones, all whole
