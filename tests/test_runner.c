@@ -9,13 +9,17 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <errno.h>
 #include <ftw.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/cuda/cuda_device.h"
@@ -1357,6 +1361,51 @@ static void test_run_isolated(void **state) {
     bench_plan_free(p);
 }
 
+// SIGINT while a group's child hangs: the child is killed at once (not at
+// --timeout), nothing of its group is journaled or counted, no other group
+// starts, and the report says it was interrupted.
+static void test_run_interrupted(void **state) {
+    (void)state;
+    bench_config cfg = tiny_config();
+    char out[700], err[512];
+    snprintf(out, sizeof out, "%s/int/out.json", dir);
+    cfg.output = out;
+    cfg.timeout_s = 30;
+    bench_plan *p;
+    diag d = {0};
+    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+    bench_report *rep;
+    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
+    struct sigaction old;
+    assert_int_equal(sigaction(SIGINT, NULL, &old), 0);
+    assert_int_equal(bench_catch_interrupt(err, sizeof err), 0);
+    timer_t timer;
+    struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGINT};
+    assert_int_equal(timer_create(CLOCK_MONOTONIC, &ev, &timer), 0);
+    struct itimerspec in_1s = {.it_value = {1, 0}};
+    assert_int_equal(timer_settime(timer, 0, &in_1s, NULL), 0);
+    setenv("TCBENCH_TEST_FAULT", "hang:fine", 1);
+    ndone = 0;
+    double t0 = base_now();
+    bench_run(p, rep, &(bench_hooks){.on_done = count_done});
+    double took = base_now() - t0;
+    unsetenv("TCBENCH_TEST_FAULT");
+    assert_int_equal(timer_delete(timer), 0);
+    assert_int_equal(sigaction(SIGINT, &old, NULL), 0);
+    assert_true(bench_stop);
+    bench_stop = 0;
+    assert_true(took >= 0.9 && took < 10);
+    assert_true(rep->interrupted);
+    assert_int_equal(rep->nresults, 0);
+    assert_int_equal(rep->journaled, 0);
+    assert_int_equal(ndone, 0);
+    assert_false(rep->done[0] || rep->done[1]);
+    assert_int_equal(waitpid(-1, NULL, WNOHANG), -1); // the child was reaped
+    assert_int_equal(errno, ECHILD);
+    bench_report_free(rep);
+    bench_plan_free(p);
+}
+
 static void test_run_oom(void **state) {
     (void)state;
     bench_config cfg = tiny_config();
@@ -1953,6 +2002,7 @@ int main(void) {
         cmocka_unit_test(test_measure_in_process),
         cmocka_unit_test(test_run_isolated),
         cmocka_unit_test(test_run_oom),
+        cmocka_unit_test(test_run_interrupted),
         cmocka_unit_test(test_noise_hook),
         cmocka_unit_test(test_compile_fails),
         cmocka_unit_test(test_dump),
