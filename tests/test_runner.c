@@ -1955,6 +1955,48 @@ static void test_resume(void **state) {
     bench_plan_free(p);
 }
 
+// A journal that fills up: the first failed line is said once and named,
+// nothing more is appended (the count stays what the file holds), and the
+// results file is still written with every entry.
+static void test_journal_full(void **state) {
+    (void)state;
+    FILE *full = fopen("/dev/full", "w");
+    if (!full)
+        skip();
+    bench_config cfg = tiny_config();
+    char out[700], err[512];
+    snprintf(out, sizeof out, "%s/full/r.json", dir);
+    cfg.output = out;
+    bench_plan *p;
+    diag d = {0};
+    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+    bench_report *rep;
+    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
+    assert_false(rep->journal_failed);
+    fake_result(&rep->results[0], 0, BENCH_OK);
+    rep->done[0] = true;
+    assert_int_equal(bench_report_journal(rep, 0), 0);
+    assert_int_equal(fclose(rep->journal_file), 0);
+    rep->journal_file = full; // from here on the disk is full
+    for (int t = 1; t < p->ntasks; t++) {
+        fake_result(&rep->results[t], t, BENCH_OK);
+        rep->done[t] = true;
+        assert_int_equal(bench_report_journal(rep, t), t == 1 ? -1 : 0);
+    }
+    rep->nresults = p->ntasks;
+    assert_true(rep->journal_failed);
+    assert_int_equal(rep->journaled, 1);
+    char want[4200];
+    snprintf(want, sizeof want, "write %s: No space left on device", rep->journal);
+    assert_string_equal(rep->journal_err, want);
+    assert_int_equal(bench_report_write(rep, err, sizeof err), 0);
+    json_t *doc = load_json(out);
+    assert_int_equal(json_array_size(json_object_get(doc, "cases")), (size_t)p->ntasks);
+    json_decref(doc);
+    bench_report_free(rep);
+    bench_plan_free(p);
+}
+
 static void test_check_file(void **state) {
     (void)state;
     diag d = {0};
@@ -2013,6 +2055,7 @@ int main(void) {
         cmocka_unit_test(test_check_file),
         cmocka_unit_test(test_journal_reader),
         cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_journal_full),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
