@@ -1361,21 +1361,31 @@ static void test_run_isolated(void **state) {
     bench_plan_free(p);
 }
 
+// The plan of cfg and its report, the results going to DIR/SUB/r.json
+// (out keeps the path: the plan's cfg.output points to it).
+static bench_report *open_report(bench_config *cfg, const char *sub, char out[700],
+                                 bench_plan **p) {
+    snprintf(out, 700, "%s/%s/r.json", dir, sub);
+    cfg->output = out;
+    diag d = {0};
+    assert_int_equal(bench_plan_new(cfg, p, &d), 0);
+    bench_report *rep;
+    char err[512];
+    if (bench_report_open(*p, &rep, err, sizeof err) < 0)
+        fail_msg("bench_report_open: %s", err);
+    return rep;
+}
+
 // SIGINT while a group's child hangs: the child is killed at once (not at
 // --timeout), nothing of its group is journaled or counted, no other group
 // starts, and the report says it was interrupted.
 static void test_run_interrupted(void **state) {
     (void)state;
     bench_config cfg = tiny_config();
-    char out[700], err[512];
-    snprintf(out, sizeof out, "%s/int/out.json", dir);
-    cfg.output = out;
     cfg.timeout_s = 30;
+    char out[700], err[512];
     bench_plan *p;
-    diag d = {0};
-    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
-    bench_report *rep;
-    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
+    bench_report *rep = open_report(&cfg, "int", out, &p);
     struct sigaction old;
     assert_int_equal(sigaction(SIGINT, NULL, &old), 0);
     assert_int_equal(bench_catch_interrupt(err, sizeof err), 0);
@@ -1864,19 +1874,15 @@ static void fake_result(bench_result *r, int task, enum bench_status s) {
 static void test_resume(void **state) {
     (void)state;
     bench_config cfg = tiny_config(); // 3 cases x eager, compiled: 3 groups of 2
-    char out[700], err[1024];
-    snprintf(out, sizeof out, "%s/resume/r.json", dir);
-    cfg.output = out;
     char *argv[] = {"tcbench", "run", suite_path, "--repeat", "3"};
     cfg.argc = 5;
     cfg.argv = argv;
+    char out[700], err[1024];
     bench_plan *p;
+    bench_report *rep = open_report(&cfg, "resume", out, &p);
     diag d = {0};
-    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
     assert_int_equal(p->ngroups, 3);
     assert_int_equal(p->ntasks, 6);
-    bench_report *rep;
-    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
     // failed entries count as measured: the whole group is kept
     for (int t = 0; t < 3; t++) {
         fake_result(&rep->results[t], t, BENCH_CRASH);
@@ -1965,13 +1971,8 @@ static void test_journal_full(void **state) {
         skip();
     bench_config cfg = tiny_config();
     char out[700], err[512];
-    snprintf(out, sizeof out, "%s/full/r.json", dir);
-    cfg.output = out;
     bench_plan *p;
-    diag d = {0};
-    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
-    bench_report *rep;
-    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
+    bench_report *rep = open_report(&cfg, "full", out, &p);
     assert_false(rep->journal_failed);
     fake_result(&rep->results[0], 0, BENCH_OK);
     rep->done[0] = true;
