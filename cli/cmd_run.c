@@ -3,6 +3,7 @@
 #include "progress.h"
 
 #include "base/files.h"
+#include "bench/resume.h"
 #include "reports/runtable.h"
 #include "tcbench_config.h"
 
@@ -74,13 +75,19 @@ static const char usage[] =
     "                       under DIR/CASE/MODE\n"
     "  -o, --output FILE    results JSON (default results/tcbench-YYYYmmdd-HHMMSS.json);\n"
     "                       finished cases stream to FILE.jsonl as they end\n"
+    "  --resume FILE.jsonl  go on with a stopped run from its journal: what it holds is\n"
+    "                       kept, the rest measured, FILE written; with no other option,\n"
+    "                       the run's own options (else they must match its config)\n"
     "  -q, --quiet          no progress on stderr (the busy-machine warning stays)\n"
     "  -h, --help           this help\n"
     "\n"
     "exit status: 0 every entry ok (eager) or pass (compiled-family), 1 some entry\n"
-    "failed (results still written), 2 bad input or usage. An entry whose figure\n"
-    "cannot be called (noise, a wide interval, other work on the machine) is marked\n"
-    "unstable (~) and left out of the geomeans; it does not change the exit status.\n"
+    "failed (results still written), 2 bad input or usage, 3 the results or the\n"
+    "journal could not be written (a line says which entries are safe, and where),\n"
+    "130 interrupted (Ctrl-C: the journal keeps the finished entries; a second\n"
+    "Ctrl-C stops at once). An entry whose figure cannot be called (noise, a wide\n"
+    "interval, other work on the machine) is marked unstable (~) and left out of the\n"
+    "geomeans; it does not change the exit status.\n"
     "The compile step obeys TCBENCH_DISABLE_FUSION, TCBENCH_DISABLE_CAPTURE,\n"
     "TCBENCH_LOG=fusion, TCBENCH_CC (docs/cli.md).\n";
 
@@ -109,7 +116,8 @@ enum {
     OPT_MIN_TIME,
     OPT_MAX_TIME,
     OPT_PROCESSES,
-    OPT_PIN
+    OPT_PIN,
+    OPT_RESUME
 };
 
 // the axis options are consecutive, in axis order, for `c - OPT_MODE`
@@ -145,6 +153,7 @@ static const struct option long_opts[] = {
     {"max-time", required_argument, NULL, OPT_MAX_TIME},
     {"processes", required_argument, NULL, OPT_PROCESSES},
     {"pin", no_argument, NULL, OPT_PIN},
+    {"resume", required_argument, NULL, OPT_RESUME},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -250,8 +259,9 @@ static int print_table(const bench_report *rep) {
     for (int v = 0; v < BENCH_DEV_COUNT; v++)
         ndev += p->used[BENCH_AXIS_DEVICE][v];
     bool color = term_color(stdout);
+    // the results line only once the file is written (run)
     runtable_print(stdout, &(runtable){rows, n, ndev > 1, term_green(color), term_red(color),
-                                       term_reset(color), rep->wall_s, rep->output});
+                                       term_reset(color), rep->wall_s, NULL});
     free(rows);
     free(ids);
     free(labels);
@@ -262,6 +272,9 @@ typedef struct run_args {
     bench_config cfg;
     cli_strings suites, only;
     bool quiet;
+    const char *resume; // --resume: the journal
+    int given;          // options and suites other than --resume and -q
+    char output[4096];  // --resume: the journal's path less ".jsonl"
 } run_args;
 
 // 0 to go on, 2 on bad usage, 1 after --help (exit 0).
@@ -363,13 +376,16 @@ static int parse(int argc, char **argv, run_args *a) {
         case OPT_TF32: a->cfg.tf32 = true; break;
         case OPT_FLUSH_L2: a->cfg.flush_l2 = true; break;
         case 'q': a->quiet = true; break;
+        case OPT_RESUME: a->resume = optarg; break;
         case 'h': fputs(usage, stdout); return 1;
         default: return cli_bad_option(cmd, c, argv);
         }
+        a->given += c != 'q' && c != OPT_RESUME;
     }
     if (a->cfg.batch > 0 && a->cfg.nbatches > 0)
         return cli_fail(cmd, "--batch-size and --batch-sizes together: give one (a single size "
                              "is --batch-sizes N)");
+    a->given += argc - optind;
     char why[1024];
     if (bench_config_check_devices(&a->cfg, why, sizeof why) < 0)
         return cli_fail(cmd, "%s", why);
@@ -388,7 +404,29 @@ static int parse(int argc, char **argv, run_args *a) {
     return 0;
 }
 
-static int run(run_args *a) {
+// "5 of 12 entries are in J", and why no more when a journal write failed.
+static void journal_held(const bench_report *rep, char *buf, size_t cap) {
+    int n = rep->journaled;
+    size_t o = (size_t)snprintf(buf, cap, "%d of %d entries are in %s", n, rep->plan->ntasks,
+                                rep->journal);
+    if (!rep->journal_failed || o >= cap)
+        return;
+    // journal_err names the call and the file; the file is named already
+    const char *why = strrchr(rep->journal_err, ':');
+    why = why ? why + 2 : rep->journal_err;
+    int k = (n + 1) % 100;
+    const char *th = k / 10 == 1         ? "th"
+                     : (n + 1) % 10 == 1 ? "st"
+                     : (n + 1) % 10 == 2 ? "nd"
+                     : (n + 1) % 10 == 3 ? "rd"
+                                         : "th";
+    if (n == 0 && rep->resumed == 0)
+        snprintf(buf + o, cap - o, " (writing it failed: %s)", why);
+    else
+        snprintf(buf + o, cap - o, " (writing the %d%s failed: %s)", n + 1, th, why);
+}
+
+static int run(run_args *a, const bench_journal *j) {
     bench_plan *p;
     diag d = {0};
     if (bench_plan_new(&a->cfg, &p, &d) < 0) {
@@ -397,7 +435,7 @@ static int run(run_args *a) {
     }
     int rc = 2;
     bench_report *rep = NULL;
-    char err[1024];
+    char err[1024], held[1600];
     if (p->skipped[0])
         fprintf(stderr,
                 "tcbench run: skipping %s from the suite defaults (not available in this "
@@ -412,32 +450,59 @@ static int run(run_args *a) {
                         "this build can run");
         goto done;
     }
+    if (bench_catch_interrupt(err, sizeof err) < 0) {
+        cli_fail("run", "%s", err);
+        goto done;
+    }
+    int k = j ? bench_report_resume(p, j, &rep, err, sizeof err)
+              : bench_report_open(p, &rep, err, sizeof err);
+    if (k < 0) {
+        cli_fail("run", "%s", err);
+        rc = k == -2 ? 2 : 3;
+        goto done;
+    }
     double load;
     int cores;
-    // even under -q: it says the figures that follow may not hold
+    // even under -q: it says the figures that follow may not hold (after
+    // --resume's check, so that a refusal is one line)
     if (bench_host_busy(p->cfg.threads, &load, &cores))
         fprintf(stderr,
                 "tcbench run: warning: load average %.2f on %d cores: other work competes with "
                 "the %d threads of this run, so timings will scatter\n",
                 load, cores, p->cfg.threads);
-    if (bench_report_open(p, &rep, err, sizeof err) < 0) {
-        cli_fail("run", "%s", err);
-        goto done;
-    }
+    if (j && !a->quiet)
+        fprintf(stderr, "tcbench run: resumed: %d of %d entries from %s\n", rep->resumed, p->ntasks,
+                j->path);
     run_ui ui;
     progress_init(&ui.pg, p->ntasks, a->quiet);
+    ui.pg.nresumed = rep->resumed;
     int failed = bench_run(p, rep, &(bench_hooks){on_start, on_tick, on_done, &ui});
     progress_finish(&ui.pg);
+    journal_held(rep, held, sizeof held);
+    if (rep->interrupted) {
+        fprintf(stderr, "tcbench run: interrupted; %s (go on with: tcbench run --resume %s)\n",
+                held, rep->journal);
+        rc = BENCH_EXIT_INTERRUPTED;
+        goto done;
+    }
     rc = failed ? 1 : 0;
     if (print_table(rep) < 0)
         rc = 1;
-    fflush(stdout);
     if (bench_report_write(rep, err, sizeof err) < 0) {
+        printf("total wall time %.1f s\n", rep->wall_s);
+        fflush(stdout);
         fprintf(stderr,
-                "tcbench run: writing the results failed: %s (the journal %s has every "
-                "case)\n",
-                err, rep->journal);
-        rc = 1;
+                "tcbench run: the results file was not written (%s); %s (go on with: tcbench "
+                "run --resume %s)\n",
+                err, held, rep->journal);
+        rc = 3;
+        goto done;
+    }
+    printf("total wall time %.1f s; results: %s\n", rep->wall_s, rep->output);
+    fflush(stdout);
+    if (rep->journal_failed) {
+        fprintf(stderr, "tcbench run: warning: only %s; the results file has every entry\n", held);
+        rc = 3;
     }
 done:
     bench_report_free(rep);
@@ -445,22 +510,64 @@ done:
     return rc;
 }
 
+// --resume J: the journal read, the output set beside it, and, when no
+// other option or suite was given, the options the run was started with.
+static int resume_args(run_args *a, bench_journal **j) {
+    const char *path = a->resume;
+    size_t n = strlen(path);
+    if (n <= 6 || strcmp(path + n - 6, ".jsonl") != 0 || n - 6 >= sizeof a->output)
+        return cli_fail("run", "--resume %s: not a journal's name (RESULTS.jsonl)", path);
+    diag d;
+    if (bench_journal_load(path, j, stderr, &d) < 0) {
+        cli_diag("run", &d);
+        return 2;
+    }
+    if (a->given == 0) {
+        run_args b = {0};
+        bench_config_init(&b.cfg);
+        b.cfg.argc = (*j)->argc;
+        b.cfg.argv = (*j)->argv;
+        int rc = parse((*j)->argc - 1, (*j)->argv + 1, &b);
+        if (rc != 0) { // parse said why
+            cli_strings_free(&b.suites);
+            cli_strings_free(&b.only);
+            return 2;
+        }
+        b.quiet = a->quiet;
+        b.resume = a->resume;
+        b.given = a->given;
+        cli_strings_free(&a->suites);
+        cli_strings_free(&a->only);
+        *a = b;
+    }
+    snprintf(a->output, n - 6 + 1, "%s", path);
+    if (a->given > 0 && a->cfg.output && strcmp(a->cfg.output, a->output) != 0)
+        return cli_fail("run", "--resume %s: its results file is %s, not -o %s", path, a->output,
+                        a->cfg.output);
+    a->cfg.output = a->output;
+    return 0;
+}
+
 int cmd_run(int argc, char **argv, int orig_argc, char **orig_argv) {
     run_args a = {0};
     bench_config_init(&a.cfg);
     a.cfg.argc = orig_argc;
     a.cfg.argv = orig_argv;
+    bench_journal *j = NULL;
     int rc = parse(argc, argv, &a);
+    if (rc == 0 && a.resume)
+        rc = resume_args(&a, &j);
     if (rc == 0) {
         a.cfg.suites = (const char *const *)a.suites.v;
         a.cfg.nsuites = a.suites.n;
         a.cfg.only = (const char *const *)a.only.v;
         a.cfg.nonly = a.only.n;
-        rc = run(&a);
+        rc = run(&a, j);
     } else if (rc == 1) {
         rc = 0; // --help
     }
     cli_strings_free(&a.suites);
     cli_strings_free(&a.only);
+    bench_journal_free(j);
     return rc;
 }

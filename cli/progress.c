@@ -46,7 +46,8 @@ static void draw(progress *pg, int i, const char *name, double case_elapsed) {
     clock_str(base_now() - pg->t0, elapsed, sizeof elapsed);
     if (pg->ndone > 0) {
         // average so far times what is left, less what this case has used
-        double est = pg->done_s / pg->ndone * (pg->ntasks - pg->ndone) - case_elapsed;
+        int left_n = pg->ntasks - pg->nresumed - pg->ndone;
+        double est = pg->done_s / pg->ndone * left_n - case_elapsed;
         char t[32];
         clock_str(est > 0 ? est : 0, t, sizeof t);
         snprintf(left, sizeof left, "~%s left", t);

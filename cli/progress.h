@@ -7,6 +7,9 @@
 //   progress_done(&pg, i, "bert_tiny", "ok", true, "1.23 ms");   // not a terminal: one line
 //   progress_finish(&pg);                           // clears the live line
 //
+// A resumed run sets nresumed to the entries its journal already holds:
+// they are left out of the estimate of the time left.
+//
 // On a terminal (isatty(stderr)) one live line is redrawn in place with
 // \r: case i of n, its name, time elapsed, and time left estimated from the
 // average case so far. Cases that end together (the modes of one child)
@@ -22,6 +25,7 @@ typedef struct progress {
     bool color; // on stderr
     bool quiet;
     int ntasks, ndone;
+    int nresumed;   // taken from a journal (--resume): neither shown nor timed
     double t0;      // start of the run
     double done_s;  // time of finished cases, for the estimate
     double case_t0; // start of the current case

@@ -152,5 +152,6 @@ void runtable_print(FILE *out, const runtable *t) {
                     r->message);
     }
     print_unstable(out, t);
-    fprintf(out, "total wall time %.1f s; results: %s\n", t->wall_s, t->output);
+    if (t->output)
+        fprintf(out, "total wall time %.1f s; results: %s\n", t->wall_s, t->output);
 }

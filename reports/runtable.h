@@ -31,11 +31,11 @@ typedef struct runtable {
     bool by_device;                  // the summary lines name the device (the run has several)
     const char *green, *red, *reset; // the status column's colour sequences, "" for none
     double wall_s;                   // the whole run
-    const char *output;              // the results file
+    const char *output;              // the results file; NULL: no last line
 } runtable;
 
 // The table, the summary lines, the failures and the unstable entries with
-// their reasons, then the wall time and the results path.
+// their reasons, then the wall time and the results path (when output).
 void runtable_print(FILE *out, const runtable *t);
 // The summary lines alone.
 void runtable_summary(FILE *out, const runtable *t);

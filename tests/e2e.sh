@@ -209,8 +209,8 @@ if [ -f "$OUT" ]; then
     has "$OUT" '"order": "rotate",' "the rotating order recorded"
     has "$OUT" '"disabled": \[\]' "no kill switch in effect"
     has "$OUT" '"timestamp": "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"' "timestamp"
-    lines=$(wc -l <"$OUT.jsonl")
-    if [ "$lines" -eq "$n" ]; then ok; else bad "journal has $lines lines, $n cases"; fi
+    lines=$(wc -l <"$OUT.jsonl") # the header, then one line per case
+    if [ "$lines" -eq $((n + 1)) ]; then ok; else bad "journal has $lines lines, $n cases"; fi
     if ls "$OUT".tmp.* >/dev/null 2>&1; then bad "temporary results file left"; else ok; fi
 else
     bad "run smoke wrote no $OUT"

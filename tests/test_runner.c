@@ -9,13 +9,17 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <errno.h>
 #include <ftw.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/cuda/cuda_device.h"
@@ -26,10 +30,12 @@
 #include "bench/faults.h"
 #include "bench/host.h"
 #include "bench/measure.h"
+#include "bench/resume.h"
 #include "bench/runner.h"
 #include "bench/stability.h"
 #include "bench/timing.h"
 #include "exec.h"
+#include "results/journal.h"
 
 static char dir[512], suite_path[600], model_path[600], tmp_dir[600];
 
@@ -38,6 +44,15 @@ static void write_file(const char *path, const char *text) {
     assert_non_null(f);
     assert_true(fputs(text, f) >= 0);
     assert_int_equal(fclose(f), 0);
+}
+
+// The JSON document at path; fails the test, saying why, when it does not parse.
+static json_t *load_json(const char *path) {
+    json_error_t jerr;
+    json_t *doc = json_load_file(path, 0, &jerr);
+    if (!doc)
+        fail_msg("%s:%d: %s", path, jerr.line, jerr.text);
+    return doc;
 }
 
 static const char tiny_mlp[] = "name: tiny_mlp\n"
@@ -1166,10 +1181,7 @@ static void test_run_isolated(void **state) {
     }
 
     assert_int_equal(bench_report_write(rep, err, sizeof err), 0);
-    json_error_t jerr;
-    json_t *doc = json_load_file(out, 0, &jerr);
-    if (!doc)
-        fail_msg("%s:%d: %s", out, jerr.line, jerr.text);
+    json_t *doc = load_json(out);
     assert_int_equal(json_integer_value(json_object_get(doc, "schema_version")), 1);
     json_t *tool = json_object_get(doc, "tool");
     assert_string_equal(json_string_value(json_object_get(tool, "name")), "tcbench");
@@ -1312,29 +1324,94 @@ static void test_run_isolated(void **state) {
     assert_true(json_is_null(json_object_get(c1, "roofline")));
     assert_string_equal(json_string_value(json_object_get(json_array_get(cases, 4), "status")),
                         "timeout");
-    json_decref(doc);
 
-    // the journal: one parseable line per case, in order
-    FILE *f = fopen(rep->journal, "r");
-    assert_non_null(f);
-    char line[1 << 16];
+    // the journal: the header (the document's fields less the cases), then
+    // one parseable line per case, in order
+    results_journal_reader jr;
+    assert_int_equal(results_journal_open(&jr, rep->journal, &d), 0);
+    json_t *c;
+    assert_int_equal(results_journal_next(&jr, &c, stderr, &d), 1);
+    assert_true(results_journal_is_header(c));
+    assert_null(json_object_get(c, "cases"));
+    const char *same[] = {"schema_version", "tool", "timestamp", "command_line", "host", "config"};
+    for (size_t k = 0; k < sizeof same / sizeof same[0]; k++)
+        if (!json_equal(json_object_get(c, same[k]), json_object_get(doc, same[k])))
+            fail_msg("the journal's header and the results differ in \"%s\"", same[k]);
+    json_decref(c);
+    json_decref(doc);
     int lines = 0;
     const char *want[] = {"ok", "pass", "crash", "crash", "timeout", "timeout"};
-    while (fgets(line, sizeof line, f)) {
-        json_t *c = json_loads(line, 0, &jerr);
-        assert_non_null(c);
+    while (results_journal_next(&jr, &c, stderr, &d) == 1) {
         assert_true(lines < 6);
+        assert_false(results_journal_is_header(c));
         check_case_keys(c);
         assert_string_equal(json_string_value(json_object_get(c, "status")), want[lines]);
         json_decref(c);
         lines++;
     }
-    fclose(f);
+    assert_int_equal(jr.cut, 0);
+    results_journal_close(&jr);
     assert_int_equal(lines, 6);
+    assert_int_equal(rep->journaled, 6);
     // the temporary file was renamed away
     char tmp[800];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
     assert_int_equal(access(tmp, F_OK), -1);
+    bench_report_free(rep);
+    bench_plan_free(p);
+}
+
+// The plan of cfg and its report, the results going to DIR/SUB/r.json
+// (out keeps the path: the plan's cfg.output points to it).
+static bench_report *open_report(bench_config *cfg, const char *sub, char out[700],
+                                 bench_plan **p) {
+    snprintf(out, 700, "%s/%s/r.json", dir, sub);
+    cfg->output = out;
+    diag d = {0};
+    assert_int_equal(bench_plan_new(cfg, p, &d), 0);
+    bench_report *rep;
+    char err[512];
+    if (bench_report_open(*p, &rep, err, sizeof err) < 0)
+        fail_msg("bench_report_open: %s", err);
+    return rep;
+}
+
+// SIGINT while a group's child hangs: the child is killed at once (not at
+// --timeout), nothing of its group is journaled or counted, no other group
+// starts, and the report says it was interrupted.
+static void test_run_interrupted(void **state) {
+    (void)state;
+    bench_config cfg = tiny_config();
+    cfg.timeout_s = 30;
+    char out[700], err[512];
+    bench_plan *p;
+    bench_report *rep = open_report(&cfg, "int", out, &p);
+    struct sigaction old;
+    assert_int_equal(sigaction(SIGINT, NULL, &old), 0);
+    assert_int_equal(bench_catch_interrupt(err, sizeof err), 0);
+    timer_t timer;
+    struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGINT};
+    assert_int_equal(timer_create(CLOCK_MONOTONIC, &ev, &timer), 0);
+    struct itimerspec in_1s = {.it_value = {1, 0}};
+    assert_int_equal(timer_settime(timer, 0, &in_1s, NULL), 0);
+    setenv("TCBENCH_TEST_FAULT", "hang:fine", 1);
+    ndone = 0;
+    double t0 = base_now();
+    bench_run(p, rep, &(bench_hooks){.on_done = count_done});
+    double took = base_now() - t0;
+    unsetenv("TCBENCH_TEST_FAULT");
+    assert_int_equal(timer_delete(timer), 0);
+    assert_int_equal(sigaction(SIGINT, &old, NULL), 0);
+    assert_true(bench_stop);
+    bench_stop = 0;
+    assert_true(took >= 0.9 && took < 10);
+    assert_true(rep->interrupted);
+    assert_int_equal(rep->nresults, 0);
+    assert_int_equal(rep->journaled, 0);
+    assert_int_equal(ndone, 0);
+    assert_false(rep->done[0] || rep->done[1]);
+    assert_int_equal(waitpid(-1, NULL, WNOHANG), -1); // the child was reaped
+    assert_int_equal(errno, ECHILD);
     bench_report_free(rep);
     bench_plan_free(p);
 }
@@ -1454,10 +1531,7 @@ static void test_compile_fails(void **state) {
         assert_true(isnan(r->speedup.median));
     }
     assert_int_equal(bench_report_write(rep, err, sizeof err), 0);
-    json_error_t jerr;
-    json_t *doc = json_load_file(out, 0, &jerr);
-    if (!doc)
-        fail_msg("%s:%d: %s", out, jerr.line, jerr.text);
+    json_t *doc = load_json(out);
     json_t *cases = json_object_get(doc, "cases");
     assert_int_equal(json_array_size(cases), 4);
     assert_string_equal(json_string_value(json_object_get(json_array_get(cases, 0), "status")),
@@ -1564,7 +1638,8 @@ static void test_cuda_results(void **state) {
     bench_report *rep;
     char err[512];
     assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
-    memcpy(rep->results, back, sizeof back);
+    memcpy(rep->results, back, sizeof back); // the report's now: freed with it
+    rep->done[0] = rep->done[1] = true;
     rep->nresults = 2;
     json_t *doc = bench_report_json(rep);
     assert_non_null(doc);
@@ -1598,10 +1673,7 @@ static void test_cuda_results(void **state) {
     assert_true(json_is_null(json_object_get(comp, "warm_s")));
     assert_true(json_is_false(json_object_get(comp, "cache_hit")));
     json_decref(doc);
-    rep->nresults = 0; // back[] is freed below
     bench_report_free(rep);
-    for (int k = 0; k < 2; k++)
-        bench_result_free(&back[k]);
     bench_plan_free(p);
 }
 
@@ -1701,6 +1773,231 @@ static void test_report_open_fails(void **state) {
     bench_plan_free(p);
 }
 
+// The journal's reader skips what a kill or a full disk leaves (a cut last
+// line) and garbled lines, each with a warning naming the line; trimming
+// cuts the cut line off; a failed append names the call and the file.
+static void test_journal_reader(void **state) {
+    (void)state;
+    char path[700];
+    snprintf(path, sizeof path, "%s/cut.json.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    json_t *h =
+        results_journal_header("2024-01-02T03:04:05Z", json_pack("[s, s]", "tcbench", "run"),
+                               json_object(), json_pack("{s:i}", "repeat", 2));
+    char err[512];
+    assert_int_equal(results_journal_append(f, path, h, err, sizeof err), 0);
+    json_decref(h);
+    fputs("{\"n\": 1}\n"
+          "{\"n\": 2, \"cut\n"
+          "[1, 2]\n"
+          "\n"
+          "{\"n\": 3}\n"
+          "{\"n\": 4, \"status\": \"o",
+          f);
+    assert_int_equal(fclose(f), 0);
+
+    for (int pass = 0; pass < 2; pass++) {
+        FILE *warn = tmpfile();
+        assert_non_null(warn);
+        results_journal_reader r;
+        diag d = {0};
+        assert_int_equal(results_journal_open(&r, path, &d), 0);
+        json_t *o;
+        assert_int_equal(results_journal_next(&r, &o, warn, &d), 1);
+        assert_true(results_journal_is_header(o));
+        assert_int_equal(json_integer_value(json_object_get(o, "schema_version")), 1);
+        assert_int_equal(
+            json_integer_value(json_object_get(json_object_get(o, "config"), "repeat")), 2);
+        json_decref(o);
+        for (int n = 1; n <= 3; n += 2) {
+            assert_int_equal(results_journal_next(&r, &o, warn, &d), 1);
+            assert_int_equal(json_integer_value(json_object_get(o, "n")), n);
+            assert_false(results_journal_is_header(o));
+            json_decref(o);
+        }
+        assert_int_equal(results_journal_next(&r, &o, warn, &d), 0);
+        assert_null(o);
+        assert_int_equal(r.cut, pass == 0 ? 3 : 2);
+        results_journal_close(&r);
+        char text[2048] = "";
+        rewind(warn);
+        size_t len = fread(text, 1, sizeof text - 1, warn);
+        text[len] = '\0';
+        fclose(warn);
+        char want[800];
+        snprintf(want, sizeof want, "%s:3: warning: a garbled line (not valid JSON), skipped\n",
+                 path);
+        assert_non_null(strstr(text, want));
+        snprintf(want, sizeof want, "%s:4: warning: a line that is not a JSON object, skipped\n",
+                 path);
+        assert_non_null(strstr(text, want));
+        snprintf(want, sizeof want, "%s:7: warning: a cut line", path);
+        assert_true((strstr(text, want) != NULL) == (pass == 0));
+        // the cut line goes; a whole last line stays
+        assert_int_equal(results_journal_trim(path, err, sizeof err),
+                         pass == 0 ? (long)strlen("{\"n\": 4, \"status\": \"o") : 0);
+    }
+    assert_true(results_journal_sniff(path));
+
+    // a full disk: the call and the file named, errno's words
+    FILE *full = fopen("/dev/full", "w");
+    if (full) {
+        json_t *o = json_pack("{s:i}", "n", 1);
+        assert_int_equal(results_journal_append(full, "/dev/full", o, err, sizeof err), -1);
+        assert_string_equal(err, "write /dev/full: No space left on device");
+        json_decref(o);
+        fclose(full); // the failed write's bytes were dropped: nothing left to flush
+    }
+    snprintf(path, sizeof path, "%s/none.jsonl", dir);
+    assert_int_equal(results_journal_trim(path, err, sizeof err), -1);
+    assert_non_null(strstr(err, "fopen "));
+    assert_non_null(strstr(err, "No such file"));
+}
+
+// A made-up result of task, as a child would have sent it.
+static void fake_result(bench_result *r, int task, enum bench_status s) {
+    memset(r, 0, sizeof *r);
+    r->task = task;
+    r->status = s;
+    snprintf(r->message, sizeof r->message, "fake %d", task);
+    r->speedup = (bench_speedup){NAN, NAN, NAN};
+    r->compression_ratio = NAN;
+    r->stab.ci_rel_width = r->stab.run_delay_s = r->stab.one_thread_s = NAN;
+    r->stab.load_start = r->stab.load_end = NAN;
+}
+
+// --resume's bookkeeping, without children: a journal with one whole group,
+// half of another and a cut line gives back the whole group alone, its cut
+// line cut off; the results then hold every entry once, in plan order; a
+// run of another config is refused, naming the first difference.
+static void test_resume(void **state) {
+    (void)state;
+    bench_config cfg = tiny_config(); // 3 cases x eager, compiled: 3 groups of 2
+    char *argv[] = {"tcbench", "run", suite_path, "--repeat", "3"};
+    cfg.argc = 5;
+    cfg.argv = argv;
+    char out[700], err[1024];
+    bench_plan *p;
+    bench_report *rep = open_report(&cfg, "resume", out, &p);
+    diag d = {0};
+    assert_int_equal(p->ngroups, 3);
+    assert_int_equal(p->ntasks, 6);
+    // failed entries count as measured: the whole group is kept
+    for (int t = 0; t < 3; t++) {
+        fake_result(&rep->results[t], t, BENCH_CRASH);
+        rep->done[t] = true;
+        assert_int_equal(bench_report_journal(rep, t), 0);
+    }
+    assert_int_equal(rep->journaled, 3);
+    assert_true(fputs("{\"suite\": \"tiny\", \"na", rep->journal_file) >= 0);
+    bench_report_free(rep);
+
+    char journal[800];
+    snprintf(journal, sizeof journal, "%s.jsonl", out);
+    bench_journal *j;
+    assert_int_equal(bench_journal_load(journal, &j, NULL, &d), 0);
+    assert_int_equal(j->argc, 5);
+    assert_string_equal(j->argv[3], "--repeat");
+    assert_int_equal(json_array_size(j->cases), 3);
+    assert_int_equal(bench_report_resume(p, j, &rep, err, sizeof err), 0);
+    assert_int_equal(rep->resumed, 2);
+    assert_int_equal(rep->journaled, 2);
+    assert_int_equal(rep->nresults, 2);
+    for (int t = 0; t < 6; t++)
+        assert_int_equal(rep->done[t], t < 2);
+    assert_int_equal(rep->results[1].status, BENCH_CRASH);
+    assert_int_equal(rep->results[1].task, 1);
+    assert_string_equal(rep->results[1].message, "fake 1");
+    for (int t = 2; t < 6; t++) { // measured again: the old line of task 2 is dropped
+        fake_result(&rep->results[t], t, t % 2 ? BENCH_PASS : BENCH_OK);
+        rep->done[t] = true;
+        rep->nresults++;
+        assert_int_equal(bench_report_journal(rep, t), 0);
+    }
+    assert_int_equal(rep->journaled, 6);
+    assert_int_equal(bench_report_write(rep, err, sizeof err), 0);
+    bench_report_free(rep);
+
+    json_t *doc = load_json(out);
+    assert_int_equal(json_array_size(json_object_get(doc, "command_line")), 5);
+    json_t *cases = json_object_get(doc, "cases");
+    assert_int_equal(json_array_size(cases), 6);
+    const char *names[] = {"fine", "fine", "crashes", "crashes", "hangs", "hangs"};
+    for (size_t i = 0; i < 6; i++) {
+        json_t *c = json_array_get(cases, i);
+        assert_string_equal(json_string_value(json_object_get(c, "name")), names[i]);
+        assert_string_equal(json_string_value(json_object_get(c, "mode")),
+                            i % 2 ? "compiled" : "eager");
+        const char *want = i < 2 ? "crash" : i % 2 ? "pass" : "ok";
+        assert_string_equal(json_string_value(json_object_get(c, "status")), want);
+    }
+    json_decref(doc);
+    // the journal: its header, the 3 old lines, the 4 new ones, all whole
+    results_journal_reader r;
+    assert_int_equal(results_journal_open(&r, journal, &d), 0);
+    json_t *o;
+    int lines = 0;
+    while (results_journal_next(&r, &o, stderr, &d) == 1) {
+        json_decref(o);
+        lines++;
+    }
+    assert_int_equal(r.cut, 0);
+    results_journal_close(&r);
+    assert_int_equal(lines, 8);
+
+    // another run's config
+    bench_plan *p2;
+    cfg.repeat = 4;
+    assert_int_equal(bench_plan_new(&cfg, &p2, &d), 0);
+    assert_int_equal(bench_report_resume(p2, j, &rep, err, sizeof err), -2);
+    assert_null(rep);
+    char want[1200];
+    snprintf(want, sizeof want, "--resume %s: the journal's run had --repeat 3, this one 4",
+             journal);
+    assert_string_equal(err, want);
+    bench_plan_free(p2);
+    bench_journal_free(j);
+    bench_plan_free(p);
+}
+
+// A journal that fills up: the first failed line is said once and named,
+// nothing more is appended (the count stays what the file holds), and the
+// results file is still written with every entry.
+static void test_journal_full(void **state) {
+    (void)state;
+    FILE *full = fopen("/dev/full", "w");
+    if (!full)
+        skip();
+    bench_config cfg = tiny_config();
+    char out[700], err[512];
+    bench_plan *p;
+    bench_report *rep = open_report(&cfg, "full", out, &p);
+    assert_false(rep->journal_failed);
+    fake_result(&rep->results[0], 0, BENCH_OK);
+    rep->done[0] = true;
+    assert_int_equal(bench_report_journal(rep, 0), 0);
+    assert_int_equal(fclose(rep->journal_file), 0);
+    rep->journal_file = full; // from here on the disk is full
+    for (int t = 1; t < p->ntasks; t++) {
+        fake_result(&rep->results[t], t, BENCH_OK);
+        rep->done[t] = true;
+        assert_int_equal(bench_report_journal(rep, t), t == 1 ? -1 : 0);
+    }
+    rep->nresults = p->ntasks;
+    assert_true(rep->journal_failed);
+    assert_int_equal(rep->journaled, 1);
+    char want[4200];
+    snprintf(want, sizeof want, "write %s: No space left on device", rep->journal);
+    assert_string_equal(rep->journal_err, want);
+    assert_int_equal(bench_report_write(rep, err, sizeof err), 0);
+    json_t *doc = load_json(out);
+    assert_int_equal(json_array_size(json_object_get(doc, "cases")), (size_t)p->ntasks);
+    json_decref(doc);
+    bench_report_free(rep);
+    bench_plan_free(p);
+}
+
 static void test_check_file(void **state) {
     (void)state;
     diag d = {0};
@@ -1748,6 +2045,7 @@ int main(void) {
         cmocka_unit_test(test_measure_in_process),
         cmocka_unit_test(test_run_isolated),
         cmocka_unit_test(test_run_oom),
+        cmocka_unit_test(test_run_interrupted),
         cmocka_unit_test(test_noise_hook),
         cmocka_unit_test(test_compile_fails),
         cmocka_unit_test(test_dump),
@@ -1756,6 +2054,9 @@ int main(void) {
         cmocka_unit_test(test_calibration_per_threads),
         cmocka_unit_test(test_report_open_fails),
         cmocka_unit_test(test_check_file),
+        cmocka_unit_test(test_journal_reader),
+        cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_journal_full),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

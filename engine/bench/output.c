@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "base/files.h"
 #include "host.h"
+#include "results/journal.h"
 #include "../exec.h" // the executor registry (not bench/exec.h)
 #include "tcbench_config.h"
 
@@ -102,7 +103,7 @@ static json_t *disabled_json(void) {
     return arr;
 }
 
-static json_t *config_json(const bench_plan *p) {
+json_t *bench_config_json(const bench_plan *p) {
     const bench_config *c = &p->cfg;
     // one device per run for now: "device" names it, "devices" lists all
     int dev = 0;
@@ -154,15 +155,51 @@ static json_t *config_json(const bench_plan *p) {
     return j;
 }
 
+static json_t *argv_json(const bench_plan *p) {
+    json_t *argv = json_array();
+    for (int i = 0; argv && i < p->cfg.argc; i++)
+        json_array_append_new(argv, json_string(p->cfg.argv[i]));
+    return argv;
+}
+
 json_t *bench_report_json(const bench_report *r) {
     const bench_plan *p = r->plan;
-    json_t *cases = json_array(), *argv = json_array();
-    for (int i = 0; i < p->cfg.argc; i++)
-        json_array_append_new(argv, json_string(p->cfg.argv[i]));
-    for (int i = 0; i < r->nresults; i++)
-        json_array_append_new(
-            cases, bench_result_json(p, &r->results[i], r->has_calib ? &r->calib : NULL));
-    return results_doc_json(r->timestamp, argv, r->host, config_json(p), cases, r->wall_s);
+    json_t *cases = json_array();
+    for (int i = 0; i < p->ntasks; i++)
+        if (r->done[i])
+            json_array_append_new(
+                cases, bench_result_json(p, &r->results[i], r->has_calib ? &r->calib : NULL));
+    json_t *argv = r->command_line ? json_deep_copy(r->command_line) : argv_json(p);
+    return results_doc_json(r->timestamp, argv, r->host, bench_config_json(p), cases, r->wall_s);
+}
+
+// Once, when the journal stops: what failed, what it holds.
+static void journal_lost(const bench_report *r) {
+    fprintf(stderr,
+            "tcbench run: %s; the journal holds %d of %d entries, the rest are measured for "
+            "the results file alone\n",
+            r->journal_err, r->journaled, r->plan->ntasks);
+}
+
+int bench_report_journal(bench_report *r, int task) {
+    if (r->journal_failed)
+        return 0;
+    const bench_result *res = &r->results[task];
+    json_t *j = bench_result_json(r->plan, res, r->has_calib ? &r->calib : NULL);
+    int rc = j ? results_journal_append(r->journal_file, r->journal, j, r->journal_err,
+                                        sizeof r->journal_err)
+               : -1;
+    if (!j)
+        snprintf(r->journal_err, sizeof r->journal_err, "json_pack: out of memory writing %s",
+                 r->journal);
+    json_decref(j);
+    if (rc < 0) {
+        r->journal_failed = true;
+        journal_lost(r);
+        return -1;
+    }
+    r->journaled++;
+    return 0;
 }
 
 // mkdir -p of the directory part of path.
@@ -196,15 +233,19 @@ static json_t *gpus_json(const bench_plan *p) {
     return arr;
 }
 
-int bench_report_open(const bench_plan *p, bench_report **out, char *err, size_t cap) {
+int bench_report_new(const bench_plan *p, bench_report **out, char *err, size_t cap) {
     *out = NULL;
     bench_report *r = calloc(1, sizeof *r);
-    if (!r || !(r->results = calloc((size_t)p->ntasks + 1, sizeof *r->results))) {
-        free(r);
+    if (r) {
+        r->plan = p;
+        r->results = calloc((size_t)p->ntasks + 1, sizeof *r->results);
+        r->done = calloc((size_t)p->ntasks + 1, sizeof *r->done);
+    }
+    if (!r || !r->results || !r->done) {
+        bench_report_free(r);
         snprintf(err, cap, "calloc: out of memory");
         return -1;
     }
-    r->plan = p;
     time_t now = time(NULL);
     struct tm tm;
     if (now == (time_t)-1 || !gmtime_r(&now, &tm)) {
@@ -224,11 +265,6 @@ int bench_report_open(const bench_plan *p, bench_report **out, char *err, size_t
         strftime(r->output, sizeof r->output, "results/tcbench-%Y%m%d-%H%M%S.json", &tm);
     snprintf(r->journal, sizeof r->journal, "%s.jsonl", r->output);
     if (make_parent_dirs(r->output, err, cap) < 0) {
-        bench_report_free(r);
-        return -1;
-    }
-    if (!(r->journal_file = fopen(r->journal, "w"))) {
-        snprintf(err, cap, "fopen %s: %s", r->journal, strerror(errno));
         bench_report_free(r);
         return -1;
     }
@@ -253,6 +289,32 @@ int bench_report_open(const bench_plan *p, bench_report **out, char *err, size_t
     return 0;
 }
 
+int bench_report_open(const bench_plan *p, bench_report **out, char *err, size_t cap) {
+    bench_report *r;
+    if (bench_report_new(p, &r, err, cap) < 0)
+        return -1;
+    if (!(r->journal_file = fopen(r->journal, "w"))) {
+        snprintf(err, cap, "fopen %s: %s", r->journal, strerror(errno));
+        bench_report_free(r);
+        return -1;
+    }
+    json_t *config = bench_config_json(p);
+    json_t *h = config ? results_journal_header(r->timestamp, argv_json(p), r->host, config) : NULL;
+    if (!h) {
+        snprintf(err, cap, "json_pack: out of memory building the journal's header");
+        bench_report_free(r);
+        return -1;
+    }
+    if (results_journal_append(r->journal_file, r->journal, h, r->journal_err,
+                               sizeof r->journal_err) < 0) {
+        r->journal_failed = true;
+        journal_lost(r);
+    }
+    json_decref(h);
+    *out = r;
+    return 0;
+}
+
 int bench_report_write(const bench_report *r, char *err, size_t cap) {
     json_t *doc = bench_report_json(r);
     if (!doc) {
@@ -267,9 +329,11 @@ int bench_report_write(const bench_report *r, char *err, size_t cap) {
 void bench_report_free(bench_report *r) {
     if (!r)
         return;
-    for (int i = 0; i < r->nresults; i++)
+    for (int i = 0; r->results && i < r->plan->ntasks; i++)
         bench_result_free(&r->results[i]);
     free(r->results);
+    free(r->done);
+    json_decref(r->command_line);
     if (r->journal_file && fclose(r->journal_file) != 0)
         fprintf(stderr, "tcbench: fclose %s: %s\n", r->journal, strerror(errno));
     json_decref(r->host);

@@ -26,6 +26,10 @@
 #define CHILD_MAX_BYTES ((size_t)64 << 20)
 #define TICK_S          0.25
 
+volatile sig_atomic_t bench_stop;
+// The child being measured, for a second interrupt to kill at once.
+static volatile sig_atomic_t running_child;
+
 static int fail_status(bench_result *r, enum bench_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -136,12 +140,17 @@ static void sleep_ms(long ms) {
 
 // Reads the child's result until EOF and reaps it, both within the deadline.
 // Returns 1 when the deadline passed (the child is still running), 0 when it
-// was reaped into *wstatus, -1 on a failed system call (message in r).
+// was reaped into *wstatus, -1 on a failed system call (message in r), and
+// -1 too when bench_stop is set (the child is still running: killed by the
+// caller, the group dropped by bench_run).
 static int child_wait(const bench_plan *p, int group, const bench_hooks *h, pid_t pid, int fd,
                       double t0, char **buf, size_t *len, int *wstatus, bench_result *r) {
     double deadline = t0 + p->cfg.timeout_s, next_tick = t0 + TICK_S;
     size_t cap = 0;
+    running_child = (sig_atomic_t)pid;
     for (bool eof = false; !eof;) {
+        if (bench_stop)
+            return fail_status(r, BENCH_ERROR, "interrupted");
         double left = deadline - base_now();
         if (left <= 0)
             return 1;
@@ -177,6 +186,8 @@ static int child_wait(const bench_plan *p, int group, const bench_hooks *h, pid_
             return 0;
         if (w < 0 && errno != EINTR)
             return fail_status(r, BENCH_ERROR, "waitpid: %s", strerror(errno));
+        if (bench_stop)
+            return fail_status(r, BENCH_ERROR, "interrupted");
         if (base_now() >= deadline)
             return 1;
         sleep_ms(2);
@@ -285,7 +296,7 @@ static void run_group(const bench_plan *p, int group, const bench_hooks *h, benc
         kcache[0] = '\0';
     }
     run_child(p, group, 0, kcache[0] ? kcache : NULL, h, rs);
-    for (int k = 1; k < procs; k++) {
+    for (int k = 1; k < procs && !bench_stop; k++) {
         bool any = false;
         for (int i = 0; i < n; i++)
             any |= bench_status_good(rs[i].status) && rs[i].nsamples > 0;
@@ -310,34 +321,62 @@ static void run_group(const bench_plan *p, int group, const bench_hooks *h, benc
 
 int bench_run(const bench_plan *p, bench_report *rep, const bench_hooks *h) {
     int failed = 0;
-    bool journal_warned = false;
     double t0 = base_now();
     for (int gi = 0; gi < p->ngroups; gi++) {
+        const bench_group *g = &p->groups[gi];
+        int n = g->ntasks;
+        if (rep->done[g->first]) { // resumed: measured by an earlier run
+            for (int i = 0; i < n; i++)
+                failed += !bench_status_good(rep->results[g->first + i].status);
+            continue;
+        }
+        if (bench_stop)
+            break;
         if (h && h->on_start)
             h->on_start(p, gi, h->user);
-        bench_result *rs = &rep->results[rep->nresults];
-        int n = p->groups[gi].ntasks;
+        bench_result *rs = &rep->results[g->first];
         run_group(p, gi, h, rs);
-        rep->nresults += n;
+        running_child = 0; // reaped: its pid may be another's soon
         rep->wall_s = base_now() - t0;
+        // a group the interrupt cut short was not measured: none of it counts
+        if (bench_stop) {
+            for (int i = 0; i < n; i++)
+                bench_result_free(&rs[i]);
+            break;
+        }
         for (int i = 0; i < n; i++) {
             bench_result *r = &rs[i];
+            rep->done[g->first + i] = true;
+            rep->nresults++;
             failed += !bench_status_good(r->status);
-            json_t *j = bench_result_json(p, r, rep->has_calib ? &rep->calib : NULL);
-            char *line = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
-            json_decref(j);
-            FILE *f = rep->journal_file;
-            bool ok =
-                line && fprintf(f, "%s\n", line) >= 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
-            if (!ok && !journal_warned) {
-                fprintf(stderr, "tcbench: %s: writing the journal failed: %s\n", rep->journal,
-                        line ? strerror(errno) : "json_dumps: out of memory");
-                journal_warned = true;
-            }
-            free(line);
+            bench_report_journal(rep, g->first + i); // says so once when it fails
             if (h && h->on_done)
                 h->on_done(p, r, h->user);
         }
     }
+    rep->interrupted = rep->nresults < p->ntasks;
     return failed;
+}
+
+static void on_interrupt(int sig) {
+    (void)sig;
+    if (!bench_stop) {
+        bench_stop = 1;
+        return;
+    }
+    // a second interrupt while stopping: now, the child (its group when
+    // it leads one) first
+    pid_t c = (pid_t)running_child;
+    if (c > 0 && kill(-c, SIGKILL) < 0)
+        kill(c, SIGKILL);
+    _exit(BENCH_EXIT_INTERRUPTED);
+}
+
+int bench_catch_interrupt(char *err, size_t cap) {
+    struct sigaction sa = {.sa_handler = on_interrupt}; // no SA_RESTART: waits end at once
+    if (sigemptyset(&sa.sa_mask) < 0 || sigaction(SIGINT, &sa, NULL) < 0) {
+        snprintf(err, cap, "sigaction SIGINT: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
 }

@@ -35,8 +35,21 @@
 #include "plan.h"
 #include "results/results.h"
 
+#include <signal.h>
+
 // A child that runs out of memory exits with this code.
 #define BENCH_EXIT_OOM 99
+// The run's exit status when an interrupt stops it (128 + SIGINT).
+#define BENCH_EXIT_INTERRUPTED 130
+
+// Set to stop the run (bench_catch_interrupt's handler sets it on
+// SIGINT): bench_run kills the running child, drops its group's results
+// unjournaled and starts no other; r->interrupted then says so.
+extern volatile sig_atomic_t bench_stop;
+// Installs the SIGINT handler (sigaction, no SA_RESTART) that sets
+// bench_stop; a second SIGINT kills the running child and _exits with
+// BENCH_EXIT_INTERRUPTED. -1 with err naming the call.
+int bench_catch_interrupt(char *err, size_t cap);
 
 typedef struct bench_hooks {
     void (*on_start)(const bench_plan *p, int group, void *user);
@@ -47,9 +60,11 @@ typedef struct bench_hooks {
     void *user;
 } bench_hooks;
 
-// Runs every group of p into r, once per report (hooks may be NULL).
-// Returns the number of tasks that did not end ok or pass; a journal line
-// that cannot be written is reported once on stderr and the run goes on.
+// Runs every group of p into r, once per report (hooks may be NULL), but
+// those r already holds (done: a resumed run's). Returns the number of
+// tasks that did not end ok or pass, resumed ones included; a journal line
+// that cannot be written is reported once on stderr (r->journal_err) and
+// the run goes on, journaling no more.
 int bench_run(const bench_plan *p, bench_report *r, const bench_hooks *hooks);
 // Fills rs[0 .. n - 1] from the JSON array the child sent; -1 (every
 // result error) when it is not an array of n case objects.

@@ -133,6 +133,46 @@ void results_journal_close(results_journal_reader *r) {
     memset(r, 0, sizeof *r);
 }
 
+long results_journal_trim(const char *path, char *err, size_t cap) {
+    FILE *f = fopen(path, "r+");
+    if (!f) {
+        snprintf(err, cap, "fopen %s: %s", path, strerror(errno));
+        return -1;
+    }
+    // the last newline, read backwards a block at a time
+    char buf[4096];
+    const char *call = NULL;
+    long keep = 0, size = -1;
+    if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0)
+        call = "fseek";
+    for (long end = size; !call && end > 0 && keep == 0;) {
+        long start = end > (long)sizeof buf ? end - (long)sizeof buf : 0;
+        size_t n = (size_t)(end - start);
+        if (fseek(f, start, SEEK_SET) != 0)
+            call = "fseek";
+        else if (fread(buf, 1, n, f) != n)
+            call = "read";
+        for (size_t i = n; !call && i > 0 && keep == 0; i--)
+            if (buf[i - 1] == '\n')
+                keep = start + (long)i;
+        end = start;
+    }
+    if (!call && keep < size && ftruncate(fileno(f), keep) != 0)
+        call = "ftruncate";
+    if (!call && keep < size && fsync(fileno(f)) != 0)
+        call = "fsync";
+    int e = errno;
+    if (fclose(f) != 0 && !call) {
+        call = "fclose";
+        e = errno;
+    }
+    if (call) {
+        snprintf(err, cap, "%s %s: %s", call, path, strerror(e));
+        return -1;
+    }
+    return size - keep;
+}
+
 bool results_journal_sniff(const char *path) {
     results_journal_reader r;
     diag d;

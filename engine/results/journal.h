@@ -67,3 +67,8 @@ int results_journal_open(results_journal_reader *r, const char *path, diag *d);
 // killed while writing it?), skipped".
 int results_journal_next(results_journal_reader *r, json_t **obj, FILE *warn, diag *d);
 void results_journal_close(results_journal_reader *r);
+
+// Cuts a cut last line (bytes after the last '\n') off the file at path,
+// so lines appended after it stay whole. The bytes removed (0 when the
+// file ends in a newline), or -1 with err naming the call and the file.
+long results_journal_trim(const char *path, char *err, size_t cap);
