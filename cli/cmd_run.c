@@ -78,7 +78,8 @@ static const char usage[] =
     "  -h, --help           this help\n"
     "\n"
     "exit status: 0 every entry ok (eager) or pass (compiled-family), 1 some entry\n"
-    "failed (results still written), 2 bad input or usage. An entry whose figure\n"
+    "failed (results still written), 2 bad input or usage (an -o that is a directory,\n"
+    "cannot be written, or that another run is writing). An entry whose figure\n"
     "cannot be called (noise, a wide interval, other work on the machine) is marked\n"
     "unstable (~) and left out of the geomeans; it does not change the exit status.\n"
     "The compile step obeys TCBENCH_DISABLE_FUSION, TCBENCH_DISABLE_CAPTURE,\n"
@@ -424,6 +425,8 @@ static int run(run_args *a) {
         cli_fail("run", "%s", err);
         goto done;
     }
+    if (bench_calibration_check(NULL, err, sizeof err) < 0) // a missing one is normal
+        fprintf(stderr, "tcbench run: warning: %s; host.calibration is null\n", err);
     run_ui ui;
     progress_init(&ui.pg, p->ntasks, a->quiet);
     int failed = bench_run(p, rep, &(bench_hooks){on_start, on_tick, on_done, &ui});

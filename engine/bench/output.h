@@ -31,11 +31,18 @@ typedef struct bench_report {
     FILE *journal_file;
     bench_calibration calib; // `tcbench calibrate`'s, when has_calib
     bool has_calib;
+    char lock[4112]; // output + ".lock", held on lock_fd for the run ("" none)
+    int lock_fd;
 } bench_report;
 
 // Resolves the output path (creating its directory), opens the journal,
 // reads the host description and loads the calibration (host.calibration,
 // null when there is none for this CPU and thread count). -1 with a message naming the failed call.
+// Before anything is measured it refuses an output that is a directory, a
+// file it cannot replace, in a directory that takes no new file, or that
+// another run writes (it holds OUTPUT.lock, which this run then holds
+// until bench_report_free), and removes the OUTPUT.tmp.PID a killed
+// writer left.
 int bench_report_open(const bench_plan *p, bench_report **out, char *err, size_t cap);
 // Writes OUTPUT.tmp.PID, fsyncs it and renames it over OUTPUT.
 int bench_report_write(const bench_report *r, char *err, size_t cap);
