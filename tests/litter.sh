@@ -107,6 +107,34 @@ expect 1 "an allocation failure" env TCBENCH_TEST_FAULT=oom:first "$EXE" run "$T
 has "$TMP/out/oom.json" '"status": "oom",' "an allocation failure is oom"
 no_litter "an allocation failure"
 
+# --- oom on evidence: a SIGKILL while the cgroup's oom_kill counter rose ---------
+# a stand-in cgroup file system with this cgroup's counter files (v2's
+# memory.events where /proc/self/cgroup has a "0::PATH" line, v1's root
+# memory.oom_control, which a "memory" line falls back to)
+CG="$TMP/cg"
+counters="$CG/memory/memory.oom_control"
+v2=$(sed -n 's/^0:://p' /proc/self/cgroup)
+if [ -n "$v2" ] && [ "$v2" != / ]; then counters="$counters $CG$v2/memory.events"; fi
+for f in $counters; do
+    mkdir -p "$(dirname "$f")" && printf 'oom_kill_disable 0\noom_kill 3\n' >"$f"
+done
+OUT="$TMP/out/oomkill.json"
+TCBENCH_CGROUP_ROOT="$CG" TCBENCH_CC="$TMP/hangcc" "$EXE" run "$TMP/suite.yaml" $FAST \
+    --timeout 60 -o "$OUT" >"$TMP/stdout" 2>"$TMP/stderr" &
+BG=$!
+if child=$(child_of "$BG") && child_of "$child" >/dev/null; then
+    for f in $counters; do printf 'oom_kill_disable 0\noom_kill 4\n' >"$f"; done
+    kill -9 "$child"
+    wait "$BG"
+    BG=
+    has "$OUT" '"status": "oom",' "a SIGKILL while the counter rose is oom"
+    has "$OUT" "\"message\": \"killed by the kernel's OOM killer \\(cgroup oom_kill 3 -> 4\\)\"," \
+        "the evidence named"
+else
+    bad "the run started no child with a compiler"
+fi
+no_litter "a child the OOM killer killed"
+
 # --- a timeout kills the child's process group ----------------------------------
 OUT="$TMP/out/hang.json"
 TCBENCH_TEST_FAULT=hang-child:first "$EXE" run "$TMP/suite.yaml" $FAST --timeout 1 -o "$OUT" \

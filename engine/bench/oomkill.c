@@ -92,7 +92,8 @@ int bench_oom_kills(long long *n) {
     char text[4096], paths[3][512];
     if (read_small("/proc/self/cgroup", text, sizeof text) < 0)
         return -1;
-    int k = bench_oom_kills_files(text, "/sys/fs/cgroup", paths, 3);
+    const char *root = getenv("TCBENCH_CGROUP_ROOT");
+    int k = bench_oom_kills_files(text, root && *root ? root : "/sys/fs/cgroup", paths, 3);
     for (int i = 0; i < k; i++) {
         char body[4096];
         if (read_small(paths[i], body, sizeof body) == 0 && bench_oom_kills_parse(body, n) == 0)

@@ -11,6 +11,8 @@
 // /proc/self/cgroup), else cgroup v1's memory/PATH/memory.oom_control (the
 // "N:memory:PATH" line), else the v1 hierarchy's root file (a container
 // sees its own cgroup there). None readable: no evidence either way.
+// TCBENCH_CGROUP_ROOT replaces /sys/fs/cgroup (a file system mounted
+// elsewhere; the tests' stand-in).
 #pragma once
 #include <stddef.h>
 
