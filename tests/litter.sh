@@ -1,8 +1,9 @@
 #!/bin/sh
 # shellcheck disable=SC2086 # $FAST is a list of options
 # What a run leaves behind and what it says about its children: a child
-# killed from outside is a crash named by its signal (an allocation failure
-# stays oom); a timeout kills the child's whole process group; no temporary
+# killed from outside is a crash named by its signal, oom only on evidence
+# (an allocation failure; the oom_kill counter of a stand-in cgroup rising);
+# a timeout or a kill ends the child's whole process group; no temporary
 # kernel cache or OUTPUT.tmp.PID is left, whatever became of the children;
 # an output that cannot be written, or that another run is writing, is
 # refused before anything is measured; an unusable calibration is said.
@@ -39,10 +40,11 @@ no_litter() {
     done
     if [ -z "$left" ]; then ok; else bad "$1: left behind: $left"; fi
 }
-# child_of PID: the pid of PID's child, once it has one (10 s at most)
+# child_of PID: the pid of PID's child, once it has one (30 s at most: a
+# loaded machine)
 child_of() {
     i=0
-    while [ $i -lt 100 ]; do
+    while [ $i -lt 300 ]; do
         c=$(pgrep -P "$1" | head -n 1)
         if [ -n "$c" ]; then
             echo "$c"
