@@ -52,12 +52,17 @@ int cmd_calibrate(int argc, char **argv) {
     if (optind < argc)
         return cli_fail(cmd, "unexpected argument '%s' (see tcbench calibrate --help)",
                         argv[optind]);
+    // where it goes, before seconds of measuring: an unsafe directory is
+    // refused, an unreadable file replaced (`run` warns with the same words)
+    char dir[1024], err[512];
+    if (kcache_dir(NULL, dir, sizeof dir, err, sizeof err) < 0)
+        return cli_fail(cmd, "%s", err);
+    if (bench_calibration_check(NULL, err, sizeof err) < 0)
+        fprintf(stderr, "tcbench calibrate: warning: %s; writing a new one\n", err);
     bench_calibration cal;
     if (bench_calibrate_measure(threads, &cal) < 0)
         return cli_fail(cmd, "out of memory for the measuring arrays (about 400 MiB)");
-    char dir[1024], err[512];
-    if (kcache_dir(NULL, dir, sizeof dir, err, sizeof err) < 0 ||
-        bench_calibration_save(&cal, NULL, err, sizeof err) < 0)
+    if (bench_calibration_save(&cal, NULL, err, sizeof err) < 0)
         return cli_fail(cmd, "%s", err);
     printf("bandwidth %8.1f GB/s     (STREAM triad, %d thread%s)\n", cal.bandwidth_Bps / 1e9,
            threads, threads == 1 ? "" : "s");

@@ -82,12 +82,20 @@ static const char usage[] =
     "  -h, --help           this help\n"
     "\n"
     "exit status: 0 every entry ok (eager) or pass (compiled-family), 1 some entry\n"
-    "failed (results still written), 2 bad input or usage, 3 the results or the\n"
-    "journal could not be written (a line says which entries are safe, and where),\n"
-    "130 interrupted (Ctrl-C: the journal keeps the finished entries; a second\n"
-    "Ctrl-C stops at once). An entry whose figure cannot be called (noise, a wide\n"
-    "interval, other work on the machine) is marked unstable (~) and left out of the\n"
-    "geomeans; it does not change the exit status.\n"
+    "failed (results still written), 2 bad input or usage (an -o that is a directory,
+"
+    "cannot be written, or that another run is writing), 3 the results or the
+"
+    "journal could not be written (a line says which entries are safe, and where),
+"
+    "130 interrupted (Ctrl-C: the journal keeps the finished entries; a second
+"
+    "Ctrl-C stops at once). An entry whose figure cannot be called (noise, a wide
+"
+    "interval, other work on the machine) is marked unstable (~) and left out of the
+"
+    "geomeans; it does not change the exit status.
+"
     "The compile step obeys TCBENCH_DISABLE_FUSION, TCBENCH_DISABLE_CAPTURE,\n"
     "TCBENCH_LOG=fusion, TCBENCH_CC (docs/cli.md).\n";
 
@@ -473,6 +481,8 @@ static int run(run_args *a, const bench_journal *j) {
     if (j && !a->quiet)
         fprintf(stderr, "tcbench run: resumed: %d of %d entries from %s\n", rep->resumed, p->ntasks,
                 j->path);
+    if (bench_calibration_check(NULL, err, sizeof err) < 0) // a missing one is normal
+        fprintf(stderr, "tcbench run: warning: %s; host.calibration is null\n", err);
     run_ui ui;
     progress_init(&ui.pg, p->ntasks, a->quiet);
     ui.pg.nresumed = rep->resumed;

@@ -24,12 +24,14 @@
 
 #include "backend/cuda/cuda_device.h"
 #include "base/clock.h"
+#include "base/files.h"
 #include "bench/accuracy.h"
 #include "bench/calibrate.h"
 #include "bench/check.h"
 #include "bench/faults.h"
 #include "bench/host.h"
 #include "bench/measure.h"
+#include "bench/oomkill.h"
 #include "bench/resume.h"
 #include "bench/runner.h"
 #include "bench/stability.h"
@@ -2028,6 +2030,158 @@ static void test_check_file(void **state) {
     assert_non_null(strstr(d.file, "nope.yaml"));
 }
 
+// --- killed children, no litter, output safety --------------------------------
+
+// Only the exact "oom_kill N" line counts: not v1's oom_kill_disable, not
+// v2's oom_group_kill, not a line with more after the number.
+static void test_oom_kills_parse(void **state) {
+    (void)state;
+    long long n = -7;
+    assert_int_equal(bench_oom_kills_parse("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(bench_oom_kills_parse("low 0\nhigh 0\nmax 2\noom 2\noom_kill 12\n"
+                                           "oom_group_kill 1\n",
+                                           &n),
+                     0);
+    assert_int_equal(n, 12);
+    assert_int_equal(bench_oom_kills_parse("oom_kill 5", &n), 0); // no final newline
+    assert_int_equal(n, 5);
+    n = -7;
+    assert_int_equal(bench_oom_kills_parse("oom_kill_disable 0\nunder_oom 0\n", &n), -1);
+    assert_int_equal(bench_oom_kills_parse("oom_group_kill 4\n", &n), -1);
+    assert_int_equal(bench_oom_kills_parse("oom_kill 4x\noom_kill \noom_kill -1\n", &n), -1);
+    assert_int_equal(bench_oom_kills_parse("", &n), -1);
+    assert_int_equal(n, -7);
+
+    char paths[3][512];
+    const char *v1 = "9:name=systemd:/\n4:memory:/job/abc\n0::/\n";
+    assert_int_equal(bench_oom_kills_files(v1, "/cg", paths, 3), 2);
+    assert_string_equal(paths[0], "/cg/memory/job/abc/memory.oom_control");
+    assert_string_equal(paths[1], "/cg/memory/memory.oom_control");
+    assert_int_equal(bench_oom_kills_files("0::/user.slice/a.scope\n", "/cg", paths, 3), 1);
+    assert_string_equal(paths[0], "/cg/user.slice/a.scope/memory.events");
+    assert_int_equal(bench_oom_kills_files("3:memory:/\n", "/cg", paths, 3), 1);
+    assert_string_equal(paths[0], "/cg/memory/memory.oom_control");
+    assert_int_equal(bench_oom_kills_files("3:cpu,memory:/x\n", "/cg", paths, 3), 2);
+    assert_string_equal(paths[0], "/cg/memory/x/memory.oom_control");
+    assert_int_equal(bench_oom_kills_files("5:cpu:/x\n6:memoryx:/y\n", "/cg", paths, 3), 0);
+    long long here;
+    if (bench_oom_kills(&here) == 0) // readable on this machine: a count
+        assert_true(here >= 0);
+}
+
+// The tiny suite's plan, its results to be written to out.
+static bench_plan *plan_writing(const char *out) {
+    bench_config cfg = tiny_config();
+    cfg.output = out;
+    bench_plan *p;
+    diag d = {0};
+    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+    return p;
+}
+
+// -o a directory, an output another run holds, and the lock's end.
+static void test_output_refused(void **state) {
+    (void)state;
+    char out[700], lock[720], err[512];
+    snprintf(out, sizeof out, "%s/suites", dir);
+    bench_plan *p = plan_writing(out);
+    bench_report *rep;
+    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), -1);
+    assert_null(rep);
+    assert_non_null(strstr(err, "/suites: is a directory"));
+
+    bench_plan_free(p);
+    snprintf(out, sizeof out, "%s/held.json", dir);
+    snprintf(lock, sizeof lock, "%s.lock", out);
+    p = plan_writing(out);
+    int fd;
+    long holder;
+    assert_int_equal(base_lock_take(lock, &fd, &holder, err, sizeof err), 0);
+    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), -1);
+    char want[1600];
+    snprintf(want, sizeof want, "%s is being written by another tcbench run (pid %ld; lock %s)",
+             out, (long)getpid(), lock);
+    assert_string_equal(err, want);
+    base_lock_drop(lock, fd);
+    assert_int_equal(access(lock, F_OK), -1);
+    // a lock file nobody holds is simply taken, then removed with the report
+    write_file(lock, "1\n");
+    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
+    assert_int_equal(base_lock_take(lock, &fd, &holder, err, sizeof err), 1);
+    assert_int_equal(holder, (long)getpid());
+    bench_report_free(rep);
+    assert_int_equal(access(lock, F_OK), -1);
+    bench_plan_free(p);
+}
+
+// A run removes OUTPUT.tmp.<pid> of a dead pid, and nothing else.
+static void test_stale_tmp(void **state) {
+    (void)state;
+    pid_t dead = fork();
+    assert_true(dead >= 0);
+    if (dead == 0)
+        _exit(0);
+    int ws;
+    assert_int_equal(waitpid(dead, &ws, 0), dead);
+    char out[700], path[800];
+    snprintf(out, sizeof out, "%s/stale/out.json", dir);
+    const char *keep[] = {"out.json.tmp.%ld", "out.json.tmp.%ldx", "other.json.tmp.%ld",
+                          "out.json.tmp."};
+    long pids[] = {(long)getpid(), (long)dead, (long)dead, 0};
+    snprintf(path, sizeof path, "%s/stale", dir);
+    assert_int_equal(mkdir(path, 0777), 0);
+    for (int i = 0; i < 4; i++) {
+        char name[100];
+        snprintf(name, sizeof name, keep[i], pids[i]);
+        snprintf(path, sizeof path, "%s/stale/%s", dir, name);
+        write_file(path, "");
+    }
+    snprintf(path, sizeof path, "%s.tmp.%ld", out, (long)dead);
+    write_file(path, "{\"cut");
+    assert_int_equal(base_tmp_sweep(out), 1);
+    assert_int_equal(access(path, F_OK), -1);
+    for (int i = 0; i < 4; i++) {
+        char name[100];
+        snprintf(name, sizeof name, keep[i], pids[i]);
+        snprintf(path, sizeof path, "%s/stale/%s", dir, name);
+        assert_int_equal(access(path, F_OK), 0);
+    }
+    // bench_report_open sweeps
+    snprintf(path, sizeof path, "%s.tmp.%ld", out, (long)dead);
+    write_file(path, "");
+    bench_plan *p = plan_writing(out);
+    bench_report *rep;
+    char err[512];
+    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
+    assert_int_equal(access(path, F_OK), -1);
+    bench_report_free(rep);
+    bench_plan_free(p);
+}
+
+// A corrupted calibration file is said; a missing one is not.
+static void test_calibration_check(void **state) {
+    (void)state;
+    char path[600], err[512] = "";
+    snprintf(path, sizeof path, "%s/calib-check.json", dir);
+    assert_int_equal(bench_calibration_check(path, err, sizeof err), 0);
+    write_file(path, "{\"calibrations\": [");
+    assert_int_equal(bench_calibration_check(path, err, sizeof err), -1);
+    assert_non_null(strstr(err, "calibration file unreadable"));
+    assert_non_null(strstr(err, path));
+    write_file(path, "{\"calibrations\": [{\"threads\": 1}]}");
+    assert_int_equal(bench_calibration_check(path, err, sizeof err), -1);
+    assert_non_null(strstr(err, "a calibration without its figures"));
+    write_file(path, "[]");
+    assert_int_equal(bench_calibration_check(path, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no calibrations"));
+    bench_calibration c = {.bandwidth_Bps = 10e9, .gemm_flops = 100e9, .threads = 1};
+    snprintf(c.cpu_model, sizeof c.cpu_model, "x");
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(bench_calibration_save(&c, path, err, sizeof err), 0);
+    assert_int_equal(bench_calibration_check(path, err, sizeof err), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_timing_loop),
@@ -2057,6 +2211,10 @@ int main(void) {
         cmocka_unit_test(test_journal_reader),
         cmocka_unit_test(test_resume),
         cmocka_unit_test(test_journal_full),
+        cmocka_unit_test(test_oom_kills_parse),
+        cmocka_unit_test(test_output_refused),
+        cmocka_unit_test(test_stale_tmp),
+        cmocka_unit_test(test_calibration_check),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -5,11 +5,13 @@
 #include "timing.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define TRIAD_N    ((int64_t)1 << 25) // 3 arrays x 128 MiB: far past any cache
@@ -157,6 +159,40 @@ int bench_calibration_list(const char *path, bench_calibration *out, int cap) {
     json_decref(arr);
     json_decref(doc);
     return n;
+}
+
+int bench_calibration_check(const char *path, char *err, size_t cap) {
+    char p[1024];
+    if (!path) {
+        if (default_path(p, sizeof p, err, cap) < 0)
+            return -1;
+        path = p;
+    }
+    struct stat st;
+    if (stat(path, &st) < 0 && errno == ENOENT)
+        return 0;
+    json_error_t jerr;
+    json_t *doc = json_load_file(path, 0, &jerr);
+    if (!doc) {
+        snprintf(err, cap, "%s:%d:%d: calibration file unreadable: %s", path, jerr.line,
+                 jerr.column, jerr.text);
+        return -1;
+    }
+    json_t *arr = calibrations_of(doc);
+    size_t bad = 0, n = json_array_size(arr);
+    bench_calibration c;
+    while (bad < n && calibration_read(json_array_get(arr, bad), &c))
+        bad++;
+    json_decref(arr);
+    json_decref(doc);
+    if (n == 0 || bad < n) {
+        snprintf(err, cap,
+                 "%s: calibration file unreadable: %s (expected {\"calibrations\": [...]} "
+                 "as `tcbench calibrate` writes)",
+                 path, n == 0 ? "no calibrations" : "a calibration without its figures");
+        return -1;
+    }
+    return 0;
 }
 
 int bench_calibration_save(const bench_calibration *c, const char *path, char *err, size_t cap) {

@@ -38,6 +38,11 @@ int bench_calibrate_measure(int threads, bench_calibration *c);
 int bench_calibration_save(const bench_calibration *c, const char *path, char *err, size_t cap);
 // 0 when a calibration for this CPU model and thread count is stored; -1 otherwise.
 int bench_calibration_load(const char *path, int threads, bench_calibration *c);
+// Why the calibrations cannot be used, in the words a run warns with and
+// calibrate says: the kernel cache directory is unsafe (kcache_dir), or
+// the file is there but unreadable. 0 when it reads or is missing (path
+// NULL: as bench_calibration_save); -1 with err.
+int bench_calibration_check(const char *path, char *err, size_t cap);
 // Every calibration the file keeps (at most cap), sorted by CPU model and
 // threads; 0 when there is no file.
 int bench_calibration_list(const char *path, bench_calibration *out, int cap);

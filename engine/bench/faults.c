@@ -6,7 +6,8 @@
 
 // The fault a test asked for with TCBENCH_TEST_FAULT=kind:NAME[,kind:NAME...],
 // kind one of crash, hang, oom, crash-later (a crash in every process of
-// the group but the first: --processes).
+// the group but the first: --processes), hang-child (a hang that has
+// started a `sleep 300` first, which a kill must reach too).
 const char *bench_test_fault(const char *name) {
     const char *p = getenv("TCBENCH_TEST_FAULT");
     size_t nlen = strlen(name);
@@ -21,6 +22,8 @@ const char *bench_test_fault(const char *name) {
                 return "crash-later";
             if (klen == 4 && !strncmp(p, "hang", 4))
                 return "hang";
+            if (klen == 10 && !strncmp(p, "hang-child", 10))
+                return "hang-child";
             if (klen == 3 && !strncmp(p, "oom", 3))
                 return "oom";
         }

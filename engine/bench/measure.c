@@ -42,8 +42,10 @@ void bench_remove_tree(const char *dir) {
         fprintf(stderr, "tcbench: removing %s: %s\n", dir, strerror(errno));
 }
 
-// The empty kernel cache a mode compiles into: KCACHE/MODE when the
-// group's processes share kcache, else a temporary directory of its own.
+// The empty kernel cache a mode compiles into: KCACHE/MODE in the group's
+// directory, which the parent made and removes whatever becomes of this
+// child; else (measured in-process, or the parent could not make one) a
+// temporary directory of its own, which the caller removes.
 static int mode_cache(const char *kcache, const char *mode, char *dir, size_t dcap, char *err,
                       size_t cap) {
     if (kcache) {
@@ -99,7 +101,7 @@ static int compile_mode(const bench_plan *p, const bench_case *bc, const model *
         rc = bench_exec_compile(m, &o, &xo, &mr->x, err, cap);
         bc_out->warm_s = base_now() - t0;
     }
-    if (!kcache) // the group's processes share KCACHE/MODE; the parent removes it
+    if (!kcache) // else KCACHE/MODE, the parent's to remove
         bench_remove_tree(cache);
     if (rc < 0)
         return -1;

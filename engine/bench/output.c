@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 // An override as written in the suite: a number when it reads as one.
 static json_t *param_value(const char *expr) {
@@ -213,6 +215,48 @@ static int make_parent_dirs(const char *path, char *err, size_t cap) {
     return base_mkdir_p(dir, 0777, err, cap);
 }
 
+// Refuses an output that cannot be written before anything is measured,
+// takes OUTPUT.lock for the run and removes what a killed writer left.
+static int output_claim(bench_report *r, char *err, size_t cap) {
+    struct stat st;
+    if (stat(r->output, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            snprintf(err, cap, "%s: is a directory; -o wants a file name", r->output);
+            return -1;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            snprintf(err, cap, "%s: not a regular file", r->output);
+            return -1;
+        }
+        if (access(r->output, W_OK) < 0) {
+            snprintf(err, cap, "%s: cannot replace it: %s", r->output, strerror(errno));
+            return -1;
+        }
+    } else if (errno != ENOENT) {
+        snprintf(err, cap, "%s: %s", r->output, strerror(errno));
+        return -1;
+    }
+    // creating the lock beside it shows the directory takes new files
+    snprintf(r->lock, sizeof r->lock, "%s.lock", r->output);
+    long holder;
+    char why[600];
+    int rc = base_lock_take(r->lock, &r->lock_fd, &holder, why, sizeof why);
+    if (rc != 0) {
+        if (rc > 0 && holder > 0)
+            snprintf(err, cap, "%s is being written by another tcbench run (pid %ld; lock %s)",
+                     r->output, holder, r->lock);
+        else if (rc > 0)
+            snprintf(err, cap, "%s is being written by another tcbench run (lock %s)", r->output,
+                     r->lock);
+        else
+            snprintf(err, cap, "%s: cannot write beside it: %s", r->output, why);
+        r->lock[0] = '\0';
+        return -1;
+    }
+    base_tmp_sweep(r->output);
+    return 0;
+}
+
 // host.gpus: the GPU the cuda cases run on, described by a forked child
 // (this process must hold no CUDA state when it forks the cases' children);
 // empty when no case runs on cuda.
@@ -257,16 +301,16 @@ int bench_report_new(const bench_plan *p, bench_report **out, char *err, size_t 
     if (p->cfg.output && strlen(p->cfg.output) >= sizeof r->output) {
         snprintf(err, cap, "output path longer than %zu bytes", sizeof r->output - 1);
         bench_report_free(r);
-        return -1;
+        return -2;
     }
     if (p->cfg.output)
         snprintf(r->output, sizeof r->output, "%s", p->cfg.output);
     else
         strftime(r->output, sizeof r->output, "results/tcbench-%Y%m%d-%H%M%S.json", &tm);
     snprintf(r->journal, sizeof r->journal, "%s.jsonl", r->output);
-    if (make_parent_dirs(r->output, err, cap) < 0) {
+    if (make_parent_dirs(r->output, err, cap) < 0 || output_claim(r, err, cap) < 0) {
         bench_report_free(r);
-        return -1;
+        return -2; // refused before anything is measured: bad input
     }
     if (!(r->host = bench_host_json(p->cfg.threads))) {
         snprintf(err, cap, "json_pack: out of memory describing the host");
@@ -291,8 +335,9 @@ int bench_report_new(const bench_plan *p, bench_report **out, char *err, size_t 
 
 int bench_report_open(const bench_plan *p, bench_report **out, char *err, size_t cap) {
     bench_report *r;
-    if (bench_report_new(p, &r, err, cap) < 0)
-        return -1;
+    int k = bench_report_new(p, &r, err, cap);
+    if (k < 0)
+        return k;
     if (!(r->journal_file = fopen(r->journal, "w"))) {
         snprintf(err, cap, "fopen %s: %s", r->journal, strerror(errno));
         bench_report_free(r);
@@ -337,5 +382,7 @@ void bench_report_free(bench_report *r) {
     if (r->journal_file && fclose(r->journal_file) != 0)
         fprintf(stderr, "tcbench: fclose %s: %s\n", r->journal, strerror(errno));
     json_decref(r->host);
+    if (r->lock[0])
+        base_lock_drop(r->lock, r->lock_fd);
     free(r);
 }

@@ -39,17 +39,24 @@ typedef struct bench_report {
     bool interrupted;        // bench_run stopped at bench_stop (runner.h)
     bench_calibration calib; // `tcbench calibrate`'s, when has_calib
     bool has_calib;
+    char lock[4112]; // output + ".lock", held on lock_fd for the run ("" none)
+    int lock_fd;
 } bench_report;
 
 // Resolves the output path (creating its directory), reads the host
 // description, loads the calibration (host.calibration, null when there is
 // none for this CPU and thread count), opens the journal and writes its
-// header line. -1 with a message naming the failed call. A header that
-// cannot be written is not fatal: journal_failed says so (as
+// header line. -1 with a message naming the failed call; -2 when the output
+// is refused before anything is measured: a directory, a file it cannot
+// replace, a directory that takes no new file, or one another run writes
+// (it holds OUTPUT.lock, which this run then holds until
+// bench_report_free). It removes the OUTPUT.tmp.PID a killed writer left.
+// A header that cannot be written is not fatal: journal_failed says so (as
 // bench_report_journal, with a line on stderr).
 int bench_report_open(const bench_plan *p, bench_report **out, char *err, size_t cap);
-// bench_report_open's first part, for resume.h: the report, its paths,
-// timestamp, host and calibration, with no journal opened.
+// bench_report_open's first part, for resume.h: the report, its paths (the
+// output claimed: -2 when refused), timestamp, host and calibration, with
+// no journal opened.
 int bench_report_new(const bench_plan *p, bench_report **out, char *err, size_t cap);
 // Appends results[task]'s case object to the journal and counts it; after
 // a failed write nothing more is appended. 0, or -1 the first time a write

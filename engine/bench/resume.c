@@ -236,8 +236,9 @@ int bench_report_resume(const bench_plan *p, const bench_journal *j, bench_repor
     if (rc < 0)
         return rc;
     bench_report *rep;
-    if (bench_report_new(p, &rep, err, cap) < 0)
-        return -1;
+    int k = bench_report_new(p, &rep, err, cap);
+    if (k < 0)
+        return k;
     if (strcmp(rep->journal, j->path) != 0) {
         snprintf(err, cap, "--resume %s: the run writes its journal to %s", j->path, rep->journal);
         bench_report_free(rep);

@@ -4,6 +4,7 @@
 
 #include "faults.h"
 #include "measure.h"
+#include "oomkill.h"
 
 #include "base/clock.h"
 #include "base/files.h"
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,19 +58,39 @@ static int write_all(int fd, const char *buf, size_t len) {
 }
 
 static _Noreturn void child_main(const bench_plan *p, int group, int process, const char *kcache,
-                                 int fd) {
+                                 int fd, pid_t parent) {
     // The parent's handlers (a test framework's, say) must not catch a
     // crash here: the parent reads the signal from the exit status.
     const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
     for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++)
         signal(crash_signals[i], SIG_DFL);
     signal(SIGPIPE, SIG_IGN);
+    // Its own process group, so that a kill reaches what it started (cc);
+    // the parent does the same from its side, whichever runs first.
+    if (setpgid(0, 0) < 0)
+        fprintf(stderr, "tcbench: setpgid: %s\n", strerror(errno));
+    // A parent killed outright cannot kill its child: the child goes too
+    // (and lets go of the output's lock, which it shares).
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+        fprintf(stderr, "tcbench: prctl PR_SET_PDEATHSIG: %s\n", strerror(errno));
+    if (getppid() != parent)
+        _exit(3); // it died before prctl
 
     const bench_group *g = &p->groups[group];
     const char *fault = bench_test_fault(p->cases[p->tasks[g->first].case_index].c->name);
     if (fault && (!strcmp(fault, "crash") || (!strcmp(fault, "crash-later") && process > 0)))
         raise(SIGSEGV);
-    if (fault && !strcmp(fault, "hang"))
+    if (fault && !strcmp(fault, "hang-child")) {
+        // a grandchild that outlives a killed child unless its group dies
+        pid_t sleeper = fork();
+        if (sleeper == 0) {
+            execlp("sleep", "sleep", "300", (char *)NULL);
+            _exit(127);
+        }
+        if (sleeper < 0)
+            fprintf(stderr, "tcbench: fork: %s\n", strerror(errno));
+    }
+    if (fault && (!strcmp(fault, "hang") || !strcmp(fault, "hang-child")))
         for (;;)
             pause();
     if (fault && !strcmp(fault, "oom"))
@@ -138,6 +160,21 @@ static void sleep_ms(long ms) {
         ;
 }
 
+static void reap(pid_t pid, int *wstatus) {
+    while (waitpid(pid, wstatus, 0) < 0 && errno == EINTR)
+        ;
+}
+
+// SIGKILL to the child's whole process group (what it started dies with
+// it), or to the child alone when it has no group of its own. Only before
+// the child is reaped, while its pid is still its own; the caller reaps it.
+static void child_kill(pid_t pid) {
+    if (kill(-pid, SIGKILL) == 0 || errno != ESRCH)
+        return;
+    if (kill(pid, SIGKILL) < 0 && errno != ESRCH)
+        fprintf(stderr, "tcbench: kill %ld: %s\n", (long)pid, strerror(errno));
+}
+
 // Reads the child's result until EOF and reaps it, both within the deadline.
 // Returns 1 when the deadline passed (the child is still running), 0 when it
 // was reaped into *wstatus, -1 on a failed system call (message in r), and
@@ -181,11 +218,17 @@ static int child_wait(const bench_plan *p, int group, const bench_hooks *h, pid_
     // The pipe closes when the child exits; reaping follows within
     // milliseconds, but a child that closed it early is still timed.
     for (;;) {
-        pid_t w = waitpid(pid, wstatus, WNOHANG);
-        if (w == pid)
+        siginfo_t si = {0};
+        int w = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
+        if (w == 0 && si.si_pid == pid) {
+            // not reaped yet, so its group is still its own: what it left
+            // running (a compiler it started before a crash) goes too
+            child_kill(pid);
+            reap(pid, wstatus);
             return 0;
+        }
         if (w < 0 && errno != EINTR)
-            return fail_status(r, BENCH_ERROR, "waitpid: %s", strerror(errno));
+            return fail_status(r, BENCH_ERROR, "waitid: %s", strerror(errno));
         if (bench_stop)
             return fail_status(r, BENCH_ERROR, "interrupted");
         if (base_now() >= deadline)
@@ -195,9 +238,29 @@ static int child_wait(const bench_plan *p, int group, const bench_hooks *h, pid_
     }
 }
 
-static void reap(pid_t pid, int *wstatus) {
-    while (waitpid(pid, wstatus, 0) < 0 && errno == EINTR)
-        ;
+// The child's end, from its wait status: a signal is a crash unless the
+// cgroup's OOM-kill counter rose while it ran (oom_before < 0: unknown).
+static void child_status(int wstatus, long long oom_before, size_t len, bench_result *r) {
+    long long oom_after;
+    if (WIFSIGNALED(wstatus)) {
+        int sig = WTERMSIG(wstatus);
+        const char *abbrev = sigabbrev_np(sig);
+        if (sig == SIGKILL && oom_before >= 0 && bench_oom_kills(&oom_after) == 0 &&
+            oom_after > oom_before)
+            fail_status(r, BENCH_OOM,
+                        "killed by the kernel's OOM killer (cgroup oom_kill %lld -> %lld)",
+                        oom_before, oom_after);
+        else if (abbrev)
+            fail_status(r, BENCH_CRASH, "killed by SIG%s", abbrev);
+        else
+            fail_status(r, BENCH_CRASH, "killed by signal %d", sig);
+    } else if (WEXITSTATUS(wstatus) == BENCH_EXIT_OOM) {
+        fail_status(r, BENCH_OOM, "out of memory (child exit code %d)", BENCH_EXIT_OOM);
+    } else if (WEXITSTATUS(wstatus) != 0) {
+        fail_status(r, BENCH_ERROR, "child exited with status %d", WEXITSTATUS(wstatus));
+    } else if (len == 0) {
+        fail_status(r, BENCH_ERROR, "child exited without a result");
+    }
 }
 
 // The results of one process of group g, rs[0 .. ntasks - 1], from its own child.
@@ -222,6 +285,10 @@ static void run_child(const bench_plan *p, int group, int process, const char *k
     // Buffered output would otherwise be written twice, once by the child.
     fflush(stdout);
     fflush(stderr);
+    long long oom_before;
+    if (bench_oom_kills(&oom_before) < 0)
+        oom_before = -1;
+    pid_t parent = getpid();
     double t0 = base_now();
     pid_t pid = fork();
     if (pid < 0) {
@@ -232,9 +299,13 @@ static void run_child(const bench_plan *p, int group, int process, const char *k
     }
     if (pid == 0) {
         close(fds[0]);
-        child_main(p, group, process, kcache, fds[1]);
+        child_main(p, group, process, kcache, fds[1], parent);
     }
     close(fds[1]);
+    // EACCES: the child has run exec already; ESRCH: it is gone. Either
+    // way its own setpgid decided.
+    if (setpgid(pid, pid) < 0 && errno != EACCES && errno != ESRCH)
+        fprintf(stderr, "tcbench: setpgid %ld: %s\n", (long)pid, strerror(errno));
 
     char *buf = NULL;
     size_t len = 0;
@@ -242,31 +313,16 @@ static void run_child(const bench_plan *p, int group, int process, const char *k
     int rc = child_wait(p, group, h, pid, fds[0], t0, &buf, &len, &wstatus, r);
     close(fds[0]);
     if (rc != 0) {
-        if (kill(pid, SIGKILL) < 0 && errno != ESRCH)
-            fprintf(stderr, "tcbench: kill: %s\n", strerror(errno));
+        child_kill(pid);
         reap(pid, &wstatus);
         if (rc == 1)
             fail_status(r, BENCH_TIMEOUT, "no result within --timeout %g s; killed",
                         p->cfg.timeout_s);
-    } else if (WIFSIGNALED(wstatus)) {
-        int sig = WTERMSIG(wstatus);
-        const char *abbrev = sigabbrev_np(sig);
-        // SIGKILL that we did not send: the kernel's out-of-memory killer
-        if (sig == SIGKILL)
-            fail_status(r, BENCH_OOM, "killed by SIGKILL (out of memory?)");
-        else if (abbrev)
-            fail_status(r, BENCH_CRASH, "killed by SIG%s", abbrev);
-        else
-            fail_status(r, BENCH_CRASH, "killed by signal %d", sig);
-    } else if (WEXITSTATUS(wstatus) == BENCH_EXIT_OOM) {
-        fail_status(r, BENCH_OOM, "out of memory (child exit code %d)", BENCH_EXIT_OOM);
-    } else if (WEXITSTATUS(wstatus) != 0) {
-        fail_status(r, BENCH_ERROR, "child exited with status %d", WEXITSTATUS(wstatus));
-    } else if (len == 0) {
-        fail_status(r, BENCH_ERROR, "child exited without a result");
-    } else {
+    } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0 && len > 0) {
         bench_results_from_child(buf, len, rs, n);
         rc = 2; // each result its own
+    } else {
+        child_status(wstatus, oom_before, len, r);
     }
     free(buf);
     double wall = base_now() - t0;
@@ -288,10 +344,11 @@ static void run_group(const bench_plan *p, int group, const bench_hooks *h, benc
     int procs = p->cfg.processes > 1 ? p->cfg.processes : 1;
     if (procs > BENCH_MAX_PROCESSES)
         procs = BENCH_MAX_PROCESSES;
-    // the processes' shared kernel cache: process 0 compiles, the others load
+    // The group's kernel cache, the parent's to remove whatever becomes of
+    // the children: process 0 compiles into it, the others load from it.
     char kcache[1024] = "";
     char err[512];
-    if (procs > 1 && base_mkdtemp("tcbench-group", kcache, sizeof kcache, err, sizeof err) < 0) {
+    if (base_mkdtemp("tcbench-group", kcache, sizeof kcache, err, sizeof err) < 0) {
         fprintf(stderr, "tcbench: %s; each process compiles its own\n", err);
         kcache[0] = '\0';
     }
