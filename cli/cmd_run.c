@@ -82,20 +82,13 @@ static const char usage[] =
     "  -h, --help           this help\n"
     "\n"
     "exit status: 0 every entry ok (eager) or pass (compiled-family), 1 some entry\n"
-    "failed (results still written), 2 bad input or usage (an -o that is a directory,
-"
-    "cannot be written, or that another run is writing), 3 the results or the
-"
-    "journal could not be written (a line says which entries are safe, and where),
-"
-    "130 interrupted (Ctrl-C: the journal keeps the finished entries; a second
-"
-    "Ctrl-C stops at once). An entry whose figure cannot be called (noise, a wide
-"
-    "interval, other work on the machine) is marked unstable (~) and left out of the
-"
-    "geomeans; it does not change the exit status.
-"
+    "failed (results still written), 2 bad input or usage (an -o that is a directory,\n"
+    "cannot be written, or that another run is writing), 3 the results or the\n"
+    "journal could not be written (a line says which entries are safe, and where),\n"
+    "130 interrupted (Ctrl-C: the journal keeps the finished entries; a second\n"
+    "Ctrl-C stops at once). An entry whose figure cannot be called (noise, a wide\n"
+    "interval, other work on the machine) is marked unstable (~) and left out of the\n"
+    "geomeans; it does not change the exit status.\n"
     "The compile step obeys TCBENCH_DISABLE_FUSION, TCBENCH_DISABLE_CAPTURE,\n"
     "TCBENCH_LOG=fusion, TCBENCH_CC (docs/cli.md).\n";
 

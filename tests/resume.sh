@@ -165,7 +165,8 @@ cp "$D/r.json" "$D/../stale.json"
 room=$(($(wc -c <"$D/r.json.jsonl") + 256))
 rm "$D/r.json.jsonl"
 if [ "$how" = tmpfs ]; then
-    room=$(((room + 4095) / 4096 * 4096))
+    # pages, and one more for the lock file (it holds the pid)
+    room=$(((room + 4095) / 4096 * 4096 + 4096))
     avail=$(df -B1 --output=avail "$D" | tail -n 1)
     head -c $((avail - room)) /dev/zero >"$D/filler"
     "$EXE" run "$@" -o "$D/r.json" >"$D/../full.out" 2>"$D/../full.err"

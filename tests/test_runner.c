@@ -1769,7 +1769,7 @@ static void test_report_open_fails(void **state) {
     assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
     bench_report *rep;
     char err[512];
-    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), -1);
+    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), -2);
     assert_null(rep);
     assert_non_null(strstr(err, "mkdir"));
     bench_plan_free(p);
@@ -2087,7 +2087,7 @@ static void test_output_refused(void **state) {
     snprintf(out, sizeof out, "%s/suites", dir);
     bench_plan *p = plan_writing(out);
     bench_report *rep;
-    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), -1);
+    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), -2);
     assert_null(rep);
     assert_non_null(strstr(err, "/suites: is a directory"));
 
@@ -2098,7 +2098,7 @@ static void test_output_refused(void **state) {
     int fd;
     long holder;
     assert_int_equal(base_lock_take(lock, &fd, &holder, err, sizeof err), 0);
-    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), -1);
+    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), -2);
     char want[1600];
     snprintf(want, sizeof want, "%s is being written by another tcbench run (pid %ld; lock %s)",
              out, (long)getpid(), lock);
