@@ -1,6 +1,8 @@
 // cli: the tcbench command line. main.c dispatches to one cmd_* per
 // subcommand; each parses its options (getopt_long), calls the engine and
-// reports. Nothing here measures or builds anything itself.
+// reports. Nothing here measures or builds anything itself. Two programs:
+// tcbench (main.c: report, compare, export) and tcbench-engine
+// (engine_main.c: run, list, check, calibrate), which main.c execs.
 //
 //   int main(int argc, char **argv) -> cmd_run(argc - 1, argv + 1, argc, argv)
 //

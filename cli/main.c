@@ -1,12 +1,21 @@
 // tcbench: benchmark eager against compiled execution of neural networks.
 // main dispatches to one subcommand; docs/cli.md describes them all.
+//
+// This program is the lean half: it links base, results and reports only,
+// so `report`, `compare` and `export` start without loading BLAS, oneDNN or
+// CUDA. The commands that measure (run, list, check, calibrate) live in
+// tcbench-engine (engine_main.c), which main execs with the command line
+// unchanged: argv[0] and the results' command_line stay as the user typed.
 #include "cli.h"
 
 #include "tcbench_config.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char usage[] =
     "usage: tcbench COMMAND [options]\n"
@@ -21,7 +30,65 @@ static const char usage[] =
     "  export RESULTS       results as Google Benchmark JSON (--format gbench)\n"
     "\n"
     "  tcbench COMMAND --help   options of a command\n"
-    "  tcbench --version        version and git commit\n";
+    "  tcbench --version        version and git commit\n"
+    "\n"
+    "run, list, check and calibrate are carried out by the program tcbench-engine,\n"
+    "found beside tcbench or in " TCBENCH_LIBEXEC_DIR ";\n"
+    "exit 2 with one line naming it when it cannot be run.\n";
+
+// run == NULL: the command is tcbench-engine's.
+static const struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} commands[] = {
+    {"run", NULL},          {"list", NULL},           {"check", NULL},        {"calibrate", NULL},
+    {"report", cmd_report}, {"compare", cmd_compare}, {"export", cmd_export},
+};
+enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
+
+#define ENGINE_NAME "tcbench-engine"
+
+// Where tcbench-engine may be, in order: beside this program (the build
+// tree), where `meson install` puts it relative to bindir (which also holds
+// under a DESTDIR or a moved prefix), and the configured libexecdir.
+// Returns how many paths it wrote; *why gets readlink's error, if any.
+static int engine_paths(char paths[3][PATH_MAX], const char **why) {
+    int n = 0;
+    char self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    *why = NULL;
+    if (len < 0) {
+        *why = strerror(errno);
+    } else {
+        self[len] = '\0';
+        char *slash = strrchr(self, '/');
+        int dl = slash ? (int)(slash - self) : 0;
+        snprintf(paths[n++], PATH_MAX, "%.*s/" ENGINE_NAME, dl, self);
+        if (TCBENCH_LIBEXEC_FROM_BIN[0])
+            snprintf(paths[n++], PATH_MAX, "%.*s/%s/" ENGINE_NAME, dl, self,
+                     TCBENCH_LIBEXEC_FROM_BIN);
+    }
+    snprintf(paths[n++], PATH_MAX, "%s/" ENGINE_NAME, TCBENCH_LIBEXEC_DIR);
+    return n;
+}
+
+// Runs tcbench-engine with argv as it is; returns (2) only when it could not.
+static int exec_engine(const char *cmd, char **argv) {
+    char paths[3][PATH_MAX];
+    const char *why;
+    int n = engine_paths(paths, &why);
+    for (int i = 0; i < n; i++) {
+        execv(paths[i], argv);
+        // a path without the program: try the next; anything else is its error
+        if (errno != ENOENT && errno != ENOTDIR)
+            return cli_fail(cmd, "execv %s: %s", paths[i], strerror(errno));
+    }
+    if (why)
+        return cli_fail(cmd, "execv %s: %s (readlink /proc/self/exe: %s)", paths[n - 1],
+                        strerror(ENOENT), why);
+    return cli_fail(cmd, "execv %s: %s (nor %s%s%s)", paths[0], strerror(ENOENT), paths[1],
+                    n > 2 ? ", " : "", n > 2 ? paths[2] : "");
+}
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -37,30 +104,13 @@ int main(int argc, char **argv) {
         printf("tcbench %s (git %s)\n", TCBENCH_VERSION, TCBENCH_GIT_COMMIT);
         return 0;
     }
-    if (!strcmp(cmd, "run")) {
-        // getopt_long permutes argv; the results keep the line as typed
-        char **orig = malloc((size_t)(argc + 1) * sizeof *orig);
-        if (!orig) {
-            fprintf(stderr, "tcbench: malloc: out of memory\n");
-            return 2;
-        }
-        memcpy(orig, argv, (size_t)(argc + 1) * sizeof *orig);
-        int rc = cmd_run(argc - 1, argv + 1, argc, orig);
-        free(orig);
-        return rc;
+    for (int i = 0; i < NCOMMANDS; i++) {
+        if (strcmp(cmd, commands[i].name))
+            continue;
+        if (!commands[i].run)
+            return exec_engine(cmd, argv);
+        return commands[i].run(argc - 1, argv + 1);
     }
-    if (!strcmp(cmd, "list"))
-        return cmd_list(argc - 1, argv + 1);
-    if (!strcmp(cmd, "check"))
-        return cmd_check(argc - 1, argv + 1);
-    if (!strcmp(cmd, "calibrate"))
-        return cmd_calibrate(argc - 1, argv + 1);
-    if (!strcmp(cmd, "report"))
-        return cmd_report(argc - 1, argv + 1);
-    if (!strcmp(cmd, "compare"))
-        return cmd_compare(argc - 1, argv + 1);
-    if (!strcmp(cmd, "export"))
-        return cmd_export(argc - 1, argv + 1);
     fprintf(stderr,
             "tcbench: unknown command '%s' (commands: run, list, check, calibrate, report, "
             "compare, export; see tcbench --help)\n",

@@ -5,6 +5,8 @@
 # Pre-Depends, recursively; Recommends don't count, since deps.sh installs
 # with --no-install-recommends). Files under /usr/local (the CUDA toolkit)
 # come from no Debian package and are not checked.
+# The dependencies are the project's, so both programs (tcbench and
+# tcbench-engine, cli/meson.build) and the tests are covered.
 #
 #   scripts/check-deps.sh [BUILD_DIR] [--without PKG]...
 #

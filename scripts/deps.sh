@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages tcbench needs to build, test and draw charts.
+# Installs the Debian packages tcbench needs to build, test and draw charts
+# (and clang with its libFuzzer runtime, libclang-rt-dev, for scripts/fuzz.sh).
 # Safe to run again: apt-get skips what is already there. `--list` prints
 # the packages, one a line, and installs nothing (scripts/check-deps.sh
 # proves the list complete).
@@ -7,7 +8,8 @@ set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config cmake
       libyaml-dev libjansson-dev libopenblas-openmp-dev libdnnl-dev
       libxxhash-dev libcmocka-dev gnuplot-nox
-      ocl-icd-opencl-dev)
+      ocl-icd-opencl-dev
+      clang libclang-rt-dev)
 if [ "${1:-}" = --list ]; then
   printf '%s\n' "${pkgs[@]}"
   exit 0

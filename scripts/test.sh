@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Quick start, part two: install dependencies, build, run every test.
 # With --sanitize, also build under AddressSanitizer + UBSan (build-asan)
-# and run the unit tests there.
+# and run the unit tests there, then fuzz the loaders briefly (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -16,4 +16,6 @@ if [ "${1:-}" = "--sanitize" ]; then
   # ASan and UBSan check stays on, and UBSan findings abort the test.
   ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C build-asan --suite unit --print-errorlogs --timeout-multiplier 4
+  # the loaders under libFuzzer, 20 s each (tests/fuzz/, scripts/fuzz.sh)
+  scripts/fuzz.sh 20
 fi

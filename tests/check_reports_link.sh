@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # reports/ links only base and results (docs/architecture.md): its programs
 # need none of the engine's libraries, and reports/meson.build names no
-# dependency but results_dep and base_dep.
+# dependency but results_dep and base_dep. The same holds for tcbench itself
+# (report, compare, export), which execs tcbench-engine for the rest.
 #
-#   tests/check_reports_link.sh ENGINE_EXE REPORTS_EXE...
+#   tests/check_reports_link.sh ENGINE_EXE LEAN_EXE...
 #
-# ENGINE_EXE (tcbench, which links the engine) must show the engine's
-# libraries, so the check is seen to fail where they are; each REPORTS_EXE
-# (test_report, test_compare) must show none. The meson.build rule is
-# checked on the file, and on a copy that adds engine_dep, which must fail.
+# ENGINE_EXE (tcbench-engine, which links the engine) must show the engine's
+# libraries, so the check is seen to fail where they are; each LEAN_EXE
+# (tcbench, test_report, test_compare) must show none. The meson.build rule
+# is checked on the file, and on a copy that adds engine_dep, which must fail.
 set -uo pipefail
 src=${TCBENCH_SOURCE_DIR:?}
-[ $# -ge 2 ] || { echo "usage: check_reports_link.sh ENGINE_EXE REPORTS_EXE..."; exit 2; }
+[ $# -ge 2 ] || { echo "usage: check_reports_link.sh ENGINE_EXE LEAN_EXE..."; exit 2; }
 command -v readelf >/dev/null || { echo "skip: readelf not found"; exit 77; }
 
 # The engine's own libraries: BLAS, oneDNN, CUDA, OpenMP, YAML, xxHash.
@@ -42,7 +43,7 @@ fi
 for exe in "$@"; do
   engine_needed "$exe" || exit 1
   if [ -n "$needed" ]; then
-    echo "FAIL: $exe (reports) needs the engine's libraries:" $needed; fail=1
+    echo "FAIL: $exe needs the engine's libraries:" $needed; fail=1
   fi
 done
 meson_deps "$src/reports/meson.build"
@@ -57,6 +58,6 @@ meson_deps "$tmp"
 if [ "$bad" != engine_dep ]; then
   echo "FAIL: a reports/meson.build with engine_dep passes the check (found: '$bad')"; fail=1
 fi
-[ $fail -eq 0 ] && echo "check_reports_link: $# reports programs and reports/meson.build checked" ||
+[ $fail -eq 0 ] && echo "check_reports_link: $# programs without the engine and reports/meson.build checked" ||
   echo "check_reports_link: some checks failed"
 exit $fail
