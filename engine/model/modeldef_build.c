@@ -59,7 +59,8 @@ typedef struct md_build {
     md_src cur; // the expression being evaluated
     // for each graph node, where it was made (the memory check points there)
     int *oline, *ocol;
-    int norigin;
+    int norigin, ocap; // origins set, room for
+
 } md_build;
 
 static int bfail(md_build *b, const yd_node *n, const char *fmt, ...)
@@ -220,14 +221,19 @@ static int setup_params(md_build *b, const modeldef_override *ov, int nov) {
 // Records where the nodes made since the last call come from.
 static int set_origin(md_build *b, const yd_node *n) {
     if (b->g->n > b->norigin) {
-        int *l = realloc(b->oline, (size_t)b->g->n * sizeof *l);
-        if (l)
-            b->oline = l;
-        int *c = realloc(b->ocol, (size_t)b->g->n * sizeof *c);
-        if (c)
-            b->ocol = c;
-        if (!l || !c)
-            return oom(b);
+        if (b->g->n > b->ocap) { // doubling: a deep repeat stays linear
+            int cap = b->ocap ? 2 * b->ocap : 256;
+            cap = cap < b->g->n ? b->g->n : cap;
+            int *l = realloc(b->oline, (size_t)cap * sizeof *l);
+            if (l)
+                b->oline = l;
+            int *c = realloc(b->ocol, (size_t)cap * sizeof *c);
+            if (c)
+                b->ocol = c;
+            if (!l || !c)
+                return oom(b);
+            b->ocap = cap;
+        }
         for (int i = b->norigin; i < b->g->n; i++) {
             b->oline[i] = n->line;
             b->ocol[i] = n->col;
@@ -562,13 +568,20 @@ static int build_repeat(md_build *b, md_scope *sc, const yd_node *s) {
     if (!prefix)
         return -1;
     int rc = 0;
+    if (n > MD_MAX_NODES) // each repetition is at least a step: the cap, known now
+        rc = bfail(b, cnt, "the repeat count is %lld; a model has at most %d ops", (long long)n,
+                   MD_MAX_NODES);
+    int start = b->g->n;
     for (int64_t i = 0; i < n && rc == 0; i++) {
         char p[300];
         snprintf(p, sizeof p, "%s.%lld", prefix, (long long)i);
         rc = build_block(b, sc, p, yd_get(s, "body"), cur, &cur);
-        if (rc == 0 && b->g->n > MD_MAX_NODES)
-            rc = bfail(b, cnt, "the model grows past %d ops at repetition %lld; lower the count",
-                       MD_MAX_NODES, (long long)i);
+        // the repetitions are alike: the first tells what all of them make
+        int64_t each = b->g->n - start;
+        if (rc == 0 && (b->g->n > MD_MAX_NODES || (i == 0 && start + each * n > MD_MAX_NODES)))
+            rc = bfail(b, cnt, "%lld repetitions of %lld ops grow the model past %d ops; lower "
+                               "the count",
+                       (long long)n, (long long)each, MD_MAX_NODES);
     }
     free(prefix);
     if (rc < 0)
