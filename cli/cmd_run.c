@@ -422,9 +422,9 @@ static void journal_held(const bench_report *rep, char *buf, size_t cap) {
                      : (n + 1) % 10 == 3 ? "rd"
                                          : "th";
     if (n == 0 && rep->resumed == 0)
-        snprintf(buf + o, cap - o, " (writing it failed: %s)", why);
+        snprintf(buf + o, cap - o, " (writing it failed: %.300s)", why);
     else
-        snprintf(buf + o, cap - o, " (writing the %d%s failed: %s)", n + 1, th, why);
+        snprintf(buf + o, cap - o, " (writing the %d%s failed: %.300s)", n + 1, th, why);
 }
 
 static int run(run_args *a, const bench_journal *j) {

@@ -35,7 +35,7 @@ typedef struct bench_report {
     int journaled;           // case lines the journal holds for this run's entries
     int resumed;             // of which taken from an earlier run's journal (--resume)
     bool journal_failed;     // a journal write failed: journaled stops there
-    char journal_err[1100];  // what failed ("write results/x.json.jsonl: No space left ...")
+    char journal_err[4400];  // what failed ("write results/x.json.jsonl: No space left ...")
     bool interrupted;        // bench_run stopped at bench_stop (runner.h)
     bench_calibration calib; // `tcbench calibrate`'s, when has_calib
     bool has_calib;
