@@ -1,6 +1,8 @@
 // The regression gate's statistics and verdicts (compare.h).
 #include "compare.h"
 
+#include "results/axes.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -164,16 +166,25 @@ void compare_machines(const resfile *a, const resfile *b, char *buf, size_t cap)
 #undef DIFFER
 }
 
-static int find_duplicate(const resfile *f, char *err, size_t cap) {
-    for (int i = 0; i < f->nentries; i++)
-        for (int k = i + 1; k < f->nentries; k++)
-            if (resfile_entry_same(&f->entries[i], &f->entries[k])) {
-                char label[600];
-                resfile_entry_label(&f->entries[i], label, sizeof label);
-                snprintf(err, cap, "%s: cases[%d] and cases[%d] are both %s; one run per file",
-                         f->path, i, k, label);
-                return -1;
-            }
+// Indexes f's entries by identity into x; -1 with err when one is there
+// twice, or memory runs out.
+static int index_file(const resfile *f, resfile_index *x, char *err, size_t cap) {
+    if (resfile_index_init(x, (size_t)f->nentries) < 0) {
+        snprintf(err, cap, "calloc: out of memory indexing %d entries of %s", f->nentries,
+                 f->path);
+        return -1;
+    }
+    for (int k = 0; k < f->nentries; k++) {
+        const resfile_entry *before = resfile_index_put(x, &f->entries[k]);
+        if (before) {
+            char label[600];
+            resfile_entry_label(before, label, sizeof label);
+            snprintf(err, cap, "%s: cases[%d] and cases[%d] are both %s; one run per file",
+                     f->path, before->index, k, label);
+            resfile_index_free(x);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -320,7 +331,11 @@ int compare_files(const resfile *base, const resfile *cur, const compare_options
     r->base = base;
     r->cur = cur;
     r->opts = *o;
-    if (find_duplicate(base, err, cap) < 0 || find_duplicate(cur, err, cap) < 0)
+    resfile_index bx, cx;
+    if (index_file(base, &bx, err, cap) < 0)
+        return -1;
+    resfile_index_free(&bx); // base's only to refuse a duplicate
+    if (index_file(cur, &cx, err, cap) < 0)
         return -1;
     size_t most = (size_t)base->nentries + (size_t)cur->nentries;
     bool *matched = calloc((size_t)cur->nentries + 1, sizeof *matched);
@@ -337,22 +352,21 @@ int compare_files(const resfile *base, const resfile *cur, const compare_options
         compare_row *row = &r->rows[r->nrows++];
         row->base = &base->entries[i];
         row_clear(row);
-        for (int k = 0; k < cur->nentries && !row->cur; k++)
-            if (!matched[k] && resfile_entry_same(row->base, &cur->entries[k])) {
-                matched[k] = true;
-                row->cur = &cur->entries[k];
-            }
+        // no file holds an entry twice, so a match is never taken twice
+        row->cur = resfile_index_find(&cx, row->base);
         if (!row->cur) {
             row->verdict = CMP_MISSING;
             snprintf(row->reason, sizeof row->reason, "not in %.200s", cur->path);
             continue;
         }
+        matched[row->cur - cur->entries] = true;
         rc = pair(row, o, err, cap);
         if (rc == 0 && row->tested) {
             p[nt] = row->p;
             tested[nt++] = r->nrows - 1;
         }
     }
+    resfile_index_free(&cx);
     for (int k = 0; k < cur->nentries && rc == 0; k++) {
         if (matched[k])
             continue;
@@ -397,6 +411,21 @@ int compare_main(const char *base_path, const char *cur_path, const compare_opti
     }
     int rc = 2;
     char machines[512], msg[1024];
+    const resfile *bad = base->ninvalid ? base : cur->ninvalid ? cur : NULL;
+    for (int i = 0; bad && i < bad->nentries; i++) {
+        const resfile_entry *e = &bad->entries[i];
+        if (strcmp(e->status, bench_status_name(BENCH_INVALID)) != 0)
+            continue;
+        resfile_entry_label(e, msg, sizeof msg);
+        fprintf(err,
+                "tcbench compare: %s: cases[%d] (%s) is invalid: %s; %d invalid entr%s, no "
+                "verdict on such a file\n",
+                bad->path, e->index, msg, e->message, bad->ninvalid,
+                bad->ninvalid == 1 ? "y" : "ies");
+        resfile_free(base);
+        resfile_free(cur);
+        return 2;
+    }
     compare_machines(base, cur, machines, sizeof machines);
     compare_result r;
     if (machines[0] && !o->force) {
