@@ -82,7 +82,7 @@ static int store_grow(struct resfile_store *st) {
     return 0;
 }
 
-static const char *store_intern(struct resfile_store *st, const char *s) {
+const char *resfile_store_intern(struct resfile_store *st, const char *s) {
     if (!st->strs || 2 * (st->nstrs + 1) > st->mask + 1)
         if (store_grow(st) < 0)
             return NULL;
@@ -99,7 +99,11 @@ static const char *store_intern(struct resfile_store *st, const char *s) {
     return st->strs[k] = copy;
 }
 
-static void store_free(struct resfile_store *st) {
+struct resfile_store *resfile_store_new(void) {
+    return calloc(1, sizeof(struct resfile_store));
+}
+
+void resfile_store_free(struct resfile_store *st) {
     if (!st)
         return;
     for (store_chunk *c = st->chunks, *next; c; c = next) {
@@ -167,7 +171,7 @@ static int stability_take(resfile *f, resfile_entry *e, const results_entry *res
         if (!why)
             return store_failed(f, d);
         for (int k = 0; k < st->nreasons; k++)
-            if (!(why[k] = store_intern(f->store, st->reasons[k])))
+            if (!(why[k] = resfile_store_intern(f->store, st->reasons[k])))
                 return store_failed(f, d);
         e->reasons = why;
         e->nreasons = st->nreasons;
@@ -191,7 +195,7 @@ static int entry_fill(resfile *f, resfile_entry *e, const results_entry *res, di
     const char **dst[] = {&e->suite,    &e->name,   &e->model,  &e->mode,   &e->precision,
                           &e->workload, &e->device, &e->status, &e->message};
     for (size_t k = 0; k < sizeof src / sizeof src[0]; k++)
-        if (!(*dst[k] = store_intern(st, src[k])))
+        if (!(*dst[k] = resfile_store_intern(st, src[k])))
             return store_failed(f, d);
     if (r->nsamples > 0) {
         double *s = store_alloc(st, (size_t)r->nsamples * sizeof *s);
@@ -619,7 +623,7 @@ int resfile_load(const char *path, resfile **out, diag *d) {
     if (!S_ISREG(sb.st_mode))
         return diag_set(d, path, 0, 0, "%s, not a results file", not_a_file(sb.st_mode));
     resfile *f = calloc(1, sizeof *f);
-    if (!f || !(f->store = calloc(1, sizeof *f->store))) {
+    if (!f || !(f->store = resfile_store_new())) {
         free(f);
         return diag_set(d, path, 0, 0, "calloc: out of memory");
     }
@@ -657,7 +661,7 @@ void resfile_free(resfile *f) {
     if (!f)
         return;
     free(f->entries);
-    store_free(f->store);
+    resfile_store_free(f->store);
     json_decref(f->root);
     free(f);
 }

@@ -117,6 +117,12 @@ typedef struct resfile {
 int resfile_load(const char *path, resfile **out, diag *d);
 void resfile_free(resfile *f);
 
+// A pool of strings, each kept once (what the entries' strings live in;
+// other readers may keep theirs in one too). NULL: out of memory.
+struct resfile_store *resfile_store_new(void);
+const char *resfile_store_intern(struct resfile_store *st, const char *s);
+void resfile_store_free(struct resfile_store *st);
+
 // Entries match across files on suite, name, mode, precision, workload,
 // device and batch.
 bool resfile_entry_same(const resfile_entry *a, const resfile_entry *b);
