@@ -22,7 +22,10 @@ static const char usage[] =
     "rate, geomean, and per model speedup, compile time, break-even, memory, with\n"
     "failed and unstable entries marked). Without gnuplot on PATH the tables are\n"
     "written, the scripts kept, and one warning printed. docs/reports.md describes\n"
-    "every figure.\n"
+    "every figure. A results file may be a run's journal (OUTPUT.jsonl: cut lines\n"
+    "skipped with a warning); an entry with a sample that is no plausible time is\n"
+    "shown as invalid. Exit status 2 for bad input (malformed JSON, a directory or\n"
+    "FIFO, the same entry in two files).\n"
     "\n"
     "  -o, --output DIR     where to write (default: report); created when missing\n"
     "  -h, --help           this help\n";

@@ -1,6 +1,8 @@
 // The regression gate's statistics and verdicts (compare.h).
 #include "compare.h"
 
+#include "results/axes.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -164,59 +166,69 @@ void compare_machines(const resfile *a, const resfile *b, char *buf, size_t cap)
 #undef DIFFER
 }
 
-static int find_duplicate(const resfile *f, char *err, size_t cap) {
-    for (int i = 0; i < f->nentries; i++)
-        for (int k = i + 1; k < f->nentries; k++)
-            if (resfile_entry_same(&f->entries[i], &f->entries[k])) {
-                char label[600];
-                resfile_entry_label(&f->entries[i], label, sizeof label);
-                snprintf(err, cap, "%s: cases[%d] and cases[%d] are both %s; one run per file",
-                         f->path, i, k, label);
-                return -1;
-            }
+// Indexes f's entries by identity into x; -1 with err when one is there
+// twice, or memory runs out.
+static int index_file(const resfile *f, resfile_index *x, char *err, size_t cap) {
+    if (resfile_index_init(x, (size_t)f->nentries) < 0) {
+        snprintf(err, cap, "calloc: out of memory indexing %d entries of %s", f->nentries,
+                 f->path);
+        return -1;
+    }
+    for (int k = 0; k < f->nentries; k++) {
+        const resfile_entry *before = resfile_index_put(x, &f->entries[k]);
+        if (before) {
+            char label[600];
+            resfile_entry_label(before, label, sizeof label);
+            snprintf(err, cap, "%s: cases[%d] and cases[%d] are both %s; one run per file",
+                     f->path, before->index, k, label);
+            resfile_index_free(x);
+            return -1;
+        }
+    }
     return 0;
 }
 
-// Appends "; " and the formatted text to a row's reason, cut at its size.
-static void reason_add(compare_row *r, const char *fmt, ...) {
-    size_t len = strlen(r->reason);
-    if (len + 3 >= sizeof r->reason)
+// Appends "; " and the formatted text to a row's reason (why, of
+// COMPARE_REASON_MAX), cut at its size.
+static void reason_add(char *why, const char *fmt, ...) {
+    size_t len = strlen(why);
+    if (len + 3 >= COMPARE_REASON_MAX)
         return;
     if (len) {
-        strcpy(r->reason + len, "; ");
+        strcpy(why + len, "; ");
         len += 2;
     }
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->reason + len, sizeof r->reason - len, fmt, ap);
+    vsnprintf(why + len, COMPARE_REASON_MAX - len, fmt, ap);
     va_end(ap);
 }
 
-static void reason_add_unstable(compare_row *r, const char *side, const resfile_entry *e) {
+static void reason_add_unstable(char *why, const char *side, const resfile_entry *e) {
     if (!e->unstable)
         return;
-    reason_add(r, "%s marked unstable", side);
+    reason_add(why, "%s marked unstable", side);
     for (int i = 0; i < e->nreasons; i++)
-        reason_add(r, "%s", e->reasons[i]);
+        reason_add(why, "%s", e->reasons[i]);
 }
 
 // Too noisy to call: a side's noise above the cap, or an entry its run
 // marked unstable. The reason says which, with the file's own reasons.
-static bool noisy(compare_row *r, const compare_options *o) {
+static bool noisy(compare_row *r, const compare_options *o, char *why) {
     bool nb = r->noise_base > o->noise_cap, nc = r->noise_cur > o->noise_cap;
     if (!nb && !nc && !r->base->unstable && !r->cur->unstable)
         return false;
     r->verdict = CMP_NOISY;
-    r->reason[0] = '\0';
+    why[0] = '\0';
     double cap = o->noise_cap * 100;
     if (nb && nc)
-        reason_add(r, "noise baseline %.1f%%, current %.1f%% > cap %.1f%%", r->noise_base * 100,
+        reason_add(why, "noise baseline %.1f%%, current %.1f%% > cap %.1f%%", r->noise_base * 100,
                    r->noise_cur * 100, cap);
     else if (nb || nc)
-        reason_add(r, "%s noise %.1f%% > cap %.1f%%", nb ? "baseline" : "current",
+        reason_add(why, "%s noise %.1f%% > cap %.1f%%", nb ? "baseline" : "current",
                    (nb ? r->noise_base : r->noise_cur) * 100, cap);
-    reason_add_unstable(r, "baseline", r->base);
-    reason_add_unstable(r, "current", r->cur);
+    reason_add_unstable(why, "baseline", r->base);
+    reason_add_unstable(why, "current", r->cur);
     return true;
 }
 
@@ -232,17 +244,17 @@ static double side_noise(const resfile_entry *e) {
 }
 
 // Everything up to the U test; the verdict of a tested pair waits for BH.
-static int pair(compare_row *r, const compare_options *o, char *err, size_t cap) {
+static int pair(compare_row *r, const compare_options *o, char *why, char *err, size_t cap) {
     const resfile_entry *b = r->base, *c = r->cur;
     if (b->good && !c->good) {
         r->verdict = CMP_REGRESSION;
-        snprintf(r->reason, sizeof r->reason, "status %s -> %s%s%.180s", b->status, c->status,
+        snprintf(why, COMPARE_REASON_MAX, "status %s -> %s%s%.180s", b->status, c->status,
                  *c->message ? ": " : "", c->message);
         return 0;
     }
     if (!b->good) {
         r->verdict = c->good ? CMP_IMPROVEMENT : CMP_SAME;
-        snprintf(r->reason, sizeof r->reason,
+        snprintf(why, COMPARE_REASON_MAX,
                  c->good ? "status %s -> %s" : "still failing: %s -> %s", b->status, c->status);
         return 0;
     }
@@ -250,14 +262,14 @@ static int pair(compare_row *r, const compare_options *o, char *err, size_t cap)
     r->cur_ms = c->stats.n ? c->stats.median * 1e3 : NAN;
     if (b->nsamples < COMPARE_MIN_SAMPLES || c->nsamples < COMPARE_MIN_SAMPLES) {
         r->verdict = CMP_INSUFFICIENT;
-        snprintf(r->reason, sizeof r->reason,
+        snprintf(why, COMPARE_REASON_MAX,
                  "%d and %d samples; the test needs %d a side (tcbench run --repeat %d)",
                  b->nsamples, c->nsamples, COMPARE_MIN_SAMPLES, COMPARE_MIN_SAMPLES);
         return 0;
     }
     if (!(r->base_ms > 0) || !(r->cur_ms > 0)) {
         r->verdict = CMP_INSUFFICIENT;
-        snprintf(r->reason, sizeof r->reason, "a median time is not positive");
+        snprintf(why, COMPARE_REASON_MAX, "a median time is not positive");
         return 0;
     }
     bench_speedup boot;
@@ -279,33 +291,43 @@ static int pair(compare_row *r, const compare_options *o, char *err, size_t cap)
     }
     // A noisy pair's p-value is shown, but it is no test: it stays out of
     // Benjamini-Hochberg, whose adjustment counts only the entries called.
-    r->tested = !noisy(r, o);
+    r->tested = !noisy(r, o, why);
     return 0;
 }
 
-static void decide(compare_row *r, const compare_options *o) {
+static void decide(compare_row *r, const compare_options *o, char *why) {
     double change = r->ratio - 1, t = r->threshold;
     bool significant = r->q < o->alpha;
     if (fabs(change) <= t) {
         r->verdict = CMP_SAME;
-        snprintf(r->reason, sizeof r->reason, "%+.1f%%, within %.1f%%", change * 100, t * 100);
+        snprintf(why, COMPARE_REASON_MAX, "%+.1f%%, within %.1f%%", change * 100, t * 100);
         return;
     }
     bool slower = change > 0;
     bool interval = slower ? r->ci_lo > 1 + t : r->ci_hi < 1 - t;
     if (significant && interval) {
         r->verdict = slower ? CMP_REGRESSION : CMP_IMPROVEMENT;
-        snprintf(r->reason, sizeof r->reason,
+        snprintf(why, COMPARE_REASON_MAX,
                  "%s by %.1f%% (limit %.1f%%), 95%% CI of the ratio [%.3f, %.3f], q %.2g",
                  slower ? "slower" : "faster", fabs(change) * 100, t * 100, r->ci_lo, r->ci_hi,
                  r->q);
         return;
     }
     r->verdict = CMP_AMBIGUOUS;
-    snprintf(r->reason, sizeof r->reason, "%+.1f%% but %s%s%s; rerun with a larger --repeat",
+    snprintf(why, COMPARE_REASON_MAX, "%+.1f%% but %s%s%s; rerun with a larger --repeat",
              change * 100, significant ? "" : "the U test is not significant",
              !significant && !interval ? " and " : "",
              interval ? "" : "the 95% interval reaches the limit");
+}
+
+// The row's reason, from why into the result's pool (reasons repeat: one
+// copy of each).
+static int keep_reason(compare_result *r, compare_row *row, const char *why, char *err,
+                       size_t cap) {
+    if ((row->reason = resfile_store_intern(r->pool, why)))
+        return 0;
+    snprintf(err, cap, "malloc: out of memory for the verdicts' reasons");
+    return -1;
 }
 
 static void row_clear(compare_row *r) {
@@ -320,15 +342,21 @@ int compare_files(const resfile *base, const resfile *cur, const compare_options
     r->base = base;
     r->cur = cur;
     r->opts = *o;
-    if (find_duplicate(base, err, cap) < 0 || find_duplicate(cur, err, cap) < 0)
+    resfile_index bx, cx;
+    if (index_file(base, &bx, err, cap) < 0)
         return -1;
+    resfile_index_free(&bx); // base's only to refuse a duplicate
+    if (index_file(cur, &cx, err, cap) < 0)
+        return -1;
+    char why[COMPARE_REASON_MAX];
     size_t most = (size_t)base->nentries + (size_t)cur->nentries;
     bool *matched = calloc((size_t)cur->nentries + 1, sizeof *matched);
     r->rows = calloc(most + 1, sizeof *r->rows);
     double *p = malloc((most + 1) * sizeof *p), *q = malloc((most + 1) * sizeof *q);
     int *tested = malloc((most + 1) * sizeof *tested);
     int rc = 0;
-    if (!matched || !r->rows || !p || !q || !tested) {
+    r->pool = resfile_store_new();
+    if (!matched || !r->rows || !p || !q || !tested || !r->pool) {
         snprintf(err, cap, "calloc: out of memory for %zu entries", most);
         rc = -1;
     }
@@ -337,22 +365,25 @@ int compare_files(const resfile *base, const resfile *cur, const compare_options
         compare_row *row = &r->rows[r->nrows++];
         row->base = &base->entries[i];
         row_clear(row);
-        for (int k = 0; k < cur->nentries && !row->cur; k++)
-            if (!matched[k] && resfile_entry_same(row->base, &cur->entries[k])) {
-                matched[k] = true;
-                row->cur = &cur->entries[k];
-            }
+        // no file holds an entry twice, so a match is never taken twice
+        row->cur = resfile_index_find(&cx, row->base);
         if (!row->cur) {
             row->verdict = CMP_MISSING;
-            snprintf(row->reason, sizeof row->reason, "not in %.200s", cur->path);
+            snprintf(why, sizeof why, "not in %.200s", cur->path);
+            rc = keep_reason(r, row, why, err, cap);
             continue;
         }
-        rc = pair(row, o, err, cap);
+        matched[row->cur - cur->entries] = true;
+        why[0] = '\0';
+        rc = pair(row, o, why, err, cap);
+        if (rc == 0 && !row->tested)
+            rc = keep_reason(r, row, why, err, cap);
         if (rc == 0 && row->tested) {
             p[nt] = row->p;
             tested[nt++] = r->nrows - 1;
         }
     }
+    resfile_index_free(&cx);
     for (int k = 0; k < cur->nentries && rc == 0; k++) {
         if (matched[k])
             continue;
@@ -360,13 +391,15 @@ int compare_files(const resfile *base, const resfile *cur, const compare_options
         row->cur = &cur->entries[k];
         row_clear(row);
         row->verdict = CMP_NEW;
-        snprintf(row->reason, sizeof row->reason, "not in %.200s", base->path);
+        snprintf(why, sizeof why, "not in %.200s", base->path);
+        rc = keep_reason(r, row, why, err, cap);
     }
     if (rc == 0) {
         compare_bh_adjust(p, nt, q);
-        for (int k = 0; k < nt; k++) {
+        for (int k = 0; k < nt && rc == 0; k++) {
             r->rows[tested[k]].q = q[k];
-            decide(&r->rows[tested[k]], o);
+            decide(&r->rows[tested[k]], o, why);
+            rc = keep_reason(r, &r->rows[tested[k]], why, err, cap);
         }
         for (int i = 0; i < r->nrows; i++)
             r->count[r->rows[i].verdict]++;
@@ -381,6 +414,8 @@ int compare_files(const resfile *base, const resfile *cur, const compare_options
 }
 
 void compare_result_free(compare_result *r) {
+    resfile_store_free(r->pool);
+    r->pool = NULL;
     free(r->rows);
     r->rows = NULL;
     r->nrows = 0;
@@ -397,6 +432,21 @@ int compare_main(const char *base_path, const char *cur_path, const compare_opti
     }
     int rc = 2;
     char machines[512], msg[1024];
+    const resfile *bad = base->ninvalid ? base : cur->ninvalid ? cur : NULL;
+    for (int i = 0; bad && i < bad->nentries; i++) {
+        const resfile_entry *e = &bad->entries[i];
+        if (strcmp(e->status, bench_status_name(BENCH_INVALID)) != 0)
+            continue;
+        resfile_entry_label(e, msg, sizeof msg);
+        fprintf(err,
+                "tcbench compare: %s: cases[%d] (%s) is invalid: %s; %d invalid entr%s, no "
+                "verdict on such a file\n",
+                bad->path, e->index, msg, e->message, bad->ninvalid,
+                bad->ninvalid == 1 ? "y" : "ies");
+        resfile_free(base);
+        resfile_free(cur);
+        return 2;
+    }
     compare_machines(base, cur, machines, sizeof machines);
     compare_result r;
     if (machines[0] && !o->force) {

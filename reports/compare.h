@@ -75,10 +75,13 @@ typedef struct compare_options {
 
 void compare_options_init(compare_options *o);
 
+// The longest reason, with its terminating NUL.
+#define COMPARE_REASON_MAX 256
+
 typedef struct compare_row {
     const resfile_entry *base, *cur; // NULL for new / missing
     enum compare_verdict verdict;
-    char reason[256];
+    const char *reason; // in the result's pool (a million rows share a few reasons)
     bool tested;                  // the U test ran (both sides passed, enough samples)
     double base_ms, cur_ms;       // medians
     double ratio;                 // median cur / median base (above 1: slower)
@@ -96,6 +99,7 @@ typedef struct compare_result {
     int nrows;
     int count[CMP_VERDICT_COUNT];
     char machines[512]; // how the machines differ ("" when they do not)
+    struct resfile_store *pool; // the rows' reasons
 } compare_result;
 
 const char *compare_verdict_name(enum compare_verdict v);

@@ -323,23 +323,29 @@ int rdoc_write_html(const rdoc *d, const char *title, const char *chart_dir, FIL
             esc_html(&b, k->text);
             sbuf_puts(&b, list_end ? "</li>\n</ul>\n" : "</li>\n");
             break;
-        case RDOC_TABLE:
+        case RDOC_TABLE: {
+            // each column's alignment once, not per cell: a table can have a million rows
+            bool *num = calloc((size_t)k->ncols + 1, sizeof *num);
+            if (!num)
+                b.oom = true;
+            for (int col = 0; num && col < k->ncols; col++)
+                num[col] = numeric_column(k, col);
             sbuf_puts(&b, "<table>\n");
-            for (int c = 0; c < k->ncells; c++) {
+            for (int c = 0; num && c < k->ncells; c++) {
                 int col = c % k->ncols;
                 bool head = c < k->ncols;
                 if (col == 0)
                     sbuf_puts(&b, "<tr>");
-                sbuf_puts(&b, head                     ? "<th>"
-                              : numeric_column(k, col) ? "<td class=\"num\">"
-                                                       : "<td>");
+                sbuf_puts(&b, head ? "<th>" : num[col] ? "<td class=\"num\">" : "<td>");
                 esc_html(&b, k->cells[c]);
                 sbuf_puts(&b, head ? "</th>" : "</td>");
                 if (col == k->ncols - 1)
                     sbuf_puts(&b, "</tr>\n");
             }
             sbuf_puts(&b, "</table>\n");
+            free(num);
             break;
+        }
         case RDOC_CHART: {
             sbuf uri = {0};
             int rc = k->drawn ? chart_uri(&uri, chart_dir, k->chart, err, cap) : 1;

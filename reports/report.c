@@ -97,12 +97,29 @@ void rp_agg_compute(const rp_set *set, const rp_sel *s, rp_agg *a) {
     a->compression = a->ncompression ? a->compression / a->ncompression : NAN;
 }
 
+// Where e lies in the sorted set, or -1 when it is not one of its entries.
+static int set_pos(const rp_set *set, const resfile_entry *e) {
+    for (int k = 0; k < set->nfiles; k++)
+        if (set->files[k] == e->file && e->index >= 0 && e->index < e->file->nentries)
+            return set->pos[set->first[k] + e->index];
+    return -1;
+}
+
+// The entries of e's case: [*lo, *hi) of the sorted set.
+static void case_span(const rp_set *set, const resfile_entry *e, int *lo, int *hi) {
+    int i = set_pos(set, e);
+    *lo = i < 0 ? 0 : set->case_start[i];
+    *hi = i < 0 ? set->n : set->case_end[i];
+}
+
 int64_t rp_case_batch(const rp_set *set, const resfile_entry *e) {
     int64_t want = -1, best = -1;
-    for (int i = 0; i < set->n && want < 0; i++)
+    int lo, hi;
+    case_span(set, e, &lo, &hi);
+    for (int i = lo; i < hi && want < 0; i++)
         if (same_case(set->e[i], e) && set->e[i]->suite_batch > 0)
             want = set->e[i]->suite_batch;
-    for (int i = 0; i < set->n; i++) {
+    for (int i = lo; i < hi; i++) {
         const resfile_entry *x = set->e[i];
         if (!same_case(x, e))
             continue;
@@ -146,15 +163,10 @@ const char *rp_left_out(const rp_set *set, int i, char *buf, size_t cap) {
 
 // the entry of the other precision, same model, mode, batch, workload, device
 static int other_precision(const rp_set *set, int i, const char *prec) {
-    const resfile_entry *e = set->e[i];
-    for (int k = 0; k < set->n; k++) {
-        const resfile_entry *x = set->e[k];
-        if (x->batch == e->batch && !strcmp(x->precision, prec) && !strcmp(x->mode, e->mode) &&
-            !strcmp(x->suite, e->suite) && !strcmp(x->name, e->name) &&
-            !strcmp(x->workload, e->workload) && !strcmp(x->device, e->device))
-            return k;
-    }
-    return -1;
+    resfile_entry key = *set->e[i];
+    key.precision = prec;
+    const resfile_entry *x = resfile_index_find(&set->ids, &key);
+    return x ? set_pos(set, x) : -1;
 }
 
 void rp_headline_compute(const rp_set *set, const rp_sel *s, rp_headline *h) {
@@ -211,7 +223,9 @@ double report_breakeven(double cold_s, double eager_s, double mode_s) {
 
 const resfile_entry *rp_eager_of(const rp_set *set, const resfile_entry *e) {
     const resfile_entry *found = NULL;
-    for (int i = 0; i < set->n; i++) {
+    int lo, hi;
+    case_span(set, e, &lo, &hi);
+    for (int i = lo; i < hi; i++) {
         const resfile_entry *x = set->e[i];
         if (!x->compiled && x->batch == e->batch && same_case(x, e)) {
             if (x->file == e->file)
@@ -223,7 +237,9 @@ const resfile_entry *rp_eager_of(const rp_set *set, const resfile_entry *e) {
 }
 
 bool rp_swept(const rp_set *set, const resfile_entry *e) {
-    for (int i = 0; i < set->n; i++) {
+    int lo, hi;
+    case_span(set, e, &lo, &hi);
+    for (int i = lo; i < hi; i++) {
         const resfile_entry *x = set->e[i];
         if (x->batch != e->batch && !strcmp(x->mode, e->mode) && same_case(x, e))
             return true;
@@ -232,9 +248,7 @@ bool rp_swept(const rp_set *set, const resfile_entry *e) {
 }
 
 void rp_label(const rp_set *set, const resfile_entry *e, char *buf, size_t cap) {
-    const char *suites[2];
-    bool several = rp_values(set, &(rp_sel){0}, RP_SUITE, suites, 2) > 1;
-    int n = several ? snprintf(buf, cap, "%s/%s", e->suite, e->name)
+    int n = set->several_suites ? snprintf(buf, cap, "%s/%s", e->suite, e->name)
                     : snprintf(buf, cap, "%s", e->name);
     if (n >= 0 && (size_t)n < cap && rp_swept(set, e))
         snprintf(buf + n, cap - (size_t)n, " b=%lld", (long long)e->batch);
@@ -274,6 +288,56 @@ static int entry_cmp(const void *pa, const void *pb) {
         return c;
     // the same entry twice: keep file order, so the message names them in order
     return (a->file > b->file) - (a->file < b->file);
+}
+
+// The set's indexes (rp_set), once it is sorted and free of duplicates.
+static int set_index(rp_set *set, char *err, size_t cap) {
+    size_t n = (size_t)set->n + 1;
+    set->at_batch = malloc(n * sizeof *set->at_batch);
+    set->pos = malloc(n * sizeof *set->pos);
+    set->first = malloc(((size_t)set->nfiles + 1) * sizeof *set->first);
+    set->case_start = malloc(n * sizeof *set->case_start);
+    set->case_end = malloc(n * sizeof *set->case_end);
+    if (!set->at_batch || !set->pos || !set->first || !set->case_start || !set->case_end ||
+        resfile_index_init(&set->ids, n) < 0) {
+        snprintf(err, cap, "malloc: out of memory indexing %d entries", set->n);
+        return -1;
+    }
+    for (int k = 0, at = 0; k < set->nfiles; k++) {
+        set->first[k] = at;
+        at += set->files[k]->nentries;
+    }
+    for (int i = 0; i < set->n; i++) {
+        const resfile_entry *e = set->e[i];
+        int k = 0;
+        while (set->files[k] != e->file)
+            k++;
+        set->pos[set->first[k] + e->index] = i;
+        resfile_index_put(&set->ids, e);
+    }
+    for (int i = 0; i < set->n;) {
+        int j = i + 1;
+        while (j < set->n && same_case(set->e[i], set->e[j]))
+            j++;
+        for (int k = i; k < j; k++) {
+            set->case_start[k] = i;
+            set->case_end[k] = j;
+        }
+        i = j;
+    }
+    for (int i = 1; i < set->n && !set->several_suites; i++)
+        set->several_suites = strcmp(set->e[i]->suite, set->e[0]->suite) != 0;
+    return 0;
+}
+
+static void set_free(rp_set *set) {
+    free(set->at_batch);
+    free(set->pos);
+    free(set->first);
+    free(set->case_start);
+    free(set->case_end);
+    resfile_index_free(&set->ids);
+    free(set->e);
 }
 
 typedef int (*writer_fn)(const rp_set *set, const rp_charts *charts, const char *dir, FILE *f,
@@ -350,10 +414,8 @@ int report_write(resfile *const *files, int nfiles, const report_options *o, cha
                      set.e[i]->file->path, label, set.e[i - 1]->file->path);
             rc = -1;
         }
-    if (rc == 0 && set.n && !(set.at_batch = malloc((size_t)set.n * sizeof *set.at_batch))) {
-        snprintf(err, cap, "malloc: out of memory for %d entries", set.n);
-        rc = -1;
-    }
+    if (rc == 0)
+        rc = set_index(&set, err, cap);
     for (int i = 0; i < set.n && rc == 0; i++)
         set.at_batch[i] = set.e[i]->batch == rp_case_batch(&set, set.e[i]);
     const char *modes[RP_MAX_VALUES];
@@ -379,7 +441,6 @@ int report_write(resfile *const *files, int nfiles, const report_options *o, cha
     if (rc == 0)
         rc = write_one(&set, &charts, o->outdir, "index.html", write_html, err, cap);
     free(charts.c);
-    free(set.at_batch);
-    free(set.e);
+    set_free(&set);
     return rc;
 }

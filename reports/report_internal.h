@@ -18,6 +18,13 @@ typedef struct rp_set {
     int nfiles;
     const char *primary; // the mode the headline and the study's chart use: "compiled" if any
     bool *at_batch;      // per entry: at its case's suite batch (rp_case_batch), so it counts
+    // The indexes that keep a row's look-ups from walking every entry:
+    int *pos;        // sorted position of files[k]->entries[i] at pos[first[k] + i]
+    int *first;      // per file
+    int *case_end;   // per sorted position: one past the last entry of its case (same
+    int *case_start; // suite, name, precision, workload, device: adjacent once sorted)
+    resfile_index ids; // every entry by identity
+    bool several_suites;
 } rp_set;
 
 // A selection: NULL matches anything.

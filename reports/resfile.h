@@ -1,5 +1,6 @@
-// resfile: a results JSON (docs/results-schema.md) read into plain data for
-// the readers: `tcbench report`, `compare` and `export`.
+// resfile: a results JSON (docs/results-schema.md), or the journal a run
+// writes while it runs (OUTPUT.jsonl, results/journal.h), read into plain
+// data for the readers: `tcbench report`, `compare` and `export`.
 //
 //   resfile *f;
 //   diag d;
@@ -13,21 +14,30 @@
 //   }
 //   resfile_free(f);
 //
-// The schema is read by results.h (the runner's own reader); this is the
-// reports' view of it. Strings point into the parsed document, which the
-// resfile owns. A figure the file has as null, lacks, or has with the wrong
-// type reads NAN (counts: -1), as the schema lets later versions add fields
-// and write null for what could not be computed. What identifies an entry
-// (suite, name, mode, precision, workload, device, batch, status) and its
-// samples must be there and well typed, or loading fails with a message
-// naming the case. Each case's `stability` and the config's `disabled` kill
-// switches are read when present; older files read as stable with none
-// disabled. stats, noise and the processes' spread are recomputed from
-// samples_s with the runner's own code, so every reader sees the figures
-// `tcbench run` printed.
+// The schema is read by results.h (the runner's own reader), one case at a
+// time: the file is mapped, a small scanner finds the elements of "cases"
+// one after another, and each is parsed alone, read by results_entry_read,
+// kept as a compact resfile_entry and its JSON freed; so a file of a
+// million cases costs its entries, not a million JSON trees. Strings (the
+// suite, mode, status, ... that repeat) are interned in the resfile, and
+// so are the samples. A figure the file has as null, lacks, or has with the
+// wrong type reads NAN (counts: -1), as the schema lets later versions add
+// fields and write null for what could not be computed. What identifies an
+// entry (suite, name, mode, precision, workload, device, batch, status) and
+// its samples must be there and well typed, or loading fails with a
+// message naming the case. Each case's `stability` and the config's
+// `disabled` kill switches are read when present; older files read as
+// stable with none disabled. stats, noise and the processes' spread are
+// recomputed from samples_s with the runner's own code, so every reader
+// sees the figures `tcbench run` printed. An entry with a sample that is no
+// plausible time (results_entry_check_samples) reads as status "invalid".
 //
-// Malformed JSON gives FILE:LINE:COL from jansson; a file of a newer
-// schema_version than this build reads is refused.
+// Malformed JSON gives FILE:LINE:COL; a file of a newer schema_version than
+// this build reads is refused; a directory, device or FIFO is refused by
+// name; running out of memory says so, and after how many cases. A journal
+// (results_journal_sniff) reads its header line as the document and its
+// lines as the cases: cut lines are skipped with a warning on stderr, and
+// a case measured twice (a resumed run) keeps its later line.
 #pragma once
 #include "base/diag.h"
 #include "results/results.h"
@@ -75,11 +85,12 @@ typedef struct resfile_entry {
     // standard deviation of the log of their medians (NAN below 2)
     int64_t processes;
     double process_spread;
-    const char *reasons[RESFILE_MAX_REASONS];
+    const char *const *reasons; // nreasons of them (interned), NULL when none
     int nreasons;
     int64_t suite_batch; // the case's own batch (before a sweep's); -1 when not recorded
-    results_entry res;   // as results.h read it: the figures above come from here
 } resfile_entry;
+
+struct resfile_store;
 
 typedef struct resfile {
     char path[1024];
@@ -95,16 +106,46 @@ typedef struct resfile {
     const char *disabled[RESFILE_MAX_DISABLED];
     int ndisabled;
     resfile_entry *entries;
-    int nentries;
+    int nentries, ncap;
+    int ninvalid;      // entries with status "invalid"
+    bool journal;      // read from a run's journal
+    int cut_lines;     // the journal's lines skipped as cut
+    struct resfile_store *store; // what the entries' strings and samples live in
 } resfile;
 
 // 0, or -1 with d set (the file, and line and column for a JSON error).
 int resfile_load(const char *path, resfile **out, diag *d);
 void resfile_free(resfile *f);
 
+// A pool of strings, each kept once (what the entries' strings live in;
+// other readers may keep theirs in one too). NULL: out of memory.
+struct resfile_store *resfile_store_new(void);
+const char *resfile_store_intern(struct resfile_store *st, const char *s);
+void resfile_store_free(struct resfile_store *st);
+
 // Entries match across files on suite, name, mode, precision, workload,
 // device and batch.
 bool resfile_entry_same(const resfile_entry *a, const resfile_entry *b);
+
+// Entries by that identity, in a hash table: finding an entry's match
+// costs the same in ten entries or a million.
+//
+//   resfile_index x;
+//   if (resfile_index_init(&x, f->nentries) < 0) ... out of memory
+//   const resfile_entry *before = resfile_index_put(&x, e);   // NULL, or what e replaced
+//   const resfile_entry *m = resfile_index_find(&x, other);    // same identity, or NULL
+//   resfile_index_free(&x);
+typedef struct resfile_index {
+    const resfile_entry **slot;
+    size_t mask; // slots - 1 (a power of two)
+} resfile_index;
+// Room for n entries; 0, or -1 when memory runs out.
+int resfile_index_init(resfile_index *x, size_t n);
+// Adds e (at most the n of init); returns the entry of e's identity it
+// replaced, or NULL.
+const resfile_entry *resfile_index_put(resfile_index *x, const resfile_entry *e);
+const resfile_entry *resfile_index_find(const resfile_index *x, const resfile_entry *key);
+void resfile_index_free(resfile_index *x);
 // "smoke/gpt2 compiled fp32 infer cpu batch 2", for messages.
 void resfile_entry_label(const resfile_entry *e, char *buf, size_t cap);
 // Sort order of axis values: the schema's order (eager, compiled, fused,

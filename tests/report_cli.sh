@@ -9,11 +9,15 @@
 # Google Benchmark export; then the report of the hand-made fixture
 # (tests/fixtures/report_fixture.json: a failed entry, an unstable one, a
 # sweep, a precision that never passes and a kill switch) with every chart
-# drawn, its export, and calibrate's one calibration per thread count. Two
+# drawn, its export, and calibrate's one calibration per thread count. The
+# reader's refusals: a directory or FIFO by name, and compare of a file with
+# a sample that is no plausible time (report marks it invalid); and a run's
+# journal (tests/gen_results.c --journal) with a cut line as input. Two
 # separate runs are compared too, but only
 # printed: on a shared machine load can move a median between runs by more
 # than any threshold, and that is what the gate is for, not a test failure.
-# Needs TCBENCH_EXE and TCBENCH_SOURCE_DIR (tests/meson.build sets both).
+# Needs TCBENCH_EXE, TCBENCH_SOURCE_DIR and GEN_RESULTS (tests/meson.build
+# sets them).
 # POSIX sh, grep, sed, awk.
 
 EXE=${TCBENCH_EXE:?set TCBENCH_EXE to the tcbench binary}
@@ -129,6 +133,54 @@ expect 2 "compare of corrupt JSON" "$EXE" compare "$TMP/a.json" "$TMP/corrupt.js
 one_line "^$TMP/corrupt.json:3:[0-9]+: " "compare of corrupt JSON"
 expect 2 "report of the same run twice" "$EXE" report "$TMP/a.json" "$TMP/a.json" -o "$TMP/rep3"
 one_line 'is also in' "report of the same run twice"
+
+# not a results file: refused by name before reading, exit 2
+for cmd in report compare export; do
+    case $cmd in
+    report) args="$TMP/nobin -o $TMP/rep3" ;;
+    compare) args="$TMP/a.json $TMP/nobin" ;;
+    export) args="--format gbench $TMP/nobin -o $TMP/x.json" ;;
+    esac
+    # shellcheck disable=SC2086 # the paths have no spaces (mktemp)
+    expect 2 "$cmd of a directory" "$EXE" $cmd $args
+    one_line "^$TMP/nobin: is a directory, not a results file$" "$cmd of a directory"
+done
+if mkfifo "$TMP/fifo" 2>/dev/null; then
+    expect 2 "report of a FIFO" "$EXE" report "$TMP/fifo" -o "$TMP/rep3"
+    one_line "^$TMP/fifo: is a FIFO, not a results file$" "report of a FIFO"
+fi
+
+# a sample that is no plausible time: the entry is invalid; compare refuses
+# the file (every sample at 1e200 s was `same`, at 1e308 s `ambiguous`)
+for v in 1e200 1e308 -1 0; do
+    awk -v v="$v" '!done && /"samples_s": \[/ { inside = 1; print
+            for (k = 1; k <= 10; k++) printf "%s%s\n", v, k < 10 ? "," : ""
+            next }
+        inside && /\]/ { inside = 0; done = 1 }
+        inside { next }
+        { print }' "$TMP/a.json" >"$TMP/absurd.json"
+    expect 2 "compare with samples at $v s" "$EXE" compare "$TMP/a.json" "$TMP/absurd.json"
+    one_line "^tcbench compare: $TMP/absurd.json: cases\[0\] \(smoke/[a-z0-9]+ .*\) is invalid: samples_s\[0\] = .* s: not a plausible time" \
+        "compare with samples at $v s"
+    expect 2 "compare with samples at $v s, as the baseline" "$EXE" compare "$TMP/absurd.json" "$TMP/a.json"
+    expect 0 "report with samples at $v s" "$EXE" report "$TMP/absurd.json" -o "$TMP/rep4"
+    has "$TMP/rep4/results.csv" ',invalid' "report marks samples at $v s invalid"
+    has "$TMP/rep4/summary.md" 'invalid, not passing: samples_s\[0\] = .* not a plausible time' \
+        "the report says why the entry is invalid"
+done
+
+# a run's journal, its last line cut and its first case measured again
+# (fail_accuracy): read as results, the later line kept, one warning
+GEN=${GEN_RESULTS:?set GEN_RESULTS to the gen_results binary}
+"$GEN" "$TMP/gen.json" 40 && "$GEN" "$TMP/gen.jsonl" 40 --journal || bad "gen_results"
+expect 0 "report of a journal" "$EXE" report "$TMP/gen.jsonl" -o "$TMP/rep5"
+one_line "^$TMP/gen.jsonl:43: warning: a cut line" "report of a journal warns of its cut line"
+has "$TMP/rep5/results.csv" 'fail_accuracy' "report of a journal keeps the later line"
+expect 1 "compare with a journal" "$EXE" compare "$TMP/gen.json" "$TMP/gen.jsonl"
+has "$TMP/stderr" "^$TMP/gen.jsonl:43: warning: a cut line" "compare of a journal warns"
+has "$TMP/stdout" '^regression +s0/m0 eager .*status ok -> fail_accuracy' "compare reads the later line"
+has "$TMP/stdout" '^FAIL: 1 regression, ' "compare of a journal: one regression"
+expect 0 "export of a journal" "$EXE" export --format gbench "$TMP/gen.jsonl" -o "$TMP/gen.gbench.json"
 
 # --- compare ------------------------------------------------------------------
 expect 0 "compare a run with itself" "$EXE" compare "$TMP/a.json" "$TMP/a.json"

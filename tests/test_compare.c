@@ -6,7 +6,8 @@
 // apart in every format, exit 1 only with --fail-on-noisy), a different
 // machine exits 2 (and --force goes on), corrupt JSON exits 2 with
 // FILE:LINE:COL, ok -> fail_accuracy is a regression, the JUnit output is
-// well-formed XML, and the other formats say the same.
+// well-formed XML, the other formats say the same, and a file holding a
+// sample that is no plausible time (1e200 s, 1e308 s, -1, 0) is refused.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -683,6 +684,55 @@ static void test_junit(void **state) {
     free(out);
 }
 
+// A file of one entry, "mlp" with twelve samples of 1 ms but samples_s[k]
+// set to v.
+static void write_one_sample(const char *name, int k, double v) {
+    json_t *s = json_array();
+    for (int i = 0; i < 12; i++)
+        json_array_append_new(s, json_real(i == k ? v : 1e-3));
+    json_t *c = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:o}", "suite", "t", "name",
+                          "mlp", "mode", "compiled", "precision", "fp32", "workload", "infer",
+                          "device", "cpu", "batch", 2, "status", "pass", "samples_s", s);
+    json_t *doc = json_pack("{s:i, s:{s:s, s:i, s:i}, s:[o]}", "schema_version", 1, "host",
+                            "cpu_model", "cpu A", "cores", 2, "threads_used", 2, "cases", c);
+    assert_non_null(doc);
+    char path[512];
+    path_of(path, sizeof path, name);
+    assert_int_equal(json_dump_file(doc, path, JSON_INDENT(1)), 0);
+    json_decref(doc);
+}
+
+// Every sample at 1e200 s gave `same` and 1e308 s `ambiguous`, exit 0: a
+// file holding a sample that is no plausible time is refused, exit 2, one
+// line naming the file and the entry, on either side.
+static void test_absurd_samples(void **state) {
+    (void)state;
+    static const double bad[] = {1e200, 1e308, -1, 0};
+    static const char *const shown[] = {"1e+200", "1e+308", "-1", "0"};
+    write_one_sample("sane.json", -1, 0);
+    compare_options o;
+    compare_options_init(&o);
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        write_one_sample("absurd.json", 3, bad[b]);
+        for (int side = 0; side < 2; side++) {
+            char *err, want[200];
+            int rc = side ? run_compare("absurd.json", "sane.json", &o, NULL, &err)
+                          : run_compare("sane.json", "absurd.json", &o, NULL, &err);
+            assert_int_equal(rc, 2);
+            snprintf(want, sizeof want,
+                     "/absurd.json: cases[0] (t/mlp compiled fp32 infer cpu batch 2) is invalid: "
+                     "samples_s[3] = %s s: not a plausible time",
+                     shown[b]);
+            assert_non_null(strstr(err, want));
+            assert_int_equal((int)(strchr(err, '\n') - err) + 1, (int)strlen(err)); // one line
+            free(err);
+        }
+    }
+    char *out;
+    assert_int_equal(run_compare("sane.json", "sane.json", &o, &out, NULL), 0);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mann_whitney),
@@ -699,6 +749,7 @@ int main(void) {
         cmocka_unit_test(test_corrupt_json),
         cmocka_unit_test(test_status_regression),
         cmocka_unit_test(test_junit),
+        cmocka_unit_test(test_absurd_samples),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -7,7 +7,10 @@
 // charts, the kill switches, escaping of a model named <script>"x in HTML
 // and in the gnuplot scripts, the run without gnuplot, an older file
 // without stability, the Google Benchmark export's errors, and calibrate's
-// one calibration per thread count.
+// one calibration per thread count. The reader: a sample that is no
+// plausible time makes its entry invalid, a directory or FIFO is refused by
+// name, a journal with a re-measured case and a cut line reads, and the
+// identity index finds what was put.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "reports/escape.h"
@@ -730,6 +734,29 @@ static void test_gbench_errors(void **state) {
     json_decref(doc);
 }
 
+// doc (taken) written to NAME under the output directory and loaded back.
+static resfile *dump_and_load(json_t *doc, const char *name) {
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s", outdir, name);
+    assert_int_equal(json_dump_file(doc, path, JSON_INDENT(1)), 0);
+    json_decref(doc);
+    resfile *f;
+    diag d;
+    assert_int_equal(resfile_load(path, &f, &d), 0);
+    return f;
+}
+
+// The report of f into SUB under the output directory, its warning dropped.
+static void report_quiet(resfile *f, const char *sub) {
+    char dir[400], err[512];
+    snprintf(dir, sizeof dir, "%s/%s", outdir, sub);
+    FILE *warn = fopen("/dev/null", "w");
+    assert_non_null(warn);
+    report_options o = {.outdir = dir, .gnuplot = "tcbench-no-such-gnuplot", .warn = warn};
+    assert_int_equal(report_write(&f, 1, &o, err, sizeof err), 0);
+    fclose(warn);
+}
+
 // A results file of before stability and kill switches were recorded loads
 // as stable with none disabled; a sweep without suite_batch counts at its
 // smallest batch.
@@ -745,14 +772,7 @@ static void test_older_file(void **state) {
         json_object_del(c, "stability");
         json_object_del(c, "suite_batch");
     }
-    char path[400], dir[400], err[512];
-    snprintf(path, sizeof path, "%s/old.json", outdir);
-    snprintf(dir, sizeof dir, "%s/old", outdir);
-    assert_int_equal(json_dump_file(doc, path, 0), 0);
-    json_decref(doc);
-    resfile *f;
-    diag d;
-    assert_int_equal(resfile_load(path, &f, &d), 0);
+    resfile *f = dump_and_load(doc, "old.json");
     assert_int_equal(f->ndisabled, 0);
     assert_true(isnan(f->loadavg_start));
     for (int k = 0; k < f->nentries; k++) {
@@ -767,13 +787,9 @@ static void test_older_file(void **state) {
         assert_int_equal(f->entries[k].processes, f->entries[k].nsamples > 0 ? 1 : -1);
         assert_int_equal(f->entries[k].suite_batch, -1);
     }
-    FILE *warn = fopen("/dev/null", "w");
-    report_options o = {.outdir = dir, .gnuplot = "tcbench-no-such-gnuplot", .warn = warn};
-    assert_int_equal(report_write(&f, 1, &o, err, sizeof err), 0);
-    fclose(warn);
+    report_quiet(f, "old");
     resfile_free(f);
-    snprintf(path, sizeof path, "old/summary.md");
-    char *md = out_file(path);
+    char *md = out_file("old/summary.md");
     assert_non_null(md);
     const char *k = strstr(md, "Kill switches in effect (TCBENCH");
     assert_non_null(k);
@@ -856,6 +872,161 @@ static void test_runtable(void **state) {
     free(buf);
 }
 
+// The fixture with its first timed entry's samples_s[1] set to v.
+static json_t *fixture_with_sample(double v, size_t *which) {
+    json_t *doc = fixture_json();
+    assert_non_null(doc);
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(doc, "cases"), i, c) {
+        json_t *s = json_object_get(c, "samples_s");
+        if (json_array_size(s) > 1) {
+            assert_int_equal(json_array_set_new(s, 1, json_real(v)), 0);
+            *which = i;
+            return doc;
+        }
+    }
+    fail_msg("the fixture has no entry with samples");
+    return NULL;
+}
+
+// A sample that is no plausible time (0, negative, 1e200 s, 1e308 s) makes
+// its entry invalid, named in its message; the report shows it so.
+static void test_invalid_samples(void **state) {
+    (void)state;
+    static const double bad[] = {1e200, 1e308, -1, 0, 1e-12};
+    static const char *const shown[] = {"1e+200", "1e+308", "-1", "0", "1e-12"};
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+        size_t k;
+        char want[128];
+        resfile *f = dump_and_load(fixture_with_sample(bad[b], &k), "absurd.json");
+        assert_int_equal(f->ninvalid, 1);
+        const resfile_entry *e = &f->entries[k];
+        assert_string_equal(e->status, "invalid");
+        assert_false(e->good);
+        snprintf(want, sizeof want, "samples_s[1] = %s s: not a plausible time", shown[b]);
+        assert_string_equal(e->message, want);
+        for (int i = 0; i < f->nentries; i++)
+            assert_true(i == (int)k || strcmp(f->entries[i].status, "invalid") != 0);
+        report_quiet(f, "absurd");
+        resfile_free(f);
+        char *csv = out_file("absurd/results.csv");
+        assert_non_null(csv);
+        assert_non_null(strstr(csv, ",invalid"));
+        free(csv);
+    }
+    // the bounds themselves are plausible
+    size_t k;
+    resfile *f = dump_and_load(fixture_with_sample(RESULTS_SAMPLE_MAX_S, &k), "edge.json");
+    assert_int_equal(f->ninvalid, 0);
+    resfile_free(f);
+}
+
+// A directory, or a FIFO, is refused by name before anything is read.
+static void test_not_a_file(void **state) {
+    (void)state;
+    resfile *f = NULL;
+    diag d;
+    assert_int_equal(resfile_load(outdir, &f, &d), -1);
+    assert_null(f);
+    assert_string_equal(d.file, outdir);
+    assert_string_equal(d.msg, "is a directory, not a results file");
+    char fifo[400];
+    snprintf(fifo, sizeof fifo, "%s/fifo", outdir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(resfile_load(fifo, &f, &d), -1); // would block were it opened
+    assert_string_equal(d.msg, "is a FIFO, not a results file");
+    unlink(fifo);
+}
+
+// Appends o to f as one compact line (without the newline when cut).
+static void line_write(FILE *f, const json_t *o, bool cut) {
+    char *text = json_dumps(o, JSON_COMPACT);
+    assert_non_null(text);
+    size_t n = strlen(text);
+    assert_int_equal(fwrite(text, 1, cut ? n / 2 : n, f), cut ? n / 2 : n);
+    if (!cut)
+        assert_int_equal(fputc('\n', f), '\n');
+    free(text);
+}
+
+// The fixture as a run's journal: a header line, one case a line, the
+// first case measured again (a resumed run: the later line counts) and a
+// cut last line (skipped).
+static void test_journal(void **state) {
+    (void)state;
+    json_t *doc = fixture_json();
+    assert_non_null(doc);
+    json_t *cases = json_incref(json_object_get(doc, "cases"));
+    size_t n = json_array_size(cases);
+    assert_true(n > 2);
+    json_object_del(doc, "cases");
+    json_object_set_new(doc, "journal", json_integer(1));
+    char path[400];
+    snprintf(path, sizeof path, "%s/run.json.jsonl", outdir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    line_write(f, doc, false);
+    size_t i;
+    json_t *c;
+    json_array_foreach(cases, i, c) line_write(f, c, false);
+    json_t *again = json_deep_copy(json_array_get(cases, 0));
+    json_object_set_new(again, "status", json_string("fail_accuracy"));
+    json_object_set_new(again, "message", json_string("measured again"));
+    line_write(f, again, false);
+    line_write(f, json_array_get(cases, 1), true);
+    assert_int_equal(fclose(f), 0);
+    json_decref(again);
+    json_decref(cases);
+    json_decref(doc);
+
+    resfile *r;
+    diag d;
+    assert_int_equal(resfile_load(path, &r, &d), 0);
+    assert_true(r->journal);
+    assert_int_equal(r->cut_lines, 1);
+    assert_int_equal(r->nentries, (int)n);
+    const resfile_entry *last = &r->entries[n - 1];
+    assert_string_equal(last->message, "measured again");
+    assert_string_equal(last->status, "fail_accuracy");
+    for (int k = 0; k + 1 < r->nentries; k++) {
+        assert_false(resfile_entry_same(&r->entries[k], last));
+        assert_int_equal(r->entries[k].index, k);
+    }
+    report_quiet(r, "journal");
+    resfile_free(r);
+}
+
+// The identity index: a put of an entry already there replaces it, and a
+// find sees every axis.
+static void test_index(void **state) {
+    (void)state;
+    enum { N = 5000 };
+    static resfile_entry e[N];
+    static char names[N][16];
+    resfile_index x;
+    assert_int_equal(resfile_index_init(&x, N), 0);
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "m%d", i / 2);
+        e[i] = (resfile_entry){.suite = "s", .name = names[i], .mode = i % 2 ? "compiled" : "eager",
+                               .precision = "fp32", .workload = "infer", .device = "cpu",
+                               .batch = 1};
+        assert_null(resfile_index_put(&x, &e[i]));
+    }
+    for (int i = 0; i < N; i++)
+        assert_ptr_equal(resfile_index_find(&x, &e[i]), &e[i]);
+    resfile_entry key = e[7];
+    key.batch = 2;
+    assert_null(resfile_index_find(&x, &key));
+    key = e[7];
+    key.precision = "amp";
+    assert_null(resfile_index_find(&x, &key));
+    key = e[7];
+    assert_ptr_equal(resfile_index_put(&x, &key), &e[7]);
+    assert_ptr_equal(resfile_index_find(&x, &e[7]), &key);
+    resfile_index_free(&x);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pass_rate),
@@ -875,6 +1046,10 @@ int main(void) {
         cmocka_unit_test(test_runtable),
         cmocka_unit_test(test_older_file),
         cmocka_unit_test(test_no_gnuplot_one_warning),
+        cmocka_unit_test(test_invalid_samples),
+        cmocka_unit_test(test_not_a_file),
+        cmocka_unit_test(test_journal),
+        cmocka_unit_test(test_index),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -36,6 +36,7 @@ static const char *const status_names[] = {
     [BENCH_CRASH] = "crash",
     [BENCH_TIMEOUT] = "timeout",
     [BENCH_OOM] = "oom",
+    [BENCH_INVALID] = "invalid",
 };
 static_assert(sizeof status_names / sizeof status_names[0] == BENCH_STATUS_COUNT,
               "one name per status");

@@ -44,7 +44,8 @@ const char *bench_axis_values_list(enum bench_axis a);
 
 // Eager entries end ok or fail_accuracy; compiled-family entries (PyTorch's
 // names) pass, fail_accuracy or fail_to_run; any entry can end error, crash,
-// timeout or oom.
+// timeout or oom. invalid is the readers' verdict on a file, never the
+// runner's: a sample that is no plausible time (results_samples_check).
 enum bench_status {
     BENCH_OK,            // eager ran, and passed the accuracy check when there was one
     BENCH_PASS,          // a compiled-family mode ran and its result passed
@@ -54,6 +55,7 @@ enum bench_status {
     BENCH_CRASH,         // the child died of a signal
     BENCH_TIMEOUT,       // the child ran past --timeout and was killed
     BENCH_OOM,           // memory ran out
+    BENCH_INVALID,       // its samples_s hold a time no run can measure (the message names it)
     BENCH_STATUS_COUNT
 };
 

@@ -416,6 +416,23 @@ int results_entry_read(const json_t *c, const char *path, int index, results_ent
     return 0;
 }
 
+bool results_entry_check_samples(results_entry *e) {
+    bench_result *r = &e->r;
+    for (int k = 0; k < r->nsamples; k++) {
+        double v = r->samples[k];
+        if (isfinite(v) && v >= RESULTS_SAMPLE_MIN_S && v <= RESULTS_SAMPLE_MAX_S)
+            continue;
+        r->status = BENCH_INVALID;
+        e->status = bench_status_name(BENCH_INVALID);
+        e->status_known = true;
+        snprintf(r->message, sizeof r->message, "samples_s[%d] = %g s: not a plausible time", k,
+                 v);
+        e->message = r->message;
+        return false;
+    }
+    return true;
+}
+
 void results_entry_free(results_entry *e) { bench_result_free(&e->r); }
 
 int results_doc_read(const json_t *root, const char *path, results_doc *doc, diag *d) {

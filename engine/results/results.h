@@ -171,6 +171,18 @@ void results_entry_free(results_entry *e);
 // are null.
 json_t *results_real(double v);
 
+// A timing sample is a plausible time when finite and within
+// [RESULTS_SAMPLE_MIN_S, RESULTS_SAMPLE_MAX_S]: no step of a model runs in
+// under a nanosecond (one clock cycle), and none of a benchmark in over a
+// day; 0, negative, 1e200 or 1e308 seconds is a broken writer or an edited
+// file, and would pass a comparison as `same` or `ambiguous`.
+#define RESULTS_SAMPLE_MIN_S 1e-9
+#define RESULTS_SAMPLE_MAX_S 86400.0
+// Whether e's samples are all plausible times. When one is not, e becomes
+// invalid (status "invalid", BENCH_INVALID) with a message naming the first
+// ("samples_s[3] = 1e+200 s: not a plausible time"), and false is returned.
+bool results_entry_check_samples(results_entry *e);
+
 // The whole document; host is borrowed, the rest taken.
 json_t *results_doc_json(const char *timestamp, json_t *command_line, json_t *host, json_t *config,
                          json_t *cases, double wall_s);
