@@ -334,6 +334,7 @@ int bench_report_new(const bench_plan *p, bench_report **out, char *err, size_t 
 }
 
 int bench_report_open(const bench_plan *p, bench_report **out, char *err, size_t cap) {
+    *out = NULL;
     bench_report *r;
     int k = bench_report_new(p, &r, err, cap);
     if (k < 0)
