@@ -348,8 +348,8 @@ static int roofline_chart(const rp_set *set, int fi, const char *dir, rp_charts 
         block[m] = -1;
         for (int i = 0; i < set->n; i++) {
             const resfile_entry *e = set->e[i];
-            if (e->file != f || strcmp(e->mode, modes[m]) != 0 || !(e->intensity > 0) ||
-                !(e->achieved_GFLOPs > 0))
+            if (e->file != f || strcmp(e->mode, modes[m]) != 0 || !(e->x->intensity > 0) ||
+                !(e->x->achieved_GFLOPs > 0))
                 continue;
             if (block[m] < 0) {
                 // two empty lines end a block; gnuplot counts only blocks with data
@@ -357,10 +357,10 @@ static int roofline_chart(const rp_set *set, int fi, const char *dir, rp_charts 
                     sbuf_puts(&c.dat, "\n\n");
                 block[m] = nblocks++;
             }
-            sbuf_printf(&c.dat, "%.6g %.6g\n", e->intensity, e->achieved_GFLOPs);
-            xmin = fmin(xmin, e->intensity);
-            xmax = fmax(xmax, e->intensity);
-            ymin = fmin(ymin, e->achieved_GFLOPs);
+            sbuf_printf(&c.dat, "%.6g %.6g\n", e->x->intensity, e->x->achieved_GFLOPs);
+            xmin = fmin(xmin, e->x->intensity);
+            xmax = fmax(xmax, e->x->intensity);
+            ymin = fmin(ymin, e->x->achieved_GFLOPs);
             npoints++;
         }
     }
@@ -383,14 +383,14 @@ static int roofline_chart(const rp_set *set, int fi, const char *dir, rp_charts 
     for (int i = 0; i < set->n && npoints <= 40; i++) {
         const resfile_entry *e = set->e[i];
         if (e->file != f || !set->primary || strcmp(e->mode, set->primary) != 0 ||
-            !(e->intensity > 0) || !(e->achieved_GFLOPs > 0))
+            !(e->x->intensity > 0) || !(e->x->achieved_GFLOPs > 0))
             continue;
         char label[512];
         rp_label(set, e, label, sizeof label);
         sbuf_printf(&c.body, "set label %d ", ++labels);
         chart_gp(&c, "%s", label);
-        sbuf_printf(&c.body, " at %.6g,%.6g offset 0.6,0 font ',8'\n", e->intensity,
-                    e->achieved_GFLOPs);
+        sbuf_printf(&c.body, " at %.6g,%.6g offset 0.6,0 font ',8'\n", e->x->intensity,
+                    e->x->achieved_GFLOPs);
     }
     sbuf_puts(&c.body, "plot roof(x) with lines lw 2 lc rgb 'black' title "
                        "'roof: min(GEMM rate, intensity x bandwidth)'");
@@ -421,7 +421,7 @@ static int sweep_chart(const rp_set *set, const rp_sel *s, const char *dir, rp_c
         const resfile_entry *e = set->e[i];
         if (rp_match(e, s) && isfinite(e->speedup) && rp_swept(set, e)) {
             med = fmax(med, e->speedup);
-            hi = fmax(hi, isfinite(e->ci95_hi) ? e->ci95_hi : e->speedup);
+            hi = fmax(hi, isfinite(e->x->ci95_hi) ? e->x->ci95_hi : e->speedup);
         }
     }
     double top = fmax(fmax(fmin(hi * 1.05, 1.5 * med), med * 1.1), 1.1);
@@ -452,9 +452,10 @@ static int sweep_chart(const rp_set *set, const rp_sel *s, const char *dir, rp_c
         }
         bmin = !bmin || e->batch < bmin ? e->batch : bmin;
         bmax = e->batch > bmax ? e->batch : bmax;
-        bool ci = isfinite(e->ci95_lo) && isfinite(e->ci95_hi), clip = ci && e->ci95_hi > top;
+        bool ci = isfinite(e->x->ci95_lo) && isfinite(e->x->ci95_hi),
+             clip = ci && e->x->ci95_hi > top;
         sbuf_printf(&c.dat, "%lld %.6g %.6g %.6g", (long long)e->batch, e->speedup,
-                    ci ? e->ci95_lo : e->speedup, ci ? fmin(e->ci95_hi, top) : e->speedup);
+                    ci ? e->x->ci95_lo : e->speedup, ci ? fmin(e->x->ci95_hi, top) : e->speedup);
         if (e->unstable)
             sbuf_printf(&c.dat, " %.6g", e->speedup);
         else

@@ -156,9 +156,9 @@ static double key_speedup(const rp_set *set, const resfile_entry *e, const char 
 
 static double key_compile(const rp_set *set, const resfile_entry *e, const char **why) {
     (void)set;
-    if (e->good && !isfinite(e->compile_cold_s))
+    if (e->good && !isfinite(e->x->compile_cold_s))
         *why = "not compiled";
-    return e->compile_cold_s > 0 ? e->compile_cold_s : NAN;
+    return e->x->compile_cold_s > 0 ? e->x->compile_cold_s : NAN;
 }
 
 static double key_breakeven(const rp_set *set, const resfile_entry *e, const char **why) {
@@ -185,7 +185,7 @@ static double speedup_top(const bars *b) {
         any = fmax(any, b->s[i].v);
         if (b->s[i].cls != CLS_UNSTABLE)
             med = fmax(med, b->s[i].v);
-        hi = fmax(hi, isfinite(e->ci95_hi) ? e->ci95_hi : b->s[i].v);
+        hi = fmax(hi, isfinite(e->x->ci95_hi) ? e->x->ci95_hi : b->s[i].v);
     }
     med = med > 0 ? med : any;
     double top = fmin(fmax(hi, any) * 1.05, 1.5 * med);
@@ -210,8 +210,8 @@ int chart_speedup(const rp_set *set, const rp_sel *s, const char *dir, rp_charts
                       "the speedup per class: ok unstable failed other_batch (names in the .gp)\n");
     for (int i = 0; i < b.n; i++) {
         slot *x = &b.s[i];
-        bool has = isfinite(x->v) && isfinite(x->e->ci95_lo) && isfinite(x->e->ci95_hi);
-        bool clip = isfinite(x->v) && (x->v > top || (has && x->e->ci95_hi > top));
+        bool has = isfinite(x->v) && isfinite(x->e->x->ci95_lo) && isfinite(x->e->x->ci95_hi);
+        bool clip = isfinite(x->v) && (x->v > top || (has && x->e->x->ci95_hi > top));
         ci |= has;
         clipped |= clip;
         sbuf_printf(&c.dat, "%d", i);
@@ -220,18 +220,20 @@ int chart_speedup(const rp_set *set, const rp_sel *s, const char *dir, rp_charts
         else
             sbuf_puts(&c.dat, " ?");
         if (has)
-            sbuf_printf(&c.dat, " %.6g %.6g", fmin(x->e->ci95_lo, top), fmin(x->e->ci95_hi, top));
+            sbuf_printf(&c.dat, " %.6g %.6g", fmin(x->e->x->ci95_lo, top),
+                        fmin(x->e->x->ci95_hi, top));
         else
             sbuf_puts(&c.dat, " ? ?");
         if (clip) {
             sbuf_printf(&c.dat, " %.6g", top);
             char to[64];
             if (x->v > top && has)
-                snprintf(to, sizeof to, "%.3gx [%.3g, %.3g]", x->v, x->e->ci95_lo, x->e->ci95_hi);
+                snprintf(to, sizeof to, "%.3gx [%.3g, %.3g]", x->v, x->e->x->ci95_lo,
+                         x->e->x->ci95_hi);
             else if (x->v > top)
                 snprintf(to, sizeof to, "%.3gx", x->v);
             else
-                snprintf(to, sizeof to, "CI to %.3g", x->e->ci95_hi);
+                snprintf(to, sizeof to, "CI to %.3g", x->e->x->ci95_hi);
             sbuf_printf(&c.body, "set label %d ", 1000 + i);
             chart_gp(&c, "%s", to);
             sbuf_printf(&c.body,
@@ -279,7 +281,7 @@ int chart_compile(const rp_set *set, const rp_sel *s, const char *dir, rp_charts
                       "(sorted by cold compile time)\n");
     for (int i = 0; i < b.n; i++) {
         const slot *x = &b.s[i];
-        double w = x->e->compile_warm_s;
+        double w = x->e->x->compile_warm_s;
         sbuf_printf(&c.dat, "%d", i);
         if (isfinite(w) && w > 0) {
             sbuf_printf(&c.dat, " %.6g", w);

@@ -238,9 +238,9 @@ static bool noisy(compare_row *r, const compare_options *o, char *why) {
 // the standard error of a mean of that many draws.
 static double side_noise(const resfile_entry *e) {
     double n = e->noise;
-    if (e->processes < 2 || !isfinite(e->process_spread))
+    if (e->processes < 2 || !isfinite(e->x->process_spread))
         return n;
-    return sqrt(n * n + e->process_spread * e->process_spread / (double)e->processes);
+    return sqrt(n * n + e->x->process_spread * e->x->process_spread / (double)e->processes);
 }
 
 // Everything up to the U test; the verdict of a tested pair waits for BH.

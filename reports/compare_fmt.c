@@ -62,8 +62,20 @@ static void noisy_title(const compare_result *r, sbuf *b) {
                                       : "; not a failure: rerun on a quieter machine");
 }
 
+// Writes what b holds once it passes a block's worth, so a million rows
+// never sit whole in memory. A failed write marks b as failed (oom: the
+// text is incomplete), which compare_write reports as it does a short
+// write.
+static void spill(sbuf *b, FILE *out) {
+    if (b->len < (1 << 16) || b->oom)
+        return;
+    if (fwrite(b->s, 1, b->len, out) != b->len)
+        b->oom = true;
+    sbuf_reset(b);
+}
+
 // The text table of the rows that are (noisy) or are not (!noisy) noisy.
-static void text_table(const compare_result *r, sbuf *b, size_t w, bool noisy) {
+static void text_table(const compare_result *r, sbuf *b, FILE *out, size_t w, bool noisy) {
     sbuf_printf(b, "%-12s %-*s %10s %10s %8s %-17s %8s %13s %7s  %s\n", "verdict", (int)w, "entry",
                 "base ms", "new ms", "change", "95% CI of ratio", "q", "noise b/n", "limit", "why");
     for (int i = 0; i < r->nrows; i++) {
@@ -75,10 +87,11 @@ static void text_table(const compare_result *r, sbuf *b, size_t w, bool noisy) {
         sbuf_printf(b, "%-12s %-*s %10s %10s %8s %-17s %8s %13s %7s  %s\n",
                     compare_verdict_name(row->verdict), (int)w, c.entry, c.base, c.cur, c.change,
                     c.ci, c.q, c.noise, c.limit, row->reason);
+        spill(b, out);
     }
 }
 
-static void write_text(const compare_result *r, sbuf *b) {
+static void write_text(const compare_result *r, sbuf *b, FILE *out) {
     sbuf_printf(b, "tcbench compare: %s -> %s\n", r->base->path, r->cur->path);
     if (r->machines[0])
         sbuf_printf(b, "different machines, compared under --force: %s\n", r->machines);
@@ -88,12 +101,12 @@ static void write_text(const compare_result *r, sbuf *b) {
         row_cells(&r->rows[i], &c);
         w = strlen(c.entry) > w ? strlen(c.entry) : w;
     }
-    text_table(r, b, w, false);
+    text_table(r, b, out, w, false);
     if (r->count[CMP_NOISY]) {
         sbuf_puts(b, "\nnoisy: ");
         noisy_title(r, b);
         sbuf_puts(b, ":\n");
-        text_table(r, b, w, true);
+        text_table(r, b, out, w, true);
         sbuf_puts(b, "\n");
     }
     counts_line(r, b);
@@ -110,7 +123,7 @@ static bool md_row_in(const compare_row *row, enum md_rows which) {
     }
 }
 
-static void md_table(const compare_result *r, sbuf *b, enum md_rows which) {
+static void md_table(const compare_result *r, sbuf *b, FILE *out, enum md_rows which) {
     sbuf_puts(b,
               "| verdict | entry | base ms | new ms | change | 95% CI of ratio | q | noise b/n | "
               "limit | why |\n| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- "
@@ -128,10 +141,11 @@ static void md_table(const compare_result *r, sbuf *b, enum md_rows which) {
                     c.noise, c.limit);
         esc_md(b, row->reason);
         sbuf_puts(b, " |\n");
+        spill(b, out);
     }
 }
 
-static void write_md(const compare_result *r, sbuf *b) {
+static void write_md(const compare_result *r, sbuf *b, FILE *out) {
     sbuf_puts(b, "### tcbench compare: ");
     counts_line(r, b);
     sbuf_puts(b, "\n\n");
@@ -146,7 +160,7 @@ static void write_md(const compare_result *r, sbuf *b) {
         sbuf_puts(b, "\n\n");
     }
     if (r->nrows > r->count[CMP_SAME] + r->count[CMP_NOISY]) {
-        md_table(r, b, MD_NOTABLE);
+        md_table(r, b, out, MD_NOTABLE);
         sbuf_puts(b, "\n");
     } else {
         sbuf_printf(b, "Every entry%s is the same within its limit.\n\n",
@@ -156,11 +170,11 @@ static void write_md(const compare_result *r, sbuf *b) {
         sbuf_puts(b, "**Noisy**: ");
         noisy_title(r, b);
         sbuf_puts(b, ".\n\n");
-        md_table(r, b, MD_NOISY);
+        md_table(r, b, out, MD_NOISY);
         sbuf_puts(b, "\n");
     }
     sbuf_printf(b, "<details><summary>All %d entries</summary>\n\n", r->nrows);
-    md_table(r, b, MD_ALL);
+    md_table(r, b, out, MD_ALL);
     sbuf_puts(b, "\n</details>\n");
 }
 
@@ -230,7 +244,7 @@ static bool junit_skips(const compare_result *r, const compare_row *row) {
            row->verdict == CMP_NEW || (row->verdict == CMP_NOISY && !r->opts.fail_on_noisy);
 }
 
-static void write_junit(const compare_result *r, sbuf *b) {
+static void write_junit(const compare_result *r, sbuf *b, FILE *out) {
     int fails = 0, skips = 0;
     for (int i = 0; i < r->nrows; i++) {
         fails += junit_fails(r, &r->rows[i]);
@@ -284,6 +298,7 @@ static void write_junit(const compare_result *r, sbuf *b) {
             sbuf_puts(b, "</system-out>");
         }
         sbuf_puts(b, "</testcase>\n");
+        spill(b, out);
     }
     sbuf_puts(b, "  </testsuite>\n</testsuites>\n");
 }
@@ -293,9 +308,9 @@ int compare_write(const compare_result *r, FILE *out) {
         return write_json(r, out);
     sbuf b = {0};
     switch (r->opts.format) {
-    case CMP_MD: write_md(r, &b); break;
-    case CMP_JUNIT: write_junit(r, &b); break;
-    default: write_text(r, &b); break;
+    case CMP_MD: write_md(r, &b, out); break;
+    case CMP_JUNIT: write_junit(r, &b, out); break;
+    default: write_text(r, &b, out); break;
     }
     int rc = b.oom || (b.len && fwrite(b.s, 1, b.len, out) != b.len) || fflush(out) != 0 ? -1 : 0;
     free(b.s);

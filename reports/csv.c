@@ -61,14 +61,14 @@ int csv_write(const rp_set *set, FILE *f, char *err, size_t cap) {
         const resfile_entry *eager = e->compiled ? rp_eager_of(set, e) : e;
         double ms = e->stats.n ? e->stats.median * 1e3 : NAN;
         double eager_ms = eager && eager->stats.n ? eager->stats.median * 1e3 : NAN;
-        double eager_gb = eager && eager->peak_bytes >= 0 ? eager->peak_bytes / 1e9 : NAN;
-        double own_gb = e->compiled && e->peak_bytes >= 0 ? e->peak_bytes / 1e9 : NAN;
+        double eager_gb = eager && eager->x->peak_bytes >= 0 ? eager->x->peak_bytes / 1e9 : NAN;
+        double own_gb = e->compiled && e->x->peak_bytes >= 0 ? e->x->peak_bytes / 1e9 : NAN;
         esc_csv(&b, e->device);
         text(&b, e->name);
         sbuf_printf(&b, ",%lld", (long long)e->batch);
         num(&b, e->speedup);
         num(&b, ms);
-        num(&b, e->compile_cold_s);
+        num(&b, e->x->compile_cold_s);
         num(&b, e->compression_ratio);
         num(&b, eager_gb);
         num(&b, own_gb);
@@ -78,14 +78,14 @@ int csv_write(const rp_set *set, FILE *f, char *err, size_t cap) {
         text(&b, e->precision);
         text(&b, e->workload);
         text(&b, e->status);
-        num(&b, e->ci95_lo);
-        num(&b, e->ci95_hi);
-        if (e->kernels >= 0)
-            sbuf_printf(&b, ",%lld", (long long)e->kernels);
+        num(&b, e->x->ci95_lo);
+        num(&b, e->x->ci95_hi);
+        if (e->x->kernels >= 0)
+            sbuf_printf(&b, ",%lld", (long long)e->x->kernels);
         else
             sbuf_puts(&b, ",");
         num(&b, eager_ms);
-        num(&b, e->compile_warm_s);
+        num(&b, e->x->compile_warm_s);
         sbuf_printf(&b, ",%d", e->nsamples);
         text(&b, e->message);
         num(&b, e->noise);

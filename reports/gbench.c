@@ -89,7 +89,7 @@ static int entry_runs(const resfile_entry *e, int family, json_t *arr) {
     else
         snprintf(name, sizeof name, "%s/%s/%s/%s/%s/%s/batch:%lld", e->suite, e->name, e->mode,
                  e->precision, e->workload, e->device, (long long)e->batch);
-    long long iters = e->iterations_per_sample > 0 ? e->iterations_per_sample : 1;
+    long long iters = e->x->iterations_per_sample > 0 ? e->x->iterations_per_sample : 1;
     char error[700] = "", label[700] = "";
     if (!e->good)
         snprintf(error, sizeof error, "%s%s%s", e->status, *e->message ? ": " : "", e->message);

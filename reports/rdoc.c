@@ -66,25 +66,41 @@ void rdoc_item(rdoc *d, const char *fmt, ...) {
     va_end(ap);
 }
 
-static void add_cell(rdoc *d, char *s) {
+// The last table, or NULL (and the document marked incomplete).
+static rdoc_block *last_table(rdoc *d) {
     rdoc_block *t = d->n ? &d->b[d->n - 1] : NULL;
-    if (!s || !t || t->kind != RDOC_TABLE) {
-        free(s);
+    if (!t || t->kind != RDOC_TABLE) {
         d->oom = true;
+        return NULL;
+    }
+    return t;
+}
+
+// Room for n more bytes of cells in t.
+static bool cells_reserve(rdoc *d, rdoc_block *t, size_t n) {
+    if (t->size - t->len >= n)
+        return true;
+    size_t size = t->size ? 2 * t->size : 256;
+    while (size - t->len < n)
+        size *= 2;
+    char *c = realloc(t->cells, size);
+    if (!c) {
+        d->oom = true;
+        return false;
+    }
+    t->cells = c;
+    t->size = size;
+    return true;
+}
+
+static void add_cell(rdoc *d, const char *s) {
+    rdoc_block *t = last_table(d);
+    size_t n = strlen(s) + 1;
+    if (!t || !cells_reserve(d, t, n))
         return;
-    }
-    if (t->ncells == t->cap) {
-        int cap = t->cap ? 2 * t->cap : 32;
-        char **c = realloc(t->cells, (size_t)cap * sizeof *c);
-        if (!c) {
-            free(s);
-            d->oom = true;
-            return;
-        }
-        t->cells = c;
-        t->cap = cap;
-    }
-    t->cells[t->ncells++] = s;
+    memcpy(t->cells + t->len, s, n);
+    t->len += n;
+    t->ncells++;
 }
 
 void rdoc_table_open(rdoc *d, int ncols) {
@@ -98,15 +114,25 @@ void rdoc_table(rdoc *d, int ncols, ...) {
     va_list ap;
     va_start(ap, ncols);
     for (int i = 0; i < ncols; i++)
-        add_cell(d, strdup(va_arg(ap, const char *)));
+        add_cell(d, va_arg(ap, const char *));
     va_end(ap);
 }
 
 void rdoc_cell(rdoc *d, const char *fmt, ...) {
+    rdoc_block *t = last_table(d);
     va_list ap;
     va_start(ap, fmt);
-    add_cell(d, vformat(fmt, ap));
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
+    if (!t || n < 0 || !cells_reserve(d, t, (size_t)n + 1)) {
+        d->oom = true;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(t->cells + t->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    t->len += (size_t)n + 1;
+    t->ncells++;
 }
 
 void rdoc_chart(rdoc *d, const char *stem, const char *caption, bool drawn) {
@@ -122,8 +148,6 @@ void rdoc_free(rdoc *d) {
     for (int i = 0; i < d->n; i++) {
         free(d->b[i].text);
         free(d->b[i].chart);
-        for (int k = 0; k < d->b[i].ncells; k++)
-            free(d->b[i].cells[k]);
         free(d->b[i].cells);
     }
     free(d->b);
@@ -145,27 +169,48 @@ static bool numeric_cell(const char *s) {
 }
 
 // Columns of figures are right-aligned; "-" (no figure) fits either.
-static bool numeric_column(const rdoc_block *t, int col) {
-    int rows = t->ncells / t->ncols;
-    bool any = false;
-    for (int r = 1; r < rows; r++) {
-        const char *s = t->cells[r * t->ncols + col];
-        if (!strcmp(s, "-") || !*s)
-            continue;
-        if (!numeric_cell(s))
-            return false;
-        any = true;
+// num[col] for each of t's columns, in one pass over the cells.
+static bool *numeric_columns(const rdoc_block *t) {
+    bool *num = calloc((size_t)t->ncols + 1, sizeof *num);
+    bool *other = calloc((size_t)t->ncols + 1, sizeof *other);
+    if (!num || !other) {
+        free(num);
+        free(other);
+        return NULL;
     }
-    return any;
+    const char *s = t->cells;
+    for (int c = 0; c < t->ncells; c++, s += strlen(s) + 1) {
+        int col = c % t->ncols;
+        if (c < t->ncols || other[col] || !strcmp(s, "-") || !*s)
+            continue;
+        if (numeric_cell(s))
+            num[col] = true;
+        else
+            other[col] = true;
+    }
+    for (int col = 0; col < t->ncols; col++)
+        num[col] &= !other[col];
+    free(other);
+    return num;
 }
 
-static int finish(FILE *f, sbuf *b, const char *what, char *err, size_t cap) {
+// Writes what b holds once it passes a block's worth, so a table of a
+// million rows never sits whole in memory; a failed write is kept in b.
+static void spill(FILE *f, sbuf *b, int *werr) {
+    if (b->len < (1 << 16) || b->oom || *werr)
+        return;
+    if (fwrite(b->s, 1, b->len, f) != b->len)
+        *werr = errno ? errno : EIO;
+    sbuf_reset(b);
+}
+
+static int finish(FILE *f, sbuf *b, int werr, const char *what, char *err, size_t cap) {
     int rc = 0;
     if (b->oom) {
         snprintf(err, cap, "%s: out of memory", what);
         rc = -1;
-    } else if (b->len && fwrite(b->s, 1, b->len, f) != b->len) {
-        snprintf(err, cap, "fwrite %s: %s", what, strerror(errno));
+    } else if (werr || (b->len && fwrite(b->s, 1, b->len, f) != b->len)) {
+        snprintf(err, cap, "fwrite %s: %s", what, strerror(werr ? werr : errno));
         rc = -1;
     }
     free(b->s);
@@ -174,6 +219,7 @@ static int finish(FILE *f, sbuf *b, const char *what, char *err, size_t cap) {
 
 int rdoc_write_md(const rdoc *d, FILE *f, char *err, size_t cap) {
     sbuf b = {0};
+    int werr = 0;
     for (int i = 0; i < d->n; i++) {
         const rdoc_block *k = &d->b[i];
         bool list_end = k->kind == RDOC_ITEM && (i + 1 == d->n || d->b[i + 1].kind != RDOC_ITEM);
@@ -192,22 +238,29 @@ int rdoc_write_md(const rdoc *d, FILE *f, char *err, size_t cap) {
             esc_md(&b, k->text);
             sbuf_puts(&b, list_end ? "\n\n" : "\n");
             break;
-        case RDOC_TABLE:
-            for (int c = 0; c < k->ncells; c++) {
+        case RDOC_TABLE: {
+            const char *s = k->cells;
+            for (int c = 0; c < k->ncells; c++, s += strlen(s) + 1) {
                 int col = c % k->ncols;
                 sbuf_puts(&b, col == 0 ? "| " : " | ");
-                esc_md(&b, k->cells[c]);
+                esc_md(&b, s);
                 if (col == k->ncols - 1) {
                     sbuf_puts(&b, " |\n");
                     if (c == k->ncols - 1) { // under the header
-                        for (int h = 0; h < k->ncols; h++)
-                            sbuf_puts(&b, numeric_column(k, h) ? "| ---: " : "| --- ");
+                        bool *num = numeric_columns(k);
+                        if (!num)
+                            b.oom = true;
+                        for (int h = 0; num && h < k->ncols; h++)
+                            sbuf_puts(&b, num[h] ? "| ---: " : "| --- ");
                         sbuf_puts(&b, "|\n");
+                        free(num);
                     }
+                    spill(f, &b, &werr);
                 }
             }
             sbuf_puts(&b, "\n");
             break;
+        }
         case RDOC_CHART:
             if (k->drawn) {
                 sbuf_puts(&b, "![");
@@ -221,7 +274,7 @@ int rdoc_write_md(const rdoc *d, FILE *f, char *err, size_t cap) {
             break;
         }
     }
-    return finish(f, &b, "summary.md", err, cap);
+    return finish(f, &b, werr, "summary.md", err, cap);
 }
 
 static const char html_head[] =
@@ -300,6 +353,7 @@ static int chart_uri(sbuf *b, const char *dir, const char *stem, char *err, size
 int rdoc_write_html(const rdoc *d, const char *title, const char *chart_dir, FILE *f, char *err,
                     size_t cap) {
     sbuf b = {0}, t = {0};
+    int werr = 0;
     esc_html(&t, title);
     sbuf_printf(&b, html_head, t.s ? t.s : "");
     free(t.s);
@@ -325,22 +379,23 @@ int rdoc_write_html(const rdoc *d, const char *title, const char *chart_dir, FIL
             break;
         case RDOC_TABLE: {
             // each column's alignment once, not per cell: a table can have a million rows
-            bool *num = calloc((size_t)k->ncols + 1, sizeof *num);
+            bool *num = numeric_columns(k);
             if (!num)
                 b.oom = true;
-            for (int col = 0; num && col < k->ncols; col++)
-                num[col] = numeric_column(k, col);
             sbuf_puts(&b, "<table>\n");
-            for (int c = 0; num && c < k->ncells; c++) {
+            const char *s = k->cells;
+            for (int c = 0; num && c < k->ncells; c++, s += strlen(s) + 1) {
                 int col = c % k->ncols;
                 bool head = c < k->ncols;
                 if (col == 0)
                     sbuf_puts(&b, "<tr>");
                 sbuf_puts(&b, head ? "<th>" : num[col] ? "<td class=\"num\">" : "<td>");
-                esc_html(&b, k->cells[c]);
+                esc_html(&b, s);
                 sbuf_puts(&b, head ? "</th>" : "</td>");
-                if (col == k->ncols - 1)
+                if (col == k->ncols - 1) {
                     sbuf_puts(&b, "</tr>\n");
+                    spill(f, &b, &werr);
+                }
             }
             sbuf_puts(&b, "</table>\n");
             free(num);
@@ -372,5 +427,5 @@ int rdoc_write_html(const rdoc *d, const char *title, const char *chart_dir, FIL
         }
     }
     sbuf_puts(&b, "</body>\n</html>\n");
-    return finish(f, &b, "index.html", err, cap);
+    return finish(f, &b, werr, "index.html", err, cap);
 }

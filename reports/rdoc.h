@@ -28,9 +28,13 @@ typedef struct rdoc_block {
     char *text;   // heading, paragraph, item; chart: its caption
     char *chart;  // chart: file stem
     bool drawn;   // chart: gnuplot made the images
-    int ncols;    // table
-    char **cells; // table: the header row, then the rows, row-major
-    int ncells, cap;
+    int ncols; // table
+    // table: the header row, then the rows, row-major, each cell's text
+    // after the last's NUL (a cell costs its text, not a pointer and an
+    // allocation: a report of a million entries has millions)
+    char *cells;
+    size_t len, size; // bytes of cells used, allocated
+    int ncells;
 } rdoc_block;
 
 typedef struct rdoc {

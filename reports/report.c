@@ -82,8 +82,8 @@ void rp_agg_compute(const rp_set *set, const rp_sel *s, rp_agg *a) {
             bench_geomean_add(&g, e->speedup);
         else if (e->unstable)
             a->unstable++;
-        if (isfinite(e->compile_cold_s)) {
-            a->compile_s += e->compile_cold_s;
+        if (isfinite(e->x->compile_cold_s)) {
+            a->compile_s += e->x->compile_cold_s;
             a->ncompile++;
         }
         if (isfinite(e->compression_ratio) && e->compression_ratio > 0) {
@@ -201,7 +201,8 @@ double rp_breakeven(const rp_set *set, const resfile_entry *e) {
     if (!e->compiled)
         return NAN;
     const resfile_entry *eager = rp_eager_of(set, e);
-    return report_breakeven(e->compile_cold_s, eager && eager->stats.n ? eager->stats.median : NAN,
+    return report_breakeven(e->x->compile_cold_s,
+                            eager && eager->stats.n ? eager->stats.median : NAN,
                             e->stats.n ? e->stats.median : NAN);
 }
 

@@ -4,6 +4,7 @@
 #include "results/axes.h"
 #include "results/journal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -145,25 +146,26 @@ static int store_failed(resfile *f, diag *d) {
 // (stats.h): split by process_samples where those add up to the samples,
 // else one process's. Stability is optional: a file without it reads as
 // stable.
-static int stability_take(resfile *f, resfile_entry *e, const results_entry *res, diag *d) {
+static int stability_take(resfile *f, resfile_entry *e, resfile_extra *x, const results_entry *res,
+                          diag *d) {
     const bench_stability *st = &res->r.stab;
     e->noise = NAN;
-    e->process_spread = NAN;
+    x->process_spread = NAN;
     e->processes = e->nsamples > 0 ? 1 : -1;
     double noise, spread;
     if (st->processes > 0 && bench_stats_processes(e->samples, e->nsamples, st->process_samples,
                                                    st->processes, &noise, &spread, NULL) == 0) {
         e->noise = noise;
-        e->process_spread = spread;
+        x->process_spread = spread;
         e->processes = st->processes;
     } else if (e->nsamples > 0) {
         e->noise = bench_stats_noise(&e->stats);
     }
     bool has = res->has_stability;
-    e->ci_rel_width = has ? st->ci_rel_width : NAN;
-    e->load_start = has ? st->load_start : NAN;
-    e->load_end = has ? st->load_end : NAN;
-    e->nivcsw = has ? st->nivcsw : -1;
+    x->ci_rel_width = has ? st->ci_rel_width : NAN;
+    x->load_start = has ? st->load_start : NAN;
+    x->load_end = has ? st->load_end : NAN;
+    x->nivcsw = has ? st->nivcsw : -1;
     e->rounds = has ? st->rounds : -1;
     e->unstable = st->unstable;
     if (st->nreasons > 0) {
@@ -179,10 +181,48 @@ static int stability_take(resfile *f, resfile_entry *e, const results_entry *res
     // an entry that never got to timing has no kernels or memory to count:
     // a 0 there means "not measured", and reads as unknown
     if (e->nsamples == 0 && !e->good) {
-        e->kernels = e->kernels > 0 ? e->kernels : -1;
-        e->peak_bytes = e->peak_bytes > 0 ? e->peak_bytes : -1;
-        e->iterations_per_sample = e->iterations_per_sample > 0 ? e->iterations_per_sample : -1;
+        x->kernels = x->kernels > 0 ? x->kernels : -1;
+        x->peak_bytes = x->peak_bytes > 0 ? x->peak_bytes : -1;
+        x->iterations_per_sample = x->iterations_per_sample > 0 ? x->iterations_per_sample : -1;
     }
+    return 0;
+}
+
+const resfile_extra resfile_extra_none = {.iterations_per_sample = -1,
+                                          .kernels = -1,
+                                          .peak_bytes = -1,
+                                          .param_count = -1,
+                                          .flops = NAN,
+                                          .min_bytes = NAN,
+                                          .rel_l2 = NAN,
+                                          .compile_cold_s = NAN,
+                                          .compile_warm_s = NAN,
+                                          .ci95_lo = NAN,
+                                          .ci95_hi = NAN,
+                                          .intensity = NAN,
+                                          .achieved_GFLOPs = NAN,
+                                          .ci_rel_width = NAN,
+                                          .load_start = NAN,
+                                          .load_end = NAN,
+                                          .nivcsw = -1,
+                                          .process_spread = NAN};
+
+static_assert(sizeof(resfile_extra) == 18 * 8,
+              "resfile_extra has padding or a new field: extra_keep compares it bit for bit");
+
+// e->x: the shared none, or a copy of x in the store.
+static int extra_keep(resfile *f, resfile_entry *e, const resfile_extra *x, diag *d) {
+    // bit for bit (the struct has no padding): a NAN of another sign or
+    // payload is kept as read
+    if (!memcmp(x, &resfile_extra_none, sizeof *x)) {
+        e->x = &resfile_extra_none;
+        return 0;
+    }
+    resfile_extra *kept = store_alloc(f->store, sizeof *kept);
+    if (!kept)
+        return store_failed(f, d);
+    *kept = *x;
+    e->x = kept;
     return 0;
 }
 
@@ -210,22 +250,24 @@ static int entry_fill(resfile *f, resfile_entry *e, const results_entry *res, di
     e->compiled = strcmp(e->mode, "eager") != 0;
     e->good = !strcmp(e->status, "ok") || !strcmp(e->status, "pass");
     e->stats = r->stats;
-    e->iterations_per_sample = r->iters_per_sample;
-    e->kernels = r->kernels;
-    e->peak_bytes = r->peak_bytes;
-    e->param_count = id->param_count;
-    e->flops = id->flops;
-    e->min_bytes = id->min_bytes;
-    e->rel_l2 = r->acc.rel_l2;
-    e->compile_cold_s = r->compile.cold_s;
-    e->compile_warm_s = r->compile.warm_s;
+    resfile_extra x = {.iterations_per_sample = r->iters_per_sample,
+                       .kernels = r->kernels,
+                       .peak_bytes = r->peak_bytes,
+                       .param_count = id->param_count,
+                       .flops = id->flops,
+                       .min_bytes = id->min_bytes,
+                       .rel_l2 = r->acc.rel_l2,
+                       .compile_cold_s = r->compile.cold_s,
+                       .compile_warm_s = r->compile.warm_s,
+                       .ci95_lo = r->speedup.ci95_lo,
+                       .ci95_hi = r->speedup.ci95_hi,
+                       .intensity = res->intensity,
+                       .achieved_GFLOPs = res->achieved_GFLOPs};
     e->speedup = r->speedup.median;
-    e->ci95_lo = r->speedup.ci95_lo;
-    e->ci95_hi = r->speedup.ci95_hi;
     e->compression_ratio = r->compression_ratio;
-    e->intensity = res->intensity;
-    e->achieved_GFLOPs = res->achieved_GFLOPs;
-    return stability_take(f, e, res, d);
+    if (stability_take(f, e, &x, res, d) < 0)
+        return -1;
+    return extra_keep(f, e, &x, d);
 }
 
 // Reads case object c as f's next entry.

@@ -53,40 +53,56 @@
 
 struct resfile;
 
-typedef struct resfile_entry {
-    const struct resfile *file; // where it came from
-    int index;                  // position in the file's cases
-    const char *suite, *name, *model, *mode, *precision, *workload, *device, *status, *message;
-    int64_t batch;
-    bool compiled;   // a compiled-family mode (anything but eager)
-    bool good;       // status ok or pass: ran, and its accuracy counts
-    double *samples; // seconds per iteration (nulls in the file left out)
-    int nsamples;
-    bench_stats stats; // of samples; n == 0 without samples
+// The figures an entry often lacks (a case that failed, a file of an older
+// schema, a generated one), kept apart: an entry with none of them points
+// at resfile_extra_none, so a million such entries cost a pointer each.
+typedef struct resfile_extra {
     int64_t iterations_per_sample, kernels, peak_bytes, param_count; // -1: unknown
     double flops, min_bytes;
     double rel_l2;                         // against the fp64 reference
     double compile_cold_s, compile_warm_s; // NAN unless it compiled
-    double speedup, ci95_lo, ci95_hi;      // NAN unless it passed
-    double compression_ratio;              // eager peak / this one's
+    double ci95_lo, ci95_hi;               // the speedup's interval, NAN unless it passed
     double intensity, achieved_GFLOPs;     // the roofline object's
+    // stability: the speedup's 95% interval / its median (NAN unknown), the
+    // 1-minute load average around the timed rounds, involuntary context
+    // switches (-1 unknown)
+    double ci_rel_width, load_start, load_end;
+    int64_t nivcsw;
+    // --processes: the standard deviation of the log of the processes'
+    // medians (NAN below 2)
+    double process_spread;
+} resfile_extra;
 
+// Every figure unknown: NAN, counts -1.
+extern const resfile_extra resfile_extra_none;
+
+typedef struct resfile_entry {
+    // (the ints and bools side by side: no padding, at a million entries a file)
+    const struct resfile *file; // where it came from
+    int index;                  // position in the file's cases
+    int nsamples;               // of samples
+    int nreasons;               // of reasons
+    bool compiled;              // a compiled-family mode (anything but eager)
+    bool good;                  // status ok or pass: ran, and its accuracy counts
     // stability (read by stability_load; a file without it reads as stable):
-    // whether the entry's timing can be trusted, and why not
+    // whether the entry's timing can be trusted, and why not (reasons)
     bool unstable;
+    const char *suite, *name, *model, *mode, *precision, *workload, *device, *status, *message;
+    int64_t batch;
+    double *samples;          // seconds per iteration (nulls in the file left out)
+    bench_stats stats;        // of samples; n == 0 without samples
+    const resfile_extra *x;   // never NULL; resfile_extra_none when it has none
+    double speedup;           // NAN unless it passed
+    double compression_ratio; // eager peak / this one's
     // robust relative dispersion of samples_s within a process, recomputed
     // from the samples (bench_stats_processes); NAN without samples
     double noise;
-    double ci_rel_width;         // the speedup's 95% interval / its median; NAN unknown
-    double load_start, load_end; // 1-minute load average around the timed rounds
-    int64_t nivcsw, rounds;      // -1 unknown
+    int64_t rounds; // -1 unknown
     // --processes: how many processes' samples are pooled (stability's
-    // process_samples; 1 without them, -1 without samples), and the
-    // standard deviation of the log of their medians (NAN below 2)
+    // process_samples; 1 without them, -1 without samples); their spread
+    // is x->process_spread
     int64_t processes;
-    double process_spread;
     const char *const *reasons; // nreasons of them (interned), NULL when none
-    int nreasons;
     int64_t suite_batch; // the case's own batch (before a sweep's); -1 when not recorded
 } resfile_entry;
 

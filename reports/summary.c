@@ -242,8 +242,8 @@ static void warnings(const rp_set *set, rdoc *d) {
             rdoc_item(d, "%s: speedup %.2fx < %.2fx", where, e->speedup, WARN_SPEEDUP);
             n++;
         }
-        if (e->compile_cold_s > WARN_COMPILE_S) {
-            rdoc_item(d, "%s: compile time %.1f s > %.0f s", where, e->compile_cold_s,
+        if (e->x->compile_cold_s > WARN_COMPILE_S) {
+            rdoc_item(d, "%s: compile time %.1f s > %.0f s", where, e->x->compile_cold_s,
                       WARN_COMPILE_S);
             n++;
         }
@@ -377,11 +377,11 @@ static void ablation_group(const rp_set *set, const rp_sel *g, rdoc *d, void *us
 static void speedup_cell(const resfile_entry *e, rdoc *d) {
     char sp[32], lo[32], hi[32];
     rp_fmt(sp, sizeof sp, "%.2fx", e->speedup);
-    rp_fmt(lo, sizeof lo, "%.2f", e->ci95_lo);
-    rp_fmt(hi, sizeof hi, "%.2f", e->ci95_hi);
+    rp_fmt(lo, sizeof lo, "%.2f", e->x->ci95_lo);
+    rp_fmt(hi, sizeof hi, "%.2f", e->x->ci95_hi);
     if (!isfinite(e->speedup))
         rdoc_cell(d, "%s", "");
-    else if (isfinite(e->ci95_lo) && isfinite(e->ci95_hi))
+    else if (isfinite(e->x->ci95_lo) && isfinite(e->x->ci95_hi))
         rdoc_cell(d, "%s%s [%s, %s]", e->unstable ? "~" : "", sp, lo, hi);
     else
         rdoc_cell(d, "%s%s", e->unstable ? "~" : "", sp);
@@ -453,9 +453,10 @@ static void per_model_group(const rp_set *set, const rp_sel *g, rdoc *d, void *u
                 continue;
             char ms[32], cold[32], warm[32], mib[32], cr[32], be[32];
             rp_fmt(ms, sizeof ms, "%.4f", e->stats.n ? e->stats.median * 1e3 : NAN);
-            rp_fmt(cold, sizeof cold, "%.2f", e->compile_cold_s);
-            rp_fmt(warm, sizeof warm, "%.2f", e->compile_warm_s);
-            rp_fmt(mib, sizeof mib, "%.2f", e->peak_bytes >= 0 ? e->peak_bytes / 1048576.0 : NAN);
+            rp_fmt(cold, sizeof cold, "%.2f", e->x->compile_cold_s);
+            rp_fmt(warm, sizeof warm, "%.2f", e->x->compile_warm_s);
+            rp_fmt(mib, sizeof mib, "%.2f",
+                   e->x->peak_bytes >= 0 ? e->x->peak_bytes / 1048576.0 : NAN);
             rp_fmt(cr, sizeof cr, "%.2fx", e->compression_ratio);
             rp_fmt_steps(be, sizeof be, rp_breakeven(set, e));
             rdoc_cell(d, "%s", e->name);
@@ -465,15 +466,15 @@ static void per_model_group(const rp_set *set, const rp_sel *g, rdoc *d, void *u
             speedup_cell(e, d);
             rdoc_cell(d, "%s", ms);
             noise_cell(e, d);
-            if (isfinite(e->compile_cold_s))
+            if (isfinite(e->x->compile_cold_s))
                 rdoc_cell(d, "%s / %s", cold, warm);
             else
                 rdoc_cell(d, "%s", "");
             rdoc_cell(d, "%s", be);
             rdoc_cell(d, "%s", mib);
             rdoc_cell(d, "%s", cr);
-            if (e->kernels >= 0)
-                rdoc_cell(d, "%lld", (long long)e->kernels);
+            if (e->x->kernels >= 0)
+                rdoc_cell(d, "%lld", (long long)e->x->kernels);
             else
                 rdoc_cell(d, "%s", "");
         }

@@ -11,8 +11,8 @@
 # where it is missing, ulimit -v of SCALE_VMEM KB, default 4 GB, as the
 # engine's libraries map gigabytes of address space they never touch).
 # Needs TCBENCH_EXE and GEN_RESULTS (the generator). SCALE_MAX=1000000 adds
-# the million (not by default: the report of a million entries still holds
-# over 1 GB, its summary's tables and items in memory). POSIX sh.
+# the million, under the same 1 GB (not by default: it takes a minute or
+# more of each command, and the files are 200 MB each). POSIX sh.
 
 EXE=${TCBENCH_EXE:?set TCBENCH_EXE to the tcbench binary}
 GEN=${GEN_RESULTS:?set GEN_RESULTS to the gen_results binary}
