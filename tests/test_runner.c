@@ -467,17 +467,22 @@ static void test_timing_rounds(void **state) {
     bench_timing_free(&t[0]);
     bench_timing_free(&t[1]);
 
-    // an interval that never gets to 0.1%: rounds until --max-time. The cap
+    // an interval that never gets to its target: rounds until --max-time. The cap
     // is wide enough that a preempted sample or two (a loaded machine) still
     // leaves rounds past --repeat.
     const double cap = 0.3;
-    opts =
-        (bench_timing_opts){.repeat = 2, .warmup_s = 0.01, .ci_target = 0.001, .max_time_s = cap};
+    // Short samples (2 ms of work) leave room for many rounds under the cap;
+    // only when preemption stretched the --repeat rounds past it may the
+    // loop stop there. The target is one no measured interval reaches (at
+    // 0.1%, the long samples' averaged ratios sometimes did, and the loop
+    // rightly stopped at --repeat).
+    opts = (bench_timing_opts){.repeat = 2, .warmup_s = 0.01, .sample_min_s = 0.002,
+                               .ci_target = 1e-9, .max_time_s = cap};
     double t0 = base_now();
     assert_int_equal(bench_time_interleaved(spin, 2, &opts, t, &bad), 0);
     assert_int_equal(t[0].nsamples, t[1].nsamples);
-    assert_true(t[0].nsamples > 2);
     assert_true(t[0].timed_s >= cap || t[1].timed_s >= cap);
+    assert_true(t[0].nsamples > 2);
     // one round past the cap at most: before the last round both were under it
     for (int k = 0; k < 2; k++) {
         double last = t[k].samples[t[k].nsamples - 1] * (double)t[k].iters_per_sample;
