@@ -16,6 +16,6 @@ if [ "${1:-}" = "--sanitize" ]; then
   # ASan and UBSan check stays on, and UBSan findings abort the test.
   ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C build-asan --suite unit --print-errorlogs --timeout-multiplier 4
-  # the loaders under libFuzzer, 20 s each (tests/fuzz/, scripts/fuzz.sh)
-  scripts/fuzz.sh 20
+  # the loaders under libFuzzer, 15 s each (tests/fuzz/, scripts/fuzz.sh)
+  scripts/fuzz.sh 15
 fi
