@@ -434,7 +434,10 @@ static size_t skip_string(const char *b, size_t n, size_t p) {
 
 // Just past the value at b[p], or NOWHERE at the end of the file. An array
 // counts in *commas the commas between its own elements.
+static void drop_behind(const char *b, size_t upto, size_t *dropped);
+
 static size_t skip_value(const char *b, size_t n, size_t p, size_t *commas) {
+    size_t dropped = 0;
     if (p >= n)
         return NOWHERE;
     if (b[p] == '"')
@@ -458,6 +461,9 @@ static size_t skip_value(const char *b, size_t n, size_t p, size_t *commas) {
                 return p + 1;
         } else if (ch == ',' && depth == 1 && commas) {
             (*commas)++;
+            // counting the cases: what is scanned leaves the resident set
+            // as it goes, not only once the whole file is
+            drop_behind(b, p, &dropped);
         }
     }
     return NOWHERE;
