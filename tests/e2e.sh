@@ -18,28 +18,8 @@ for v in $(env | sed -n 's/^\(TCBENCH_DISABLE_[A-Za-z0-9_]*\)=.*/\1/p'); do unse
 # the kernel cache, the calibration and the runner's temporary caches stay in here
 export XDG_CACHE_HOME="$TMP/cache" TMPDIR="$TMP"
 
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() {
-    fail=$((fail + 1))
-    echo "FAIL: $*" >&2
-}
-
-# expect CODE DESC CMD...: run CMD, keep its output in $TMP/stdout and $TMP/stderr
-expect() {
-    want=$1
-    desc=$2
-    shift 2
-    "$@" >"$TMP/stdout" 2>"$TMP/stderr"
-    got=$?
-    if [ "$got" -eq "$want" ]; then
-        ok
-    else
-        bad "$desc: exit $got, expected $want"
-        sed 's/^/  | /' "$TMP/stderr" >&2
-    fi
-}
+# counters, expect, has, one_line
+. "$SRC/tests/sh_lib.sh"
 
 # usage_error DESC PATTERN CMD...: exit 2, exactly one line on stderr matching PATTERN
 usage_error() {
@@ -47,17 +27,7 @@ usage_error() {
     pattern=$2
     shift 2
     expect 2 "$desc" "$@"
-    lines=$(wc -l <"$TMP/stderr")
-    if [ "$lines" -eq 1 ] && grep -Eq -- "$pattern" "$TMP/stderr"; then
-        ok
-    else
-        bad "$desc: wanted one line matching '$pattern' on stderr, got:"
-        sed 's/^/  | /' "$TMP/stderr" >&2
-    fi
-}
-
-has() { # has FILE PATTERN DESC
-    if grep -Eq -- "$2" "$1"; then ok; else bad "$3: no '$2' in $1"; fi
+    one_line "$pattern" "$desc"
 }
 
 # --- version and help -------------------------------------------------------

@@ -28,41 +28,8 @@ unset TCBENCH_TEST_FAULT TCBENCH_MODELS TCBENCH_SUITES_DIR NO_COLOR TCBENCH_CC \
     TCBENCH_DISABLE_FUSION TCBENCH_DISABLE_CAPTURE TCBENCH_LOG
 export XDG_CACHE_HOME="$TMP/cache" TMPDIR="$TMP"
 
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); }
-bad() {
-    fail=$((fail + 1))
-    echo "FAIL: $*" >&2
-}
-
-# expect CODE DESC CMD...: run CMD, keep its output in $TMP/stdout and $TMP/stderr
-expect() {
-    want=$1
-    desc=$2
-    shift 2
-    "$@" >"$TMP/stdout" 2>"$TMP/stderr"
-    got=$?
-    if [ "$got" -eq "$want" ]; then
-        ok
-    else
-        bad "$desc: exit $got, expected $want"
-        sed 's/^/  | /' "$TMP/stderr" >&2
-    fi
-}
-
-has() { # has FILE PATTERN DESC
-    if grep -Eq -- "$2" "$1"; then ok; else bad "$3: no '$2' in $1"; fi
-}
-
-one_line() { # one_line PATTERN DESC: stderr is exactly one line matching PATTERN
-    if [ "$(wc -l <"$TMP/stderr")" -eq 1 ] && grep -Eq -- "$1" "$TMP/stderr"; then
-        ok
-    else
-        bad "$2: wanted one line matching '$1' on stderr, got:"
-        sed 's/^/  | /' "$TMP/stderr" >&2
-    fi
-}
+# counters, expect, has, one_line
+. "$SRC/tests/sh_lib.sh"
 
 exists() { # exists PATH DESC
     if [ -e "$1" ]; then ok; else bad "$2: $1 is missing"; fi
