@@ -49,6 +49,33 @@ static int repeat_kv(nn_ctx *x, int t, int64_t H) {
     return graph_reshape(x->g, e, 4, (int64_t[]){B, H, S, hd});
 }
 
+// The attention proper: q (B, H, T, hd), k and v (B, KVH, S, hd) ->
+// (B, H, T, hd). The math form eager frameworks run without a fused kernel:
+// repeat_kv, a batched GEMM against a transposed view of k, scale, causal
+// mask by where, softmax, a GEMM with v.
+static int attend(nn_ctx *x, int q, int k, int v, bool causal) {
+    int64_t H = nn_node(x, q)->shape[1], T = nn_node(x, q)->shape[2];
+    int64_t S = nn_node(x, k)->shape[2], hd = nn_node(x, q)->shape[3];
+    k = repeat_kv(x, k, H);
+    v = repeat_kv(x, v, H);
+    int kt = graph_permute(x->g, k, (int[]){0, 1, 3, 2}); // (B, H, hd, S) view
+    int scores = graph_binary(x->g, OP_MATMUL, q, kt);    // (B, H, T, S)
+    scores = graph_scale(x->g, scores, 1.0 / sqrt((double)hd), 0);
+    if (nn_check(x, scores) < 0)
+        return -1;
+    if (causal) {
+        char name[64];
+        snprintf(name, sizeof name, "causal_mask.%lldx%lld", (long long)T, (long long)S);
+        int mask = nn_shared_buffer(x, name, DT_BOOL, 2, (int64_t[]){T, S}, INIT_CAUSAL_MASK, 0);
+        if (mask < 0)
+            return -1;
+        int low = graph_full(x->g, -FLT_MAX, DT_F32, 0, NULL); // as HF: finfo.min
+        scores = graph_op(x->g, OP_WHERE, 3, (int[]){mask, scores, low}, NULL, NULL);
+    }
+    int p = graph_unary(x->g, OP_SOFTMAX, scores);
+    return graph_binary(x->g, OP_MATMUL, p, v); // (B, H, T, hd)
+}
+
 int nn_attention(nn_ctx *x) {
     int q_in = nn_in(x, 0), kv_in = x->c->ninputs > 1 ? nn_in(x, 1) : q_in;
     const graph_node *qn = nn_node(x, q_in), *kn = nn_node(x, kv_in);
@@ -105,24 +132,7 @@ int nn_attention(nn_ctx *x) {
         if (k < 0)
             return -1;
     }
-    k = repeat_kv(x, k, H);
-    v = repeat_kv(x, v, H);
-    int kt = graph_permute(x->g, k, (int[]){0, 1, 3, 2});    // (B, H, hd, S) view
-    int scores = graph_binary(x->g, OP_MATMUL, q, kt);        // (B, H, T, S)
-    scores = graph_scale(x->g, scores, 1.0 / sqrt((double)hd), 0);
-    if (nn_check(x, scores) < 0)
-        return -1;
-    if (causal) {
-        char name[64];
-        snprintf(name, sizeof name, "causal_mask.%lldx%lld", (long long)T, (long long)S);
-        int mask = nn_shared_buffer(x, name, DT_BOOL, 2, (int64_t[]){T, S}, INIT_CAUSAL_MASK, 0);
-        if (mask < 0)
-            return -1;
-        int low = graph_full(x->g, -FLT_MAX, DT_F32, 0, NULL); // as HF: finfo.min
-        scores = graph_op(x->g, OP_WHERE, 3, (int[]){mask, scores, low}, NULL, NULL);
-    }
-    int p = graph_unary(x->g, OP_SOFTMAX, scores);
-    int o = graph_binary(x->g, OP_MATMUL, p, v);              // (B, H, T, hd)
+    int o = attend(x, q, k, v, causal);
     o = graph_permute(x->g, o, (int[]){0, 2, 1, 3});          // (B, T, H, hd) view
     o = graph_reshape(x->g, o, 3, (int64_t[]){B, T, H * hd}); // a copy
     if (nn_check(x, o) < 0)
