@@ -214,6 +214,7 @@ static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
         break;
     }
     case OP_RUNNING_STAT: rc = cuda_running_stat(cc, n, s[0], s[1]); break;
+    case OP_KV_WRITE: rc = cuda_kv_write(cc, s[0], s[1], s[2]); break;
     case OP_SCALER_UPDATE: rc = cuda_scaler_update(cc, n, s[0], s[1], s[2], s[3]); break;
     default:
         snprintf(cc->err, sizeof cc->err, "compiled mode has no CUDA kernel for %s",

@@ -256,7 +256,7 @@ static int check_side_effects(cprog *p) {
         const graph_node *n = &g->nodes[i];
         for (int j = 0; j < n->nsrc && !rc; j++) {
             const graph_node *u = &g->nodes[n->src[j]];
-            if (op_kind(u->op) == OPK_UPDATE)
+            if (op_kind(u->op) == OPK_UPDATE && !op_update_readable(u))
                 rc = compile_fail(p, "%s (node %d) reads the value of %s (node %d): an update's "
                                      "value is for the next step, read its source instead",
                                   op_name(n->op), i, op_name(u->op), n->src[j]);

@@ -68,7 +68,8 @@ bool compile_writes(const graph_node *n, int s) {
     case OP_SGD:
     case OP_ADAMW: // the parameter and the optimizer state, not the grad scaler's sources
         return s == 0 || (s >= 2 && (graph_scaler_src(n) < 0 || s < graph_scaler_src(n)));
-    case OP_RUNNING_STAT: return s == 0;
+    case OP_RUNNING_STAT:
+    case OP_KV_WRITE: return s == 0;
     case OP_SCALER_UPDATE: return s <= 2;          // the scale and its two counts, not found_inf
     case OP_BATCH_NORM: return n->ia[0] && s >= 3; // training: the running statistics
     default: return false;

@@ -56,6 +56,10 @@ static void read_edges(const cprog *p, int v, int gi, const int *writer, char *e
             read_edges(p, n->src[s], gi, writer, edge, indeg);
         return;
     }
+    // a readable update's value is its source after the write: the
+    // producer's edge orders the reader after it, not before
+    if (op_update_readable(&p->g->nodes[v]))
+        return;
     add_edge(edge, indeg, p->ngroups, gi, writer[storage_of(p, v)]);
 }
 

@@ -128,6 +128,7 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
                          sc < 0 ? NULL : (const tensor *const *)s + sc);
     }
     case OP_RUNNING_STAT: return cpu_running_stat(c, n, s[0], s[1]);
+    case OP_KV_WRITE: return cpu_kv_write(c, s[0], s[1], s[2]);
     case OP_SCALER_UPDATE: return cpu_scaler_update(c, n, s[0], s[1], s[2], s[3]);
     case OP_FOUND_INF: return cpu_found_inf(c, n, (const tensor *const *)s, y);
     case OP_SUM:

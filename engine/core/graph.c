@@ -22,6 +22,8 @@ enum op_kind op_kind(enum op op) { return op_table[op].kind; }
 int op_min_srcs(enum op op) { return op_table[op].min_srcs; }
 int op_max_srcs(enum op op) { return op_table[op].max_srcs; }
 
+bool op_update_readable(const graph_node *n) { return n->op == OP_KV_WRITE; }
+
 bool op_has_side_effect(const graph_node *n) {
     return op_kind(n->op) == OPK_UPDATE || (n->op == OP_BATCH_NORM && n->ia[0]);
 }
@@ -601,10 +603,30 @@ static int infer_loss(graph *g, graph_node *n, const graph_node *const *s) {
     return 0;
 }
 
+// The new rows fit the cache in every dimension but the sequence (axis 2),
+// and the position is an integer scalar read at run time.
+static int infer_kv_write(graph *g, const graph_node *n, const graph_node *const *s) {
+    (void)n;
+    const graph_node *c = s[0], *v = s[1], *pos = s[2];
+    char b0[96], b1[96];
+    if (c->ndim != 4 || v->ndim != 4 || c->shape[0] != v->shape[0] || c->shape[1] != v->shape[1] ||
+        c->shape[3] != v->shape[3] || v->shape[2] > c->shape[2])
+        return fail(g, "kv_write: rows %s do not fit cache %s", shape_s(b0, v), shape_s(b1, c));
+    if (c->dtype != v->dtype || !dtype_is_float(c->dtype))
+        return fail(g, "kv_write: rows of %s into a cache of %s", dtype_name(v->dtype),
+                    dtype_name(c->dtype));
+    if (pos->ndim != 0 || (pos->dtype != DT_I32 && pos->dtype != DT_I64))
+        return fail(g, "kv_write: the position must be an i32 or i64 scalar (), got %s %s",
+                    dtype_name(pos->dtype), shape_s(b0, pos));
+    return 0;
+}
+
 static int infer_update(graph *g, graph_node *n, const graph_node *const *s) {
     const graph_node *x = s[0];
     char b0[96], b1[96];
     copy_shape(n, x);
+    if (n->op == OP_KV_WRITE)
+        return infer_kv_write(g, n, s);
     if (!same_shape(x, s[1]) || x->dtype != s[1]->dtype || !dtype_is_float(x->dtype))
         return fail(g, "%s: gradient %s does not match %s", op_name(n->op), shape_s(b0, s[1]),
                     shape_s(b1, x));

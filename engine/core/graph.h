@@ -95,6 +95,9 @@ typedef struct graph {
 // training mode, which updates its running statistics): never merged, never
 // dead, and run after every other reader of what they write.
 bool op_has_side_effect(const graph_node *n);
+// An update whose value (its src0 after the write) later ops of the same
+// step may read: kv_write. Every other update's value is for the next step.
+bool op_update_readable(const graph_node *n);
 // SGD and ADAMW under the grad scaler (ia1 set; engine/autodiff/autograd.h) end with
 // three more sources: the loss scale, found_inf and the optimizer's step
 // count. The index of the first of them, or -1 for any other node.

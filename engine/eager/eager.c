@@ -110,6 +110,7 @@ EAGER_KERNEL(contiguous, cpu_copy(CPU, s[0], y))
 EAGER_KERNEL(sgd, cpu_sgd(CPU, n, s[0], s[1], eager_sgd_buffer(n, s), eager_scaler(n, s)))
 EAGER_KERNEL(adamw, cpu_adamw(CPU, n, s[0], s[1], s[2], s[3], eager_scaler(n, s)))
 EAGER_KERNEL(running_stat, cpu_running_stat(CPU, n, s[0], s[1]))
+EAGER_KERNEL(kv_write, cpu_kv_write(CPU, s[0], s[1], s[2]))
 EAGER_KERNEL(scaler_update, cpu_scaler_update(CPU, n, s[0], s[1], s[2], s[3]))
 EAGER_KERNEL(found_inf, cpu_found_inf(CPU, n, (const tensor *const *)s, y))
 

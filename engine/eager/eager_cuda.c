@@ -114,6 +114,7 @@ EC_KERNEL(contiguous, cuda_copy(C, s[0], y))
 EC_KERNEL(sgd, cuda_sgd(C, n, s[0], s[1], eager_sgd_buffer(n, s), eager_scaler(n, s)))
 EC_KERNEL(adamw, cuda_adamw(C, n, s[0], s[1], s[2], s[3], eager_scaler(n, s)))
 EC_KERNEL(running_stat, cuda_running_stat(C, n, s[0], s[1]))
+EC_KERNEL(kv_write, cuda_kv_write(C, s[0], s[1], s[2]))
 EC_KERNEL(scaler_update, cuda_scaler_update(C, n, s[0], s[1], s[2], s[3]))
 
 // Every computing op's kernel; a missing ec_<op> fails to compile.

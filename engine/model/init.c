@@ -116,7 +116,21 @@ static uint64_t node_key(uint64_t seed, int id, uint64_t step) {
 // adding casts).
 static bool autocast_cast(const graph_node *n) { return n->op == OP_CAST && n->ia[1] != 0; }
 
-int model_init_values(model *m, uint64_t seed) {
+// from's source named as n, of its shape and dtype, or -1.
+static int same_source(const model *from, const graph_node *n) {
+    const graph *g = from->g;
+    if (!n->name || (n->op != OP_PARAM && n->op != OP_BUFFER))
+        return -1;
+    for (int i = 0; i < g->n; i++) {
+        const graph_node *f = &g->nodes[i];
+        if (f->op == n->op && f->name && !strcmp(f->name, n->name) && f->dtype == n->dtype &&
+            f->ndim == n->ndim && !memcmp(f->shape, n->shape, (size_t)n->ndim * sizeof *n->shape))
+            return from->values && from->values[i] ? i : -1;
+    }
+    return -1;
+}
+
+static int init_values(model *m, uint64_t seed, const model *from) {
     graph *g = m->g;
     if (!m->values) {
         m->values = calloc((size_t)g->n, sizeof *m->values);
@@ -130,12 +144,24 @@ int model_init_values(model *m, uint64_t seed) {
         if (op_kind(n->op) != OPK_SOURCE)
             continue;
         tensor_free(m->values[i]);
+        int j = from ? same_source(from, n) : -1;
+        if (j >= 0) {
+            if (!(m->values[i] = tensor_view(from->values[j])))
+                return -1;
+            continue;
+        }
         m->values[i] = tensor_new_empty(n->dtype, n->ndim, n->shape);
         if (!m->values[i])
             return -1;
         fill(m->values[i], n, node_key(seed, i - casts, 0));
     }
     return 0;
+}
+
+int model_init_values(model *m, uint64_t seed) { return init_values(m, seed, NULL); }
+
+int model_init_values_from(model *m, uint64_t seed, const model *from) {
+    return init_values(m, seed, from);
 }
 
 int model_init_inputs(model *m, uint64_t seed, uint64_t step) {

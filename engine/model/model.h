@@ -28,5 +28,11 @@ void model_free(model *m);
 // Allocates and fills values for every source node. 0 on success, -1 when
 // memory runs out.
 int model_init_values(model *m, uint64_t seed);
+// model_init_values, but each PARAM and BUFFER that `from` has under the
+// same name, shape and dtype shares from's value (a view: the same
+// storage) instead of drawing its own: the step models of a generation
+// hold one set of weights, and a static cache that one step writes is the
+// one the next reads.
+int model_init_values_from(model *m, uint64_t seed, const model *from);
 // Re-draw only the INPUT nodes (a new batch), from (seed, step).
 int model_init_inputs(model *m, uint64_t seed, uint64_t step);

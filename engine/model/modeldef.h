@@ -15,6 +15,7 @@
 #pragma once
 #include "base/diag.h"
 #include "model.h"
+#include "nn/nn.h"
 
 #include <stdbool.h>
 
@@ -29,6 +30,13 @@ typedef struct modeldef_override {
 
 typedef struct modeldef_opts {
     bool training; // build the training graph (loss as g->loss)
+    // A generation step (nn.h): inputs whose dimension is written `$seq`
+    // take gen_tokens (the step's tokens) instead, position_ids and (static
+    // cache) cache_pos and kv_len inputs are made, and the outputs are the
+    // model's, then each layer's present keys and values (CONCAT). NULL:
+    // the model as written. The lists in *gen are filled.
+    nn_gen *gen;
+    int64_t gen_tokens;
 } modeldef_opts;
 
 int modeldef_load(const char *path, modeldef **out, diag *d);

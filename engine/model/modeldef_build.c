@@ -45,6 +45,8 @@ typedef struct md_build {
     const modeldef *md;
     int64_t batch;
     bool training;
+    nn_gen *gen;        // a generation step, or NULL
+    int64_t gen_tokens; // its tokens: what `$seq` dimensions of inputs become
     graph *g;
     diag *d;
     // parameter values and where each one's expression is written
@@ -451,7 +453,8 @@ static int call_nn(md_build *b, const yd_node *name, const char *type, const cha
                      .args = args,
                      .ninputs = nin,
                      .inputs = ins,
-                     .training = b->training};
+                     .training = b->training,
+                     .gen = b->gen};
         if (nn_build(b->g, &c, r) < 0) {
             const yd_node *at = r->bad_arg >= 0 && r->bad_arg < nargs ? NULL : name;
             rc = at ? bfail(b, at, "%s", r->err)
@@ -619,6 +622,16 @@ static int build_inputs(md_build *b, md_scope *root) {
         for (int j = 0; j < shape->n; j++) {
             if (eval_int(b, shape->vals[j], "a dimension", &dims[j]) < 0)
                 return -1;
+            if (b->gen && shape->vals[j]->kind == YD_SCALAR &&
+                !strcmp(shape->vals[j]->str, "$seq")) {
+                // a generation step's tokens; $seq is the model's positions
+                if (dims[j] < b->gen->max_len)
+                    return bfail(b, shape->vals[j],
+                                 "a context of %lld tokens (prompt and new tokens) exceeds the "
+                                 "model's %lld positions ($seq)",
+                                 (long long)b->gen->max_len, (long long)dims[j]);
+                dims[j] = b->gen_tokens;
+            }
             if (dims[j] <= 0)
                 return bfail(b, shape->vals[j],
                              "dimension %d of input '%s' is %lld; every dimension must be "
@@ -649,6 +662,40 @@ static int build_inputs(md_build *b, md_scope *root) {
             return -1;
         if (i == 0)
             root->prev = id; // the first input feeds the first layer
+    }
+    return 0;
+}
+
+// A generation step's own inputs (nn.h): the tokens' positions and, for
+// the static cache, where they go and how many rows are valid after.
+static int build_gen_inputs(md_build *b) {
+    nn_gen *gen = b->gen;
+    gen->nlayers = 0;
+    gen->kv_bytes_per_token = 0;
+    gen->position_ids = graph_input(b->g, "position_ids", DT_I32, 1, &b->gen_tokens);
+    gen->cache_pos = gen->kv_len = -1;
+    if (gen->kv == NN_KV_STATIC) {
+        gen->cache_pos = graph_input(b->g, "cache_pos", DT_I32, 0, NULL);
+        gen->kv_len = graph_input(b->g, "kv_len", DT_I32, 0, NULL);
+    }
+    if (gen->position_ids < 0 || (gen->kv == NN_KV_STATIC && gen->kv_len < 0))
+        return diag_set(b->d, b->md->path, 0, 0, "generation inputs: %s", graph_error(b->g));
+    // drawn like any input until the driver sets them: valid positions
+    graph_node *p = &b->g->nodes[gen->position_ids];
+    p->ia[0] = 0, p->ia[1] = gen->max_len, p->ia[2] = 1;
+    return 0;
+}
+
+// CONCAT: each attention layer's grown keys and values after the model's outputs.
+static int build_gen_outputs(md_build *b) {
+    if (b->gen->kv != NN_KV_CONCAT)
+        return 0;
+    if (b->g->noutputs + 2 * b->gen->nlayers > GRAPH_MAX_OUTPUTS)
+        return diag_set(b->d, b->md->path, 0, 0, "%d attention layers: too many cache outputs",
+                        b->gen->nlayers);
+    for (int i = 0; i < b->gen->nlayers; i++) {
+        graph_output(b->g, b->gen->present_k[i]);
+        graph_output(b->g, b->gen->present_v[i]);
     }
     return 0;
 }
@@ -723,7 +770,15 @@ int modeldef_build(const modeldef *md, const modeldef_override *ov, int nov, int
     *out = NULL;
     if (batch <= 0)
         return diag_set(d, md->path, 0, 0, "batch must be positive, got %lld", (long long)batch);
-    md_build b = {.md = md, .batch = batch, .training = opts && opts->training, .d = d};
+    md_build b = {.md = md,
+                  .batch = batch,
+                  .training = opts && opts->training,
+                  .gen = opts ? opts->gen : NULL,
+                  .gen_tokens = opts ? opts->gen_tokens : 0,
+                  .d = d};
+    if (b.gen && (b.training || b.gen_tokens <= 0 || b.gen->max_len < b.gen_tokens))
+        return diag_set(d, md->path, 0, 0,
+                        "a generation step needs inference, tokens and a context that holds them");
     md_scope root = {.prev = -1, .prefix = strdup("")};
     b.g = graph_new();
     int rc = !b.g || !root.prefix ? oom(&b) : 0;
@@ -731,10 +786,14 @@ int modeldef_build(const modeldef *md, const modeldef_override *ov, int nov, int
         rc = setup_params(&b, ov, nov);
     if (rc == 0)
         rc = build_inputs(&b, &root);
+    if (rc == 0 && b.gen)
+        rc = build_gen_inputs(&b);
     if (rc == 0)
         rc = build_steps(&b, &root, md->body);
     if (rc == 0)
         rc = build_outputs(&b, &root);
+    if (rc == 0 && b.gen)
+        rc = build_gen_outputs(&b);
     if (rc == 0 && md->loss)
         rc = build_loss(&b, &root);
     if (rc == 0)

@@ -1114,6 +1114,21 @@ static int ref_running_stat(ref_ctx *c, const graph_node *n, const double *const
     return 0;
 }
 
+// cache[:, :, pos:pos+T, :] = new; the value is the cache after the write.
+static int ref_kv_write(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    const graph_node *nw = src(c, n, 1);
+    int64_t BH = n->shape[0] * n->shape[1], S = n->shape[2], D = n->shape[3], T = nw->shape[2];
+    double pos = s[2][0];
+    if (!(pos >= 0 && pos + (double)T <= (double)S))
+        return fail(c, "kv_write: position %.0f with %lld rows is outside a cache of %lld", pos,
+                        (long long)T, (long long)S);
+    double *cache = (double *)s[0];
+    for (int64_t bh = 0; bh < BH; bh++)
+        memcpy(cache + (bh * S + (int64_t)pos) * D, s[1] + bh * T * D, (size_t)(T * D) * sizeof *o);
+    memcpy(o, cache, (size_t)graph_node_numel(n) * sizeof *o);
+    return 0;
+}
+
 // ---- the grad scaler ----------------------------------------------------------------
 
 // 1 when an element of a tensor times 1/scale is inf or NaN. Both the
@@ -1249,6 +1264,47 @@ int ref_run(const model *m, double **outputs, char *err, size_t errcap) {
         return -1;
     int rc = copy_outputs(m->g, vals, outputs, err, errcap);
     free_vals(m->g, vals, NULL);
+    return rc;
+}
+
+int ref_run_given(const model *m, double *const *given, double **outputs, char *err,
+                  size_t errcap) {
+    const graph *g = m->g;
+    ref_ctx c = {m, g, 1, err, errcap};
+    double **srcs = calloc((size_t)(g->n ? g->n : 1), sizeof *srcs);
+    bool *own = calloc((size_t)(g->n ? g->n : 1), sizeof *own);
+    int rc = srcs && own ? 0 : -1;
+    if (rc < 0)
+        snprintf(err, errcap, "out of memory starting the reference run");
+    for (int i = 0; i < g->n && rc == 0; i++) {
+        if (!is_source(g, i))
+            continue;
+        if (given && given[i]) {
+            srcs[i] = given[i];
+            continue;
+        }
+        const graph_node *n = &g->nodes[i];
+        own[i] = true;
+        srcs[i] = malloc((size_t)(graph_node_numel(n) ? graph_node_numel(n) : 1) * sizeof **srcs);
+        if (!srcs[i]) {
+            snprintf(err, errcap, "out of memory copying %%%d %s", i, op_name(n->op));
+            rc = -1;
+        } else {
+            rc = source(&c, n, srcs[i]);
+        }
+    }
+    double **vals = rc == 0 ? ref_exec(m, srcs, 1, false, err, errcap) : NULL;
+    if (vals) {
+        rc = copy_outputs(g, vals, outputs, err, errcap);
+        free_vals(g, vals, srcs);
+    } else {
+        rc = -1;
+    }
+    for (int i = 0; srcs && own && i < g->n; i++)
+        if (own[i])
+            free(srcs[i]);
+    free(srcs);
+    free(own);
     return rc;
 }
 

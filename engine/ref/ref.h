@@ -25,6 +25,12 @@
 #include <stdint.h>
 
 int ref_run(const model *m, double **outputs, char *err, size_t errcap);
+// ref_run with some sources' fp64 values given: given[i] (g->n entries,
+// the array itself may be NULL) is borrowed for source i where set, the
+// rest are converted from m->values. How a generation's reference hands
+// one step's fp64 keys and values to the next: no rounding to f32 between.
+int ref_run_given(const model *m, double *const *given, double **outputs, char *err,
+                  size_t errcap);
 // All node values (n doubles per node, NULL for nodes it skipped), for tests
 // that look inside; caller frees each and the array.
 double **ref_run_all(const model *m, char *err, size_t errcap);

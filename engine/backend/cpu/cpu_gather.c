@@ -101,3 +101,26 @@ int cpu_concat(cpu_ctx *c, int axis, int nin, const tensor *const *in, tensor *o
     c->kernels++;
     return 0;
 }
+
+// A static KV cache's fill: rows (any strides: the head-split view of a
+// projection) copied into the contiguous cache at the run's position.
+int cpu_kv_write(cpu_ctx *c, tensor *cache, const tensor *rows, const tensor *pos) {
+    if (cache->dtype != rows->dtype)
+        return cpu_fail(c, "kv_write: rows of %s into a cache of %s", dtype_name(rows->dtype),
+                        dtype_name(cache->dtype));
+    if (!tensor_is_contiguous(cache))
+        return cpu_fail(c, "kv_write: the cache must be contiguous");
+    int64_t p = pos->dtype == DT_I64 ? *(const int64_t *)tensor_data(pos)
+                                     : *(const int32_t *)tensor_data(pos);
+    int64_t T = rows->shape[2], S = cache->shape[2];
+    if (p < 0 || p > S - T)
+        return cpu_fail(c, "kv_write: position %lld with %lld rows is outside a cache of %lld",
+                        (long long)p, (long long)T, (long long)S);
+    tensor *dst = tensor_slice(cache, 2, p, T);
+    if (!dst)
+        return cpu_fail(c, "kv_write: out of memory for a view");
+    cpu_iter_copy(dst, rows);
+    tensor_free(dst);
+    c->kernels++;
+    return 0;
+}

@@ -164,6 +164,10 @@ int cpu_upsample_nearest(cpu_ctx *c, const tensor *x, int64_t scale, tensor *out
 // table (V, D), indices (...) i32/i64 -> (..., D)
 int cpu_embedding(cpu_ctx *c, const tensor *table, const tensor *idx, tensor *out);
 int cpu_concat(cpu_ctx *c, int axis, int nin, const tensor *const *in, tensor *out);
+// KV_WRITE: cache (B, KVH, S, D) contiguous, written in place at rows
+// [pos, pos + T) of axis 2 from rows (B, KVH, T, D), any strides; pos an
+// i32 or i64 scalar read now (the run's position)
+int cpu_kv_write(cpu_ctx *c, tensor *cache, const tensor *rows, const tensor *pos);
 
 // ---- training: backward ops and in-place updates (cpu_grad.c) ----
 // ACT_GRAD: out = dy * f'(x), f the unary op (enum op)n->ia[0]

@@ -115,3 +115,58 @@ int cuda_concat(cuda_ctx *c, int axis, int nin, const tensor *const *in, tensor 
     }
     return 0;
 }
+
+// cache[b, h, pos + t, d] = rows[b, h, t, d], rows any strides, pos read
+// here on the device (a captured graph replays with each run's position)
+template <typename E> struct kv_write_f {
+    E *cache;
+    const E *rows;
+    const char *pos;
+    int i64;
+    int64_t H, T, D, S, rs0, rs1, rs2, rs3;
+    cuda_dev_error *err;
+    __device__ void operator()(int64_t i) const {
+        int64_t p = i64 ? *(const int64_t *)pos : *(const int32_t *)pos;
+        if (p < 0 || p > S - T) {
+            if (i == 0)
+                dev_error(err, CUDA_DEVERR_KV_WRITE, p, T, S);
+            return;
+        }
+        int64_t d = i % D, r = i / D, t = r % T;
+        r /= T;
+        int64_t h = r % H, b = r / H;
+        cache[((b * H + h) * S + p + t) * D + d] = rows[b * rs0 + h * rs1 + t * rs2 + d * rs3];
+    }
+};
+
+template <typename E>
+static int kv_write_typed(cuda_ctx *c, tensor *cache, const tensor *rows, const tensor *pos) {
+    kv_write_f<E> f = {(E *)tensor_data(cache),
+                       (const E *)tensor_data(rows),
+                       (const char *)tensor_data(pos),
+                       pos->dtype == DT_I64,
+                       cache->shape[1],
+                       rows->shape[2],
+                       cache->shape[3],
+                       cache->shape[2],
+                       rows->stride[0],
+                       rows->stride[1],
+                       rows->stride[2],
+                       rows->stride[3],
+                       c->deverr};
+    return pw_launch(c, tensor_numel(rows), f, "kv_write<<<>>>");
+}
+
+int cuda_kv_write(cuda_ctx *c, tensor *cache, const tensor *rows, const tensor *pos) {
+    if (cache->dtype != rows->dtype || !tensor_is_contiguous(cache) ||
+        (pos->dtype != DT_I32 && pos->dtype != DT_I64)) {
+        snprintf(c->err, sizeof c->err,
+                 "kv_write: needs a contiguous cache, rows of its dtype and an integer position");
+        return -1;
+    }
+    switch (dtype_size(cache->dtype)) {
+    case 2: return kv_write_typed<uint16_t>(c, cache, rows, pos);
+    case 4: return kv_write_typed<uint32_t>(c, cache, rows, pos);
+    default: return kv_write_typed<uint64_t>(c, cache, rows, pos);
+    }
+}

@@ -228,6 +228,10 @@ int cuda_ctx_sync(cuda_ctx *c) {
     if (de.code == CUDA_DEVERR_NONE)
         return 0;
     CUDA_CTX(c, cudaMemsetAsync(c->deverr, 0, sizeof *c->deverr, c->stream));
+    if (de.code == CUDA_DEVERR_KV_WRITE)
+        return fail(c->err, sizeof c->err,
+                    "kv_write: position %lld with %lld rows is outside a cache of %lld", de.value,
+                    de.pos, de.limit);
     bool emb = de.code == CUDA_DEVERR_EMBEDDING || de.code == CUDA_DEVERR_EMBEDDING_GRAD;
     bool grad = de.code == CUDA_DEVERR_EMBEDDING_GRAD || de.code == CUDA_DEVERR_TARGET_GRAD;
     return fail(c->err, sizeof c->err, "%s%s: %s %lld %s %lld is outside [0, %lld)",

@@ -101,6 +101,7 @@ enum {
     CUDA_DEVERR_TARGET,
     CUDA_DEVERR_EMBEDDING_GRAD,
     CUDA_DEVERR_TARGET_GRAD,
+    CUDA_DEVERR_KV_WRITE, // value: the position, pos: the rows, limit: the cache's length
 };
 
 typedef struct cuda_dnn cuda_dnn;
@@ -187,6 +188,10 @@ int cuda_upsample_nearest(cuda_ctx *c, const tensor *x, int64_t scale, tensor *o
 // table (V, D), indices i32/i64 -> (..., D); bad indices as cross_entropy's targets
 int cuda_embedding(cuda_ctx *c, const tensor *table, const tensor *idx, tensor *out);
 int cuda_concat(cuda_ctx *c, int axis, int nin, const tensor *const *in, tensor *out);
+// KV_WRITE (cpu_kv_write's contract); pos is read on the device, so that a
+// captured step replays at the position of each run; one out of range
+// writes nothing and is reported by the next synchronization
+int cuda_kv_write(cuda_ctx *c, tensor *cache, const tensor *rows, const tensor *pos);
 // a >= b with broadcasting into bool (f32, f16, i32, i64, bool); NaN compares false
 int cuda_ge(cuda_ctx *c, const tensor *a, const tensor *b, tensor *out);
 

@@ -39,6 +39,34 @@ typedef struct nn_arg {
     int line, col; // where the key stands
 } nn_arg;
 
+// Generation (engine/bench/generate.h): how the attention layers keep keys
+// and values across the steps of a decode, and where the step's tokens
+// stand. NULL in nn_call: the model as written (one forward over its
+// sequence). The node ids are the step graph's inputs, made by
+// modeldef_build; the layers fill the lists, one entry per attention
+// layer in build order.
+typedef enum {
+    NN_KV_CONCAT, // Hugging Face's eager cache: each step's inputs hold the past keys and values,
+                  // concatenated with the new ones into fresh tensors that are its outputs
+    NN_KV_STATIC, // gpt-fast's: one buffer per layer of max_len rows, written in place at a
+                  // position given at run time (kv_write), read by fused attention up to kv_len
+} nn_kv_mode;
+
+#define NN_GEN_MAX_LAYERS 128
+
+typedef struct nn_gen {
+    nn_kv_mode kv;
+    int64_t past;    // NN_KV_CONCAT: tokens the past inputs hold (0: the prefill)
+    int64_t max_len; // the longest context: rotary tables, the static cache's rows
+    int position_ids; // (T) i32: the absolute positions of the step's tokens
+    int cache_pos;    // NN_KV_STATIC: () i32, the first row this step writes (position_ids[0])
+    int kv_len;       // NN_KV_STATIC: () i32, rows valid after the write (cache_pos + T)
+    int nlayers;
+    int past_k[NN_GEN_MAX_LAYERS], past_v[NN_GEN_MAX_LAYERS];       // CONCAT inputs, -1 when past 0
+    int present_k[NN_GEN_MAX_LAYERS], present_v[NN_GEN_MAX_LAYERS]; // CONCAT: the grown caches
+    int64_t kv_bytes_per_token; // f32 bytes of keys and values a token adds, over every layer
+} nn_gen;
+
 typedef struct nn_call {
     const char *type;   // layer name: "linear"
     const char *prefix; // parameter name prefix: "layers.3.mlp.fc1"
@@ -47,6 +75,7 @@ typedef struct nn_call {
     int ninputs;
     const int *inputs; // node ids; inputs[0] is the main input
     bool training;
+    nn_gen *gen; // NULL, or a generation step's cache mode (above)
 } nn_call;
 
 #define NN_MAX_OUT 8

@@ -76,6 +76,54 @@ static int attend(nn_ctx *x, int q, int k, int v, bool causal) {
     return graph_binary(x->g, OP_MATMUL, p, v); // (B, H, T, hd)
 }
 
+// A generation step's attention (nn.h): the layer's keys and values kept
+// across steps. CONCAT, as Hugging Face's eager models: the past ones are
+// inputs, concatenated with the new into fresh tensors (the step's
+// outputs), then the same unfused attention. STATIC, as gpt-fast: a buffer
+// of max_len rows a layer, written in place at cache_pos, read by one fused
+// attention over its first kv_len rows.
+static int cached_attention(nn_ctx *x, int q, int k, int v, bool causal) {
+    nn_gen *gen = x->c->gen;
+    if (gen->nlayers >= NN_GEN_MAX_LAYERS)
+        return nn_fail(x, NULL, "generation: more than %d attention layers", NN_GEN_MAX_LAYERS);
+    int i = gen->nlayers++;
+    const graph_node *kn = nn_node(x, k);
+    int64_t B = kn->shape[0], KVH = kn->shape[1], hd = kn->shape[3];
+    gen->kv_bytes_per_token += 2 * KVH * hd * (int64_t)sizeof(float);
+    char kname[160], vname[160];
+    if (gen->kv == NN_KV_CONCAT) {
+        gen->past_k[i] = gen->past_v[i] = -1;
+        if (gen->past > 0) {
+            int64_t shape[4] = {B, KVH, gen->past, hd}, ia[GRAPH_MAX_IA] = {2};
+            nn_pname(x, "past_k", kname, sizeof kname);
+            nn_pname(x, "past_v", vname, sizeof vname);
+            int pk = graph_input(x->g, kname, DT_F32, 4, shape);
+            int pv = pk < 0 ? -1 : graph_input(x->g, vname, DT_F32, 4, shape);
+            if (nn_check(x, pv) < 0)
+                return -1;
+            gen->past_k[i] = pk, gen->past_v[i] = pv;
+            k = nn_check(x, graph_op(x->g, OP_CONCAT, 2, (int[]){pk, k}, ia, NULL));
+            v = k < 0 ? -1 : nn_check(x, graph_op(x->g, OP_CONCAT, 2, (int[]){pv, v}, ia, NULL));
+            if (v < 0)
+                return -1;
+        }
+        gen->present_k[i] = k, gen->present_v[i] = v;
+        return attend(x, q, k, v, causal);
+    }
+    int64_t shape[4] = {B, KVH, gen->max_len, hd};
+    nn_pname(x, "k_cache", kname, sizeof kname);
+    nn_pname(x, "v_cache", vname, sizeof vname);
+    int kc = graph_buffer(x->g, kname, DT_F32, 4, shape, INIT_ZEROS, 0);
+    int vc = kc < 0 ? -1 : graph_buffer(x->g, vname, DT_F32, 4, shape, INIT_ZEROS, 0);
+    int kw = vc < 0 ? -1 : graph_op(x->g, OP_KV_WRITE, 3, (int[]){kc, k, gen->cache_pos}, NULL, NULL);
+    int vw = kw < 0 ? -1 : graph_op(x->g, OP_KV_WRITE, 3, (int[]){vc, v, gen->cache_pos}, NULL, NULL);
+    if (nn_check(x, vw) < 0)
+        return -1;
+    gen->present_k[i] = kw, gen->present_v[i] = vw;
+    (void)causal;
+    return nn_fail(x, NULL, "generation: the static cache needs the fused attention op");
+}
+
 int nn_attention(nn_ctx *x) {
     int q_in = nn_in(x, 0), kv_in = x->c->ninputs > 1 ? nn_in(x, 1) : q_in;
     const graph_node *qn = nn_node(x, q_in), *kn = nn_node(x, kv_in);
@@ -102,6 +150,10 @@ int nn_attention(nn_ctx *x) {
     if (rope && hd % 2)
         return nn_fail(x, "rotary", "attention: rotary needs an even head_dim, got %lld",
                        (long long)hd);
+    nn_gen *gen = x->c->gen;
+    if (gen && kv_in != q_in)
+        return nn_fail(x, NULL, "generation keeps a cache of self-attention only, not of "
+                                "attention over a second input");
 
     int q = nn_linear_to(x, q_in, H * hd, bias, "q");
     int k = q < 0 ? -1 : nn_linear_to(x, kv_in, KVH * hd, bias, "k");
@@ -115,7 +167,7 @@ int nn_attention(nn_ctx *x) {
         return -1;
     if (rope) {
         char name[64];
-        int64_t L = T > S ? T : S;
+        int64_t L = gen ? gen->max_len : T > S ? T : S;
         double theta = nn_float(x, "rope_theta", 10000.0);
         snprintf(name, sizeof name, "rope_cos.%lldx%lld", (long long)L, (long long)hd);
         int c = nn_shared_buffer(x, name, DT_F32, 2, (int64_t[]){L, hd}, INIT_ROPE_COS, theta);
@@ -123,16 +175,25 @@ int nn_attention(nn_ctx *x) {
         int s = nn_shared_buffer(x, name, DT_F32, 2, (int64_t[]){L, hd}, INIT_ROPE_SIN, theta);
         if (c < 0 || s < 0)
             return -1;
-        int cq = T == L ? c : graph_slice(x->g, c, 0, L - T, T);
-        int sq = T == L ? s : graph_slice(x->g, s, 0, L - T, T);
-        int ck = S == L ? c : graph_slice(x->g, c, 0, L - S, S);
-        int sk = S == L ? s : graph_slice(x->g, s, 0, L - S, S);
+        int cq, sq, ck, sk;
+        if (gen) { // the step's tokens at their positions: table rows gathered
+            int ids = gen->position_ids;
+            cq = ck = graph_op(x->g, OP_EMBEDDING, 2, (int[]){c, ids}, NULL, NULL);
+            sq = sk = graph_op(x->g, OP_EMBEDDING, 2, (int[]){s, ids}, NULL, NULL);
+        } else {
+            cq = T == L ? c : graph_slice(x->g, c, 0, L - T, T);
+            sq = T == L ? s : graph_slice(x->g, s, 0, L - T, T);
+            ck = S == L ? c : graph_slice(x->g, c, 0, L - S, S);
+            sk = S == L ? s : graph_slice(x->g, s, 0, L - S, S);
+        }
         q = nn_check(x, rotary(x, q, cq, sq));
         k = q < 0 ? -1 : nn_check(x, rotary(x, k, ck, sk));
         if (k < 0)
             return -1;
     }
-    int o = attend(x, q, k, v, causal);
+    int o = gen ? cached_attention(x, q, k, v, causal) : attend(x, q, k, v, causal);
+    if (o < 0)
+        return -1;
     o = graph_permute(x->g, o, (int[]){0, 2, 1, 3});          // (B, T, H, hd) view
     o = graph_reshape(x->g, o, 3, (int64_t[]){B, T, H * hd}); // a copy
     if (nn_check(x, o) < 0)

@@ -30,7 +30,11 @@ int nn_positional_embedding(nn_ctx *x) {
     int w = nn_param(x, "weight", 2, (int64_t[]){max, D}, INIT_NORMAL, 0.02);
     if (w < 0)
         return -1;
-    int p = T == max ? w : graph_slice(x->g, w, 0, 0, T);
+    // a generation step's tokens stand at their positions: rows gathered
+    int p = x->c->gen ? graph_op(x->g, OP_EMBEDDING, 2, (int[]){w, x->c->gen->position_ids}, NULL,
+                                 NULL)
+            : T == max ? w
+                       : graph_slice(x->g, w, 0, 0, T);
     return nn_emit(x, graph_binary(x->g, OP_ADD, X0, p));
 }
 

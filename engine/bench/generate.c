@@ -1,0 +1,465 @@
+// Greedy decoding with a KV cache (generate.h): the step models of each
+// mode, their runs and the fp64 reference's decode.
+#include "generate.h"
+
+#include "axes.h"
+#include "base/clock.h"
+#include "core/tensor.h"
+#include "exec.h"
+#include "ref/ref.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// One step model: its graph and values, the cache lists its attention
+// layers filled, its executor and the inputs the driver sets.
+typedef struct gen_step {
+    model *m;
+    nn_gen gen;
+    bench_exec *x;
+    int tokens; // the token ids input (B, T)
+    int64_t T;
+} gen_step;
+
+struct gen_mode {
+    gen_kind kind;
+    gen_opts o;
+    int64_t vocab, max_len;
+    gen_step pre;  // the prefill (T = P)
+    gen_step *dec; // eager: one a past length P .. P + N - 2; compiled: one
+    int ndec;
+    double compile_s;
+    char err[600];
+};
+
+static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+// The model's token ids: its INPUT named tokens, else its first 2-d integer input.
+static int token_input(const graph *g) {
+    int first = -1;
+    for (int i = 0; i < g->n; i++) {
+        const graph_node *n = &g->nodes[i];
+        if (n->op != OP_INPUT || (n->dtype != DT_I32 && n->dtype != DT_I64) || n->ndim != 2)
+            continue;
+        if (n->name && !strcmp(n->name, "tokens"))
+            return i;
+        if (first < 0 && strcmp(n->name ? n->name : "", "position_ids"))
+            first = i;
+    }
+    return first;
+}
+
+static int build_step(const modeldef *md, const modeldef_override *ov, int nov, gen_mode *g,
+                      nn_kv_mode kv, int64_t past, int64_t T, const model *share, gen_step *s,
+                      char *err, size_t cap) {
+    s->gen = (nn_gen){.kv = kv, .past = past, .max_len = g->max_len};
+    s->T = T;
+    modeldef_opts mo = {.gen = &s->gen, .gen_tokens = T};
+    diag d = {0};
+    if (modeldef_build(md, ov, nov, g->o.batch, &mo, &s->m, &d) < 0) {
+        diag_format(&d, err, cap);
+        return -1;
+    }
+    const graph *gr = s->m->g;
+    s->tokens = token_input(gr);
+    const graph_node *lo = gr->noutputs ? &gr->nodes[gr->outputs[0]] : NULL;
+    if (s->tokens < 0 || !lo || lo->ndim != 3 || lo->shape[1] != T)
+        return fail(err, cap,
+                    "%s: generation needs a decoder: token ids (batch, $seq) in, logits "
+                    "(batch, $seq, vocab) out",
+                    modeldef_name(md));
+    if (s->gen.nlayers == 0)
+        return fail(err, cap, "%s: generation needs attention layers to cache",
+                    modeldef_name(md));
+    g->vocab = lo->shape[2];
+    if (model_init_values_from(s->m, g->o.seed, share) < 0)
+        return fail(err, cap, "out of memory for the values of %s", modeldef_name(md));
+    // the past keys and values are the previous step's outputs, set per run
+    for (int i = 0; i < s->gen.nlayers && kv == NN_KV_CONCAT && past > 0; i++) {
+        tensor_free(s->m->values[s->gen.past_k[i]]);
+        tensor_free(s->m->values[s->gen.past_v[i]]);
+        s->m->values[s->gen.past_k[i]] = s->m->values[s->gen.past_v[i]] = NULL;
+    }
+    bench_exec_opts xo = {.device = g->o.device};
+    double t0 = base_now();
+    int rc;
+    if (g->kind == GEN_EAGER) {
+        rc = bench_exec_eager(s->m, &xo, &s->x, err, cap);
+    } else {
+        compile_opts co = g->o.compile ? *g->o.compile : compile_opts_default();
+        rc = bench_exec_compile(s->m, &co, &xo, &s->x, err, cap);
+        g->compile_s += base_now() - t0;
+    }
+    return rc;
+}
+
+int gen_mode_new(const modeldef *md, const modeldef_override *ov, int nov, const gen_opts *o,
+                 gen_kind kind, const gen_mode *share, gen_mode **out, char *err, size_t cap) {
+    *out = NULL;
+    if (o->batch <= 0 || o->prompt_len <= 0 || o->new_tokens <= 0)
+        return fail(err, cap, "generation needs a batch, a prompt and new tokens, got %lld, %lld "
+                              "and %lld",
+                    (long long)o->batch, (long long)o->prompt_len, (long long)o->new_tokens);
+    gen_mode *g = calloc(1, sizeof *g);
+    if (!g)
+        return fail(err, cap, "out of memory");
+    g->kind = kind;
+    g->o = *o;
+    g->max_len = o->prompt_len + o->new_tokens - 1; // the last token is never fed back
+    nn_kv_mode kv = kind == GEN_EAGER ? NN_KV_CONCAT : NN_KV_STATIC;
+    const model *from = share ? share->pre.m : NULL;
+    int rc = build_step(md, ov, nov, g, kv, 0, o->prompt_len, from, &g->pre, err, cap);
+    g->ndec = kind == GEN_EAGER ? (int)(o->new_tokens - 1) : 1;
+    if (rc == 0 && g->ndec > 0 && !(g->dec = calloc((size_t)g->ndec, sizeof *g->dec)))
+        rc = fail(err, cap, "out of memory");
+    for (int i = 0; rc == 0 && i < g->ndec; i++)
+        rc = build_step(md, ov, nov, g, kv, kind == GEN_EAGER ? o->prompt_len + i : 0, 1,
+                        g->pre.m, &g->dec[i], err, cap);
+    if (rc < 0) {
+        if (!g->dec)
+            g->ndec = 0;
+        gen_mode_free(g);
+        return -1;
+    }
+    *out = g;
+    return 0;
+}
+
+static void step_free(gen_step *s) {
+    bench_exec_free(s->x);
+    if (s->m && s->gen.kv == NN_KV_CONCAT) // the borrowed past: not the model's to free
+        for (int i = 0; i < s->gen.nlayers && s->gen.past > 0; i++)
+            s->m->values[s->gen.past_k[i]] = s->m->values[s->gen.past_v[i]] = NULL;
+    model_free(s->m);
+}
+
+void gen_mode_free(gen_mode *g) {
+    if (!g)
+        return;
+    step_free(&g->pre);
+    for (int i = 0; i < g->ndec; i++)
+        step_free(&g->dec[i]);
+    free(g->dec);
+    free(g);
+}
+
+int64_t gen_vocab(const gen_mode *g) { return g->vocab; }
+const model *gen_weights(const gen_mode *g) { return g->pre.m; }
+const char *gen_error(const gen_mode *g) { return g->err; }
+double gen_compile_s(const gen_mode *g) { return g->compile_s; }
+
+int32_t *gen_prompt(const gen_mode *g, uint64_t seed) {
+    int64_t n = g->o.batch * g->o.prompt_len;
+    int32_t *p = malloc((size_t)n * sizeof *p);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+    for (int64_t i = 0; p && i < n; i++) { // splitmix64
+        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        p[i] = (int32_t)((z ^ (z >> 31)) % (uint64_t)g->vocab);
+    }
+    return p;
+}
+
+int gen_out_init(gen_out *r, const gen_opts *o, int64_t vocab, bool keep_logits) {
+    memset(r, 0, sizeof *r);
+    r->batch = o->batch, r->new_tokens = o->new_tokens, r->vocab = vocab;
+    size_t bn = (size_t)(o->batch * o->new_tokens);
+    r->tokens = calloc(bn, sizeof *r->tokens);
+    r->step_s = calloc((size_t)o->new_tokens, sizeof *r->step_s);
+    if (keep_logits)
+        r->logits = malloc(bn * (size_t)vocab * sizeof *r->logits);
+    if (!r->tokens || !r->step_s || (keep_logits && !r->logits)) {
+        gen_out_free(r);
+        return -1;
+    }
+    return 0;
+}
+
+void gen_out_free(gen_out *r) {
+    free(r->tokens);
+    free(r->logits);
+    free(r->step_s);
+    memset(r, 0, sizeof *r);
+}
+
+// Sets an integer input's elements (i32 or i64) from vals.
+static void set_ints(tensor *t, const int32_t *vals, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        if (t->dtype == DT_I64)
+            ((int64_t *)tensor_data(t))[i] = vals[i];
+        else
+            ((int32_t *)tensor_data(t))[i] = vals[i];
+    }
+}
+
+static void set_int(tensor *t, int32_t v) { set_ints(t, &v, 1); }
+
+// The step's inputs: its tokens (B, T) at positions pos .. pos + T - 1.
+static void set_step_inputs(gen_step *s, const int32_t *tokens, int64_t pos) {
+    tensor **v = s->m->values;
+    int64_t B = s->m->batch, T = s->T;
+    set_ints(v[s->tokens], tokens, B * T);
+    int32_t ids[4096];
+    for (int64_t t = 0; t < T; t += 4096) {
+        int64_t n = T - t < 4096 ? T - t : 4096;
+        for (int64_t i = 0; i < n; i++)
+            ids[i] = (int32_t)(pos + t + i);
+        tensor *part = tensor_slice(v[s->gen.position_ids], 0, t, n);
+        if (part)
+            set_ints(part, ids, n);
+        tensor_free(part);
+    }
+    if (s->gen.kv == NN_KV_STATIC) {
+        set_int(v[s->gen.cache_pos], (int32_t)pos);
+        set_int(v[s->gen.kv_len], (int32_t)(pos + T));
+    }
+}
+
+// The argmax of each row's last-position logits into next[b]; the logits
+// into keep (B x V floats) when set.
+static void pick(const tensor *logits, int64_t B, int64_t V, int32_t *next, float *keep) {
+    int64_t T = logits->shape[1];
+    for (int64_t b = 0; b < B; b++) {
+        int64_t best = 0;
+        float bv = -INFINITY;
+        for (int64_t k = 0; k < V; k++) {
+            int64_t idx[3] = {b, T - 1, k};
+            float x = logits->dtype == DT_F32 && tensor_is_contiguous(logits)
+                          ? tensor_f32(logits)[(b * T + T - 1) * V + k]
+                          : (float)tensor_get(logits, idx);
+            if (keep)
+                keep[b * V + k] = x;
+            if (x > bv) {
+                bv = x;
+                best = k;
+            }
+        }
+        next[b] = (int32_t)best;
+    }
+}
+
+// One step's run: outputs into out (caller frees them).
+static int run_step(gen_mode *g, gen_step *s, tensor **out, size_t *peak, int64_t *kernels) {
+    bench_exec_stats st;
+    if (bench_exec_run(s->x, out, &st) < 0)
+        return fail(g->err, sizeof g->err, "%s: %s", bench_exec_what(s->x), bench_exec_error(s->x));
+    if (st.peak_bytes > *peak)
+        *peak = st.peak_bytes;
+    *kernels = st.kernels;
+    return 0;
+}
+
+static void free_outputs(tensor **out, int n) {
+    for (int i = 0; i < n; i++) {
+        tensor_free(out[i]);
+        out[i] = NULL;
+    }
+}
+
+int gen_mode_run(gen_mode *g, const int32_t *prompt, const int32_t *force, gen_out *r) {
+    int64_t B = g->o.batch, N = g->o.new_tokens, P = g->o.prompt_len, V = g->vocab;
+    int nout = g->pre.m->g->noutputs;
+    tensor **out = calloc((size_t)nout, sizeof *out);
+    tensor **past = calloc((size_t)nout, sizeof *past); // eager: the last step's caches
+    int32_t *next = malloc((size_t)B * sizeof *next), *fed = malloc((size_t)B * sizeof *fed);
+    int rc = 0;
+    if (!out || !past || !next || !fed) {
+        rc = fail(g->err, sizeof g->err, "out of memory");
+        goto done;
+    }
+    r->peak_bytes = 0;
+    r->kv_bytes_per_token = g->pre.gen.kv_bytes_per_token;
+    double t0 = base_now();
+    set_step_inputs(&g->pre, prompt, 0);
+    if ((rc = run_step(g, &g->pre, out, &r->peak_bytes, &r->kernels_prefill)) < 0)
+        goto done;
+    pick(out[0], B, V, next, r->logits);
+    r->ttft_s = base_now() - t0;
+    for (int64_t j = 0; j + 1 < N; j++) {
+        for (int64_t b = 0; b < B; b++) {
+            r->tokens[b * N + j] = next[b];
+            fed[b] = force ? force[b * N + j] : next[b];
+        }
+        free_outputs(past, nout);
+        for (int i = 1; i < nout; i++) // the caches this step grew: the next one's past
+            past[i] = out[i], out[i] = NULL;
+        tensor_free(out[0]);
+        out[0] = NULL;
+        gen_step *s = g->kind == GEN_EAGER ? &g->dec[j] : &g->dec[0];
+        t0 = base_now();
+        for (int i = 0; i < s->gen.nlayers && s->gen.kv == NN_KV_CONCAT; i++) {
+            s->m->values[s->gen.past_k[i]] = past[1 + 2 * i];
+            s->m->values[s->gen.past_v[i]] = past[2 + 2 * i];
+        }
+        set_step_inputs(s, fed, P + j);
+        rc = run_step(g, s, out, &r->peak_bytes, &r->kernels_step);
+        for (int i = 0; i < s->gen.nlayers && s->gen.kv == NN_KV_CONCAT; i++)
+            s->m->values[s->gen.past_k[i]] = s->m->values[s->gen.past_v[i]] = NULL;
+        if (rc < 0)
+            goto done;
+        pick(out[0], B, V, next, r->logits ? r->logits + (j + 1) * B * V : NULL);
+        r->step_s[j] = base_now() - t0;
+    }
+    for (int64_t b = 0; b < B; b++)
+        r->tokens[b * N + N - 1] = next[b];
+done:
+    if (out)
+        free_outputs(out, nout);
+    if (past)
+        free_outputs(past, nout);
+    free(out);
+    free(past);
+    free(next);
+    free(fed);
+    return rc;
+}
+
+// ---- the fp64 reference -----------------------------------------------------
+
+void gen_ref_free(gen_ref *ref) {
+    free(ref->tokens);
+    free(ref->logits);
+    free(ref->gap);
+    memset(ref, 0, sizeof *ref);
+}
+
+// Argmax and top-two gap of each row's last position in a (B, T, V) output.
+static void ref_pick(const double *lg, int64_t B, int64_t T, int64_t V, int32_t *next,
+                     double *keep, double *gap) {
+    for (int64_t b = 0; b < B; b++) {
+        const double *row = lg + (b * T + T - 1) * V;
+        int64_t best = 0;
+        double top = -INFINITY, second = -INFINITY;
+        for (int64_t k = 0; k < V; k++) {
+            keep[b * V + k] = row[k];
+            if (row[k] > top) {
+                second = top;
+                top = row[k];
+                best = k;
+            } else if (row[k] > second) {
+                second = row[k];
+            }
+        }
+        next[b] = (int32_t)best;
+        gap[b] = top - second;
+    }
+}
+
+int gen_reference(const gen_mode *e, const int32_t *prompt, gen_ref *ref, char *err, size_t cap) {
+    if (e->kind != GEN_EAGER)
+        return fail(err, cap, "the reference decodes on eager's step models");
+    int64_t B = e->o.batch, N = e->o.new_tokens, P = e->o.prompt_len, V = e->vocab;
+    memset(ref, 0, sizeof *ref);
+    ref->batch = B, ref->new_tokens = N, ref->vocab = V;
+    ref->tokens = calloc((size_t)(B * N), sizeof *ref->tokens);
+    ref->logits = malloc((size_t)(N * B * V) * sizeof *ref->logits);
+    ref->gap = malloc((size_t)(N * B) * sizeof *ref->gap);
+    int nout = e->pre.m->g->noutputs;
+    double **out = calloc((size_t)nout, sizeof *out), **past = calloc((size_t)nout, sizeof *past);
+    int32_t *next = malloc((size_t)B * sizeof *next);
+    int rc = 0;
+    if (!ref->tokens || !ref->logits || !ref->gap || !out || !past || !next) {
+        rc = fail(err, cap, "out of memory for the reference decode");
+        goto done;
+    }
+    for (int64_t j = 0; j < N && rc == 0; j++) {
+        const gen_step *s = j == 0 ? &e->pre : &e->dec[j - 1];
+        const graph *g = s->m->g;
+        double **given = calloc((size_t)g->n, sizeof *given);
+        double *ids = malloc((size_t)(B * s->T + s->T) * sizeof *ids);
+        if (!given || !ids) {
+            free(given);
+            free(ids);
+            rc = fail(err, cap, "out of memory for the reference decode");
+            break;
+        }
+        // the step's tokens and positions as the executors get them, the past in fp64
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < s->T; t++)
+                ids[b * s->T + t] = j == 0 ? prompt[b * P + t] : ref->tokens[b * N + j - 1];
+        for (int64_t t = 0; t < s->T; t++)
+            ids[B * s->T + t] = (double)(j == 0 ? t : P + j - 1);
+        given[s->tokens] = ids;
+        given[s->gen.position_ids] = ids + B * s->T;
+        for (int i = 0; i < s->gen.nlayers && j > 0; i++) {
+            given[s->gen.past_k[i]] = past[1 + 2 * i];
+            given[s->gen.past_v[i]] = past[2 + 2 * i];
+        }
+        rc = ref_run_given(s->m, given, out, err, cap);
+        free(given);
+        free(ids);
+        if (rc < 0)
+            break;
+        ref_pick(out[0], B, s->T, V, next, ref->logits + j * B * V, ref->gap + j * B);
+        for (int64_t b = 0; b < B; b++)
+            ref->tokens[b * N + j] = next[b];
+        for (int i = 0; i < nout; i++) {
+            free(i == 0 ? out[i] : past[i]);
+            if (i > 0)
+                past[i] = out[i];
+            out[i] = NULL;
+        }
+    }
+done:
+    for (int i = 0; out && i < nout; i++)
+        free(out[i]);
+    for (int i = 0; past && i < nout; i++)
+        free(past[i]);
+    free(out);
+    free(past);
+    free(next);
+    if (rc < 0)
+        gen_ref_free(ref);
+    return rc;
+}
+
+int gen_check(const gen_out *r, const gen_ref *ref, double tol, double *worst, char *why,
+              size_t cap) {
+    int64_t B = ref->batch, N = ref->new_tokens, V = ref->vocab;
+    double most = 0;
+    int bad = 0;
+    for (int64_t j = 0; j < N; j++)
+        for (int64_t b = 0; b < B; b++) {
+            const double *want = ref->logits + (j * B + b) * V;
+            const float *got = r->logits ? r->logits + (j * B + b) * V : NULL;
+            double num = 0, den = 0;
+            for (int64_t k = 0; got && k < V; k++) {
+                num += (got[k] - want[k]) * (got[k] - want[k]);
+                den += want[k] * want[k];
+            }
+            double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+            most = rel > most ? rel : most;
+            if (bad)
+                continue;
+            int32_t tok = r->tokens[b * N + j], rt = ref->tokens[b * N + j];
+            double top = fabs(want[rt]);
+            bool tie = ref->gap[j * B + b] < tol * (top > 1 ? top : 1);
+            if (tok == rt || (tie && got && rel <= tol))
+                continue;
+            bad = 1;
+            if (tie)
+                snprintf(why, cap,
+                         "step %lld, row %lld: token %d where the reference has %d (a near tie: "
+                         "gap %.3g), and the logits' rel_l2 %.3g is above %.0e",
+                         (long long)j, (long long)b, tok, rt, ref->gap[j * B + b], rel, tol);
+            else
+                snprintf(why, cap,
+                         "step %lld, row %lld: token %d where the reference has %d (its top two "
+                         "logits %.3g apart)",
+                         (long long)j, (long long)b, tok, rt, ref->gap[j * B + b]);
+        }
+    if (worst)
+        *worst = most;
+    return bad;
+}

@@ -1,0 +1,107 @@
+// generate: greedy decoding with a KV cache, the engine of the generate
+// workload. A mode is the step models it runs and their executors:
+//
+//   eager    Hugging Face's eager generate: a prefill over the prompt, then
+//            one step model a token, each built for its past length (the
+//            shapes a framework's eager dispatch meets anew every step).
+//            The past keys and values are its inputs, concatenated with the
+//            new ones into fresh tensors (its outputs, the next step's
+//            inputs); attention as the model's layers build it.
+//   compiled gpt-fast's: a prefill and ONE decode step, each compiled once,
+//            over a static cache of prompt + new tokens rows a layer,
+//            written in place at a position given at run time and read by
+//            fused attention up to its valid rows.
+//
+//   gen_opts o = {.batch = 1, .prompt_len = 16, .new_tokens = 8};
+//   gen_mode *e, *c;
+//   gen_mode_new(md, ov, nov, &o, GEN_EAGER, NULL, &e, err, cap);
+//   gen_mode_new(md, ov, nov, &o, GEN_COMPILED, e, &c, err, cap);  // e's weights
+//   int32_t *prompt = gen_prompt(e, seed);        // B x P token ids
+//   gen_out r;
+//   gen_out_init(&r, &o, vocab);
+//   gen_mode_run(e, prompt, NULL, &r);            // greedy: r.tokens, r.ttft_s, r.step_s
+//   gen_reference(e, prompt, &ref, err, cap);     // fp64 on eager's step models
+//   gen_mode_run(c, prompt, ref.tokens, &r);      // teacher-forced: r.logits of each step
+//   gen_check(&r, &ref, 1e-3, why, sizeof why);
+//
+// N new tokens are the prefill's argmax and N - 1 decode steps. Every mode
+// does the same host work around its steps (inputs set, argmax over the
+// last position's logits), timed with them.
+#pragma once
+#include "compile/compile.h"
+#include "model/modeldef.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { GEN_EAGER, GEN_COMPILED } gen_kind;
+
+typedef struct gen_opts {
+    int64_t batch, prompt_len, new_tokens;
+    uint64_t seed;               // the weights (and nothing else)
+    int device;                  // BENCH_DEV_CPU or BENCH_DEV_CUDA
+    const compile_opts *compile; // GEN_COMPILED; NULL: compile_opts_default()
+    bool fused_attention;        // eager: one fused attention a layer (--attention sdpa)
+} gen_opts;
+
+typedef struct gen_out {
+    int64_t batch, new_tokens, vocab;
+    int32_t *tokens;  // B x N: token j of row b at [b * N + j]
+    float *logits;    // N x B x V: the last position's logits of each step; NULL: not kept
+    double ttft_s;    // the prefill and its argmax
+    double *step_s;   // N - 1 decode steps, each with its argmax
+    size_t peak_bytes;        // the most bytes live in any step (weights and caches included)
+    int64_t kernels_prefill;  // kernels of the prefill
+    int64_t kernels_step;     // kernels of the last decode step
+    int64_t kv_bytes_per_token; // f32 keys and values a token adds, every layer
+} gen_out;
+
+// Buffers for o's shapes; keep_logits: also the logits. -1 when memory runs out.
+int gen_out_init(gen_out *r, const gen_opts *o, int64_t vocab, bool keep_logits);
+void gen_out_free(gen_out *r);
+
+typedef struct gen_mode gen_mode;
+
+// The step models of kind (their weights drawn from o->seed, or shared
+// with `share`'s) and their executors. -1 with err: a prompt and new
+// tokens past the model's positions, a model that is no decoder, the
+// executor's words.
+int gen_mode_new(const modeldef *md, const modeldef_override *ov, int nov, const gen_opts *o,
+                 gen_kind kind, const gen_mode *share, gen_mode **out, char *err, size_t cap);
+void gen_mode_free(gen_mode *g);
+int64_t gen_vocab(const gen_mode *g);
+// The prefill's model, which holds the weights every step model shares.
+const model *gen_weights(const gen_mode *g);
+// Seeded prompt token ids in [0, vocab), B x P; caller frees. NULL when memory runs out.
+int32_t *gen_prompt(const gen_mode *g, uint64_t seed);
+// One generation: greedy, or with `force` (B x N: the tokens to feed
+// after each step, a reference's) teacher-forced, so that each step's
+// logits can be compared. r->tokens are the argmaxes either way. -1 with
+// gen_error.
+int gen_mode_run(gen_mode *g, const int32_t *prompt, const int32_t *force, gen_out *r);
+const char *gen_error(const gen_mode *g);
+// Compile time of the compiled mode's step models (s), 0 for eager.
+double gen_compile_s(const gen_mode *g);
+
+// The fp64 reference's greedy decode on eager's step models (gen_mode of
+// GEN_EAGER): tokens and, for each step, the last position's logits
+// (N x B x V doubles) and their top-two gap. -1 with err.
+typedef struct gen_ref {
+    int64_t batch, new_tokens, vocab;
+    int32_t *tokens;
+    double *logits;
+    double *gap; // N x B: top logit minus the runner-up
+} gen_ref;
+int gen_reference(const gen_mode *eager, const int32_t *prompt, gen_ref *ref, char *err,
+                  size_t cap);
+void gen_ref_free(gen_ref *ref);
+
+// A teacher-forced run against the reference: every step's argmax equals
+// the reference's token, except where the reference's top two logits are
+// closer than tol * max(1, |top|): there the step's logits must be within
+// tol of the reference's (relative L2 over the row). 0 when it passes; else
+// 1 with why naming the first step and row that fails. *worst (may be
+// NULL): the largest relative L2 of any step's logits.
+int gen_check(const gen_out *r, const gen_ref *ref, double tol, double *worst, char *why,
+              size_t cap);
