@@ -28,7 +28,8 @@ typedef struct modeldef_override {
 } modeldef_override;
 
 typedef struct modeldef_opts {
-    bool training; // build the training graph (loss as g->loss)
+    bool training;   // build the training graph (loss as g->loss)
+    bool graph_only; // no values will be made: a model larger than this machine is not refused
 } modeldef_opts;
 
 int modeldef_load(const char *path, modeldef **out, diag *d);
