@@ -150,6 +150,10 @@ static void test_fused_qkv(void **state) {
     model *m = pair_ok("kv_heads: 2, fused_qkv: true", "kv_heads: 2");
     assert_true(param(m, "a.q.weight") < 0);
     assert_int_equal(graph_at(m->g, param(m, "a.qkv.weight"))->shape[0], 64);
+    int linears = 0; // a's: one GEMM for q, k and v, one for the output
+    for (int i = 0; i < param(m, "b.q.weight"); i++)
+        linears += graph_at(m->g, i)->op == OP_LINEAR;
+    assert_int_equal(linears, 2);
     const float *w = pdata(m, "a.qkv.weight"), *bias = pdata(m, "a.qkv.bias");
     copy_rows(pdata(m, "b.q.weight"), 0, w, 0, 32, 32);
     copy_rows(pdata(m, "b.k.weight"), 0, w, 32, 16, 32);
