@@ -29,7 +29,8 @@ typedef struct modeldef_override {
 } modeldef_override;
 
 typedef struct modeldef_opts {
-    bool training; // build the training graph (loss as g->loss)
+    bool training;   // build the training graph (loss as g->loss)
+    bool graph_only; // no values will be made: a model larger than this machine is not refused
     // A generation step (nn.h): inputs whose dimension is written `$seq`
     // take gen_tokens (the step's tokens) instead, position_ids and (static
     // cache) cache_pos and kv_len inputs are made, and the outputs are the

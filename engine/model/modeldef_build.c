@@ -796,7 +796,7 @@ int modeldef_build(const modeldef *md, const modeldef_override *ov, int nov, int
         rc = build_gen_outputs(&b);
     if (rc == 0 && md->loss)
         rc = build_loss(&b, &root);
-    if (rc == 0)
+    if (rc == 0 && !(opts && opts->graph_only))
         rc = check_memory(&b);
     if (rc == 0 && !(*out = model_new(b.g, md->name, md->family, batch)))
         rc = oom(&b);

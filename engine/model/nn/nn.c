@@ -13,7 +13,7 @@ typedef struct nn_keyspec {
     bool required;
 } nn_keyspec;
 
-#define NN_MAX_KEYS 12
+#define NN_MAX_KEYS 20
 
 typedef struct nn_layer {
     const char *name;
@@ -59,7 +59,7 @@ int nn_mse(nn_ctx *x);
 static const nn_layer nn_layers[] = {
     {"embedding", 1, 1, nn_embedding, {{"num", 'i', true}, {"dim", 'i', true}}},
     {"positional_embedding", 1, 1, nn_positional_embedding, {{"max", 'i', true}}},
-    {"linear", 1, 1, nn_linear, {{"out", 'i', true}, {"bias", 'b', false}}},
+    {"linear", 1, 1, nn_linear, {{"out", 'i', true}, {"bias", 'b', false}, {"tie", 's', false}}},
     {"conv2d", 1, 1, nn_conv2d, {CONV_KEYS}},
     {"conv_transpose2d", 1, 1, nn_conv_transpose2d, {CONV_KEYS, {"output_padding", 'l', false}}},
     {"batch_norm", 1, 1, nn_batch_norm, {{"eps", 'f', false}, {"momentum", 'f', false}}},
@@ -76,7 +76,14 @@ static const nn_layer nn_layers[] = {
       {"causal", 'b', false},
       {"rotary", 'b', false},
       {"rope_theta", 'f', false},
-      {"bias", 'b', false}}},
+      {"bias", 'b', false},
+      {"qkv_bias", 'b', false},
+      {"out_bias", 'b', false},
+      {"fused_qkv", 'b', false},
+      {"qkv_per_head", 'b', false},
+      {"rotary_dims", 'i', false},
+      {"rotary_interleaved", 'b', false},
+      {"rotary_2d", 'b', false}}},
     {"relu", 1, 1, nn_activation, {{0}}},
     {"relu6", 1, 1, nn_activation, {{0}}},
     {"gelu", 1, 1, nn_activation, {{0}}},

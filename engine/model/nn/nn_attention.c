@@ -5,6 +5,13 @@
 // and multi-query attention (kv_heads < heads) repeat k and v per query
 // group, as HF's repeat_kv does. Rotary embeddings apply q*cos +
 // rotate_half(q)*sin with shared cos/sin tables.
+//
+// ChatGLM's variants: q, k and v from one fused linear (fused_qkv, sliced
+// as views; qkv_per_head for ChatGLM-6B's per-head [q|k|v] rows), separate
+// q/k/v and output biases, rotary on the first rotary_dims of each head with
+// the rest passed through, interleaved pairs (2i, 2i+1) as ChatGLM2, and
+// GLM's 2-D positions (rotary_2d: the first half of each head by position,
+// the second by block position).
 #include "nn_internal.h"
 
 #include <float.h>
@@ -47,6 +54,126 @@ static int repeat_kv(nn_ctx *x, int t, int64_t H) {
     int e = graph_op_shaped(x->g, OP_EXPAND, 1, &r, NULL, NULL, 5,
                             (int64_t[]){B, KVH, H / KVH, S, hd});
     return graph_reshape(x->g, e, 4, (int64_t[]){B, H, S, hd});
+}
+
+// Rotary settings: the first `dims` of each head are rotated; pairs are
+// (i, i + dims/2) (rotate_half) or (2i, 2i+1) when interleaved; two_d
+// rotates each half of the head (dims = hd/2 each) by its own tables.
+typedef struct rope_spec {
+    int64_t dims;
+    bool interleaved, two_d;
+} rope_spec;
+
+// Reads rotary_dims, rotary_interleaved and rotary_2d; -1 with the error at
+// the key that is wrong.
+static int rope_spec_read(nn_ctx *x, bool rope, int64_t hd, rope_spec *rs) {
+    static const char *const keys[] = {"rotary_dims", "rotary_interleaved", "rotary_2d"};
+    for (int i = 0; i < 3; i++)
+        if (!rope && nn_has(x, keys[i]))
+            return nn_fail(x, keys[i], "attention: %s needs rotary: true", keys[i]);
+    rs->interleaved = nn_bool(x, "rotary_interleaved", false);
+    rs->two_d = nn_bool(x, "rotary_2d", false);
+    rs->dims = nn_int(x, "rotary_dims", rs->two_d ? hd / 2 : hd);
+    if (rs->two_d && nn_has(x, "rotary_dims"))
+        return nn_fail(x, "rotary_dims",
+                       "attention: rotary_2d rotates each half of a head; drop rotary_dims");
+    if (rs->two_d && hd % 4)
+        return nn_fail(x, "rotary_2d",
+                       "attention: rotary_2d needs head_dim divisible by 4, got %lld",
+                       (long long)hd);
+    if (rs->dims <= 0 || rs->dims % 2 || rs->dims > hd)
+        return nn_fail(x, "rotary_dims",
+                       "attention: rotary_dims must be even and in [2, head_dim %lld], got %lld",
+                       (long long)hd, (long long)rs->dims);
+    return 0;
+}
+
+// (B, H, T, d) rotated by pairs (2i, 2i+1), as ChatGLM2: x0*c - x1*s and
+// x1*c + x0*s, with c, s (T, d) in rotate_half's layout (angle i at i and
+// i + d/2), whose first half is taken.
+static int rotary_pairs(nn_ctx *x, int t, int cos_t, int sin_t) {
+    const graph_node *n = nn_node(x, t);
+    int64_t B = n->shape[0], H = n->shape[1], T = n->shape[2], d = n->shape[3];
+    int64_t pair[5] = {B, H, T, d / 2, 2};
+    int p = graph_reshape(x->g, t, 5, pair);
+    int x0 = graph_slice(x->g, p, 4, 0, 1), x1 = graph_slice(x->g, p, 4, 1, 1);
+    int c = graph_slice(x->g, cos_t, 1, 0, d / 2), s = graph_slice(x->g, sin_t, 1, 0, d / 2);
+    c = graph_reshape(x->g, c, 3, (int64_t[]){nn_node(x, cos_t)->shape[0], d / 2, 1});
+    s = graph_reshape(x->g, s, 3, (int64_t[]){nn_node(x, sin_t)->shape[0], d / 2, 1});
+    if (nn_check(x, x0) < 0 || nn_check(x, x1) < 0 || nn_check(x, c) < 0 || nn_check(x, s) < 0)
+        return -1;
+    int a0 = graph_binary(x->g, OP_SUB, graph_binary(x->g, OP_MUL, x0, c),
+                          graph_binary(x->g, OP_MUL, x1, s));
+    int a1 = graph_binary(x->g, OP_ADD, graph_binary(x->g, OP_MUL, x1, c),
+                          graph_binary(x->g, OP_MUL, x0, s));
+    int64_t ia[GRAPH_MAX_IA] = {4};
+    int o = graph_op(x->g, OP_CONCAT, 2, (int[]){a0, a1}, ia, NULL);
+    return graph_reshape(x->g, o, 4, (int64_t[]){B, H, T, d});
+}
+
+static int rotate_part(nn_ctx *x, int t, int64_t start, int64_t len, bool inter, int c, int s) {
+    int part = graph_slice(x->g, t, 3, start, len);
+    if (nn_check(x, part) < 0)
+        return -1;
+    return nn_check(x, inter ? rotary_pairs(x, part, c, s) : rotary(x, part, c, s));
+}
+
+// t (B, H, T, hd) with its tables: c, s (T, dims) by position, and for
+// rotary_2d c2, s2 (T or 1, dims) by block position. The dims past
+// rs->dims pass through unrotated.
+static int rope_apply(nn_ctx *x, int t, const rope_spec *rs, int c, int s, int c2, int s2) {
+    int64_t hd = nn_node(x, t)->shape[3];
+    int64_t ia[GRAPH_MAX_IA] = {3};
+    if (!rs->two_d && rs->dims == hd)
+        return nn_check(x, rs->interleaved ? rotary_pairs(x, t, c, s) : rotary(x, t, c, s));
+    int a = rotate_part(x, t, 0, rs->dims, rs->interleaved, c, s);
+    int b = rs->two_d ? rotate_part(x, t, rs->dims, rs->dims, rs->interleaved, c2, s2)
+                      : nn_check(x, graph_slice(x->g, t, 3, rs->dims, hd - rs->dims));
+    if (a < 0 || b < 0)
+        return -1;
+    return nn_check(x, graph_op(x->g, OP_CONCAT, 2, (int[]){a, b}, ia, NULL));
+}
+
+// q (B, T, H*hd), k and v (B, S, KVH*hd) into out[3]: three linears, or one
+// fused linear to (H + 2 KVH) * hd sliced into views. qkv_per_head lays the
+// fused rows out per head as [q_h | k_h | v_h] (ChatGLM-6B), else as
+// [q | k | v] (ChatGLM2, GPT-2's c_attn); per head, out[] are already
+// (B, H, T, hd).
+static int project_qkv(nn_ctx *x, int q_in, int kv_in, int64_t H, int64_t KVH, int64_t hd,
+                       bool bias, int out[3], bool *split) {
+    bool fused = nn_bool(x, "fused_qkv", false), per_head = nn_bool(x, "qkv_per_head", false);
+    *split = false;
+    if (!fused) {
+        if (per_head)
+            return nn_fail(x, "qkv_per_head", "attention: qkv_per_head needs fused_qkv: true");
+        out[0] = nn_linear_to(x, q_in, H * hd, bias, "q");
+        out[1] = out[0] < 0 ? -1 : nn_linear_to(x, kv_in, KVH * hd, bias, "k");
+        out[2] = out[1] < 0 ? -1 : nn_linear_to(x, kv_in, KVH * hd, bias, "v");
+        return out[2] < 0 ? -1 : 0;
+    }
+    if (x->c->ninputs > 1)
+        return nn_fail(x, "fused_qkv", "attention: fused_qkv needs self-attention (one input)");
+    if (per_head && KVH != H)
+        return nn_fail(x, "qkv_per_head", "attention: qkv_per_head needs kv_heads equal to heads");
+    int qkv = nn_linear_to(x, q_in, (H + 2 * KVH) * hd, bias, "qkv"); // (B, T, (H+2KVH) hd)
+    if (qkv < 0)
+        return -1;
+    if (per_head) {
+        const graph_node *n = nn_node(x, qkv);
+        int r = graph_reshape(x->g, qkv, 4, (int64_t[]){n->shape[0], n->shape[1], H, 3 * hd});
+        for (int i = 0; i < 3; i++) { // (B, T, H, hd) -> (B, H, T, hd), views
+            out[i] = graph_permute(x->g, graph_slice(x->g, r, 3, i * hd, hd), (int[]){0, 2, 1, 3});
+            if (nn_check(x, out[i]) < 0)
+                return -1;
+        }
+        *split = true;
+        return 0;
+    }
+    int64_t start[3] = {0, H * hd, (H + KVH) * hd}, len[3] = {H * hd, KVH * hd, KVH * hd};
+    for (int i = 0; i < 3; i++)
+        if ((out[i] = nn_check(x, graph_slice(x->g, qkv, 2, start[i], len[i]))) < 0)
+            return -1;
+    return 0;
 }
 
 // The attention proper: q (B, H, T, hd), k and v (B, KVH, S, hd) ->
@@ -147,6 +274,7 @@ int nn_attention(nn_ctx *x) {
         return nn_fail(x, "head_dim", "attention: head_dim must be positive");
     bool causal = nn_bool(x, "causal", false), rope = nn_bool(x, "rotary", false);
     bool bias = nn_bool(x, "bias", true);
+    bool qkv_bias = nn_bool(x, "qkv_bias", bias), out_bias = nn_bool(x, "out_bias", bias);
     if (rope && hd % 2)
         return nn_fail(x, "rotary", "attention: rotary needs an even head_dim, got %lld",
                        (long long)hd);
@@ -154,25 +282,28 @@ int nn_attention(nn_ctx *x) {
     if (gen && kv_in != q_in)
         return nn_fail(x, NULL, "generation keeps a cache of self-attention only, not of "
                                 "attention over a second input");
-
-    int q = nn_linear_to(x, q_in, H * hd, bias, "q");
-    int k = q < 0 ? -1 : nn_linear_to(x, kv_in, KVH * hd, bias, "k");
-    int v = k < 0 ? -1 : nn_linear_to(x, kv_in, KVH * hd, bias, "v");
-    if (v < 0)
+    rope_spec rs;
+    if (rope_spec_read(x, rope, hd, &rs) < 0)
         return -1;
-    q = split_heads(x, q, H, hd);   // (B, H, T, hd)
-    k = split_heads(x, k, KVH, hd); // (B, KVH, S, hd)
-    v = split_heads(x, v, KVH, hd);
+
+    int qkv[3] = {-1, -1, -1};
+    bool split;
+    if (project_qkv(x, q_in, kv_in, H, KVH, hd, qkv_bias, qkv, &split) < 0)
+        return -1;
+    int q = split ? qkv[0] : split_heads(x, qkv[0], H, hd);   // (B, H, T, hd)
+    int k = split ? qkv[1] : split_heads(x, qkv[1], KVH, hd); // (B, KVH, S, hd)
+    int v = split ? qkv[2] : split_heads(x, qkv[2], KVH, hd);
     if (nn_check(x, q) < 0 || nn_check(x, k) < 0 || nn_check(x, v) < 0)
         return -1;
     if (rope) {
         char name[64];
         int64_t L = gen ? gen->max_len : T > S ? T : S;
         double theta = nn_float(x, "rope_theta", 10000.0);
-        snprintf(name, sizeof name, "rope_cos.%lldx%lld", (long long)L, (long long)hd);
-        int c = nn_shared_buffer(x, name, DT_F32, 2, (int64_t[]){L, hd}, INIT_ROPE_COS, theta);
-        snprintf(name, sizeof name, "rope_sin.%lldx%lld", (long long)L, (long long)hd);
-        int s = nn_shared_buffer(x, name, DT_F32, 2, (int64_t[]){L, hd}, INIT_ROPE_SIN, theta);
+        snprintf(name, sizeof name, "rope_cos.%lldx%lld", (long long)L, (long long)rs.dims);
+        int64_t tab[2] = {L, rs.dims};
+        int c = nn_shared_buffer(x, name, DT_F32, 2, tab, INIT_ROPE_COS, theta);
+        snprintf(name, sizeof name, "rope_sin.%lldx%lld", (long long)L, (long long)rs.dims);
+        int s = nn_shared_buffer(x, name, DT_F32, 2, tab, INIT_ROPE_SIN, theta);
         if (c < 0 || s < 0)
             return -1;
         int cq, sq, ck, sk;
@@ -186,8 +317,13 @@ int nn_attention(nn_ctx *x) {
             ck = S == L ? c : graph_slice(x->g, c, 0, L - S, S);
             sk = S == L ? s : graph_slice(x->g, s, 0, L - S, S);
         }
-        q = nn_check(x, rotary(x, q, cq, sq));
-        k = q < 0 ? -1 : nn_check(x, rotary(x, k, ck, sk));
+        // block positions are 0 in a plain forward (GLM's context tokens);
+        // a generation step keeps them 0 too (the decode treats every token
+        // as context: the same work as GLM's block positions)
+        int c0 = rs.two_d ? graph_slice(x->g, c, 0, 0, 1) : -1;
+        int s0 = rs.two_d ? graph_slice(x->g, s, 0, 0, 1) : -1;
+        q = rope_apply(x, q, &rs, cq, sq, c0, s0);
+        k = q < 0 ? -1 : rope_apply(x, k, &rs, ck, sk, c0, s0);
         if (k < 0)
             return -1;
     }
@@ -198,5 +334,5 @@ int nn_attention(nn_ctx *x) {
     o = graph_reshape(x->g, o, 3, (int64_t[]){B, T, H * hd}); // a copy
     if (nn_check(x, o) < 0)
         return -1;
-    return nn_emit(x, nn_linear_to(x, o, D, bias, "o"));
+    return nn_emit(x, nn_linear_to(x, o, D, out_bias, "o"));
 }

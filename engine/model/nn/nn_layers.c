@@ -60,11 +60,37 @@ int nn_linear_to(nn_ctx *x, int in, int64_t out, bool bias, const char *role) {
     return nn_check(x, graph_op(x->g, OP_LINEAR, bias ? 3 : 2, src, NULL, NULL));
 }
 
+// (..., K) -> (..., out) with the weight (out, K) of an earlier layer, as a
+// tied lm_head uses the word embeddings (`tie: word_embeddings.weight`).
+static int linear_tied(nn_ctx *x, int64_t out, bool bias) {
+    const char *name = nn_str(x, "tie", "");
+    const graph_node *in = nn_node(x, X0);
+    int w = -1;
+    for (int i = 0; i < x->g->n && w < 0; i++)
+        if (x->g->nodes[i].op == OP_PARAM && x->g->nodes[i].name &&
+            strcmp(x->g->nodes[i].name, name) == 0)
+            w = i;
+    if (w < 0)
+        return nn_fail(x, "tie", "linear: no parameter named '%s' made before this layer", name);
+    const graph_node *wn = nn_node(x, w);
+    int64_t K = in->ndim > 0 ? in->shape[in->ndim - 1] : 0;
+    if (wn->ndim != 2 || wn->shape[0] != out || wn->shape[1] != K)
+        return nn_fail(x, "tie", "linear: tied weight '%s' must be (out %lld, in %lld)", name,
+                       (long long)out, (long long)K);
+    int src[3] = {X0, w, -1};
+    if (bias && (src[2] = nn_param(x, "bias", 1, &out, INIT_UNIFORM, 1.0 / sqrt((double)K))) < 0)
+        return -1;
+    return nn_check(x, graph_op(x->g, OP_LINEAR, bias ? 3 : 2, src, NULL, NULL));
+}
+
 int nn_linear(nn_ctx *x) {
     int64_t out = nn_int(x, "out", 0);
+    bool bias = nn_bool(x, "bias", true);
     if (out <= 0)
         return nn_fail(x, "out", "linear: out must be positive, got %lld", (long long)out);
-    return nn_emit(x, nn_linear_to(x, X0, out, nn_bool(x, "bias", true), NULL));
+    if (nn_has(x, "tie"))
+        return nn_emit(x, linear_tied(x, out, bias));
+    return nn_emit(x, nn_linear_to(x, X0, out, bias, NULL));
 }
 
 static int conv_common(nn_ctx *x, bool transpose) {
