@@ -222,7 +222,8 @@ static void test_compiled_planned(void **state) {
 }
 
 // An arena that does not fit beside the sources: refused before anything
-// is generated, in one line naming the cap; one that fits compiles.
+// is generated, in one line naming the cap; one that fits compiles. Fused
+// mode's step fails at the first kernel output past the cap.
 static void test_compiled_cap(void **state) {
     suite *s = load_smoke_suite();
     model *m = case_model(s, "gpt2", false, false, false);
@@ -251,6 +252,23 @@ static void test_compiled_cap(void **state) {
     if (rc < 0)
         fail_msg("gpt2 under a cap at its planned peak: %s", err);
     assert_int_equal(refused, 0);
+    compiled_free(c);
+
+    // fused mode allocates each kernel's output: the cap fails the step
+    o.capture = false;
+    if (compile_model(m, &o, &c, err, sizeof err) < 0)
+        fail_msg("gpt2 fused: %s", err);
+    tensor_mem_set_limit(tensor_mem_live() + 1);
+    tensor *out[64];
+    assert_true(m->g->noutputs <= 64);
+    rc = compiled_run(c, out, NULL);
+    refused = tensor_mem_refusals();
+    tensor_mem_set_limit(0);
+    assert_int_equal(rc, -1);
+    assert_int_equal(refused, 1);
+    if (strncmp(compiled_error(c), "out of memory: %", 16) != 0 ||
+        !strstr(compiled_error(c), "(--memory-limit)"))
+        fail_msg("gpt2 fused under a cap: %s", compiled_error(c));
     compiled_free(c);
     model_free(m);
     suite_free(s);

@@ -535,7 +535,14 @@ int compiled_run(compiled *c, tensor **outputs, compiled_stats *st) {
                     continue;
                 c->bufs[v] = tensor_new_empty(g->nodes[v].dtype, g->nodes[v].ndim, g->nodes[v].shape);
                 if (!c->bufs[v]) {
-                    snprintf(c->err, sizeof c->err, "out of memory allocating a kernel output");
+                    char why[160] = "allocating a kernel output";
+                    if (tensor_mem_limit()) // the cap's words, as eager's
+                        tensor_mem_refusal(why, sizeof why,
+                                           tensor_mem_round(graph_node_bytes(&g->nodes[v])),
+                                           tensor_mem_live());
+                    snprintf(c->err, sizeof c->err, "out of memory: %%%d %s: %s%s", v,
+                             op_name(g->nodes[v].op), why,
+                             tensor_mem_limit() ? " (--memory-limit)" : "");
                     return -1;
                 }
             }
