@@ -125,6 +125,28 @@ static void test_eager_planned(void **state) {
     suite_free(s);
 }
 
+static size_t round_4k(size_t bytes) { return (bytes / 4096 + 1) * 4096; }
+
+// Another allocator's rounding: every tensor counts for its rounded size.
+static void test_eager_rounding(void **state) {
+    (void)state;
+    suite *s = load_smoke_suite();
+    model *m = case_model(s, "gpt2", false, true, true);
+    eager_plan_figures f = eager_plan(m, "gpt2"), r;
+    char err[400];
+    if (eager_plan_peak_rounded(m->g, round_4k, &r, err, sizeof err) < 0)
+        fail_msg("gpt2 rounded to 4 KiB: %s", err);
+    size_t sources = 0;
+    for (int i = 0; i < m->g->n; i++)
+        if (op_kind(m->g->nodes[i].op) == OPK_SOURCE)
+            sources += round_4k(graph_node_bytes(&m->g->nodes[i]));
+    assert_int_equal(r.sources_bytes, sources);
+    assert_true(r.peak_bytes > f.peak_bytes && r.peak_bytes % 4096 == 0);
+    assert_int_equal(r.kernels, f.kernels);
+    model_free(m);
+    suite_free(s);
+}
+
 // A cap one byte below the planned peak fails the step where the plan puts
 // the peak, named in the message; the cap at the peak lets it run.
 static void test_eager_cap(void **state) {
@@ -327,6 +349,7 @@ static void test_full_size(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_eager_planned),
+        cmocka_unit_test(test_eager_rounding),
         cmocka_unit_test(test_eager_cap),
         cmocka_unit_test_setup_teardown(test_compiled_planned, cache_setup, cache_teardown),
         cmocka_unit_test_setup_teardown(test_compiled_cap, cache_setup, cache_teardown),

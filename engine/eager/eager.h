@@ -64,3 +64,7 @@ typedef struct eager_plan_figures {
 
 // 0, or -1 with err set (out of host memory).
 int eager_plan_peak(const graph *g, eager_plan_figures *out, char *err, size_t cap);
+// The same with another allocator's rounding of a request (the CUDA
+// caching allocator's is cuda_alloc_round, backend/cuda/cuda_alloc.h).
+int eager_plan_peak_rounded(const graph *g, size_t (*round)(size_t bytes), eager_plan_figures *out,
+                            char *err, size_t cap);

@@ -12,6 +12,7 @@
 
 typedef struct plan_dev {
     const graph *g;
+    size_t (*round)(size_t bytes);
     size_t live, peak;
     int peak_node;
     int64_t launched;
@@ -37,7 +38,7 @@ static tensor *plan_wrap(plan_dev *d, enum dtype dt, int ndim, const int64_t *sh
         snprintf(d->err, sizeof d->err, "out of host memory planning");
         return NULL;
     }
-    t->storage->bytes = tensor_mem_round(t->storage->bytes);
+    t->storage->bytes = d->round(t->storage->bytes);
     return t;
 }
 
@@ -77,8 +78,13 @@ static void plan_reset_peak(void *ctx) {
 static size_t plan_peak(void *ctx) { return ((plan_dev *)ctx)->peak; }
 
 int eager_plan_peak(const graph *g, eager_plan_figures *out, char *err, size_t cap) {
+    return eager_plan_peak_rounded(g, tensor_mem_round, out, err, cap);
+}
+
+int eager_plan_peak_rounded(const graph *g, size_t (*round)(size_t bytes), eager_plan_figures *out,
+                            char *err, size_t cap) {
     *out = (eager_plan_figures){.peak_node = -1};
-    plan_dev pd = {.g = g};
+    plan_dev pd = {.g = g, .round = round};
     eager_device d = {.name = "plan",
                       .ctx = &pd,
                       .kernels = plan_kernels,
