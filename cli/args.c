@@ -87,6 +87,33 @@ int cli_parse_seconds_or_zero(const char *cmd, const char *opt, const char *s, d
     return 0;
 }
 
+int cli_parse_bytes(const char *cmd, const char *opt, const char *s, size_t *out) {
+    static const struct {
+        const char *name;
+        double scale;
+    } units[] = {{"", 1},         {"B", 1},        {"KiB", 0x1p10}, {"MiB", 0x1p20},
+                 {"GiB", 0x1p30}, {"TiB", 0x1p40}, {"kB", 1e3},     {"KB", 1e3},
+                 {"MB", 1e6},     {"GB", 1e9},     {"TB", 1e12}};
+    char *end;
+    errno = 0;
+    // decimal digits first: strtod would take "inf", "nan" and hex
+    double v = *s >= '0' && *s <= '9' && !strpbrk(s, "xX") ? strtod(s, &end) : NAN;
+    if (!isnan(v) && errno != ERANGE)
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+            if (strcmp(end, units[i].name) == 0) {
+                v *= units[i].scale;
+                if (v >= 1 && v <= 0x1p60) {
+                    *out = (size_t)v;
+                    return 0;
+                }
+            }
+    cli_fail(cmd,
+             "%s %s: expected bytes, a number from 1 to 2^60 with an optional unit (KiB, MiB, "
+             "GiB, TiB, kB, MB, GB, TB): 6GiB, 512MiB, 1e9",
+             opt, s);
+    return -1;
+}
+
 int cli_parse_axis(const char *cmd, enum bench_axis a, const char *list, bench_config *cfg) {
     cli_strings words = {0};
     char opt[32];

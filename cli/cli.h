@@ -44,6 +44,9 @@ int cli_parse_int_list(const char *cmd, const char *opt, const char *s, long lon
 int cli_parse_seconds(const char *cmd, const char *opt, const char *s, double *out);
 // The same, 0 allowed (a budget that is off).
 int cli_parse_seconds_or_zero(const char *cmd, const char *opt, const char *s, double *out);
+// A byte count: a number above 0 (1e9, 1.5) with an optional unit, KiB,
+// MiB, GiB, TiB (powers of 1024) or kB, MB, GB, TB (of 1000): 6GiB, 512MiB.
+int cli_parse_bytes(const char *cmd, const char *opt, const char *s, size_t *out);
 // A comma list of axis values (--mode eager,compiled) into cfg; values this
 // build cannot run are refused here, before anything is loaded. --device
 // takes `auto` too (bench_device_auto); whether a device is built and

@@ -70,6 +70,8 @@ static const char usage[] =
     "                       (off by default, as PyTorch's matmul default)\n"
     "  --flush-l2           cuda: flush the GPU's L2 cache before every sample, one step\n"
     "                       per sample (cold-cache timing)\n"
+    "  --memory-limit BYTES cap each case's tensor memory (6GiB, 512MiB, 1e9): a step\n"
+    "                       that needs more ends oom, naming the node\n"
     "output:\n"
     "  --dump DIR           write each compiled-family mode's generated C and fused graph\n"
     "                       under DIR/CASE/MODE\n"
@@ -113,6 +115,7 @@ enum {
     OPT_AMP_DTYPE,
     OPT_TF32,
     OPT_FLUSH_L2,
+    OPT_MEMORY_LIMIT,
     OPT_WARMUP,
     OPT_MIN_TIME,
     OPT_MAX_TIME,
@@ -149,6 +152,7 @@ static const struct option long_opts[] = {
     {"amp-dtype", required_argument, NULL, OPT_AMP_DTYPE},
     {"tf32", no_argument, NULL, OPT_TF32},
     {"flush-l2", no_argument, NULL, OPT_FLUSH_L2},
+    {"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
     {"warmup", required_argument, NULL, OPT_WARMUP},
     {"min-time", required_argument, NULL, OPT_MIN_TIME},
     {"max-time", required_argument, NULL, OPT_MAX_TIME},
@@ -376,6 +380,10 @@ static int parse(int argc, char **argv, run_args *a) {
             break;
         case OPT_TF32: a->cfg.tf32 = true; break;
         case OPT_FLUSH_L2: a->cfg.flush_l2 = true; break;
+        case OPT_MEMORY_LIMIT:
+            if (cli_parse_bytes(cmd, "--memory-limit", optarg, &a->cfg.memory_limit) < 0)
+                return 2;
+            break;
         case 'q': a->quiet = true; break;
         case OPT_RESUME: a->resume = optarg; break;
         case 'h': fputs(usage, stdout); return 1;

@@ -2,7 +2,8 @@
 # `tcbench run` options refused, or warned about, before anything is
 # measured: --batch-sizes with a repeated or empty item, --batch-size with
 # --batch-sizes, --threads above the online cores (one warning line), and a
-# case selection (--only, --filter, --exclude) that names or leaves no case.
+# case selection (--only, --filter, --exclude) that names or leaves no case,
+# and a --memory-limit that is no byte count.
 # Every run here stops at exit 2, so the test takes seconds.
 # Needs TCBENCH_EXE and TCBENCH_SOURCE_DIR (tests/meson.build sets both).
 
@@ -103,6 +104,16 @@ refused "--filter on a huge suite" 1 "more)" "$TMP/huge.yaml" --filter nomatch
 has "the cut list starts with the first case" "the cases: case_number_0, case_number_1,"
 size=$(wc -c <"$TMP/err")
 verdict "the cut list is short" "$([ "$size" -lt 600 ] || echo "$size bytes")"
+
+# --- --memory-limit: bytes with an optional unit -------------------------------
+for bad in 0 -1 6XB 6gib 1e-3 inf nan 0x10 '' 6GiBx 2e19; do
+    refused "--memory-limit '$bad'" 1 "--memory-limit $bad: expected bytes" --memory-limit "$bad"
+done
+# good values get past the option: the run stops at the next error
+for good in 6GiB 512MiB 1e9 1.5GB 4096; do
+    refused "--memory-limit $good accepted" 1 "--batch-size and --batch-sizes together" \
+        --memory-limit "$good" --batch-size 2 --batch-sizes 4
+done
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

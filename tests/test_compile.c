@@ -107,13 +107,7 @@ static cprog *passes(const model *m, bool fusion) {
 }
 
 static void prog_free(cprog *p) {
-    for (int gi = 0; gi < p->ngroups; gi++)
-        free(p->groups[gi].nodes);
-    free(p->groups);
-    free(p->info);
-    free(p->origin);
-    free(p->src_of);
-    graph_free(p->g);
+    compile_prog_free(p);
     free(p);
 }
 

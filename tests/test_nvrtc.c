@@ -59,13 +59,7 @@ typedef struct model_case {
 } model_case;
 
 static void cprog_release(cprog *p) {
-    for (int gi = 0; gi < p->ngroups; gi++)
-        free(p->groups[gi].nodes);
-    free(p->groups);
-    free(p->info);
-    free(p->origin);
-    free(p->src_of);
-    graph_free(p->g);
+    compile_prog_free(p);
 }
 
 typedef struct arch_job {

@@ -518,13 +518,7 @@ static void test_mode(void **state) {
 
 #if TCBENCH_HAVE_CUDA
 static void cprog_release(cprog *p) {
-    for (int gi = 0; gi < p->ngroups; gi++)
-        free(p->groups[gi].nodes);
-    free(p->groups);
-    free(p->info);
-    free(p->origin);
-    free(p->src_of);
-    graph_free(p->g);
+    compile_prog_free(p);
 }
 
 // The batch lowered as the compiled mode lowers it (fused or not) and

@@ -1247,6 +1247,7 @@ static void test_run_isolated(void **state) {
     assert_string_equal(json_string_value(json_object_get(config, "device")), "cpu");
     assert_true(json_is_false(json_object_get(config, "tf32")));
     assert_true(json_is_false(json_object_get(config, "flush_l2")));
+    assert_true(json_is_null(json_object_get(config, "memory_limit"))); // no cap
     assert_true(json_is_null(json_object_get(config, "device_auto"))); // the devices were named
     // no case on a GPU: none described
     assert_int_equal(json_array_size(json_object_get(host, "gpus")), 0);
@@ -1601,6 +1602,7 @@ static void test_cuda_results(void **state) {
     cfg.nonly = 1;
     cfg.tf32 = true;
     cfg.flush_l2 = true;
+    cfg.memory_limit = (size_t)6 << 30;
     cfg.device_auto = ""; // --device auto found a GPU
     bench_plan *p;
     diag d = {0};
@@ -1654,6 +1656,8 @@ static void test_cuda_results(void **state) {
     assert_string_equal(json_string_value(json_object_get(config, "device")), "cuda");
     assert_true(json_is_true(json_object_get(config, "tf32")));
     assert_true(json_is_true(json_object_get(config, "flush_l2")));
+    assert_int_equal(json_integer_value(json_object_get(config, "memory_limit")),
+                     (json_int_t)6 << 30);
     json_t *da = json_object_get(config, "device_auto");
     assert_string_equal(json_string_value(json_object_get(da, "chose")), "cuda");
     assert_string_equal(json_string_value(json_object_get(da, "reason")), "");

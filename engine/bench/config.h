@@ -59,6 +59,7 @@ typedef struct bench_config {
     const char *dump_dir;         // --dump: generated source under DIR/CASE/MODE, or NULL
     bool tf32;                    // --tf32: the GPU's f32 GEMMs and convolutions may use TF32
     bool flush_l2;                // --flush-l2: the GPU's L2 flushed before each sample
+    size_t memory_limit;          // --memory-limit: a cap on each case's tensor bytes, or 0
     // --device auto (asked, or the default): why it did not choose cuda,
     // "" when it did (it found a usable GPU), recorded in the results; NULL
     // when the devices were named

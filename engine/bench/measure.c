@@ -184,7 +184,7 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
             compile_opts o = mode_compile_opts(runs[k].mode);
             char err[512];
             if (bench_exec_compile(m, &o, &xo, &runs[k].x, err, sizeof err) < 0)
-                set_status(&rs[k], BENCH_FAIL_TO_RUN, "%s", err);
+                set_status(&rs[k], mode_fail_status(), "%s", err);
         }
         int rc = measure_check_train(p, bc, m, runs, n, tol);
         for (int k = 1; k < n; k++)
@@ -200,7 +200,7 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
     for (int k = 1; k < n; k++) {
         char err[512];
         if (!dead[k] && compile_mode(p, bc, m, &runs[k], kcache, err, sizeof err) < 0)
-            set_status(&rs[k], BENCH_FAIL_TO_RUN, "%s", err);
+            set_status(&rs[k], mode_fail_status(), "%s", err);
     }
     if (cuda) { // the check's steps give kernels and peak memory
         if (measure_check_train(p, bc, m, runs, n, tol) < 0)
@@ -250,7 +250,7 @@ static void measure_again(const bench_plan *p, const bench_group *gr, const benc
         bool own = !kcache; // else process 0's programs, loaded from KCACHE/MODE
         if (xo.device == BENCH_DEV_CPU) {
             if (own && mode_cache(NULL, mode, cache, sizeof cache, err, sizeof err) < 0) {
-                set_status(&rs[k], BENCH_FAIL_TO_RUN, "%s", err);
+                set_status(&rs[k], mode_fail_status(), "%s", err);
                 continue;
             }
             if (!own)
@@ -258,7 +258,7 @@ static void measure_again(const bench_plan *p, const bench_group *gr, const benc
             o.cache_dir = cache;
         }
         if (bench_exec_compile(m, &o, &xo, &runs[k].x, err, sizeof err) < 0)
-            set_status(&rs[k], BENCH_FAIL_TO_RUN, "%s", err);
+            set_status(&rs[k], mode_fail_status(), "%s", err);
         if (xo.device == BENCH_DEV_CPU && own)
             bench_remove_tree(cache);
     }
@@ -291,6 +291,8 @@ void bench_group_measure(const bench_plan *p, int group, int process, const char
             }
         }
 
+    // the cap, and a fresh count of its refusals, for this group's statuses
+    tensor_mem_set_limit(p->cfg.memory_limit);
     // oneDNN follows OpenMP's setting; OpenBLAS keeps its own.
     omp_set_num_threads(p->cfg.threads);
     openblas_set_num_threads(p->cfg.threads);
@@ -317,7 +319,7 @@ void bench_group_measure(const bench_plan *p, int group, int process, const char
     for (int k = 1; k < n; k++) {
         char err[512];
         if (compile_mode(p, bc, m, &runs[k], kcache, err, sizeof err) < 0)
-            set_status(&rs[k], BENCH_FAIL_TO_RUN, "%s", err);
+            set_status(&rs[k], mode_fail_status(), "%s", err);
     }
     measure_check_compiled(p, runs, n, tol, &ref);
     measure_reference_free(&ref);

@@ -10,6 +10,7 @@
 //   measure_group_teardown(m, e, runs, n);
 #pragma once
 #include "accuracy.h"
+#include "core/tensor.h"
 #include "exec.h"
 #include "faults.h"
 #include "host.h"
@@ -37,13 +38,26 @@ static inline void set_all(bench_result *rs, int n, enum bench_status s, const c
         set_status(&rs[i], s, "%s", msg);
 }
 
+// A compiled-family mode that could not be made or run: oom once the
+// --memory-limit cap has refused memory in this group (tensor_mem_set_limit
+// starts the count), else fail_to_run.
+static inline enum bench_status mode_fail_status(void) {
+    return tensor_mem_refusals() > 0 ? BENCH_OOM : BENCH_FAIL_TO_RUN;
+}
+
 // The baseline failed (it could not be made, or a step failed): there is
 // nothing to compare with. On the CPU only memory fails eager, and every
 // mode ends oom; on the GPU (no device, a kernel the backend lacks) eager
-// ends error and each compiled-family mode fail_to_run, all with its words.
+// ends error and each compiled-family mode fail_to_run, all with its words,
+// unless the --memory-limit cap refused memory: then oom too.
 static inline void eager_failed(bench_result *rs, int n, bool cuda, const char *msg) {
+    bool capped = tensor_mem_refusals() > 0;
     for (int k = 0; k < n; k++)
-        set_status(&rs[k], !cuda ? BENCH_OOM : k == 0 ? BENCH_ERROR : BENCH_FAIL_TO_RUN, "%s", msg);
+        set_status(&rs[k],
+                   !cuda || capped ? BENCH_OOM
+                   : k == 0        ? BENCH_ERROR
+                                   : BENCH_FAIL_TO_RUN,
+                   "%s", msg);
 }
 
 // One mode of the group: its result, executor, and what its last step said.
@@ -67,7 +81,7 @@ static inline void step_message(const mode_run *mr, char *buf, size_t cap) {
 static inline void mode_failed(mode_run *mr) {
     char msg[sizeof mr->r->message];
     step_message(mr, msg, sizeof msg);
-    set_status(mr->r, BENCH_FAIL_TO_RUN, "%s", msg);
+    set_status(mr->r, mode_fail_status(), "%s", msg);
     bench_exec_free(mr->x);
     mr->x = NULL;
 }

@@ -144,6 +144,9 @@ json_t *bench_config_json(const bench_plan *p) {
     rc |= json_object_set_new(j, "dump_dir", c->dump_dir ? json_string(c->dump_dir) : json_null());
     rc |= json_object_set_new(j, "tf32", json_boolean(c->tf32));
     rc |= json_object_set_new(j, "flush_l2", json_boolean(c->flush_l2));
+    rc |= json_object_set_new(j, "memory_limit",
+                              c->memory_limit ? json_integer((json_int_t)c->memory_limit)
+                                              : json_null());
     // auto's reason is why not the GPU: empty when it chose cuda
     rc |= json_object_set_new(j, "device_auto",
                               c->device_auto ? json_pack("{s:s, s:s}", "chose",

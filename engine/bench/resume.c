@@ -121,6 +121,7 @@ static const char *config_option(const char *key) {
         {"dump_dir", "--dump"},
         {"tf32", "--tf32"},
         {"flush_l2", "--flush-l2"},
+        {"memory_limit", "--memory-limit"},
         {"disabled", "TCBENCH_DISABLE_*"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

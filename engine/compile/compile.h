@@ -60,3 +60,26 @@ void compiled_set_step(compiled *c, uint64_t step);
 void compiled_info(const compiled *c, compiled_stats *st);
 const char *compiled_error(const compiled *c);
 void compiled_free(compiled *c);
+
+// The compiled mode's memory planned without compiling: the passes up to
+// the memory plan (decompose, simplify, fuse, layouts, plan) and no code
+// generation, C compiler or values, so a model built without values (a
+// full-size one) plans in seconds.
+//
+//   compile_memory_figures f;
+//   if (compile_plan_memory(m, &o, &f, err, sizeof err) < 0) ...
+//
+// peak_bytes is compiled_stats.peak_bytes of the captured program (the
+// CPU's; oneDNN's prepacked convolution weights of a frozen inference
+// program aside): fused mode (o->capture off) allocates per kernel instead
+// and is not planned here.
+typedef struct compile_memory_figures {
+    size_t sources_bytes; // parameters, buffers, inputs, read in place
+    size_t arena_bytes;   // every intermediate, planned into one arena
+    size_t const_bytes;   // filled constants the runtime allocates beside them
+    size_t peak_bytes;    // sources + arena
+    int kernels;          // kernels a step runs
+} compile_memory_figures;
+
+int compile_plan_memory(const model *m, const compile_opts *o, compile_memory_figures *out,
+                        char *err, size_t cap);

@@ -112,6 +112,14 @@ int compile_fuse(cprog *p);
 // CPU only, after fuse: convolution activations channels-last (layout.c)
 int compile_layouts(cprog *p);
 int compile_plan(cprog *p);
+// The CPU pipeline up to the memory plan, on m's graph as o asks (fusion,
+// log): decompose, simplify, fuse, layouts, plan. Reads no values. 0, or -1
+// with p->err set; either way compile_prog_free releases what it made.
+int compile_passes(cprog *p, const model *m, const compile_opts *o);
+void compile_prog_free(cprog *p);
+// The bytes of m's sources a compiled step reads where they are (the
+// parameters, buffers and inputs of m->g), as compiled_stats counts them.
+size_t compile_sources_bytes(const graph *g);
 // The C translation unit for the program; caller frees.
 char *compile_codegen_c(cprog *p);
 

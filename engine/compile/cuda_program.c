@@ -653,12 +653,6 @@ void cuda_program_free(cuda_program *c) {
     free(c->tables);
     free(c->written);
     free(c->dev);
-    for (int gi = 0; gi < p->ngroups; gi++)
-        free(p->groups[gi].nodes);
-    free(p->groups);
-    free(p->info);
-    free(p->origin);
-    free(p->src_of);
-    graph_free(p->g);
+    compile_prog_free(p);
     free(c);
 }

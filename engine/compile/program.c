@@ -329,6 +329,37 @@ static void dump(const compile_opts *o, const cprog *p, const char *src) {
     fclose(f);
 }
 
+int compile_passes(cprog *p, const model *m, const compile_opts *o) {
+    p->m = m;
+    p->fusion = o->fusion;
+    p->log = o->log;
+    const char *rip = getenv("TCBENCH_DISABLE_ROWS_IN_PLACE");
+    p->gemm_rows_in_place = !(rip && *rip && strcmp(rip, "0"));
+    if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
+        compile_layouts(p) < 0 || compile_plan(p) < 0)
+        return -1;
+    return 0;
+}
+
+void compile_prog_free(cprog *p) {
+    for (int gi = 0; gi < p->ngroups; gi++)
+        free(p->groups[gi].nodes);
+    free(p->groups);
+    free(p->info);
+    free(p->origin);
+    free(p->src_of);
+    graph_free(p->g);
+    memset(p, 0, sizeof *p);
+}
+
+size_t compile_sources_bytes(const graph *g) {
+    size_t bytes = 0;
+    for (int i = 0; i < g->n; i++)
+        if (op_kind(g->nodes[i].op) == OPK_SOURCE)
+            bytes += graph_node_bytes(&g->nodes[i]);
+    return bytes;
+}
+
 int compile_model(const model *m, const compile_opts *o, compiled **out, char *err, size_t cap) {
     double t0 = base_now();
     *out = NULL;
@@ -336,15 +367,19 @@ int compile_model(const model *m, const compile_opts *o, compiled **out, char *e
     if (!c)
         return snprintf(err, cap, "out of memory"), -1;
     cprog *p = &c->p;
-    p->m = m;
-    p->fusion = o->fusion;
-    p->log = o->log;
-    const char *rip = getenv("TCBENCH_DISABLE_ROWS_IN_PLACE");
-    p->gemm_rows_in_place = !(rip && *rip && strcmp(rip, "0"));
     c->capture = o->capture;
-    if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
-        compile_layouts(p) < 0 || compile_plan(p) < 0)
+    if (compile_passes(p, m, o) < 0)
         return fail(c, err, cap, p->err);
+    // under --memory-limit the arena must fit beside the sources, as the
+    // planner (compile_plan_memory) counts them
+    size_t held = compile_sources_bytes(m->g);
+    if (c->capture && !tensor_mem_admit(held, p->arena_bytes)) {
+        char why[160];
+        tensor_mem_refusal(why, sizeof why, p->arena_bytes, held);
+        snprintf(err, cap, "out of memory: the arena %s (--memory-limit)", why);
+        compiled_free(c);
+        return -1;
+    }
     char *src = compile_codegen_c(p);
     if (!src)
         return fail(c, err, cap, p->err[0] ? p->err : "code generation ran out of memory");
@@ -501,7 +536,14 @@ int compiled_run(compiled *c, tensor **outputs, compiled_stats *st) {
                     continue;
                 c->bufs[v] = tensor_new_empty(g->nodes[v].dtype, g->nodes[v].ndim, g->nodes[v].shape);
                 if (!c->bufs[v]) {
-                    snprintf(c->err, sizeof c->err, "out of memory allocating a kernel output");
+                    char why[160] = "allocating a kernel output";
+                    if (tensor_mem_limit()) // the cap's words, as eager's
+                        tensor_mem_refusal(why, sizeof why,
+                                           tensor_mem_round(graph_node_bytes(&g->nodes[v])),
+                                           tensor_mem_live());
+                    snprintf(c->err, sizeof c->err, "out of memory: %%%d %s: %s%s", v,
+                             op_name(g->nodes[v].op), why,
+                             tensor_mem_limit() ? " (--memory-limit)" : "");
                     return -1;
                 }
             }
@@ -615,12 +657,6 @@ void compiled_free(compiled *c) {
         cpu_dnnl_free(c->cpu.dnnl);
     if (c->so)
         dlclose(c->so);
-    for (int gi = 0; gi < p->ngroups; gi++)
-        free(p->groups[gi].nodes);
-    free(p->groups);
-    free(p->info);
-    free(p->origin);
-    free(p->src_of);
-    graph_free(p->g);
+    compile_prog_free(p);
     free(c);
 }

@@ -29,9 +29,58 @@ static void *cache_head[CACHE_CLASSES];
 static tensor_cache_stats cache_st;
 static int cache_on = -1; // -1: not yet read from the environment
 
+static size_t mem_limit; // 0: no cap
+static int64_t mem_refusals;
+
 size_t tensor_mem_live(void) { return mem_live; }
 size_t tensor_mem_peak(void) { return mem_peak; }
 void tensor_mem_reset_peak(void) { mem_peak = mem_live; }
+
+size_t tensor_mem_round(size_t bytes) { return bytes ? (bytes + 63) & ~(size_t)63 : 64; }
+
+void tensor_mem_set_limit(size_t bytes) {
+    pthread_mutex_lock(&mem_lock);
+    mem_limit = bytes;
+    mem_refusals = 0;
+    pthread_mutex_unlock(&mem_lock);
+}
+size_t tensor_mem_limit(void) { return mem_limit; }
+int64_t tensor_mem_refusals(void) { return mem_refusals; }
+
+static bool admit_locked(size_t held, size_t bytes) {
+    if (!mem_limit || (held <= mem_limit && bytes <= mem_limit - held))
+        return true;
+    mem_refusals++;
+    return false;
+}
+
+// "64.0 MiB": one figure, in the largest unit it reaches
+static void bytes_text(char *buf, size_t cap, size_t b) {
+    static const char *unit[] = {"KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    int u = -1;
+    while (v >= 1024 && u < 3)
+        v /= 1024, u++;
+    if (u < 0)
+        snprintf(buf, cap, "%zu bytes", b);
+    else
+        snprintf(buf, cap, v < 10 ? "%.2f %s" : "%.1f %s", v, unit[u]);
+}
+
+void tensor_mem_refusal(char *buf, size_t cap, size_t bytes, size_t held) {
+    char need[32], have[32], lim[32];
+    bytes_text(need, sizeof need, bytes);
+    bytes_text(have, sizeof have, held);
+    bytes_text(lim, sizeof lim, mem_limit);
+    snprintf(buf, cap, "needs %s with %s of %s live", need, have, lim);
+}
+
+bool tensor_mem_admit(size_t held, size_t bytes) {
+    pthread_mutex_lock(&mem_lock);
+    bool ok = admit_locked(held, bytes);
+    pthread_mutex_unlock(&mem_lock);
+    return ok;
+}
 
 // The class of a request of `bytes` (a multiple of 64, at least 64): its
 // index and the block size it is served with.
@@ -152,11 +201,9 @@ static tensor_storage *storage_new(size_t bytes, bool zero) {
     tensor_storage *s = malloc(sizeof *s);
     if (!s)
         return NULL;
-    size_t padded = (bytes + 63) & ~(size_t)63;
-    if (padded == 0)
-        padded = 64;
+    size_t padded = tensor_mem_round(bytes);
     pthread_mutex_lock(&mem_lock);
-    s->data = cache_take(padded);
+    s->data = admit_locked(mem_live, padded) ? cache_take(padded) : NULL;
     if (s->data) {
         mem_live += padded;
         if (mem_live > mem_peak)

@@ -73,6 +73,24 @@ int64_t shape_numel(int ndim, const int64_t *shape);
 size_t tensor_mem_live(void);
 size_t tensor_mem_peak(void);
 void tensor_mem_reset_peak(void);
+// The bytes a request of `bytes` counts for in those counters (64-byte
+// steps, at least 64): what a planner must add up to predict them.
+size_t tensor_mem_round(size_t bytes);
+
+// A cap on the live bytes (--memory-limit; 0, the default: none). A request
+// that would take the live bytes past it fails, as a device out of memory
+// would; each such refusal is counted, so that a caller can tell the cap's
+// refusals from other failures. A planned allocation made elsewhere (the
+// compiled arena) asks tensor_mem_admit, which counts a refusal the same way.
+// Setting the cap starts the count of refusals again from 0.
+void tensor_mem_set_limit(size_t bytes);
+size_t tensor_mem_limit(void);
+int64_t tensor_mem_refusals(void);
+// false (and one refusal counted) when `bytes` beyond `held` pass the cap.
+bool tensor_mem_admit(size_t held, size_t bytes);
+// "needs 64.0 MiB with 5.97 GiB of 6.00 GiB live": a refused request of
+// `bytes` beside `held`, for the refusal's message.
+void tensor_mem_refusal(char *buf, size_t cap, size_t bytes, size_t held);
 
 // Storage comes from a caching allocator, as PyTorch's CUDA allocator (and
 // jemalloc or tcmalloc under PyTorch on CPUs) serves it: a freed buffer is

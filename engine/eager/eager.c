@@ -124,11 +124,19 @@ static const eager_kernel_fn eager_kernels[OP_COUNT] = {
 // ---- the allocator: aligned host memory, counted by core/tensor ----------
 
 static tensor *host_alloc(void *ctx, const graph_node *n, int ndim, const int64_t *shape) {
+    int64_t refused = tensor_mem_refusals();
     tensor *t = tensor_new_empty(n->dtype, ndim, shape);
-    if (!t)
-        cpu_fail(ctx, "out of memory allocating %zu bytes for %s", graph_node_bytes(n),
-                 op_name(n->op));
-    return t;
+    if (t)
+        return t;
+    size_t bytes = (size_t)shape_numel(ndim, shape) * dtype_size(n->dtype);
+    if (tensor_mem_refusals() == refused) {
+        cpu_fail(ctx, "out of memory allocating %zu bytes for %s", bytes, op_name(n->op));
+        return NULL;
+    }
+    char why[160];
+    tensor_mem_refusal(why, sizeof why, tensor_mem_round(bytes), tensor_mem_live());
+    cpu_fail(ctx, "out of memory: %s (--memory-limit)", why);
+    return NULL;
 }
 
 static void host_free(void *ctx, tensor *t) {

@@ -41,3 +41,30 @@ const char *eager_error(const eager *e);
 // statistics.
 void eager_set_step(eager *e, uint64_t step);
 void eager_free(eager *e);
+
+// An eager step's memory planned from the graph alone, without values and
+// without running a kernel (a 6e9-parameter graph plans in a moment): the
+// one graph walk (eager_internal.h) over a device that counts bytes as the
+// CPU allocator does (tensor_mem_round) and launches nothing.
+//
+//   eager_plan_figures f;
+//   if (eager_plan_peak(m->g, &f, err, sizeof err) < 0) ...
+//   printf("peak %zu bytes at %%%d\n", f.peak_bytes, f.peak_node);
+//
+// peak_bytes is what eager_stats.peak_bytes reports for a step of the same
+// graph when nothing else is live (the kernels' own scratch aside).
+typedef struct eager_plan_figures {
+    size_t sources_bytes;    // parameters, buffers, inputs: resident over the step
+    size_t peak_bytes;       // most bytes live at once, sources included
+    size_t activation_bytes; // peak_bytes - sources_bytes
+    size_t output_bytes;     // what the step's outputs still hold after it
+    int peak_node;           // the node whose output's allocation reaches the peak; -1: none
+    int64_t kernels;         // kernels the step launches
+} eager_plan_figures;
+
+// 0, or -1 with err set (out of host memory).
+int eager_plan_peak(const graph *g, eager_plan_figures *out, char *err, size_t cap);
+// The same with another allocator's rounding of a request (the CUDA
+// caching allocator's is cuda_alloc_round, backend/cuda/cuda_alloc.h).
+int eager_plan_peak_rounded(const graph *g, size_t (*round)(size_t bytes), eager_plan_figures *out,
+                            char *err, size_t cap);

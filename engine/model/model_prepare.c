@@ -24,7 +24,7 @@ enum model_prep_step model_prepare_built(model *m, const model_prep *o, char *er
     // the training step as one graph, before its values exist
     if (o->train && autograd_build(m->g, o->train, o->keep_grads, err, cap) < 0)
         return MODEL_PREP_AUTOGRAD;
-    if (model_init_values(m, o->seed) < 0) {
+    if (!o->no_values && model_init_values(m, o->seed) < 0) {
         snprintf(err, cap, "model_init_values: out of memory");
         return MODEL_PREP_VALUES;
     }

@@ -26,6 +26,7 @@ typedef struct model_prep {
     const train_opts *train; // NULL: inference; else the training step with these options
     bool keep_grads;         // training: every gradient an output too (autograd.h)
     uint64_t seed;           // model_init_values
+    bool no_values;          // the graph alone (m->values NULL): for the memory planners
 } model_prep;
 
 // The step that failed: a bad definition, a pass that refused the graph

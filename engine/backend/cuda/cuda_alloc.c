@@ -2,6 +2,8 @@
 // device is reached only through the backend's two functions.
 #include "cuda_alloc.h"
 
+#include "core/tensor.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,6 +245,13 @@ int cuda_alloc_get(cuda_alloc *a, size_t bytes, const void *stream, void **out, 
     size_t size = cuda_alloc_round(bytes);
     if (size < bytes) {
         snprintf(err, cap, "a request of %zu bytes is too large", bytes);
+        return -1;
+    }
+    // --memory-limit caps the device's live bytes as it caps the host's
+    if (!tensor_mem_admit(a->st.live_bytes, size)) {
+        char why[160];
+        tensor_mem_refusal(why, sizeof why, size, a->st.live_bytes);
+        snprintf(err, cap, "device out of memory: %s (--memory-limit)", why);
         return -1;
     }
     bool small = size <= CUDA_ALLOC_SMALL_MAX;
