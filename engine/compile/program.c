@@ -5,6 +5,7 @@
 #include "compile_internal.h"
 
 #include "../backend/cpu/cpu_kernels.h"
+#include "../backend/cpu/cpu_quant.h"
 #include "base/clock.h"
 #include "kcache.h"
 
@@ -144,6 +145,8 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
     case OP_MSE_LOSS: return cpu_mse_loss(c, s[0], s[1], y);
     case OP_MATMUL: return cpu_matmul(c, s[0], s[1], y);
     case OP_LINEAR: return cpu_linear(c, s[0], s[1], n->nsrc > 2 ? s[2] : NULL, y);
+    case OP_DEQUANT: return cpu_dequant(c, n, s[0], s[1], y);
+    case OP_QLINEAR: return cpu_qlinear(c, n, s[0], s[1], s[2], n->nsrc > 3 ? s[3] : NULL, y);
     default: return cpu_fail(c, "compiled mode has no library kernel for %s", op_name(n->op));
     }
 }
@@ -341,8 +344,8 @@ int compile_model(const model *m, const compile_opts *o, compiled **out, char *e
     const char *rip = getenv("TCBENCH_DISABLE_ROWS_IN_PLACE");
     p->gemm_rows_in_place = !(rip && *rip && strcmp(rip, "0"));
     c->capture = o->capture;
-    if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
-        compile_layouts(p) < 0 || compile_plan(p) < 0)
+    if (compile_decompose(p) < 0 || compile_quant(p) < 0 || compile_simplify(p) < 0 ||
+        compile_fuse(p) < 0 || compile_layouts(p) < 0 || compile_plan(p) < 0)
         return fail(c, err, cap, p->err);
     char *src = compile_codegen_c(p);
     if (!src)

@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "model.h"
 #include "modeldef.h"
+#include "quantize.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,6 +27,13 @@ typedef struct model_prep {
     const train_opts *train; // NULL: inference; else the training step with these options
     bool keep_grads;         // training: every gradient an output too (autograd.h)
     uint64_t seed;           // model_init_values
+    // weight-only quantization of the linears after the values (quantize.h):
+    // weight_bits 0 (none), 8 or 4, per group of weight_group inputs, scales
+    // of weight_scales (DT_F32 or DT_F16); inference only
+    int weight_bits;
+    int64_t weight_group;
+    enum dtype weight_scales;
+    model_quant_stats *quant; // out, may be NULL: what quantization did
 } model_prep;
 
 // The step that failed: a bad definition, a pass that refused the graph
@@ -36,6 +44,7 @@ enum model_prep_step {
     MODEL_PREP_AUTOCAST, // autocast_build's message
     MODEL_PREP_AUTOGRAD, // autograd_build's message
     MODEL_PREP_VALUES,   // model_init_values: out of memory
+    MODEL_PREP_QUANTIZE, // model_quantize_weights's message
     MODEL_PREP_STEP_COUNT
 };
 

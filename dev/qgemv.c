@@ -1,0 +1,93 @@
+// qgemv: decode-shaped linears, y (1, N) = x (1, K) @ W (N, K)^T, with f32
+// weights (cblas_sgemm through cpu_gemm_par.h, what fp32 compiled runs) and
+// with int8 and int4 weights (cpu_qgemm, the fused kernel QLINEAR runs),
+// timed side by side: the median of 50 runs after a warm-up, with the
+// weight bytes each moves and the ratio to f32. K = N = 2048 and
+// K = 2048, N = 5632 (llama-style hidden and feed-forward widths). Decode
+// is bound by memory: int4 reads an eighth of f32's bytes (plus scales).
+//
+//   ninja -C build && OMP_NUM_THREADS=2 ./build/dev/qgemv
+#include "backend/cpu/cpu_quant.h"
+#include "base/clock.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include "backend/cpu/cpu_gemm_par.h"
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { RUNS = 50, GROUP = 32 };
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct job {
+    int64_t N, K;
+    const float *x, *w;
+    const void *q[2], *s[2]; // int8, int4
+    float *y;
+} job;
+
+// The median seconds of RUNS calls (after two warm-ups); bits 0 is f32.
+static double median(const job *j, int bits) {
+    double t[RUNS];
+    for (int r = -2; r < RUNS; r++) {
+        double t0 = base_now();
+        if (bits == 0)
+            cpu_sgemm_par(CblasNoTrans, CblasTrans, 1, j->N, j->K, j->x, j->K, j->w, j->K, 0.0f,
+                          j->y, j->N);
+        else if (cpu_qgemm(bits, GROUP, 1, j->N, j->K, j->x, j->q[bits == 4], DT_F32,
+                           j->s[bits == 4], NULL, j->y) < 0) {
+            fprintf(stderr, "qgemv: cpu_qgemm: out of memory\n");
+            exit(1);
+        }
+        if (r >= 0)
+            t[r] = base_now() - t0;
+    }
+    qsort(t, RUNS, sizeof t[0], cmp);
+    return (t[RUNS / 2 - 1] + t[RUNS / 2]) / 2;
+}
+
+int main(void) {
+    const int64_t shapes[][2] = {{2048, 2048}, {5632, 2048}}; // N, K
+    printf("decode GEMV (M = 1), group %d, f32 scales, %d threads, median of %d\n", GROUP,
+           omp_get_max_threads(), RUNS);
+    printf("%-14s %-6s %10s %12s %10s\n", "N x K", "weight", "median us", "weight MB", "vs f32");
+    for (int si = 0; si < 2; si++) {
+        int64_t N = shapes[si][0], K = shapes[si][1];
+        job j = {.N = N, .K = K};
+        float *w = malloc((size_t)(N * K) * sizeof *w), *x = malloc((size_t)K * sizeof *x);
+        j.y = malloc((size_t)N * sizeof *j.y);
+        void *q8 = malloc((size_t)(N * K)), *q4 = malloc((size_t)(N * K) / 2 + (size_t)N);
+        float *s8 = malloc((size_t)(N * K / GROUP) * sizeof *s8);
+        float *s4 = malloc((size_t)(N * K / GROUP) * sizeof *s4);
+        if (!w || !x || !j.y || !q8 || !q4 || !s8 || !s4) {
+            fprintf(stderr, "qgemv: out of memory\n");
+            return 1;
+        }
+        for (int64_t i = 0; i < N * K; i++)
+            w[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+        for (int64_t i = 0; i < K; i++)
+            x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+        cpu_quant_quantize(8, GROUP, N, K, w, q8, DT_F32, s8);
+        cpu_quant_quantize(4, GROUP, N, K, w, q4, DT_F32, s4);
+        j.x = x, j.w = w, j.q[0] = q8, j.q[1] = q4, j.s[0] = s8, j.s[1] = s4;
+        double f32 = median(&j, 0);
+        const int bits[] = {0, 8, 4};
+        for (int b = 0; b < 3; b++) {
+            double t = b == 0 ? f32 : median(&j, bits[b]);
+            double bytes = (double)N * K * (bits[b] == 0 ? 4 : bits[b] / 8.0) +
+                           (bits[b] ? (double)N * K / GROUP * 4 : 0);
+            printf("%5lld x %-6lld %-6s %10.1f %12.2f %9.2fx\n", (long long)N, (long long)K,
+                   bits[b] == 0   ? "f32"
+                   : bits[b] == 8 ? "int8"
+                                  : "int4",
+                   t * 1e6, bytes / 1e6, f32 / t);
+        }
+        free(w), free(x), free(j.y), free(q8), free(q4), free(s8), free(s4);
+    }
+    return 0;
+}
