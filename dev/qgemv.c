@@ -1,10 +1,11 @@
-// qgemv: decode-shaped linears, y (1, N) = x (1, K) @ W (N, K)^T, with f32
+// qgemv: decode-shaped linears, y (M, N) = x (M, K) @ W (N, K)^T, M = 1, with f32
 // weights (cblas_sgemm through cpu_gemm_par.h, what fp32 compiled runs) and
 // with int8 and int4 weights (cpu_qgemm, the fused kernel QLINEAR runs),
 // timed side by side: the median of 50 runs after a warm-up, with the
 // weight bytes each moves and the ratio to f32. K = N = 2048 and
 // K = 2048, N = 5632 (llama-style hidden and feed-forward widths). Decode
 // is bound by memory: int4 reads an eighth of f32's bytes (plus scales).
+// Then M = 128 (a prefill), where the fused kernel's tile form runs.
 //
 //   ninja -C build && OMP_NUM_THREADS=2 ./build/dev/qgemv
 #include "backend/cpu/cpu_quant.h"
@@ -25,7 +26,7 @@ static int cmp(const void *a, const void *b) {
 }
 
 typedef struct job {
-    int64_t N, K;
+    int64_t M, N, K;
     const float *x, *w;
     const void *q[2], *s[2]; // int8, int4
     float *y;
@@ -37,9 +38,9 @@ static double median(const job *j, int bits) {
     for (int r = -2; r < RUNS; r++) {
         double t0 = base_now();
         if (bits == 0)
-            cpu_sgemm_par(CblasNoTrans, CblasTrans, 1, j->N, j->K, j->x, j->K, j->w, j->K, 0.0f,
+            cpu_sgemm_par(CblasNoTrans, CblasTrans, j->M, j->N, j->K, j->x, j->K, j->w, j->K, 0.0f,
                           j->y, j->N);
-        else if (cpu_qgemm(bits, GROUP, 1, j->N, j->K, j->x, j->q[bits == 4], DT_F32,
+        else if (cpu_qgemm(bits, GROUP, j->M, j->N, j->K, j->x, j->q[bits == 4], DT_F32,
                            j->s[bits == 4], NULL, j->y) < 0) {
             fprintf(stderr, "qgemv: cpu_qgemm: out of memory\n");
             exit(1);
@@ -52,15 +53,16 @@ static double median(const job *j, int bits) {
 }
 
 int main(void) {
-    const int64_t shapes[][2] = {{2048, 2048}, {5632, 2048}}; // N, K
-    printf("decode GEMV (M = 1), group %d, f32 scales, %d threads, median of %d\n", GROUP,
+    const int64_t shapes[][3] = {{1, 2048, 2048}, {1, 5632, 2048}, {128, 2048, 2048}}; // M, N, K
+    printf("quantized linears, group %d, f32 scales, %d threads, median of %d\n", GROUP,
            omp_get_max_threads(), RUNS);
-    printf("%-14s %-6s %10s %12s %10s\n", "N x K", "weight", "median us", "weight MB", "vs f32");
-    for (int si = 0; si < 2; si++) {
-        int64_t N = shapes[si][0], K = shapes[si][1];
-        job j = {.N = N, .K = K};
-        float *w = malloc((size_t)(N * K) * sizeof *w), *x = malloc((size_t)K * sizeof *x);
-        j.y = malloc((size_t)N * sizeof *j.y);
+    printf("%-20s %-6s %10s %12s %10s\n", "M x N x K", "weight", "median us", "weight MB",
+           "vs f32");
+    for (int si = 0; si < 3; si++) {
+        int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+        job j = {.M = M, .N = N, .K = K};
+        float *w = malloc((size_t)(N * K) * sizeof *w), *x = malloc((size_t)(M * K) * sizeof *x);
+        j.y = malloc((size_t)(M * N) * sizeof *j.y);
         void *q8 = malloc((size_t)(N * K)), *q4 = malloc((size_t)(N * K) / 2 + (size_t)N);
         float *s8 = malloc((size_t)(N * K / GROUP) * sizeof *s8);
         float *s4 = malloc((size_t)(N * K / GROUP) * sizeof *s4);
@@ -70,7 +72,7 @@ int main(void) {
         }
         for (int64_t i = 0; i < N * K; i++)
             w[i] = (float)rand() / (float)RAND_MAX - 0.5f;
-        for (int64_t i = 0; i < K; i++)
+        for (int64_t i = 0; i < M * K; i++)
             x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
         cpu_quant_quantize(8, GROUP, N, K, w, q8, DT_F32, s8);
         cpu_quant_quantize(4, GROUP, N, K, w, q4, DT_F32, s4);
@@ -81,7 +83,8 @@ int main(void) {
             double t = b == 0 ? f32 : median(&j, bits[b]);
             double bytes = (double)N * K * (bits[b] == 0 ? 4 : bits[b] / 8.0) +
                            (bits[b] ? (double)N * K / GROUP * 4 : 0);
-            printf("%5lld x %-6lld %-6s %10.1f %12.2f %9.2fx\n", (long long)N, (long long)K,
+            printf("%3lld x %5lld x %-6lld %-6s %10.1f %12.2f %9.2fx\n", (long long)M, (long long)N,
+                   (long long)K,
                    bits[b] == 0   ? "f32"
                    : bits[b] == 8 ? "int8"
                                   : "int4",

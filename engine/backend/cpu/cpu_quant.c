@@ -14,8 +14,10 @@
 #include <string.h>
 
 #define QCHUNK 256 // values of a group unpacked at once (GEMV)
-#define QTILE  32  // weight rows a tile holds (tile form)
-#define QLANES 16  // partial sums of a dot product (two AVX registers)
+// weight rows a tile holds (tile form): about QTILE_VALUES floats (1 MiB,
+// within L2), so that sgemm's packing of x is paid once per many columns
+#define QTILE_VALUES (1 << 18)
+#define QLANES       16 // partial sums of a dot product (two AVX registers)
 
 int64_t cpu_quant_groups(int64_t K, int64_t group) { return (K + group - 1) / group; }
 
@@ -176,16 +178,23 @@ static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, cons
     }
 }
 
-// Tiles t0 .. t1 of QTILE weight rows: each dequantized into the f32 tile,
+static int64_t tile_rows(int64_t K) {
+    const char *e = getenv("TCBENCH_QGEMM_TILE"); // rows, for the microbenchmark's sweep
+    int64_t r = e && atoi(e) > 0 ? atoi(e) : QTILE_VALUES / K;
+    return r < 16 ? 16 : r;
+}
+
+// Tiles t0 .. t1 of tile_rows(K) weight rows: each dequantized into the f32 tile,
 // then one sgemm into y's columns. -1 when the tile cannot be allocated.
 static int tile_range(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const float *x,
                       const void *q, enum dtype sdt, const void *scales, float *y, int64_t t0,
                       int64_t t1) {
-    float *tile = malloc((size_t)(QTILE * K) * sizeof *tile);
+    int64_t T = tile_rows(K);
+    float *tile = malloc((size_t)(T * K) * sizeof *tile);
     if (!tile)
         return -1;
     for (int64_t t = t0; t < t1; t++) {
-        int64_t n0 = t * QTILE, rows = N - n0 < QTILE ? N - n0 : QTILE;
+        int64_t n0 = t * T, rows = N - n0 < T ? N - n0 : T;
         dequant_rows(bits, group, n0, rows, K, q, sdt, scales, tile);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)rows, (int)K, 1.0f, x,
                     (int)K, tile, (int)K, 0.0f, y + n0, (int)N);
@@ -199,7 +208,7 @@ static int tile_range(int bits, int64_t group, int64_t M, int64_t N, int64_t K, 
 // calling thread, outside any region (cpu_gemm_par.h: never an inactive one).
 static int qgemm_tiles(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const float *x,
                        const void *q, enum dtype sdt, const void *scales, float *y) {
-    int64_t tiles = (N + QTILE - 1) / QTILE;
+    int64_t tiles = (N + tile_rows(K) - 1) / tile_rows(K);
     int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
     if (nt > tiles)
         nt = (int)tiles;
@@ -288,7 +297,8 @@ int cpu_qlinear(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *
         rc = cpu_qgemm(bits, group, M, N, K, tensor_f32(x32), tensor_data(q), s->dtype,
                        tensor_data(s), b32 ? tensor_f32(b32) : NULL, tensor_f32(o32));
         if (rc < 0)
-            cpu_fail(c, "qlinear: out of memory for a %d x %lld weight tile", QTILE, (long long)K);
+            cpu_fail(c, "qlinear: out of memory for a %lld x %lld weight tile",
+                     (long long)tile_rows(K), (long long)K);
     }
     cpu_f32_done(o32, out, rc);
     tensor_free(x32);
