@@ -125,21 +125,31 @@ static void test_error_bound(void **state) {
 
 // ---- 2. the fused GEMM against fp64 on the dequantized weights ------------------
 
-static void check_qgemm(int bits, enum dtype sdt, int64_t M, bool bias, const char *form) {
-    enum { N = 13, K = 100, GRP = 32, G = 4 };
-    float w[N * K], dq[N * K], sc[N * G], b[N], *x = malloc(sizeof(float) * (size_t)(M * K));
-    float *y = malloc(sizeof(float) * (size_t)(M * N));
-    uint8_t q[N * K];
-    assert_non_null(x);
-    assert_non_null(y);
+// y = x @ dq(q(w))^T (+ b) by the form asked (TCBENCH_QGEMM), within
+// rounding of fp64 on the dequantized weights. K = 100 with groups of 32
+// (a short tail); tile: weight rows a tile holds, 0 for the default.
+static void check_qgemm(int bits, enum dtype sdt, int64_t M, int64_t N, bool bias, const char *form,
+                        int tile) {
+    enum { K = 100, GRP = 32, G = 4 };
+    float *w = malloc(sizeof(float) * (size_t)(N * K)),
+          *dq = malloc(sizeof(float) * (size_t)(N * K));
+    float *sc = malloc(sizeof(float) * (size_t)(N * G)), *b = malloc(sizeof(float) * (size_t)N);
+    float *x = malloc(sizeof(float) * (size_t)(M * K)),
+          *y = malloc(sizeof(float) * (size_t)(M * N));
+    uint8_t *q = malloc((size_t)(N * K));
+    assert_true(w && dq && sc && b && x && y && q);
     fill(w, N * K, 11);
     fill(x, M * K, 12);
     fill(b, N, 13);
     cpu_quant_quantize(bits, GRP, N, K, w, q, sdt, sc);
     cpu_quant_dequantize(bits, GRP, N, K, q, sdt, sc, dq);
+    char rows[16];
+    snprintf(rows, sizeof rows, "%d", tile);
     setenv("TCBENCH_QGEMM", form, 1);
+    setenv("TCBENCH_QGEMM_TILE", rows, 1);
     assert_int_equal(cpu_qgemm(bits, GRP, M, N, K, x, q, sdt, sc, bias ? b : NULL, y), 0);
     unsetenv("TCBENCH_QGEMM");
+    unsetenv("TCBENCH_QGEMM_TILE");
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) {
             double r = bias ? b[n] : 0, mag = fabs(r);
@@ -152,8 +162,7 @@ static void check_qgemm(int bits, enum dtype sdt, int64_t M, bool bias, const ch
                          (long long)M, bias ? "bias " : "", form, (long long)m, (long long)n,
                          y[m * N + n], r);
         }
-    free(x);
-    free(y);
+    free(w), free(dq), free(sc), free(b), free(x), free(y), free(q);
 }
 
 static void test_qgemm(void **state) {
@@ -163,11 +172,17 @@ static void test_qgemm(void **state) {
         for (int h = 0; h < 2; h++)
             for (int mi = 0; mi < 3; mi++)
                 for (int bias = 0; bias < 2; bias++) {
-                    check_qgemm(bits, h ? DT_F16 : DT_F32, Ms[mi], bias, "auto");
-                    // both forms at every M: GEMV in chunks of rows, tiles at M = 1
-                    check_qgemm(bits, h ? DT_F16 : DT_F32, Ms[mi], bias, "gemv");
-                    check_qgemm(bits, h ? DT_F16 : DT_F32, Ms[mi], bias, "tiles");
+                    enum dtype sdt = h ? DT_F16 : DT_F32;
+                    check_qgemm(bits, sdt, Ms[mi], 13, bias, "auto", 0);
+                    // both forms at every M: GEMV in chunks of rows, tiles at M = 1,
+                    // several tiles with a short last one
+                    check_qgemm(bits, sdt, Ms[mi], 13, bias, "gemv", 0);
+                    check_qgemm(bits, sdt, Ms[mi], 13, bias, "tiles", 0);
+                    check_qgemm(bits, sdt, Ms[mi], 13, bias, "tiles", 4);
                 }
+    // work enough for the tiles to split over the threads
+    check_qgemm(4, DT_F32, 64, 83, true, "tiles", 16);
+    check_qgemm(8, DT_F16, 64, 83, false, "auto", 0);
 }
 
 // ---- 3. the model rewrite, eager, compiled and the fusion -----------------------
