@@ -5,6 +5,7 @@
 // weight bytes each moves and the ratio to f32. K = N = 2048 and
 // K = 2048, N = 5632 (llama-style hidden and feed-forward widths). Decode
 // is bound by memory: int4 reads an eighth of f32's bytes (plus scales).
+// int4/p is int4 without the AVX2 unpacking (TCBENCH_DISABLE_QGEMV_SIMD=1).
 // Then M = 128 (a prefill), where the fused kernel's tile form runs.
 //
 //   ninja -C build && OMP_NUM_THREADS=2 ./build/dev/qgemv
@@ -78,9 +79,12 @@ int main(void) {
         cpu_quant_quantize(4, GROUP, N, K, w, q4, DT_F32, s4);
         j.x = x, j.w = w, j.q[0] = q8, j.q[1] = q4, j.s[0] = s8, j.s[1] = s4;
         double f32 = median(&j, 0);
-        const int bits[] = {0, 8, 4};
-        for (int b = 0; b < 3; b++) {
+        const int bits[] = {0, 8, 4, 4};
+        for (int b = 0; b < 4; b++) {
+            if (b == 3) // int4 again without its AVX2 path (cpu_quant.c)
+                setenv("TCBENCH_DISABLE_QGEMV_SIMD", "1", 1);
             double t = b == 0 ? f32 : median(&j, bits[b]);
+            unsetenv("TCBENCH_DISABLE_QGEMV_SIMD");
             double bytes = (double)N * K * (bits[b] == 0 ? 4 : bits[b] / 8.0) +
                            (bits[b] ? (double)N * K / GROUP * 4 : 0);
             printf("%3lld x %5lld x %-6lld %-6s %10.1f %12.2f %9.2fx\n", (long long)M, (long long)N,

@@ -9,6 +9,9 @@
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 #include "cpu_gemm_par.h"
 #include <stdlib.h>
@@ -156,20 +159,67 @@ void cpu_quant_dequantize(int bits, int64_t group, int64_t N, int64_t K, const v
         dequant_rows(bits, group, n, 1, K, q, sdt, scales, w + n * K);
 }
 
+#if defined(__AVX2__) && defined(__FMA__)
+#define QGEMV4_SIMD 1
+// The int4 fast path of qgemv, values [0, K - K % 32) of row qr (group a
+// multiple of 32, so no block of 32 straddles two groups): 16 bytes to 32
+// nibbles in order (masks, a shift, an interleave), widened to floats,
+// offset and scaled, and one FMA per row of x; the sums into d[0 .. M).
+// Returns the first value it left to the portable loop.
+static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, const uint8_t *qr,
+                           enum dtype sdt, const void *srow, float *d) {
+    __m256 acc[CPU_QGEMM_GEMV_MAX];
+    for (int64_t m = 0; m < M; m++)
+        acc[m] = _mm256_setzero_ps();
+    const __m128i low = _mm_set1_epi8(0x0f);
+    const __m256 eight = _mm256_set1_ps(8.0f);
+    int64_t body = K - K % 32;
+    for (int64_t k = 0; k < body; k += 32) {
+        __m256 vs = _mm256_set1_ps(scale_at(sdt, srow, k / group));
+        __m128i b = _mm_loadu_si128((const __m128i *)(qr + k / 2));
+        __m128i lo = _mm_and_si128(b, low), hi = _mm_and_si128(_mm_srli_epi16(b, 4), low);
+        __m128i v[2] = {_mm_unpacklo_epi8(lo, hi), _mm_unpackhi_epi8(lo, hi)};
+        for (int e = 0; e < 4; e++) {
+            __m128i bytes = e & 1 ? _mm_srli_si128(v[e >> 1], 8) : v[e >> 1];
+            __m256 w = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
+            w = _mm256_mul_ps(_mm256_sub_ps(w, eight), vs);
+            for (int64_t m = 0; m < M; m++)
+                acc[m] = _mm256_fmadd_ps(_mm256_loadu_ps(x + m * K + k + 8 * e), w, acc[m]);
+        }
+    }
+    for (int64_t m = 0; m < M; m++) {
+        float l[8];
+        _mm256_storeu_ps(l, acc[m]);
+        d[m] = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+    }
+    return body;
+}
+#endif
+
 // Few rows of x (decode): per output column, its row of W dequantized
 // QCHUNK values at a time in registers and L1 (never to memory), dotted with
 // every row of x in QLANES partial sums (a plain float reduction does not
 // vectorize without reassociation; a vector of sums does), OpenMP over N.
+// int4 with AVX2 unpacks and multiplies in registers (qgemv4_avx2;
+// TCBENCH_DISABLE_QGEMV_SIMD=1 keeps the portable loop).
 static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const float *x,
                   const void *q, enum dtype sdt, const void *scales, float *y) {
     int64_t G = cpu_quant_groups(K, group), rb = cpu_quant_row_bytes(bits, K);
+    const char *off = getenv("TCBENCH_DISABLE_QGEMV_SIMD");
+    bool simd = !(off && *off && strcmp(off, "0") != 0);
+    (void)simd;
 #pragma omp parallel for if (N * K >= CPU_PAR_MIN) schedule(static)
     for (int64_t n = 0; n < N; n++) {
         const uint8_t *qr = (const uint8_t *)q + n * rb;
         const void *srow = scale_row(sdt, scales, n, G);
         float lane[CPU_QGEMM_GEMV_MAX][QLANES] = {{0}}, tail[CPU_QGEMM_GEMV_MAX] = {0};
         float buf[QCHUNK];
-        for (int64_t k0 = 0; k0 < K; k0 += QCHUNK) {
+        int64_t start = 0;
+#ifdef QGEMV4_SIMD
+        if (simd && bits == 4 && group % 32 == 0)
+            start = qgemv4_avx2(M, K, group, x, qr, sdt, srow, tail);
+#endif
+        for (int64_t k0 = start; k0 < K; k0 += QCHUNK) {
             int64_t len = K - k0 < QCHUNK ? K - k0 : QCHUNK, body = len - len % QLANES;
             dequant_range(bits, group, qr, sdt, srow, k0, len, buf);
             for (int64_t m = 0; m < M; m++) {
