@@ -163,8 +163,8 @@ void cpu_quant_dequantize(int bits, int64_t group, int64_t N, int64_t K, const v
 #define QGEMV4_SIMD 1
 // The int4 fast path of qgemv, values [0, K - K % 32) of row qr (group a
 // multiple of 32, so no block of 32 straddles two groups): 16 bytes to 32
-// nibbles in order (masks, a shift, an interleave), widened to floats,
-// offset and scaled, and one FMA per row of x; the sums into d[0 .. M).
+// nibbles in order (masks, a shift, an interleave), offset as bytes,
+// widened to floats and scaled, and one FMA per row of x; the sums into d[0 .. M).
 // Returns the first value it left to the portable loop.
 static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, const uint8_t *qr,
                            enum dtype sdt, const void *srow, float *d) {
@@ -172,17 +172,17 @@ static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, 
     for (int64_t m = 0; m < M; m++)
         acc[m] = _mm256_setzero_ps();
     const __m128i low = _mm_set1_epi8(0x0f);
-    const __m256 eight = _mm256_set1_ps(8.0f);
+    const __m128i eight = _mm_set1_epi8(8);
     int64_t body = K - K % 32;
     for (int64_t k = 0; k < body; k += 32) {
         __m256 vs = _mm256_set1_ps(scale_at(sdt, srow, k / group));
         __m128i b = _mm_loadu_si128((const __m128i *)(qr + k / 2));
         __m128i lo = _mm_and_si128(b, low), hi = _mm_and_si128(_mm_srli_epi16(b, 4), low);
-        __m128i v[2] = {_mm_unpacklo_epi8(lo, hi), _mm_unpackhi_epi8(lo, hi)};
+        __m128i v[2] = {_mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), eight),
+                        _mm_sub_epi8(_mm_unpackhi_epi8(lo, hi), eight)};
         for (int e = 0; e < 4; e++) {
             __m128i bytes = e & 1 ? _mm_srli_si128(v[e >> 1], 8) : v[e >> 1];
-            __m256 w = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
-            w = _mm256_mul_ps(_mm256_sub_ps(w, eight), vs);
+            __m256 w = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), vs);
             for (int64_t m = 0; m < M; m++)
                 acc[m] = _mm256_fmadd_ps(_mm256_loadu_ps(x + m * K + k + 8 * e), w, acc[m]);
         }
