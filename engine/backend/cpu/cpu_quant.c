@@ -166,11 +166,16 @@ void cpu_quant_dequantize(int bits, int64_t group, int64_t N, int64_t K, const v
 // nibbles in order (masks, a shift, an interleave), offset as bytes,
 // widened to floats and scaled, and one FMA per row of x; the sums into d[0 .. M).
 // Returns the first value it left to the portable loop.
-static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, const uint8_t *qr,
-                           enum dtype sdt, const void *srow, float *d) {
-    __m256 acc[CPU_QGEMM_GEMV_MAX];
+// Inlined twice (qgemv4_avx2): with M the constant 1 (decode) the four
+// chains of sums live in registers; else in a small array.
+static inline __attribute__((always_inline)) int64_t qgemv4_body(int64_t M, int64_t K,
+                                                                 int64_t group, const float *x,
+                                                                 const uint8_t *qr, enum dtype sdt,
+                                                                 const void *srow, float *d) {
+    __m256 acc[CPU_QGEMM_GEMV_MAX][4]; // four independent chains a row
     for (int64_t m = 0; m < M; m++)
-        acc[m] = _mm256_setzero_ps();
+        for (int e = 0; e < 4; e++)
+            acc[m][e] = _mm256_setzero_ps();
     const __m128i low = _mm_set1_epi8(0x0f);
     const __m128i eight = _mm_set1_epi8(8);
     int64_t body = K - K % 32;
@@ -184,15 +189,23 @@ static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, 
             __m128i bytes = e & 1 ? _mm_srli_si128(v[e >> 1], 8) : v[e >> 1];
             __m256 w = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), vs);
             for (int64_t m = 0; m < M; m++)
-                acc[m] = _mm256_fmadd_ps(_mm256_loadu_ps(x + m * K + k + 8 * e), w, acc[m]);
+                acc[m][e] = _mm256_fmadd_ps(_mm256_loadu_ps(x + m * K + k + 8 * e), w, acc[m][e]);
         }
     }
     for (int64_t m = 0; m < M; m++) {
         float l[8];
-        _mm256_storeu_ps(l, acc[m]);
+        __m256 t =
+            _mm256_add_ps(_mm256_add_ps(acc[m][0], acc[m][1]), _mm256_add_ps(acc[m][2], acc[m][3]));
+        _mm256_storeu_ps(l, t);
         d[m] = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
     }
     return body;
+}
+
+static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, const uint8_t *qr,
+                           enum dtype sdt, const void *srow, float *d) {
+    return M == 1 ? qgemv4_body(1, K, group, x, qr, sdt, srow, d)
+                  : qgemv4_body(M, K, group, x, qr, sdt, srow, d);
 }
 #endif
 
