@@ -47,6 +47,10 @@ static const char usage[] =
     "                       is found, else cpu)\n"
     "  --grad-scaler        dynamic loss scaling (PyTorch's GradScaler) for --precision amp\n"
     "                       --workload train; off by default, as in PyTorch's harness\n"
+    "  --weights TYPE       f32 (default), int8, int4: weight-only quantization of the\n"
+    "                       linear layers, inference only (docs/cli.md)\n"
+    "  --weight-group N     inputs per scale: 32, 64, 128 (default 32 for int4, 128 for int8)\n"
+    "  --weight-scales TYPE the scales' dtype: f32 (default) or f16\n"
     "measuring:\n"
     "  --threads N          threads per case (default: online cores; more than that\n"
     "                       warns, as threads then share cores)\n"
@@ -113,6 +117,9 @@ enum {
     OPT_DUMP,
     OPT_GRAD_SCALER,
     OPT_AMP_DTYPE,
+    OPT_WEIGHTS,
+    OPT_WEIGHT_GROUP,
+    OPT_WEIGHT_SCALES,
     OPT_TF32,
     OPT_FLUSH_L2,
     OPT_MEMORY_LIMIT,
@@ -150,6 +157,9 @@ static const struct option long_opts[] = {
     {"dump", required_argument, NULL, OPT_DUMP},
     {"grad-scaler", no_argument, NULL, OPT_GRAD_SCALER},
     {"amp-dtype", required_argument, NULL, OPT_AMP_DTYPE},
+    {"weights", required_argument, NULL, OPT_WEIGHTS},
+    {"weight-group", required_argument, NULL, OPT_WEIGHT_GROUP},
+    {"weight-scales", required_argument, NULL, OPT_WEIGHT_SCALES},
     {"tf32", no_argument, NULL, OPT_TF32},
     {"flush-l2", no_argument, NULL, OPT_FLUSH_L2},
     {"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
@@ -377,6 +387,21 @@ static int parse(int argc, char **argv, run_args *a) {
                 fprintf(stderr, "tcbench run: --amp-dtype %s: expected fp16 or bf16\n", optarg);
                 return 2;
             }
+            break;
+        case OPT_WEIGHTS:
+            if (strcmp(optarg, "f32") && strcmp(optarg, "int8") && strcmp(optarg, "int4"))
+                return cli_fail(cmd, "--weights %s: expected f32, int8 or int4", optarg);
+            a->cfg.weight_bits = optarg[0] == 'f' ? 0 : optarg[3] == '8' ? 8 : 4;
+            break;
+        case OPT_WEIGHT_GROUP:
+            if (strcmp(optarg, "32") && strcmp(optarg, "64") && strcmp(optarg, "128"))
+                return cli_fail(cmd, "--weight-group %s: expected 32, 64 or 128", optarg);
+            a->cfg.weight_group = atoi(optarg);
+            break;
+        case OPT_WEIGHT_SCALES:
+            if (strcmp(optarg, "f32") && strcmp(optarg, "f16"))
+                return cli_fail(cmd, "--weight-scales %s: expected f32 or f16", optarg);
+            a->cfg.weight_scales = optarg[1] == '1' ? DT_F16 : DT_F32;
             break;
         case OPT_TF32: a->cfg.tf32 = true; break;
         case OPT_FLUSH_L2: a->cfg.flush_l2 = true; break;

@@ -90,6 +90,13 @@ refused "--filter and --exclude leave nothing" 1 \
 refused "--only and --exclude leave nothing" 1 "--only gpt2 --exclude 'gpt': no case matches" \
     "$SMOKE" --only gpt2 --exclude gpt
 
+# --- weight-only quantization --------------------------------------------------
+refused "--weights int3" 1 "tcbench run: --weights int3: expected f32, int8 or int4" --weights int3
+refused "--weight-group 48" 1 "--weight-group 48: expected 32, 64 or 128" --weight-group 48
+refused "--weight-scales bf16" 1 "--weight-scales bf16: expected f32 or f16" --weight-scales bf16
+refused "--weights with training" 1 "--weights int4: weight-only quantization is for inference" \
+    --weights int4 --workload train "$SMOKE" --only mlp
+
 # a huge suite: the list of cases is cut, and says how many it leaves out
 {
     echo "name: huge"

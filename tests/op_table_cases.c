@@ -262,6 +262,23 @@ static int b_embedding(graph *g, const op_case *tc) {
     return out(g, graph_op(g, OP_EMBEDDING, 2, (int[]){t, i}, NULL, NULL));
 }
 
+// dequant (x unused) or qlinear of x (shape) over a (shape2) quantized weight:
+// ia {bits, group, K}; int8 values, or int4 bytes of any value; scales
+// uniform, f16 when tc->bias is 2 (qlinear: bias 1 adds an f32 bias)
+static int b_quant(graph *g, const op_case *tc) {
+    int64_t N = tc->shape2[0], K = tc->ia[2], G = (K + tc->ia[1] - 1) / tc->ia[1];
+    bool i8 = tc->ia[0] == 8;
+    int q = in_int(g, i8 ? DT_I8 : DT_U8, 2, (int64_t[]){N, i8 ? K : (K + 1) / 2}, i8 ? -127 : 0,
+                   i8 ? 128 : 256);
+    int sc = graph_buffer(g, "scales", tc->bias == 2 ? DT_F16 : DT_F32, 2, (int64_t[]){N, G},
+                          INIT_UNIFORM, 0.05);
+    if (tc->op == OP_DEQUANT)
+        return out(g, op(g, OP_DEQUANT, 2, (int[]){q, sc}, tc));
+    int x = in(g, "x", tc->dt, tc->nd, tc->shape);
+    int b = graph_param(g, "b", 1, &N, INIT_NORMAL, 1.0);
+    return out(g, op(g, OP_QLINEAR, tc->bias == 1 ? 4 : 3, (int[]){x, q, sc, b}, tc));
+}
+
 // ids drawn from [0, V + 3): some fall outside the table
 int b_embedding_bad(graph *g, const op_case *tc) {
     int t = graph_buffer(g, "table", tc->dt, 2, tc->shape, INIT_NORMAL, 1.0);
@@ -1679,6 +1696,15 @@ const op_case op_cases[] = {
     {"embedding", b_embedding, OP_EMBEDDING, S2(11, 6), T2(3, 5), ONE},
     {"embedding_i64_big", b_embedding, OP_EMBEDDING, S2(1000, 64), T2(8, 128), IA(0, 1), ONE},
     {"embedding_f16", b_embedding, OP_EMBEDDING, S2(11, 6), T1(9), F16, ONE},
+    // quantized weights: odd K (group tails, a half-used int4 byte), GEMV and tiles
+    {"dequant_int4", b_quant, OP_DEQUANT, S1(1), T2(7, 45), IA(4, 32, 45), ONE},
+    {"dequant_int8_f16_scales", b_quant, OP_DEQUANT, S1(1), T2(5, 100), IA(8, 32, 100),
+     .bias = 2, ONE},
+    {"qlinear_int4_gemv_bias", b_quant, OP_QLINEAR, S2(3, 45), T2(13, 45), IA(4, 32, 45),
+     .bias = 1, GEMM(45), ONE},
+    {"qlinear_int8_tiles", b_quant, OP_QLINEAR, S3(3, 7, 100), T2(40, 100), IA(8, 32, 100),
+     .bias = 2, GEMM(100), ONE},
+    {"qlinear_int4_f16", b_quant, OP_QLINEAR, S2(17, 64), T2(9, 64), IA(4, 64, 64), F16, ONE},
     {"reshape_view", b_reshape, OP_RESHAPE, S3(4, 5, 6), T2(20, 6), .kernels = 0},
     {"reshape_copy", b_reshape_perm, OP_RESHAPE, S2(7, 13), T1(91), ONE},
     {"views", b_views, OP_PERMUTE, .kernels = 0},

@@ -63,27 +63,6 @@ static int as(ac *a, int v, enum dtype t) {
     return *slot;
 }
 
-static int copy_source(ac *a, const graph_node *n) {
-    graph *g = a->g;
-    int id;
-    switch (n->op) {
-    case OP_INPUT: id = graph_input(g, n->name, n->dtype, n->ndim, n->shape); break;
-    case OP_PARAM:
-        id = graph_param(g, n->name, n->ndim, n->shape, (enum init_kind)n->ia[0], n->fa[0]);
-        break;
-    case OP_BUFFER:
-        id = graph_buffer(g, n->name, n->dtype, n->ndim, n->shape, (enum init_kind)n->ia[0],
-                          n->fa[0]);
-        break;
-    default: id = graph_full(g, n->fa[0], n->dtype, n->ndim, n->shape); break;
-    }
-    if (id >= 0) { // every attribute as it was (input ranges, init arguments)
-        memcpy(g->nodes[id].ia, n->ia, sizeof n->ia);
-        memcpy(g->nodes[id].fa, n->fa, sizeof n->fa);
-    }
-    return id;
-}
-
 static int copy_op(ac *a, int i) {
     const graph_node *n = &a->in->nodes[i];
     autocast_rule_kind r = autocast_rule(n->op);
@@ -139,7 +118,7 @@ int autocast_build(const graph *in, enum dtype low, graph **out, char *err, size
                      op_name(n->op));
             goto done;
         }
-        a.map[i] = k == OPK_SOURCE ? copy_source(&a, n) : copy_op(&a, i);
+        a.map[i] = k == OPK_SOURCE ? graph_copy_source(a.g, n) : copy_op(&a, i);
         if (a.map[i] < 0) {
             snprintf(err, cap, "autocast: %%%d %s: %s", i, op_name(n->op), graph_error(a.g));
             goto done;

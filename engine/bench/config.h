@@ -52,6 +52,9 @@ typedef struct bench_config {
     bool accuracy;               // check against the fp64 reference
     bool grad_scaler;            // --grad-scaler: dynamic loss scaling in AMP training
     enum dtype amp_dtype;        // --amp-dtype: autocast's low dtype, DT_F16 (default) or DT_BF16
+    int weight_bits;             // --weights: 0 (f32 weights, the default), 8 or 4
+    int weight_group;            // --weight-group: 32, 64 or 128; 0: 32 for int4, 128 for int8
+    enum dtype weight_scales;    // --weight-scales: DT_F32 (default) or DT_F16
     double accuracy_flops_limit; // skip the check above this many FLOPs per step
     const char *const *only;     // exact case names
     int nonly;

@@ -19,7 +19,10 @@ int measure_group_setup(const bench_plan *p, const bench_group *gr, const bench_
     model_prep prep = {.amp = amp ? p->cfg.amp_dtype : DT_F32,
                        .train = train ? &o : NULL,
                        .keep_grads = keep_grads,
-                       .seed = p->cfg.seed};
+                       .seed = p->cfg.seed,
+                       .weight_bits = train ? 0 : p->cfg.weight_bits,
+                       .weight_group = p->cfg.weight_group,
+                       .weight_scales = p->cfg.weight_scales};
     char err[600];
     enum model_prep_step s = model_prepare(bc->md, bc->c->overrides, bc->c->noverrides, bc->batch,
                                            &prep, mp, err, sizeof err);

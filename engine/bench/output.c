@@ -137,6 +137,12 @@ json_t *bench_config_json(const bench_plan *p) {
     rc |= json_object_set_new(j, "grad_scaler", json_boolean(c->grad_scaler));
     rc |=
         json_object_set_new(j, "amp_dtype", json_string(c->amp_dtype == DT_BF16 ? "bf16" : "fp16"));
+    rc |= json_object_set_new(j, "weights",
+                              json_string(c->weight_bits == 8   ? "int8"
+                                          : c->weight_bits == 4 ? "int4"
+                                                                : "f32"));
+    rc |= json_object_set_new(j, "weight_group", json_integer(c->weight_group));
+    rc |= json_object_set_new(j, "weight_scales", json_string(dtype_name(c->weight_scales)));
     rc |= json_object_set_new(j, "accuracy_flops_limit", results_real(c->accuracy_flops_limit));
     rc |= json_object_set_new(j, "only", strings_json(c->only, c->nonly));
     rc |= json_object_set_new(j, "filter", c->filter ? json_string(c->filter) : json_null());

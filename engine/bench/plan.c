@@ -22,6 +22,7 @@ void bench_config_init(bench_config *cfg) {
     cfg->timeout_s = BENCH_DEFAULT_TIMEOUT_S;
     cfg->accuracy = true;
     cfg->amp_dtype = DT_F16;
+    cfg->weight_scales = DT_F32;
     cfg->accuracy_flops_limit = BENCH_ACCURACY_FLOPS_LIMIT;
 }
 
@@ -341,6 +342,21 @@ int bench_config_check_devices(bench_config *cfg, char *err, size_t cap) {
                  gpu_only, chose);
         return -1;
     }
+    // --weights quantizes inference graphs; without --workload it means inference only
+    for (int i = 0; cfg->weight_bits && i < cfg->naxis[BENCH_AXIS_WORKLOAD]; i++)
+        if (cfg->axis[BENCH_AXIS_WORKLOAD][i] == BENCH_WL_TRAIN) {
+            snprintf(err, cap,
+                     "--weights int%d: weight-only quantization is for inference; training "
+                     "would update weights that are no longer there (drop --workload train)",
+                     cfg->weight_bits);
+            return -1;
+        }
+    if (cfg->weight_bits && cfg->naxis[BENCH_AXIS_WORKLOAD] == 0) {
+        cfg->axis[BENCH_AXIS_WORKLOAD][0] = BENCH_WL_INFER;
+        cfg->naxis[BENCH_AXIS_WORKLOAD] = 1;
+    }
+    if (cfg->weight_bits && cfg->weight_group == 0)
+        cfg->weight_group = cfg->weight_bits == 4 ? 32 : 128;
     bool amp = cfg->naxis[BENCH_AXIS_PRECISION] == 0; // the suites' defaults may hold amp
     for (int i = 0; i < cfg->naxis[BENCH_AXIS_PRECISION]; i++)
         amp |= cfg->axis[BENCH_AXIS_PRECISION][i] == BENCH_PREC_AMP;

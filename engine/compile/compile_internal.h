@@ -108,6 +108,8 @@ typedef struct cprog {
 // Passes. Each returns 0 or -1 with p->err set.
 int compile_decompose(cprog *p);
 int compile_simplify(cprog *p);
+// LINEAR over a DEQUANT read once into QLINEAR, in place (quant.c); after decompose
+int compile_quant(cprog *p);
 int compile_fuse(cprog *p);
 // CPU only, after fuse: convolution activations channels-last (layout.c)
 int compile_layouts(cprog *p);

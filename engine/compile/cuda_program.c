@@ -168,6 +168,10 @@ static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
     case OP_MSE_LOSS: rc = cuda_mse_loss(cc, s[0], s[1], y); break;
     case OP_MATMUL: rc = cuda_matmul(cc, s[0], s[1], y); break;
     case OP_LINEAR: rc = cuda_linear(cc, s[0], s[1], n->nsrc > 2 ? s[2] : NULL, y); break;
+    case OP_DEQUANT: rc = cuda_dequant(cc, n, s[0], s[1], y); break;
+    case OP_QLINEAR:
+        rc = cuda_qlinear(cc, n, s[0], s[1], s[2], n->nsrc > 3 ? s[3] : NULL, y);
+        break;
     case OP_CONTIGUOUS: rc = cuda_copy(cc, s[0], y); break;
     case OP_GE: rc = cuda_ge(cc, s[0], s[1], y); break;
     case OP_BATCH_NORM:
@@ -452,8 +456,8 @@ int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cud
     p->fusion = o ? o->fusion : true;
     p->log = o ? o->log : NULL;
     c->capture = o ? o->capture : true;
-    if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
-        compile_plan(p) < 0)
+    if (compile_decompose(p) < 0 || compile_quant(p) < 0 || compile_simplify(p) < 0 ||
+        compile_fuse(p) < 0 || compile_plan(p) < 0)
         return fail(c, err, cap, p->err);
     char *src = compile_codegen_cuda(p);
     if (!src)

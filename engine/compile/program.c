@@ -5,6 +5,7 @@
 #include "compile_internal.h"
 
 #include "../backend/cpu/cpu_kernels.h"
+#include "../backend/cpu/cpu_quant.h"
 #include "base/clock.h"
 #include "kcache.h"
 
@@ -145,6 +146,8 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
     case OP_MSE_LOSS: return cpu_mse_loss(c, s[0], s[1], y);
     case OP_MATMUL: return cpu_matmul(c, s[0], s[1], y);
     case OP_LINEAR: return cpu_linear(c, s[0], s[1], n->nsrc > 2 ? s[2] : NULL, y);
+    case OP_DEQUANT: return cpu_dequant(c, n, s[0], s[1], y);
+    case OP_QLINEAR: return cpu_qlinear(c, n, s[0], s[1], s[2], n->nsrc > 3 ? s[3] : NULL, y);
     default: return cpu_fail(c, "compiled mode has no library kernel for %s", op_name(n->op));
     }
 }
@@ -335,8 +338,8 @@ int compile_passes(cprog *p, const model *m, const compile_opts *o) {
     p->log = o->log;
     const char *rip = getenv("TCBENCH_DISABLE_ROWS_IN_PLACE");
     p->gemm_rows_in_place = !(rip && *rip && strcmp(rip, "0"));
-    if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
-        compile_layouts(p) < 0 || compile_plan(p) < 0)
+    if (compile_decompose(p) < 0 || compile_quant(p) < 0 || compile_simplify(p) < 0 ||
+        compile_fuse(p) < 0 || compile_layouts(p) < 0 || compile_plan(p) < 0)
         return -1;
     return 0;
 }

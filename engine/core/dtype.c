@@ -11,6 +11,7 @@ static const struct {
     [DT_F32] = {"f32", 4, true},  [DT_F16] = {"f16", 2, true},
     [DT_I32] = {"i32", 4, false}, [DT_I64] = {"i64", 8, false},
     [DT_BOOL] = {"bool", 1, false}, [DT_BF16] = {"bf16", 2, true},
+    [DT_I8] = {"i8", 1, false},     [DT_U8] = {"u8", 1, false},
 };
 static_assert(sizeof(dtype_table) / sizeof(dtype_table[0]) == DT_COUNT,
               "dtype_table needs one row per dtype");

@@ -19,7 +19,9 @@
 #include <stdint.h>
 
 // New dtypes go last: the values are stable for whatever keys on them.
-enum dtype { DT_F32, DT_F16, DT_I32, DT_I64, DT_BOOL, DT_BF16, DT_COUNT };
+// DT_I8 and DT_U8 hold quantized weights (engine/backend/cpu/cpu_quant.h):
+// int8 values, and raw bytes (int4 packs two values a byte).
+enum dtype { DT_F32, DT_F16, DT_I32, DT_I64, DT_BOOL, DT_BF16, DT_I8, DT_U8, DT_COUNT };
 
 size_t dtype_size(enum dtype t);
 const char *dtype_name(enum dtype t);

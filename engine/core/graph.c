@@ -160,6 +160,26 @@ int graph_full(graph *g, double value, enum dtype t, int ndim, const int64_t *sh
     return id;
 }
 
+int graph_copy_source(graph *g, const graph_node *n) {
+    int id;
+    switch (n->op) {
+    case OP_INPUT: id = graph_input(g, n->name, n->dtype, n->ndim, n->shape); break;
+    case OP_PARAM:
+        id = graph_param(g, n->name, n->ndim, n->shape, (enum init_kind)n->ia[0], n->fa[0]);
+        break;
+    case OP_BUFFER:
+        id = graph_buffer(g, n->name, n->dtype, n->ndim, n->shape, (enum init_kind)n->ia[0],
+                          n->fa[0]);
+        break;
+    default: id = graph_full(g, n->fa[0], n->dtype, n->ndim, n->shape); break;
+    }
+    if (id >= 0) { // every attribute as it was (input ranges, init arguments)
+        memcpy(g->nodes[id].ia, n->ia, sizeof n->ia);
+        memcpy(g->nodes[id].fa, n->fa, sizeof n->fa);
+    }
+    return id;
+}
+
 // NumPy broadcasting of a list of shapes into out.
 static bool broadcast(graph *g, int nsrc, const graph_node *const *s, graph_node *out) {
     int nd = 0;
@@ -501,8 +521,50 @@ static int infer_pool(graph *g, graph_node *n, const graph_node *const *s) {
     return 0;
 }
 
+// dequant and qlinear (ops.def): qweight (N, K) i8 or (N, ceil(K/2)) u8,
+// scales (N, ceil(K / group)) f32 or f16; ia0 bits, ia1 group, ia2 K.
+static int infer_quant(graph *g, graph_node *n, const graph_node *const *s) {
+    char b0[96], b1[96];
+    const char *what = op_name(n->op);
+    bool dq = n->op == OP_DEQUANT;
+    const graph_node *q = s[dq ? 0 : 1], *sc = s[dq ? 1 : 2];
+    int64_t bits = n->ia[0], group = n->ia[1], K = n->ia[2];
+    if ((bits != 4 && bits != 8) || group < 1 || K < 1)
+        return fail(g, "%s: bits %lld, group %lld, K %lld: bits must be 4 or 8, group and K "
+                    "positive",
+                    what, (long long)bits, (long long)group, (long long)K);
+    int64_t N = q->shape[0], G = (K + group - 1) / group;
+    if (q->ndim != 2 || q->dtype != (bits == 8 ? DT_I8 : DT_U8) ||
+        q->shape[1] != (bits == 8 ? K : (K + 1) / 2))
+        return fail(g, "%s: int%lld weights of width %lld must be (N, %lld) %s, got %s %s", what,
+                    (long long)bits, (long long)K, (long long)(bits == 8 ? K : (K + 1) / 2),
+                    bits == 8 ? "i8" : "u8", shape_s(b0, q), dtype_name(q->dtype));
+    if (sc->ndim != 2 || sc->shape[0] != N || sc->shape[1] != G ||
+        (sc->dtype != DT_F32 && sc->dtype != DT_F16))
+        return fail(g, "%s: scales must be (%lld, %lld) f32 or f16, got %s %s", what,
+                    (long long)N, (long long)G, shape_s(b1, sc), dtype_name(sc->dtype));
+    if (dq) {
+        n->ndim = 2;
+        n->shape[0] = N;
+        n->shape[1] = K;
+        n->dtype = DT_F32;
+        return 0;
+    }
+    const graph_node *x = s[0];
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != K || !dtype_is_float(x->dtype))
+        return fail(g, "qlinear: x %s %s must be floats with last dim %lld", shape_s(b0, x),
+                    dtype_name(x->dtype), (long long)K);
+    if (n->nsrc > 3 && (s[3]->ndim != 1 || s[3]->shape[0] != N))
+        return fail(g, "qlinear: bias %s must be (%lld)", shape_s(b0, s[3]), (long long)N);
+    copy_shape(n, x);
+    n->shape[n->ndim - 1] = N;
+    return 0;
+}
+
 static int infer_gather(graph *g, graph_node *n, const graph_node *const *s) {
     char b0[96];
+    if (n->op == OP_DEQUANT || n->op == OP_QLINEAR)
+        return infer_quant(g, n, s);
     if (s[0]->ndim != 2)
         return fail(g, "embedding: the table must be 2-d, got %s", shape_s(b0, s[0]));
     if (s[1]->dtype != DT_I32 && s[1]->dtype != DT_I64)
@@ -833,6 +895,10 @@ double graph_flops(const graph *g) {
         const graph_node *x = n->nsrc ? &g->nodes[n->src[0]] : NULL;
         double out = (double)graph_node_numel(n);
         switch (op_kind(n->op)) {
+        case OPK_GATHER:
+            if (n->op == OP_QLINEAR)
+                f += 2 * out * (double)n->ia[2];
+            break;
         case OPK_GEMM: {
             double k = (double)x->shape[x->ndim - 1];
             f += 2 * out * k + (n->nsrc == 3 ? out : 0);

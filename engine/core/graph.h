@@ -113,6 +113,9 @@ int graph_param(graph *g, const char *name, int ndim, const int64_t *shape,
 int graph_buffer(graph *g, const char *name, enum dtype t, int ndim, const int64_t *shape,
                  enum init_kind init, double arg);
 int graph_full(graph *g, double value, enum dtype t, int ndim, const int64_t *shape);
+// A copy of source node n (of another graph) into g, every attribute kept:
+// what graph rewrites (autocast, weight quantization) do with sources.
+int graph_copy_source(graph *g, const graph_node *n);
 
 // General builder: ia / fa may be NULL (zeros). Shapes for RESHAPE, SLICE,
 // EXPAND come from `shape` (ndim entries); other ops infer theirs and ignore it.

@@ -428,6 +428,8 @@ static double load(enum dtype dt, const void *base, int64_t o) {
     case DT_I32: return ((const int32_t *)base)[o];
     case DT_I64: return (double)((const int64_t *)base)[o];
     case DT_BOOL: return ((const uint8_t *)base)[o];
+    case DT_I8: return ((const int8_t *)base)[o];
+    case DT_U8: return ((const uint8_t *)base)[o];
     default: abort();
     }
 }
@@ -446,6 +448,8 @@ void tensor_set(tensor *t, const int64_t *idx, double v) {
     case DT_I32: ((int32_t *)b)[o] = (int32_t)v; break;
     case DT_I64: ((int64_t *)b)[o] = (int64_t)v; break;
     case DT_BOOL: ((uint8_t *)b)[o] = v != 0; break;
+    case DT_I8: ((int8_t *)b)[o] = (int8_t)v; break;
+    case DT_U8: ((uint8_t *)b)[o] = (uint8_t)v; break;
     default: abort();
     }
 }

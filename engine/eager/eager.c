@@ -5,6 +5,7 @@
 #include "eager.h"
 
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/cpu/cpu_quant.h"
 #include "core/pointwise.h"
 #include "eager_internal.h"
 
@@ -77,6 +78,8 @@ EAGER_KERNEL(concat, cpu_concat(CPU, (int)n->ia[0], n->nsrc, (const tensor *cons
 EAGER_KERNEL(cross_entropy, cpu_cross_entropy(CPU, s[0], s[1], n->ia[0], y))
 EAGER_KERNEL(mse_loss, cpu_mse_loss(CPU, s[0], s[1], y))
 EAGER_KERNEL(ge, cpu_binary(CPU, n, s[0], s[1], y))
+EAGER_KERNEL(dequant, cpu_dequant(CPU, n, s[0], s[1], y))
+EAGER_KERNEL(qlinear, cpu_qlinear(CPU, n, s[0], s[1], s[2], OPT(3), y))
 
 // ---- backward ops (training) -----------------------------------------------
 

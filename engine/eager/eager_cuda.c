@@ -80,6 +80,8 @@ EC_KERNEL(mse_loss, cuda_mse_loss(C, s[0], s[1], y))
 
 // a >= b into bool: the masks of max's and maximum's gradients
 EC_KERNEL(ge, cuda_ge(C, s[0], s[1], y))
+EC_KERNEL(dequant, cuda_dequant(C, n, s[0], s[1], y))
+EC_KERNEL(qlinear, cuda_qlinear(C, n, s[0], s[1], s[2], OPT(3), y))
 
 // ---- backward ops (training) -----------------------------------------------
 

@@ -57,6 +57,8 @@ static void store(tensor *t, int64_t i, double v) {
     case DT_I32: ((int32_t *)b)[i] = (int32_t)v; break;
     case DT_I64: ((int64_t *)b)[i] = (int64_t)v; break;
     case DT_BOOL: ((uint8_t *)b)[i] = v != 0; break;
+    case DT_I8: ((int8_t *)b)[i] = (int8_t)v; break;
+    case DT_U8: ((uint8_t *)b)[i] = (uint8_t)v; break;
     default: abort();
     }
 }

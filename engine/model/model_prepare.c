@@ -5,7 +5,8 @@
 #include <assert.h>
 #include <stdio.h>
 
-static const char *const step_names[] = {"done", "build", "autocast", "autograd", "values"};
+static const char *const step_names[] = {"done", "build", "autocast", "autograd", "values",
+                                          "quantize"};
 static_assert(sizeof step_names / sizeof step_names[0] == MODEL_PREP_STEP_COUNT,
               "a model_prep_step without its name");
 
@@ -28,6 +29,10 @@ enum model_prep_step model_prepare_built(model *m, const model_prep *o, char *er
         snprintf(err, cap, "model_init_values: out of memory");
         return MODEL_PREP_VALUES;
     }
+    if (o->weight_bits &&
+        model_quantize_weights(m, o->weight_bits, o->weight_group, o->weight_scales, o->quant, err,
+                               cap) < 0)
+        return MODEL_PREP_QUANTIZE;
     return MODEL_PREP_DONE;
 }
 

@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "model.h"
 #include "modeldef.h"
+#include "quantize.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,6 +28,13 @@ typedef struct model_prep {
     bool keep_grads;         // training: every gradient an output too (autograd.h)
     uint64_t seed;           // model_init_values
     bool no_values;          // the graph alone (m->values NULL): for the memory planners
+    // weight-only quantization of the linears after the values (quantize.h):
+    // weight_bits 0 (none), 8 or 4, per group of weight_group inputs, scales
+    // of weight_scales (DT_F32 or DT_F16); inference only
+    int weight_bits;
+    int64_t weight_group;
+    enum dtype weight_scales;
+    model_quant_stats *quant; // out, may be NULL: what quantization did
 } model_prep;
 
 // The step that failed: a bad definition, a pass that refused the graph
@@ -37,6 +45,7 @@ enum model_prep_step {
     MODEL_PREP_AUTOCAST, // autocast_build's message
     MODEL_PREP_AUTOGRAD, // autograd_build's message
     MODEL_PREP_VALUES,   // model_init_values: out of memory
+    MODEL_PREP_QUANTIZE, // model_quantize_weights's message
     MODEL_PREP_STEP_COUNT
 };
 

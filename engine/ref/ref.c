@@ -408,6 +408,56 @@ static int ref_linear(ref_ctx *c, const graph_node *n, const double *const *s, d
     return 0;
 }
 
+// ---- quantized weights -------------------------------------------------------
+
+// Element (r, k) of dequant(q, scales) (ops.def): q as the reference holds
+// it (int8 values, or int4 bytes: low nibble first, each value + 8) times
+// the scale of its group, exactly.
+static double dequant_at(const graph_node *n, const double *q, const double *sc, int64_t r,
+                         int64_t k) {
+    int64_t K = n->ia[2], group = n->ia[1], G = (K + group - 1) / group;
+    double v;
+    if (n->ia[0] == 8) {
+        v = q[r * K + k];
+    } else {
+        int byte = (int)q[r * ((K + 1) / 2) + k / 2];
+        v = (double)(((k % 2 ? byte >> 4 : byte) & 15) - 8);
+    }
+    return v * sc[r * G + k / group];
+}
+
+static int ref_dequant(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    (void)c;
+    int64_t N = n->shape[0], K = n->shape[1];
+    for (int64_t r = 0; r < N; r++)
+        for (int64_t k = 0; k < K; k++)
+            o[r * K + k] = dequant_at(n, s[0], s[1], r, k);
+    return 0;
+}
+
+// linear over the exactly dequantized weight, in fp64
+static int ref_qlinear(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    int64_t K = n->ia[2], N = n->shape[n->ndim - 1];
+    int64_t rows = graph_node_numel(n) / N;
+    double *w = malloc((size_t)(N * K) * sizeof *w);
+    if (!w)
+        return fail(c, "qlinear: out of memory for the (%lld, %lld) weight", (long long)N,
+                    (long long)K);
+    for (int64_t j = 0; j < N; j++)
+        for (int64_t k = 0; k < K; k++)
+            w[j * K + k] = dequant_at(n, s[1], s[2], j, k);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = n->nsrc > 3 ? s[3][j] : 0;
+            for (int64_t k = 0; k < K; k++)
+                acc += s[0][r * K + k] * w[j * K + k];
+            o[r * N + j] = acc;
+        }
+    free(w);
+    return 0;
+}
+
 // ---- images ------------------------------------------------------------------
 
 // out[n, o, oh, ow] = bias[o] + sum over the group's input channels c and

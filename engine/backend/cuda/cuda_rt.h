@@ -187,6 +187,11 @@ int cuda_mse_loss(cuda_ctx *c, const tensor *a, const tensor *b, tensor *out);
 int cuda_upsample_nearest(cuda_ctx *c, const tensor *x, int64_t scale, tensor *out);
 // table (V, D), indices i32/i64 -> (..., D); bad indices as cross_entropy's targets
 int cuda_embedding(cuda_ctx *c, const tensor *table, const tensor *idx, tensor *out);
+// DEQUANT, QLINEAR (ops.def; cuda_quant.cu): int8 / int4 weights with f32 or
+// f16 scales; qlinear's x and out f32 or f16 (W8A16, W4A16), bias optional
+int cuda_dequant(cuda_ctx *c, const graph_node *n, const tensor *q, const tensor *s, tensor *out);
+int cuda_qlinear(cuda_ctx *c, const graph_node *n, const tensor *x, const tensor *q,
+                 const tensor *s, const tensor *bias, tensor *out);
 int cuda_concat(cuda_ctx *c, int axis, int nin, const tensor *const *in, tensor *out);
 // KV_WRITE (cpu_kv_write's contract); pos is read on the device, so that a
 // captured step replays at the position of each run; one out of range

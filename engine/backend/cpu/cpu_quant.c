@@ -1,0 +1,384 @@
+// Weight-only quantization kernels (cpu_quant.h): quantize, pack, unpack,
+// dequantize, and the fused GEMM that never holds the whole f32 weight.
+#include "cpu_quant.h"
+
+#include "cpu_f16.h"
+#include "cpu_iter.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+#include "cpu_gemm_par.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define QCHUNK 256 // values of a group unpacked at once (GEMV)
+// weight rows a tile holds (tile form): about QTILE_VALUES floats (1 MiB,
+// within L2), so that sgemm's packing of x is paid once per many columns
+#define QTILE_VALUES (1 << 18)
+#define QLANES       16 // partial sums of a dot product (two AVX registers)
+
+int64_t cpu_quant_groups(int64_t K, int64_t group) { return (K + group - 1) / group; }
+
+int64_t cpu_quant_row_bytes(int bits, int64_t K) { return bits == 8 ? K : (K + 1) / 2; }
+
+void cpu_quant_pack4(int64_t n, const int8_t *v, uint8_t *out) {
+    for (int64_t i = 0; i < n / 2; i++)
+        out[i] = (uint8_t)((v[2 * i] + 8) | ((v[2 * i + 1] + 8) << 4));
+    if (n & 1) // the unused high nibble holds 0 (stored 8)
+        out[n / 2] = (uint8_t)((v[n - 1] + 8) | (8 << 4));
+}
+
+void cpu_quant_unpack4(int64_t n, const uint8_t *p, int8_t *out) {
+    for (int64_t i = 0; i < n; i++)
+        out[i] = (int8_t)(((p[i >> 1] >> ((i & 1) * 4)) & 15) - 8);
+}
+
+static float scale_at(enum dtype sdt, const void *s, int64_t i) {
+    return sdt == DT_F16 ? dtype_f16_to_f32(((const uint16_t *)s)[i]) : ((const float *)s)[i];
+}
+
+// Both values of an int4 byte as floats, the low nibble first: one 8-byte
+// copy per byte unpacks a row faster than shifting and converting each.
+static float lut4[256][2];
+static pthread_once_t lut4_once = PTHREAD_ONCE_INIT;
+
+static void lut4_fill(void) {
+    for (int b = 0; b < 256; b++) {
+        lut4[b][0] = (float)((b & 15) - 8);
+        lut4[b][1] = (float)((b >> 4) - 8);
+    }
+}
+
+// Values k0 .. k0+len of one quantized row as floats (the integers, unscaled).
+static void unpack_range(int bits, const void *row, int64_t k0, int64_t len, float *out) {
+    if (bits == 8) {
+        const int8_t *r = (const int8_t *)row + k0;
+        for (int64_t i = 0; i < len; i++)
+            out[i] = (float)r[i];
+        return;
+    }
+    const uint8_t *r = row;
+    int64_t i = 0;
+    if (k0 & 1)
+        out[i++] = lut4[r[k0 >> 1]][1];
+    const uint8_t *b = r + ((k0 + i) >> 1);
+    int64_t pairs = (len - i) / 2;
+    for (int64_t j = 0; j < pairs; j++)
+        memcpy(out + i + 2 * j, lut4[b[j]], sizeof lut4[0]);
+    i += 2 * pairs;
+    if (i < len)
+        out[i] = lut4[b[pairs]][0];
+}
+
+// The scale a group of largest magnitude amax stores, as f32 (rounded up
+// to the next f16 when the scales are f16, so that no value clamps).
+static float group_scale(float amax, int qmax, enum dtype sdt, uint16_t *h) {
+    float s = amax / (float)qmax;
+    if (sdt != DT_F16)
+        return s;
+    *h = dtype_f32_to_f16(s);
+    float r = dtype_f16_to_f32(*h);
+    if (r < s) {
+        (*h)++;
+        r = dtype_f16_to_f32(*h);
+    }
+    return r;
+}
+
+void cpu_quant_quantize(int bits, int64_t group, int64_t N, int64_t K, const float *w, void *q,
+                        enum dtype sdt, void *scales) {
+    int qmax = bits == 8 ? 127 : 7;
+    int64_t G = cpu_quant_groups(K, group), rb = cpu_quant_row_bytes(bits, K);
+#pragma omp parallel for if (N * K >= CPU_PAR_MIN) schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        const float *wr = w + n * K;
+        uint8_t *qr = (uint8_t *)q + n * rb;
+        if (bits == 4)
+            memset(qr, 0x88, (size_t)rb); // zeros, the odd tail's spare nibble too
+        for (int64_t g = 0; g < G; g++) {
+            int64_t k0 = g * group, k1 = k0 + group < K ? k0 + group : K;
+            float amax = 0;
+            for (int64_t k = k0; k < k1; k++)
+                amax = fmaxf(amax, fabsf(wr[k]));
+            uint16_t h = 0;
+            float s = group_scale(amax, qmax, sdt, &h);
+            if (sdt == DT_F16)
+                ((uint16_t *)scales)[n * G + g] = h;
+            else
+                ((float *)scales)[n * G + g] = s;
+            for (int64_t k = k0; k < k1; k++) {
+                float v = s > 0 ? roundf(wr[k] / s) : 0.0f;
+                int iv = (int)fmaxf(-(float)qmax, fminf((float)qmax, v));
+                if (bits == 8)
+                    ((int8_t *)qr)[k] = (int8_t)iv;
+                else if (k & 1)
+                    qr[k >> 1] = (uint8_t)((qr[k >> 1] & 0x0f) | ((iv + 8) << 4));
+                else
+                    qr[k >> 1] = (uint8_t)((qr[k >> 1] & 0xf0) | (iv + 8));
+            }
+        }
+    }
+}
+
+// Values k0 .. k0+len of one row dequantized (srow: the row's scales).
+static void dequant_range(int bits, int64_t group, const void *qr, enum dtype sdt, const void *srow,
+                          int64_t k0, int64_t len, float *out) {
+    unpack_range(bits, qr, k0, len, out);
+    for (int64_t k = k0; k < k0 + len;) {
+        int64_t g = k / group, e = (g + 1) * group < k0 + len ? (g + 1) * group : k0 + len;
+        float sc = scale_at(sdt, srow, g);
+        for (; k < e; k++)
+            out[k - k0] *= sc;
+    }
+}
+
+static const void *scale_row(enum dtype sdt, const void *scales, int64_t n, int64_t G) {
+    return (const char *)scales + (size_t)(n * G) * (sdt == DT_F16 ? 2 : 4);
+}
+
+// Rows n0 .. n0+rows of the dequantized weight into w (rows, K).
+static void dequant_rows(int bits, int64_t group, int64_t n0, int64_t rows, int64_t K,
+                         const void *q, enum dtype sdt, const void *scales, float *w) {
+    int64_t G = cpu_quant_groups(K, group), rb = cpu_quant_row_bytes(bits, K);
+    for (int64_t r = 0; r < rows; r++)
+        dequant_range(bits, group, (const uint8_t *)q + (n0 + r) * rb, sdt,
+                      scale_row(sdt, scales, n0 + r, G), 0, K, w + r * K);
+}
+
+void cpu_quant_dequantize(int bits, int64_t group, int64_t N, int64_t K, const void *q,
+                          enum dtype sdt, const void *scales, float *w) {
+    pthread_once(&lut4_once, lut4_fill);
+#pragma omp parallel for if (N * K >= CPU_PAR_MIN) schedule(static)
+    for (int64_t n = 0; n < N; n++)
+        dequant_rows(bits, group, n, 1, K, q, sdt, scales, w + n * K);
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+#define QGEMV4_SIMD 1
+// The int4 fast path of qgemv, values [0, K - K % 32) of row qr (group a
+// multiple of 32, so no block of 32 straddles two groups): 16 bytes to 32
+// nibbles in order (masks, a shift, an interleave), offset as bytes,
+// widened to floats and scaled, and one FMA per row of x; the sums into d[0 .. M).
+// Returns the first value it left to the portable loop.
+// Inlined twice (qgemv4_avx2): with M the constant 1 (decode) the four
+// chains of sums live in registers; else in a small array.
+static inline __attribute__((always_inline)) int64_t qgemv4_body(int64_t M, int64_t K,
+                                                                 int64_t group, const float *x,
+                                                                 const uint8_t *qr, enum dtype sdt,
+                                                                 const void *srow, float *d) {
+    __m256 acc[CPU_QGEMM_GEMV_MAX][4]; // four independent chains a row
+    for (int64_t m = 0; m < M; m++)
+        for (int e = 0; e < 4; e++)
+            acc[m][e] = _mm256_setzero_ps();
+    const __m128i low = _mm_set1_epi8(0x0f);
+    const __m128i eight = _mm_set1_epi8(8);
+    int64_t body = K - K % 32;
+    for (int64_t k = 0; k < body; k += 32) {
+        __m256 vs = _mm256_set1_ps(scale_at(sdt, srow, k / group));
+        __m128i b = _mm_loadu_si128((const __m128i *)(qr + k / 2));
+        __m128i lo = _mm_and_si128(b, low), hi = _mm_and_si128(_mm_srli_epi16(b, 4), low);
+        __m128i v[2] = {_mm_sub_epi8(_mm_unpacklo_epi8(lo, hi), eight),
+                        _mm_sub_epi8(_mm_unpackhi_epi8(lo, hi), eight)};
+        for (int e = 0; e < 4; e++) {
+            __m128i bytes = e & 1 ? _mm_srli_si128(v[e >> 1], 8) : v[e >> 1];
+            __m256 w = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)), vs);
+            for (int64_t m = 0; m < M; m++)
+                acc[m][e] = _mm256_fmadd_ps(_mm256_loadu_ps(x + m * K + k + 8 * e), w, acc[m][e]);
+        }
+    }
+    for (int64_t m = 0; m < M; m++) {
+        float l[8];
+        __m256 t =
+            _mm256_add_ps(_mm256_add_ps(acc[m][0], acc[m][1]), _mm256_add_ps(acc[m][2], acc[m][3]));
+        _mm256_storeu_ps(l, t);
+        d[m] = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+    }
+    return body;
+}
+
+static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, const uint8_t *qr,
+                           enum dtype sdt, const void *srow, float *d) {
+    return M == 1 ? qgemv4_body(1, K, group, x, qr, sdt, srow, d)
+                  : qgemv4_body(M, K, group, x, qr, sdt, srow, d);
+}
+#endif
+
+// Few rows of x (decode): per output column, its row of W dequantized
+// QCHUNK values at a time in registers and L1 (never to memory), dotted with
+// every row of x in QLANES partial sums (a plain float reduction does not
+// vectorize without reassociation; a vector of sums does), OpenMP over N.
+// int4 with AVX2 unpacks and multiplies in registers (qgemv4_avx2;
+// TCBENCH_DISABLE_QGEMV_SIMD=1 keeps the portable loop).
+static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const float *x,
+                  const void *q, enum dtype sdt, const void *scales, float *y) {
+    int64_t G = cpu_quant_groups(K, group), rb = cpu_quant_row_bytes(bits, K);
+    const char *off = getenv("TCBENCH_DISABLE_QGEMV_SIMD");
+    bool simd = !(off && *off && strcmp(off, "0") != 0);
+    (void)simd;
+#pragma omp parallel for if (N * K >= CPU_PAR_MIN) schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        const uint8_t *qr = (const uint8_t *)q + n * rb;
+        const void *srow = scale_row(sdt, scales, n, G);
+        float lane[CPU_QGEMM_GEMV_MAX][QLANES] = {{0}}, tail[CPU_QGEMM_GEMV_MAX] = {0};
+        float buf[QCHUNK];
+        int64_t start = 0;
+#ifdef QGEMV4_SIMD
+        if (simd && bits == 4 && group % 32 == 0)
+            start = qgemv4_avx2(M, K, group, x, qr, sdt, srow, tail);
+#endif
+        for (int64_t k0 = start; k0 < K; k0 += QCHUNK) {
+            int64_t len = K - k0 < QCHUNK ? K - k0 : QCHUNK, body = len - len % QLANES;
+            dequant_range(bits, group, qr, sdt, srow, k0, len, buf);
+            for (int64_t m = 0; m < M; m++) {
+                const float *xr = x + m * K + k0;
+                for (int64_t i = 0; i < body; i += QLANES)
+                    for (int j = 0; j < QLANES; j++)
+                        lane[m][j] += xr[i + j] * buf[i + j];
+                for (int64_t i = body; i < len; i++)
+                    tail[m] += xr[i] * buf[i];
+            }
+        }
+        for (int64_t m = 0; m < M; m++) {
+            float d = tail[m];
+            for (int j = 0; j < QLANES; j++)
+                d += lane[m][j];
+            y[m * N + n] = d;
+        }
+    }
+}
+
+static int64_t tile_rows(int64_t K) {
+    const char *e = getenv("TCBENCH_QGEMM_TILE"); // rows, for the microbenchmark's sweep
+    int64_t r = e && atoi(e) > 0 ? atoi(e) : QTILE_VALUES / K;
+    return r < 16 ? 16 : r;
+}
+
+// Tiles t0 .. t1 of tile_rows(K) weight rows: each dequantized into the f32 tile,
+// then one sgemm into y's columns. -1 when the tile cannot be allocated.
+static int tile_range(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const float *x,
+                      const void *q, enum dtype sdt, const void *scales, float *y, int64_t t0,
+                      int64_t t1) {
+    int64_t T = tile_rows(K);
+    float *tile = malloc((size_t)(T * K) * sizeof *tile);
+    if (!tile)
+        return -1;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t n0 = t * T, rows = N - n0 < T ? N - n0 : T;
+        dequant_rows(bits, group, n0, rows, K, q, sdt, scales, tile);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)rows, (int)K, 1.0f, x,
+                    (int)K, tile, (int)K, 0.0f, y + n0, (int)N);
+    }
+    free(tile);
+    return 0;
+}
+
+// More rows (prefill): the tiles split over the threads, each sgemm
+// single-threaded inside the active region; a small GEMM runs on the
+// calling thread, outside any region (cpu_gemm_par.h: never an inactive one).
+static int qgemm_tiles(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const float *x,
+                       const void *q, enum dtype sdt, const void *scales, float *y) {
+    int64_t tiles = (N + tile_rows(K) - 1) / tile_rows(K);
+    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (nt > tiles)
+        nt = (int)tiles;
+    if (nt <= 1 || (double)M * (double)N * (double)K < CPU_GEMM_PAR_WORK)
+        return tile_range(bits, group, M, N, K, x, q, sdt, scales, y, 0, tiles);
+    int oom = 0;
+#pragma omp parallel num_threads(nt) reduction(| : oom)
+    {
+        int t = omp_get_thread_num(), n = omp_get_num_threads();
+        oom |= tile_range(bits, group, M, N, K, x, q, sdt, scales, y, tiles * t / n,
+                          tiles * (t + 1) / n) < 0;
+    }
+    return oom ? -1 : 0;
+}
+
+static bool qgemm_gemv(int64_t M) {
+    const char *f = getenv("TCBENCH_QGEMM");
+    if (f && strcmp(f, "gemv") == 0) // in chunks of CPU_QGEMM_GEMV_MAX rows
+        return true;
+    if (f && strcmp(f, "tiles") == 0)
+        return false;
+    return M <= CPU_QGEMM_GEMV_MAX;
+}
+
+int cpu_qgemm(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const float *x,
+              const void *q, enum dtype sdt, const void *scales, const float *bias, float *y) {
+    pthread_once(&lut4_once, lut4_fill);
+    if (qgemm_gemv(M)) {
+        for (int64_t m0 = 0; m0 < M; m0 += CPU_QGEMM_GEMV_MAX) {
+            int64_t rows = M - m0 < CPU_QGEMM_GEMV_MAX ? M - m0 : CPU_QGEMM_GEMV_MAX;
+            qgemv(bits, group, rows, N, K, x + m0 * K, q, sdt, scales, y + m0 * N);
+        }
+    } else if (qgemm_tiles(bits, group, M, N, K, x, q, sdt, scales, y) < 0) {
+        return -1;
+    }
+    if (bias)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++)
+                y[m * N + n] += bias[n];
+    return 0;
+}
+
+// The quantized weight and its scales as ops.def gives them (ia0 bits, ia1
+// group, ia2 K): checked, contiguous.
+static int quant_operands(cpu_ctx *c, const char *what, const graph_node *n, const tensor *q,
+                          const tensor *s, int *bits, int64_t *group, int64_t *K) {
+    *bits = (int)n->ia[0];
+    *group = n->ia[1];
+    *K = n->ia[2];
+    if ((*bits != 4 && *bits != 8) || *group < 1 || *K < 1)
+        return cpu_fail(c, "%s: bits %d, group %lld, K %lld: bits must be 4 or 8", what, *bits,
+                        (long long)*group, (long long)*K);
+    if (q->dtype != (*bits == 8 ? DT_I8 : DT_U8) || (s->dtype != DT_F32 && s->dtype != DT_F16))
+        return cpu_fail(c, "%s: weights %s with scales %s: want %s with f32 or f16", what,
+                        dtype_name(q->dtype), dtype_name(s->dtype), *bits == 8 ? "i8" : "u8");
+    if (!tensor_is_contiguous(q) || !tensor_is_contiguous(s))
+        return cpu_fail(c, "%s: the quantized weight and scales must be contiguous", what);
+    return 0;
+}
+
+int cpu_dequant(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor *s, tensor *out) {
+    int bits;
+    int64_t group, K;
+    if (quant_operands(c, "dequant", n, q, s, &bits, &group, &K) < 0)
+        return -1;
+    if (out->dtype != DT_F32 || !tensor_is_contiguous(out))
+        return cpu_fail(c, "dequant: the output must be contiguous f32, got %s",
+                        dtype_name(out->dtype));
+    cpu_quant_dequantize(bits, group, q->shape[0], K, tensor_data(q), s->dtype, tensor_data(s),
+                         tensor_f32(out));
+    c->kernels++;
+    return 0;
+}
+
+int cpu_qlinear(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *q, const tensor *s,
+                const tensor *bias, tensor *out) {
+    int bits;
+    int64_t group, K;
+    if (quant_operands(c, "qlinear", n, q, s, &bits, &group, &K) < 0)
+        return -1;
+    int64_t k0 = c->kernels, N = q->shape[0], M = tensor_numel(x) / K;
+    tensor *x32 = cpu_f32_in(c, "qlinear", x);
+    tensor *b32 = x32 && bias ? cpu_f32_in(c, "qlinear", bias) : NULL;
+    tensor *o32 = x32 && (!bias || b32) ? cpu_f32_out(c, "qlinear", out) : NULL;
+    int rc = -1;
+    if (o32) {
+        rc = cpu_qgemm(bits, group, M, N, K, tensor_f32(x32), tensor_data(q), s->dtype,
+                       tensor_data(s), b32 ? tensor_f32(b32) : NULL, tensor_f32(o32));
+        if (rc < 0)
+            cpu_fail(c, "qlinear: out of memory for a %lld x %lld weight tile",
+                     (long long)tile_rows(K), (long long)K);
+    }
+    cpu_f32_done(o32, out, rc);
+    tensor_free(x32);
+    tensor_free(b32);
+    c->kernels = k0 + 1;
+    return rc;
+}

@@ -1,0 +1,370 @@
+// Tests for weight-only quantization: the kernels (backend/cpu/cpu_quant.h),
+// the model rewrite (model/quantize.h), the compiler's fusion into QLINEAR
+// (compile/quant.c), and the CUDA kernels' source compiled by NVRTC for
+// sm_80 and sm_90 (skipped without the CUDA backend).
+#include "tcbench_config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/cpu/cpu_quant.h"
+#include "compile/compile.h"
+#include "eager/eager.h"
+#include "model/model_prepare.h"
+#include "model/modeldef.h"
+#include "model/quantize.h"
+#include "ref/ref.h"
+#include "test_util.h"
+
+#if TCBENCH_HAVE_CUDA
+#include "backend/cuda/cuda_nvrtc.h"
+#include "base/sbuf.h"
+#include "compile/lower.h"
+extern const char cuda_prelude_text[];
+extern const char compile_prelude_pointwise[];
+extern const char cuda_quant_text[];
+#endif
+
+// Deterministic values in [-1, 1), some groups scaled apart.
+static void fill(float *w, int64_t n, uint32_t seed) {
+    uint32_t s = seed * 2654435761u + 1;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        w[i] = ((float)(s >> 8) / 16777216.0f * 2 - 1) * (i % 37 < 5 ? 4.0f : 1.0f);
+    }
+}
+
+static float scale_of(enum dtype sdt, const void *s, int64_t i) {
+    return sdt == DT_F16 ? dtype_f16_to_f32(((const uint16_t *)s)[i]) : ((const float *)s)[i];
+}
+
+// ---- 1. storage ---------------------------------------------------------------
+
+static void test_pack4_round_trip(void **state) {
+    (void)state;
+    for (int64_t n = 1; n <= 33; n += 2) { // odd counts: the last byte half used
+        int8_t v[33], back[33];
+        uint8_t p[17];
+        for (int64_t i = 0; i < n; i++)
+            v[i] = (int8_t)((i * 5 + n) % 16 - 8); // every value of [-8, 7]
+        cpu_quant_pack4(n, v, p);
+        cpu_quant_unpack4(n, p, back);
+        assert_memory_equal(v, back, (size_t)n);
+        assert_int_equal(p[n / 2] >> 4, 8); // the spare nibble holds 0
+    }
+    // low nibble first, offset by 8
+    int8_t two[2] = {-8, 7};
+    uint8_t b;
+    cpu_quant_pack4(2, two, &b);
+    assert_int_equal(b, 0xf0);
+}
+
+// Weights that are exact multiples of their group's scale come back bit
+// for bit, int8 and int4, odd K.
+static void test_exact_round_trip(void **state) {
+    (void)state;
+    enum { N = 3, K = 45, GRP = 32 };
+    for (int bits = 4; bits <= 8; bits += 4) {
+        int qmax = bits == 8 ? 127 : 7;
+        float w[N * K], back[N * K], sc[N * 2];
+        uint8_t q[N * K];
+        for (int64_t i = 0; i < N * K; i++)
+            w[i] = (float)((i * 7) % (2 * qmax + 1) - qmax) * 0.25f;
+        for (int n = 0; n < N; n++) // each group reaches qmax, so its scale is 0.25
+            w[n * K] = w[n * K + GRP] = (float)qmax * 0.25f;
+        cpu_quant_quantize(bits, GRP, N, K, w, q, DT_F32, sc);
+        cpu_quant_dequantize(bits, GRP, N, K, q, DT_F32, sc, back);
+        assert_memory_equal(w, back, sizeof w);
+        if (bits == 8)
+            for (int64_t i = 0; i < N * K; i++)
+                assert_int_equal(((int8_t *)q)[i], (int)lrintf(w[i] / 0.25f));
+    }
+}
+
+// |w - dq(q(w))| <= scale / 2 for every element, the stored scale (f32 or
+// f16, rounded up), group tails short (K = 100, group 32), zero groups 0.
+static void test_error_bound(void **state) {
+    (void)state;
+    enum { N = 7, K = 100, GRP = 32, G = 4 };
+    float w[N * K], back[N * K];
+    fill(w, N * K, 3);
+    for (int k = 0; k < GRP; k++)
+        w[2 * K + k] = 0; // row 2's first group is all zeros
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (int h = 0; h < 2; h++) {
+            enum dtype sdt = h ? DT_F16 : DT_F32;
+            uint8_t q[N * K];
+            float sc[N * G];
+            cpu_quant_quantize(bits, GRP, N, K, w, q, sdt, sc);
+            cpu_quant_dequantize(bits, GRP, N, K, q, sdt, sc, back);
+            double worst = 0;
+            for (int n = 0; n < N; n++)
+                for (int k = 0; k < K; k++) {
+                    float s = scale_of(sdt, sc, n * G + k / GRP);
+                    double e = fabs((double)w[n * K + k] - back[n * K + k]);
+                    if (e > s * 0.5 * (1 + 1e-6) + 1e-7)
+                        fail_msg("int%d %s: (%d, %d) error %g above half the scale %g", bits,
+                                 dtype_name(sdt), n, k, e, s);
+                    worst = fmax(worst, e / s);
+                }
+            assert_true(worst > 0.3); // the bound is met, not vacuous
+            assert_true(scale_of(sdt, sc, 2 * G) == 0.0f);
+        }
+}
+
+// ---- 2. the fused GEMM against fp64 on the dequantized weights ------------------
+
+// y = x @ dq(q(w))^T (+ b) by the form asked (TCBENCH_QGEMM), within
+// rounding of fp64 on the dequantized weights. K = 100 with groups of 32
+// (a short tail); tile: weight rows a tile holds, 0 for the default.
+static void check_qgemm(int bits, enum dtype sdt, int64_t M, int64_t N, bool bias, const char *form,
+                        int tile) {
+    enum { K = 100, GRP = 32, G = 4 };
+    float *w = malloc(sizeof(float) * (size_t)(N * K)),
+          *dq = malloc(sizeof(float) * (size_t)(N * K));
+    float *sc = malloc(sizeof(float) * (size_t)(N * G)), *b = malloc(sizeof(float) * (size_t)N);
+    float *x = malloc(sizeof(float) * (size_t)(M * K)),
+          *y = malloc(sizeof(float) * (size_t)(M * N));
+    uint8_t *q = malloc((size_t)(N * K));
+    assert_true(w && dq && sc && b && x && y && q);
+    fill(w, N * K, 11);
+    fill(x, M * K, 12);
+    fill(b, N, 13);
+    cpu_quant_quantize(bits, GRP, N, K, w, q, sdt, sc);
+    cpu_quant_dequantize(bits, GRP, N, K, q, sdt, sc, dq);
+    char rows[16];
+    snprintf(rows, sizeof rows, "%d", tile);
+    setenv("TCBENCH_QGEMM", form, 1);
+    setenv("TCBENCH_QGEMM_TILE", rows, 1);
+    assert_int_equal(cpu_qgemm(bits, GRP, M, N, K, x, q, sdt, sc, bias ? b : NULL, y), 0);
+    unsetenv("TCBENCH_QGEMM");
+    unsetenv("TCBENCH_QGEMM_TILE");
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double r = bias ? b[n] : 0, mag = fabs(r);
+            for (int64_t k = 0; k < K; k++) {
+                r += (double)x[m * K + k] * dq[n * K + k];
+                mag += fabs((double)x[m * K + k] * dq[n * K + k]);
+            }
+            if (fabs(y[m * N + n] - r) > 1e-5 * mag + 1e-6)
+                fail_msg("int%d %s M %lld %s%s: y(%lld, %lld) %g, fp64 %g", bits, dtype_name(sdt),
+                         (long long)M, bias ? "bias " : "", form, (long long)m, (long long)n,
+                         y[m * N + n], r);
+        }
+    free(w), free(dq), free(sc), free(b), free(x), free(y), free(q);
+}
+
+static void test_qgemm(void **state) {
+    (void)state;
+    const int64_t Ms[] = {1, 3, 17};
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (int h = 0; h < 2; h++)
+            for (int mi = 0; mi < 3; mi++)
+                for (int bias = 0; bias < 2; bias++) {
+                    enum dtype sdt = h ? DT_F16 : DT_F32;
+                    check_qgemm(bits, sdt, Ms[mi], 13, bias, "auto", 0);
+                    // both forms at every M: GEMV in chunks of rows, tiles at M = 1,
+                    // several tiles with a short last one
+                    check_qgemm(bits, sdt, Ms[mi], 13, bias, "gemv", 0);
+                    check_qgemm(bits, sdt, Ms[mi], 13, bias, "tiles", 0);
+                    check_qgemm(bits, sdt, Ms[mi], 13, bias, "tiles", 4);
+                }
+    // work enough for the tiles to split over the threads
+    check_qgemm(4, DT_F32, 64, 83, true, "tiles", 16);
+    check_qgemm(8, DT_F16, 64, 83, false, "auto", 0);
+}
+
+// ---- 3. the model rewrite, eager, compiled and the fusion -----------------------
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f) {
+    (void)st, (void)f;
+    return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+// The largest difference from the fp64 values, relative to their largest
+// magnitude.
+static double max_rel(const tensor *c, const double *r) {
+    double diff = 0, mag = 1e-30;
+    for (int64_t i = 0; i < tensor_numel(c); i++) {
+        diff = fmax(diff, fabs(tensor_get_flat(c, i) - r[i]));
+        mag = fmax(mag, fabs(r[i]));
+    }
+    return diff / mag;
+}
+
+// smoke.yaml's llama, quantized as asked, or NULL with err for a refusal.
+static model *smoke_llama(const model_prep *mp, modeldef **md, char *err, size_t cap) {
+    suite *s = load_smoke_suite();
+    const suite_case *sc = NULL;
+    for (int i = 0; i < s->ncases; i++)
+        if (strcmp(s->cases[i].name, "llama") == 0)
+            sc = &s->cases[i];
+    assert_non_null(sc);
+    diag d;
+    if (modeldef_load(sc->model_path, md, &d) < 0)
+        fail_msg("%s:%d:%d: %s", sc->model_path, d.line, d.col, d.msg);
+    model *m = NULL;
+    enum model_prep_step st =
+        model_prepare(*md, sc->overrides, sc->noverrides, sc->batch, mp, &m, err, cap);
+    suite_free(s);
+    return st == MODEL_PREP_DONE ? m : NULL;
+}
+
+static int64_t compiled_kernels(const model *m, const char *cache, double *const *ref) {
+    compile_opts o = compile_opts_default();
+    o.cache_dir = cache;
+    compiled *c;
+    char err[600];
+    if (compile_model(m, &o, &c, err, sizeof err) < 0)
+        fail_msg("compile: %s", err);
+    tensor *out[8] = {0};
+    compiled_stats st;
+    if (compiled_run(c, out, &st) < 0)
+        fail_msg("compiled run: %s", compiled_error(c));
+    for (int i = 0; i < m->g->noutputs; i++) {
+        double e = max_rel(out[i], ref[i]);
+        if (!(e < 1e-4))
+            fail_msg("compiled output %d: error %g of the largest against fp64", i, e);
+        tensor_free(out[i]);
+    }
+    compiled_free(c);
+    return st.kernels;
+}
+
+static void check_llama(int bits, int64_t group, enum dtype sdt, const char *cache) {
+    model_quant_stats qs;
+    model_prep mp = {
+        .seed = 17, .weight_bits = bits, .weight_group = group, .weight_scales = sdt, .quant = &qs};
+    modeldef *md;
+    char err[600];
+    model *m = smoke_llama(&mp, &md, err, sizeof err);
+    if (!m)
+        fail_msg("llama int%d: %s", bits, err);
+    const graph *g = m->g;
+    int dq = 0;
+    for (int i = 0; i < g->n; i++) {
+        const graph_node *n = &g->nodes[i];
+        dq += n->op == OP_DEQUANT;
+        if (n->op == OP_LINEAR && g->nodes[n->src[1]].op == OP_PARAM)
+            fail_msg("linear %%%d still reads parameter %s", i, g->nodes[n->src[1]].name);
+    }
+    assert_int_equal(dq, qs.weights);
+    assert_true(dq >= 4);
+    assert_true(qs.bytes_after * (bits == 8 ? 3 : 6) < qs.bytes_before);
+    assert_true(qs.rel_rms > 0 && qs.rel_rms < (bits == 8 ? 0.01 : 0.15));
+    print_message("llama int%d group %lld %s: %d weights, rel. RMS error %.4f, %zu -> %zu bytes\n",
+                  bits, (long long)group, dtype_name(sdt), qs.weights, qs.rel_rms, qs.bytes_before,
+                  qs.bytes_after);
+    double *ref[8];
+    assert_true(g->noutputs <= 8);
+    assert_int_equal(ref_run(m, ref, err, sizeof err), 0);
+    eager *e = eager_new(m);
+    assert_non_null(e);
+    tensor *eo[8] = {0};
+    eager_stats est;
+    if (eager_run(e, eo, &est) < 0)
+        fail_msg("eager: %s", eager_error(e));
+    for (int i = 0; i < g->noutputs; i++) {
+        double er = max_rel(eo[i], ref[i]);
+        if (!(er < 1e-4))
+            fail_msg("eager output %d: error %g of the largest against fp64", i, er);
+        tensor_free(eo[i]);
+    }
+    eager_free(e);
+    int64_t fused = compiled_kernels(m, cache, ref);
+    setenv("TCBENCH_DISABLE_QLINEAR", "1", 1);
+    int64_t apart = compiled_kernels(m, cache, ref);
+    unsetenv("TCBENCH_DISABLE_QLINEAR");
+    print_message("  eager %lld kernels; compiled %lld, %lld without the qlinear pass\n",
+                  (long long)est.kernels, (long long)fused, (long long)apart);
+    assert_true(fused < apart); // the dequant kernels are gone
+    for (int i = 0; i < g->noutputs; i++)
+        free(ref[i]);
+    model_free(m);
+    modeldef_free(md);
+}
+
+static void test_llama_quantized(void **state) {
+    (void)state;
+    const char *t = getenv("TMPDIR");
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/tcbench-test-quant-XXXXXX", t && *t ? t : "/tmp");
+    assert_non_null(mkdtemp(dir));
+    check_llama(4, 32, DT_F32, dir);
+    check_llama(8, 128, DT_F16, dir);
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+// Training is refused, naming the way out; so are bad arguments.
+static void test_refusals(void **state) {
+    (void)state;
+    train_opts o = train_opts_default();
+    modeldef *md;
+    char err[600] = "";
+    model *m = smoke_llama(
+        &(model_prep){
+            .train = &o, .seed = 1, .weight_bits = 4, .weight_group = 32, .weight_scales = DT_F32},
+        &md, err, sizeof err);
+    assert_null(m);
+    assert_non_null(strstr(err, "inference"));
+    modeldef_free(md);
+    m = smoke_llama(&(model_prep){.seed = 1}, &md, err, sizeof err);
+    assert_non_null(m);
+    assert_int_equal(model_quantize_weights(m, 3, 32, DT_F32, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "4 and 8"));
+    assert_int_equal(model_quantize_weights(m, 4, 32, DT_I32, NULL, err, sizeof err), -1);
+    int n0 = m->g->n;
+    assert_int_equal(model_quantize_weights(m, 4, 64, DT_F32, NULL, err, sizeof err), 0);
+    assert_true(m->g->n > n0);
+    model_free(m);
+    modeldef_free(md);
+}
+
+// ---- 4. the CUDA kernels' source under NVRTC ----------------------------------
+
+static void test_nvrtc_quant(void **state) {
+    (void)state;
+#if TCBENCH_HAVE_CUDA
+    sbuf src = {0};
+    lower_put_header(&src, cuda_prelude_text, true);
+    lower_put_header(&src, compile_prelude_pointwise, false);
+    lower_put_header(&src, cuda_quant_text, true);
+    assert_non_null(src.s);
+    const int archs[] = {80, 90};
+    for (int a = 0; a < 2; a++) {
+        cuda_nvrtc_result r;
+        char err[600];
+        if (cuda_nvrtc_compile(src.s, "tcbench_quant.cu", archs[a], &r, err, sizeof err) < 0)
+            fail_msg("sm_%d: %s\n%s", archs[a], err, r.log);
+        assert_true(r.cubin_size > 0);
+        const char *names[] = {"tq_dequant", "tq_gemv", "tq_tiled"};
+        for (int k = 0; k < 3; k++) // every kernel is in the cubin
+            assert_non_null(memmem(r.cubin, r.cubin_size, names[k], strlen(names[k])));
+        cuda_nvrtc_result_free(&r);
+    }
+    free(src.s);
+#else
+    skip();
+#endif
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pack4_round_trip), cmocka_unit_test(test_exact_round_trip),
+        cmocka_unit_test(test_error_bound),      cmocka_unit_test(test_qgemm),
+        cmocka_unit_test(test_llama_quantized),  cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_nvrtc_quant),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
