@@ -31,6 +31,10 @@ static const char usage[] =
     "  --batch-size N       replace every case's batch size with N\n"
     "  --batch-sizes LIST   sweep: run every case at each batch size (1,4,16,64), each\n"
     "                       size once; not with --batch-size\n"
+    "  --prompt-len N       generate workload: N prompt tokens in every case (over the\n"
+    "                       suite's prompt_len; default 32)\n"
+    "  --new-tokens N       generate workload: N tokens decoded after the prompt (over\n"
+    "                       new_tokens; default 32)\n"
     "what to run:\n"
     "  --mode LIST          eager, compiled, fused (fusion only), captured (capture only);\n"
     "                       any compiled-family mode brings eager along as its baseline\n"
@@ -118,6 +122,8 @@ enum {
     OPT_GRAD_SCALER,
     OPT_AMP_DTYPE,
     OPT_WEIGHTS,
+    OPT_PROMPT_LEN,
+    OPT_NEW_TOKENS,
     OPT_WEIGHT_GROUP,
     OPT_WEIGHT_SCALES,
     OPT_TF32,
@@ -144,6 +150,8 @@ static const struct option long_opts[] = {
     {"size", required_argument, NULL, OPT_SIZE},
     {"batch-size", required_argument, NULL, OPT_BATCH},
     {"batch-sizes", required_argument, NULL, OPT_BATCHES},
+    {"prompt-len", required_argument, NULL, OPT_PROMPT_LEN},
+    {"new-tokens", required_argument, NULL, OPT_NEW_TOKENS},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"repeat", required_argument, NULL, OPT_REPEAT},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -313,6 +321,16 @@ static int parse(int argc, char **argv, run_args *a) {
             if (cli_parse_int(cmd, "--batch-size", optarg, 1, 1 << 20, &n) < 0)
                 return 2;
             a->cfg.batch = n;
+            break;
+        case OPT_PROMPT_LEN:
+            if (cli_parse_int(cmd, "--prompt-len", optarg, 1, 1 << 20, &n) < 0)
+                return 2;
+            a->cfg.prompt_len = n;
+            break;
+        case OPT_NEW_TOKENS:
+            if (cli_parse_int(cmd, "--new-tokens", optarg, 1, 1 << 20, &n) < 0)
+                return 2;
+            a->cfg.new_tokens = n;
             break;
         case OPT_BATCHES: {
             long long sizes[BENCH_MAX_BATCHES];

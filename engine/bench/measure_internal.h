@@ -142,6 +142,11 @@ void measure_check_compiled(const bench_plan *p, mode_run *runs, int n, double t
 int measure_check_train(const bench_plan *p, const bench_case *bc, const model *m, mode_run *runs,
                         int n, double tol);
 
+// measure_generate.c: the generate workload, start to end (check: the fp64
+// reference's decode and each mode against it)
+void measure_generate(const bench_plan *p, const bench_group *gr, const bench_case *bc,
+                      bool check, bench_result *rs, int n, double tol);
+
 // measure_time.c
 int measure_time_modes(const bench_plan *p, mode_run *runs, int n);
 void measure_eager_thread_check(const bench_plan *p, mode_run *runs);

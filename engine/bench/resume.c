@@ -117,6 +117,8 @@ static const char *config_option(const char *key) {
         {"amp_dtype", "--amp-dtype"},
         {"weights", "--weights"},
         {"weight_group", "--weight-group"},
+        {"prompt_len", "--prompt-len"},
+        {"new_tokens", "--new-tokens"},
         {"weight_scales", "--weight-scales"},
         {"only", "--only"},
         {"filter", "--filter"},

@@ -12,18 +12,19 @@
 static const char *const suite_keys[] = {"name", "defaults", "cases", NULL};
 static const char *const defaults_keys[] = {"modes", "precisions", "workloads", "optimizer",
                                             NULL};
-static const char *const case_keys[] = {"name", "model", "batch", "params", "sizes", "optimizer",
+static const char *const case_keys[] = {"name",      "model",      "batch",      "params",
+                                        "sizes",     "optimizer",  "prompt_len", "new_tokens",
                                         NULL};
 static const char *const adamw_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay", NULL};
 static const char *const sgd_keys[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov",
                                        NULL};
-static const char *const size_keys[] = {"params", "batch", NULL};
+static const char *const size_keys[] = {"params", "batch", "prompt_len", "new_tokens", NULL};
 
 // The words each default list may hold (the runner's modes, precisions,
 // workloads; docs/yaml.md).
 static const char *const known_modes[] = {"eager", "compiled", "fused", "captured", NULL};
 static const char *const known_precisions[] = {"fp32", "amp", NULL};
-static const char *const known_workloads[] = {"infer", "train", NULL};
+static const char *const known_workloads[] = {"infer", "train", "generate", NULL};
 
 typedef struct {
     const yd_doc *doc;
@@ -100,22 +101,35 @@ static int parse_words(suite_ctx *x, const yd_node *n, const char *what, const c
     return 0;
 }
 
-static int parse_batch(suite_ctx *x, const yd_node *n, int64_t *out) {
+// A positive integer under key (batch, prompt_len, new_tokens).
+static int parse_count(suite_ctx *x, const yd_node *n, const char *key, int64_t *out) {
     if (n->kind != YD_SCALAR)
-        return diag_set(x->d, x->doc->path, n->line, n->col,
-                        "batch must be a positive integer, not %s", yd_kind_name(n->kind));
+        return diag_set(x->d, x->doc->path, n->line, n->col, "%s must be a positive integer, not %s",
+                        key, yd_kind_name(n->kind));
     const char *s = n->str;
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (!*s || *end || errno == ERANGE || !n->plain)
         return diag_set(x->d, x->doc->path, n->line, n->col,
-                        "batch must be a positive integer, got '%s'", s);
+                        "%s must be a positive integer, got '%s'", key, s);
     if (v <= 0)
         return diag_set(x->d, x->doc->path, n->line, n->col,
-                        "batch must be a positive integer, got %lld", v);
+                        "%s must be a positive integer, got %lld", key, v);
     *out = v;
     return 0;
+}
+
+static int parse_batch(suite_ctx *x, const yd_node *n, int64_t *out) {
+    return parse_count(x, n, "batch", out);
+}
+
+// The generate workload's prompt_len and new_tokens of a case or a size.
+static int parse_gen(suite_ctx *x, const yd_node *n, int64_t *prompt_len, int64_t *new_tokens) {
+    const yd_node *p = yd_get(n, "prompt_len"), *t = yd_get(n, "new_tokens");
+    if (p && parse_count(x, p, "prompt_len", prompt_len) < 0)
+        return -1;
+    return t ? parse_count(x, t, "new_tokens", new_tokens) : 0;
 }
 
 // Appends (or replaces, for a key given again by a size) the overrides of a
@@ -301,6 +315,8 @@ static int parse_case(suite_ctx *x, suite *s, const yd_node *n, const char *size
         return diag_set(x->d, x->doc->path, n->line, n->col, "case '%s' needs 'batch:'", c->name);
     if (parse_batch(x, batch, &c->batch) < 0)
         return -1;
+    if (parse_gen(x, n, &c->prompt_len, &c->new_tokens) < 0)
+        return -1;
     if (params && add_overrides(x, s, c, params, "params") < 0)
         return -1;
     const yd_node *opt = yd_get(n, "optimizer");
@@ -318,9 +334,9 @@ static int parse_case(suite_ctx *x, suite *s, const yd_node *n, const char *size
         if (yd_expect(x->doc, sv, YD_MAP, "a size", x->d) < 0 ||
             yd_check_keys(x->doc, sv, "a size", size_keys, x->d) < 0)
             return -1;
-        int64_t b = c->batch;
+        int64_t b = c->batch, pl = c->prompt_len, nt = c->new_tokens;
         const yd_node *sb = yd_get(sv, "batch"), *sp = yd_get(sv, "params");
-        if (sb && parse_batch(x, sb, &b) < 0)
+        if ((sb && parse_batch(x, sb, &b) < 0) || parse_gen(x, sv, &pl, &nt) < 0)
             return -1;
         if (sp && yd_expect(x->doc, sp, YD_MAP, "params", x->d) < 0)
             return -1;
@@ -328,6 +344,7 @@ static int parse_case(suite_ctx *x, suite *s, const yd_node *n, const char *size
             continue;
         *size_seen = true;
         c->batch = b;
+        c->prompt_len = pl, c->new_tokens = nt;
         if (sp && add_overrides(x, s, c, sp, "params") < 0)
             return -1;
     }

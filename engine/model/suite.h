@@ -26,6 +26,9 @@ typedef struct suite_case {
     char *name;       // unique within the suite; defaults to the model name
     char *model_path; // resolved file path
     int64_t batch;
+    // the generate workload: prompt tokens and tokens decoded after them
+    // (0: not given, the runner's defaults)
+    int64_t prompt_len, new_tokens;
     modeldef_override *overrides; // strings owned by the suite
     int noverrides;
     int line, col; // where the case starts

@@ -61,6 +61,25 @@ static json_t *accuracy_json(const bench_accuracy *a, bool compiled) {
     return j;
 }
 
+static json_t *gen_json(const bench_gen *g) {
+    if (!g->done)
+        return json_null();
+    json_t *o = json_object();
+    int rc = !o;
+    rc |= json_object_set_new(o, "prompt_len", json_integer(g->prompt_len));
+    rc |= json_object_set_new(o, "new_tokens", json_integer(g->new_tokens));
+    rc |= json_object_set_new(o, "ttft_s", results_real(g->ttft_s));
+    rc |= json_object_set_new(o, "decode_s", results_real(g->decode_s));
+    rc |= json_object_set_new(o, "tokens_per_s", results_real(g->tokens_per_s));
+    rc |= json_object_set_new(o, "kv_bytes_per_token", json_integer(g->kv_bytes_per_token));
+    rc |= json_object_set_new(o, "prefill_kernels", json_integer(g->prefill_kernels));
+    if (rc) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 static json_t *compile_json(const bench_compile *c) {
     if (!c->done)
         return json_null();
@@ -172,6 +191,8 @@ json_t *results_entry_json(const results_case *id, const bench_result *r, json_t
     rc |= json_object_set_new(c, "roofline", roofline ? roofline : json_null());
     rc |= json_object_set_new(c, "wall_s", results_real(r->wall_s));
     rc |= json_object_set_new(c, "stability", stability_json(&r->stab));
+    if (r->gen.done)
+        rc |= json_object_set_new(c, "generate", gen_json(&r->gen));
     if (rc) {
         json_decref(c);
         return NULL;
@@ -398,6 +419,16 @@ static int entry_read(const json_t *c, const char *path, int i, results_entry *e
                                        json_is_true(json_object_get(cm, "cache_hit"))}
                      : (bench_compile){false, NAN, NAN, false};
     accuracy_read(json_object_get(c, "accuracy"), &r->acc);
+    const json_t *gn = json_object_get(c, "generate");
+    if (json_is_object(gn))
+        r->gen = (bench_gen){true,
+                             count(gn, "prompt_len"),
+                             count(gn, "new_tokens"),
+                             num(gn, "ttft_s"),
+                             num(gn, "decode_s"),
+                             num(gn, "tokens_per_s"),
+                             count(gn, "kv_bytes_per_token"),
+                             count(gn, "prefill_kernels")};
     const json_t *stab = json_object_get(c, "stability");
     e->has_stability = json_is_object(stab);
     stability_read(stab, &r->stab);

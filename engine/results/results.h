@@ -81,6 +81,19 @@ typedef struct bench_compile {
     bool cache_hit; // the warm compile hit the cache (it should)
 } bench_compile;
 
+// The generate workload's figures (engine/bench/generate.h); done false
+// for other workloads. samples_s are then each generation's median decode
+// step (seconds per token).
+typedef struct bench_gen {
+    bool done;
+    int64_t prompt_len, new_tokens;
+    double ttft_s;         // time to first token: the prefill and its argmax, median
+    double decode_s;       // a decode step (one token a row), median over steps and generations
+    double tokens_per_s;   // batch / decode_s
+    int64_t kv_bytes_per_token; // f32 keys and values a token adds over every layer
+    int64_t prefill_kernels;    // kernels of the prefill (kernels: of a decode step)
+} bench_gen;
+
 typedef struct bench_stability {
     int rounds; // interleaved rounds its samples came from; 0: no samples
     // The entry's noise, what the cap judges: bench_stats_noise of a
@@ -129,6 +142,7 @@ typedef struct bench_result {
     bench_speedup speedup;    // NaN unless the entry passed
     double compression_ratio; // eager peak_bytes / this one's, NaN when unknown
     bench_stability stab;     // rounds == 0 when there are no samples
+    bench_gen gen;            // the generate workload's figures
 } bench_result;
 
 void bench_result_free(bench_result *r);
