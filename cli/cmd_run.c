@@ -38,6 +38,8 @@ static const char usage[] =
     "                       master weights; docs/amp.md)\n"
     "  --amp-dtype TYPE     amp's low dtype: fp16 (default) or bf16 (autocast's same\n"
     "                       policy; 8 mantissa bits instead of 11, f32's range)\n"
+    "  --attention KIND     math (default: attention layers as matmul, softmax, matmul)\n"
+    "                       or sdpa (one fused attention op, as PyTorch's SDPA)\n"
     "  --workload LIST      infer, train (a whole step: forward, loss, backward and the\n"
     "                       suite's optimizer, AdamW lr 0.01 by default)\n"
     "                       (default for the three lists above: the suite's defaults\n"
@@ -111,6 +113,7 @@ enum {
     OPT_DUMP,
     OPT_GRAD_SCALER,
     OPT_AMP_DTYPE,
+    OPT_ATTENTION,
     OPT_TF32,
     OPT_FLUSH_L2,
     OPT_WARMUP,
@@ -147,6 +150,7 @@ static const struct option long_opts[] = {
     {"dump", required_argument, NULL, OPT_DUMP},
     {"grad-scaler", no_argument, NULL, OPT_GRAD_SCALER},
     {"amp-dtype", required_argument, NULL, OPT_AMP_DTYPE},
+    {"attention", required_argument, NULL, OPT_ATTENTION},
     {"tf32", no_argument, NULL, OPT_TF32},
     {"flush-l2", no_argument, NULL, OPT_FLUSH_L2},
     {"warmup", required_argument, NULL, OPT_WARMUP},
@@ -373,6 +377,13 @@ static int parse(int argc, char **argv, run_args *a) {
                 fprintf(stderr, "tcbench run: --amp-dtype %s: expected fp16 or bf16\n", optarg);
                 return 2;
             }
+            break;
+        case OPT_ATTENTION:
+            if (strcmp(optarg, "math") && strcmp(optarg, "sdpa")) {
+                fprintf(stderr, "tcbench run: --attention %s: expected math or sdpa\n", optarg);
+                return 2;
+            }
+            a->cfg.fused_attention = !strcmp(optarg, "sdpa");
             break;
         case OPT_TF32: a->cfg.tf32 = true; break;
         case OPT_FLUSH_L2: a->cfg.flush_l2 = true; break;

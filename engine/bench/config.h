@@ -52,6 +52,7 @@ typedef struct bench_config {
     bool accuracy;               // check against the fp64 reference
     bool grad_scaler;            // --grad-scaler: dynamic loss scaling in AMP training
     enum dtype amp_dtype;        // --amp-dtype: autocast's low dtype, DT_F16 (default) or DT_BF16
+    bool fused_attention;        // --attention sdpa: attention layers as one ATTENTION op
     double accuracy_flops_limit; // skip the check above this many FLOPs per step
     const char *const *only;     // exact case names
     int nonly;

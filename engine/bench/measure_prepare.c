@@ -19,7 +19,8 @@ int measure_group_setup(const bench_plan *p, const bench_group *gr, const bench_
     model_prep prep = {.amp = amp ? p->cfg.amp_dtype : DT_F32,
                        .train = train ? &o : NULL,
                        .keep_grads = keep_grads,
-                       .seed = p->cfg.seed};
+                       .seed = p->cfg.seed,
+                       .fused_attention = p->cfg.fused_attention};
     char err[600];
     enum model_prep_step s = model_prepare(bc->md, bc->c->overrides, bc->c->noverrides, bc->batch,
                                            &prep, mp, err, sizeof err);

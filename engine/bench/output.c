@@ -137,6 +137,7 @@ json_t *bench_config_json(const bench_plan *p) {
     rc |= json_object_set_new(j, "grad_scaler", json_boolean(c->grad_scaler));
     rc |=
         json_object_set_new(j, "amp_dtype", json_string(c->amp_dtype == DT_BF16 ? "bf16" : "fp16"));
+    rc |= json_object_set_new(j, "attention", json_string(c->fused_attention ? "sdpa" : "math"));
     rc |= json_object_set_new(j, "accuracy_flops_limit", results_real(c->accuracy_flops_limit));
     rc |= json_object_set_new(j, "only", strings_json(c->only, c->nonly));
     rc |= json_object_set_new(j, "filter", c->filter ? json_string(c->filter) : json_null());

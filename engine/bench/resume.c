@@ -115,6 +115,7 @@ static const char *config_option(const char *key) {
         {"check_accuracy", "accuracy checks (--no-accuracy)"},
         {"grad_scaler", "--grad-scaler"},
         {"amp_dtype", "--amp-dtype"},
+        {"attention", "--attention"},
         {"only", "--only"},
         {"filter", "--filter"},
         {"exclude", "--exclude"},

@@ -26,6 +26,7 @@ typedef struct model_prep {
     const train_opts *train; // NULL: inference; else the training step with these options
     bool keep_grads;         // training: every gradient an output too (autograd.h)
     uint64_t seed;           // model_init_values
+    bool fused_attention;    // modeldef_opts.fused_attention (--attention sdpa)
 } model_prep;
 
 // The step that failed: a bad definition, a pass that refused the graph

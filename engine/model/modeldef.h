@@ -29,6 +29,9 @@ typedef struct modeldef_override {
 
 typedef struct modeldef_opts {
     bool training; // build the training graph (loss as g->loss)
+    // attention layers emit one ATTENTION node (ops.def) in place of the
+    // matmul-softmax-matmul chain (--attention sdpa)
+    bool fused_attention;
 } modeldef_opts;
 
 int modeldef_load(const char *path, modeldef **out, diag *d);

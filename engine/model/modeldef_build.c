@@ -44,7 +44,7 @@ typedef struct md_pending {
 typedef struct md_build {
     const modeldef *md;
     int64_t batch;
-    bool training;
+    bool training, fused_attention;
     graph *g;
     diag *d;
     // parameter values and where each one's expression is written
@@ -451,7 +451,8 @@ static int call_nn(md_build *b, const yd_node *name, const char *type, const cha
                      .args = args,
                      .ninputs = nin,
                      .inputs = ins,
-                     .training = b->training};
+                     .training = b->training,
+                     .fused_attention = b->fused_attention};
         if (nn_build(b->g, &c, r) < 0) {
             const yd_node *at = r->bad_arg >= 0 && r->bad_arg < nargs ? NULL : name;
             rc = at ? bfail(b, at, "%s", r->err)
@@ -723,7 +724,11 @@ int modeldef_build(const modeldef *md, const modeldef_override *ov, int nov, int
     *out = NULL;
     if (batch <= 0)
         return diag_set(d, md->path, 0, 0, "batch must be positive, got %lld", (long long)batch);
-    md_build b = {.md = md, .batch = batch, .training = opts && opts->training, .d = d};
+    md_build b = {.md = md,
+                  .batch = batch,
+                  .training = opts && opts->training,
+                  .fused_attention = opts && opts->fused_attention,
+                  .d = d};
     md_scope root = {.prev = -1, .prefix = strdup("")};
     b.g = graph_new();
     int rc = !b.g || !root.prefix ? oom(&b) : 0;

@@ -187,6 +187,10 @@ int cuda_upsample_nearest(cuda_ctx *c, const tensor *x, int64_t scale, tensor *o
 // table (V, D), indices i32/i64 -> (..., D); bad indices as cross_entropy's targets
 int cuda_embedding(cuda_ctx *c, const tensor *table, const tensor *idx, tensor *out);
 int cuda_concat(cuda_ctx *c, int axis, int nin, const tensor *const *in, tensor *out);
+// ATTENTION (ops.def; cuda_attention.cu): q, k, v all f32 or all f16, head
+// dims at most 256; bias (f32/f16, broadcast) and len may be NULL
+int cuda_attention(cuda_ctx *c, const graph_node *n, const tensor *q, const tensor *k,
+                   const tensor *v, const tensor *bias, const tensor *len, tensor *y);
 // a >= b with broadcasting into bool (f32, f16, i32, i64, bool); NaN compares false
 int cuda_ge(cuda_ctx *c, const tensor *a, const tensor *b, tensor *out);
 

@@ -47,6 +47,7 @@ typedef struct nn_call {
     int ninputs;
     const int *inputs; // node ids; inputs[0] is the main input
     bool training;
+    bool fused_attention; // modeldef_opts.fused_attention
 } nn_call;
 
 #define NN_MAX_OUT 8
