@@ -3,15 +3,22 @@
 // each query row keeps a running max m, a running sum l and an unnormalized
 // output acc; a new key tile raises m, rescales l and acc by e^(m_old - m_new)
 // and adds its own terms. No (T, S) score matrix exists, only an AT_TQ x AT_TK
-// tile per thread. The tiles are loaded (strided views, f16 or bf16 converted
-// on the fly) into f32 scratch: the queries pre-scaled by fa0, the keys
-// transposed to (D, AT_TK) so that the score loop runs along keys, and the
-// values as rows, so that both inner loops are unit-stride and vectorize.
+// tile per thread. k and v are first packed into f32 (strided views, f16 or
+// bf16 converted), each key tile transposed to (D, AT_TK) so that the score
+// loop runs along keys and the values by rows; the queries are loaded per
+// tile, pre-scaled by fa0. Both inner loops are unit-stride, blocked 4 rows x
+// 16 columns in registers.
 //
 // Work is split over (batch, head, query tile); when that gives the threads
 // too little to do (decoding: T = 1, S long) the key range is also split into
 // chunks, each producing its rows' (m, l, acc), merged at the end
 // (flash-decoding).
+// gcc 12 if-converts cpu_expf's selects, and so vectorizes the loops that
+// call it, only when float compares may not trap: an option that changes no
+// result, for this file (cpu_math.h's functions included, so they inline).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
 #include "cpu_f16.h"
 #include "cpu_kernels.h"
 #include "cpu_math.h"
@@ -66,28 +73,26 @@ typedef struct at_job {
     int64_t nqt;        // query tiles
     int64_t nsplit;     // key chunks per query tile (1: no split)
     int64_t chunk;      // keys per chunk (a multiple of AT_TK)
+    int64_t nkt;        // key tiles
+    float *kpack;       // (B, KVH, nkt, D, AT_TK): k packed, each tile transposed
+    float *vpack;       // (B, KVH, S, Dv): v packed
 } at_job;
 
 // Per-thread scratch for one query tile.
 typedef struct at_scratch {
     float *q;   // (AT_TQ, D), scaled
-    float *kt;  // (D, AT_TK)
-    float *v;   // (AT_TK, Dv)
     float *s;   // (AT_TQ, AT_TK) scores, then probabilities
     float *acc; // (AT_TQ, Dv)
     float m[AT_TQ], l[AT_TQ];
 } at_scratch;
 
 static float *scratch_new(const at_job *j, at_scratch *w) {
-    size_t n =
-        (size_t)(AT_TQ * j->D + j->D * AT_TK + AT_TK * j->Dv + AT_TQ * AT_TK + AT_TQ * j->Dv);
-    float *p = calloc(n, sizeof *p); // columns never loaded stay 0, never NaN
+    size_t n = (size_t)(AT_TQ * j->D + AT_TQ * AT_TK + AT_TQ * j->Dv);
+    float *p = malloc(n * sizeof *p);
     if (!p)
         return NULL;
     w->q = p;
-    w->kt = w->q + AT_TQ * j->D;
-    w->v = w->kt + j->D * AT_TK;
-    w->s = w->v + AT_TK * j->Dv;
+    w->s = w->q + AT_TQ * j->D;
     w->acc = w->s + AT_TQ * AT_TK;
     return p;
 }
@@ -150,6 +155,13 @@ static void tile_pv(const float *p, const float *v, int64_t Dv, int rows, int nk
     }
 }
 
+// x[i] = e^(x[i] - shift), vectorized (see the pragma at the top).
+static void exp_row(float *x, float shift, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++)
+        x[i] = cpu_expf(x[i] - shift);
+}
+
 // Queries [t0, t0 + nq) of (b, h) against keys [k0, k1): fills w->m, w->l
 // and w->acc (unnormalized) from scratch. Rows past nq, up to a multiple of
 // AT_R, are zeros that the blocked loops carry along.
@@ -157,7 +169,7 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t h, int64
                      int64_t k0, int64_t k1) {
     int64_t D = j->D, Dv = j->Dv, kvh = h / (j->H / j->KVH);
     int rows = (nq + AT_R - 1) / AT_R * AT_R;
-    float row[AT_TK > 256 ? AT_TK : 256];
+    float row[AT_TK];
     for (int i = 0; i < rows; i++) {
         float *qi = w->q + i * D;
         if (i < nq) {
@@ -175,55 +187,53 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t h, int64
     int64_t last = k1 < key_end(j, b, t0 + nq - 1) ? k1 : key_end(j, b, t0 + nq - 1);
     for (int64_t s0 = k0; s0 < last; s0 += AT_TK) {
         int nk = (int)(last - s0 < AT_TK ? last - s0 : AT_TK);
-        const at_operand *K = &j->k, *V = &j->v;
-        for (int c = 0; c < nk; c++) {
-            int64_t base = b * K->st[0] + kvh * K->st[1] + (s0 + c) * K->st[2];
-            if (D <= 256) {
-                load_row(K, base, K->st[3], D, row);
-                for (int64_t d = 0; d < D; d++)
-                    w->kt[d * AT_TK + c] = row[d];
-            } else {
-                for (int64_t d = 0; d < D; d++)
-                    load_row(K, base + d * K->st[3], 1, 1, &w->kt[d * AT_TK + c]);
-            }
-            load_row(V, b * V->st[0] + kvh * V->st[1] + (s0 + c) * V->st[2], V->st[3], Dv,
-                     w->v + c * Dv);
-        }
-        tile_scores(w->q, w->kt, D, rows, w->s);
+        int64_t bg = b * j->KVH + kvh;
+        tile_scores(w->q, j->kpack + (bg * j->nkt + s0 / AT_TK) * D * AT_TK, D, rows, w->s);
+        // each row's new max (masked columns set to -inf); the rescaling
+        // factors of all rows at once; then the exponentials, a row at a time
+        float mnew[AT_TQ], corr[AT_TQ];
+        int vis[AT_TQ];
         for (int i = 0; i < rows; i++) {
             float *si = w->s + i * AT_TK;
             int64_t end = i < nq ? key_end(j, b, t0 + i) : 0;
-            int vis = (int)(end - s0 < nk ? end - s0 : nk); // this row's visible keys in the tile
-            vis = vis < 0 ? 0 : vis;
-            if (vis && j->has_bias) {
+            int v = (int)(end - s0 < nk ? end - s0 : nk); // this row's visible keys in the tile
+            v = v < 0 ? 0 : v;
+            if (v && j->has_bias) {
                 const at_operand *o = &j->bias;
                 load_row(o, b * o->st[0] + h * o->st[1] + (t0 + i) * o->st[2] + s0 * o->st[3],
-                         o->st[3], vis, row);
-                for (int c = 0; c < vis; c++)
+                         o->st[3], v, row);
+                for (int c = 0; c < v; c++)
                     si[c] += row[c];
             }
             float mx = w->m[i];
-            for (int c = 0; c < vis; c++)
+#pragma omp simd reduction(max : mx)
+            for (int c = 0; c < AT_TK; c++) {
+                si[c] = c < v ? si[c] : -INFINITY;
                 mx = si[c] > mx ? si[c] : mx;
-            if (mx == -INFINITY) // nothing visible yet (masked, or -inf bias): no terms
-                vis = 0;
-            float corr = vis ? cpu_expf(w->m[i] - mx) : 1.0f, sum = 0;
-#pragma omp simd reduction(+ : sum)
-            for (int c = 0; c < vis; c++) {
-                si[c] = cpu_expf(si[c] - mx);
-                sum += si[c];
             }
-            for (int c = vis; c < nk; c++)
-                si[c] = 0;
-            if (!vis)
-                continue;
-            w->m[i] = mx;
-            w->l[i] = w->l[i] * corr + sum;
-            if (corr != 1.0f)
-                for (int64_t e = 0; e < Dv; e++)
-                    w->acc[i * Dv + e] *= corr;
+            vis[i] = mx == -INFINITY ? 0 : v; // nothing visible yet (masked, -inf bias): no terms
+            mnew[i] = vis[i] ? mx : w->m[i];
         }
-        tile_pv(w->s, w->v, Dv, rows, nk, w->acc);
+#pragma omp simd
+        for (int i = 0; i < AT_TQ; i++)
+            corr[i] = i < rows && vis[i] ? cpu_expf(w->m[i] - mnew[i]) : 1.0f;
+        for (int i = 0; i < rows; i++) {
+            float *si = w->s + i * AT_TK, shift = vis[i] ? mnew[i] : 0.0f, sum = 0;
+            exp_row(si, shift, AT_TK);
+            for (int c = vis[i]; c < AT_TK; c++)
+                si[c] = 0;
+#pragma omp simd reduction(+ : sum)
+            for (int c = 0; c < AT_TK; c++)
+                sum += si[c];
+            if (!vis[i])
+                continue;
+            w->m[i] = mnew[i];
+            w->l[i] = w->l[i] * corr[i] + sum;
+            if (corr[i] != 1.0f)
+                for (int64_t e = 0; e < Dv; e++)
+                    w->acc[i * Dv + e] *= corr[i];
+        }
+        tile_pv(w->s, j->vpack + (bg * j->S + s0) * Dv, Dv, rows, nk, w->acc);
     }
 }
 
@@ -242,6 +252,34 @@ static void store_rows(tensor *y, int64_t off, const float *acc, const float *l,
                 memcpy((float *)y->storage->data + at, buf, (size_t)ne * sizeof *buf);
             else
                 cpu_half_store(y->dtype, ne, buf, (uint16_t *)y->storage->data + at, 1);
+        }
+    }
+}
+
+// k and v into f32 once per call, as a GEMM packs its operands: each key
+// tile transposed to (D, AT_TK) (its columns past S zero), values by rows.
+// Every query tile and every query head of a kv group then reads them in
+// place (GQA's sharing for free); the copy is the size of k and v in f32.
+static void pack_kv(const at_job *j) {
+    int64_t D = j->D, Dv = j->Dv, n = j->B * j->KVH * j->nkt;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        int64_t bg = i / j->nkt, s0 = i % j->nkt * AT_TK, b = bg / j->KVH, g = bg % j->KVH;
+        float *kt = j->kpack + i * D * AT_TK, row[256];
+        for (int64_t c = 0; c < AT_TK; c++) {
+            int64_t s = s0 + c, kb = b * j->k.st[0] + g * j->k.st[1] + s * j->k.st[2];
+            for (int64_t d0 = 0; d0 < D; d0 += 256) {
+                int64_t nd = D - d0 < 256 ? D - d0 : 256;
+                if (s < j->S)
+                    load_row(&j->k, kb + d0 * j->k.st[3], j->k.st[3], nd, row);
+                else
+                    memset(row, 0, sizeof row);
+                for (int64_t d = 0; d < nd; d++)
+                    kt[(d0 + d) * AT_TK + c] = row[d];
+            }
+            if (s < j->S)
+                load_row(&j->v, b * j->v.st[0] + g * j->v.st[1] + s * j->v.st[2], j->v.st[3], Dv,
+                         j->vpack + (bg * j->S + s) * Dv);
         }
     }
 }
@@ -380,15 +418,22 @@ int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor
         j.nsplit = (j.S + j.chunk - 1) / j.chunk;
     }
     float *part = NULL; // split-K: per (row, chunk) m, l and acc
-    int rc = 0;
-    if (j.nsplit > 1 &&
+    j.nkt = (j.S + AT_TK - 1) / AT_TK;
+    j.kpack = malloc((size_t)(j.B * j.KVH * j.nkt * j.D * AT_TK) * sizeof *j.kpack);
+    j.vpack = malloc((size_t)(j.B * j.KVH * j.S * j.Dv) * sizeof *j.vpack);
+    int rc = j.kpack && j.vpack ? 0 : -1;
+    if (rc == 0 && j.nsplit > 1 &&
         !(part = malloc((size_t)(j.B * j.H * j.T * j.nsplit * (2 + j.Dv)) * sizeof *part)))
         rc = -1;
-    if (rc == 0)
+    if (rc == 0) {
+        pack_kv(&j);
         rc = run_tasks(&j, y, part);
+    }
     if (rc == 0 && part)
         rc = merge_chunks(&j, part, y);
     free(part);
+    free(j.kpack);
+    free(j.vpack);
     free(L);
     c->kernels++;
     return rc < 0 ? cpu_fail(c, "attention: out of memory") : 0;
