@@ -260,9 +260,10 @@ static void store_rows(tensor *y, int64_t off, const float *acc, const float *l,
 // tile transposed to (D, AT_TK) (its columns past S zero), values by rows.
 // Every query tile and every query head of a kv group then reads them in
 // place (GQA's sharing for free); the copy is the size of k and v in f32.
+// Called inside a parallel region: its loop is shared among the threads.
 static void pack_kv(const at_job *j) {
     int64_t D = j->D, Dv = j->Dv, n = j->B * j->KVH * j->nkt;
-#pragma omp parallel for schedule(static)
+#pragma omp for schedule(static)
     for (int64_t i = 0; i < n; i++) {
         int64_t bg = i / j->nkt, s0 = i % j->nkt * AT_TK, b = bg / j->KVH, g = bg % j->KVH;
         float *kt = j->kpack + i * D * AT_TK, row[256];
@@ -284,7 +285,8 @@ static void pack_kv(const at_job *j) {
     }
 }
 
-// Every (b, h, query tile, key chunk) in parallel. Without a split (part
+// k and v packed, then every (b, h, query tile, key chunk), in one
+// parallel region (decoding steps are short: one fork, one join). Without a split (part
 // NULL) each task writes its rows to y; with one, its rows' m, l and acc
 // go to part, (row, chunk) entries of 2 + Dv floats.
 static int run_tasks(const at_job *j, tensor *y, float *part) {
@@ -298,6 +300,7 @@ static int run_tasks(const at_job *j, tensor *y, float *part) {
 #pragma omp atomic write
             bad = 1;
         }
+        pack_kv(j); // its loop's barrier: packed before any task reads it
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
             if (!mem)
@@ -425,10 +428,8 @@ int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor
     if (rc == 0 && j.nsplit > 1 &&
         !(part = malloc((size_t)(j.B * j.H * j.T * j.nsplit * (2 + j.Dv)) * sizeof *part)))
         rc = -1;
-    if (rc == 0) {
-        pack_kv(&j);
+    if (rc == 0)
         rc = run_tasks(&j, y, part);
-    }
     if (rc == 0 && part)
         rc = merge_chunks(&j, part, y);
     free(part);
