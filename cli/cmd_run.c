@@ -42,6 +42,8 @@ static const char usage[] =
     "                       master weights; docs/amp.md)\n"
     "  --amp-dtype TYPE     amp's low dtype: fp16 (default) or bf16 (autocast's same\n"
     "                       policy; 8 mantissa bits instead of 11, f32's range)\n"
+    "  --attention KIND     math (default: attention layers as matmul, softmax, matmul)\n"
+    "                       or sdpa (one fused attention op, as PyTorch's SDPA)\n"
     "  --workload LIST      infer, train (a whole step: forward, loss, backward and the\n"
     "                       suite's optimizer, AdamW lr 0.01 by default)\n"
     "                       (default for the three lists above: the suite's defaults\n"
@@ -126,6 +128,7 @@ enum {
     OPT_NEW_TOKENS,
     OPT_WEIGHT_GROUP,
     OPT_WEIGHT_SCALES,
+    OPT_ATTENTION,
     OPT_TF32,
     OPT_FLUSH_L2,
     OPT_MEMORY_LIMIT,
@@ -168,6 +171,7 @@ static const struct option long_opts[] = {
     {"weights", required_argument, NULL, OPT_WEIGHTS},
     {"weight-group", required_argument, NULL, OPT_WEIGHT_GROUP},
     {"weight-scales", required_argument, NULL, OPT_WEIGHT_SCALES},
+    {"attention", required_argument, NULL, OPT_ATTENTION},
     {"tf32", no_argument, NULL, OPT_TF32},
     {"flush-l2", no_argument, NULL, OPT_FLUSH_L2},
     {"memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT},
@@ -420,6 +424,13 @@ static int parse(int argc, char **argv, run_args *a) {
             if (strcmp(optarg, "f32") && strcmp(optarg, "f16"))
                 return cli_fail(cmd, "--weight-scales %s: expected f32 or f16", optarg);
             a->cfg.weight_scales = optarg[1] == '1' ? DT_F16 : DT_F32;
+            break;
+        case OPT_ATTENTION:
+            if (strcmp(optarg, "math") && strcmp(optarg, "sdpa")) {
+                fprintf(stderr, "tcbench run: --attention %s: expected math or sdpa\n", optarg);
+                return 2;
+            }
+            a->cfg.fused_attention = !strcmp(optarg, "sdpa");
             break;
         case OPT_TF32: a->cfg.tf32 = true; break;
         case OPT_FLUSH_L2: a->cfg.flush_l2 = true; break;

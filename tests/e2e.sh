@@ -42,7 +42,7 @@ done
 expect 0 "run --help" "$EXE" run --help
 for opt in --only --filter --exclude --size --batch-size --threads --repeat --timeout --seed \
     --output --mode --precision --workload --device --no-accuracy --dump --quiet --help \
-    --grad-scaler --amp-dtype --tf32 --flush-l2 --warmup --min-time --max-time --pin; do
+    --grad-scaler --amp-dtype --attention --tf32 --flush-l2 --warmup --min-time --max-time --pin; do
     has "$TMP/stdout" "$opt" "run --help lists $opt"
 done
 has "$TMP/stdout" "captured" "run --help names the modes"
@@ -140,7 +140,7 @@ if [ -f "$OUT" ]; then
         os cpu_model cores threads_used blas config onednn cpu_flags avx2 avx512f f16c fma \
         suites size seed repeat threads timeout_s modes precisions workloads device cases \
         median_s q1_s q3_s min_s max_s mean_s stddev_s cv mad_s outliers n checked rel_l2 \
-        max_abs rmse wall_s tolerance calibration dump_dir grad_scaler vs_eager_max_abs \
+        max_abs rmse wall_s tolerance calibration dump_dir grad_scaler attention vs_eager_max_abs \
         gpus tf32 flush_l2 device_auto warmup min_time_s max_time_s pin order disabled \
         vs_eager_rel_l2 rmse_vs_fp64 eager_rmse_vs_fp64 rule cold_s warm_s cache_hit median \
         ci95_lo ci95_hi \
@@ -372,6 +372,13 @@ has "$TMP/bf16.json" '"precision": "amp",' "bf16 amp ran"
 has "$TMP/stdout" '^mlp +compiled +pass' "compiled bf16 amp passes"
 usage_error "--amp-dtype int8" "--amp-dtype int8: expected fp16 or bf16" "$EXE" run \
     --amp-dtype int8
+# --attention sdpa (docs/cli.md): one fused attention op a layer, checked and recorded
+expect 0 "run --attention sdpa" "$EXE" run "$SRC/suites/smoke.yaml" --only gpt2 --device cpu \
+    --attention sdpa --mode eager,compiled --repeat 1 -o "$TMP/sdpa.json"
+has "$TMP/sdpa.json" '"attention": "sdpa",' "--attention sdpa recorded"
+has "$TMP/stdout" '^gpt2 +compiled +pass' "compiled gpt2 under --attention sdpa passes"
+usage_error "--attention flash" "--attention flash: expected math or sdpa" "$EXE" run \
+    --attention flash
 cat >"$TMP/suites/sgd.yaml" <<EOF
 name: sgd
 defaults: {optimizer: {sgd: {lr: 0.05, momentum: 0.9, nesterov: true}}}

@@ -286,6 +286,19 @@ int b_embedding_bad(graph *g, const op_case *tc) {
     return out(g, graph_op(g, OP_EMBEDDING, 2, (int[]){t, i}, NULL, NULL));
 }
 
+// q (shape), k and v (shape2: B, KVH, S, D); ia0 causal, fa0 the scale;
+// ia1 1: a (B, 1, 1, S) f32 bias input
+static int b_attention(graph *g, const op_case *tc) {
+    int q = in(g, "q", tc->dt, tc->nd, tc->shape);
+    int k = in(g, "k", tc->dt, tc->nd2, tc->shape2);
+    int v = in(g, "v", tc->dt, tc->nd2, tc->shape2);
+    int64_t ia[GRAPH_MAX_IA] = {tc->ia[0], tc->ia[1] ? 3 : 0};
+    int src[4] = {q, k, v, -1};
+    if (tc->ia[1])
+        src[3] = in(g, "bias", DT_F32, 4, (int64_t[]){tc->shape[0], 1, 1, tc->shape2[2]});
+    return out(g, graph_op(g, OP_ATTENTION, tc->ia[1] ? 4 : 3, src, ia, tc->fa));
+}
+
 static int b_reshape(graph *g, const op_case *tc) {
     int x = in(g, "x", tc->dt, tc->nd, tc->shape);
     return out(g, graph_reshape(g, x, tc->nd2, tc->shape2));
@@ -2065,7 +2078,14 @@ const op_case op_cases[] = {
      .perm = true, HALF},
     {"half_matmul_attention_4d_broadcast", h_matmul, OP_MATMUL, S4(2, 4, 16, 8), T4(1, 4, 8, 16),
      HALF},
-
+    // fused attention: GQA, causal with T < S, ragged tiles; a bias; f16 (last, so that the
+    // batches before keep their node ids and so their drawn values)
+    {"attention", b_attention, OP_ATTENTION, S4(2, 4, 35, 8), T4(2, 2, 70, 8), IA(1), .fa = {0.35},
+     GEMM(70), ONE},
+    {"attention_bias", b_attention, OP_ATTENTION, S4(1, 2, 5, 4), T4(1, 1, 9, 4), IA(0, 1),
+     .fa = {0.5}, ONE},
+    {"attention_f16", b_attention, OP_ATTENTION, S4(1, 2, 8, 8), T4(1, 2, 8, 8), IA(1),
+     .fa = {0.35}, F16, ONE},
 };
 
 const int op_ncases = (int)(sizeof op_cases / sizeof op_cases[0]);

@@ -20,7 +20,8 @@ static void test_rules(void **state) {
         autocast_rule_kind r = autocast_rule(op), want = AC_KEEP;
         switch (op_kind(op)) {
         case OPK_GEMM:
-        case OPK_CONV: want = AC_LOW; break;
+        case OPK_CONV:
+        case OPK_ATTENTION: want = AC_LOW; break;
         case OPK_NORM:
         case OPK_LOSS: want = AC_F32; break;
         case OPK_BINARY:

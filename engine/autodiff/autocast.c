@@ -11,7 +11,8 @@ autocast_rule_kind autocast_rule(enum op op) {
     case OP_MATMUL:
     case OP_LINEAR:
     case OP_CONV2D:
-    case OP_CONV_TRANSPOSE2D: return AC_LOW;
+    case OP_CONV_TRANSPOSE2D:
+    case OP_ATTENTION: return AC_LOW;
     case OP_EXP:
     case OP_LOG:
     case OP_RSQRT:

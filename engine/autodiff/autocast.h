@@ -5,7 +5,8 @@
 //   if (autocast_build(m->g, DT_F16, &amp, err, sizeof err) < 0) ...
 //
 // Every op gets a rule (autocast_rule):
-//   low      matmul, linear, convolutions (attention's matmuls included): every
+//   low      matmul, linear, convolutions, fused attention (and the math
+//            form's matmuls): every
 //            floating input cast to the low dtype; the GEMM accumulates in f32
 //   f32      exp, log, rsqrt, recip, softmax, log_softmax, the norms, the
 //            losses, sum and mean: every floating input cast to f32

@@ -3,6 +3,7 @@
 // dy and adds a contribution to the gradient of each input that needs one.
 #include "autograd.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -358,6 +359,87 @@ static int back_view(ag *a, const graph_node *n, int dy) {
     }
 }
 
+// (B, KVH, S, d) -> (B, KVH * G, S, d), each kv head repeated for its G
+// query heads (a view; its backward sums the copies)
+static int repeat_heads(ag *a, int t, int64_t G) {
+    graph_node n = node(a, t);
+    int64_t B = n.shape[0], KVH = n.shape[1], S = n.shape[2], d = n.shape[3];
+    if (G == 1)
+        return t;
+    int r = graph_reshape(a->g, t, 5, (int64_t[]){B, KVH, 1, S, d});
+    int e = r < 0 ? -1
+                  : graph_op_shaped(a->g, OP_EXPAND, 1, &r, NULL, NULL, 5,
+                                    (int64_t[]){B, KVH, G, S, d});
+    return e < 0 ? -1 : graph_reshape(a->g, e, 4, (int64_t[]){B, KVH * G, S, d});
+}
+
+// d of the repeated heads summed back onto each kv head
+static int sum_heads(ag *a, int dt, int like, int64_t G) {
+    graph_node l = node(a, like);
+    int64_t B = l.shape[0], KVH = l.shape[1], S = l.shape[2], d = l.shape[3];
+    if (G == 1 || dt < 0)
+        return dt;
+    int r = graph_reshape(a->g, dt, 5, (int64_t[]){B, KVH, G, S, d});
+    int s = r < 0 ? -1
+                  : graph_op_shaped(a->g, OP_SUM_TO, 1, &r, NULL, NULL, 5,
+                                    (int64_t[]){B, KVH, 1, S, d});
+    return s < 0 ? -1 : graph_reshape(a->g, s, 4, l.shape);
+}
+
+// ATTENTION's backward from primitive ops: the probabilities are recomputed
+// from q and k here (the forward keeps no (T, S) matrix), then the math
+// form's rules: dv = p^T dy, ds = softmax_grad(dy v^T, p), dq = ds k * scale,
+// dk = ds^T q * scale, d bias = ds; GQA's repeated heads summed back.
+static int back_attention(ag *a, const graph_node *n, int dy) {
+    graph *g = a->g;
+    if (n->ia[2])
+        return agfail(a, "attention: no backward with a valid-length input (a KV cache is for "
+                         "inference; train with the full sequence)");
+    int q = n->src[0], k = n->src[1], v = n->src[2];
+    graph_node qn = node(a, q), kn = node(a, k);
+    int64_t G = qn.shape[1] / kn.shape[1], T = qn.shape[2], S = kn.shape[2];
+    double sc = n->fa[0];
+    int ke = repeat_heads(a, k, G), ve = repeat_heads(a, v, G);
+    int s = ke < 0 || ve < 0 ? -1 : graph_binary(g, OP_MATMUL, q, transpose(a, ke));
+    s = graph_scale(g, s, sc, 0);
+    if (s >= 0 && n->ia[1])
+        s = graph_binary(g, OP_ADD, s, n->src[n->ia[1]]);
+    if (s >= 0 && n->ia[0]) {
+        char name[64];
+        snprintf(name, sizeof name, "causal_mask.%lldx%lld", (long long)T, (long long)S);
+        int mask = -1; // the layers' shared one (nn_attention.c) when there is one
+        for (int i = 0; i < g->n && mask < 0; i++)
+            if (g->nodes[i].op == OP_BUFFER && g->nodes[i].name && !strcmp(g->nodes[i].name, name))
+                mask = i;
+        if (mask < 0)
+            mask = graph_buffer(g, name, DT_BOOL, 2, (int64_t[]){T, S}, INIT_CAUSAL_MASK, 0);
+        int low = graph_full(g, -FLT_MAX, node(a, s).dtype, 0, NULL);
+        s = mask < 0 || low < 0 ? -1 : graph_op(g, OP_WHERE, 3, (int[]){mask, s, low}, NULL, NULL);
+    }
+    int p = graph_unary(g, OP_SOFTMAX, s);
+    if (chk(a, p, "attention") < 0)
+        return -1;
+    if (a->req[v] &&
+        accumulate(a, v, sum_heads(a, graph_binary(g, OP_MATMUL, transpose(a, p), dy), v, G)) < 0)
+        return chk(a, -1, "attention");
+    int dp = graph_binary(g, OP_MATMUL, dy, transpose(a, ve));
+    int ds = dp < 0 ? -1 : graph_op(g, OP_SOFTMAX_GRAD, 2, (int[]){dp, p}, NULL, NULL);
+    if (chk(a, ds, "attention") < 0)
+        return -1;
+    if (a->req[q] &&
+        accumulate(a, q, graph_scale(g, graph_binary(g, OP_MATMUL, ds, ke), sc, 0)) < 0)
+        return chk(a, -1, "attention");
+    if (a->req[k] &&
+        accumulate(a, k,
+                   sum_heads(a,
+                             graph_scale(g, graph_binary(g, OP_MATMUL, transpose(a, ds), q), sc, 0),
+                             k, G)) < 0)
+        return chk(a, -1, "attention");
+    if (n->ia[1] && a->req[n->src[n->ia[1]]])
+        return accumulate(a, n->src[n->ia[1]], sum_to(a, ds, n->src[n->ia[1]]));
+    return 0;
+}
+
 // The gradient of forward node i (dy) spread to its inputs.
 static int backward(ag *a, int i) {
     graph_node n = node(a, i);
@@ -421,6 +503,7 @@ static int backward(ag *a, int i) {
                 return -1;
             return a->req[n.src[1]] ? accumulate(a, n.src[1], graph_unary(g, OP_NEG, d)) : 0;
         }
+    case OPK_ATTENTION: return back_attention(a, &n, dy);
     case OPK_GRAD:
     case OPK_UPDATE: break;
     }

@@ -56,6 +56,7 @@ typedef struct bench_config {
     int weight_bits;             // --weights: 0 (f32 weights, the default), 8 or 4
     int weight_group;            // --weight-group: 32, 64 or 128; 0: 32 for int4, 128 for int8
     enum dtype weight_scales;    // --weight-scales: DT_F32 (default) or DT_F16
+    bool fused_attention;        // --attention sdpa: attention layers as one ATTENTION op
     double accuracy_flops_limit; // skip the check above this many FLOPs per step
     const char *const *only;     // exact case names
     int nonly;

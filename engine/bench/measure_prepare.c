@@ -22,7 +22,8 @@ int measure_group_setup(const bench_plan *p, const bench_group *gr, const bench_
                        .seed = p->cfg.seed,
                        .weight_bits = train ? 0 : p->cfg.weight_bits,
                        .weight_group = p->cfg.weight_group,
-                       .weight_scales = p->cfg.weight_scales};
+                       .weight_scales = p->cfg.weight_scales,
+                       .fused_attention = p->cfg.fused_attention};
     char err[600];
     enum model_prep_step s = model_prepare(bc->md, bc->c->overrides, bc->c->noverrides, bc->batch,
                                            &prep, mp, err, sizeof err);

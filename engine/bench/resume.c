@@ -120,6 +120,7 @@ static const char *config_option(const char *key) {
         {"prompt_len", "--prompt-len"},
         {"new_tokens", "--new-tokens"},
         {"weight_scales", "--weight-scales"},
+        {"attention", "--attention"},
         {"only", "--only"},
         {"filter", "--filter"},
         {"exclude", "--exclude"},

@@ -105,6 +105,20 @@ typedef struct cprog {
     char err[512];
 } cprog;
 
+// The attention pattern (attention.c): out[o] (g->n entries) describes the
+// unfused attention chain that ends at model node o, a matmul of the
+// probabilities with v (q -1 for every other node); decompose writes one
+// ATTENTION node there, and the chain's other nodes die. Each replacement
+// is logged to log (may be NULL). A fusion ablation (fusion false: the
+// captured mode, TCBENCH_DISABLE_FUSION) and TCBENCH_DISABLE_FUSED_ATTENTION=1
+// turn it off. The count found, or -1 out of memory.
+typedef struct compile_attention {
+    int q, k, v; // model nodes; k and v are the kv heads (before any repeat)
+    bool causal;
+    double scale;
+} compile_attention;
+int compile_attention_find(const graph *g, bool fusion, FILE *log, compile_attention *out);
+
 // Passes. Each returns 0 or -1 with p->err set.
 int compile_decompose(cprog *p);
 int compile_simplify(cprog *p);

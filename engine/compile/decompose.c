@@ -415,9 +415,12 @@ int compile_decompose(cprog *p) {
     dctx d = {.p = p, .ng = graph_new()};
     int *map = malloc((size_t)g->n * sizeof *map);
     p->src_of = malloc((size_t)g->n * sizeof *p->src_of);
-    if (!d.ng || !map || !p->src_of) {
+    compile_attention *att = malloc((size_t)(g->n ? g->n : 1) * sizeof *att);
+    if (!d.ng || !map || !p->src_of || !att ||
+        compile_attention_find(g, p->fusion, p->log, att) < 0) {
         graph_free(d.ng);
         free(map);
+        free(att);
         return compile_fail(p, "out of memory in decompose");
     }
     for (int i = 0; i < g->n; i++) {
@@ -449,7 +452,13 @@ int compile_decompose(cprog *p) {
         }
         for (; before < d.ng->n; before++) // the copies: recomputed for node i
             d.origin[before] = i;
-        map[i] = track(&d, before, expand_node(&d, n, s));
+        const compile_attention *a = &att[i];
+        map[i] = track(
+            &d, before,
+            a->q < 0
+                ? expand_node(&d, n, s)
+                : graph_op(d.ng, OP_ATTENTION, 3, (int[]){map[a->q], map[a->k], map[a->v]},
+                           (int64_t[GRAPH_MAX_IA]){a->causal}, (double[GRAPH_MAX_FA]){a->scale}));
         if (map[i] < 0) {
             compile_fail(p, "decompose %s (node %d): %s", op_name(n->op), i, graph_error(d.ng));
             goto fail;
@@ -462,6 +471,7 @@ int compile_decompose(cprog *p) {
     p->g = d.ng;
     p->origin = d.origin;
     free(map);
+    free(att);
     free(bread);
     free(remat);
     free(cost);
@@ -472,6 +482,7 @@ fail:
     graph_free(d.ng);
     free(d.origin);
     free(map);
+    free(att);
     free(bread);
     free(remat);
     free(cost);

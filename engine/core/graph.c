@@ -709,6 +709,71 @@ static int infer_update(graph *g, graph_node *n, const graph_node *const *s) {
     return 0;
 }
 
+// ATTENTION's contract (ops.def): q (B, H, T, D), k (B, KVH, S, D),
+// v (B, KVH, S, Dv); the bias and valid-length sources named by ia1, ia2.
+static int infer_attention(graph *g, graph_node *n, const graph_node *const *s) {
+    static const char *role[] = {"q", "k", "v"};
+    char b0[96], b1[96];
+    for (int i = 0; i < 3; i++) {
+        if (s[i]->ndim != 4)
+            return fail(g, "attention: %s must be 4-d (batch, heads, positions, head dim), got %s",
+                        role[i], shape_s(b0, s[i]));
+        if (s[i]->dtype != s[0]->dtype || (s[i]->dtype != DT_F32 && !dtype_is_half(s[i]->dtype)))
+            return fail(g,
+                        "attention: q, k and v must be all f32 or all one 16-bit float, got %s, "
+                        "%s, %s",
+                        dtype_name(s[0]->dtype), dtype_name(s[1]->dtype), dtype_name(s[2]->dtype));
+    }
+    const graph_node *q = s[0], *k = s[1], *v = s[2];
+    int64_t B = q->shape[0], H = q->shape[1], T = q->shape[2], KVH = k->shape[1], S = k->shape[2];
+    if (k->shape[0] != B || v->shape[0] != B || v->shape[1] != KVH || v->shape[2] != S)
+        return fail(g,
+                    "attention: k %s and v %s must share batch, kv heads and length, with q's "
+                    "batch %lld",
+                    shape_s(b0, k), shape_s(b1, v), (long long)B);
+    if (k->shape[3] != q->shape[3])
+        return fail(g, "attention: q %s and k %s differ in head dim", shape_s(b0, q),
+                    shape_s(b1, k));
+    if (KVH < 1 || H % KVH)
+        return fail(g, "attention: %lld query heads are not a multiple of %lld kv heads",
+                    (long long)H, (long long)KVH);
+    if (n->ia[0] != 0 && n->ia[0] != 1)
+        return fail(g, "attention: ia0 (causal) must be 0 or 1, got %lld", (long long)n->ia[0]);
+    int64_t bi = n->ia[1], li = n->ia[2];
+    if ((bi && (bi < 3 || bi >= n->nsrc)) || (li && (li < 3 || li >= n->nsrc)) ||
+        (bi && bi == li) || n->nsrc != 3 + (bi != 0) + (li != 0))
+        return fail(g,
+                    "attention: %d inputs, but bias index %lld and length index %lld must name "
+                    "the inputs after q, k, v, each once",
+                    n->nsrc, (long long)bi, (long long)li);
+    if (bi) {
+        const graph_node *m = s[bi];
+        int64_t full[4] = {B, H, T, S};
+        bool ok = m->ndim <= 4 && (m->dtype == DT_F32 || dtype_is_half(m->dtype));
+        for (int i = 0; ok && i < m->ndim; i++) {
+            int64_t e = m->shape[i], want = full[4 - m->ndim + i];
+            ok = e == 1 || e == want;
+        }
+        if (!ok)
+            return fail(g,
+                        "attention: the bias %s %s does not broadcast to (%lld, %lld, %lld, %lld)",
+                        dtype_name(m->dtype), shape_s(b0, m), (long long)B, (long long)H,
+                        (long long)T, (long long)S);
+    }
+    if (li) {
+        const graph_node *m = s[li];
+        if ((m->dtype != DT_I32 && m->dtype != DT_I64) || m->ndim > 1 ||
+            (m->ndim == 1 && m->shape[0] != B))
+            return fail(g,
+                        "attention: the valid length must be i32 or i64 of shape () or (%lld), "
+                        "got %s %s",
+                        (long long)B, dtype_name(m->dtype), shape_s(b0, m));
+    }
+    copy_shape(n, q);
+    n->shape[3] = v->shape[3];
+    return 0;
+}
+
 // Fills n (op, srcs and attributes already set); ndim_hint and shape_hint
 // are the stated output shape of the ops that take one (views, some grads).
 static int infer(graph *g, graph_node *n, int ndim_hint, const int64_t *shape_hint) {
@@ -748,6 +813,7 @@ static int infer(graph *g, graph_node *n, int ndim_hint, const int64_t *shape_hi
         return infer_grad(g, n, s, ndim_hint, shape_hint);
     case OPK_UPDATE:
         return infer_update(g, n, s);
+    case OPK_ATTENTION: return infer_attention(g, n, s);
     }
     return fail(g, "unknown op kind");
 }
@@ -925,6 +991,11 @@ double graph_flops(const graph *g) {
         case OPK_NORM:
             f += 5 * out;
             break;
+        case OPK_ATTENTION: { // two GEMMs: q k^T and p v (the mask's savings not counted)
+            const graph_node *k = &g->nodes[n->src[1]];
+            f += 2 * out * (double)k->shape[2] * (1 + (double)x->shape[3] / (double)n->shape[3]);
+            break;
+        }
         case OPK_POOL:
             f += out * (double)(n->op == OP_UPSAMPLE_NEAREST ? 1 : n->ia[4] * n->ia[5]);
             break;

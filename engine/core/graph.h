@@ -43,6 +43,7 @@ enum op_kind {
     OPK_LOSS,
     OPK_GRAD,   // backward ops (engine/autodiff/autograd.c)
     OPK_UPDATE, // in-place updates of sources (optimizers, running statistics)
+    OPK_ATTENTION,
 };
 
 const char *op_name(enum op op);

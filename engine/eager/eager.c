@@ -80,6 +80,9 @@ EAGER_KERNEL(mse_loss, cpu_mse_loss(CPU, s[0], s[1], y))
 EAGER_KERNEL(ge, cpu_binary(CPU, n, s[0], s[1], y))
 EAGER_KERNEL(dequant, cpu_dequant(CPU, n, s[0], s[1], y))
 EAGER_KERNEL(qlinear, cpu_qlinear(CPU, n, s[0], s[1], s[2], OPT(3), y))
+// the optional bias and valid length: the sources ia1 and ia2 name
+#define ATT_SRC(k) (n->ia[k] ? s[n->ia[k]] : NULL)
+EAGER_KERNEL(attention, cpu_attention(CPU, n, s[0], s[1], s[2], ATT_SRC(1), ATT_SRC(2), y))
 
 // ---- backward ops (training) -----------------------------------------------
 

@@ -35,6 +35,7 @@ typedef struct model_prep {
     int64_t weight_group;
     enum dtype weight_scales;
     model_quant_stats *quant; // out, may be NULL: what quantization did
+    bool fused_attention;    // modeldef_opts.fused_attention (--attention sdpa)
 } model_prep;
 
 // The step that failed: a bad definition, a pass that refused the graph

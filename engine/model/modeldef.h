@@ -38,6 +38,9 @@ typedef struct modeldef_opts {
     // the model as written. The lists in *gen are filled.
     nn_gen *gen;
     int64_t gen_tokens;
+    // attention layers emit one ATTENTION node (ops.def) in place of the
+    // matmul-softmax-matmul chain (--attention sdpa)
+    bool fused_attention;
 } modeldef_opts;
 
 int modeldef_load(const char *path, modeldef **out, diag *d);

@@ -44,7 +44,7 @@ typedef struct md_pending {
 typedef struct md_build {
     const modeldef *md;
     int64_t batch;
-    bool training;
+    bool training, fused_attention;
     nn_gen *gen;        // a generation step, or NULL
     int64_t gen_tokens; // its tokens: what `$seq` dimensions of inputs become
     graph *g;
@@ -454,7 +454,8 @@ static int call_nn(md_build *b, const yd_node *name, const char *type, const cha
                      .ninputs = nin,
                      .inputs = ins,
                      .training = b->training,
-                     .gen = b->gen};
+                     .gen = b->gen,
+                     .fused_attention = b->fused_attention};
         if (nn_build(b->g, &c, r) < 0) {
             const yd_node *at = r->bad_arg >= 0 && r->bad_arg < nargs ? NULL : name;
             rc = at ? bfail(b, at, "%s", r->err)
@@ -775,6 +776,7 @@ int modeldef_build(const modeldef *md, const modeldef_override *ov, int nov, int
                   .training = opts && opts->training,
                   .gen = opts ? opts->gen : NULL,
                   .gen_tokens = opts ? opts->gen_tokens : 0,
+                  .fused_attention = opts && opts->fused_attention,
                   .d = d};
     if (b.gen && (b.training || b.gen_tokens <= 0 || b.gen->max_len < b.gen_tokens))
         return diag_set(d, md->path, 0, 0,

@@ -682,6 +682,61 @@ static int ref_mse_loss(ref_ctx *c, const graph_node *n, const double *const *s,
     return 0;
 }
 
+// ---- attention -----------------------------------------------------------------
+
+// softmax(q k^T * fa0 + bias, masked) v, row by row over the visible keys.
+static int ref_attention(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    const graph_node *q = src(c, n, 0), *k = src(c, n, 1), *v = src(c, n, 2);
+    int64_t B = q->shape[0], H = q->shape[1], T = q->shape[2], D = q->shape[3];
+    int64_t KVH = k->shape[1], S = k->shape[2], Dv = v->shape[3];
+    const graph_node *bias = n->ia[1] ? src(c, n, (int)n->ia[1]) : NULL;
+    const double *bv = n->ia[1] ? s[n->ia[1]] : NULL, *lv = n->ia[2] ? s[n->ia[2]] : NULL;
+    double *p = malloc((size_t)S * sizeof *p);
+    if (!p)
+        return fail(c, "attention: out of memory");
+    for (int64_t b = 0; b < B; b++) {
+        int64_t L = lv ? (int64_t)lv[src(c, n, (int)n->ia[2])->ndim ? b : 0] : S;
+        if (L < 0 || L > S) {
+            free(p);
+            return fail(c, "attention: valid length %lld of batch row %lld is outside [0, %lld]",
+                        (long long)L, (long long)b, (long long)S);
+        }
+        for (int64_t h = 0; h < H; h++) {
+            int64_t g = h / (H / KVH);
+            const double *kb = s[1] + (b * KVH + g) * S * D, *vb = s[2] + (b * KVH + g) * S * Dv;
+            for (int64_t t = 0; t < T; t++) {
+                const double *qr = s[0] + ((b * H + h) * T + t) * D;
+                double *out = o + ((b * H + h) * T + t) * Dv, m = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < S; j++) {
+                    p[j] = -INFINITY;
+                    if (j >= L || (n->ia[0] && j > L - T + t))
+                        continue;
+                    double dot = 0;
+                    for (int64_t d = 0; d < D; d++)
+                        dot += qr[d] * kb[j * D + d];
+                    p[j] = dot * n->fa[0];
+                    if (bias)
+                        p[j] +=
+                            bv[bcast_offset(bias->ndim, bias->shape, 4, (int64_t[]){b, h, t, j})];
+                    m = p[j] > m ? p[j] : m;
+                }
+                for (int64_t j = 0; j < S; j++) {
+                    p[j] = m == -INFINITY ? 0 : exp(p[j] - m);
+                    sum += p[j];
+                }
+                for (int64_t e = 0; e < Dv; e++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < S && sum > 0; j++)
+                        acc += p[j] * vb[j * Dv + e];
+                    out[e] = sum > 0 ? acc / sum : 0;
+                }
+            }
+        }
+    }
+    free(p);
+    return 0;
+}
+
 // ---- backward ops ----------------------------------------------------------------
 
 // f'(x) for the forward unary op f; false for ops without one here

@@ -163,6 +163,12 @@ int cpu_pool2d(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out);
 int cpu_upsample_nearest(cpu_ctx *c, const tensor *x, int64_t scale, tensor *out);
 // table (V, D), indices (...) i32/i64 -> (..., D)
 int cpu_embedding(cpu_ctx *c, const tensor *table, const tensor *idx, tensor *out);
+// Fused attention (cpu_attention.c): q (B, H, T, D), k (B, KVH, S, D),
+// v (B, KVH, S, Dv) -> y (B, H, T, Dv); bias (broadcast to (B, H, T, S)) and
+// len (valid keys: () or (B), i32 or i64) may be NULL; n's ia0 causal, fa0
+// the scale (ops.def ATTENTION).
+int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor *k,
+                  const tensor *v, const tensor *bias, const tensor *len, tensor *y);
 int cpu_concat(cpu_ctx *c, int axis, int nin, const tensor *const *in, tensor *out);
 // KV_WRITE: cache (B, KVH, S, D) contiguous, written in place at rows
 // [pos, pos + T) of axis 2 from rows (B, KVH, T, D), any strides; pos an

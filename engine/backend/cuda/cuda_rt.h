@@ -197,6 +197,10 @@ int cuda_concat(cuda_ctx *c, int axis, int nin, const tensor *const *in, tensor 
 // captured step replays at the position of each run; one out of range
 // writes nothing and is reported by the next synchronization
 int cuda_kv_write(cuda_ctx *c, tensor *cache, const tensor *rows, const tensor *pos);
+// ATTENTION (ops.def; cuda_attention.cu): q, k, v all f32 or all f16, head
+// dims at most 256; bias (f32/f16, broadcast) and len may be NULL
+int cuda_attention(cuda_ctx *c, const graph_node *n, const tensor *q, const tensor *k,
+                   const tensor *v, const tensor *bias, const tensor *len, tensor *y);
 // a >= b with broadcasting into bool (f32, f16, i32, i64, bool); NaN compares false
 int cuda_ge(cuda_ctx *c, const tensor *a, const tensor *b, tensor *out);
 

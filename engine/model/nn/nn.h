@@ -76,6 +76,7 @@ typedef struct nn_call {
     const int *inputs; // node ids; inputs[0] is the main input
     bool training;
     nn_gen *gen; // NULL, or a generation step's cache mode (above)
+    bool fused_attention; // modeldef_opts.fused_attention
 } nn_call;
 
 #define NN_MAX_OUT 8

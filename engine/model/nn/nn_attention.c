@@ -179,10 +179,14 @@ static int project_qkv(nn_ctx *x, int q_in, int kv_in, int64_t H, int64_t KVH, i
 // The attention proper: q (B, H, T, hd), k and v (B, KVH, S, hd) ->
 // (B, H, T, hd). The math form eager frameworks run without a fused kernel:
 // repeat_kv, a batched GEMM against a transposed view of k, scale, causal
-// mask by where, softmax, a GEMM with v.
+// mask by where, softmax, a GEMM with v. With fused_attention (--attention
+// sdpa) one ATTENTION node, as torch's scaled_dot_product_attention.
 static int attend(nn_ctx *x, int q, int k, int v, bool causal) {
     int64_t H = nn_node(x, q)->shape[1], T = nn_node(x, q)->shape[2];
     int64_t S = nn_node(x, k)->shape[2], hd = nn_node(x, q)->shape[3];
+    if (x->c->fused_attention)
+        return graph_op(x->g, OP_ATTENTION, 3, (int[]){q, k, v}, (int64_t[GRAPH_MAX_IA]){causal},
+                        (double[GRAPH_MAX_FA]){1.0 / sqrt((double)hd)});
     k = repeat_kv(x, k, H);
     v = repeat_kv(x, v, H);
     int kt = graph_permute(x->g, k, (int[]){0, 1, 3, 2}); // (B, H, hd, S) view

@@ -1,0 +1,441 @@
+// Fused scaled-dot-product attention (ops.def ATTENTION) in one pass, as
+// FlashAttention: queries in tiles of AT_TQ rows meet keys in tiles of AT_TK,
+// each query row keeps a running max m, a running sum l and an unnormalized
+// output acc; a new key tile raises m, rescales l and acc by e^(m_old - m_new)
+// and adds its own terms. No (T, S) score matrix exists, only an AT_TQ x AT_TK
+// tile per thread. k and v are first packed into f32 (strided views, f16 or
+// bf16 converted), each key tile transposed to (D, AT_TK) so that the score
+// loop runs along keys and the values by rows; the queries are loaded per
+// tile, pre-scaled by fa0. Both inner loops are unit-stride, blocked 4 rows x
+// 16 columns in registers.
+//
+// Work is split over (batch, head, query tile); when that gives the threads
+// too little to do (decoding: T = 1, S long) the key range is also split into
+// chunks, each producing its rows' (m, l, acc), merged at the end
+// (flash-decoding).
+// gcc 12 if-converts cpu_expf's selects, and so vectorizes the loops that
+// call it, only when float compares may not trap: an option that changes no
+// result, for this file (cpu_math.h's functions included, so they inline).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+#include "cpu_f16.h"
+#include "cpu_kernels.h"
+#include "cpu_math.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AT_TQ 32 // query rows per tile
+#define AT_TK 64 // keys per tile
+#define AT_R  4  // query rows per register block
+#define AT_C  16 // keys (or value dims) per register block
+
+// A strided 4-d operand broadcast to (B, H, T, S)-like indices: elements are
+// base + i0 * st[0] + ... (st 0 along a broadcast axis).
+typedef struct at_operand {
+    enum dtype dtype;
+    const char *data; // at element 0 (the tensor's offset applied)
+    int64_t st[4];
+} at_operand;
+
+static at_operand operand_of(const tensor *t) {
+    at_operand o = {
+        t->dtype, (const char *)t->storage->data + t->offset * dtype_size(t->dtype), {0, 0, 0, 0}};
+    for (int i = 0; i < t->ndim; i++) // right-aligned: a bias may have fewer dims
+        o.st[4 - t->ndim + i] = t->shape[i] == 1 ? 0 : t->stride[i];
+    return o;
+}
+
+// n elements from element offset off, stride st, into f32 dst.
+static void load_row(const at_operand *o, int64_t off, int64_t st, int64_t n, float *dst) {
+    if (o->dtype == DT_F32) {
+        const float *p = (const float *)o->data + off;
+        if (st == 1)
+            memcpy(dst, p, (size_t)n * sizeof *dst);
+        else
+            for (int64_t i = 0; i < n; i++)
+                dst[i] = p[i * st];
+        return;
+    }
+    cpu_half_load(o->dtype, n, (const uint16_t *)o->data + off, st, dst);
+}
+
+typedef struct at_job {
+    int64_t B, H, KVH, T, S, D, Dv;
+    float scale;
+    bool causal;
+    at_operand q, k, v, bias;
+    bool has_bias;
+    const int64_t *len; // (B) valid keys per batch row
+    int64_t nqt;        // query tiles
+    int64_t nsplit;     // key chunks per query tile (1: no split)
+    int64_t chunk;      // keys per chunk (a multiple of AT_TK)
+    int64_t nkt;        // key tiles
+    float *kpack;       // (B, KVH, nkt, D, AT_TK): k packed, each tile transposed
+    float *vpack;       // (B, KVH, S, Dv): v packed
+} at_job;
+
+// Per-thread scratch for one query tile.
+typedef struct at_scratch {
+    float *q;   // (AT_TQ, D), scaled
+    float *s;   // (AT_TQ, AT_TK) scores, then probabilities
+    float *acc; // (AT_TQ, Dv)
+    float m[AT_TQ], l[AT_TQ];
+} at_scratch;
+
+static float *scratch_new(const at_job *j, at_scratch *w) {
+    size_t n = (size_t)(AT_TQ * j->D + AT_TQ * AT_TK + AT_TQ * j->Dv);
+    float *p = malloc(n * sizeof *p);
+    if (!p)
+        return NULL;
+    w->q = p;
+    w->s = w->q + AT_TQ * j->D;
+    w->acc = w->s + AT_TQ * AT_TK;
+    return p;
+}
+
+// The keys query t of batch row b may see: [0, end).
+static int64_t key_end(const at_job *j, int64_t b, int64_t t) {
+    int64_t L = j->len[b];
+    if (!j->causal)
+        return L;
+    int64_t e = L - j->T + t + 1;
+    return e < 0 ? 0 : e < L ? e : L;
+}
+
+// s (rows, AT_TK) = q (rows, D) . kt (D, AT_TK), rows a multiple of AT_R:
+// AT_R x AT_C accumulators stay in registers over the whole dot product
+static void tile_scores(const float *q, const float *kt, int64_t D, int rows, float *s) {
+    for (int i0 = 0; i0 < rows; i0 += AT_R)
+        for (int c0 = 0; c0 < AT_TK; c0 += AT_C) {
+            float acc[AT_R][AT_C] = {{0}};
+            for (int64_t d = 0; d < D; d++) {
+                const float *kd = kt + d * AT_TK + c0;
+                for (int r = 0; r < AT_R; r++) {
+                    float qv = q[(i0 + r) * D + d];
+#pragma omp simd
+                    for (int c = 0; c < AT_C; c++)
+                        acc[r][c] += qv * kd[c];
+                }
+            }
+            for (int r = 0; r < AT_R; r++)
+                memcpy(s + (i0 + r) * AT_TK + c0, acc[r], sizeof acc[r]);
+        }
+}
+
+// acc (rows, Dv) += p (rows, AT_TK) . v (nk, Dv), blocked as tile_scores
+static void tile_pv(const float *p, const float *v, int64_t Dv, int rows, int nk, float *acc) {
+    for (int i0 = 0; i0 < rows; i0 += AT_R) {
+        int64_t e0 = 0;
+        for (; e0 + AT_C <= Dv; e0 += AT_C) {
+            float o[AT_R][AT_C];
+            for (int r = 0; r < AT_R; r++)
+                memcpy(o[r], acc + (i0 + r) * Dv + e0, sizeof o[r]);
+            for (int c = 0; c < nk; c++) {
+                const float *vc = v + c * Dv + e0;
+                for (int r = 0; r < AT_R; r++) {
+                    float pv = p[(i0 + r) * AT_TK + c];
+#pragma omp simd
+                    for (int e = 0; e < AT_C; e++)
+                        o[r][e] += pv * vc[e];
+                }
+            }
+            for (int r = 0; r < AT_R; r++)
+                memcpy(acc + (i0 + r) * Dv + e0, o[r], sizeof o[r]);
+        }
+        for (int r = 0; e0 < Dv && r < AT_R; r++) // the last Dv % AT_C columns
+            for (int c = 0; c < nk; c++) {
+                float pv = p[(i0 + r) * AT_TK + c];
+                for (int64_t e = e0; e < Dv; e++)
+                    acc[(i0 + r) * Dv + e] += pv * v[c * Dv + e];
+            }
+    }
+}
+
+// x[i] = e^(x[i] - shift), vectorized (see the pragma at the top).
+static void exp_row(float *x, float shift, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++)
+        x[i] = cpu_expf(x[i] - shift);
+}
+
+// Queries [t0, t0 + nq) of (b, h) against keys [k0, k1): fills w->m, w->l
+// and w->acc (unnormalized) from scratch. Rows past nq, up to a multiple of
+// AT_R, are zeros that the blocked loops carry along.
+static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t h, int64_t t0, int nq,
+                     int64_t k0, int64_t k1) {
+    int64_t D = j->D, Dv = j->Dv, kvh = h / (j->H / j->KVH);
+    int rows = (nq + AT_R - 1) / AT_R * AT_R;
+    float row[AT_TK];
+    for (int i = 0; i < rows; i++) {
+        float *qi = w->q + i * D;
+        if (i < nq) {
+            load_row(&j->q, b * j->q.st[0] + h * j->q.st[1] + (t0 + i) * j->q.st[2], j->q.st[3], D,
+                     qi);
+            for (int64_t d = 0; d < D; d++)
+                qi[d] *= j->scale;
+        } else {
+            memset(qi, 0, (size_t)D * sizeof *qi);
+        }
+        w->m[i] = -INFINITY;
+        w->l[i] = 0;
+    }
+    memset(w->acc, 0, (size_t)(rows * Dv) * sizeof *w->acc);
+    int64_t last = k1 < key_end(j, b, t0 + nq - 1) ? k1 : key_end(j, b, t0 + nq - 1);
+    for (int64_t s0 = k0; s0 < last; s0 += AT_TK) {
+        int nk = (int)(last - s0 < AT_TK ? last - s0 : AT_TK);
+        int64_t bg = b * j->KVH + kvh;
+        tile_scores(w->q, j->kpack + (bg * j->nkt + s0 / AT_TK) * D * AT_TK, D, rows, w->s);
+        // each row's new max (masked columns set to -inf); the rescaling
+        // factors of all rows at once; then the exponentials, a row at a time
+        float mnew[AT_TQ], corr[AT_TQ];
+        int vis[AT_TQ];
+        for (int i = 0; i < rows; i++) {
+            float *si = w->s + i * AT_TK;
+            int64_t end = i < nq ? key_end(j, b, t0 + i) : 0;
+            int v = (int)(end - s0 < nk ? end - s0 : nk); // this row's visible keys in the tile
+            v = v < 0 ? 0 : v;
+            if (v && j->has_bias) {
+                const at_operand *o = &j->bias;
+                load_row(o, b * o->st[0] + h * o->st[1] + (t0 + i) * o->st[2] + s0 * o->st[3],
+                         o->st[3], v, row);
+                for (int c = 0; c < v; c++)
+                    si[c] += row[c];
+            }
+            float mx = w->m[i];
+#pragma omp simd reduction(max : mx)
+            for (int c = 0; c < AT_TK; c++) {
+                si[c] = c < v ? si[c] : -INFINITY;
+                mx = si[c] > mx ? si[c] : mx;
+            }
+            vis[i] = mx == -INFINITY ? 0 : v; // nothing visible yet (masked, -inf bias): no terms
+            mnew[i] = vis[i] ? mx : w->m[i];
+        }
+#pragma omp simd
+        for (int i = 0; i < AT_TQ; i++)
+            corr[i] = i < rows && vis[i] ? cpu_expf(w->m[i] - mnew[i]) : 1.0f;
+        for (int i = 0; i < rows; i++) {
+            float *si = w->s + i * AT_TK, shift = vis[i] ? mnew[i] : 0.0f, sum = 0;
+            exp_row(si, shift, AT_TK);
+            for (int c = vis[i]; c < AT_TK; c++)
+                si[c] = 0;
+#pragma omp simd reduction(+ : sum)
+            for (int c = 0; c < AT_TK; c++)
+                sum += si[c];
+            if (!vis[i])
+                continue;
+            w->m[i] = mnew[i];
+            w->l[i] = w->l[i] * corr[i] + sum;
+            if (corr[i] != 1.0f)
+                for (int64_t e = 0; e < Dv; e++)
+                    w->acc[i * Dv + e] *= corr[i];
+        }
+        tile_pv(w->s, j->vpack + (bg * j->S + s0) * Dv, Dv, rows, nk, w->acc);
+    }
+}
+
+// rows of acc (stride Dv) divided by their l (zeros where no key was
+// visible) into y's contiguous rows from element off
+static void store_rows(tensor *y, int64_t off, const float *acc, const float *l, int n,
+                       int64_t Dv) {
+    float buf[512];
+    for (int i = 0; i < n; i++) {
+        float inv = l[i] > 0 ? 1.0f / l[i] : 0.0f;
+        for (int64_t e0 = 0; e0 < Dv; e0 += 512) {
+            int64_t ne = Dv - e0 < 512 ? Dv - e0 : 512, at = y->offset + off + i * Dv + e0;
+            for (int64_t e = 0; e < ne; e++)
+                buf[e] = acc[i * Dv + e0 + e] * inv;
+            if (y->dtype == DT_F32)
+                memcpy((float *)y->storage->data + at, buf, (size_t)ne * sizeof *buf);
+            else
+                cpu_half_store(y->dtype, ne, buf, (uint16_t *)y->storage->data + at, 1);
+        }
+    }
+}
+
+// k and v into f32 once per call, as a GEMM packs its operands: each key
+// tile transposed to (D, AT_TK) (its columns past S zero), values by rows.
+// Every query tile and every query head of a kv group then reads them in
+// place (GQA's sharing for free); the copy is the size of k and v in f32.
+// Called inside a parallel region: its loop is shared among the threads.
+static void pack_kv(const at_job *j) {
+    int64_t D = j->D, Dv = j->Dv, n = j->B * j->KVH * j->nkt;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        int64_t bg = i / j->nkt, s0 = i % j->nkt * AT_TK, b = bg / j->KVH, g = bg % j->KVH;
+        float *kt = j->kpack + i * D * AT_TK, row[256];
+        for (int64_t c = 0; c < AT_TK; c++) {
+            int64_t s = s0 + c, kb = b * j->k.st[0] + g * j->k.st[1] + s * j->k.st[2];
+            for (int64_t d0 = 0; d0 < D; d0 += 256) {
+                int64_t nd = D - d0 < 256 ? D - d0 : 256;
+                if (s < j->S)
+                    load_row(&j->k, kb + d0 * j->k.st[3], j->k.st[3], nd, row);
+                else
+                    memset(row, 0, sizeof row);
+                for (int64_t d = 0; d < nd; d++)
+                    kt[(d0 + d) * AT_TK + c] = row[d];
+            }
+            if (s < j->S)
+                load_row(&j->v, b * j->v.st[0] + g * j->v.st[1] + s * j->v.st[2], j->v.st[3], Dv,
+                         j->vpack + (bg * j->S + s) * Dv);
+        }
+    }
+}
+
+// k and v packed, then every (b, h, query tile, key chunk), in one
+// parallel region (decoding steps are short: one fork, one join). Without a split (part
+// NULL) each task writes its rows to y; with one, its rows' m, l and acc
+// go to part, (row, chunk) entries of 2 + Dv floats.
+static int run_tasks(const at_job *j, tensor *y, float *part) {
+    int64_t P = j->nsplit, Dv = j->Dv, tasks = j->B * j->H * j->nqt * P;
+    int bad = 0;
+#pragma omp parallel
+    {
+        at_scratch w;
+        float *mem = scratch_new(j, &w);
+        if (!mem) {
+#pragma omp atomic write
+            bad = 1;
+        }
+        pack_kv(j); // its loop's barrier: packed before any task reads it
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < tasks; task++) {
+            if (!mem)
+                continue;
+            int64_t p = task % P, rest = task / P, qt = rest % j->nqt, bh = rest / j->nqt;
+            int64_t b = bh / j->H, h = bh % j->H, t0 = qt * AT_TQ;
+            int nq = (int)(j->T - t0 < AT_TQ ? j->T - t0 : AT_TQ);
+            int64_t k0 = p * j->chunk, k1 = k0 + j->chunk < j->S ? k0 + j->chunk : j->S;
+            tile_run(j, &w, b, h, t0, nq, k0, k1);
+            if (!part) {
+                store_rows(y, (bh * j->T + t0) * Dv, w.acc, w.l, nq, Dv);
+                continue;
+            }
+            for (int i = 0; i < nq; i++) {
+                float *dst = part + ((bh * j->T + t0 + i) * P + p) * (2 + Dv);
+                dst[0] = w.m[i];
+                dst[1] = w.l[i];
+                memcpy(dst + 2, w.acc + i * Dv, (size_t)Dv * sizeof *dst);
+            }
+        }
+        free(mem);
+    }
+    return bad ? -1 : 0;
+}
+
+// Split-K's second pass: each row's chunks rescaled to their common max
+// and summed (flash-decoding's merge), into y.
+static int merge_chunks(const at_job *j, const float *part, tensor *y) {
+    int64_t rows = j->B * j->H * j->T, P = j->nsplit, Dv = j->Dv;
+    int bad = 0;
+#pragma omp parallel
+    {
+        float *acc = malloc((size_t)Dv * sizeof *acc);
+        if (!acc) {
+#pragma omp atomic write
+            bad = 1;
+        }
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            if (!acc)
+                continue;
+            const float *pr = part + r * P * (2 + Dv);
+            float mx = -INFINITY, l = 0;
+            for (int64_t p = 0; p < P; p++)
+                mx = pr[p * (2 + Dv)] > mx ? pr[p * (2 + Dv)] : mx;
+            memset(acc, 0, (size_t)Dv * sizeof *acc);
+            for (int64_t p = 0; mx != -INFINITY && p < P; p++) {
+                const float *c = pr + p * (2 + Dv);
+                if (c[1] == 0)
+                    continue;
+                float f = cpu_expf(c[0] - mx);
+                l += c[1] * f;
+                for (int64_t e = 0; e < Dv; e++)
+                    acc[e] += c[2 + e] * f;
+            }
+            store_rows(y, r * Dv, acc, &l, 1, Dv);
+        }
+        free(acc);
+    }
+    return bad ? -1 : 0;
+}
+
+static bool float_dtype(enum dtype t) { return t == DT_F32 || dtype_is_half(t); }
+
+int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor *k,
+                  const tensor *v, const tensor *bias, const tensor *len, tensor *y) {
+    const tensor *in[3] = {q, k, v};
+    for (int i = 0; i < 3; i++)
+        if (in[i]->ndim != 4 || !float_dtype(in[i]->dtype))
+            return cpu_fail(c, "attention: input %d must be a 4-d float tensor", i);
+    if (bias && (!float_dtype(bias->dtype) || bias->ndim > 4))
+        return cpu_fail(c, "attention: the bias must be a float tensor of at most 4 dims");
+    if (y->dtype != q->dtype || !tensor_is_contiguous(y))
+        return cpu_fail(c, "attention: the output must be contiguous and of q's dtype");
+    at_job j = {.B = q->shape[0],
+                .H = q->shape[1],
+                .KVH = k->shape[1],
+                .T = q->shape[2],
+                .S = k->shape[2],
+                .D = q->shape[3],
+                .Dv = v->shape[3],
+                .scale = (float)n->fa[0],
+                .causal = n->ia[0] != 0,
+                .q = operand_of(q),
+                .k = operand_of(k),
+                .v = operand_of(v),
+                .has_bias = bias != NULL};
+    if (bias)
+        j.bias = operand_of(bias);
+    int64_t *L = malloc((size_t)j.B * sizeof *L);
+    if (!L)
+        return cpu_fail(c, "attention: out of memory");
+    for (int64_t b = 0; b < j.B; b++) {
+        L[b] = j.S;
+        if (!len)
+            continue;
+        int64_t i = tensor_numel(len) == 1 ? 0 : b,
+                off = len->offset + (len->ndim ? i * len->stride[0] : 0);
+        L[b] = len->dtype == DT_I64 ? ((const int64_t *)len->storage->data)[off]
+                                    : ((const int32_t *)len->storage->data)[off];
+        if (L[b] < 0 || L[b] > j.S) {
+            int64_t bad = L[b];
+            free(L);
+            return cpu_fail(c,
+                            "attention: valid length %lld of batch row %lld is outside [0, %lld]",
+                            (long long)bad, (long long)b, (long long)j.S);
+        }
+    }
+    j.len = L;
+    j.nqt = (j.T + AT_TQ - 1) / AT_TQ;
+    j.nsplit = 1;
+    j.chunk = j.S;
+    int64_t tasks = j.B * j.H * j.nqt, want = 4 * (int64_t)omp_get_max_threads();
+    if (tasks < want && j.S >= 4 * AT_TK) {
+        int64_t P = (want + tasks - 1) / tasks, most = j.S / (2 * AT_TK);
+        P = P < most ? P : most;
+        j.chunk = ((j.S + P - 1) / P + AT_TK - 1) / AT_TK * AT_TK;
+        j.nsplit = (j.S + j.chunk - 1) / j.chunk;
+    }
+    float *part = NULL; // split-K: per (row, chunk) m, l and acc
+    j.nkt = (j.S + AT_TK - 1) / AT_TK;
+    j.kpack = malloc((size_t)(j.B * j.KVH * j.nkt * j.D * AT_TK) * sizeof *j.kpack);
+    j.vpack = malloc((size_t)(j.B * j.KVH * j.S * j.Dv) * sizeof *j.vpack);
+    int rc = j.kpack && j.vpack ? 0 : -1;
+    if (rc == 0 && j.nsplit > 1 &&
+        !(part = malloc((size_t)(j.B * j.H * j.T * j.nsplit * (2 + j.Dv)) * sizeof *part)))
+        rc = -1;
+    if (rc == 0)
+        rc = run_tasks(&j, y, part);
+    if (rc == 0 && part)
+        rc = merge_chunks(&j, part, y);
+    free(part);
+    free(j.kpack);
+    free(j.vpack);
+    free(L);
+    c->kernels++;
+    return rc < 0 ? cpu_fail(c, "attention: out of memory") : 0;
+}

@@ -1,0 +1,539 @@
+// The fused attention op (ops.def ATTENTION): the CPU kernel (eager, one
+// kernel per call) and the compiled mode against the fp64 reference on
+// shapes chosen to hit its edges (ragged tiles, split-K decoding, causal
+// with T < S, bias with -inf, per-row valid lengths down to zero, GQA, MQA,
+// f16, a permuted view); the graph builder's refusals; the compiler's
+// pattern pass on gpt2 and llama (GQA) from the smoke suite; --attention
+// sdpa's graphs; the backward against the unfused chain's; and the CUDA
+// kernel's text through NVRTC for sm_80 and sm_90 (no GPU needed).
+#include "tcbench_config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autodiff/autograd.h"
+#include "compile/compile.h"
+#include "eager/eager.h"
+#include "model/model_prepare.h"
+#include "model/modeldef.h"
+#include "ref/ref.h"
+#include "test_util.h"
+
+#if TCBENCH_HAVE_CUDA
+#include "backend/cuda/cuda_nvrtc.h"
+extern const char cuda_prelude_text[];
+extern const char cuda_attention_text[];
+#endif
+
+typedef struct att_case {
+    const char *name;
+    int64_t B, H, KVH, T, S, D, Dv;
+    bool causal;
+    int bias;      // 0 none; 1 (B, 1, 1, S) with -inf entries; 2 (T, S) finite
+    int lens;      // 0 none; 1 (B) with a 0 and a short row; 2 () one length
+    bool strided;  // q from a (B, T, H, D) input through a permute view
+    enum dtype dt; // q, k, v
+} att_case;
+
+// A graph with inputs for q, k, v (and bias, lengths) and one ATTENTION as
+// its output; *len_id the length input or -1.
+static graph *att_graph(const att_case *c, int *len_id) {
+    graph *g = graph_new();
+    assert_non_null(g);
+    int q;
+    if (c->strided) {
+        q = graph_input(g, "q", c->dt, 4, (int64_t[]){c->B, c->T, c->H, c->D});
+        q = graph_permute(g, q, (int[]){0, 2, 1, 3});
+    } else {
+        q = graph_input(g, "q", c->dt, 4, (int64_t[]){c->B, c->H, c->T, c->D});
+    }
+    int k = graph_input(g, "k", c->dt, 4, (int64_t[]){c->B, c->KVH, c->S, c->D});
+    int v = graph_input(g, "v", c->dt, 4, (int64_t[]){c->B, c->KVH, c->S, c->Dv});
+    int src[5] = {q, k, v}, n = 3;
+    int64_t ia[GRAPH_MAX_IA] = {c->causal};
+    if (c->bias) {
+        int b = c->bias == 1 ? graph_input(g, "bias", DT_F32, 4, (int64_t[]){c->B, 1, 1, c->S})
+                             : graph_input(g, "bias", DT_F32, 2, (int64_t[]){c->T, c->S});
+        ia[1] = n;
+        src[n++] = b;
+    }
+    *len_id = -1;
+    if (c->lens) {
+        *len_id = c->lens == 1 ? graph_input(g, "len", DT_I64, 1, (int64_t[]){c->B})
+                               : graph_input(g, "len", DT_I32, 0, NULL);
+        ia[2] = n;
+        src[n++] = *len_id;
+    }
+    double fa[GRAPH_MAX_FA] = {1.0 / sqrt((double)c->D)};
+    int y = graph_op(g, OP_ATTENTION, n, src, ia, fa);
+    if (y < 0)
+        fail_msg("%s: %s", c->name, graph_error(g));
+    graph_output(g, y);
+    return g;
+}
+
+// Inputs drawn from the seed, then the special values the case asks for.
+static model *att_model(const att_case *c) {
+    int len;
+    graph *g = att_graph(c, &len);
+    model *m = model_new(g, c->name, "test", c->B);
+    assert_non_null(m);
+    assert_int_equal(model_init_values(m, 5), 0);
+    for (int i = 0; i < g->n; i++) {
+        const graph_node *n = &g->nodes[i];
+        if (n->op != OP_INPUT || !n->name || strcmp(n->name, "bias") || c->bias != 1)
+            continue;
+        float *b = tensor_f32(m->values[i]);
+        for (int64_t r = 0; r < c->B; r++)
+            for (int64_t s = 0; s < c->S; s++)
+                if (s % 3 == 1 || r == c->B - 1) // the last row: every key masked
+                    b[r * c->S + s] = -INFINITY;
+    }
+    if (len >= 0) {
+        tensor *t = m->values[len];
+        if (c->lens == 1) {
+            int64_t *l = tensor_data(t);
+            for (int64_t b = 0; b < c->B; b++)
+                l[b] = b == 0 ? c->S : b == 1 ? 0 : (c->S * 2) / 5 + b;
+        } else {
+            *(int32_t *)tensor_data(t) = (int32_t)(c->S - 3);
+        }
+    }
+    return m;
+}
+
+static double value_at(const tensor *t, int64_t i) {
+    if (t->dtype == DT_F32)
+        return ((const float *)tensor_data(t))[i];
+    return dtype_half_to_f32(t->dtype, ((const uint16_t *)tensor_data(t))[i]);
+}
+
+// Largest |got - want| over the output, against 1 + |want|.
+static double max_err(const tensor *got, const double *want) {
+    double e = 0;
+    for (int64_t i = 0; i < tensor_numel(got); i++) {
+        double d = fabs(value_at(got, i) - want[i]) / (1 + fabs(want[i]));
+        e = d > e || d != d ? d : e;
+    }
+    return e;
+}
+
+static const att_case cases[] = {
+    {"ragged", 2, 3, 3, 37, 70, 20, 12, false, 0, 0, false, DT_F32},
+    {"causal_t_lt_s", 1, 2, 2, 19, 83, 16, 16, true, 0, 0, false, DT_F32},
+    {"causal_square", 2, 2, 2, 65, 65, 8, 8, true, 0, 0, false, DT_F32},
+    {"decode_split_k", 1, 4, 2, 1, 1500, 32, 32, false, 0, 0, false, DT_F32},
+    {"decode_split_k_len", 2, 4, 4, 3, 900, 16, 24, true, 0, 1, false, DT_F32},
+    {"bias_inf", 3, 2, 1, 9, 40, 8, 8, false, 1, 0, false, DT_F32},
+    {"bias_2d_causal", 1, 2, 2, 12, 12, 8, 8, true, 2, 0, false, DT_F32},
+    {"lens_per_row", 3, 2, 2, 4, 50, 8, 8, true, 0, 1, false, DT_F32},
+    {"len_scalar", 2, 2, 2, 5, 30, 8, 8, false, 0, 2, false, DT_F32},
+    {"gqa", 2, 6, 2, 33, 33, 16, 16, true, 0, 0, false, DT_F32},
+    {"mqa", 1, 4, 1, 20, 97, 16, 16, false, 0, 0, false, DT_F32},
+    {"f16", 2, 4, 2, 40, 70, 16, 16, true, 0, 0, false, DT_F16},
+    {"f16_decode", 1, 4, 1, 1, 600, 32, 32, false, 0, 0, false, DT_F16},
+    {"strided_q", 2, 3, 3, 21, 21, 8, 8, true, 0, 0, true, DT_F32},
+};
+
+static void test_kernel_vs_reference(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const att_case *c = &cases[i];
+        model *m = att_model(c);
+        double *ref[1];
+        char err[300];
+        if (ref_run(m, ref, err, sizeof err) < 0)
+            fail_msg("%s: reference: %s", c->name, err);
+        eager *e = eager_new(m);
+        assert_non_null(e);
+        tensor *out[1];
+        eager_stats st;
+        if (eager_run(e, out, &st) < 0)
+            fail_msg("%s: eager: %s", c->name, eager_error(e));
+        double tol = c->dt == DT_F32 ? 2e-5 : 4e-3, got = max_err(out[0], ref[0]);
+        print_message("%-20s eager %lld kernel(s), max error %.2g\n", c->name,
+                      (long long)st.kernels, got);
+        if (!(got <= tol))
+            fail_msg("%s: error %g over %g", c->name, got, tol);
+        // one kernel for the op (a permuted q is read in place, not copied)
+        assert_int_equal(st.kernels, 1);
+        if (c->lens == 1) { // batch row 1 sees no key: zeros
+            int64_t row = c->H * c->T * c->Dv;
+            for (int64_t j = row; j < 2 * row; j++)
+                assert_true(value_at(out[0], j) == 0);
+        }
+        tensor_free(out[0]);
+        free(ref[0]);
+        eager_free(e);
+        model_free(m);
+    }
+}
+
+// ATTENTION in a compiled program (an extern kernel between generated ones).
+static void test_compiled(void **state) {
+    (void)state;
+    const att_case c = {"compiled", 2, 4, 2, 17, 40, 8, 8, true, 0, 1, false, DT_F32};
+    int len;
+    graph *g = att_graph(&c, &len);
+    // an epilogue the program generates around it
+    int y = graph_unary(g, OP_GELU, g->outputs[0]);
+    g->noutputs = 0;
+    graph_output(g, y);
+    model *m = model_new(g, c.name, "test", c.B);
+    assert_int_equal(model_init_values(m, 9), 0);
+    int64_t *l = tensor_data(m->values[len]);
+    l[0] = 40, l[1] = 23;
+    double *ref[1];
+    char err[600];
+    assert_int_equal(ref_run(m, ref, err, sizeof err), 0);
+    compile_opts o = compile_opts_default();
+    compiled *cp;
+    if (compile_model(m, &o, &cp, err, sizeof err) < 0)
+        fail_msg("compile_model: %s", err);
+    tensor *out[1];
+    compiled_stats st;
+    if (compiled_run(cp, out, &st) < 0)
+        fail_msg("compiled_run: %s", compiled_error(cp));
+    double e = max_err(out[0], ref[0]);
+    print_message("compiled: max error %.2g\n", e);
+    assert_true(e < 2e-5);
+    tensor_free(out[0]);
+    compiled_free(cp);
+    free(ref[0]);
+    model_free(m);
+}
+
+// Every shape rule of the builder refuses in words.
+static void test_builder_checks(void **state) {
+    (void)state;
+    graph *g = graph_new();
+    int q = graph_input(g, "q", DT_F32, 4, (int64_t[]){1, 6, 5, 8});
+    int k = graph_input(g, "k", DT_F32, 4, (int64_t[]){1, 4, 7, 8});
+    int v = graph_input(g, "v", DT_F32, 4, (int64_t[]){1, 4, 7, 8});
+    int k2 = graph_input(g, "k2", DT_F32, 4, (int64_t[]){1, 2, 7, 8});
+    int v2 = graph_input(g, "v2", DT_F32, 4, (int64_t[]){1, 2, 7, 8});
+    int kd = graph_input(g, "kd", DT_F32, 4, (int64_t[]){1, 2, 7, 4});
+    int vs = graph_input(g, "vs", DT_F32, 4, (int64_t[]){1, 2, 6, 8});
+    int h = graph_input(g, "h", DT_F16, 4, (int64_t[]){1, 2, 7, 8});
+    int b3 = graph_input(g, "b", DT_F32, 2, (int64_t[]){5, 6});
+    int len = graph_input(g, "len", DT_F32, 1, (int64_t[]){1});
+    int q3 = graph_input(g, "q3", DT_F32, 3, (int64_t[]){6, 5, 8});
+    struct {
+        int src[5], n;
+        int64_t ia[3];
+        const char *said;
+    } bad[] = {
+        {{q, k, v}, 3, {0}, "not a multiple of 4 kv heads"},
+        {{q3, k2, v2}, 3, {0}, "q must be 4-d"},
+        {{q, kd, v2}, 3, {0}, "differ in head dim"},
+        {{q, k2, vs}, 3, {0}, "must share batch, kv heads and length"},
+        {{q, h, v2}, 3, {0}, "all f32 or all one 16-bit float"},
+        {{q, k2, v2, b3}, 4, {0, 3}, "does not broadcast"},
+        {{q, k2, v2, len}, 4, {0, 0, 3}, "valid length must be i32 or i64"},
+        {{q, k2, v2, b3}, 4, {0}, "must name the inputs after q, k, v"},
+        {{q, k2, v2}, 3, {2}, "causal) must be 0 or 1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t ia[GRAPH_MAX_IA] = {bad[i].ia[0], bad[i].ia[1], bad[i].ia[2]};
+        assert_int_equal(graph_op(g, OP_ATTENTION, bad[i].n, bad[i].src, ia, NULL), -1);
+        if (!strstr(graph_error(g), bad[i].said))
+            fail_msg("case %zu: '%s' does not say '%s'", i, graph_error(g), bad[i].said);
+    }
+    int y = graph_op(g, OP_ATTENTION, 3, (int[]){q, k2, v2}, NULL, NULL);
+    assert_true(y >= 0);
+    assert_int_equal(g->nodes[y].shape[1], 6);
+    assert_int_equal(g->nodes[y].shape[3], 8);
+    graph_free(g);
+}
+
+static const suite_case *smoke_case(const suite *s, const char *name) {
+    for (int i = 0; i < s->ncases; i++)
+        if (!strcmp(s->cases[i].name, name))
+            return &s->cases[i];
+    fail_msg("no smoke case %s", name);
+    return NULL;
+}
+
+static int count_op(const graph *g, enum op op) {
+    int c = 0;
+    for (int i = 0; i < g->n; i++)
+        c += g->nodes[i].op == op;
+    return c;
+}
+
+// A smoke model (its kv_heads overridden when kvh > 0) built as the runner
+// builds it.
+static model *build(const suite_case *sc, int64_t kvh, bool sdpa, enum dtype amp) {
+    diag d;
+    modeldef *md;
+    if (modeldef_load(sc->model_path, &md, &d) < 0)
+        fail_msg("%s: %d:%d: %s", sc->name, d.line, d.col, d.msg);
+    modeldef_override ov[16];
+    int nov = sc->noverrides;
+    assert_true(nov < 15);
+    memcpy(ov, sc->overrides, (size_t)nov * sizeof *ov);
+    char kv[16];
+    snprintf(kv, sizeof kv, "%lld", (long long)kvh);
+    if (kvh > 0)
+        ov[nov++] = (modeldef_override){.key = "kv_heads", .expr = kv, .file = "test"};
+    model *m;
+    char err[600];
+    model_prep mp = {.amp = amp, .seed = 3, .fused_attention = sdpa};
+    enum model_prep_step s = model_prepare(md, ov, nov, sc->batch, &mp, &m, err, sizeof err);
+    if (s != MODEL_PREP_DONE)
+        fail_msg("%s: %s: %s", sc->name, model_prep_step_name(s), err);
+    modeldef_free(md);
+    return m;
+}
+
+// The compiled program of m against the reference; the log's replacements
+// counted in *found.
+static double program_error(model *m, int *found) {
+    double *ref[8];
+    char err[600];
+    if (ref_run(m, ref, err, sizeof err) < 0)
+        fail_msg("reference: %s", err);
+    char *logbuf = NULL;
+    size_t loglen = 0;
+    FILE *log = open_memstream(&logbuf, &loglen);
+    assert_non_null(log);
+    compile_opts o = compile_opts_default();
+    o.log = log;
+    compiled *c;
+    if (compile_model(m, &o, &c, err, sizeof err) < 0)
+        fail_msg("compile_model: %s", err);
+    fclose(log);
+    *found = 0;
+    for (const char *p = logbuf; (p = strstr(p, "-> attention")); p++)
+        (*found)++;
+    free(logbuf);
+    tensor *out[8];
+    compiled_stats st;
+    if (compiled_run(c, out, &st) < 0)
+        fail_msg("compiled_run: %s", compiled_error(c));
+    double e = 0;
+    for (int i = 0; i < m->g->noutputs; i++) {
+        double ei = max_err(out[i], ref[i]);
+        e = ei > e ? ei : e;
+        tensor_free(out[i]);
+        free(ref[i]);
+    }
+    compiled_free(c);
+    return e;
+}
+
+// The pass replaces each layer's chain (gpt2: causal MHA; llama with 2 kv
+// heads: causal GQA through repeat_kv; bert: no mask), the outputs stay
+// within fp32's tolerance of the reference, and the kill switch keeps the
+// chain.
+static void test_pattern_pass(void **state) {
+    (void)state;
+    suite *s = load_smoke_suite();
+    const struct {
+        const char *name;
+        int64_t kvh;
+    } models[] = {{"gpt2", 0}, {"llama", 2}, {"bert", 0}};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        model *m = build(smoke_case(s, models[i].name), models[i].kvh, false, DT_F32);
+        assert_int_equal(count_op(m->g, OP_ATTENTION), 0);
+        int found;
+        double e = program_error(m, &found);
+        print_message("%-6s fused %d attention chains, max error %.2g\n", models[i].name, found, e);
+        assert_int_equal(found, 2); // two layers each
+        assert_true(e < 1e-4);
+        setenv("TCBENCH_DISABLE_FUSED_ATTENTION", "1", 1);
+        e = program_error(m, &found);
+        unsetenv("TCBENCH_DISABLE_FUSED_ATTENTION");
+        assert_int_equal(found, 0);
+        assert_true(e < 1e-4);
+        model_free(m);
+    }
+    suite_free(s);
+}
+
+// Under autocast the chain has casts between its links: still found, and
+// the f16 program stays close to the reference.
+static void test_pattern_pass_amp(void **state) {
+    (void)state;
+    suite *s = load_smoke_suite();
+    model *m = build(smoke_case(s, "gpt2"), 0, false, DT_F16);
+    int found;
+    double e = program_error(m, &found);
+    print_message("gpt2 amp: fused %d, max error %.2g\n", found, e);
+    assert_int_equal(found, 2);
+    assert_true(e < 3e-2);
+    model_free(m);
+    suite_free(s);
+}
+
+// --attention sdpa: one ATTENTION per layer, no softmax left; eager and
+// compiled agree with the reference.
+static void test_sdpa_graphs(void **state) {
+    (void)state;
+    suite *s = load_smoke_suite();
+    const char *names[] = {"gpt2", "llama", "t5", "vit"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        model *m = build(smoke_case(s, names[i]), 0, true, DT_F32);
+        assert_true(count_op(m->g, OP_ATTENTION) >= 2);
+        assert_int_equal(count_op(m->g, OP_SOFTMAX), 0);
+        double *ref[8];
+        char err[600];
+        assert_int_equal(ref_run(m, ref, err, sizeof err), 0);
+        eager *e = eager_new(m);
+        tensor *out[8];
+        eager_stats st;
+        if (eager_run(e, out, &st) < 0)
+            fail_msg("%s: eager: %s", names[i], eager_error(e));
+        for (int k = 0; k < m->g->noutputs; k++) {
+            assert_true(max_err(out[k], ref[k]) < 1e-4);
+            tensor_free(out[k]);
+            free(ref[k]);
+        }
+        eager_free(e);
+        int found;
+        double ce = program_error(m, &found);
+        print_message("%-6s sdpa: eager %lld kernels, compiled max error %.2g\n", names[i],
+                      (long long)st.kernels, ce);
+        assert_true(ce < 1e-4);
+        model_free(m);
+    }
+    suite_free(s);
+}
+
+// The backward (autograd.c back_attention) gives the gradients of the
+// unfused chain: the same parameters (same node ids, same values) through
+// ATTENTION and through matmul, scale, where, softmax, matmul.
+static graph *grad_graph(bool fused, bool causal) {
+    graph *g = graph_new();
+    int64_t B = 2, H = 4, KVH = 2, T = 6, S = 6, D = 4;
+    int q = graph_param(g, "q", 4, (int64_t[]){B, H, T, D}, INIT_NORMAL, 1);
+    int k = graph_param(g, "k", 4, (int64_t[]){B, KVH, S, D}, INIT_NORMAL, 1);
+    int v = graph_param(g, "v", 4, (int64_t[]){B, KVH, S, D}, INIT_NORMAL, 1);
+    int bias = graph_param(g, "bias", 2, (int64_t[]){T, S}, INIT_NORMAL, 1);
+    int target = graph_input(g, "target", DT_F32, 4, (int64_t[]){B, H, T, D});
+    double sc = 0.37;
+    int y;
+    if (fused) {
+        y = graph_op(g, OP_ATTENTION, 4, (int[]){q, k, v, bias}, (int64_t[GRAPH_MAX_IA]){causal, 3},
+                     (double[GRAPH_MAX_FA]){sc});
+    } else {
+        int rep[2];
+        for (int i = 0; i < 2; i++) {
+            int r = graph_reshape(g, i ? v : k, 5, (int64_t[]){B, KVH, 1, S, D});
+            r = graph_op_shaped(g, OP_EXPAND, 1, &r, NULL, NULL, 5,
+                                (int64_t[]){B, KVH, H / KVH, S, D});
+            rep[i] = graph_reshape(g, r, 4, (int64_t[]){B, H, S, D});
+        }
+        int s = graph_binary(g, OP_MATMUL, q, graph_permute(g, rep[0], (int[]){0, 1, 3, 2}));
+        s = graph_binary(g, OP_ADD, graph_scale(g, s, sc, 0), bias);
+        if (causal) {
+            int mask = graph_buffer(g, "causal_mask.6x6", DT_BOOL, 2, (int64_t[]){T, S},
+                                    INIT_CAUSAL_MASK, 0);
+            int low = graph_full(g, -FLT_MAX, DT_F32, 0, NULL);
+            s = graph_op(g, OP_WHERE, 3, (int[]){mask, s, low}, NULL, NULL);
+        }
+        y = graph_binary(g, OP_MATMUL, graph_unary(g, OP_SOFTMAX, s), rep[1]);
+    }
+    g->loss = graph_op(g, OP_MSE_LOSS, 2, (int[]){y, target}, NULL, NULL);
+    assert_true(g->loss >= 0);
+    graph_output(g, g->loss);
+    return g;
+}
+
+static void test_backward(void **state) {
+    (void)state;
+    for (int causal = 0; causal < 2; causal++) {
+        double *grads[2][8];
+        int64_t size[8];
+        int nout = 0;
+        for (int fused = 0; fused < 2; fused++) {
+            graph *g = grad_graph(fused, causal);
+            model *m = model_new(g, "grad", "test", 2);
+            train_opts o = train_opts_sgd();
+            char err[600];
+            enum model_prep_step s = model_prepare_built(
+                m, &(model_prep){.train = &o, .keep_grads = true, .seed = 11}, err, sizeof err);
+            if (s != MODEL_PREP_DONE)
+                fail_msg("%s: %s", model_prep_step_name(s), err);
+            nout = m->g->noutputs;
+            assert_true(nout >= 5 && nout <= 8); // the loss, then 4 gradients
+            for (int k = 0; k < nout; k++)
+                size[k] = graph_node_numel(&m->g->nodes[m->g->outputs[k]]);
+            if (ref_run(m, grads[fused], err, sizeof err) < 0)
+                fail_msg("reference: %s", err);
+            if (fused) { // its eager step runs too (the recomputed chain's kernels)
+                eager *e = eager_new(m);
+                tensor *out[8];
+                eager_stats st;
+                if (eager_run(e, out, &st) < 0)
+                    fail_msg("eager: %s", eager_error(e));
+                for (int k = 0; k < nout; k++) {
+                    assert_true(max_err(out[k], grads[1][k]) < 1e-4);
+                    tensor_free(out[k]);
+                }
+                eager_free(e);
+            }
+            model_free(m);
+        }
+        for (int k = 0; k < nout; k++) {
+            double e = 0;
+            for (int64_t j = 0; j < size[k]; j++)
+                e = fmax(e, fabs(grads[0][k][j] - grads[1][k][j]));
+            print_message("causal %d output %d: fused vs chain %.2g\n", causal, k, e);
+            assert_true(e < 1e-9);
+            free(grads[0][k]);
+            free(grads[1][k]);
+        }
+    }
+}
+
+// The CUDA kernel's text compiles with NVRTC after the prelude's.
+static void test_nvrtc(void **state) {
+    (void)state;
+#if TCBENCH_HAVE_CUDA
+    size_t a = strlen(cuda_prelude_text), b = strlen(cuda_attention_text);
+    char *src = malloc(a + b + 2);
+    assert_non_null(src);
+    memcpy(src, cuda_prelude_text, a);
+    src[a] = '\n';
+    memcpy(src + a + 1, cuda_attention_text, b + 1);
+    for (int arch = 80; arch <= 90; arch += 10) {
+        cuda_nvrtc_result r;
+        char err[600];
+        if (cuda_nvrtc_compile(src, "attention.cu", arch, &r, err, sizeof err) < 0)
+            fail_msg("sm_%d: %s\n%s", arch, err, r.log);
+        assert_true(r.cubin_size > 0);
+        bool f32 = false, f16 = false;
+        for (size_t i = 0; i + 16 <= r.cubin_size; i++) {
+            f32 |= !memcmp(r.cubin + i, "tc_attention_f32", 16);
+            f16 |= !memcmp(r.cubin + i, "tc_attention_f16", 16);
+        }
+        assert_true(f32 && f16);
+        print_message("sm_%d: %zu bytes of cubin in %.1f s\n", arch, r.cubin_size, r.seconds);
+        cuda_nvrtc_result_free(&r);
+    }
+    free(src);
+#else
+    skip();
+#endif
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_builder_checks),   cmocka_unit_test(test_kernel_vs_reference),
+        cmocka_unit_test(test_compiled),         cmocka_unit_test(test_pattern_pass),
+        cmocka_unit_test(test_pattern_pass_amp), cmocka_unit_test(test_sdpa_graphs),
+        cmocka_unit_test(test_backward),         cmocka_unit_test(test_nvrtc),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
