@@ -64,7 +64,7 @@ static int build_step(const modeldef *md, const modeldef_override *ov, int nov, 
                       char *err, size_t cap) {
     s->gen = (nn_gen){.kv = kv, .past = past, .max_len = g->max_len};
     s->T = T;
-    modeldef_opts mo = {.gen = &s->gen, .gen_tokens = T};
+    modeldef_opts mo = {.gen = &s->gen, .gen_tokens = T, .fused_attention = g->o.fused_attention};
     diag d = {0};
     if (modeldef_build(md, ov, nov, g->o.batch, &mo, &s->m, &d) < 0) {
         diag_format(&d, err, cap);

@@ -156,6 +156,7 @@ void measure_generate(const bench_plan *p, const bench_group *gr, const bench_ca
                                 : sc->new_tokens ? sc->new_tokens
                                                  : GEN_DEFAULT_TOKENS,
                   .seed = p->cfg.seed,
+                  .fused_attention = p->cfg.fused_attention,
                   .device = p->tasks[gr->first].axis[BENCH_AXIS_DEVICE]};
     if (p->tasks[gr->first].axis[BENCH_AXIS_PRECISION] != BENCH_PREC_FP32) {
         set_all(rs, n, BENCH_ERROR,

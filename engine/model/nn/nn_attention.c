@@ -251,8 +251,11 @@ static int cached_attention(nn_ctx *x, int q, int k, int v, bool causal) {
     if (nn_check(x, vw) < 0)
         return -1;
     gen->present_k[i] = kw, gen->present_v[i] = vw;
-    (void)causal;
-    return nn_fail(x, NULL, "generation: the static cache needs the fused attention op");
+    // over the cache's first kv_len rows: the prefill's causal block, or one
+    // query that sees every row written so far
+    int64_t ia[GRAPH_MAX_IA] = {causal, 0, 3};
+    double fa[GRAPH_MAX_FA] = {1.0 / sqrt((double)hd)};
+    return nn_check(x, graph_op(x->g, OP_ATTENTION, 4, (int[]){q, kw, vw, gen->kv_len}, ia, fa));
 }
 
 int nn_attention(nn_ctx *x) {
