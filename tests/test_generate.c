@@ -169,6 +169,44 @@ static void test_cache_equals_full_forward(void **state) {
     }
 }
 
+// int4 and int8 weights: eager (dequantize, then the GEMM) and compiled
+// (the fused quantized GEMM) decode the fp64 reference's tokens on the
+// same dequantized weights, and the quantization's own error is reported.
+static void test_quantized(void **state) {
+    (void)state;
+    modeldef *md = load("llama");
+    for (int bits = 4; bits <= 8; bits += 4) {
+        gen_opts o = {.batch = 1, .prompt_len = 6, .new_tokens = 5, .device = BENCH_DEV_CPU,
+                      .weight_bits = bits, .weight_group = 16, .weight_scales = DT_F32};
+        gen_mode *e, *c;
+        char err[600], why[300];
+        if (gen_mode_new(md, llama_tiny, 7, &o, GEN_EAGER, NULL, &e, err, sizeof err) < 0 ||
+            gen_mode_new(md, llama_tiny, 7, &o, GEN_COMPILED, e, &c, err, sizeof err) < 0)
+            fail_msg("int%d: %s", bits, err);
+        double qe = gen_quant_error(e);
+        assert_true(qe > 0 && qe < (bits == 4 ? 0.2 : 0.02));
+        int32_t *prompt = gen_prompt(e, 2);
+        gen_ref ref;
+        if (gen_reference(e, prompt, &ref, err, sizeof err) < 0)
+            fail_msg("%s", err);
+        gen_out r;
+        assert_int_equal(gen_out_init(&r, &o, gen_vocab(e), true), 0);
+        gen_mode *modes[2] = {e, c};
+        for (int k = 0; k < 2; k++) {
+            if (gen_mode_run(modes[k], prompt, ref.tokens, &r) < 0)
+                fail_msg("int%d mode %d: %s", bits, k, gen_error(modes[k]));
+            if (gen_check(&r, &ref, 1e-4, NULL, why, sizeof why))
+                fail_msg("int%d mode %d: %s", bits, k, why);
+        }
+        gen_out_free(&r);
+        gen_ref_free(&ref);
+        free(prompt);
+        gen_mode_free(c);
+        gen_mode_free(e);
+    }
+    modeldef_free(md);
+}
+
 // A wrong token is caught: the check names the step and row.
 static void test_check_fails(void **state) {
     (void)state;
@@ -222,6 +260,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_eager_matches_reference),
         cmocka_unit_test(test_cache_equals_full_forward),
+        cmocka_unit_test(test_quantized),
         cmocka_unit_test(test_check_fails),
         cmocka_unit_test(test_bad_input),
     };

@@ -6,6 +6,7 @@
 #include "base/clock.h"
 #include "core/tensor.h"
 #include "exec.h"
+#include "model/quantize.h"
 #include "ref/ref.h"
 
 #include <math.h>
@@ -28,6 +29,7 @@ struct gen_mode {
     gen_kind kind;
     gen_opts o;
     int64_t vocab, max_len;
+    double quant_rel_rms; // --weights: the quantization's own error (quantize.h)
     gen_step pre;  // the prefill (T = P)
     gen_step *dec; // eager: one a past length P .. P + N - 2; compiled: one
     int ndec;
@@ -59,6 +61,43 @@ static int token_input(const graph *g) {
     return first;
 }
 
+// The node of s's graph named name (an input), or -1.
+static int named(const graph *g, const char *name) {
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == OP_INPUT && g->nodes[i].name && !strcmp(g->nodes[i].name, name))
+            return i;
+    return -1;
+}
+
+// Weight-only quantization of a step model: its linears read DEQUANT of
+// buffers quantized from its weights, then replaced by `first`'s of the
+// same names (the first prefill's, which every step model and mode reads).
+// The rewrite renumbers the graph: the step's inputs are found again by name.
+static int quantize_step(gen_mode *g, gen_step *s, const model *first, char *err, size_t cap) {
+    graph *old = s->m->g;
+    char *names[4 + 2 * NN_GEN_MAX_LAYERS] = {0};
+    int *ids[4 + 2 * NN_GEN_MAX_LAYERS], n = 0;
+    ids[n++] = &s->tokens, ids[n++] = &s->gen.position_ids;
+    ids[n++] = &s->gen.cache_pos, ids[n++] = &s->gen.kv_len;
+    for (int i = 0; i < s->gen.nlayers && s->gen.kv == NN_KV_CONCAT && s->gen.past > 0; i++)
+        ids[n++] = &s->gen.past_k[i], ids[n++] = &s->gen.past_v[i];
+    for (int i = 0; i < n; i++)
+        names[i] = *ids[i] >= 0 ? strdup(old->nodes[*ids[i]].name) : NULL;
+    model_quant_stats st;
+    int rc = model_quantize_weights(s->m, g->o.weight_bits, g->o.weight_group,
+                                    g->o.weight_scales, &st, err, cap);
+    for (int i = 0; i < n; i++) {
+        if (rc == 0 && names[i] && (*ids[i] = named(s->m->g, names[i])) < 0)
+            rc = fail(err, cap, "internal: input %s lost in quantization", names[i]);
+        free(names[i]);
+    }
+    if (rc == 0)
+        g->quant_rel_rms = st.rel_rms;
+    if (rc == 0 && first && model_init_values_from(s->m, g->o.seed, first) < 0)
+        rc = fail(err, cap, "out of memory sharing the quantized weights");
+    return rc;
+}
+
 static int build_step(const modeldef *md, const modeldef_override *ov, int nov, gen_mode *g,
                       nn_kv_mode kv, int64_t past, int64_t T, const model *share, gen_step *s,
                       char *err, size_t cap) {
@@ -84,6 +123,8 @@ static int build_step(const modeldef *md, const modeldef_override *ov, int nov, 
     g->vocab = lo->shape[2];
     if (model_init_values_from(s->m, g->o.seed, share) < 0)
         return fail(err, cap, "out of memory for the values of %s", modeldef_name(md));
+    if (g->o.weight_bits && quantize_step(g, s, share, err, cap) < 0)
+        return -1;
     // the past keys and values are the previous step's outputs, set per run
     for (int i = 0; i < s->gen.nlayers && kv == NN_KV_CONCAT && past > 0; i++) {
         tensor_free(s->m->values[s->gen.past_k[i]]);
@@ -157,6 +198,7 @@ int64_t gen_vocab(const gen_mode *g) { return g->vocab; }
 const model *gen_weights(const gen_mode *g) { return g->pre.m; }
 const char *gen_error(const gen_mode *g) { return g->err; }
 double gen_compile_s(const gen_mode *g) { return g->compile_s; }
+double gen_quant_error(const gen_mode *g) { return g->o.weight_bits ? g->quant_rel_rms : NAN; }
 
 int32_t *gen_prompt(const gen_mode *g, uint64_t seed) {
     int64_t n = g->o.batch * g->o.prompt_len;

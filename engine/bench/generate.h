@@ -43,6 +43,11 @@ typedef struct gen_opts {
     int device;                  // BENCH_DEV_CPU or BENCH_DEV_CUDA
     const compile_opts *compile; // GEN_COMPILED; NULL: compile_opts_default()
     bool fused_attention;        // eager: one fused attention a layer (--attention sdpa)
+    // weight-only quantization of the linears (--weights; quantize.h): bits
+    // 0 (f32 weights), 8 or 4, per group of weight_group, weight_scales' dtype
+    int weight_bits;
+    int64_t weight_group;
+    enum dtype weight_scales;
 } gen_opts;
 
 typedef struct gen_out {
@@ -81,6 +86,9 @@ int32_t *gen_prompt(const gen_mode *g, uint64_t seed);
 // gen_error.
 int gen_mode_run(gen_mode *g, const int32_t *prompt, const int32_t *force, gen_out *r);
 const char *gen_error(const gen_mode *g);
+// --weights: the relative RMS error of the quantized weights against the
+// f32 ones (quantize.h); NaN without quantization.
+double gen_quant_error(const gen_mode *g);
 // Compile time of the compiled mode's step models (s), 0 for eager.
 double gen_compile_s(const gen_mode *g);
 

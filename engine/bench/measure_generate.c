@@ -157,6 +157,9 @@ void measure_generate(const bench_plan *p, const bench_group *gr, const bench_ca
                                                  : GEN_DEFAULT_TOKENS,
                   .seed = p->cfg.seed,
                   .fused_attention = p->cfg.fused_attention,
+                  .weight_bits = p->cfg.weight_bits,
+                  .weight_group = p->cfg.weight_group,
+                  .weight_scales = p->cfg.weight_scales,
                   .device = p->tasks[gr->first].axis[BENCH_AXIS_DEVICE]};
     if (p->tasks[gr->first].axis[BENCH_AXIS_PRECISION] != BENCH_PREC_FP32) {
         set_all(rs, n, BENCH_ERROR,
@@ -172,7 +175,7 @@ void measure_generate(const bench_plan *p, const bench_group *gr, const bench_ca
     for (int k = 0; k < n; k++) {
         rs[k].gen = (bench_gen){.done = true, .prompt_len = o.prompt_len,
                                 .new_tokens = o.new_tokens, .ttft_s = NAN, .decode_s = NAN,
-                                .tokens_per_s = NAN};
+                                .tokens_per_s = NAN, .weight_error = NAN};
         int mode = p->tasks[gr->first + k].axis[BENCH_AXIS_MODE];
         gen_opts mo = o;
         co[k] = gen_compile_opts(mode);
@@ -220,6 +223,7 @@ void measure_generate(const bench_plan *p, const bench_group *gr, const bench_ca
         rs[k].peak_bytes = (int64_t)tk[k].out.peak_bytes;
         rs[k].gen.kv_bytes_per_token = tk[k].out.kv_bytes_per_token;
         rs[k].gen.prefill_kernels = tk[k].out.kernels_prefill;
+        rs[k].gen.weight_error = gen_quant_error(tk[0].g);
         bench_accuracy *a = &rs[k].acc;
         if (!have_ref) {
             snprintf(a->reason, sizeof a->reason, "%.150s",

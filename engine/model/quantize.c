@@ -125,7 +125,8 @@ static int check_args(const model *m, int bits, int64_t group, enum dtype sdt, c
     const graph *g = m->g;
     bool train = g->loss >= 0;
     for (int i = 0; i < g->n && !train; i++)
-        train = op_kind(g->nodes[i].op) == OPK_GRAD || op_kind(g->nodes[i].op) == OPK_UPDATE;
+        train = op_kind(g->nodes[i].op) == OPK_GRAD ||
+                (op_kind(g->nodes[i].op) == OPK_UPDATE && !op_update_readable(&g->nodes[i]));
     if (train)
         return snprintf(err, cap,
                         "weight quantization is for inference: this graph trains (drop --weights "

@@ -73,6 +73,7 @@ static json_t *gen_json(const bench_gen *g) {
     rc |= json_object_set_new(o, "tokens_per_s", results_real(g->tokens_per_s));
     rc |= json_object_set_new(o, "kv_bytes_per_token", json_integer(g->kv_bytes_per_token));
     rc |= json_object_set_new(o, "prefill_kernels", json_integer(g->prefill_kernels));
+    rc |= json_object_set_new(o, "weight_error", results_real(g->weight_error));
     if (rc) {
         json_decref(o);
         return NULL;
@@ -428,7 +429,8 @@ static int entry_read(const json_t *c, const char *path, int i, results_entry *e
                              num(gn, "decode_s"),
                              num(gn, "tokens_per_s"),
                              count(gn, "kv_bytes_per_token"),
-                             count(gn, "prefill_kernels")};
+                             count(gn, "prefill_kernels"),
+                             num(gn, "weight_error")};
     const json_t *stab = json_object_get(c, "stability");
     e->has_stability = json_is_object(stab);
     stability_read(stab, &r->stab);

@@ -92,6 +92,7 @@ typedef struct bench_gen {
     double tokens_per_s;   // batch / decode_s
     int64_t kv_bytes_per_token; // f32 keys and values a token adds over every layer
     int64_t prefill_kernels;    // kernels of the prefill (kernels: of a decode step)
+    double weight_error;        // --weights: quantized weights' relative RMS error, else NaN
 } bench_gen;
 
 typedef struct bench_stability {
