@@ -97,6 +97,10 @@ static int suite_axes(const bench_config *cfg, const suite *s, int vals[][BENCH_
                 dup |= vals[a][k] == v;
             if (dup)
                 continue;
+            // --weights quantizes inference and generation graphs: a suite's
+            // training default is not run with it
+            if (a == BENCH_AXIS_WORKLOAD && v == BENCH_WL_TRAIN && cfg->weight_bits)
+                continue;
             if (bench_axis_available(a, v))
                 vals[a][nvals[a]++] = v;
             else
@@ -342,7 +346,8 @@ int bench_config_check_devices(bench_config *cfg, char *err, size_t cap) {
                  gpu_only, chose);
         return -1;
     }
-    // --weights quantizes inference graphs; without --workload it means inference only
+    // --weights quantizes inference and generation graphs; a training default of a
+    // suite is left out (suite_axes), --workload train refused
     for (int i = 0; cfg->weight_bits && i < cfg->naxis[BENCH_AXIS_WORKLOAD]; i++)
         if (cfg->axis[BENCH_AXIS_WORKLOAD][i] == BENCH_WL_TRAIN) {
             snprintf(err, cap,
@@ -351,10 +356,6 @@ int bench_config_check_devices(bench_config *cfg, char *err, size_t cap) {
                      cfg->weight_bits);
             return -1;
         }
-    if (cfg->weight_bits && cfg->naxis[BENCH_AXIS_WORKLOAD] == 0) {
-        cfg->axis[BENCH_AXIS_WORKLOAD][0] = BENCH_WL_INFER;
-        cfg->naxis[BENCH_AXIS_WORKLOAD] = 1;
-    }
     if (cfg->weight_bits && cfg->weight_group == 0)
         cfg->weight_group = cfg->weight_bits == 4 ? 32 : 128;
     bool amp = cfg->naxis[BENCH_AXIS_PRECISION] == 0; // the suites' defaults may hold amp
