@@ -21,6 +21,7 @@
 int cmd_run(int argc, char **argv, int orig_argc, char **orig_argv);
 int cmd_list(int argc, char **argv);
 int cmd_check(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_compare(int argc, char **argv);

@@ -1,5 +1,5 @@
 // tcbench-engine: the commands of tcbench that load models and measure, and
-// so link the engine (BLAS, oneDNN, CUDA): run, list, check, calibrate.
+// so link the engine (BLAS, oneDNN, CUDA): run, list, check, calibrate, plan.
 // tcbench (main.c) execs it with the command line as the user typed it, so
 // argv[1] is the command and argv[0] is tcbench's; it is not meant to be
 // run by hand, and `tcbench --help` is the usage of both.
@@ -27,10 +27,12 @@ int main(int argc, char **argv) {
         return cmd_list(argc - 1, argv + 1);
     if (!strcmp(cmd, "check"))
         return cmd_check(argc - 1, argv + 1);
+    if (!strcmp(cmd, "plan"))
+        return cmd_plan(argc - 1, argv + 1);
     if (!strcmp(cmd, "calibrate"))
         return cmd_calibrate(argc - 1, argv + 1);
     fprintf(stderr,
-            "tcbench-engine: '%s' is none of run, list, check, calibrate; this program is "
+            "tcbench-engine: '%s' is none of run, list, check, calibrate, plan; this program is "
             "run by tcbench for those (see tcbench --help)\n",
             cmd);
     return 2;

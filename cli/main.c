@@ -24,6 +24,8 @@ static const char usage[] =
     "  run [SUITE...]       measure the cases of suites, write results JSON\n"
     "  list SUITE...        the cases of suites, with parameter counts and FLOPs\n"
     "  check FILE...        check suite and model files; silent when they are right\n"
+    "  plan SUITE...        the memory-budget study: the longest context each mode of a\n"
+    "                       decoder reaches within --memory, planned without running\n"
     "  calibrate            measure memory bandwidth and GEMM rate for the roofline\n"
     "  report RESULTS...    the study's tables and charts (md, csv, html, gnuplot)\n"
     "  compare BASE CUR     the regression gate: a verdict per entry, exit 1 on a regression\n"
@@ -32,7 +34,7 @@ static const char usage[] =
     "  tcbench COMMAND --help   options of a command\n"
     "  tcbench --version        version and git commit\n"
     "\n"
-    "run, list, check and calibrate are carried out by the program tcbench-engine,\n"
+    "run, list, check, calibrate and plan are carried out by the program tcbench-engine,\n"
     "found beside tcbench or in " TCBENCH_LIBEXEC_DIR ";\n"
     "exit 2 with one line naming it when it cannot be run.\n";
 
@@ -42,6 +44,7 @@ static const struct command {
     int (*run)(int argc, char **argv);
 } commands[] = {
     {"run", NULL},          {"list", NULL},           {"check", NULL},        {"calibrate", NULL},
+    {"plan", NULL},
     {"report", cmd_report}, {"compare", cmd_compare}, {"export", cmd_export},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };

@@ -6,6 +6,8 @@
 #include "base/clock.h"
 #include "core/tensor.h"
 #include "exec.h"
+#include "compile/compile.h"
+#include "eager/eager.h"
 #include "model/quantize.h"
 #include "ref/ref.h"
 
@@ -504,4 +506,143 @@ int gen_check(const gen_out *r, const gen_ref *ref, double tol, double *worst, c
     if (worst)
         *worst = most;
     return bad;
+}
+
+// ---- the memory-budget study ---------------------------------------------------
+
+#define GEN_PLAN_MAX_TOKENS (1 << 24) // a model without positions: the search ends here
+
+// A step model's graph alone (no values), quantized as o says.
+static int plan_step(const modeldef *md, const modeldef_override *ov, int nov, const gen_opts *o,
+                     nn_kv_mode kv, int64_t past, int64_t T, int64_t max_len, model **m,
+                     nn_gen *gen, char *err, size_t cap) {
+    *gen = (nn_gen){.kv = kv, .past = past, .max_len = max_len};
+    modeldef_opts mo = {.gen = gen,
+                        .gen_tokens = T,
+                        .graph_only = true,
+                        .fused_attention = o->fused_attention};
+    diag d = {0};
+    if (modeldef_build(md, ov, nov, o->batch, &mo, m, &d) < 0) {
+        diag_format(&d, err, cap);
+        return -1;
+    }
+    if (o->weight_bits &&
+        model_quantize_weights(*m, o->weight_bits, o->weight_group, o->weight_scales, NULL, err,
+                               cap) < 0) {
+        model_free(*m);
+        *m = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+// The planned peak of one step: eager's walk, or the compiled arena and sources.
+static int plan_peak(const model *m, gen_kind kind, size_t *peak, size_t *sources, char *err,
+                     size_t cap) {
+    if (kind == GEN_EAGER) {
+        eager_plan_figures f;
+        if (eager_plan_peak(m->g, &f, err, cap) < 0)
+            return -1;
+        *peak = f.peak_bytes, *sources = f.sources_bytes;
+        return 0;
+    }
+    compile_opts co = compile_opts_default();
+    compile_memory_figures f;
+    if (compile_plan_memory(m, &co, &f, err, cap) < 0)
+        return -1;
+    *peak = f.peak_bytes, *sources = f.sources_bytes;
+    return 0;
+}
+
+// The peak of the step that makes token L (context L): eager's decode with
+// L - 1 past tokens, or compiled's with a cache of L rows; its sources less
+// caches and inputs into *weights. 1 when L passes the model's positions.
+static int plan_context(const modeldef *md, const modeldef_override *ov, int nov,
+                        const gen_opts *o, gen_kind kind, int64_t L, size_t *peak,
+                        size_t *weights, int64_t *kvpt, char *err, size_t cap) {
+    model *m;
+    nn_gen gen;
+    nn_kv_mode kv = kind == GEN_EAGER ? NN_KV_CONCAT : NN_KV_STATIC;
+    if (plan_step(md, ov, nov, o, kv, kind == GEN_EAGER ? L - 1 : 0, 1, L, &m, &gen, err, cap) <
+        0)
+        return strstr(err, "exceeds the model's") ? 1 : -1;
+    size_t sources = 0;
+    int rc = plan_peak(m, kind, peak, &sources, err, cap);
+    size_t caches = 0;
+    for (int i = 0; i < m->g->n; i++) {
+        const graph_node *n = &m->g->nodes[i];
+        bool cache = n->name && (strstr(n->name, "past_") || strstr(n->name, "_cache"));
+        if (n->op == OP_INPUT || (n->op == OP_BUFFER && cache))
+            caches += graph_node_bytes(n);
+    }
+    *weights = sources > caches ? sources - caches : 0;
+    *kvpt = gen.kv_bytes_per_token;
+    model_free(m);
+    return rc;
+}
+
+int gen_plan_tokens(const modeldef *md, const modeldef_override *ov, int nov, const gen_opts *o,
+                    gen_kind kind, size_t budget, gen_plan_out *out, char *err, size_t cap) {
+    memset(out, 0, sizeof *out);
+    int64_t P = o->prompt_len;
+    if (o->batch <= 0 || P <= 0)
+        return fail(err, cap, "a plan needs a batch and a prompt");
+    // the prefill, its cache (compiled) of P + 1 rows
+    model *m;
+    nn_gen gen;
+    nn_kv_mode kv = kind == GEN_EAGER ? NN_KV_CONCAT : NN_KV_STATIC;
+    if (plan_step(md, ov, nov, o, kv, 0, P, P + 1, &m, &gen, err, cap) < 0)
+        return -1;
+    size_t sources;
+    int rc = plan_peak(m, kind, &out->prefill_peak, &sources, err, cap);
+    model_free(m);
+    if (rc < 0)
+        return -1;
+    if (out->prefill_peak > budget)
+        return 0;
+    // the largest L in (P, positions] whose step fits: doubling, then bisection
+    int64_t lo = P, hi = -1;
+    size_t peak_lo = out->prefill_peak, weights = 0;
+    for (int64_t L = 2 * P + 1;; L = 2 * L) {
+        size_t peak;
+        rc = plan_context(md, ov, nov, o, kind, L, &peak, &weights, &out->kv_bytes_per_token, err,
+                          cap);
+        if (rc < 0)
+            return -1;
+        if (rc == 1 || peak > budget || L > GEN_PLAN_MAX_TOKENS) {
+            hi = L;
+            break;
+        }
+        lo = L, peak_lo = peak;
+    }
+    bool past_positions = false;
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        size_t peak;
+        rc = plan_context(md, ov, nov, o, kind, mid, &peak, &weights, &out->kv_bytes_per_token,
+                          err, cap);
+        if (rc < 0)
+            return -1;
+        if (rc == 0 && peak <= budget) {
+            lo = mid, peak_lo = peak;
+        } else {
+            hi = mid;
+            past_positions = rc == 1;
+        }
+    }
+    // was it the positions? the step after lo does not exist, or does not fit
+    if (!past_positions) {
+        size_t peak;
+        past_positions = plan_context(md, ov, nov, o, kind, lo + 1, &peak, &weights,
+                                      &out->kv_bytes_per_token, err, cap) == 1;
+    }
+    size_t w;
+    int64_t kvpt;
+    size_t peak;
+    if (lo > P && plan_context(md, ov, nov, o, kind, lo, &peak, &w, &kvpt, err, cap) == 0)
+        out->weights_bytes = w, out->kv_bytes_per_token = kvpt;
+    out->tokens = lo;
+    out->capped = past_positions;
+    out->peak_at_tokens = peak_lo;
+    return 0;
 }

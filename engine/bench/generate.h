@@ -113,3 +113,25 @@ void gen_ref_free(gen_ref *ref);
 // NULL): the largest relative L2 of any step's logits.
 int gen_check(const gen_out *r, const gen_ref *ref, double tol, double *worst, char *why,
               size_t cap);
+
+// ---- the memory-budget study (tcbench plan) ---------------------------------
+//
+// The longest context (prompt and generated tokens) a mode of a decoder
+// reaches within `budget` bytes, from its step models' memory plans alone
+// (no values, nothing run: eager_plan_peak, compile_plan_memory): eager's
+// concatenated cache and unfused attention (or SDPA with fused_attention),
+// compiled's static cache and fused attention. A generation ends at the
+// first step whose plan exceeds the budget; the prefill of o->prompt_len
+// tokens must fit too. o->new_tokens is ignored; the batch, weights and
+// attention options count. *tokens 0: not even the prefill fits. The
+// context never exceeds the model's positions ($seq; *capped then).
+typedef struct gen_plan_out {
+    int64_t tokens;          // the longest context within the budget
+    bool capped;             // the model's positions, not the budget, ended it
+    size_t weights_bytes;    // the step's sources less its caches and inputs
+    size_t prefill_peak;     // the prefill's planned peak
+    size_t peak_at_tokens;   // the last step's planned peak at that context
+    int64_t kv_bytes_per_token;
+} gen_plan_out;
+int gen_plan_tokens(const modeldef *md, const modeldef_override *ov, int nov, const gen_opts *o,
+                    gen_kind kind, size_t budget, gen_plan_out *out, char *err, size_t cap);

@@ -80,8 +80,8 @@ static int quantize_one(qctx *q, graph *ng, const graph_node *n, const tensor *w
     int si = qi < 0 ? -1 : graph_buffer(ng, name, q->sdt, 2, sshape, INIT_ZEROS, 0);
     int64_t ia[GRAPH_MAX_IA] = {q->bits, q->group, K};
     int d = si < 0 ? -1 : graph_op(ng, OP_DEQUANT, 2, (int[]){qi, si}, ia, NULL);
-    if (d < 0)
-        return -1;
+    if (d < 0 || !w) // no values: the graph alone (a memory plan)
+        return d;
     *qv = tensor_new_empty(ng->nodes[qi].dtype, 2, qshape);
     *qs = tensor_new_empty(q->sdt, 2, sshape);
     float *dq = malloc((size_t)(N * K) * sizeof *dq);
@@ -120,8 +120,6 @@ static int check_args(const model *m, int bits, int64_t group, enum dtype sdt, c
         return snprintf(err, cap, "weight quantization: scales must be f32 or f16, not %s",
                         dtype_name(sdt)),
                -1;
-    if (!m->values)
-        return snprintf(err, cap, "weight quantization: call model_init_values first"), -1;
     const graph *g = m->g;
     bool train = g->loss >= 0;
     for (int i = 0; i < g->n && !train; i++)
@@ -161,7 +159,7 @@ int model_quantize_weights(model *m, int bits, int64_t group, enum dtype scale_d
         if (linear_weight(g, readers, start, i)) {
             tensor *qv = NULL, *qs = NULL;
             int base = ng->n;
-            map[i] = quantize_one(&q, ng, n, m->values[i], &qv, &qs);
+            map[i] = quantize_one(&q, ng, n, m->values ? m->values[i] : NULL, &qv, &qs);
             if (map[i] >= 0) {
                 nv[base] = qv;
                 nv[base + 1] = qs;
@@ -173,7 +171,7 @@ int model_quantize_weights(model *m, int bits, int64_t group, enum dtype scale_d
         } else if (op_kind(n->op) == OPK_SOURCE) {
             map[i] = graph_copy_source(ng, n);
             if (map[i] >= 0) {
-                nv[map[i]] = m->values[i];
+                nv[map[i]] = m->values ? m->values[i] : NULL;
                 moved[i] = true;
             }
         } else {
@@ -191,11 +189,15 @@ int model_quantize_weights(model *m, int bits, int64_t group, enum dtype scale_d
         graph_output(ng, map[g->outputs[i]]);
     ng->loss = -1;
     // commit: the moved values change hands, the quantized weights' go
-    for (int i = 0; i < g->n; i++)
+    for (int i = 0; i < g->n && m->values; i++)
         if (!moved[i])
             tensor_free(m->values[i]);
-    free(m->values);
-    m->values = nv;
+    if (m->values) {
+        free(m->values);
+        m->values = nv;
+    } else {
+        free(nv); // the graph alone: no values to move
+    }
     nv = NULL;
     graph_free(m->g);
     m->g = ng;

@@ -29,7 +29,9 @@ typedef struct model_quant_stats {
 } model_quant_stats;
 
 // bits 4 or 8, group >= 1 (32, 64 or 128 from the command line), scales
-// DT_F32 or DT_F16. Rebuilds m->g and moves m->values with it. st may be
+// DT_F32 or DT_F16. Rebuilds m->g and moves m->values with it (a model
+// without values, m->values NULL, is rewritten alone: for memory plans,
+// its quantization error 0). st may be
 // NULL. -1 with err set on a bad argument, a training graph or no memory
 // (m is then unchanged).
 int model_quantize_weights(model *m, int bits, int64_t group, enum dtype scale_dtype,
