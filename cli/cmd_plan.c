@@ -148,7 +148,8 @@ static void gib(size_t b, char *buf, size_t cap) {
 }
 
 // One case at every budget, both modes: rows of the table. -1 with the
-// message printed (a model that is no decoder, a bad file).
+// message printed (a model that is no decoder, a bad file); 2 when no
+// budget holds its weights.
 static int plan_case(const plan_args *a, const suite_case *c) {
     modeldef *md;
     diag d = {0};
@@ -160,6 +161,9 @@ static int plan_case(const plan_args *a, const suite_case *c) {
     o.batch = o.batch ? o.batch : c->batch;
     o.prompt_len = o.prompt_len ? o.prompt_len : c->prompt_len ? c->prompt_len : 32;
     int rc = 0;
+    size_t most = 0;
+    for (int b = 0; b < a->nbudgets; b++)
+        most = a->budgets[b] > most ? a->budgets[b] : most;
     for (int b = 0; b < a->nbudgets && rc == 0; b++)
         for (int k = 0; k < 2 && rc == 0; k++) {
             gen_plan_out po;
@@ -173,9 +177,18 @@ static int plan_case(const plan_args *a, const suite_case *c) {
             }
             gib(a->budgets[b], bud, sizeof bud);
             gib(po.weights_bytes, w, sizeof w);
+            if (po.weights_bytes > most) { // no budget holds even the weights: bad input
+                gib(most, pre, sizeof pre);
+                fprintf(stderr,
+                        "tcbench plan: %s: its weights alone need %s, more than the largest "
+                        "budget, %s (--memory; --weights int4 shrinks them)\n",
+                        c->name, w, pre);
+                rc = 2;
+                break;
+            }
             gib(po.prefill_peak, pre, sizeof pre);
             printf("%-12s %-9s %10s %10lld %12s %14s %12lld%s\n", c->name, k ? "compiled" : "eager",
-                   bud, (long long)po.kv_bytes_per_token, po.tokens > o.prompt_len ? w : "-", pre,
+                   bud, (long long)po.kv_bytes_per_token, w, pre,
                    (long long)po.tokens,
                    po.tokens == 0 ? " (the prefill does not fit)"
                    : po.capped    ? " (the model's positions)"
@@ -199,20 +212,25 @@ int cmd_plan(int argc, char **argv) {
     printf("%-12s %-9s %10s %10s %12s %14s %12s\n", "case", "mode", "budget", "kv B/token",
            "weights", "prefill peak", "max tokens");
     int found = 0, failed = 0;
-    for (int i = optind; i < argc; i++) {
+    bool bad = false;
+    for (int i = optind; i < argc && !bad; i++) {
         suite *s;
         diag d = {0};
         if (suite_load(argv[i], a.size, &s, &d) < 0) {
             diag_print(&d, stderr);
             return 2;
         }
-        for (int k = 0; k < s->ncases; k++)
+        for (int k = 0; k < s->ncases && !bad; k++)
             if (selected(&a, s->cases[k].name)) {
                 found++;
-                failed += plan_case(&a, &s->cases[k]) < 0;
+                int r = plan_case(&a, &s->cases[k]);
+                failed += r < 0;
+                bad = r == 2;
             }
         suite_free(s);
     }
+    if (bad)
+        return 2;
     if (!found)
         return cli_fail("plan", "no case matches --only");
     return failed ? 1 : 0;

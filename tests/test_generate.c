@@ -15,6 +15,7 @@
 
 #include "bench/axes.h"
 #include "bench/generate.h"
+#include "core/tensor.h"
 #include "ref/ref.h"
 
 #include <math.h>
@@ -207,6 +208,79 @@ static void test_quantized(void **state) {
     modeldef_free(md);
 }
 
+// The plan holds by execution: under a cap of the budget (less what the
+// plan leaves out: the other step models' small inputs), eager's decode
+// runs out of memory at the step the plan says the context passes the
+// budget, within one step; compiled's decode step at the planned longest
+// context holds the planned bytes exactly.
+static void check_plan_by_run(const tcase *tc) {
+    modeldef *md = load(tc->model);
+    const int64_t P = 8, S = 64;
+    gen_opts o = {.batch = 1, .prompt_len = P, .new_tokens = 1, .device = BENCH_DEV_CPU};
+    char err[600];
+    gen_plan_out full, po;
+    if (gen_plan_tokens(md, tc->ov, tc->nov, &o, GEN_EAGER, (size_t)1 << 40, &full, err,
+                        sizeof err) < 0)
+        fail_msg("%s: %s", tc->model, err);
+    assert_int_equal(full.tokens, S);
+    assert_true(full.capped);
+    // a budget whose longest eager context lands mid-way
+    size_t budget = full.prefill_peak;
+    do {
+        budget += 256;
+        assert_int_equal(gen_plan_tokens(md, tc->ov, tc->nov, &o, GEN_EAGER, budget, &po, err,
+                                         sizeof err),
+                         0);
+    } while (po.tokens < P + 16);
+    assert_false(po.capped);
+    o.new_tokens = S - P;
+    gen_mode *e;
+    if (gen_mode_new(md, tc->ov, tc->nov, &o, GEN_EAGER, NULL, &e, err, sizeof err) < 0)
+        fail_msg("%s", err);
+    int32_t *prompt = gen_prompt(e, 4);
+    gen_out r;
+    assert_int_equal(gen_out_init(&r, &o, gen_vocab(e), false), 0);
+    size_t others = tensor_mem_live() - po.weights_bytes;
+    tensor_mem_set_limit(budget + others);
+    int rc = gen_mode_run(e, prompt, NULL, &r);
+    tensor_mem_set_limit(0);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(gen_error(e), "out of memory"));
+    int64_t reached = P + r.steps_done; // the context of the last step that ran
+    if (reached < po.tokens - 1 || reached > po.tokens + 1)
+        fail_msg("%s eager: planned %lld tokens within %zu bytes, the run reached %lld (%s)",
+                 tc->model, (long long)po.tokens, budget, (long long)reached, gen_error(e));
+    gen_out_free(&r);
+    free(prompt);
+    gen_mode_free(e);
+    // compiled: its decode step at the planned context holds what the plan
+    // says, byte for byte (the weights, the static cache, the inputs, the arena)
+    assert_int_equal(gen_plan_tokens(md, tc->ov, tc->nov, &o, GEN_COMPILED, budget, &po, err,
+                                     sizeof err),
+                     0);
+    assert_true(po.tokens > P + 16);
+    o.new_tokens = po.tokens - P + 1; // a cache of prompt + new - 1 rows
+    gen_mode *c;
+    if (gen_mode_new(md, tc->ov, tc->nov, &o, GEN_COMPILED, NULL, &c, err, sizeof err) < 0)
+        fail_msg("%s", err);
+    prompt = gen_prompt(c, 4);
+    assert_int_equal(gen_out_init(&r, &o, gen_vocab(c), false), 0);
+    assert_int_equal(gen_mode_run(c, prompt, NULL, &r), 0);
+    if (r.step_peak_bytes != po.peak_at_tokens)
+        fail_msg("%s compiled at %lld tokens: planned %zu bytes, the step held %zu", tc->model,
+                 (long long)po.tokens, po.peak_at_tokens, r.step_peak_bytes);
+    gen_out_free(&r);
+    free(prompt);
+    gen_mode_free(c);
+    modeldef_free(md);
+}
+
+static void test_plan_by_run(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_plan_by_run(&cases[i]);
+}
+
 // A wrong token is caught: the check names the step and row.
 static void test_check_fails(void **state) {
     (void)state;
@@ -261,6 +335,7 @@ int main(void) {
         cmocka_unit_test(test_eager_matches_reference),
         cmocka_unit_test(test_cache_equals_full_forward),
         cmocka_unit_test(test_quantized),
+        cmocka_unit_test(test_plan_by_run),
         cmocka_unit_test(test_check_fails),
         cmocka_unit_test(test_bad_input),
     };

@@ -294,12 +294,14 @@ static void pick(const tensor *logits, int64_t B, int64_t V, int32_t *next, floa
 }
 
 // One step's run: outputs into out (caller frees them).
-static int run_step(gen_mode *g, gen_step *s, tensor **out, size_t *peak, int64_t *kernels) {
+static int run_step(gen_mode *g, gen_step *s, tensor **out, size_t *peak, int64_t *kernels,
+                    size_t *step_peak) {
     bench_exec_stats st;
     if (bench_exec_run(s->x, out, &st) < 0)
         return fail(g->err, sizeof g->err, "%s: %s", bench_exec_what(s->x), bench_exec_error(s->x));
     if (st.peak_bytes > *peak)
         *peak = st.peak_bytes;
+    *step_peak = st.peak_bytes;
     *kernels = st.kernels;
     return 0;
 }
@@ -323,10 +325,12 @@ int gen_mode_run(gen_mode *g, const int32_t *prompt, const int32_t *force, gen_o
         goto done;
     }
     r->peak_bytes = 0;
+    r->steps_done = 0;
     r->kv_bytes_per_token = g->pre.gen.kv_bytes_per_token;
     double t0 = base_now();
     set_step_inputs(&g->pre, prompt, 0);
-    if ((rc = run_step(g, &g->pre, out, &r->peak_bytes, &r->kernels_prefill)) < 0)
+    if ((rc = run_step(g, &g->pre, out, &r->peak_bytes, &r->kernels_prefill,
+                       &r->step_peak_bytes)) < 0)
         goto done;
     pick(out[0], B, V, next, r->logits);
     r->ttft_s = base_now() - t0;
@@ -347,13 +351,14 @@ int gen_mode_run(gen_mode *g, const int32_t *prompt, const int32_t *force, gen_o
             s->m->values[s->gen.past_v[i]] = past[2 + 2 * i];
         }
         set_step_inputs(s, fed, P + j);
-        rc = run_step(g, s, out, &r->peak_bytes, &r->kernels_step);
+        rc = run_step(g, s, out, &r->peak_bytes, &r->kernels_step, &r->step_peak_bytes);
         for (int i = 0; i < s->gen.nlayers && s->gen.kv == NN_KV_CONCAT; i++)
             s->m->values[s->gen.past_k[i]] = s->m->values[s->gen.past_v[i]] = NULL;
         if (rc < 0)
             goto done;
         pick(out[0], B, V, next, r->logits ? r->logits + (j + 1) * B * V : NULL);
         r->step_s[j] = base_now() - t0;
+        r->steps_done = j + 1;
     }
     for (int64_t b = 0; b < B; b++)
         r->tokens[b * N + N - 1] = next[b];
@@ -593,8 +598,15 @@ int gen_plan_tokens(const modeldef *md, const modeldef_override *ov, int nov, co
     nn_kv_mode kv = kind == GEN_EAGER ? NN_KV_CONCAT : NN_KV_STATIC;
     if (plan_step(md, ov, nov, o, kv, 0, P, P + 1, &m, &gen, err, cap) < 0)
         return -1;
-    size_t sources;
+    size_t sources = 0, held = 0;
     int rc = plan_peak(m, kind, &out->prefill_peak, &sources, err, cap);
+    for (int i = 0; i < m->g->n; i++) { // its inputs and cache: what is not weights
+        const graph_node *n = &m->g->nodes[i];
+        if (n->op == OP_INPUT || (n->op == OP_BUFFER && n->name && strstr(n->name, "_cache")))
+            held += graph_node_bytes(n);
+    }
+    out->weights_bytes = sources > held ? sources - held : 0;
+    out->kv_bytes_per_token = gen.kv_bytes_per_token;
     model_free(m);
     if (rc < 0)
         return -1;

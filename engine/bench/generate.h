@@ -60,6 +60,8 @@ typedef struct gen_out {
     int64_t kernels_prefill;  // kernels of the prefill
     int64_t kernels_step;     // kernels of the last decode step
     int64_t kv_bytes_per_token; // f32 keys and values a token adds, every layer
+    int64_t steps_done;         // decode steps that ran (a failed run stops short)
+    size_t step_peak_bytes;     // the last decode step's peak (compiled: sources and arena)
 } gen_out;
 
 // Buffers for o's shapes; keep_logits: also the logits. -1 when memory runs out.
