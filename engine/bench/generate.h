@@ -28,14 +28,27 @@
 // does the same host work around its steps (inputs set, argmax over the
 // last position's logits), timed with them.
 #pragma once
+#include "config.h"
 #include "compile/compile.h"
 #include "model/modeldef.h"
+#include "model/suite.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 typedef enum { GEN_EAGER, GEN_COMPILED } gen_kind;
+
+// The generate workload's prompt and new tokens for a case: --prompt-len /
+// --new-tokens, else the suite's prompt_len / new_tokens, else 32 each.
+#define GEN_DEFAULT_PROMPT 32
+#define GEN_DEFAULT_TOKENS 32
+static inline int64_t gen_prompt_len(const bench_config *cfg, const suite_case *c) {
+    return cfg->prompt_len ? cfg->prompt_len : c->prompt_len ? c->prompt_len : GEN_DEFAULT_PROMPT;
+}
+static inline int64_t gen_new_tokens(const bench_config *cfg, const suite_case *c) {
+    return cfg->new_tokens ? cfg->new_tokens : c->new_tokens ? c->new_tokens : GEN_DEFAULT_TOKENS;
+}
 
 typedef struct gen_opts {
     int64_t batch, prompt_len, new_tokens;

@@ -14,8 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GEN_DEFAULT_PROMPT 32
-#define GEN_DEFAULT_TOKENS 32
 
 typedef struct gen_task {
     gen_mode *g;
@@ -149,12 +147,8 @@ void measure_generate(const bench_plan *p, const bench_group *gr, const bench_ca
                       bool check, bench_result *rs, int n, double tol) {
     const suite_case *sc = bc->c;
     gen_opts o = {.batch = bc->batch,
-                  .prompt_len = p->cfg.prompt_len   ? p->cfg.prompt_len
-                                : sc->prompt_len ? sc->prompt_len
-                                                 : GEN_DEFAULT_PROMPT,
-                  .new_tokens = p->cfg.new_tokens   ? p->cfg.new_tokens
-                                : sc->new_tokens ? sc->new_tokens
-                                                 : GEN_DEFAULT_TOKENS,
+                  .prompt_len = gen_prompt_len(&p->cfg, sc),
+                  .new_tokens = gen_new_tokens(&p->cfg, sc),
                   .seed = p->cfg.seed,
                   .fused_attention = p->cfg.fused_attention,
                   .weight_bits = p->cfg.weight_bits,

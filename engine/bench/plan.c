@@ -1,5 +1,6 @@
 // Planning a run: suites, case selection, model checks, axes (plan.h).
 #include "plan.h"
+#include "generate.h"
 
 #include "../exec.h" // the executor registry (not bench/exec.h)
 #include "accuracy.h"
@@ -270,6 +271,35 @@ static void skipped_note(bench_plan *p, bool skipped[][BENCH_AXIS_MAX]) {
     }
 }
 
+// A case the generate workload runs: its context (prompt and new tokens)
+// within the model's positions and the model a decoder, checked on the
+// graph of its prefill before anything runs (bad input: exit 2).
+static int check_generate(const bench_plan *p, const bench_case *bc, int vals[][BENCH_AXIS_MAX],
+                          const int *nvals, diag *d) {
+    bool gen = false;
+    for (int i = 0; i < nvals[BENCH_AXIS_WORKLOAD]; i++)
+        gen |= vals[BENCH_AXIS_WORKLOAD][i] == BENCH_WL_GENERATE;
+    if (!gen)
+        return 0;
+    int64_t P = gen_prompt_len(&p->cfg, bc->c), N = gen_new_tokens(&p->cfg, bc->c);
+    nn_gen g = {.kv = NN_KV_CONCAT, .max_len = P + N - 1};
+    modeldef_opts mo = {.gen = &g, .gen_tokens = P, .graph_only = true};
+    model *m;
+    if (modeldef_build(bc->md, bc->c->overrides, bc->c->noverrides, bc->batch, &mo, &m, d) < 0) {
+        char msg[sizeof d->msg];
+        snprintf(msg, sizeof msg, "case '%.64s', generate: %.400s", bc->c->name, d->msg);
+        snprintf(d->msg, sizeof d->msg, "%s", msg);
+        return -1;
+    }
+    int nl = g.nlayers;
+    model_free(m);
+    if (nl == 0)
+        return diag_set(d, bc->c->model_path, 0, 0,
+                        "case '%s', generate: the model has no attention layer to cache",
+                        bc->c->name);
+    return 0;
+}
+
 // Load and select the cases of one suite, building each selected model.
 static int plan_suite(bench_plan *p, const suite *s, const regex_t *filter, const regex_t *exclude,
                       bool *only_hit, bool skipped[][BENCH_AXIS_MAX], diag *d) {
@@ -302,6 +332,8 @@ static int plan_suite(bench_plan *p, const suite *s, const regex_t *filter, cons
             bc->flops = graph_flops(m->g);
             bc->min_bytes = graph_min_bytes(m->g);
             model_free(m);
+            if (check_generate(p, bc, vals, nvals, d) < 0)
+                return -1;
             if (add_tasks(p, p->ncases++, vals, nvals) < 0)
                 return diag_set(d, NULL, 0, 0, "realloc: out of memory planning tasks");
         }
