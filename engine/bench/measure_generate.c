@@ -155,6 +155,14 @@ void measure_generate(const bench_plan *p, const bench_group *gr, const bench_ca
                   .weight_group = p->cfg.weight_group,
                   .weight_scales = p->cfg.weight_scales,
                   .device = p->tasks[gr->first].axis[BENCH_AXIS_DEVICE]};
+    if (o.device == BENCH_DEV_CUDA) {
+        // each CUDA program uploads its own copy of the model's sources: the
+        // prefill's cache writes would not reach the decode step's copy
+        set_all(rs, n, BENCH_ERROR,
+                "generate: not built for --device cuda yet (the step programs would each keep "
+                "their own device copy of the static cache); run --device cpu");
+        return;
+    }
     if (p->tasks[gr->first].axis[BENCH_AXIS_PRECISION] != BENCH_PREC_FP32) {
         set_all(rs, n, BENCH_ERROR,
                 "generate: amp is not built yet (the caches and their casts); run --precision "
