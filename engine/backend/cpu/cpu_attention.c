@@ -410,6 +410,12 @@ int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor
         }
     }
     j.len = L;
+    // no row sees a key at or past the longest valid length: a static
+    // cache's unwritten rows are neither packed nor visited
+    int64_t visible = 0;
+    for (int64_t b = 0; b < j.B; b++)
+        visible = L[b] > visible ? L[b] : visible;
+    j.S = visible;
     j.nqt = (j.T + AT_TQ - 1) / AT_TQ;
     j.nsplit = 1;
     j.chunk = j.S;
@@ -422,8 +428,8 @@ int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor
     }
     float *part = NULL; // split-K: per (row, chunk) m, l and acc
     j.nkt = (j.S + AT_TK - 1) / AT_TK;
-    j.kpack = malloc((size_t)(j.B * j.KVH * j.nkt * j.D * AT_TK) * sizeof *j.kpack);
-    j.vpack = malloc((size_t)(j.B * j.KVH * j.S * j.Dv) * sizeof *j.vpack);
+    j.kpack = malloc((size_t)(j.B * j.KVH * j.nkt * j.D * AT_TK + 1) * sizeof *j.kpack);
+    j.vpack = malloc((size_t)(j.B * j.KVH * j.S * j.Dv + 1) * sizeof *j.vpack);
     int rc = j.kpack && j.vpack ? 0 : -1;
     if (rc == 0 && j.nsplit > 1 &&
         !(part = malloc((size_t)(j.B * j.H * j.T * j.nsplit * (2 + j.Dv)) * sizeof *part)))
