@@ -46,7 +46,7 @@ void bench_remove_tree(const char *dir) {
 // directory, which the parent made and removes whatever becomes of this
 // child; else (measured in-process, or the parent could not make one) a
 // temporary directory of its own, which the caller removes.
-static int mode_cache(const char *kcache, const char *mode, char *dir, size_t dcap, char *err,
+int measure_mode_cache(const char *kcache, const char *mode, char *dir, size_t dcap, char *err,
                       size_t cap) {
     if (kcache) {
         snprintf(dir, dcap, "%s/%s", kcache, mode);
@@ -87,7 +87,7 @@ static int compile_mode(const bench_plan *p, const bench_case *bc, const model *
         return 0;
     }
     char cache[1024];
-    if (mode_cache(kcache, mode, cache, sizeof cache, err, cap) < 0)
+    if (measure_mode_cache(kcache, mode, cache, sizeof cache, err, cap) < 0)
         return -1;
     o.cache_dir = cache;
     bench_exec *cold = NULL;
@@ -249,7 +249,7 @@ static void measure_again(const bench_plan *p, const bench_group *gr, const benc
         const char *mode = bench_axis_value(BENCH_AXIS_MODE, runs[k].mode);
         bool own = !kcache; // else process 0's programs, loaded from KCACHE/MODE
         if (xo.device == BENCH_DEV_CPU) {
-            if (own && mode_cache(NULL, mode, cache, sizeof cache, err, sizeof err) < 0) {
+            if (own && measure_mode_cache(NULL, mode, cache, sizeof cache, err, sizeof err) < 0) {
                 set_status(&rs[k], mode_fail_status(), "%s", err);
                 continue;
             }
@@ -301,7 +301,7 @@ void bench_group_measure(const bench_plan *p, int group, int process, const char
     double tol = bench_tolerance(tf32_task(p, t) ? BENCH_PREC_AMP : t->axis[BENCH_AXIS_PRECISION],
                                  t->axis[BENCH_AXIS_WORKLOAD]);
     if (t->axis[BENCH_AXIS_WORKLOAD] == BENCH_WL_GENERATE) {
-        measure_generate(p, gr, bc, process == 0 && p->cfg.accuracy, rs, n, tol);
+        measure_generate(p, gr, bc, process == 0 && p->cfg.accuracy, kcache, rs, n, tol);
         return;
     }
     if (process > 0) {

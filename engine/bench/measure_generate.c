@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 typedef struct gen_task {
@@ -144,7 +145,7 @@ static int time_modes(const bench_plan *p, gen_task *tk, bench_result *rs, int n
 }
 
 void measure_generate(const bench_plan *p, const bench_group *gr, const bench_case *bc,
-                      bool check, bench_result *rs, int n, double tol) {
+                      bool check, const char *kcache, bench_result *rs, int n, double tol) {
     const suite_case *sc = bc->c;
     gen_opts o = {.batch = bc->batch,
                   .prompt_len = gen_prompt_len(&p->cfg, sc),
@@ -171,6 +172,7 @@ void measure_generate(const bench_plan *p, const bench_group *gr, const bench_ca
     }
     gen_task tk[BENCH_MODE_COUNT] = {{0}};
     compile_opts co[BENCH_MODE_COUNT];
+    char cache[BENCH_MODE_COUNT][1024] = {{0}}; // each mode compiles cold, into its own
     gen_ref ref = {0};
     int32_t *prompt = NULL;
     char err[600];
@@ -182,6 +184,20 @@ void measure_generate(const bench_plan *p, const bench_group *gr, const bench_ca
         gen_opts mo = o;
         co[k] = gen_compile_opts(mode);
         mo.compile = &co[k];
+        if (mode != BENCH_MODE_EAGER) {
+            char name[64];
+            snprintf(name, sizeof name, "%s-generate", bench_axis_value(BENCH_AXIS_MODE, mode));
+            // the group's later processes find the first one's: a warm compile
+            snprintf(cache[k], sizeof cache[k], "%s/%s", kcache ? kcache : "", name);
+            bool later = kcache && access(cache[k], F_OK) == 0;
+            if (!later &&
+                measure_mode_cache(kcache, name, cache[k], sizeof cache[k], err, sizeof err) < 0) {
+                cache[k][0] = 0;
+                set_status(&rs[k], BENCH_FAIL_TO_RUN, "%s", err);
+                continue;
+            }
+            co[k].cache_dir = cache[k];
+        }
         gen_kind kind = mode == BENCH_MODE_EAGER ? GEN_EAGER : GEN_COMPILED;
         if (gen_mode_new(bc->md, sc->overrides, sc->noverrides, &mo, kind, k ? tk[0].g : NULL,
                          &tk[k].g, err, sizeof err) < 0) {
@@ -273,4 +289,7 @@ done:
     }
     gen_ref_free(&ref);
     free(prompt);
+    for (int k = 0; k < n && !kcache; k++) // KCACHE/MODE is the parent's to remove
+        if (cache[k][0])
+            bench_remove_tree(cache[k]);
 }

@@ -145,7 +145,11 @@ int measure_check_train(const bench_plan *p, const bench_case *bc, const model *
 // measure_generate.c: the generate workload, start to end (check: the fp64
 // reference's decode and each mode against it)
 void measure_generate(const bench_plan *p, const bench_group *gr, const bench_case *bc,
-                      bool check, bench_result *rs, int n, double tol);
+                      bool check, const char *kcache, bench_result *rs, int n, double tol);
+// measure.c: the empty kernel cache a mode compiles into, KCACHE/MODE (the
+// parent's to remove), or without KCACHE a temporary one (the caller's)
+int measure_mode_cache(const char *kcache, const char *mode, char *dir, size_t dcap, char *err,
+                       size_t cap);
 
 // measure_time.c
 int measure_time_modes(const bench_plan *p, mode_run *runs, int n);
