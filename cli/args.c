@@ -204,3 +204,24 @@ void cli_format_count(double v, char *buf, size_t cap) {
     else
         snprintf(buf, cap, "%.1f%c", v, units[u]);
 }
+
+int cli_parse_gen_option(const char *cmd, const char *opt, const char *s, const cli_gen_opts *o) {
+    if (!strcmp(opt, "--weights")) {
+        if (strcmp(s, "f32") && strcmp(s, "int8") && strcmp(s, "int4"))
+            return cli_fail(cmd, "--weights %s: expected f32, int8 or int4", s);
+        *o->bits = s[0] == 'f' ? 0 : s[3] == '8' ? 8 : 4;
+    } else if (!strcmp(opt, "--weight-group")) {
+        if (strcmp(s, "32") && strcmp(s, "64") && strcmp(s, "128"))
+            return cli_fail(cmd, "--weight-group %s: expected 32, 64 or 128", s);
+        *o->group = atoi(s);
+    } else if (!strcmp(opt, "--weight-scales")) {
+        if (strcmp(s, "f32") && strcmp(s, "f16"))
+            return cli_fail(cmd, "--weight-scales %s: expected f32 or f16", s);
+        *o->scales = s[1] == '1' ? DT_F16 : DT_F32;
+    } else {
+        if (strcmp(s, "math") && strcmp(s, "sdpa"))
+            return cli_fail(cmd, "--attention %s: expected math or sdpa", s);
+        *o->fused = !strcmp(s, "sdpa");
+    }
+    return 0;
+}

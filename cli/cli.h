@@ -48,6 +48,17 @@ int cli_parse_seconds_or_zero(const char *cmd, const char *opt, const char *s, d
 // A byte count: a number above 0 (1e9, 1.5) with an optional unit, KiB,
 // MiB, GiB, TiB (powers of 1024) or kB, MB, GB, TB (of 1000): 6GiB, 512MiB.
 int cli_parse_bytes(const char *cmd, const char *opt, const char *s, size_t *out);
+// The weight-only quantization and attention options run and plan share:
+// opt is "--weights" (f32, int8, int4 into *bits), "--weight-group" (32, 64,
+// 128 into *group), "--weight-scales" (f32, f16 into *scales) or
+// "--attention" (math, sdpa into *fused). 0, or 2 with the message printed.
+typedef struct cli_gen_opts {
+    int *bits;
+    int64_t *group;
+    enum dtype *scales;
+    bool *fused;
+} cli_gen_opts;
+int cli_parse_gen_option(const char *cmd, const char *opt, const char *s, const cli_gen_opts *o);
 // A comma list of axis values (--mode eager,compiled) into cfg; values this
 // build cannot run are refused here, before anything is loaded. --device
 // takes `auto` too (bench_device_auto); whether a device is built and

@@ -90,20 +90,19 @@ static int parse_args(int argc, char **argv, plan_args *a) {
                 return 2;
             break;
         case OPT_WEIGHTS:
-            if (strcmp(optarg, "f32") && strcmp(optarg, "int8") && strcmp(optarg, "int4"))
-                return cli_fail(cmd, "--weights %s: expected f32, int8 or int4", optarg);
-            a->o.weight_bits = optarg[0] == 'f' ? 0 : optarg[3] == '8' ? 8 : 4;
-            break;
         case OPT_GROUP:
-            if (strcmp(optarg, "32") && strcmp(optarg, "64") && strcmp(optarg, "128"))
-                return cli_fail(cmd, "--weight-group %s: expected 32, 64 or 128", optarg);
-            a->o.weight_group = atoi(optarg);
-            break;
         case OPT_SCALES:
-            if (strcmp(optarg, "f32") && strcmp(optarg, "f16"))
-                return cli_fail(cmd, "--weight-scales %s: expected f32 or f16", optarg);
-            a->o.weight_scales = optarg[1] == '1' ? DT_F16 : DT_F32;
+        case OPT_ATTN: {
+            cli_gen_opts go = {&a->o.weight_bits, &a->o.weight_group, &a->o.weight_scales,
+                               &a->o.fused_attention};
+            const char *opt = c == OPT_WEIGHTS ? "--weights"
+                              : c == OPT_GROUP ? "--weight-group"
+                              : c == OPT_SCALES ? "--weight-scales"
+                                                : "--attention";
+            if (cli_parse_gen_option(cmd, opt, optarg, &go))
+                return 2;
             break;
+        }
         case OPT_PROMPT:
             if (cli_parse_int(cmd, "--prompt-len", optarg, 1, 1 << 24, &n) < 0)
                 return 2;
@@ -113,11 +112,6 @@ static int parse_args(int argc, char **argv, plan_args *a) {
             if (cli_parse_int(cmd, "--batch-size", optarg, 1, 1 << 20, &n) < 0)
                 return 2;
             a->o.batch = n;
-            break;
-        case OPT_ATTN:
-            if (strcmp(optarg, "math") && strcmp(optarg, "sdpa"))
-                return cli_fail(cmd, "--attention %s: expected math or sdpa", optarg);
-            a->o.fused_attention = !strcmp(optarg, "sdpa");
             break;
         case OPT_SIZE: a->size = optarg; break;
         case OPT_ONLY:

@@ -411,27 +411,21 @@ static int parse(int argc, char **argv, run_args *a) {
             }
             break;
         case OPT_WEIGHTS:
-            if (strcmp(optarg, "f32") && strcmp(optarg, "int8") && strcmp(optarg, "int4"))
-                return cli_fail(cmd, "--weights %s: expected f32, int8 or int4", optarg);
-            a->cfg.weight_bits = optarg[0] == 'f' ? 0 : optarg[3] == '8' ? 8 : 4;
-            break;
         case OPT_WEIGHT_GROUP:
-            if (strcmp(optarg, "32") && strcmp(optarg, "64") && strcmp(optarg, "128"))
-                return cli_fail(cmd, "--weight-group %s: expected 32, 64 or 128", optarg);
-            a->cfg.weight_group = atoi(optarg);
-            break;
         case OPT_WEIGHT_SCALES:
-            if (strcmp(optarg, "f32") && strcmp(optarg, "f16"))
-                return cli_fail(cmd, "--weight-scales %s: expected f32 or f16", optarg);
-            a->cfg.weight_scales = optarg[1] == '1' ? DT_F16 : DT_F32;
-            break;
-        case OPT_ATTENTION:
-            if (strcmp(optarg, "math") && strcmp(optarg, "sdpa")) {
-                fprintf(stderr, "tcbench run: --attention %s: expected math or sdpa\n", optarg);
+        case OPT_ATTENTION: {
+            int64_t group = a->cfg.weight_group;
+            cli_gen_opts go = {&a->cfg.weight_bits, &group, &a->cfg.weight_scales,
+                               &a->cfg.fused_attention};
+            const char *opt = c == OPT_WEIGHTS        ? "--weights"
+                              : c == OPT_WEIGHT_GROUP ? "--weight-group"
+                              : c == OPT_WEIGHT_SCALES ? "--weight-scales"
+                                                       : "--attention";
+            if (cli_parse_gen_option(cmd, opt, optarg, &go))
                 return 2;
-            }
-            a->cfg.fused_attention = !strcmp(optarg, "sdpa");
+            a->cfg.weight_group = (int)group;
             break;
+        }
         case OPT_TF32: a->cfg.tf32 = true; break;
         case OPT_FLUSH_L2: a->cfg.flush_l2 = true; break;
         case OPT_MEMORY_LIMIT:

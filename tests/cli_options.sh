@@ -112,6 +112,12 @@ has "the cut list starts with the first case" "the cases: case_number_0, case_nu
 size=$(wc -c <"$TMP/err")
 verdict "the cut list is short" "$([ "$size" -lt 600 ] || echo "$size bytes")"
 
+# --- a model larger than this machine: run refuses it before anything runs
+printf 'name: big\ncases:\n  - {model: %s, batch: 2}\n' "$SRC/tests/fixtures/model_too_big.yaml" \
+    >"$TMP/big.yaml"
+refused "a model larger than this machine" 1 "GiB of parameters, this machine has" "$TMP/big.yaml"
+has "the refusal points at the layer" "model_too_big.yaml:11:9:"
+
 # --- --memory-limit: bytes with an optional unit -------------------------------
 for bad in 0 -1 6XB 6gib 1e-3 inf nan 0x10 '' 6GiBx 2e19; do
     refused "--memory-limit '$bad'" 1 "--memory-limit $bad: expected bytes" --memory-limit "$bad"

@@ -42,6 +42,15 @@ static const modeldef_override llama_tiny[] = {
     OV("layers", "2"), OV("heads", "4"),    OV("kv_heads", "2"),
     OV("ffn", "48")};
 
+// ChatGLM-6B (MHA, 2-D rotary, GLM's residual scaling, tied head) and
+// ChatGLM2-6B (MQA of 2 groups, half-rotated interleaved heads)
+static const modeldef_override glm_tiny[] = {OV("vocab", "83"), OV("seq", "64"),
+                                             OV("d_model", "32"), OV("layers", "2"),
+                                             OV("heads", "4"), OV("alpha", "2")};
+static const modeldef_override glm2_tiny[] = {
+    OV("vocab", "79"), OV("seq", "64"), OV("d_model", "32"), OV("layers", "2"),
+    OV("heads", "4"),  OV("kv_heads", "2"), OV("ffn", "48")};
+
 typedef struct tcase {
     const char *model;
     const modeldef_override *ov;
@@ -49,6 +58,7 @@ typedef struct tcase {
 } tcase;
 
 static const tcase cases[] = {{"gpt2", gpt2_tiny, 5}, {"llama", llama_tiny, 7}};
+static const tcase glm_cases[] = {{"chatglm", glm_tiny, 6}, {"chatglm2", glm2_tiny, 7}};
 
 // Eager greedy decode equals the fp64 reference's token for token, its
 // teacher-forced logits are within 1e-4 of the reference's at every step,
@@ -116,6 +126,8 @@ static void test_eager_matches_reference(void **state) {
         check_eager(&cases[i], 1, 5, 6);
         check_eager(&cases[i], 2, 7, 4);
     }
+    for (size_t i = 0; i < sizeof glm_cases / sizeof glm_cases[0]; i++)
+        check_eager(&glm_cases[i], 1, 6, 5);
 }
 
 // The cache changes nothing: the reference's cached decode gives, at each
@@ -275,10 +287,16 @@ static void check_plan_by_run(const tcase *tc) {
     modeldef_free(md);
 }
 
+// gpt2 with multi-head attention, llama with multi-query (one kv head)
+static const modeldef_override llama_mqa[] = {
+    OV("vocab", "89"), OV("seq", "64"),     OV("d_model", "32"),
+    OV("layers", "2"), OV("heads", "4"),    OV("kv_heads", "1"),
+    OV("ffn", "48")};
+
 static void test_plan_by_run(void **state) {
     (void)state;
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        check_plan_by_run(&cases[i]);
+    check_plan_by_run(&cases[0]);
+    check_plan_by_run(&(tcase){"llama", llama_mqa, 7});
 }
 
 // A wrong token is caught: the check names the step and row.

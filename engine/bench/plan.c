@@ -27,12 +27,14 @@ void bench_config_init(bench_config *cfg) {
     cfg->accuracy_flops_limit = BENCH_ACCURACY_FLOPS_LIMIT;
 }
 
-int bench_case_build(const suite_case *c, int64_t batch, modeldef **md, model **m, diag *d) {
+int bench_case_build(const suite_case *c, int64_t batch, bool graph_only, modeldef **md, model **m,
+                     diag *d) {
     *md = NULL;
     *m = NULL;
     if (modeldef_load(c->model_path, md, d) < 0)
         return -1;
-    if (modeldef_build(*md, c->overrides, c->noverrides, batch, &(modeldef_opts){0}, m, d) < 0) {
+    modeldef_opts o = {.graph_only = graph_only};
+    if (modeldef_build(*md, c->overrides, c->noverrides, batch, &o, m, d) < 0) {
         modeldef_free(*md);
         *md = NULL;
         return -1;
@@ -326,7 +328,7 @@ static int plan_suite(bench_plan *p, const suite *s, const regex_t *filter, cons
                         : p->cfg.batch > 0  ? p->cfg.batch
                                             : c->batch;
             model *m;
-            if (bench_case_build(c, bc->batch, &bc->md, &m, d) < 0)
+            if (bench_case_build(c, bc->batch, false, &bc->md, &m, d) < 0)
                 return -1;
             bc->param_count = graph_param_count(m->g);
             bc->flops = graph_flops(m->g);

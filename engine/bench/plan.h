@@ -76,4 +76,7 @@ int bench_plan_new(const bench_config *cfg, bench_plan **out, diag *d);
 void bench_plan_free(bench_plan *p);
 // Loads a case's model and builds its inference graph; the caller frees
 // both. Shared by planning and `tcbench check`.
-int bench_case_build(const suite_case *c, int64_t batch, modeldef **md, model **m, diag *d);
+// graph_only: no values will be made (check): a model larger than this
+// machine is not refused.
+int bench_case_build(const suite_case *c, int64_t batch, bool graph_only, modeldef **md, model **m,
+                     diag *d);
