@@ -299,6 +299,57 @@ static void test_plan_by_run(void **state) {
     check_plan_by_run(&(tcase){"llama", llama_mqa, 7});
 }
 
+// Multi-turn chat: with the earlier rounds' cache kept and without it
+// (each round prefills the whole dialogue), eager and compiled, the same
+// tokens every round; and the first round's equal a plain generation's.
+static void test_chat(void **state) {
+    (void)state;
+    modeldef *md = load("llama");
+    gen_opts o = {.batch = 2, .device = BENCH_DEV_CPU};
+    const int64_t R = 3, U = 5, G = 4, B = 2;
+    int32_t turns[R * B * U], first[B * R * G], got[B * R * G];
+    for (int64_t i = 0; i < R * B * U; i++)
+        turns[i] = (int32_t)((i * 37 + 11) % 89);
+    char err[600];
+    gen_chat *base = NULL; // eager with reuse: the weights every other one shares
+    for (int k = 0; k < 4; k++) {
+        gen_chat_opts c = {.rounds = R, .turn_len = U, .gen_len = G, .reuse = k % 2 == 0};
+        gen_chat *ch;
+        if (gen_chat_new(md, llama_tiny, 7, &o, &c, k < 2 ? GEN_EAGER : GEN_COMPILED, base, &ch,
+                         err, sizeof err) < 0)
+            fail_msg("chat %d: %s", k, err);
+        double ttft[R];
+        if (gen_chat_run(ch, turns, k ? got : first, ttft) < 0)
+            fail_msg("chat %d: %s", k, gen_chat_error(ch));
+        for (int64_t r = 0; r < R; r++)
+            assert_true(ttft[r] > 0);
+        for (int64_t i = 0; k && i < B * R * G; i++)
+            if (got[i] != first[i])
+                fail_msg("chat %d (%s, %s): token %lld is %d, eager with reuse gave %d", k,
+                         k < 2 ? "eager" : "compiled", c.reuse ? "reuse" : "no reuse",
+                         (long long)i, got[i], first[i]);
+        if (k == 0)
+            base = ch;
+        else
+            gen_chat_free(ch);
+    }
+    gen_chat_free(base);
+    // round 0 is a plain generation of its user turn
+    gen_opts p = {.batch = B, .prompt_len = U, .new_tokens = G, .device = BENCH_DEV_CPU};
+    gen_mode *e;
+    if (gen_mode_new(md, llama_tiny, 7, &p, GEN_EAGER, NULL, &e, err, sizeof err) < 0)
+        fail_msg("%s", err);
+    gen_out r;
+    assert_int_equal(gen_out_init(&r, &p, gen_vocab(e), false), 0);
+    assert_int_equal(gen_mode_run(e, turns, NULL, &r), 0);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < G; j++)
+            assert_int_equal(r.tokens[b * G + j], first[(b * R + 0) * G + j]);
+    gen_out_free(&r);
+    gen_mode_free(e);
+    modeldef_free(md);
+}
+
 // A wrong token is caught: the check names the step and row.
 static void test_check_fails(void **state) {
     (void)state;
@@ -354,6 +405,7 @@ int main(void) {
         cmocka_unit_test(test_cache_equals_full_forward),
         cmocka_unit_test(test_quantized),
         cmocka_unit_test(test_plan_by_run),
+        cmocka_unit_test(test_chat),
         cmocka_unit_test(test_check_fails),
         cmocka_unit_test(test_bad_input),
     };

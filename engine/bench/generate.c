@@ -658,3 +658,138 @@ int gen_plan_tokens(const modeldef *md, const modeldef_override *ov, int nov, co
     out->peak_at_tokens = peak_lo;
     return 0;
 }
+
+// ---- multi-turn chat ---------------------------------------------------------
+
+struct gen_chat {
+    gen_mode *g;        // its prefill: round 0; its decode steps: every past length
+    gen_chat_opts c;
+    gen_step *round;    // rounds 1..R-1: the prefill of each (compiled with reuse: one, shared)
+    int nround;
+};
+
+int gen_chat_new(const modeldef *md, const modeldef_override *ov, int nov, const gen_opts *o,
+                 const gen_chat_opts *c, gen_kind kind, const gen_chat *share, gen_chat **out,
+                 char *err, size_t cap) {
+    *out = NULL;
+    int64_t R = c->rounds, U = c->turn_len, G = c->gen_len;
+    if (R <= 0 || U <= 0 || G <= 0)
+        return fail(err, cap, "a chat needs rounds, a user turn and tokens to generate");
+    gen_chat *ch = calloc(1, sizeof *ch);
+    if (!ch)
+        return fail(err, cap, "out of memory");
+    ch->c = *c;
+    // every token but the last one generated is fed: R (U + G) - 1 rows
+    gen_opts go = *o;
+    go.prompt_len = U;
+    go.new_tokens = R * (U + G) - U;
+    int rc = gen_mode_new(md, ov, nov, &go, kind, share ? share->g : NULL, &ch->g, err, cap);
+    gen_mode *g = ch->g;
+    ch->nround = R > 1 ? (int)(kind == GEN_COMPILED && c->reuse ? 1 : R - 1) : 0;
+    if (rc == 0 && ch->nround && !(ch->round = calloc((size_t)ch->nround, sizeof *ch->round)))
+        rc = fail(err, cap, "out of memory");
+    nn_kv_mode kv = kind == GEN_EAGER ? NN_KV_CONCAT : NN_KV_STATIC;
+    for (int i = 0; rc == 0 && i < ch->nround; i++) {
+        int64_t r = i + 1, L = r * (U + G) - 1; // rows cached when round r starts
+        int64_t past = c->reuse && kind == GEN_EAGER ? L : 0;
+        int64_t T = c->reuse ? U + 1 : L + U + 1;
+        rc = build_step(md, ov, nov, g, kv, past, T, g->pre.m, &ch->round[i], err, cap);
+    }
+    if (rc < 0) {
+        gen_chat_free(ch);
+        return -1;
+    }
+    *out = ch;
+    return 0;
+}
+
+void gen_chat_free(gen_chat *ch) {
+    if (!ch)
+        return;
+    for (int i = 0; i < ch->nround; i++)
+        step_free(&ch->round[i]);
+    free(ch->round);
+    gen_mode_free(ch->g);
+    free(ch);
+}
+
+const char *gen_chat_error(const gen_chat *ch) { return ch->g->err; }
+
+// Runs step s on tokens (B x s->T) at position pos with the eager past
+// (NULL entries: none), its outputs into out; then the argmax into next.
+static int chat_step(gen_mode *g, gen_step *s, const int32_t *tokens, int64_t pos, tensor **past,
+                     tensor **out, int32_t *next) {
+    for (int i = 0; i < s->gen.nlayers && s->gen.kv == NN_KV_CONCAT && s->gen.past > 0; i++) {
+        s->m->values[s->gen.past_k[i]] = past[1 + 2 * i];
+        s->m->values[s->gen.past_v[i]] = past[2 + 2 * i];
+    }
+    set_step_inputs(s, tokens, pos);
+    size_t peak = 0, sp;
+    int64_t kernels;
+    int rc = run_step(g, s, out, &peak, &kernels, &sp);
+    for (int i = 0; i < s->gen.nlayers && s->gen.kv == NN_KV_CONCAT && s->gen.past > 0; i++)
+        s->m->values[s->gen.past_k[i]] = s->m->values[s->gen.past_v[i]] = NULL;
+    if (rc == 0)
+        pick(out[0], g->o.batch, g->vocab, next, NULL);
+    return rc;
+}
+
+int gen_chat_run(gen_chat *ch, const int32_t *turns, int32_t *tokens, double *ttft) {
+    gen_mode *g = ch->g;
+    int64_t B = g->o.batch, R = ch->c.rounds, U = ch->c.turn_len, G = ch->c.gen_len;
+    int64_t H = R * (U + G); // the dialogue's tokens, the last one never fed
+    int nout = g->pre.m->g->noutputs;
+    tensor **out = calloc((size_t)nout, sizeof *out), **past = calloc((size_t)nout, sizeof *past);
+    int32_t *hist = malloc((size_t)(B * H) * sizeof *hist);
+    int32_t *feed = malloc((size_t)(B * H) * sizeof *feed), *next = malloc((size_t)B * sizeof *next);
+    int rc = out && past && hist && feed && next ? 0
+                                                 : fail(g->err, sizeof g->err, "out of memory");
+    int64_t L = 0; // rows in the cache; hist holds L + 1 tokens after a round's first
+    for (int64_t r = 0; rc == 0 && r < R; r++) {
+        for (int64_t b = 0; b < B; b++) // the user's turn after the last generated token
+            memcpy(hist + b * H + (r ? L + 1 : 0), turns + (r * B + b) * U, (size_t)U * sizeof *hist);
+        int64_t start = r == 0 ? 0 : ch->c.reuse ? L : 0, end = (r ? L + 1 : 0) + U;
+        gen_step *s = r == 0 ? &g->pre : &ch->round[g->kind == GEN_COMPILED && ch->c.reuse ? 0 : r - 1];
+        for (int64_t b = 0; b < B; b++)
+            memcpy(feed + b * (end - start), hist + b * H + start,
+                   (size_t)(end - start) * sizeof *feed);
+        if (!ch->c.reuse || r == 0)
+            free_outputs(past, nout); // no reuse: the whole dialogue again, no past
+        double t0 = base_now();
+        rc = chat_step(g, s, feed, start, past, out, next);
+        ttft[r] = base_now() - t0;
+        L = end;
+        for (int64_t j = 0; rc == 0; j++) {
+            for (int64_t b = 0; b < B; b++) {
+                tokens[(b * R + r) * G + j] = next[b];
+                hist[b * H + L] = next[b];
+            }
+            if (j + 1 == G)
+                break;
+            free_outputs(past, nout);
+            for (int i = 1; i < nout; i++)
+                past[i] = out[i], out[i] = NULL;
+            tensor_free(out[0]);
+            out[0] = NULL;
+            gen_step *d = g->kind == GEN_EAGER ? &g->dec[L - ch->c.turn_len] : &g->dec[0];
+            rc = chat_step(g, d, next, L, past, out, next);
+            L++;
+        }
+        // the caches after the round's last fed token: the next round's past
+        free_outputs(past, nout);
+        for (int i = 1; i < nout && rc == 0; i++)
+            past[i] = out[i], out[i] = NULL;
+        tensor_free(out[0]);
+        out[0] = NULL;
+    }
+    if (out)
+        free_outputs(out, nout);
+    if (past)
+        free_outputs(past, nout);
+    free(out);
+    free(past);
+    free(hist);
+    free(feed);
+    free(next);
+    return rc;
+}

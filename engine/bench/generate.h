@@ -150,3 +150,35 @@ typedef struct gen_plan_out {
 } gen_plan_out;
 int gen_plan_tokens(const modeldef *md, const modeldef_override *ov, int nov, const gen_opts *o,
                     gen_kind kind, size_t budget, gen_plan_out *out, char *err, size_t cap);
+
+// ---- multi-turn chat ----------------------------------------------------------
+//
+// R rounds: each appends a user turn of U tokens, then generates G tokens
+// greedily. With reuse the earlier rounds' keys and values stay in the
+// cache (the causal mask keeps them valid) and a round's prefill feeds only
+// the new tokens (the last round's final token and the user turn); without
+// it each round prefills the whole dialogue again, as a chat server that
+// keeps no state does. Both give the same tokens.
+//
+//   gen_chat_opts c = {.rounds = 4, .turn_len = 32, .gen_len = 16, .reuse = true};
+//   gen_chat *ch;
+//   gen_chat_new(md, ov, nov, &o, &c, GEN_COMPILED, NULL, &ch, err, cap);  // o: batch, seed, ...
+//   int32_t *turns = ...;                  // R x B x U user tokens
+//   double ttft[4]; int32_t *tokens = ...  // B x R x G
+//   gen_chat_run(ch, turns, tokens, ttft);
+typedef struct gen_chat_opts {
+    int64_t rounds, turn_len, gen_len;
+    bool reuse;
+} gen_chat_opts;
+
+typedef struct gen_chat gen_chat;
+
+// share (may be NULL): a chat whose weights this one uses (as gen_mode_new's).
+int gen_chat_new(const modeldef *md, const modeldef_override *ov, int nov, const gen_opts *o,
+                 const gen_chat_opts *c, gen_kind kind, const gen_chat *share, gen_chat **out,
+                 char *err, size_t cap);
+// turns: R x B x U token ids; tokens (out): B x R x G; ttft (out): R
+// seconds, each round's prefill and first argmax. -1 with gen_chat_error.
+int gen_chat_run(gen_chat *ch, const int32_t *turns, int32_t *tokens, double *ttft);
+const char *gen_chat_error(const gen_chat *ch);
+void gen_chat_free(gen_chat *ch);
