@@ -313,6 +313,25 @@ static void free_outputs(tensor **out, int n) {
     }
 }
 
+// A step's caches (outputs 1..) become the next step's past; its logits go.
+static void shift_caches(tensor **out, tensor **past, int n) {
+    free_outputs(past, n);
+    for (int i = 1; i < n; i++)
+        past[i] = out[i], out[i] = NULL;
+    tensor_free(out[0]);
+    out[0] = NULL;
+}
+
+// Both lists of step outputs and the lists themselves.
+static void free_both(tensor **out, tensor **past, int n) {
+    if (out)
+        free_outputs(out, n);
+    if (past)
+        free_outputs(past, n);
+    free(out);
+    free(past);
+}
+
 int gen_mode_run(gen_mode *g, const int32_t *prompt, const int32_t *force, gen_out *r) {
     int64_t B = g->o.batch, N = g->o.new_tokens, P = g->o.prompt_len, V = g->vocab;
     int nout = g->pre.m->g->noutputs;
@@ -339,11 +358,7 @@ int gen_mode_run(gen_mode *g, const int32_t *prompt, const int32_t *force, gen_o
             r->tokens[b * N + j] = next[b];
             fed[b] = force ? force[b * N + j] : next[b];
         }
-        free_outputs(past, nout);
-        for (int i = 1; i < nout; i++) // the caches this step grew: the next one's past
-            past[i] = out[i], out[i] = NULL;
-        tensor_free(out[0]);
-        out[0] = NULL;
+        shift_caches(out, past, nout); // the caches this step grew: the next one's past
         gen_step *s = g->kind == GEN_EAGER ? &g->dec[j] : &g->dec[0];
         t0 = base_now();
         for (int i = 0; i < s->gen.nlayers && s->gen.kv == NN_KV_CONCAT; i++) {
@@ -363,12 +378,7 @@ int gen_mode_run(gen_mode *g, const int32_t *prompt, const int32_t *force, gen_o
     for (int64_t b = 0; b < B; b++)
         r->tokens[b * N + N - 1] = next[b];
 done:
-    if (out)
-        free_outputs(out, nout);
-    if (past)
-        free_outputs(past, nout);
-    free(out);
-    free(past);
+    free_both(out, past, nout);
     free(next);
     free(fed);
     return rc;
@@ -766,28 +776,15 @@ int gen_chat_run(gen_chat *ch, const int32_t *turns, int32_t *tokens, double *tt
             }
             if (j + 1 == G)
                 break;
-            free_outputs(past, nout);
-            for (int i = 1; i < nout; i++)
-                past[i] = out[i], out[i] = NULL;
-            tensor_free(out[0]);
-            out[0] = NULL;
+            shift_caches(out, past, nout);
             gen_step *d = g->kind == GEN_EAGER ? &g->dec[L - ch->c.turn_len] : &g->dec[0];
             rc = chat_step(g, d, next, L, past, out, next);
             L++;
         }
-        // the caches after the round's last fed token: the next round's past
-        free_outputs(past, nout);
-        for (int i = 1; i < nout && rc == 0; i++)
-            past[i] = out[i], out[i] = NULL;
-        tensor_free(out[0]);
-        out[0] = NULL;
+        if (rc == 0) // the caches after the round's last fed token: the next round's past
+            shift_caches(out, past, nout);
     }
-    if (out)
-        free_outputs(out, nout);
-    if (past)
-        free_outputs(past, nout);
-    free(out);
-    free(past);
+    free_both(out, past, nout);
     free(hist);
     free(feed);
     free(next);
