@@ -35,6 +35,8 @@ static const char usage[] =
     "                       suite's prompt_len; default 32)\n"
     "  --new-tokens N       generate workload: N tokens decoded after the prompt (over\n"
     "                       new_tokens; default 32)\n"
+    "  --rounds N           chat workload: N rounds of a user turn (the prompt length)\n"
+    "                       and its answer (the new tokens); over rounds; default 4\n"
     "what to run:\n"
     "  --mode LIST          eager, compiled, fused (fusion only), captured (capture only);\n"
     "                       any compiled-family mode brings eager along as its baseline\n"
@@ -126,6 +128,7 @@ enum {
     OPT_WEIGHTS,
     OPT_PROMPT_LEN,
     OPT_NEW_TOKENS,
+    OPT_ROUNDS,
     OPT_WEIGHT_GROUP,
     OPT_WEIGHT_SCALES,
     OPT_ATTENTION,
@@ -155,6 +158,7 @@ static const struct option long_opts[] = {
     {"batch-sizes", required_argument, NULL, OPT_BATCHES},
     {"prompt-len", required_argument, NULL, OPT_PROMPT_LEN},
     {"new-tokens", required_argument, NULL, OPT_NEW_TOKENS},
+    {"rounds", required_argument, NULL, OPT_ROUNDS},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"repeat", required_argument, NULL, OPT_REPEAT},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -335,6 +339,11 @@ static int parse(int argc, char **argv, run_args *a) {
             if (cli_parse_int(cmd, "--new-tokens", optarg, 1, 1 << 20, &n) < 0)
                 return 2;
             a->cfg.new_tokens = n;
+            break;
+        case OPT_ROUNDS:
+            if (cli_parse_int(cmd, "--rounds", optarg, 1, BENCH_MAX_CHAT_ROUNDS, &n) < 0)
+                return 2;
+            a->cfg.rounds = n;
             break;
         case OPT_BATCHES: {
             long long sizes[BENCH_MAX_BATCHES];

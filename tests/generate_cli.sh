@@ -51,6 +51,25 @@ has "$TMP/r.json" '"kv_bytes_per_token": 512' "gpt2's cache a token (4 kv heads)
 has "$TMP/r.json" '"kv_bytes_per_token": 128' "llama's cache a token (1 kv head)"
 has "$TMP/r.json" '"workload": "generate"' "the workload recorded"
 
+# --- chat: the rounds' first tokens both ways, every way eager's tokens
+cat >"$TMP/chat.yaml" <<'YAML'
+name: chattiny
+defaults: {modes: [eager, compiled], precisions: [fp32], workloads: [chat]}
+cases:
+  - {name: llama, model: llama, batch: 1, prompt_len: 8, new_tokens: 4, rounds: 3,
+     params: {vocab: 256, seq: 64, d_model: 32, layers: 2, heads: 4, kv_heads: 1, ffn: 64}}
+YAML
+expect 0 "chat run" "$EXE" run "$TMP/chat.yaml" --device cpu --threads 1 --repeat 3 \
+    --processes 1 --min-time 0 --max-time 0.05 -o "$TMP/c.json"
+has "$TMP/c.json" '"status": "pass"' "chat: compiled passes"
+has "$TMP/c.json" "eager's tokens, cache kept and anew" "chat: every way gives eager's tokens"
+has "$TMP/c.json" '"ttft_anew_s": \[' "chat: each round's first token, prefilled anew"
+has "$TMP/c.json" '"rounds": 3' "chat: the rounds recorded"
+expect 2 "chat past the positions" "$EXE" run "$TMP/chat.yaml" --device cpu --rounds 8
+one_line "case 'llama', chat: a context of 95 tokens" "chat past the positions"
+expect 2 "too many rounds" "$EXE" run "$TMP/chat.yaml" --device cpu --rounds 17
+one_line "--rounds 17" "too many rounds"
+
 # --- bad input, before anything runs
 expect 2 "context past the positions" "$EXE" run "$TMP/gen.yaml" --device cpu --prompt-len 30
 one_line "gpt2.yaml:[0-9]+:[0-9]+: case 'gpt2', generate: a context of 35 tokens .* exceeds the model's 32 positions" \

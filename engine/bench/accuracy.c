@@ -74,11 +74,11 @@ bool bench_accuracy_passes(const bench_accuracy *acc, double tol) {
 static const double tolerance[BENCH_PREC_COUNT][BENCH_WL_COUNT] = {
     // generate: each step's last-position logits (generate.h: gen_check)
     [BENCH_PREC_FP32] = {[BENCH_WL_INFER] = BENCH_TOL_FP32, [BENCH_WL_TRAIN] = 1e-2,
-                         [BENCH_WL_GENERATE] = BENCH_TOL_FP32},
+                         [BENCH_WL_GENERATE] = BENCH_TOL_FP32, [BENCH_WL_CHAT] = BENCH_TOL_FP32},
     [BENCH_PREC_AMP] = {[BENCH_WL_INFER] = 1e-3, [BENCH_WL_TRAIN] = 1e-2,
-                        [BENCH_WL_GENERATE] = 1e-3},
+                        [BENCH_WL_GENERATE] = 1e-3, [BENCH_WL_CHAT] = 1e-3},
 };
-static_assert(BENCH_PREC_COUNT == 2 && BENCH_WL_COUNT == 3, "a tolerance for every pair");
+static_assert(BENCH_PREC_COUNT == 2 && BENCH_WL_COUNT == 4, "a tolerance for every pair");
 
 double bench_tolerance(enum bench_precision p, enum bench_workload w) { return tolerance[p][w]; }
 

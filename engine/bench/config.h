@@ -35,6 +35,7 @@ typedef struct bench_config {
     int64_t batch;                      // > 0 replaces every case's batch
     int64_t batches[BENCH_MAX_BATCHES]; // --batch-sizes: each case once per batch (a sweep)
     int64_t prompt_len, new_tokens;     // > 0: the generate workload's, over every case's
+    int64_t rounds;                     // > 0: the chat workload's rounds, over every case's
     int nbatches;
     int threads;        // OpenMP / OpenBLAS / oneDNN threads in each child
     int repeat;         // interleaved rounds per task at least (one sample each)

@@ -724,6 +724,7 @@ void gen_chat_free(gen_chat *ch) {
 }
 
 const char *gen_chat_error(const gen_chat *ch) { return ch->g->err; }
+int64_t gen_chat_vocab(const gen_chat *ch) { return ch->g->vocab; }
 
 // Runs step s on tokens (B x s->T) at position pos with the eager past
 // (NULL entries: none), its outputs into out; then the argmax into next.

@@ -49,6 +49,12 @@ static inline int64_t gen_prompt_len(const bench_config *cfg, const suite_case *
 static inline int64_t gen_new_tokens(const bench_config *cfg, const suite_case *c) {
     return cfg->new_tokens ? cfg->new_tokens : c->new_tokens ? c->new_tokens : GEN_DEFAULT_TOKENS;
 }
+// The chat workload's rounds: --rounds, else the suite's rounds, else 4;
+// each a user turn of the prompt length and the new tokens answered.
+#define GEN_DEFAULT_ROUNDS 4
+static inline int64_t gen_rounds(const bench_config *cfg, const suite_case *c) {
+    return cfg->rounds ? cfg->rounds : c->rounds ? c->rounds : GEN_DEFAULT_ROUNDS;
+}
 
 typedef struct gen_opts {
     int64_t batch, prompt_len, new_tokens;
@@ -181,4 +187,5 @@ int gen_chat_new(const modeldef *md, const modeldef_override *ov, int nov, const
 // seconds, each round's prefill and first argmax. -1 with gen_chat_error.
 int gen_chat_run(gen_chat *ch, const int32_t *turns, int32_t *tokens, double *ttft);
 const char *gen_chat_error(const gen_chat *ch);
+int64_t gen_chat_vocab(const gen_chat *ch);
 void gen_chat_free(gen_chat *ch);

@@ -300,6 +300,10 @@ void bench_group_measure(const bench_plan *p, int group, int process, const char
     bool train = t->axis[BENCH_AXIS_WORKLOAD] == BENCH_WL_TRAIN;
     double tol = bench_tolerance(tf32_task(p, t) ? BENCH_PREC_AMP : t->axis[BENCH_AXIS_PRECISION],
                                  t->axis[BENCH_AXIS_WORKLOAD]);
+    if (t->axis[BENCH_AXIS_WORKLOAD] == BENCH_WL_CHAT) {
+        measure_chat(p, gr, bc, kcache, rs, n);
+        return;
+    }
     if (t->axis[BENCH_AXIS_WORKLOAD] == BENCH_WL_GENERATE) {
         measure_generate(p, gr, bc, process == 0 && p->cfg.accuracy, kcache, rs, n, tol);
         return;

@@ -293,3 +293,239 @@ done:
         if (cache[k][0])
             bench_remove_tree(cache[k]);
 }
+
+// ---- the chat workload -------------------------------------------------------
+//
+// Each mode runs the dialogue twice: with the earlier rounds' cache kept
+// and with every round prefilled anew. A sample is one dialogue's last
+// round's time to first token (the entry's samples: the kept cache's, so
+// the speedup compares the modes there); every round's median goes beside
+// it both ways. Every way must give eager's tokens (greedy, the same
+// weights; generate's check against fp64 covers the decode itself).
+
+typedef struct chat_task {
+    gen_chat *c;
+    const int32_t *turns;
+    int32_t *tokens;
+    int64_t R;
+    double *ttft;            // this dialogue's rounds
+    double *all;             // every timed dialogue's rounds, R a dialogue
+    int nall, capall;        // doubles in all
+    double last;             // this dialogue's last round
+} chat_task;
+
+static int chat_step_fn(void *ctx) {
+    chat_task *t = ctx;
+    if (gen_chat_run(t->c, t->turns, t->tokens, t->ttft) < 0)
+        return -1;
+    t->last = t->ttft[t->R - 1];
+    for (int64_t r = 0; r < t->R; r++)
+        if (push(&t->all, &t->nall, &t->capall, t->ttft[r]) < 0)
+            return -1;
+    return 0;
+}
+static int chat_clock_stop(void *ctx, double *seconds) {
+    *seconds = ((chat_task *)ctx)->last;
+    return 0;
+}
+static const bench_clock chat_clock = {gen_clock_start, chat_clock_stop};
+
+// Round r's median over the timed dialogues.
+static double round_median(const chat_task *t, int64_t r) {
+    int n = t->nall / (int)t->R;
+    double *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    if (!v || n == 0) {
+        free(v);
+        return NAN;
+    }
+    for (int i = 0; i < n; i++)
+        v[i] = t->all[i * t->R + r];
+    double m = median(v, n);
+    free(v);
+    return m;
+}
+
+void measure_chat(const bench_plan *p, const bench_group *gr, const bench_case *bc,
+                  const char *kcache, bench_result *rs, int n) {
+    const suite_case *sc = bc->c;
+    int64_t U = gen_prompt_len(&p->cfg, sc), G = gen_new_tokens(&p->cfg, sc);
+    int64_t R = gen_rounds(&p->cfg, sc), B = bc->batch;
+    gen_opts o = {.batch = B, .seed = p->cfg.seed, .fused_attention = p->cfg.fused_attention,
+                  .weight_bits = p->cfg.weight_bits, .weight_group = p->cfg.weight_group,
+                  .weight_scales = p->cfg.weight_scales,
+                  .device = p->tasks[gr->first].axis[BENCH_AXIS_DEVICE]};
+    if (o.device == BENCH_DEV_CUDA ||
+        p->tasks[gr->first].axis[BENCH_AXIS_PRECISION] != BENCH_PREC_FP32) {
+        set_all(rs, n, BENCH_ERROR, "chat: fp32 on the cpu only, as generate (docs/generation.md)");
+        return;
+    }
+    if (R > BENCH_MAX_CHAT_ROUNDS) {
+        set_all(rs, n, BENCH_ERROR, "chat: at most 16 rounds");
+        return;
+    }
+    chat_task tk[2 * BENCH_MODE_COUNT] = {{0}};
+    compile_opts co[BENCH_MODE_COUNT];
+    char cache[BENCH_MODE_COUNT][1024] = {{0}};
+    int32_t *turns = malloc((size_t)(R * B * U) * sizeof *turns);
+    char err[600];
+    if (!turns) {
+        set_all(rs, n, BENCH_OOM, "out of memory for the dialogue");
+        return;
+    }
+    for (int k = 0; k < 2 * n; k++) {
+        int m = k / 2, mode = p->tasks[gr->first + m].axis[BENCH_AXIS_MODE];
+        if (k % 2 == 1 && !tk[k - 1].c)
+            continue; // the mode failed already
+        gen_opts mo = o;
+        co[m] = gen_compile_opts(mode);
+        if (mode != BENCH_MODE_EAGER && k % 2 == 0) {
+            char name[64];
+            snprintf(name, sizeof name, "%s-chat", bench_axis_value(BENCH_AXIS_MODE, mode));
+            snprintf(cache[m], sizeof cache[m], "%s/%s", kcache ? kcache : "", name);
+            bool later = kcache && access(cache[m], F_OK) == 0;
+            if (!later &&
+                measure_mode_cache(kcache, name, cache[m], sizeof cache[m], err, sizeof err) < 0)
+                cache[m][0] = 0;
+        }
+        if (cache[m][0])
+            co[m].cache_dir = cache[m];
+        mo.compile = &co[m];
+        gen_chat_opts c = {.rounds = R, .turn_len = U, .gen_len = G, .reuse = k % 2 == 0};
+        gen_kind kind = mode == BENCH_MODE_EAGER ? GEN_EAGER : GEN_COMPILED;
+        tk[k].R = R;
+        tk[k].turns = turns;
+        tk[k].ttft = malloc((size_t)R * sizeof *tk[k].ttft);
+        tk[k].tokens = malloc((size_t)(B * R * G) * sizeof *tk[k].tokens);
+        if (!tk[k].ttft || !tk[k].tokens ||
+            gen_chat_new(bc->md, sc->overrides, sc->noverrides, &mo, &c, kind, k ? tk[0].c : NULL,
+                         &tk[k].c, err, sizeof err) < 0) {
+            if (!tk[k].ttft || !tk[k].tokens)
+                snprintf(err, sizeof err, "out of memory");
+            if (m == 0) {
+                set_all(rs, n, BENCH_ERROR, err);
+                goto done;
+            }
+            set_status(&rs[m], mode_fail_status(), "%s", err);
+            gen_chat_free(tk[2 * m].c);
+            tk[2 * m].c = NULL;
+            continue;
+        }
+        if (k == 0) { // the user's turns: seeded ids
+            uint64_t s = p->cfg.seed * 0x9E3779B97F4A7C15ull + 0x5851F42D4C957F2Dull;
+            int64_t V = gen_chat_vocab(tk[0].c);
+            for (int64_t i = 0; i < R * B * U; i++) {
+                uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+                z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+                z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+                turns[i] = (int32_t)((z ^ (z >> 31)) % (uint64_t)V);
+            }
+        }
+    }
+    // every way gives eager's tokens
+    for (int k = 0; k < 2 * n; k++) {
+        if (!tk[k].c)
+            continue;
+        bench_result *r = &rs[k / 2];
+        if (gen_chat_run(tk[k].c, turns, tk[k].tokens, tk[k].ttft) < 0) {
+            if (k < 2) {
+                set_all(rs, n, BENCH_ERROR, gen_chat_error(tk[k].c));
+                goto done;
+            }
+            set_status(r, mode_fail_status(), "%s", gen_chat_error(tk[k].c));
+            gen_chat_free(tk[k].c), tk[k].c = NULL;
+            gen_chat_free(tk[k ^ 1].c), tk[k ^ 1].c = NULL;
+            continue;
+        }
+        int64_t bad = -1;
+        r->acc.rel_l2 = r->acc.rmse = r->acc.max_abs = NAN; // tokens compared, not values
+        for (int64_t i = 0; k && i < B * R * G && bad < 0; i++)
+            if (tk[k].tokens[i] != tk[0].tokens[i])
+                bad = i;
+        r->acc.checked = true;
+        if (bad >= 0 && strncmp(r->acc.rule, "failed", 6))
+            snprintf(r->acc.rule, sizeof r->acc.rule,
+                     "failed: %s, round %lld token %lld is %d where eager's is %d",
+                     k % 2 ? "prefilled anew" : "cache kept", (long long)(bad / G % R + 1),
+                     (long long)(bad % G), tk[k].tokens[bad], tk[0].tokens[bad]);
+        else if (!r->acc.rule[0])
+            snprintf(r->acc.rule, sizeof r->acc.rule, "eager's tokens, cache kept and anew");
+    }
+    bench_step steps[2 * BENCH_MODE_COUNT] = {{0}};
+    bench_timing tm[2 * BENCH_MODE_COUNT];
+    int who[2 * BENCH_MODE_COUNT], ns = 0, bad = -1;
+    for (int k = 0; k < 2 * n; k++)
+        if (tk[k].c && tk[k ^ 1].c) {
+            who[ns] = k;
+            steps[ns++] = (bench_step){chat_step_fn, &tk[k], &chat_clock};
+        }
+    bench_timing_opts opts = {.repeat = p->cfg.repeat,
+                              .warmup_fixed = p->cfg.warmup ? p->cfg.warmup : 1,
+                              .one_step_samples = true,
+                              .min_time_s = p->cfg.min_time_s,
+                              .max_time_s = p->cfg.max_time_s,
+                              .ci_target = BENCH_CI_TARGET};
+    int rc = bench_time_warm_up(steps, ns, &opts, tm, &bad);
+    for (int k = 0; k < 2 * n; k++)
+        tk[k].nall = 0; // the warm-up's dialogues are not figures
+    bench_probe before = {0}, after = {0};
+    if (rc == 0) {
+        bench_probe_read(&before);
+        rc = bench_time_rounds(steps, ns, &opts, tm, &bad);
+        bench_probe_read(&after);
+    }
+    if (rc < 0) {
+        for (int s = 0; s < ns; s++)
+            bench_timing_free(&tm[s]);
+        set_all(rs, n, bad < 0 ? BENCH_OOM : BENCH_ERROR,
+                bad < 0 ? "out of memory for the samples" : gen_chat_error(tk[who[bad]].c));
+        goto done;
+    }
+    for (int s = 0; s < ns; s++) {
+        int k = who[s];
+        bench_result *r = &rs[k / 2];
+        r->gen = (bench_gen){.done = true, .prompt_len = U, .new_tokens = G, .rounds = R,
+                             .ttft_s = NAN, .decode_s = NAN, .tokens_per_s = NAN,
+                             .weight_error = NAN};
+        if (k % 2) { // the anew dialogue: its rounds' medians alone
+            bench_timing_free(&tm[s]);
+            continue;
+        }
+        r->samples = tm[s].samples;
+        r->host_samples = tm[s].host_samples;
+        r->nsamples = tm[s].nsamples;
+        r->iters_per_sample = 1;
+        bench_stats_compute(r->samples, r->nsamples, &r->stats);
+        bench_probe_diff(&before, &after, &r->stab);
+        r->stab.rounds = r->nsamples;
+        r->stab.processes = 1;
+        r->stab.process_samples[0] = r->nsamples;
+        r->stab.threads = p->cfg.threads;
+    }
+    for (int m = 0; m < n; m++) {
+        bench_result *r = &rs[m];
+        if (!tk[2 * m].c || !tk[2 * m + 1].c)
+            continue;
+        for (int64_t k = 0; k < R; k++) {
+            r->gen.ttft_reuse_s[k] = round_median(&tk[2 * m], k);
+            r->gen.ttft_anew_s[k] = round_median(&tk[2 * m + 1], k);
+        }
+        r->gen.ttft_s = r->gen.ttft_reuse_s[R - 1];
+        r->message[0] = 0;
+        if (!strncmp(r->acc.rule, "failed", 6))
+            set_status(r, BENCH_FAIL_ACCURACY, "%s", r->acc.rule + 8);
+        else
+            r->status = m == 0 ? BENCH_OK : BENCH_PASS;
+    }
+    bench_group_judge(rs, n, p->cfg.threads);
+done:
+    for (int k = 0; k < 2 * n; k++) {
+        gen_chat_free(tk[k].c);
+        free(tk[k].ttft);
+        free(tk[k].tokens);
+        free(tk[k].all);
+    }
+    free(turns);
+    for (int m = 0; m < n && !kcache; m++)
+        if (cache[m][0])
+            bench_remove_tree(cache[m]);
+}

@@ -146,6 +146,8 @@ int measure_check_train(const bench_plan *p, const bench_case *bc, const model *
 // reference's decode and each mode against it)
 void measure_generate(const bench_plan *p, const bench_group *gr, const bench_case *bc,
                       bool check, const char *kcache, bench_result *rs, int n, double tol);
+void measure_chat(const bench_plan *p, const bench_group *gr, const bench_case *bc,
+                  const char *kcache, bench_result *rs, int n);
 // measure.c: the empty kernel cache a mode compiles into, KCACHE/MODE (the
 // parent's to remove), or without KCACHE a temporary one (the caller's)
 int measure_mode_cache(const char *kcache, const char *mode, char *dir, size_t dcap, char *err,

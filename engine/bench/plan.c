@@ -278,18 +278,27 @@ static void skipped_note(bench_plan *p, bool skipped[][BENCH_AXIS_MAX]) {
 // graph of its prefill before anything runs (bad input: exit 2).
 static int check_generate(const bench_plan *p, const bench_case *bc, int vals[][BENCH_AXIS_MAX],
                           const int *nvals, diag *d) {
-    bool gen = false;
-    for (int i = 0; i < nvals[BENCH_AXIS_WORKLOAD]; i++)
+    bool gen = false, chat = false;
+    for (int i = 0; i < nvals[BENCH_AXIS_WORKLOAD]; i++) {
         gen |= vals[BENCH_AXIS_WORKLOAD][i] == BENCH_WL_GENERATE;
-    if (!gen)
+        chat |= vals[BENCH_AXIS_WORKLOAD][i] == BENCH_WL_CHAT;
+    }
+    if (!gen && !chat)
         return 0;
     int64_t P = gen_prompt_len(&p->cfg, bc->c), N = gen_new_tokens(&p->cfg, bc->c);
-    nn_gen g = {.kv = NN_KV_CONCAT, .max_len = P + N - 1};
+    int64_t R = chat ? gen_rounds(&p->cfg, bc->c) : 1;
+    if (R > BENCH_MAX_CHAT_ROUNDS)
+        return diag_set(d, bc->c->model_path, 0, 0, "case '%s', chat: %lld rounds, at most %d",
+                        bc->c->name, (long long)R, BENCH_MAX_CHAT_ROUNDS);
+    // the longest dialogue: every round's turn and tokens, the last never fed
+    int64_t ctx = P + N - 1 > R * (P + N) - 1 ? P + N - 1 : R * (P + N) - 1;
+    nn_gen g = {.kv = NN_KV_CONCAT, .max_len = ctx};
     modeldef_opts mo = {.gen = &g, .gen_tokens = P, .graph_only = true};
     model *m;
     if (modeldef_build(bc->md, bc->c->overrides, bc->c->noverrides, bc->batch, &mo, &m, d) < 0) {
         char msg[sizeof d->msg];
-        snprintf(msg, sizeof msg, "case '%.64s', generate: %.400s", bc->c->name, d->msg);
+        snprintf(msg, sizeof msg, "case '%.64s', %s: %.400s", bc->c->name,
+                 chat ? "chat" : "generate", d->msg);
         snprintf(d->msg, sizeof d->msg, "%s", msg);
         return -1;
     }

@@ -14,17 +14,18 @@ static const char *const defaults_keys[] = {"modes", "precisions", "workloads", 
                                             NULL};
 static const char *const case_keys[] = {"name",      "model",      "batch",      "params",
                                         "sizes",     "optimizer",  "prompt_len", "new_tokens",
-                                        NULL};
+                                        "rounds",    NULL};
 static const char *const adamw_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay", NULL};
 static const char *const sgd_keys[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov",
                                        NULL};
-static const char *const size_keys[] = {"params", "batch", "prompt_len", "new_tokens", NULL};
+static const char *const size_keys[] = {"params", "batch", "prompt_len", "new_tokens", "rounds",
+                                        NULL};
 
 // The words each default list may hold (the runner's modes, precisions,
 // workloads; docs/yaml.md).
 static const char *const known_modes[] = {"eager", "compiled", "fused", "captured", NULL};
 static const char *const known_precisions[] = {"fp32", "amp", NULL};
-static const char *const known_workloads[] = {"infer", "train", "generate", NULL};
+static const char *const known_workloads[] = {"infer", "train", "generate", "chat", NULL};
 
 typedef struct {
     const yd_doc *doc;
@@ -125,9 +126,13 @@ static int parse_batch(suite_ctx *x, const yd_node *n, int64_t *out) {
 }
 
 // The generate workload's prompt_len and new_tokens of a case or a size.
-static int parse_gen(suite_ctx *x, const yd_node *n, int64_t *prompt_len, int64_t *new_tokens) {
+static int parse_gen(suite_ctx *x, const yd_node *n, int64_t *prompt_len, int64_t *new_tokens,
+                     int64_t *rounds) {
     const yd_node *p = yd_get(n, "prompt_len"), *t = yd_get(n, "new_tokens");
+    const yd_node *r = yd_get(n, "rounds");
     if (p && parse_count(x, p, "prompt_len", prompt_len) < 0)
+        return -1;
+    if (r && parse_count(x, r, "rounds", rounds) < 0)
         return -1;
     return t ? parse_count(x, t, "new_tokens", new_tokens) : 0;
 }
@@ -315,7 +320,7 @@ static int parse_case(suite_ctx *x, suite *s, const yd_node *n, const char *size
         return diag_set(x->d, x->doc->path, n->line, n->col, "case '%s' needs 'batch:'", c->name);
     if (parse_batch(x, batch, &c->batch) < 0)
         return -1;
-    if (parse_gen(x, n, &c->prompt_len, &c->new_tokens) < 0)
+    if (parse_gen(x, n, &c->prompt_len, &c->new_tokens, &c->rounds) < 0)
         return -1;
     if (params && add_overrides(x, s, c, params, "params") < 0)
         return -1;
@@ -334,9 +339,9 @@ static int parse_case(suite_ctx *x, suite *s, const yd_node *n, const char *size
         if (yd_expect(x->doc, sv, YD_MAP, "a size", x->d) < 0 ||
             yd_check_keys(x->doc, sv, "a size", size_keys, x->d) < 0)
             return -1;
-        int64_t b = c->batch, pl = c->prompt_len, nt = c->new_tokens;
+        int64_t b = c->batch, pl = c->prompt_len, nt = c->new_tokens, rn = c->rounds;
         const yd_node *sb = yd_get(sv, "batch"), *sp = yd_get(sv, "params");
-        if ((sb && parse_batch(x, sb, &b) < 0) || parse_gen(x, sv, &pl, &nt) < 0)
+        if ((sb && parse_batch(x, sb, &b) < 0) || parse_gen(x, sv, &pl, &nt, &rn) < 0)
             return -1;
         if (sp && yd_expect(x->doc, sp, YD_MAP, "params", x->d) < 0)
             return -1;
@@ -344,7 +349,7 @@ static int parse_case(suite_ctx *x, suite *s, const yd_node *n, const char *size
             continue;
         *size_seen = true;
         c->batch = b;
-        c->prompt_len = pl, c->new_tokens = nt;
+        c->prompt_len = pl, c->new_tokens = nt, c->rounds = rn;
         if (sp && add_overrides(x, s, c, sp, "params") < 0)
             return -1;
     }

@@ -29,6 +29,7 @@ typedef struct suite_case {
     // the generate workload: prompt tokens and tokens decoded after them
     // (0: not given, the runner's defaults)
     int64_t prompt_len, new_tokens;
+    int64_t rounds; // the chat workload: user turns of prompt_len, new_tokens answered each
     modeldef_override *overrides; // strings owned by the suite
     int noverrides;
     int line, col; // where the case starts

@@ -19,7 +19,8 @@ static const axis_row axes[] = {
     [BENCH_AXIS_PRECISION] =
         {"precision", {"fp32", "amp"}, BENCH_PREC_COUNT, "fp32, amp"},
     [BENCH_AXIS_WORKLOAD] =
-        {"workload", {"infer", "train", "generate"}, BENCH_WL_COUNT, "infer, train, generate"},
+        {"workload", {"infer", "train", "generate", "chat"}, BENCH_WL_COUNT,
+         "infer, train, generate, chat"},
     [BENCH_AXIS_DEVICE] = {"device", {"cpu", "cuda"}, BENCH_DEV_COUNT, "cpu, cuda"},
 };
 static_assert(sizeof axes / sizeof axes[0] == BENCH_AXIS_COUNT, "one row per axis");

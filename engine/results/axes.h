@@ -29,7 +29,13 @@ enum bench_mode {
     BENCH_MODE_COUNT
 };
 enum bench_precision { BENCH_PREC_FP32, BENCH_PREC_AMP, BENCH_PREC_COUNT };
-enum bench_workload { BENCH_WL_INFER, BENCH_WL_TRAIN, BENCH_WL_GENERATE, BENCH_WL_COUNT };
+enum bench_workload {
+    BENCH_WL_INFER,
+    BENCH_WL_TRAIN,
+    BENCH_WL_GENERATE,
+    BENCH_WL_CHAT,
+    BENCH_WL_COUNT
+};
 enum bench_device { BENCH_DEV_CPU, BENCH_DEV_CUDA, BENCH_DEV_COUNT };
 
 // the most values any axis has

@@ -74,6 +74,16 @@ static json_t *gen_json(const bench_gen *g) {
     rc |= json_object_set_new(o, "kv_bytes_per_token", json_integer(g->kv_bytes_per_token));
     rc |= json_object_set_new(o, "prefill_kernels", json_integer(g->prefill_kernels));
     rc |= json_object_set_new(o, "weight_error", results_real(g->weight_error));
+    if (g->rounds > 0) {
+        json_t *re = json_array(), *an = json_array();
+        for (int64_t r = 0; re && an && r < g->rounds && r < BENCH_MAX_CHAT_ROUNDS; r++) {
+            rc |= json_array_append_new(re, results_real(g->ttft_reuse_s[r]));
+            rc |= json_array_append_new(an, results_real(g->ttft_anew_s[r]));
+        }
+        rc |= json_object_set_new(o, "rounds", json_integer(g->rounds));
+        rc |= json_object_set_new(o, "ttft_reuse_s", re ? re : json_null());
+        rc |= json_object_set_new(o, "ttft_anew_s", an ? an : json_null());
+    }
     if (rc) {
         json_decref(o);
         return NULL;
@@ -430,7 +440,19 @@ static int entry_read(const json_t *c, const char *path, int i, results_entry *e
                              num(gn, "tokens_per_s"),
                              count(gn, "kv_bytes_per_token"),
                              count(gn, "prefill_kernels"),
-                             num(gn, "weight_error")};
+                             num(gn, "weight_error"),
+                             0,
+                             {0},
+                             {0}};
+    if (json_is_object(gn) && (r->gen.rounds = count(gn, "rounds")) > 0) {
+        const json_t *re = json_object_get(gn, "ttft_reuse_s"), *an = json_object_get(gn, "ttft_anew_s");
+        for (int64_t k = 0; k < r->gen.rounds && k < BENCH_MAX_CHAT_ROUNDS; k++) {
+            r->gen.ttft_reuse_s[k] = json_number_value(json_array_get(re, (size_t)k));
+            r->gen.ttft_anew_s[k] = json_number_value(json_array_get(an, (size_t)k));
+        }
+    } else {
+        r->gen.rounds = 0;
+    }
     const json_t *stab = json_object_get(c, "stability");
     e->has_stability = json_is_object(stab);
     stability_read(stab, &r->stab);

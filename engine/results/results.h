@@ -84,6 +84,8 @@ typedef struct bench_compile {
 // The generate workload's figures (engine/bench/generate.h); done false
 // for other workloads. samples_s are then each generation's median decode
 // step (seconds per token).
+#define BENCH_MAX_CHAT_ROUNDS 16 // the chat workload's rounds at most
+
 typedef struct bench_gen {
     bool done;
     int64_t prompt_len, new_tokens;
@@ -93,6 +95,11 @@ typedef struct bench_gen {
     int64_t kv_bytes_per_token; // f32 keys and values a token adds over every layer
     int64_t prefill_kernels;    // kernels of the prefill (kernels: of a decode step)
     double weight_error;        // --weights: quantized weights' relative RMS error, else NaN
+    // the chat workload: rounds (0 otherwise), each round's time to first
+    // token with the earlier rounds' cache kept and with the dialogue
+    // prefilled anew, medians; samples_s are the last round's, kept
+    int64_t rounds;
+    double ttft_reuse_s[BENCH_MAX_CHAT_ROUNDS], ttft_anew_s[BENCH_MAX_CHAT_ROUNDS];
 } bench_gen;
 
 typedef struct bench_stability {
