@@ -144,7 +144,7 @@ json_t *bench_config_json(const bench_plan *p) {
     rc |= json_object_set_new(j, "weight_group", json_integer(c->weight_group));
     rc |= json_object_set_new(j, "prompt_len", json_integer(c->prompt_len));
     rc |= json_object_set_new(j, "new_tokens", json_integer(c->new_tokens));
-    rc |= json_object_set_new(j, "rounds", json_integer(c->rounds));
+    rc |= json_object_set_new(j, "chat_rounds", json_integer(c->rounds));
     rc |= json_object_set_new(j, "weight_scales", json_string(dtype_name(c->weight_scales)));
     rc |= json_object_set_new(j, "attention", json_string(c->fused_attention ? "sdpa" : "math"));
     rc |= json_object_set_new(j, "accuracy_flops_limit", results_real(c->accuracy_flops_limit));

@@ -119,7 +119,7 @@ static const char *config_option(const char *key) {
         {"weight_group", "--weight-group"},
         {"prompt_len", "--prompt-len"},
         {"new_tokens", "--new-tokens"},
-        {"rounds", "--rounds"},
+        {"chat_rounds", "--rounds"},
         {"weight_scales", "--weight-scales"},
         {"attention", "--attention"},
         {"only", "--only"},
