@@ -202,16 +202,21 @@ const char *gen_error(const gen_mode *g) { return g->err; }
 double gen_compile_s(const gen_mode *g) { return g->compile_s; }
 double gen_quant_error(const gen_mode *g) { return g->o.weight_bits ? g->quant_rel_rms : NAN; }
 
-int32_t *gen_prompt(const gen_mode *g, uint64_t seed) {
-    int64_t n = g->o.batch * g->o.prompt_len;
-    int32_t *p = malloc((size_t)n * sizeof *p);
+void gen_seeded_ids(int32_t *ids, int64_t n, int64_t vocab, uint64_t seed) {
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
-    for (int64_t i = 0; p && i < n; i++) { // splitmix64
+    for (int64_t i = 0; i < n; i++) { // splitmix64
         uint64_t z = (s += 0x9E3779B97F4A7C15ull);
         z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
         z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        p[i] = (int32_t)((z ^ (z >> 31)) % (uint64_t)g->vocab);
+        ids[i] = (int32_t)((z ^ (z >> 31)) % (uint64_t)vocab);
     }
+}
+
+int32_t *gen_prompt(const gen_mode *g, uint64_t seed) {
+    int64_t n = g->o.batch * g->o.prompt_len;
+    int32_t *p = malloc((size_t)n * sizeof *p);
+    if (p)
+        gen_seeded_ids(p, n, g->vocab, seed);
     return p;
 }
 
@@ -569,6 +574,18 @@ static int plan_peak(const model *m, gen_kind kind, size_t *peak, size_t *source
     return 0;
 }
 
+// A step's inputs and caches: the bytes of its sources that are not weights.
+static size_t held_bytes(const graph *g) {
+    size_t held = 0;
+    for (int i = 0; i < g->n; i++) {
+        const graph_node *n = &g->nodes[i];
+        bool cache = n->name && (strstr(n->name, "past_") || strstr(n->name, "_cache"));
+        if (n->op == OP_INPUT || (n->op == OP_BUFFER && cache))
+            held += graph_node_bytes(n);
+    }
+    return held;
+}
+
 // The peak of the step that makes token L (context L): eager's decode with
 // L - 1 past tokens, or compiled's with a cache of L rows; its sources less
 // caches and inputs into *weights. 1 when L passes the model's positions.
@@ -583,13 +600,7 @@ static int plan_context(const modeldef *md, const modeldef_override *ov, int nov
         return strstr(err, "exceeds the model's") ? 1 : -1;
     size_t sources = 0;
     int rc = plan_peak(m, kind, peak, &sources, err, cap);
-    size_t caches = 0;
-    for (int i = 0; i < m->g->n; i++) {
-        const graph_node *n = &m->g->nodes[i];
-        bool cache = n->name && (strstr(n->name, "past_") || strstr(n->name, "_cache"));
-        if (n->op == OP_INPUT || (n->op == OP_BUFFER && cache))
-            caches += graph_node_bytes(n);
-    }
+    size_t caches = held_bytes(m->g);
     *weights = sources > caches ? sources - caches : 0;
     *kvpt = gen.kv_bytes_per_token;
     model_free(m);
@@ -608,13 +619,8 @@ int gen_plan_tokens(const modeldef *md, const modeldef_override *ov, int nov, co
     nn_kv_mode kv = kind == GEN_EAGER ? NN_KV_CONCAT : NN_KV_STATIC;
     if (plan_step(md, ov, nov, o, kv, 0, P, P + 1, &m, &gen, err, cap) < 0)
         return -1;
-    size_t sources = 0, held = 0;
+    size_t sources = 0, held = held_bytes(m->g);
     int rc = plan_peak(m, kind, &out->prefill_peak, &sources, err, cap);
-    for (int i = 0; i < m->g->n; i++) { // its inputs and cache: what is not weights
-        const graph_node *n = &m->g->nodes[i];
-        if (n->op == OP_INPUT || (n->op == OP_BUFFER && n->name && strstr(n->name, "_cache")))
-            held += graph_node_bytes(n);
-    }
     out->weights_bytes = sources > held ? sources - held : 0;
     out->kv_bytes_per_token = gen.kv_bytes_per_token;
     model_free(m);

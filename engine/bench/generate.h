@@ -101,6 +101,8 @@ int64_t gen_vocab(const gen_mode *g);
 const model *gen_weights(const gen_mode *g);
 // Seeded prompt token ids in [0, vocab), B x P; caller frees. NULL when memory runs out.
 int32_t *gen_prompt(const gen_mode *g, uint64_t seed);
+// n seeded token ids in [0, vocab) (gen_prompt's; the chat workload's turns).
+void gen_seeded_ids(int32_t *ids, int64_t n, int64_t vocab, uint64_t seed);
 // One generation: greedy, or with `force` (B x N: the tokens to feed
 // after each step, a reference's) teacher-forced, so that each step's
 // logits can be compared. r->tokens are the argmaxes either way. -1 with

@@ -87,6 +87,35 @@ static compile_opts gen_compile_opts(int mode) {
     return o;
 }
 
+// Every step interleaved: warm-up, each step's figures cleared (the
+// warm-up's runs are not figures), then the timed rounds with the machine
+// probed around them. One generation (or dialogue) a sample, its clock
+// the step's own. Returns as bench_time_rounds.
+static int time_steps(const bench_plan *p, const bench_step *steps, int ns,
+                      void (*clear)(void *ctx), bench_timing *tm, int *bad, bench_probe *before,
+                      bench_probe *after) {
+    bench_timing_opts opts = {.repeat = p->cfg.repeat,
+                              .warmup_fixed = p->cfg.warmup ? p->cfg.warmup : 1,
+                              .one_step_samples = true,
+                              .min_time_s = p->cfg.min_time_s,
+                              .max_time_s = p->cfg.max_time_s,
+                              .ci_target = BENCH_CI_TARGET};
+    int rc = bench_time_warm_up(steps, ns, &opts, tm, bad);
+    for (int k = 0; k < ns; k++)
+        clear(steps[k].ctx);
+    if (rc == 0) {
+        bench_probe_read(before);
+        rc = bench_time_rounds(steps, ns, &opts, tm, bad);
+        bench_probe_read(after);
+    }
+    if (rc < 0)
+        for (int k = 0; k < ns; k++)
+            bench_timing_free(&tm[k]);
+    return rc;
+}
+
+static void gen_clear(void *ctx) { ((gen_task *)ctx)->nttft = ((gen_task *)ctx)->nsteps = 0; }
+
 // Times every mode still standing, interleaved: warm-up, then the rounds,
 // whose generations alone give the medians.
 static int time_modes(const bench_plan *p, gen_task *tk, bench_result *rs, int n) {
@@ -98,24 +127,8 @@ static int time_modes(const bench_plan *p, gen_task *tk, bench_result *rs, int n
             who[ns] = k;
             steps[ns++] = (bench_step){gen_step_fn, &tk[k], &decode_clock};
         }
-    bench_timing_opts opts = {.repeat = p->cfg.repeat,
-                              .warmup_fixed = p->cfg.warmup ? p->cfg.warmup : 1,
-                              .one_step_samples = true,
-                              .min_time_s = p->cfg.min_time_s,
-                              .max_time_s = p->cfg.max_time_s,
-                              .ci_target = BENCH_CI_TARGET};
-    int rc = bench_time_warm_up(steps, ns, &opts, tm, &bad);
-    for (int k = 0; k < n; k++)
-        tk[k].nttft = tk[k].nsteps = 0; // the warm-up's generations are not figures
     bench_probe before = {0}, after = {0};
-    if (rc == 0) {
-        bench_probe_read(&before);
-        rc = bench_time_rounds(steps, ns, &opts, tm, &bad);
-        bench_probe_read(&after);
-    }
-    if (rc < 0) {
-        for (int k = 0; k < ns; k++)
-            bench_timing_free(&tm[k]);
+    if (time_steps(p, steps, ns, gen_clear, tm, &bad, &before, &after) < 0) {
         const char *why = bad >= 0 ? gen_error(tk[who[bad]].g) : "out of memory for the samples";
         if (bad <= 0) {
             set_all(rs, n, bad < 0 ? BENCH_OOM : BENCH_ERROR, why);
@@ -127,16 +140,7 @@ static int time_modes(const bench_plan *p, gen_task *tk, bench_result *rs, int n
     for (int s = 0; s < ns; s++) {
         bench_result *r = &rs[who[s]];
         gen_task *t = &tk[who[s]];
-        r->samples = tm[s].samples;
-        r->host_samples = tm[s].host_samples;
-        r->nsamples = tm[s].nsamples;
-        r->iters_per_sample = 1;
-        bench_stats_compute(r->samples, r->nsamples, &r->stats);
-        bench_probe_diff(&before, &after, &r->stab);
-        r->stab.rounds = r->nsamples;
-        r->stab.processes = 1;
-        r->stab.process_samples[0] = r->nsamples;
-        r->stab.threads = p->cfg.threads;
+        measure_keep_timing(p, r, &tm[s], &before, &after);
         r->gen.ttft_s = median(t->ttft, t->nttft);
         r->gen.decode_s = median(t->steps, t->nsteps);
         r->gen.tokens_per_s = (double)t->out.batch / r->gen.decode_s;
@@ -329,6 +333,7 @@ static int chat_clock_stop(void *ctx, double *seconds) {
     return 0;
 }
 static const bench_clock chat_clock = {gen_clock_start, chat_clock_stop};
+static void chat_clear(void *ctx) { ((chat_task *)ctx)->nall = 0; }
 
 // Round r's median over the timed dialogues.
 static double round_median(const chat_task *t, int64_t r) {
@@ -410,16 +415,8 @@ void measure_chat(const bench_plan *p, const bench_group *gr, const bench_case *
             tk[2 * m].c = NULL;
             continue;
         }
-        if (k == 0) { // the user's turns: seeded ids
-            uint64_t s = p->cfg.seed * 0x9E3779B97F4A7C15ull + 0x5851F42D4C957F2Dull;
-            int64_t V = gen_chat_vocab(tk[0].c);
-            for (int64_t i = 0; i < R * B * U; i++) {
-                uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-                z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-                z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-                turns[i] = (int32_t)((z ^ (z >> 31)) % (uint64_t)V);
-            }
-        }
+        if (k == 0) // the user's turns
+            gen_seeded_ids(turns, R * B * U, gen_chat_vocab(tk[0].c), p->cfg.seed + 1);
     }
     // every way gives eager's tokens
     for (int k = 0; k < 2 * n; k++) {
@@ -458,24 +455,8 @@ void measure_chat(const bench_plan *p, const bench_group *gr, const bench_case *
             who[ns] = k;
             steps[ns++] = (bench_step){chat_step_fn, &tk[k], &chat_clock};
         }
-    bench_timing_opts opts = {.repeat = p->cfg.repeat,
-                              .warmup_fixed = p->cfg.warmup ? p->cfg.warmup : 1,
-                              .one_step_samples = true,
-                              .min_time_s = p->cfg.min_time_s,
-                              .max_time_s = p->cfg.max_time_s,
-                              .ci_target = BENCH_CI_TARGET};
-    int rc = bench_time_warm_up(steps, ns, &opts, tm, &bad);
-    for (int k = 0; k < 2 * n; k++)
-        tk[k].nall = 0; // the warm-up's dialogues are not figures
     bench_probe before = {0}, after = {0};
-    if (rc == 0) {
-        bench_probe_read(&before);
-        rc = bench_time_rounds(steps, ns, &opts, tm, &bad);
-        bench_probe_read(&after);
-    }
-    if (rc < 0) {
-        for (int s = 0; s < ns; s++)
-            bench_timing_free(&tm[s]);
+    if (time_steps(p, steps, ns, chat_clear, tm, &bad, &before, &after) < 0) {
         set_all(rs, n, bad < 0 ? BENCH_OOM : BENCH_ERROR,
                 bad < 0 ? "out of memory for the samples" : gen_chat_error(tk[who[bad]].c));
         goto done;
@@ -490,16 +471,7 @@ void measure_chat(const bench_plan *p, const bench_group *gr, const bench_case *
             bench_timing_free(&tm[s]);
             continue;
         }
-        r->samples = tm[s].samples;
-        r->host_samples = tm[s].host_samples;
-        r->nsamples = tm[s].nsamples;
-        r->iters_per_sample = 1;
-        bench_stats_compute(r->samples, r->nsamples, &r->stats);
-        bench_probe_diff(&before, &after, &r->stab);
-        r->stab.rounds = r->nsamples;
-        r->stab.processes = 1;
-        r->stab.process_samples[0] = r->nsamples;
-        r->stab.threads = p->cfg.threads;
+        measure_keep_timing(p, r, &tm[s], &before, &after);
     }
     for (int m = 0; m < n; m++) {
         bench_result *r = &rs[m];

@@ -16,6 +16,7 @@
 #include "host.h"
 #include "measure.h"
 #include "stability.h"
+#include "timing.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -154,5 +155,9 @@ int measure_mode_cache(const char *kcache, const char *mode, char *dir, size_t d
                        size_t cap);
 
 // measure_time.c
+// A timed step's samples (taken over from t) and the machine around the
+// rounds (before, after) into r.
+void measure_keep_timing(const bench_plan *p, bench_result *r, const bench_timing *t,
+                         const bench_probe *before, const bench_probe *after);
 int measure_time_modes(const bench_plan *p, mode_run *runs, int n);
 void measure_eager_thread_check(const bench_plan *p, mode_run *runs);

@@ -43,23 +43,26 @@ static void test_noise(const bench_plan *p, bench_result *r) {
 
 // The samples of every mode, once timing succeeded; the machine during
 // the timed rounds goes into each entry's stability.
+void measure_keep_timing(const bench_plan *p, bench_result *r, const bench_timing *t,
+                         const bench_probe *before, const bench_probe *after) {
+    r->samples = t->samples;
+    r->host_samples = t->host_samples;
+    r->nsamples = t->nsamples;
+    r->iters_per_sample = t->iters_per_sample;
+    test_noise(p, r);
+    bench_stats_compute(r->samples, r->nsamples, &r->stats);
+    bench_probe_diff(before, after, &r->stab);
+    r->stab.rounds = r->nsamples;
+    // noise, spread and the median by process: bench_group_judge
+    r->stab.processes = 1;
+    r->stab.process_samples[0] = r->nsamples;
+    r->stab.threads = p->cfg.threads;
+}
+
 static void keep_samples(const bench_plan *p, mode_run **who, bench_timing *tm, int ns,
                          const bench_probe *before, const bench_probe *after) {
-    for (int k = 0; k < ns; k++) {
-        bench_result *r = who[k]->r;
-        r->samples = tm[k].samples;
-        r->host_samples = tm[k].host_samples;
-        r->nsamples = tm[k].nsamples;
-        r->iters_per_sample = tm[k].iters_per_sample;
-        test_noise(p, r);
-        bench_stats_compute(r->samples, r->nsamples, &r->stats);
-        bench_probe_diff(before, after, &r->stab);
-        r->stab.rounds = r->nsamples;
-        // noise, spread and the median by process: bench_group_judge
-        r->stab.processes = 1;
-        r->stab.process_samples[0] = r->nsamples;
-        r->stab.threads = p->cfg.threads;
-    }
+    for (int k = 0; k < ns; k++)
+        measure_keep_timing(p, who[k]->r, &tm[k], before, after);
 }
 
 // Times every mode still running, interleaved; a compiled-family mode that
