@@ -1,6 +1,8 @@
 // Reading results JSON, or a run's journal, into plain data (resfile.h).
 #include "resfile.h"
 
+#include "jscan.h"
+
 #include "results/axes.h"
 #include "results/journal.h"
 
@@ -413,73 +415,29 @@ static int journal_load(resfile *f, diag *d) {
 // the elements, are then parsed by jansson, and its errors located in the
 // file.
 
-#define NOWHERE SIZE_MAX
-
-static size_t skip_ws(const char *b, size_t n, size_t p) {
-    while (p < n && (b[p] == ' ' || b[p] == '\t' || b[p] == '\n' || b[p] == '\r'))
-        p++;
-    return p;
-}
-
-// b[p] is '"': just past the closing quote, or NOWHERE.
-static size_t skip_string(const char *b, size_t n, size_t p) {
-    for (p++; p < n; p++) {
-        if (b[p] == '\\')
-            p++;
-        else if (b[p] == '"')
-            return p + 1;
-    }
-    return NOWHERE;
-}
-
-// Just past the value at b[p], or NOWHERE at the end of the file. An array
-// counts in *commas the commas between its own elements.
 static void drop_behind(const char *b, size_t upto, size_t *dropped);
 
-static size_t skip_value(const char *b, size_t n, size_t p, size_t *commas) {
-    size_t dropped = 0;
-    if (p >= n)
-        return NOWHERE;
-    if (b[p] == '"')
-        return skip_string(b, n, p);
-    if (b[p] != '{' && b[p] != '[') {
-        while (p < n && !strchr(",]} \t\r\n", b[p]))
-            p++;
-        return p;
-    }
-    size_t depth = 0;
-    for (; p < n; p++) {
-        char ch = b[p];
-        if (ch == '"') {
-            if ((p = skip_string(b, n, p)) == NOWHERE)
-                return NOWHERE;
-            p--;
-        } else if (ch == '{' || ch == '[') {
-            depth++;
-        } else if (ch == '}' || ch == ']') {
-            if (--depth == 0)
-                return p + 1;
-        } else if (ch == ',' && depth == 1 && commas) {
-            (*commas)++;
-            // counting the cases: what is scanned leaves the resident set
-            // as it goes, not only once the whole file is
-            drop_behind(b, p, &dropped);
-        }
-    }
-    return NOWHERE;
+// Counting the cases: what is scanned leaves the resident set as it goes,
+// not only once the whole file is.
+typedef struct comma_count {
+    const char *b;
+    size_t commas, dropped;
+} comma_count;
+
+static void count_comma(void *ctx, size_t at) {
+    comma_count *c = ctx;
+    c->commas++;
+    drop_behind(c->b, at, &c->dropped);
 }
 
-// Line and column (1-based) of b[off].
-static void line_col(const char *b, size_t off, int *line, int *col) {
-    int l = 1;
-    size_t start = 0;
-    for (size_t i = 0; i < off; i++)
-        if (b[i] == '\n') {
-            l++;
-            start = i + 1;
-        }
-    *line = l;
-    *col = (int)(off - start) + 1;
+// Just past the value at b[p], or JSCAN_NOWHERE at the end of the file. An array
+// counts in *commas the commas between its own elements.
+static size_t skip_value(const char *b, size_t n, size_t p, size_t *commas) {
+    comma_count c = {.b = b};
+    size_t end = jscan_value(b, n, p, commas ? count_comma : NULL, &c);
+    if (commas)
+        *commas += c.commas;
+    return end;
 }
 
 // Where the top-level "cases" array lies: its '[' at *open and ']' at
@@ -488,43 +446,43 @@ static void line_col(const char *b, size_t off, int *line, int *col) {
 // then jansson reads the whole file and says what is wrong; -1 when the
 // file ends inside the array (*close: its end).
 static int find_cases(const char *b, size_t n, size_t *open, size_t *close, size_t *count) {
-    size_t p = skip_ws(b, n, 0);
+    size_t p = jscan_ws(b, n, 0);
     int found = 0;
     if (p >= n || b[p] != '{')
         return 0;
-    for (p = skip_ws(b, n, p + 1); p < n && b[p] == '"';) {
+    for (p = jscan_ws(b, n, p + 1); p < n && b[p] == '"';) {
         size_t k = p, v;
-        if ((p = skip_string(b, n, p)) == NOWHERE)
+        if ((p = jscan_string(b, n, p)) == JSCAN_NOWHERE)
             return 0;
         bool cases = p - k == 7 && !memcmp(b + k, "\"cases\"", 7);
-        p = skip_ws(b, n, p);
+        p = jscan_ws(b, n, p);
         if (p >= n || b[p] != ':')
             return 0;
-        p = skip_ws(b, n, p + 1);
+        p = jscan_ws(b, n, p + 1);
         if (cases && found)
             return 0;
         if (cases && p < n && b[p] == '[') {
             size_t commas = 0;
             v = skip_value(b, n, p, &commas);
             *open = p;
-            *count = skip_ws(b, n, p + 1) < n && b[skip_ws(b, n, p + 1)] != ']' ? commas + 1 : 0;
-            if (v == NOWHERE) {
+            *count = jscan_ws(b, n, p + 1) < n && b[jscan_ws(b, n, p + 1)] != ']' ? commas + 1 : 0;
+            if (v == JSCAN_NOWHERE) {
                 *close = n;
                 *count = commas;
                 return -1;
             }
             *close = v - 1;
             found = 1;
-        } else if ((v = skip_value(b, n, p, NULL)) == NOWHERE) {
+        } else if ((v = skip_value(b, n, p, NULL)) == JSCAN_NOWHERE) {
             return 0;
         }
-        p = skip_ws(b, n, v);
+        p = jscan_ws(b, n, v);
         if (p < n && b[p] == ',')
-            p = skip_ws(b, n, p + 1);
+            p = jscan_ws(b, n, p + 1);
         else
             break;
     }
-    if (p >= n || b[p] != '}' || skip_ws(b, n, p + 1) != n)
+    if (p >= n || b[p] != '}' || jscan_ws(b, n, p + 1) != n)
         return 0;
     return found;
 }
@@ -549,7 +507,7 @@ static int header_load(resfile *f, const char *b, size_t n, size_t open, size_t 
     if (!root) {
         int line = je.line, col = je.column;
         if ((size_t)je.position > head) // past the elements left out: where it is in the file
-            line_col(b, (size_t)je.position - 1 - head + close, &line, &col);
+            jscan_line_col(b, (size_t)je.position - 1 - head + close, &line, &col);
         return json_failed(f, &je, line, col, d);
     }
     return doc_take(f, root, d);
@@ -570,11 +528,11 @@ static void drop_behind(const char *b, size_t upto, size_t *dropped) {
 
 // Each element of b[open .. close], parsed alone.
 static int cases_load(resfile *f, const char *b, size_t open, size_t close, diag *d) {
-    size_t p = skip_ws(b, close, open + 1), dropped = 0;
+    size_t p = jscan_ws(b, close, open + 1), dropped = 0;
     while (p < close) {
         drop_behind(b, p, &dropped);
         size_t end = skip_value(b, close, p, NULL);
-        if (end == NOWHERE)
+        if (end == JSCAN_NOWHERE)
             end = close;
         if (f->nentries == f->ncap)
             return diag_set(d, f->path, 0, 0, "more cases than counted");
@@ -582,7 +540,7 @@ static int cases_load(resfile *f, const char *b, size_t open, size_t close, diag
         json_t *c = json_loadb(b + p, end - p, JSON_REJECT_DUPLICATES, &je);
         if (!c) {
             int line, col;
-            line_col(b, p, &line, &col);
+            jscan_line_col(b, p, &line, &col);
             if (je.line > 1)
                 col = je.column;
             else
@@ -593,16 +551,16 @@ static int cases_load(resfile *f, const char *b, size_t open, size_t close, diag
         json_decref(c);
         if (rc < 0)
             return -1;
-        p = skip_ws(b, close, end);
+        p = jscan_ws(b, close, end);
         if (p < close && b[p] != ',') {
             int line, col;
-            line_col(b, p, &line, &col);
+            jscan_line_col(b, p, &line, &col);
             return diag_set(d, f->path, line, col,
                             "',' or ']' expected after cases[%d] (not valid JSON; is the file "
                             "complete?)",
                             f->nentries - 1);
         }
-        p = skip_ws(b, close, p + 1);
+        p = jscan_ws(b, close, p + 1);
     }
     return 0;
 }
@@ -627,7 +585,7 @@ static int json_file_load(resfile *f, const char *b, size_t n, diag *d) {
     if (found < 0) {
         int line, col;
         char k[32];
-        line_col(b, n, &line, &col);
+        jscan_line_col(b, n, &line, &col);
         return diag_set(d, f->path, line, col,
                         "the file ends inside \"cases\", after %s of them (not valid JSON; is "
                         "the file complete?)",

@@ -10,7 +10,8 @@
 // one calibration per thread count. The reader: a sample that is no
 // plausible time makes its entry invalid, a directory or FIFO is refused by
 // name, a journal with a re-measured case and a cut line reads, and the
-// identity index finds what was put.
+// identity index finds what was put. jscan finds values by key and index
+// past strings that hold quotes and braces, and never reads past the text.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,6 +30,7 @@
 
 #include "reports/escape.h"
 #include "reports/export.h"
+#include "reports/jscan.h"
 #include "reports/report.h"
 #include "reports/runtable.h"
 
@@ -1027,6 +1029,51 @@ static void test_index(void **state) {
     resfile_index_free(&x);
 }
 
+// Where a value lies: past keys and strings that hold what looks like
+// JSON, and nothing found where the text ends first.
+static void test_jscan(void **state) {
+    (void)state;
+    const char *t = "{\"a\": \"x\\\"}, {\", \"b\": [1, {\"c\": \"]\"}, [2, 3]],\n"
+                    " \"rows\": [{\"k\": 1}, {\"k\": 22}]}";
+    size_t n = strlen(t), root = jscan_ws(t, n, 0);
+    size_t rows = jscan_member(t, n, root, "rows");
+    assert_int_not_equal(rows, JSCAN_NOWHERE);
+    assert_int_equal(t[rows], '[');
+    size_t r1 = jscan_element(t, n, rows, 1);
+    assert_int_not_equal(r1, JSCAN_NOWHERE);
+    size_t k = jscan_member(t, n, r1, "k");
+    assert_int_not_equal(k, JSCAN_NOWHERE);
+    assert_memory_equal(t + k, "22", 2);
+    int line, col;
+    jscan_line_col(t, k, &line, &col);
+    assert_int_equal(line, 2);
+    assert_int_equal(col, (int)(k - (size_t)(strchr(t, '\n') - t)));
+    size_t b = jscan_member(t, n, root, "b");
+    assert_int_equal(t[jscan_element(t, n, b, 2)], '[');
+    assert_int_equal(jscan_element(t, n, b, 3), JSCAN_NOWHERE);
+    assert_int_equal(jscan_member(t, n, root, "c"), JSCAN_NOWHERE); // nested, not a member
+    assert_int_equal(jscan_member(t, n, root, "x"), JSCAN_NOWHERE); // a string's text
+    // the text cut inside the array: nothing past its end
+    size_t cut = (size_t)(strstr(t, "22") - t);
+    assert_int_equal(jscan_element(t, cut, rows, 2), JSCAN_NOWHERE);
+    assert_int_equal(jscan_member(t, 5, root, "rows"), JSCAN_NOWHERE);
+    assert_int_equal(jscan_value(t, n, b, NULL, NULL), (size_t)(strstr(t, "]],") - t) + 2);
+}
+
+static void count_commas(void *ctx, size_t at) {
+    (void)at;
+    (*(size_t *)ctx)++;
+}
+
+// jscan_value counts the commas of the value itself, not of those inside it.
+static void test_jscan_commas(void **state) {
+    (void)state;
+    const char *t = "[1, {\"a\": 1, \"b\": [2, 3]}, \",\", 4]";
+    size_t n = strlen(t), commas = 0;
+    assert_int_equal(jscan_value(t, n, 0, count_commas, &commas), n);
+    assert_int_equal(commas, 3);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pass_rate),
@@ -1050,6 +1097,8 @@ int main(void) {
         cmocka_unit_test(test_not_a_file),
         cmocka_unit_test(test_journal),
         cmocka_unit_test(test_index),
+        cmocka_unit_test(test_jscan),
+        cmocka_unit_test(test_jscan_commas),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
