@@ -117,6 +117,12 @@ int chart_end(chart *c, const char *dir, rp_charts *out, char *err, size_t cap) 
     return rc;
 }
 
+int chart_drop(chart *c) {
+    free(c->body.s);
+    free(c->dat.s);
+    return 0;
+}
+
 // "speedup-compiled-fp32-infer-cpu"
 void chart_group_stem(char *buf, size_t cap, const char *kind, const rp_sel *s) {
     static const enum rp_field parts[] = {RP_MODE, RP_PRECISION, RP_WORKLOAD, RP_DEVICE};
@@ -474,9 +480,7 @@ static int sweep_chart(const rp_set *set, const rp_sel *s, const char *dir, rp_c
     }
     if (!blocks) {
         free(plot.s);
-        free(c.body.s);
-        free(c.dat.s);
-        return 0;
+        return chart_drop(&c);
     }
     chart_gp(&c, "set title %s\n", title);
     sbuf_printf(&c.body, "set logscale x 2\nset grid\nset key bottom right\nset yrange [0:%.6g]\n",

@@ -23,6 +23,8 @@ void chart_init(chart *c, const char *stem, const char *caption, int w, int h);
 void chart_gp(chart *c, const char *fmt, const char *s);
 // Writes STEM.gp and STEM.dat and adds the chart to the list; frees c's buffers.
 int chart_end(chart *c, const char *dir, rp_charts *out, char *err, size_t cap);
+// A chart with nothing to draw: frees c's buffers and returns 0.
+int chart_drop(chart *c);
 // "speedup-compiled-fp32-infer-cpu"
 void chart_group_stem(char *buf, size_t cap, const char *kind, const rp_sel *s);
 // "inference", "training"

@@ -3,7 +3,6 @@
 
 #include "escape.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,14 +101,5 @@ int csv_write(const rp_set *set, FILE *f, char *err, size_t cap) {
         sbuf_puts(&b, !e->compiled ? "," : rp_in_geomean(set, i) ? ",true" : ",false");
         sbuf_puts(&b, "\r\n");
     }
-    int rc = 0;
-    if (b.oom) {
-        snprintf(err, cap, "results.csv: out of memory");
-        rc = -1;
-    } else if (b.len && fwrite(b.s, 1, b.len, f) != b.len) {
-        snprintf(err, cap, "fwrite results.csv: %s", strerror(errno));
-        rc = -1;
-    }
-    free(b.s);
-    return rc;
+    return rp_sbuf_flush(&b, f, "results.csv", err, cap);
 }

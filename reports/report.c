@@ -341,41 +341,56 @@ static void set_free(rp_set *set) {
     free(set->e);
 }
 
-typedef int (*writer_fn)(const rp_set *set, const rp_charts *charts, const char *dir, FILE *f,
-                         char *err, size_t cap);
+// What the report's documents are written from.
+typedef struct rp_doc_src {
+    const rp_set *set;
+    const rp_charts *charts;
+    const char *dir;
+} rp_doc_src;
 
-static int write_md(const rp_set *set, const rp_charts *charts, const char *dir, FILE *f, char *err,
-                    size_t cap) {
-    (void)dir;
+static int write_md(const void *ctx, FILE *f, char *err, size_t cap) {
+    const rp_doc_src *s = ctx;
     rdoc d = {0};
-    summary_build(set, charts, &d);
+    summary_build(s->set, s->charts, &d);
     int rc =
         d.oom ? (snprintf(err, cap, "summary: out of memory"), -1) : rdoc_write_md(&d, f, err, cap);
     rdoc_free(&d);
     return rc;
 }
 
-static int write_html(const rp_set *set, const rp_charts *charts, const char *dir, FILE *f,
-                      char *err, size_t cap) {
+static int write_html(const void *ctx, FILE *f, char *err, size_t cap) {
+    const rp_doc_src *s = ctx;
     rdoc d = {0};
-    summary_build(set, charts, &d);
+    summary_build(s->set, s->charts, &d);
     char chart_dir[4200];
-    snprintf(chart_dir, sizeof chart_dir, "%s/charts", dir);
+    snprintf(chart_dir, sizeof chart_dir, "%s/charts", s->dir);
     int rc = d.oom ? (snprintf(err, cap, "summary: out of memory"), -1)
                    : rdoc_write_html(&d, "tcbench report", chart_dir, f, err, cap);
     rdoc_free(&d);
     return rc;
 }
 
-static int write_csv(const rp_set *set, const rp_charts *charts, const char *dir, FILE *f,
-                     char *err, size_t cap) {
-    (void)charts;
-    (void)dir;
-    return csv_write(set, f, err, cap);
+static int write_csv(const void *ctx, FILE *f, char *err, size_t cap) {
+    const rp_doc_src *s = ctx;
+    return csv_write(s->set, f, err, cap);
 }
 
-static int write_one(const rp_set *set, const rp_charts *charts, const char *dir, const char *name,
-                     writer_fn fn, char *err, size_t cap) {
+int rp_sbuf_flush(sbuf *b, FILE *f, const char *name, char *err, size_t cap) {
+    int rc = 0;
+    if (b->oom) {
+        snprintf(err, cap, "%s: out of memory", name);
+        rc = -1;
+    } else if (b->len && fwrite(b->s, 1, b->len, f) != b->len) {
+        snprintf(err, cap, "fwrite %s: %s", name, strerror(errno));
+        rc = -1;
+    }
+    free(b->s);
+    b->s = NULL;
+    return rc;
+}
+
+int rp_write_file(const char *dir, const char *name, rp_writer_fn fn, const void *ctx, char *err,
+                  size_t cap) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "w");
@@ -383,7 +398,7 @@ static int write_one(const rp_set *set, const rp_charts *charts, const char *dir
         snprintf(err, cap, "fopen %s: %s", path, strerror(errno));
         return -1;
     }
-    int rc = fn(set, charts, dir, f, err, cap);
+    int rc = fn(ctx, f, err, cap);
     if (fclose(f) != 0 && rc == 0) {
         snprintf(err, cap, "fclose %s: %s", path, strerror(errno));
         rc = -1;
@@ -435,12 +450,13 @@ int report_write(resfile *const *files, int nfiles, const report_options *o, cha
     if (rc == 0)
         rc = charts_draw(&charts, chart_dir, o->gnuplot ? o->gnuplot : "gnuplot",
                          o->warn ? o->warn : stderr, err, cap);
+    rp_doc_src src = {&set, &charts, o->outdir};
     if (rc == 0)
-        rc = write_one(&set, &charts, o->outdir, "summary.md", write_md, err, cap);
+        rc = rp_write_file(o->outdir, "summary.md", write_md, &src, err, cap);
     if (rc == 0)
-        rc = write_one(&set, &charts, o->outdir, "results.csv", write_csv, err, cap);
+        rc = rp_write_file(o->outdir, "results.csv", write_csv, &src, err, cap);
     if (rc == 0)
-        rc = write_one(&set, &charts, o->outdir, "index.html", write_html, err, cap);
+        rc = rp_write_file(o->outdir, "index.html", write_html, &src, err, cap);
     free(charts.c);
     set_free(&set);
     return rc;

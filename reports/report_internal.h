@@ -1,6 +1,7 @@
 // report_int: what the parts of `tcbench report` share (report.c, summary.c,
 // csv.c, charts.c). Not for other modules: use report.h.
 #pragma once
+#include "base/sbuf.h"
 #include "rdoc.h"
 #include "report.h"
 
@@ -103,6 +104,15 @@ int charts_write(const rp_set *set, const char *dir, rp_charts *out, char *err, 
 // Runs gnuplot on each; without gnuplot, one line on warn and nothing drawn.
 int charts_draw(rp_charts *c, const char *dir, const char *gnuplot, FILE *warn, char *err,
                 size_t cap);
+
+// Writes dir/name with fn(ctx, f, ...); 0, or -1 with err naming the failed call.
+typedef int (*rp_writer_fn)(const void *ctx, FILE *f, char *err, size_t cap);
+int rp_write_file(const char *dir, const char *name, rp_writer_fn fn, const void *ctx, char *err,
+                  size_t cap);
+
+// Writes what b holds to f (name: for messages) and frees it; 0, or -1 with
+// err when b ran out of memory or fwrite failed.
+int rp_sbuf_flush(sbuf *b, FILE *f, const char *name, char *err, size_t cap);
 
 int csv_write(const rp_set *set, FILE *f, char *err, size_t cap);
 void summary_build(const rp_set *set, const rp_charts *charts, rdoc *d);
