@@ -1,6 +1,7 @@
 // tcbench report: results files to tables and charts (reports/report.h).
 #include "cli.h"
 
+#include "reports/planfile.h"
 #include "reports/report.h"
 
 #include <getopt.h>
@@ -9,6 +10,7 @@
 
 static const char usage[] =
     "usage: tcbench report RESULTS.json... [-o DIR]\n"
+    "       tcbench report PLAN.json [-o DIR]\n"
     "\n"
     "Write the study's report of one or more results files (merged) into DIR:\n"
     "summary.md (the kill switches in effect; executive summary per suite x\n"
@@ -27,6 +29,12 @@ static const char usage[] =
     "shown as invalid. Exit status 2 for bad input (malformed JSON, a directory or\n"
     "FIFO, the same entry in two files).\n"
     "\n"
+    "A plan file (tcbench plan -o PLAN.json: the memory-budget study) is reported\n"
+    "alone: summary.md and index.html (the longest context against the budget,\n"
+    "one line per case and mode, charts/plan-tokens; the numbers per budget),\n"
+    "plan.csv (one row per case, mode and budget). A plan beside results files, or\n"
+    "two plans, is refused (exit 2).\n"
+    "\n"
     "  -o, --output DIR     where to write (default: report); created when missing\n"
     "  -h, --help           this help\n";
 
@@ -35,6 +43,26 @@ static const struct option long_opts[] = {
     {"help", no_argument, NULL, 'h'},
     {0},
 };
+
+// The report of a plan file (reports/planfile.h).
+static int report_plan(const char *path, const char *outdir) {
+    planfile *p;
+    diag d;
+    if (planfile_load(path, &p, &d) < 0) {
+        diag_print(&d, stderr);
+        return 2;
+    }
+    char err[1024];
+    report_options o = {.outdir = outdir, .gnuplot = "gnuplot", .warn = stderr};
+    int rc = 0;
+    if (plan_report_write(p, &o, err, sizeof err) < 0)
+        rc = cli_fail("report", "%s", err);
+    else
+        printf("report: %s/summary.md, %s/plan.csv, %s/index.html, %s/charts/\n", outdir, outdir,
+               outdir, outdir);
+    planfile_free(p);
+    return rc;
+}
 
 int cmd_report(int argc, char **argv) {
     const char *cmd = "report", *outdir = "report";
@@ -51,6 +79,12 @@ int cmd_report(int argc, char **argv) {
     int n = argc - optind;
     if (n < 1)
         return cli_fail(cmd, "no results file given (see tcbench report --help)");
+    const char *plan = NULL, *other = NULL;
+    for (int i = optind; i < argc; i++)
+        *(planfile_sniff(argv[i]) ? plan ? &other : &plan : &other) = argv[i];
+    if (plan)
+        return other ? cli_fail(cmd, "%s is a plan file, reported alone: not with %s", plan, other)
+                     : report_plan(plan, outdir);
     resfile **files = calloc((size_t)n, sizeof *files);
     if (!files)
         return cli_fail(cmd, "calloc: out of memory");

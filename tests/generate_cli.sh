@@ -4,7 +4,9 @@
 # the results), its bad inputs (a context past the model's positions, no
 # new tokens) refused before anything runs, and `tcbench plan` on the
 # generation suite: the claim's ChatGLM2 reaching 8192 tokens within 6 GiB
-# with int4 weights, a budget below the weights refused.
+# with int4 weights, a budget below the weights refused; the plan written as
+# JSON over a range of budgets (ChatGLM2 compiled past ChatGLM eager at every
+# budget, read from the file) and drawn by `tcbench report`.
 # Needs TCBENCH_EXE and TCBENCH_SOURCE_DIR (tests/meson.build sets both).
 
 EXE=${TCBENCH_EXE:?set TCBENCH_EXE to the tcbench binary}
@@ -93,5 +95,50 @@ expect 2 "a budget that is no size" "$EXE" plan "$GEN" --memory 6GB6
 one_line "--memory" "a budget that is no size"
 expect 2 "plan int3" "$EXE" plan "$GEN" --weights int3
 one_line "--weights int3" "plan int3"
+
+# the plan file: budgets 6, 9 and 12 GiB, a short prompt so that ChatGLM's
+# eager prefill fits; each row's figures read from the JSON
+expect 0 "plan -o" "$EXE" plan "$GEN" --only chatglm,chatglm2 --weights int4 --prompt-len 64 \
+    --memory 6GiB..12GiB:3GiB -o "$TMP/plan.json"
+has "$TMP/stdout" "^plan: $TMP/plan.json\$" "plan -o names its file"
+has "$TMP/plan.json" '^  "kind": "plan",$' "the plan file's kind"
+has "$TMP/plan.json" '"weights": "int4"' "the plan file's weights"
+has "$TMP/plan.json" '"precision": "fp32"' "the plan file's precision"
+has "$TMP/plan.json" '"cpu_model": ' "the plan file's host"
+# name mode budget tokens weights_exceed, one line a row (the writer's order)
+awk '/"name":/ { n = $2 } /"mode":/ { m = $2 } /"budget_bytes":/ { b = $2 }
+    /"max_tokens":/ { t = $2 } /"weights_exceed_budget":/ { gsub(/[",]/, ""); print n, m, b, t, $2 }' \
+    "$TMP/plan.json" | tr -d '",' >"$TMP/plan.rows"
+if [ "$(wc -l <"$TMP/plan.rows")" -eq 12 ]; then ok; else
+    bad "plan -o: 2 cases x 2 modes x 3 budgets are 12 rows, got: $(cat "$TMP/plan.rows")"
+fi
+for budget in 6442450944 9663676416 12884901888; do
+    glm=$(awk -v b="$budget" '$1 == "chatglm" && $2 == "eager" && $3 == b { print $4 }' "$TMP/plan.rows")
+    glm2=$(awk -v b="$budget" '$1 == "chatglm2" && $2 == "compiled" && $3 == b { print $4 }' "$TMP/plan.rows")
+    if [ -n "$glm" ] && [ "$glm" -gt 0 ] && [ -n "$glm2" ] && [ "$glm2" -gt "$glm" ]; then ok; else
+        bad "at $budget bytes chatglm2 compiled reaches '$glm2' tokens, chatglm eager '$glm'"
+    fi
+done
+if awk '$5 != "false" { exit 1 }' "$TMP/plan.rows"; then ok; else
+    bad "a budget of 6 GiB or more below int4 weights: $(cat "$TMP/plan.rows")"
+fi
+expect 0 "report of the plan" "$EXE" report "$TMP/plan.json" -o "$TMP/planrep"
+has "$TMP/planrep/plan.csv" '^generate,chatglm2,compiled,1,64,6442450944,6,[0-9]+,' "plan.csv rows"
+has "$TMP/planrep/summary.md" '^\| budget \(GiB\) \| chatglm eager \| chatglm compiled \|' \
+    "the longest context per budget"
+has "$TMP/planrep/charts/plan-tokens.gp" "index 3 using 1:2 with linespoints" "one line a case and mode"
+if command -v gnuplot >/dev/null 2>&1; then
+    for ext in png svg; do
+        size=$(wc -c <"$TMP/planrep/charts/plan-tokens.$ext" 2>/dev/null || echo 0)
+        if [ "$size" -gt 1000 ]; then ok; else bad "plan-tokens.$ext: $size bytes"; fi
+    done
+    if [ -s "$TMP/stderr" ]; then bad "report of the plan printed: $(cat "$TMP/stderr")"; else ok; fi
+else
+    echo "generate_cli: gnuplot not on PATH here; the plan chart is not checked drawn"
+fi
+expect 2 "a range off its steps" "$EXE" plan "$GEN" --memory 2GiB..5GiB
+one_line "--memory 2GiB..5GiB: the range must end" "a range off its steps"
+expect 2 "a plan beside results" "$EXE" report "$TMP/plan.json" "$TMP/r.json" -o "$TMP/mixed"
+one_line "plan.json is a plan file, reported alone: not with .*r.json" "a plan beside results"
 
 sh_lib_end generate_cli

@@ -12,7 +12,9 @@
 # drawn, its export, and calibrate's one calibration per thread count. The
 # reader's refusals: a directory or FIFO by name, and compare of a file with
 # a sample that is no plausible time (report marks it invalid); and a run's
-# journal (tests/gen_results.c --journal) with a cut line as input. Two
+# journal (tests/gen_results.c --journal) with a cut line as input. A
+# hand-written plan file (the memory-budget study): its report, and its
+# refusals at FILE:LINE:COL. Two
 # separate runs are compared too, but only
 # printed: on a shared machine load can move a median between runs by more
 # than any threshold, and that is what the gate is for, not a test failure.
@@ -148,6 +150,84 @@ has "$TMP/stderr" "^$TMP/gen.jsonl:43: warning: a cut line" "compare of a journa
 has "$TMP/stdout" '^regression +s0/m0 eager .*status ok -> fail_accuracy' "compare reads the later line"
 has "$TMP/stdout" '^FAIL: 1 regression, ' "compare of a journal: one regression"
 expect 0 "export of a journal" "$EXE" export --format gbench "$TMP/gen.jsonl" -o "$TMP/gen.gbench.json"
+
+# --- a plan file: its report, and what its reader refuses ---------------------
+cat >"$TMP/plan.json" <<'JSON'
+{
+  "kind": "plan",
+  "schema_version": 1,
+  "tool": {"name": "tcbench", "version": "0.1.0", "git_commit": "unknown"},
+  "timestamp": "2026-12-02T12:00:00Z",
+  "host": {"cpu_model": "Test CPU"},
+  "config": {"weights": "int4", "weight_group": 32, "weight_scales": "f32",
+             "precision": "fp32", "attention": "math"},
+  "rows": [
+    {"suite": "s", "name": "mha", "mode": "eager", "batch": 1, "prompt_len": 8,
+     "budget_bytes": 1073741824, "max_tokens": 0, "capped": false,
+     "weights_exceed_budget": true, "weights_bytes": 2000000000,
+     "kv_bytes_per_token": 1000, "fixed_bytes": null},
+    {"suite": "s", "name": "mha", "mode": "eager", "batch": 1, "prompt_len": 8,
+     "budget_bytes": 2147483648, "max_tokens": 100, "capped": false,
+     "weights_exceed_budget": false, "weights_bytes": 2000000000,
+     "kv_bytes_per_token": 1000, "fixed_bytes": 5000},
+    {"suite": "s", "name": "mqa", "mode": "compiled", "batch": 1, "prompt_len": 8,
+     "budget_bytes": 2147483648, "max_tokens": 8192, "capped": true,
+     "weights_exceed_budget": false, "weights_bytes": 900000000,
+     "kv_bytes_per_token": 100, "fixed_bytes": 5000},
+    {"suite": "s", "name": "mqa", "mode": "compiled", "batch": 1, "prompt_len": 8,
+     "budget_bytes": 1073741824, "max_tokens": 4000, "capped": false,
+     "weights_exceed_budget": false, "weights_bytes": 900000000,
+     "kv_bytes_per_token": 100, "fixed_bytes": 5000}
+  ]
+}
+JSON
+expect 0 "report of a plan" "$EXE" report "$TMP/plan.json" -o "$TMP/prep"
+has "$TMP/stdout" "^report: $TMP/prep/summary.md, $TMP/prep/plan.csv," "report of a plan: its files"
+has "$TMP/prep/summary.md" '^\| 1 \| weights exceed it \| 4000 \|$' "plan: a budget below the weights"
+has "$TMP/prep/summary.md" '^\| 2 \| 100 \| 8192 \(positions\) \|$' "plan: the positions marked"
+# a line's budgets in order, whatever the file's
+has "$TMP/prep/plan.csv" '^s,mqa,compiled,1,8,1073741824,1,4000,false,false,900000000,100,5000' \
+    "plan.csv: the rows"
+if [ "$(grep -n '^s,mqa' "$TMP/prep/plan.csv" | head -1 | cut -d: -f2 | cut -d, -f6)" = 1073741824 ]; then
+    ok
+else
+    bad "plan.csv: mqa's budgets out of order: $(cat "$TMP/prep/plan.csv")"
+fi
+has "$TMP/prep/charts/plan-tokens.dat" '^2 8192 8192$' "plan chart: the capped point"
+has "$TMP/prep/charts/plan-tokens.dat" '^1 \? \?$' "plan chart: no point where the weights exceed"
+if command -v gnuplot >/dev/null 2>&1; then
+    size=$(wc -c <"$TMP/prep/charts/plan-tokens.png" 2>/dev/null || echo 0)
+    if [ "$size" -gt 1000 ]; then ok; else bad "plan-tokens.png: $size bytes"; fi
+    has "$TMP/prep/index.html" 'src="data:image/svg\+xml;base64,' "plan chart inline in index.html"
+fi
+expect 0 "report of a plan without gnuplot" env PATH="$TMP/nobin" "$EXE" report "$TMP/plan.json" \
+    -o "$TMP/prep2"
+one_line 'warning: gnuplot not found on PATH' "report of a plan without gnuplot"
+exists "$TMP/prep2/charts/plan-tokens.gp" "report of a plan without gnuplot"
+
+# each a one-line refusal at the value's line and column, exit 2
+bad_plan() { # bad_plan DESC SED PATTERN
+    sed "$2" "$TMP/plan.json" >"$TMP/badplan.json"
+    expect 2 "$1" "$EXE" report "$TMP/badplan.json" -o "$TMP/prep3"
+    one_line "^$TMP/badplan.json:$3" "$1"
+}
+bad_plan "a plan with tokens as a string" '15s/"max_tokens": 100/"max_tokens": "100"/' \
+    '15:48: rows\[1\] \(s/mha eager\): "max_tokens" must be an integer of at least 0$'
+bad_plan "a plan with a negative count" '17s/"fixed_bytes": 5000/"fixed_bytes": -1/' \
+    '17:49: rows\[1\] \(s/mha eager\): "fixed_bytes" must be an integer of at least 0, or null$'
+bad_plan "a plan row without its mode" '18s/"mode": "compiled", //' \
+    '18:5: rows\[2\]: "mode" must be a string$'
+bad_plan "a plan of a newer schema" 's/"schema_version": 1/"schema_version": 2/' \
+    '3:21: plan schema_version 2 is newer than this build reads'
+bad_plan "a plan row twice" '23s/1073741824/2147483648/' \
+    '22:5: rows\[3\]: s/mqa compiled at 2147483648 bytes is also rows\[2\]$'
+bad_plan "tokens beyond the weights" '11s/"max_tokens": 0/"max_tokens": 5/' \
+    '11:48: rows\[0\] \(s/mha eager\): 5 tokens where the weights alone exceed the budget$'
+bad_plan "a plan cut short" '20,$d' '20: .*not valid JSON'
+expect 2 "two plans" "$EXE" report "$TMP/plan.json" "$TMP/plan.json" -o "$TMP/prep3"
+one_line "plan.json is a plan file, reported alone: not with " "two plans"
+expect 2 "results beside a plan" "$EXE" report "$TMP/a.json" "$TMP/plan.json" -o "$TMP/prep3"
+one_line "plan.json is a plan file, reported alone: not with $TMP/a.json" "results beside a plan"
 
 # --- compare ------------------------------------------------------------------
 expect 0 "compare a run with itself" "$EXE" compare "$TMP/a.json" "$TMP/a.json"

@@ -11,7 +11,8 @@
 // plausible time makes its entry invalid, a directory or FIFO is refused by
 // name, a journal with a re-measured case and a cut line reads, and the
 // identity index finds what was put. jscan finds values by key and index
-// past strings that hold quotes and braces, and never reads past the text.
+// past strings that hold quotes and braces, and never reads past the text;
+// a plan file is told from a results file by its kind.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,6 +32,7 @@
 #include "reports/escape.h"
 #include "reports/export.h"
 #include "reports/jscan.h"
+#include "reports/planfile.h"
 #include "reports/report.h"
 #include "reports/runtable.h"
 
@@ -1074,6 +1076,26 @@ static void test_jscan_commas(void **state) {
     assert_int_equal(commas, 3);
 }
 
+// A plan file is told by its kind; the results fixture is no plan.
+static void test_plan_sniff(void **state) {
+    (void)state;
+    assert_false(planfile_sniff(fixture));
+    assert_false(planfile_sniff(outdir)); // a directory
+    char path[400];
+    snprintf(path, sizeof path, "%s/p.json", outdir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"tool\": {\"kind\": \"x\"}, \"kind\": \"plan\", \"schema_version\": 1}", f);
+    fclose(f);
+    assert_true(planfile_sniff(path));
+    planfile *p = NULL;
+    diag d;
+    assert_int_equal(planfile_load(path, &p, &d), -1); // no config
+    assert_null(p);
+    assert_string_equal(d.msg, "\"config\" must be an object");
+    unlink(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pass_rate),
@@ -1099,6 +1121,7 @@ int main(void) {
         cmocka_unit_test(test_index),
         cmocka_unit_test(test_jscan),
         cmocka_unit_test(test_jscan_commas),
+        cmocka_unit_test(test_plan_sniff),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
