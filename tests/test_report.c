@@ -475,7 +475,8 @@ static void test_csv(void **state) {
                                        "unstable",
                                        "unstable_reasons",
                                        "breakeven_steps",
-                                       "in_geomean"};
+                                       "in_geomean",
+                                       "study"};
     int ncol = (int)(sizeof want / sizeof want[0]);
     static char f[32][256];
     const char *p = csv;

@@ -1725,8 +1725,8 @@ static void test_cuda_run(void **state) {
         assert_true(c->compile.done && isnan(c->compile.warm_s));
     } else {
         assert_int_equal(failed, 2);
-        assert_int_equal(e->status, BENCH_ERROR);
-        assert_int_equal(c->status, BENCH_FAIL_TO_RUN);
+        assert_int_equal(e->status, BENCH_EAGER_FAIL_TO_RUN);
+        assert_int_equal(c->status, BENCH_EAGER_FAIL_TO_RUN);
         char want[600];
         snprintf(want, sizeof want, "eager_cuda_new: %s", why);
         assert_string_equal(e->message, want);
