@@ -1689,8 +1689,8 @@ static void test_cuda_results(void **state) {
 }
 
 // A cuda run end to end, each case in its child. Without a usable GPU (as
-// in CI) eager cannot be made: it ends error and the compiled mode
-// fail_to_run, both with the driver's reason, and nothing crashes. With a
+// in CI) eager cannot be made: it and the compiled mode, never tried, end
+// eager_fail_to_run, both with the driver's reason, and nothing crashes. With a
 // GPU both run and pass, timed by CUDA events.
 static void test_cuda_run(void **state) {
     (void)state;
@@ -2012,8 +2012,8 @@ static void test_journal_full(void **state) {
 static void test_check_file(void **state) {
     (void)state;
     diag d = {0};
-    assert_int_equal(bench_check_file(suite_path, &d), 0);
-    assert_int_equal(bench_check_file(model_path, &d), 0);
+    assert_int_equal(bench_check_file(suite_path, NULL, &d), 0);
+    assert_int_equal(bench_check_file(model_path, NULL, &d), 0);
     char bad[700];
     snprintf(bad, sizeof bad, "%s/models/bad.yaml", dir);
     write_file(bad, "name: bad\n"
@@ -2021,7 +2021,7 @@ static void test_check_file(void **state) {
                     "  x: {shape: [$batch, 16]}\n"
                     "body:\n"
                     "  - linaer: {out: 4}\n");
-    assert_int_equal(bench_check_file(bad, &d), -1);
+    assert_int_equal(bench_check_file(bad, NULL, &d), -1);
     assert_string_equal(d.file, bad);
     assert_int_equal(d.line, 5);
     // a suite whose size points a case at an impossible override
@@ -2031,12 +2031,103 @@ static void test_check_file(void **state) {
                           "  - model: tiny_mlp\n"
                           "    batch: 2\n"
                           "    sizes: {odd: {params: {nosuch: 3}}}\n");
-    assert_int_equal(bench_check_file(bad_suite, &d), -1);
+    assert_int_equal(bench_check_file(bad_suite, NULL, &d), -1);
     assert_int_equal(d.line, 4);
     char missing[700];
     snprintf(missing, sizeof missing, "%s/nope.yaml", dir);
-    assert_int_equal(bench_check_file(missing, &d), -1);
+    assert_int_equal(bench_check_file(missing, NULL, &d), -1);
     assert_non_null(strstr(d.file, "nope.yaml"));
+}
+
+// A model that names a layer not built yet is no bad input: the plan keeps
+// its case, every entry of it ends model_fail_to_load with the layer's
+// place and reason while the other case runs and passes, check says so in
+// one line of its notes and returns 0, and the results record each case's
+// `study`.
+static void test_model_fail_to_load(void **state) {
+    (void)state;
+    char mpath[700], spath[700], out[700];
+    snprintf(mpath, sizeof mpath, "%s/models/hashing.yaml", dir);
+    write_file(mpath, "name: hashing\n"
+                      "inputs:\n"
+                      "  x: {shape: [$batch, 4, 16]}\n"
+                      "body:\n"
+                      "  - lsh_attention: {heads: 2}\n"
+                      "  - linear: {out: 8}\n");
+    snprintf(spath, sizeof spath, "%s/suites/zoo.yaml", dir);
+    write_file(spath, "name: zoo\n"
+                      "cases:\n"
+                      "  - {name: fine, model: tiny_mlp, batch: 2, study: true}\n"
+                      "  - {name: Reformer, model: hashing, batch: 1}\n");
+    snprintf(out, sizeof out, "%s/zoo.json", dir);
+    bench_config cfg = tiny_config();
+    const char *suites[] = {spath};
+    cfg.suites = suites;
+    cfg.output = out;
+    bench_plan *p;
+    diag d = {0};
+    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+    assert_int_equal(p->ncases, 2);
+    assert_string_equal(p->cases[0].fail_to_load, "");
+    char want[1600];
+    // the model as the suite found it: <dir>/suites/../models/hashing.yaml
+    assert_non_null(strstr(p->cases[1].fail_to_load,
+                           "/models/hashing.yaml:5:5: layer "
+                           "'lsh_attention' is not built yet (Reformer's"));
+    assert_int_equal(p->cases[1].param_count, -1);
+    bench_report *rep;
+    char err[512];
+    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
+    assert_int_equal(bench_run(p, rep, NULL), 2);
+    assert_int_equal(rep->nresults, 4);
+    for (int i = 0; i < rep->nresults; i++) {
+        const bench_result *r = &rep->results[i];
+        if (p->tasks[r->task].case_index == 1) {
+            assert_int_equal(r->status, BENCH_MODEL_FAIL_TO_LOAD);
+            assert_non_null(strstr(r->message, "layer 'lsh_attention' is not built yet"));
+            assert_int_equal(r->nsamples, 0);
+        } else if (!bench_status_good(r->status)) {
+            fail_msg("fine: %s: %s", bench_status_name(r->status), r->message);
+        }
+    }
+    assert_int_equal(bench_report_write(rep, err, sizeof err), 0);
+    json_t *doc = load_json(out);
+    json_t *cases = json_object_get(doc, "cases");
+    assert_int_equal(json_array_size(cases), 4);
+    for (size_t i = 0; i < json_array_size(cases); i++) {
+        json_t *c = json_array_get(cases, i);
+        bool fine = !strcmp(json_string_value(json_object_get(c, "name")), "fine");
+        assert_true(json_is_boolean(json_object_get(c, "study")));
+        assert_int_equal(json_is_true(json_object_get(c, "study")), fine);
+        if (!fine) {
+            assert_string_equal(json_string_value(json_object_get(c, "status")),
+                                "model_fail_to_load");
+            assert_int_equal(json_integer_value(json_object_get(c, "param_count")), -1);
+        }
+    }
+    json_decref(doc);
+    bench_report_free(rep);
+    bench_plan_free(p);
+    // check: one line of notes, no error
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *notes = open_memstream(&buf, &len);
+    assert_non_null(notes);
+    assert_int_equal(bench_check_file(spath, notes, &d), 0);
+    assert_int_equal(bench_check_file(mpath, notes, &d), 0);
+    assert_int_equal(fclose(notes), 0);
+    snprintf(want, sizeof want,
+             "%s: case 'Reformer': model_fail_to_load: %s/suites/../models/"
+             "hashing.yaml:5:5: layer",
+             spath, dir);
+    assert_non_null(strstr(buf, want));
+    snprintf(want, sizeof want, "\nmodel_fail_to_load: %s:5:5: layer 'lsh_attention'", mpath);
+    assert_non_null(strstr(buf, want)); // the model file alone
+    int lines = 0;
+    for (char *c = buf; *c; c++)
+        lines += *c == '\n';
+    assert_int_equal(lines, 2);
+    free(buf);
 }
 
 // --- killed children, no litter, output safety --------------------------------
@@ -2217,6 +2308,7 @@ int main(void) {
         cmocka_unit_test(test_calibration_per_threads),
         cmocka_unit_test(test_report_open_fails),
         cmocka_unit_test(test_check_file),
+        cmocka_unit_test(test_model_fail_to_load),
         cmocka_unit_test(test_journal_reader),
         cmocka_unit_test(test_resume),
         cmocka_unit_test(test_journal_full),
