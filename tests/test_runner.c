@@ -28,6 +28,7 @@
 #include "bench/accuracy.h"
 #include "bench/calibrate.h"
 #include "bench/check.h"
+#include "bench/estimate.h"
 #include "bench/faults.h"
 #include "bench/host.h"
 #include "bench/measure.h"
@@ -2130,6 +2131,48 @@ static void test_model_fail_to_load(void **state) {
     free(buf);
 }
 
+// The estimate (estimate.h): the floors of warm-up and timing for a tiny
+// model; on a machine too slow for it, its steps at the calibrated rate,
+// in proportion; a case that does not build counts nothing.
+static void test_estimate(void **state) {
+    (void)state;
+    bench_config cfg = tiny_config();
+    cfg.only = (const char *[]){"fine"};
+    cfg.nonly = 1;
+    bench_plan *p;
+    diag d = {0};
+    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+    assert_int_equal(p->ntasks, 2);
+    int procs = p->cfg.processes;
+    bench_calibration c = {.bandwidth_Bps = 1e10, .gemm_flops = 1e11, .threads = 1};
+    bench_estimate e;
+    bench_plan_estimate(p, &c, &e);
+    assert_int_equal(e.entries, 2);
+    double floors = 2 * procs * (BENCH_DEFAULT_WARMUP_S + p->cfg.min_time_s);
+    assert_true(e.seconds >= floors && e.seconds < floors * 1.01);
+    assert_true(e.seconds < BENCH_ESTIMATE_WARN_S);
+    // one FLOP a second, bandwidth to spare: every step is its FLOPs in seconds
+    c.gemm_flops = 1;
+    c.bandwidth_Bps = 1e30;
+    bench_plan_estimate(p, &c, &e);
+    double step = p->cases[0].flops;
+    assert_true(step > 1);
+    double want = 2 * (procs * (BENCH_DEFAULT_WARMUP_ITERS + p->cfg.repeat) + 1) * step;
+    assert_true(fabs(e.seconds - want) < 1e-9 * want);
+    assert_true(e.seconds > BENCH_ESTIMATE_WARN_S);
+    // twice the rate, half the time
+    c.gemm_flops = 2;
+    bench_estimate e2;
+    bench_plan_estimate(p, &c, &e2);
+    assert_true(fabs(e2.seconds - want / 2) < 1e-9 * want);
+    // a case that does not build is left out
+    p->cases[0].fail_to_load[0] = 'x';
+    bench_plan_estimate(p, &c, &e2);
+    assert_int_equal(e2.entries, 0);
+    assert_true(e2.seconds == 0);
+    bench_plan_free(p);
+}
+
 // --- killed children, no litter, output safety --------------------------------
 
 // Only the exact "oom_kill N" line counts: not v1's oom_kill_disable, not
@@ -2309,6 +2352,7 @@ int main(void) {
         cmocka_unit_test(test_report_open_fails),
         cmocka_unit_test(test_check_file),
         cmocka_unit_test(test_model_fail_to_load),
+        cmocka_unit_test(test_estimate),
         cmocka_unit_test(test_journal_reader),
         cmocka_unit_test(test_resume),
         cmocka_unit_test(test_journal_full),
