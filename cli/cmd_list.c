@@ -10,13 +10,16 @@ static const char usage[] =
     "\n"
     "Load the suites, build every case's model (shapes only) and print one row per\n"
     "case: case, model, batch, params (the suite's overrides), parameter count and\n"
-    "GFLOPs per inference step.\n"
+    "GFLOPs per inference step. A case whose model uses a layer not built yet has\n"
+    "'-' for both, and ends model_fail_to_load in a run.\n"
     "\n"
     "  --size NAME          apply the suite's size NAME\n"
+    "  --exact              the parameter count as a whole number (109514298, not 109.5M)\n"
     "  -h, --help           this help\n";
 
 static const struct option long_opts[] = {
     {"size", required_argument, NULL, 's'},
+    {"exact", no_argument, NULL, 'x'},
     {"help", no_argument, NULL, 'h'},
     {0},
 };
@@ -31,7 +34,7 @@ static void params_str(const suite_case *c, char *buf, size_t cap) {
         snprintf(buf, cap, "-");
 }
 
-static void print_table(const bench_plan *p) {
+static void print_table(const bench_plan *p, bool exact) {
     int wc = 4, wm = 5, wp = 6;
     char params[1024];
     for (int i = 0; i < p->ncases; i++) {
@@ -50,11 +53,20 @@ static void print_table(const bench_plan *p) {
     for (int i = 0; i < p->ncases; i++) {
         const bench_case *bc = &p->cases[i];
         const char *model = modeldef_name(bc->md);
-        char count[32];
+        char count[32], gflops[32];
         params_str(bc->c, params, sizeof params);
-        cli_format_count((double)bc->param_count, count, sizeof count);
-        printf("%-*s %-*s %6lld %-*s %11s %12.4g\n", wc, bc->c->name, wm, model ? model : "-",
-               (long long)bc->batch, wp, params, count, bc->flops / 1e9);
+        if (bc->fail_to_load[0])
+            snprintf(count, sizeof count, "-");
+        else if (exact)
+            snprintf(count, sizeof count, "%lld", (long long)bc->param_count);
+        else
+            cli_format_count((double)bc->param_count, count, sizeof count);
+        if (bc->fail_to_load[0])
+            snprintf(gflops, sizeof gflops, "-");
+        else
+            snprintf(gflops, sizeof gflops, "%.4g", bc->flops / 1e9);
+        printf("%-*s %-*s %6lld %-*s %11s %12s\n", wc, bc->c->name, wm, model ? model : "-",
+               (long long)bc->batch, wp, params, count, gflops);
     }
 }
 
@@ -62,12 +74,14 @@ int cmd_list(int argc, char **argv) {
     const char *cmd = "list";
     bench_config cfg;
     bench_config_init(&cfg);
+    bool exact = false;
     int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", long_opts, NULL)) != -1) {
         switch (c) {
         case 's': cfg.size = optarg; break;
+        case 'x': exact = true; break;
         case 'h': fputs(usage, stdout); return 0;
         default: return cli_bad_option(cmd, c, argv);
         }
@@ -82,7 +96,7 @@ int cmd_list(int argc, char **argv) {
         cli_diag(cmd, &d);
         return 2;
     }
-    print_table(p);
+    print_table(p, exact);
     bench_plan_free(p);
     return 0;
 }

@@ -3,6 +3,7 @@
 #include "progress.h"
 
 #include "base/files.h"
+#include "bench/estimate.h"
 #include "bench/resume.h"
 #include "reports/runtable.h"
 #include "tcbench_config.h"
@@ -492,6 +493,25 @@ static void journal_held(const bench_report *rep, char *buf, size_t cap) {
         snprintf(buf + o, cap - o, " (writing the %d%s failed: %.300s)", n + 1, th, why);
 }
 
+// One line before a run whose estimate (estimate.h) is over ten minutes,
+// with the smaller sizes as the way out; nothing without a calibration.
+static void warn_long_run(const bench_plan *p) {
+    bench_calibration c;
+    if (bench_calibration_load(NULL, p->cfg.threads, &c) < 0)
+        return;
+    bench_estimate e;
+    bench_plan_estimate(p, &c, &e);
+    if (e.seconds <= BENCH_ESTIMATE_WARN_S)
+        return;
+    bool cpu = p->cfg.size && !strcmp(p->cfg.size, "cpu");
+    fprintf(stderr,
+            "tcbench run: estimate: at least %.0f min for %d entries (their FLOPs and bytes at "
+            "this machine's calibrated %.3g GFLOP/s and %.3g GB/s); %s\n",
+            e.seconds / 60, e.entries, c.gemm_flops / 1e9, c.bandwidth_Bps / 1e9,
+            cpu ? "fewer cases (--only) or fewer axes make it shorter"
+                : "--size cpu runs the same architectures, smaller");
+}
+
 static int run(run_args *a, const bench_journal *j) {
     bench_plan *p;
     diag d = {0};
@@ -541,6 +561,7 @@ static int run(run_args *a, const bench_journal *j) {
                 j->path);
     if (bench_calibration_check(NULL, err, sizeof err) < 0) // a missing one is normal
         fprintf(stderr, "tcbench run: warning: %s; host.calibration is null\n", err);
+    warn_long_run(p);
     run_ui ui;
     progress_init(&ui.pg, p->ntasks, a->quiet);
     ui.pg.nresumed = rep->resumed;

@@ -37,6 +37,7 @@ static const char *const columns[] = {
     "unstable_reasons",
     "breakeven_steps",
     "in_geomean",
+    "study",
 };
 
 static void num(sbuf *b, double v) {
@@ -99,6 +100,7 @@ int csv_write(const rp_set *set, FILE *f, char *err, size_t cap) {
         rp_fmt_steps(steps, sizeof steps, rp_breakeven(set, e));
         text(&b, steps);
         sbuf_puts(&b, !e->compiled ? "," : rp_in_geomean(set, i) ? ",true" : ",false");
+        sbuf_puts(&b, e->study ? ",true" : ",false");
         sbuf_puts(&b, "\r\n");
     }
     return rp_sbuf_flush(&b, f, "results.csv", err, cap);

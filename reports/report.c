@@ -33,6 +33,8 @@ static int value_cmp(enum rp_field f, const char *a, const char *b) {
 }
 
 bool rp_match(const resfile_entry *e, const rp_sel *s) {
+    if (s->study && !e->study)
+        return false;
     for (int f = 0; f < RP_FIELD_COUNT; f++)
         if (s->v[f] && strcmp(s->v[f], rp_get(e, f)) != 0)
             return false;

@@ -28,9 +28,11 @@ typedef struct rp_set {
     bool several_suites;
 } rp_set;
 
-// A selection: NULL matches anything.
+// A selection: NULL matches anything; study: only the study's own cases
+// (`study: true` in their suite).
 typedef struct rp_sel {
     const char *v[RP_FIELD_COUNT];
+    bool study;
 } rp_sel;
 
 const char *rp_get(const resfile_entry *e, enum rp_field f);

@@ -249,6 +249,7 @@ static int entry_fill(resfile *f, resfile_entry *e, const results_entry *res, di
     e->nsamples = r->nsamples;
     e->batch = id->batch;
     e->suite_batch = id->suite_batch;
+    e->study = id->study;
     e->compiled = strcmp(e->mode, "eager") != 0;
     e->good = !strcmp(e->status, "ok") || !strcmp(e->status, "pass");
     e->stats = r->stats;

@@ -104,6 +104,7 @@ typedef struct resfile_entry {
     int64_t processes;
     const char *const *reasons; // nreasons of them (interned), NULL when none
     int64_t suite_batch; // the case's own batch (before a sweep's); -1 when not recorded
+    bool study;          // one of the study's own models (`study: true` in its suite)
 } resfile_entry;
 
 struct resfile_store;

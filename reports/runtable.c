@@ -15,11 +15,11 @@ static bool is_compiled(const results_case *id) {
     return strcmp(id->mode, bench_axis_value(BENCH_AXIS_MODE, BENCH_MODE_EAGER)) != 0;
 }
 
-static void print_row(FILE *out, const runtable *t, const runtable_row *row, int w) {
+static void print_row(FILE *out, const runtable *t, const runtable_row *row, int w, int ws) {
     const bench_result *r = row->r;
     char cell[64];
     bool good = bench_status_good(r->status);
-    fprintf(out, "%-*s %-9s %s%-13s%s", w, row->label, row->id->mode, good ? t->green : t->red,
+    fprintf(out, "%-*s %-9s %s%-*s%s", w, row->label, row->id->mode, good ? t->green : t->red, ws,
             bench_status_name(r->status), t->reset);
     if (r->stats.n > 0)
         fprintf(out, " %10.4f", r->stats.median * 1e3);
@@ -127,16 +127,19 @@ static void print_unstable(FILE *out, const runtable *t) {
 }
 
 void runtable_print(FILE *out, const runtable *t) {
-    int w = 4;
-    for (int i = 0; i < t->n; i++)
+    int w = 4, ws = 13; // the status column widens for model_fail_to_load
+    for (int i = 0; i < t->n; i++) {
         if ((int)strlen(t->rows[i].label) > w)
             w = (int)strlen(t->rows[i].label);
-    fprintf(out, "%-*s %-9s %-13s %10s %7s %-21s %11s %8s %9s %11s %9s\n", w, "case", "mode",
+        if ((int)strlen(bench_status_name(t->rows[i].r->status)) > ws)
+            ws = (int)strlen(bench_status_name(t->rows[i].r->status));
+    }
+    fprintf(out, "%-*s %-9s %-*s %10s %7s %-21s %11s %8s %9s %11s %9s\n", w, "case", "mode", ws,
             "status", "median ms", "noise", "speedup [95% CI]", "compile s", "kernels", "peak MiB",
             "compression", "rel-err");
     bool amp = false, unstable = false;
     for (int i = 0; i < t->n; i++) {
-        print_row(out, t, &t->rows[i], w);
+        print_row(out, t, &t->rows[i], w, ws);
         amp |= is_amp(t->rows[i].id);
         unstable |= t->rows[i].r->stab.unstable;
     }

@@ -132,6 +132,43 @@ static void headline(const rp_set *set, rdoc *d) {
     }
 }
 
+// The executive summary's figures of one aggregate, as its cells print them
+// ("" when there is none).
+typedef void (*agg_fmt)(const rp_agg *a, char *buf, size_t cap);
+static void fmt_pass_rate(const rp_agg *a, char *buf, size_t cap) {
+    report_pass_rate(a->passed, a->total, buf, cap);
+}
+static void fmt_geomean(const rp_agg *a, char *buf, size_t cap) {
+    rp_fmt(buf, cap, "%.2fx", a->geomean);
+}
+static void fmt_compile(const rp_agg *a, char *buf, size_t cap) {
+    rp_fmt(buf, cap, "%.2f", a->compile_s);
+}
+static void fmt_compression(const rp_agg *a, char *buf, size_t cap) {
+    rp_fmt(buf, cap, "%.2fx", a->compression);
+}
+static void fmt_unstable(const rp_agg *a, char *buf, size_t cap) {
+    snprintf(buf, cap, "%d", a->unstable);
+}
+
+// One row of the executive summary: per suite column, "figure (study) ·
+// figure (all)" when the column has study cases (the study's subset, then
+// every row), else the figure of all rows.
+static void exec_row(rdoc *d, const char *label, const rp_agg *all, const rp_agg *study, int ns,
+                     agg_fmt fmt) {
+    rdoc_cell(d, "%s", label);
+    for (int k = 0; k < ns; k++) {
+        char a[64], s[64];
+        fmt(&all[k], a, sizeof a);
+        if (!study[k].total) {
+            rdoc_cell(d, "%s", a);
+            continue;
+        }
+        fmt(&study[k], s, sizeof s);
+        rdoc_cell(d, "%s (study) \u00b7 %s (all)", *s ? s : "none", *a ? a : "none");
+    }
+}
+
 static void executive(const rp_set *set, rdoc *d) {
     rdoc_heading(d, 2, "Executive summary");
     rdoc_para(d, "As the PyTorch dashboard: pass rate of all entries; geomean speedup over the "
@@ -139,7 +176,10 @@ static void executive(const rp_set *set, rdoc *d) {
                  "are (not clipped to 1.0x) and the rest listed; mean cold compile time and mean "
                  "peak memory compression ratio (eager peak / compiled peak; higher is better) "
                  "of the entries that passed. A case run at several batch sizes counts once, at "
-                 "the suite's batch.");
+                 "the suite's batch. Every status counts in the pass rate, including the "
+                 "study's model_fail_to_load and eager_fail_to_run; no row is dropped. Where a "
+                 "suite marks the study's own models (study: true), a cell reads "
+                 "\"figure (study) \u00b7 figure (all)\": the study's subset, then every row.");
     const char *modes[RP_MAX_VALUES], *devs[RP_MAX_VALUES], *precs[RP_MAX_VALUES],
         *wls[RP_MAX_VALUES], *suites[RP_MAX_VALUES];
     int nm = rp_values(set, &(rp_sel){0}, RP_MODE, modes, RP_MAX_VALUES);
@@ -168,35 +208,21 @@ static void executive(const rp_set *set, rdoc *d) {
                     rdoc_cell(d, "%s", "");
                     for (int k = 0; k < ns; k++)
                         rdoc_cell(d, "%s", suites[k]);
-                    rp_agg a[RP_MAX_VALUES];
+                    // each column over all rows, and over the study's subset
+                    rp_agg a[RP_MAX_VALUES], st[RP_MAX_VALUES];
                     for (int k = 0; k < ns; k++) {
                         s.v[RP_SUITE] = suites[k];
                         rp_agg_compute(set, &s, &a[k]);
+                        s.study = true;
+                        rp_agg_compute(set, &s, &st[k]);
+                        s.study = false;
                     }
-                    char buf[64];
-                    rdoc_cell(d, "Pass rate");
-                    for (int k = 0; k < ns; k++) {
-                        report_pass_rate(a[k].passed, a[k].total, buf, sizeof buf);
-                        rdoc_cell(d, "%s", buf);
-                    }
-                    rdoc_cell(d, "Geomean speedup");
-                    for (int k = 0; k < ns; k++) {
-                        rp_fmt(buf, sizeof buf, "%.2fx", a[k].geomean);
-                        rdoc_cell(d, "%s", buf);
-                    }
-                    rdoc_cell(d, "Mean compile time (s)");
-                    for (int k = 0; k < ns; k++) {
-                        rp_fmt(buf, sizeof buf, "%.2f", a[k].compile_s);
-                        rdoc_cell(d, "%s", buf);
-                    }
-                    rdoc_cell(d, "Peak memory compression ratio");
-                    for (int k = 0; k < ns; k++) {
-                        rp_fmt(buf, sizeof buf, "%.2fx", a[k].compression);
-                        rdoc_cell(d, "%s", buf);
-                    }
-                    rdoc_cell(d, "Passed but unstable (not in the geomean)");
-                    for (int k = 0; k < ns; k++)
-                        rdoc_cell(d, "%d", a[k].unstable);
+                    exec_row(d, "Pass rate", a, st, ns, fmt_pass_rate);
+                    exec_row(d, "Geomean speedup", a, st, ns, fmt_geomean);
+                    exec_row(d, "Mean compile time (s)", a, st, ns, fmt_compile);
+                    exec_row(d, "Peak memory compression ratio", a, st, ns, fmt_compression);
+                    exec_row(d, "Passed but unstable (not in the geomean)", a, st, ns,
+                             fmt_unstable);
                     // the entries the geomean leaves out, by name
                     s.v[RP_SUITE] = NULL;
                     int out = 0;

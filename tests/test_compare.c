@@ -402,6 +402,36 @@ static void test_unstable_is_noisy(void **state) {
     free(out);
 }
 
+// The study's statuses are failures as any other: a pass that became
+// model_fail_to_load or eager_fail_to_run is a regression, and back an
+// improvement.
+static void test_study_statuses(void **state) {
+    (void)state;
+    rng_state = 37;
+    fake base[] = {FAKE("load", "pass", 1e-3, 0.02, 20), FAKE("eager", "pass", 1e-3, 0.02, 20),
+                   FAKE("back", "model_fail_to_load", 0, 0, 0)};
+    fake cur[] = {FAKE("load", "model_fail_to_load", 0, 0, 0),
+                  FAKE("eager", "eager_fail_to_run", 0, 0, 0),
+                  FAKE("back", "pass", 1e-3, 0.02, 20)};
+    write_pair("study", base, 3, cur, 3);
+    compare_options o;
+    compare_options_init(&o);
+    o.format = CMP_JSON;
+    char *out;
+    assert_int_equal(run_compare("study_a.json", "study_b.json", &o, &out, NULL), 1);
+    json_t *doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    json_t *e = json_object_get(doc, "entries");
+    const char *want[] = {"regression", "regression", "improvement"};
+    for (int i = 0; i < 3; i++)
+        assert_string_equal(json_string_value(json_object_get(json_array_get(e, i), "verdict")),
+                            want[i]);
+    assert_non_null(strstr(json_string_value(json_object_get(json_array_get(e, 0), "reason")),
+                           "status pass -> model_fail_to_load"));
+    json_decref(doc);
+    free(out);
+}
+
 // A real 1.5x slowdown with 3% dispersion is still called, with and without
 // occasional outliers.
 static void test_real_regression(void **state) {
@@ -742,6 +772,7 @@ int main(void) {
         cmocka_unit_test(test_noise_is_not_a_regression),
         cmocka_unit_test(test_dispersed_is_noisy),
         cmocka_unit_test(test_unstable_is_noisy),
+        cmocka_unit_test(test_study_statuses),
         cmocka_unit_test(test_process_spread),
         cmocka_unit_test(test_real_regression),
         cmocka_unit_test(test_noise_with_outliers),

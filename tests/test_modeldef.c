@@ -777,6 +777,52 @@ static void test_errors(void **state) {
     modeldef_free(md);
 }
 
+// A layer known but not built yet (nn_layer_unbuilt): the model loads, the
+// names it defines are known to the layers after it, and building fails at
+// the layer with its reason; a misspelling is still an unknown layer, with
+// the unbuilt name as the suggestion.
+static void test_unbuilt(void **state) {
+    (void)state;
+    assert_non_null(nn_layer_unbuilt("lsh_attention"));
+    assert_non_null(nn_layer_unbuilt("block_sparse_attention"));
+    assert_non_null(nn_layer_unbuilt("sliding_window_attention"));
+    assert_null(nn_layer_unbuilt("linear"));
+    assert_false(nn_layer_known("lsh_attention"));
+    const char *text = "name: u\n"
+                       "inputs: {x: {shape: [$batch, 4, 8]}}\n"
+                       "body:\n"
+                       "  - linear: {out: 8}\n"
+                       "  - lsh_attention: {heads: 2, buckets: 4, as: h}\n"
+                       "  - sliding_window_attention\n"
+                       "  - linear: {out: 8, input: h}\n";
+    const char *path = write_model("u.yaml", text);
+    modeldef *md;
+    diag d = {0};
+    if (modeldef_load(path, &md, &d) < 0)
+        fail_msg("unexpected error: %d:%d: %s", d.line, d.col, d.msg);
+    diag why = {0};
+    assert_true(modeldef_unbuilt(md, &why)); // the first one
+    assert_int_equal(why.line, 5);
+    assert_int_equal(why.col, 5);
+    assert_non_null(strstr(why.msg, "layer 'lsh_attention' is not built yet (Reformer's"));
+    model *m = NULL;
+    assert_int_equal(modeldef_build(md, NULL, 0, 2, &(modeldef_opts){0}, &m, &d), -1);
+    assert_null(m);
+    assert_string_equal(d.msg, why.msg);
+    assert_int_equal(d.line, 5);
+    modeldef_free(md);
+    // a model without one
+    path = write_model("b.yaml",
+                       "name: b\ninputs: {x: {shape: [2, 8]}}\nbody: [{linear: {out: 4}}]\n");
+    assert_int_equal(modeldef_load(path, &md, &d), 0);
+    assert_false(modeldef_unbuilt(md, &why));
+    modeldef_free(md);
+    expect_error("name: e\ninputs: {x: {shape: [2, 8]}}\nbody:\n  - lsh_atention: {heads: 2}\n", 4,
+                 5, "unknown layer 'lsh_atention'; did you mean 'lsh_attention'?");
+    expect_error("name: e\ninputs: {x: {shape: [2, 8]}}\nbody:\n  - lienar: {out: 2}\n", 4, 5,
+                 "did you mean 'linear'?");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expr),
@@ -798,6 +844,7 @@ int main(void) {
         cmocka_unit_test(test_outputs),
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_unbuilt),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

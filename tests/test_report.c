@@ -479,7 +479,8 @@ static void test_csv(void **state) {
                                        "unstable",
                                        "unstable_reasons",
                                        "breakeven_steps",
-                                       "in_geomean"};
+                                       "in_geomean",
+                                       "study"};
     int ncol = (int)(sizeof want / sizeof want[0]);
     static char f[32][256];
     const char *p = csv;
@@ -764,6 +765,70 @@ static void report_quiet(resfile *f, const char *sub) {
 // A results file of before stability and kill switches were recorded loads
 // as stable with none disabled; a sweep without suite_batch counts at its
 // smallest batch.
+// The study's subset: huggingface's bert, gpt2 and t5 are marked `study`,
+// t5 ends model_fail_to_load and <script>"x eager_fail_to_run in every
+// entry. Each huggingface cell gives the subset's figure, then all rows';
+// both count the failures; the other suites, without study cases, give one.
+static void test_study_subset(void **state) {
+    (void)state;
+    json_t *doc = fixture_json(), *subset = fixture_json();
+    assert_non_null(doc);
+    assert_non_null(subset);
+    json_t *docs[] = {doc, subset};
+    for (int k = 0; k < 2; k++) {
+        size_t i;
+        json_t *c;
+        json_array_foreach(json_object_get(docs[k], "cases"), i, c) {
+            if (strcmp(jstr(c, "suite"), "huggingface"))
+                continue;
+            const char *n = jstr(c, "name");
+            bool study = !strcmp(n, "bert") || !strcmp(n, "gpt2") || !strcmp(n, "t5, \"large\"");
+            json_object_set_new(c, "study", json_boolean(study));
+            if (!strncmp(n, "t5", 2))
+                json_object_set_new(c, "status", json_string("model_fail_to_load"));
+            if (!strncmp(n, "<script>", 8))
+                json_object_set_new(c, "status", json_string("eager_fail_to_run"));
+        }
+    }
+    // the subset alone: the other suites' and the unmarked cases left out
+    json_t *cases = json_object_get(subset, "cases");
+    for (size_t i = json_array_size(cases); i-- > 0;)
+        if (!json_is_true(json_object_get(json_array_get(cases, i), "study")))
+            json_array_remove(cases, i);
+    expect all = from_json(doc, "huggingface", "fp32", "infer");
+    expect st = from_json(subset, "huggingface", "fp32", "infer");
+    assert_int_equal(all.total, 4);
+    assert_int_equal(all.passed, 2);
+    assert_int_equal(st.total, 3);
+    expect timm = from_json(doc, "timm", "fp32", "infer");
+    json_decref(subset);
+    resfile *f = dump_and_load(doc, "study.json");
+    report_quiet(f, "study");
+    resfile_free(f);
+    char *md = out_file("study/summary.md");
+    assert_non_null(md);
+    char a[32], s[32], t[32], row[400], ga[32], gs[32];
+    report_pass_rate(all.passed, all.total, a, sizeof a);
+    report_pass_rate(st.passed, st.total, s, sizeof s);
+    report_pass_rate(timm.passed, timm.total, t, sizeof t);
+    snprintf(row, sizeof row, "| Pass rate | %s (study) \u00b7 %s (all) | %s |", s, a, t);
+    expect_row(md, "### compiled, fp32, inference, cpu", row);
+    assert_string_equal(s, "67%, 2/3");
+    fmt_x(ga, sizeof ga, all.geomean);
+    fmt_x(gs, sizeof gs, st.geomean);
+    snprintf(row, sizeof row, "| Geomean speedup | %s (study) \u00b7 %s (all) |", gs, ga);
+    expect_row(md, "### compiled, fp32, inference, cpu", row);
+    // the failures are named, not dropped
+    expect_row(md, "### compiled, fp32, inference, cpu",
+               "- Not in the geomean: huggingface/t5, \"large\" (model_fail_to_load)");
+    assert_non_null(strstr(md, "(eager_fail_to_run)"));
+    free(md);
+    char *csv = out_file("study/results.csv");
+    assert_non_null(csv);
+    assert_non_null(strstr(csv, ",in_geomean,study\r\n"));
+    free(csv);
+}
+
 static void test_older_file(void **state) {
     (void)state;
     json_t *doc = fixture_json();
@@ -1114,6 +1179,7 @@ int main(void) {
         cmocka_unit_test(test_gbench_errors),
         cmocka_unit_test(test_runtable),
         cmocka_unit_test(test_older_file),
+        cmocka_unit_test(test_study_subset),
         cmocka_unit_test(test_no_gnuplot_one_warning),
         cmocka_unit_test(test_invalid_samples),
         cmocka_unit_test(test_not_a_file),

@@ -28,6 +28,7 @@
 #include "bench/accuracy.h"
 #include "bench/calibrate.h"
 #include "bench/check.h"
+#include "bench/estimate.h"
 #include "bench/faults.h"
 #include "bench/host.h"
 #include "bench/measure.h"
@@ -1689,8 +1690,8 @@ static void test_cuda_results(void **state) {
 }
 
 // A cuda run end to end, each case in its child. Without a usable GPU (as
-// in CI) eager cannot be made: it ends error and the compiled mode
-// fail_to_run, both with the driver's reason, and nothing crashes. With a
+// in CI) eager cannot be made: it and the compiled mode, never tried, end
+// eager_fail_to_run, both with the driver's reason, and nothing crashes. With a
 // GPU both run and pass, timed by CUDA events.
 static void test_cuda_run(void **state) {
     (void)state;
@@ -1725,8 +1726,8 @@ static void test_cuda_run(void **state) {
         assert_true(c->compile.done && isnan(c->compile.warm_s));
     } else {
         assert_int_equal(failed, 2);
-        assert_int_equal(e->status, BENCH_ERROR);
-        assert_int_equal(c->status, BENCH_FAIL_TO_RUN);
+        assert_int_equal(e->status, BENCH_EAGER_FAIL_TO_RUN);
+        assert_int_equal(c->status, BENCH_EAGER_FAIL_TO_RUN);
         char want[600];
         snprintf(want, sizeof want, "eager_cuda_new: %s", why);
         assert_string_equal(e->message, want);
@@ -2012,8 +2013,8 @@ static void test_journal_full(void **state) {
 static void test_check_file(void **state) {
     (void)state;
     diag d = {0};
-    assert_int_equal(bench_check_file(suite_path, &d), 0);
-    assert_int_equal(bench_check_file(model_path, &d), 0);
+    assert_int_equal(bench_check_file(suite_path, NULL, &d), 0);
+    assert_int_equal(bench_check_file(model_path, NULL, &d), 0);
     char bad[700];
     snprintf(bad, sizeof bad, "%s/models/bad.yaml", dir);
     write_file(bad, "name: bad\n"
@@ -2021,7 +2022,7 @@ static void test_check_file(void **state) {
                     "  x: {shape: [$batch, 16]}\n"
                     "body:\n"
                     "  - linaer: {out: 4}\n");
-    assert_int_equal(bench_check_file(bad, &d), -1);
+    assert_int_equal(bench_check_file(bad, NULL, &d), -1);
     assert_string_equal(d.file, bad);
     assert_int_equal(d.line, 5);
     // a suite whose size points a case at an impossible override
@@ -2031,12 +2032,145 @@ static void test_check_file(void **state) {
                           "  - model: tiny_mlp\n"
                           "    batch: 2\n"
                           "    sizes: {odd: {params: {nosuch: 3}}}\n");
-    assert_int_equal(bench_check_file(bad_suite, &d), -1);
+    assert_int_equal(bench_check_file(bad_suite, NULL, &d), -1);
     assert_int_equal(d.line, 4);
     char missing[700];
     snprintf(missing, sizeof missing, "%s/nope.yaml", dir);
-    assert_int_equal(bench_check_file(missing, &d), -1);
+    assert_int_equal(bench_check_file(missing, NULL, &d), -1);
     assert_non_null(strstr(d.file, "nope.yaml"));
+}
+
+// A model that names a layer not built yet is no bad input: the plan keeps
+// its case, every entry of it ends model_fail_to_load with the layer's
+// place and reason while the other case runs and passes, check says so in
+// one line of its notes and returns 0, and the results record each case's
+// `study`.
+static void test_model_fail_to_load(void **state) {
+    (void)state;
+    char mpath[700], spath[700], out[700];
+    snprintf(mpath, sizeof mpath, "%s/models/hashing.yaml", dir);
+    write_file(mpath, "name: hashing\n"
+                      "inputs:\n"
+                      "  x: {shape: [$batch, 4, 16]}\n"
+                      "body:\n"
+                      "  - lsh_attention: {heads: 2}\n"
+                      "  - linear: {out: 8}\n");
+    snprintf(spath, sizeof spath, "%s/suites/zoo.yaml", dir);
+    write_file(spath, "name: zoo\n"
+                      "cases:\n"
+                      "  - {name: fine, model: tiny_mlp, batch: 2, study: true}\n"
+                      "  - {name: Reformer, model: hashing, batch: 1}\n");
+    snprintf(out, sizeof out, "%s/zoo.json", dir);
+    bench_config cfg = tiny_config();
+    const char *suites[] = {spath};
+    cfg.suites = suites;
+    cfg.output = out;
+    bench_plan *p;
+    diag d = {0};
+    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+    assert_int_equal(p->ncases, 2);
+    assert_string_equal(p->cases[0].fail_to_load, "");
+    char want[1600];
+    // the model as the suite found it: <dir>/suites/../models/hashing.yaml
+    assert_non_null(strstr(p->cases[1].fail_to_load,
+                           "/models/hashing.yaml:5:5: layer "
+                           "'lsh_attention' is not built yet (Reformer's"));
+    assert_int_equal(p->cases[1].param_count, -1);
+    bench_report *rep;
+    char err[512];
+    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
+    assert_int_equal(bench_run(p, rep, NULL), 2);
+    assert_int_equal(rep->nresults, 4);
+    for (int i = 0; i < rep->nresults; i++) {
+        const bench_result *r = &rep->results[i];
+        if (p->tasks[r->task].case_index == 1) {
+            assert_int_equal(r->status, BENCH_MODEL_FAIL_TO_LOAD);
+            assert_non_null(strstr(r->message, "layer 'lsh_attention' is not built yet"));
+            assert_int_equal(r->nsamples, 0);
+        } else if (!bench_status_good(r->status)) {
+            fail_msg("fine: %s: %s", bench_status_name(r->status), r->message);
+        }
+    }
+    assert_int_equal(bench_report_write(rep, err, sizeof err), 0);
+    json_t *doc = load_json(out);
+    json_t *cases = json_object_get(doc, "cases");
+    assert_int_equal(json_array_size(cases), 4);
+    for (size_t i = 0; i < json_array_size(cases); i++) {
+        json_t *c = json_array_get(cases, i);
+        bool fine = !strcmp(json_string_value(json_object_get(c, "name")), "fine");
+        assert_true(json_is_boolean(json_object_get(c, "study")));
+        assert_int_equal(json_is_true(json_object_get(c, "study")), fine);
+        if (!fine) {
+            assert_string_equal(json_string_value(json_object_get(c, "status")),
+                                "model_fail_to_load");
+            assert_int_equal(json_integer_value(json_object_get(c, "param_count")), -1);
+        }
+    }
+    json_decref(doc);
+    bench_report_free(rep);
+    bench_plan_free(p);
+    // check: one line of notes, no error
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *notes = open_memstream(&buf, &len);
+    assert_non_null(notes);
+    assert_int_equal(bench_check_file(spath, notes, &d), 0);
+    assert_int_equal(bench_check_file(mpath, notes, &d), 0);
+    assert_int_equal(fclose(notes), 0);
+    snprintf(want, sizeof want,
+             "%s: case 'Reformer': model_fail_to_load: %s/suites/../models/"
+             "hashing.yaml:5:5: layer",
+             spath, dir);
+    assert_non_null(strstr(buf, want));
+    snprintf(want, sizeof want, "\nmodel_fail_to_load: %s:5:5: layer 'lsh_attention'", mpath);
+    assert_non_null(strstr(buf, want)); // the model file alone
+    int lines = 0;
+    for (char *c = buf; *c; c++)
+        lines += *c == '\n';
+    assert_int_equal(lines, 2);
+    free(buf);
+}
+
+// The estimate (estimate.h): the floors of warm-up and timing for a tiny
+// model; on a machine too slow for it, its steps at the calibrated rate,
+// in proportion; a case that does not build counts nothing.
+static void test_estimate(void **state) {
+    (void)state;
+    bench_config cfg = tiny_config();
+    cfg.only = (const char *[]){"fine"};
+    cfg.nonly = 1;
+    bench_plan *p;
+    diag d = {0};
+    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+    assert_int_equal(p->ntasks, 2);
+    int procs = p->cfg.processes;
+    bench_calibration c = {.bandwidth_Bps = 1e10, .gemm_flops = 1e11, .threads = 1};
+    bench_estimate e;
+    bench_plan_estimate(p, &c, &e);
+    assert_int_equal(e.entries, 2);
+    double floors = 2 * procs * (BENCH_DEFAULT_WARMUP_S + p->cfg.min_time_s);
+    assert_true(e.seconds >= floors && e.seconds < floors * 1.01);
+    assert_true(e.seconds < BENCH_ESTIMATE_WARN_S);
+    // one FLOP a second, bandwidth to spare: every step is its FLOPs in seconds
+    c.gemm_flops = 1;
+    c.bandwidth_Bps = 1e30;
+    bench_plan_estimate(p, &c, &e);
+    double step = p->cases[0].flops;
+    assert_true(step > 1);
+    double want = 2 * (procs * (BENCH_DEFAULT_WARMUP_ITERS + p->cfg.repeat) + 1) * step;
+    assert_true(fabs(e.seconds - want) < 1e-9 * want);
+    assert_true(e.seconds > BENCH_ESTIMATE_WARN_S);
+    // twice the rate, half the time
+    c.gemm_flops = 2;
+    bench_estimate e2;
+    bench_plan_estimate(p, &c, &e2);
+    assert_true(fabs(e2.seconds - want / 2) < 1e-9 * want);
+    // a case that does not build is left out
+    p->cases[0].fail_to_load[0] = 'x';
+    bench_plan_estimate(p, &c, &e2);
+    assert_int_equal(e2.entries, 0);
+    assert_true(e2.seconds == 0);
+    bench_plan_free(p);
 }
 
 // --- killed children, no litter, output safety --------------------------------
@@ -2217,6 +2351,8 @@ int main(void) {
         cmocka_unit_test(test_calibration_per_threads),
         cmocka_unit_test(test_report_open_fails),
         cmocka_unit_test(test_check_file),
+        cmocka_unit_test(test_model_fail_to_load),
+        cmocka_unit_test(test_estimate),
         cmocka_unit_test(test_journal_reader),
         cmocka_unit_test(test_resume),
         cmocka_unit_test(test_journal_full),

@@ -302,11 +302,33 @@ static void test_errors(void **state) {
     assert_non_null(strstr(d.msg, "open: No such file"));
 }
 
+// `study: true|false` marks the study's own models; absent, false. Anything
+// else is a located error.
+static void test_study(void **state) {
+    (void)state;
+    suite *s = load_ok("cases:\n"
+                       "  - {name: a, model: tiny, batch: 1, study: true}\n"
+                       "  - {name: b, model: tiny, batch: 1, study: false}\n"
+                       "  - {name: c, model: tiny, batch: 1}\n",
+                       NULL);
+    assert_true(s->cases[0].study);
+    assert_false(s->cases[1].study);
+    assert_false(s->cases[2].study);
+    suite_free(s);
+    expect_error("cases:\n  - {model: tiny, batch: 1, study: yes}\n", NULL, 2, 36,
+                 "study must be true or false");
+    expect_error("cases:\n  - {model: tiny, batch: 1, study: [true]}\n", NULL, 2, 36,
+                 "study must be true or false");
+    expect_error("cases:\n  - {model: tiny, batch: 1, sizes: {cpu: {study: true}}}\n", NULL, 2, 43,
+                 "unknown key 'study' in a size");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cases),       cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_sizes),       cmocka_unit_test(test_size_override_error),
         cmocka_unit_test(test_model_paths), cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_study),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

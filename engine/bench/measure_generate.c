@@ -232,7 +232,8 @@ void measure_generate(const bench_plan *p, const bench_group *gr, const bench_ca
         // the figures of one greedy generation, then (checking) a teacher-forced one
         if (gen_mode_run(tk[k].g, prompt, NULL, &tk[k].out) < 0) {
             if (k == 0) {
-                set_all(rs, n, mode_fail_status() == BENCH_OOM ? BENCH_OOM : BENCH_ERROR,
+                set_all(rs, n,
+                        mode_fail_status() == BENCH_OOM ? BENCH_OOM : BENCH_EAGER_FAIL_TO_RUN,
                         gen_error(tk[0].g));
                 goto done;
             }
@@ -253,9 +254,11 @@ void measure_generate(const bench_plan *p, const bench_group *gr, const bench_ca
             continue;
         }
         if (gen_mode_run(tk[k].g, prompt, ref.tokens, &tk[k].out) < 0) {
-            set_status(&rs[k], k ? mode_fail_status() : BENCH_ERROR, "%s", gen_error(tk[k].g));
-            if (k == 0)
+            if (k == 0) { // eager's teacher-forced run: no baseline, nothing else tried
+                set_all(rs, n, BENCH_EAGER_FAIL_TO_RUN, gen_error(tk[0].g));
                 goto done;
+            }
+            set_status(&rs[k], mode_fail_status(), "%s", gen_error(tk[k].g));
             gen_mode_free(tk[k].g);
             tk[k].g = NULL;
             continue;
@@ -424,8 +427,8 @@ void measure_chat(const bench_plan *p, const bench_group *gr, const bench_case *
             continue;
         bench_result *r = &rs[k / 2];
         if (gen_chat_run(tk[k].c, turns, tk[k].tokens, tk[k].ttft) < 0) {
-            if (k < 2) {
-                set_all(rs, n, BENCH_ERROR, gen_chat_error(tk[k].c));
+            if (k < 2) { // eager's dialogue: no baseline, nothing else tried
+                set_all(rs, n, BENCH_EAGER_FAIL_TO_RUN, gen_chat_error(tk[k].c));
                 goto done;
             }
             set_status(r, mode_fail_status(), "%s", gen_chat_error(tk[k].c));

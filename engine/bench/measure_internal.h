@@ -47,18 +47,14 @@ static inline enum bench_status mode_fail_status(void) {
 }
 
 // The baseline failed (it could not be made, or a step failed): there is
-// nothing to compare with. On the CPU only memory fails eager, and every
-// mode ends oom; on the GPU (no device, a kernel the backend lacks) eager
-// ends error and each compiled-family mode fail_to_run, all with its words,
-// unless the --memory-limit cap refused memory: then oom too.
+// nothing to compare with, and no compiled-family mode is tried. On the CPU
+// only memory fails eager, and every mode ends oom; on the GPU (no device, a
+// kernel the backend lacks) every mode ends eager_fail_to_run, the study's
+// name, with eager's words, unless the --memory-limit cap refused memory:
+// then oom too.
 static inline void eager_failed(bench_result *rs, int n, bool cuda, const char *msg) {
     bool capped = tensor_mem_refusals() > 0;
-    for (int k = 0; k < n; k++)
-        set_status(&rs[k],
-                   !cuda || capped ? BENCH_OOM
-                   : k == 0        ? BENCH_ERROR
-                                   : BENCH_FAIL_TO_RUN,
-                   "%s", msg);
+    set_all(rs, n, !cuda || capped ? BENCH_OOM : BENCH_EAGER_FAIL_TO_RUN, msg);
 }
 
 // One mode of the group: its result, executor, and what its last step said.

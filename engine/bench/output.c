@@ -53,6 +53,7 @@ void bench_result_case(const bench_plan *p, int task, results_case *id) {
         .device = bench_axis_value(BENCH_AXIS_DEVICE, t->axis[BENCH_AXIS_DEVICE]),
         .batch = bc->batch,
         .suite_batch = bc->c->batch,
+        .study = bc->c->study,
         .param_count = bc->param_count,
         .flops = bc->flops,
         .min_bytes = bc->min_bytes,

@@ -42,6 +42,10 @@ typedef struct bench_case {
     int64_t param_count; // of the inference graph
     double flops;        // per inference step
     double min_bytes;    // fewest bytes a step must move (graph_min_bytes)
+    // The model names a layer not built yet (modeldef_unbuilt): the located
+    // message every task of the case ends model_fail_to_load with; "" when
+    // it builds. param_count is then -1 and the figures NAN.
+    char fail_to_load[1100];
 } bench_case;
 
 typedef struct bench_task {
@@ -78,5 +82,8 @@ void bench_plan_free(bench_plan *p);
 // both. Shared by planning and `tcbench check`.
 // graph_only: no values will be made (check): a model larger than this
 // machine is not refused.
+// 0; 1 when the model names a layer not built yet: d holds the
+// model_fail_to_load message (modeldef_unbuilt), *md is loaded, *m NULL;
+// -1 on bad input, with d set.
 int bench_case_build(const suite_case *c, int64_t batch, bool graph_only, modeldef **md, model **m,
                      diag *d);

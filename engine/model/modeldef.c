@@ -185,8 +185,11 @@ static int check_names(modeldef *md, const yd_node *n, const char *what, bool de
 }
 
 static int unknown_layer(const modeldef *md, const yd_node *k, diag *d) {
+    // the built layers first, then those known but not built
     const char *const *names = nn_layer_names();
     int best = strdist_closest(k->str, names, 2);
+    if (best < 0)
+        best = strdist_closest(k->str, names = nn_unbuilt_names(), 2);
     if (best >= 0)
         return diag_set(d, md->path, k->line, k->col, "unknown layer '%s'; did you mean '%s'?",
                         k->str, names[best]);
@@ -194,11 +197,30 @@ static int unknown_layer(const modeldef *md, const yd_node *k, diag *d) {
                     "unknown layer '%s'; docs/yaml.md lists the layers", k->str);
 }
 
+// A layer known of but not built yet (nn_layer_unbuilt): the first one is
+// kept for modeldef_unbuilt, and the file goes on being checked (its keys,
+// the names it defines) as any other. false for any other name.
+static bool note_unbuilt(modeldef *md, const yd_node *k) {
+    if (!nn_layer_unbuilt(k->str))
+        return false;
+    if (!md->unbuilt)
+        md->unbuilt = k;
+    return true;
+}
+
+bool modeldef_unbuilt(const modeldef *md, diag *d) {
+    if (!md->unbuilt)
+        return false;
+    diag_set(d, md->path, md->unbuilt->line, md->unbuilt->col, "layer '%s' is not built yet (%s)",
+             md->unbuilt->str, nn_layer_unbuilt(md->unbuilt->str));
+    return true;
+}
+
 static int check_steps(modeldef *md, const yd_node *seq, const char *what, diag *d);
 
 static int check_step(modeldef *md, const yd_node *s, diag *d) {
     if (s->kind == YD_SCALAR && !yd_is_null(s)) { // `- relu`: a layer without keys
-        if (!nn_layer_known(s->str))
+        if (!nn_layer_known(s->str) && !note_unbuilt(md, s))
             return unknown_layer(md, s, d);
         return 0;
     }
@@ -238,7 +260,7 @@ static int check_step(modeldef *md, const yd_node *s, diag *d) {
                         s->keys[1]->str, k->str, k->str, s->keys[1]->str);
     if (!strcmp(k->str, "body"))
         return diag_set(d, md->path, k->line, k->col, "'body:' needs a 'repeat:' beside it");
-    if (!nn_layer_known(k->str))
+    if (!nn_layer_known(k->str) && !note_unbuilt(md, k))
         return unknown_layer(md, k, d);
     v = s->vals[0];
     if (yd_is_null(v))

@@ -47,5 +47,11 @@ int modeldef_load(const char *path, modeldef **out, diag *d);
 void modeldef_free(modeldef *md);
 const char *modeldef_name(const modeldef *md);
 const char *modeldef_family(const modeldef *md);
+// A model that names a layer not built yet (nn_layer_unbuilt) loads, but
+// does not build: modeldef_build fails with the message below.
 int modeldef_build(const modeldef *md, const modeldef_override *ov, int nov, int64_t batch,
                    const modeldef_opts *opts, model **out, diag *d);
+// Whether the model names a layer the engine has not built yet; if so, d
+// gets its place and "layer 'lsh_attention' is not built yet (reason)":
+// the message of the study's model_fail_to_load.
+bool modeldef_unbuilt(const modeldef *md, diag *d);

@@ -771,6 +771,8 @@ int modeldef_build(const modeldef *md, const modeldef_override *ov, int nov, int
     *out = NULL;
     if (batch <= 0)
         return diag_set(d, md->path, 0, 0, "batch must be positive, got %lld", (long long)batch);
+    if (modeldef_unbuilt(md, d))
+        return -1;
     md_build b = {.md = md,
                   .batch = batch,
                   .training = opts && opts->training,

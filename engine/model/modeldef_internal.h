@@ -26,6 +26,7 @@ struct modeldef {
     md_def *defs;
     int ndefs;
     const yd_node *inputs, *body, *loss, *outputs;
+    const yd_node *unbuilt; // the first layer not built yet (modeldef_unbuilt), or NULL
 };
 
 int md_param_index(const modeldef *md, const char *name); // -1 when absent

@@ -12,9 +12,9 @@
 static const char *const suite_keys[] = {"name", "defaults", "cases", NULL};
 static const char *const defaults_keys[] = {"modes", "precisions", "workloads", "optimizer",
                                             NULL};
-static const char *const case_keys[] = {"name",      "model",      "batch",      "params",
-                                        "sizes",     "optimizer",  "prompt_len", "new_tokens",
-                                        "rounds",    NULL};
+static const char *const case_keys[] = {"name",   "model",     "batch",      "params",
+                                        "sizes",  "optimizer", "prompt_len", "new_tokens",
+                                        "rounds", "study",     NULL};
 static const char *const adamw_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay", NULL};
 static const char *const sgd_keys[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov",
                                        NULL};
@@ -208,6 +208,13 @@ static char *model_stem(const char *model) {
     return strndup(b, n);
 }
 
+// true or false.
+static int parse_bool(suite_ctx *x, const yd_node *v, const char *key, bool *out) {
+    if (!yd_is_bool(v, out))
+        return diag_set(x->d, x->doc->path, v->line, v->col, "%s must be true or false", key);
+    return 0;
+}
+
 // A non-negative finite number.
 static int parse_rate(suite_ctx *x, const yd_node *v, const char *what, double *out) {
     char *end = NULL;
@@ -323,6 +330,9 @@ static int parse_case(suite_ctx *x, suite *s, const yd_node *n, const char *size
     if (parse_gen(x, n, &c->prompt_len, &c->new_tokens, &c->rounds) < 0)
         return -1;
     if (params && add_overrides(x, s, c, params, "params") < 0)
+        return -1;
+    const yd_node *study = yd_get(n, "study");
+    if (study && parse_bool(x, study, "study", &c->study) < 0)
         return -1;
     const yd_node *opt = yd_get(n, "optimizer");
     c->optim = s->optim;

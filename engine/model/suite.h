@@ -33,6 +33,7 @@ typedef struct suite_case {
     modeldef_override *overrides; // strings owned by the suite
     int noverrides;
     int line, col; // where the case starts
+    bool study;    // one of the PyTorch 2.0 study's own models (`study: true`)
     train_opts optim; // the training workload's optimizer (suite default, or the case's)
 } suite_case;
 

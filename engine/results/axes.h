@@ -50,18 +50,23 @@ const char *bench_axis_values_list(enum bench_axis a);
 
 // Eager entries end ok or fail_accuracy; compiled-family entries (PyTorch's
 // names) pass, fail_accuracy or fail_to_run; any entry can end error, crash,
-// timeout or oom. invalid is the readers' verdict on a file, never the
-// runner's: a sample that is no plausible time (results_samples_check).
+// timeout or oom. The study's two failures before any comparison end every
+// entry of a case: model_fail_to_load (the model uses a layer the engine
+// has not built) and eager_fail_to_run (eager failed, so the compiled-family
+// modes were never tried). invalid is the readers' verdict on a file, never
+// the runner's: a sample that is no plausible time (results_samples_check).
 enum bench_status {
-    BENCH_OK,            // eager ran, and passed the accuracy check when there was one
-    BENCH_PASS,          // a compiled-family mode ran and its result passed
-    BENCH_FAIL_ACCURACY, // ran, but the result is too far from eager and the fp64 reference
-    BENCH_FAIL_TO_RUN,   // a compiled-family mode failed to compile or run (message says why)
-    BENCH_ERROR,         // could not build or run (message says why)
-    BENCH_CRASH,         // the child died of a signal
-    BENCH_TIMEOUT,       // the child ran past --timeout and was killed
-    BENCH_OOM,           // memory ran out
-    BENCH_INVALID,       // its samples_s hold a time no run can measure (the message names it)
+    BENCH_OK,                 // eager ran, and passed the accuracy check when there was one
+    BENCH_PASS,               // a compiled-family mode ran and its result passed
+    BENCH_FAIL_ACCURACY,      // ran, but the result is too far from eager and the fp64 reference
+    BENCH_FAIL_TO_RUN,        // a compiled-family mode failed to compile or run (message says why)
+    BENCH_MODEL_FAIL_TO_LOAD, // the model uses a layer not built yet (message names it)
+    BENCH_EAGER_FAIL_TO_RUN,  // eager failed; no compiled-family mode was tried
+    BENCH_ERROR,              // could not build or run (message says why)
+    BENCH_CRASH,              // the child died of a signal
+    BENCH_TIMEOUT,            // the child ran past --timeout and was killed
+    BENCH_OOM,                // memory ran out
+    BENCH_INVALID,            // its samples_s hold a time no run can measure (the message names it)
     BENCH_STATUS_COUNT
 };
 

@@ -179,6 +179,7 @@ json_t *results_entry_json(const results_case *id, const bench_result *r, json_t
         rc |= json_object_set_new(c, bench_axis_name(a), jstr(axes[a]));
     rc |= json_object_set_new(c, "batch", json_integer(id->batch));
     rc |= json_object_set_new(c, "suite_batch", json_integer(id->suite_batch));
+    rc |= json_object_set_new(c, "study", json_boolean(id->study));
     rc |= json_object_set_new(c, "params", params ? params : json_object());
     rc |= json_object_set_new(c, "status", json_string(bench_status_name(r->status)));
     rc |= json_object_set_new(c, "message", json_string(r->message));
@@ -401,6 +402,7 @@ static int entry_read(const json_t *c, const char *path, int i, results_entry *e
                         batch ? "must be an integer" : "is missing");
     id->batch = (int64_t)json_integer_value(batch);
     id->suite_batch = count(c, "suite_batch");
+    id->study = json_is_true(json_object_get(c, "study"));
     id->model = str(c, "model", id->name);
     id->family = str(c, "family", "");
     id->param_count = count(c, "param_count");

@@ -161,6 +161,7 @@ typedef struct results_case {
     const char *mode, *precision, *workload, *device; // the axes' values (axes.h)
     int64_t batch;
     int64_t suite_batch; // the case's own batch before a sweep's; -1 when not recorded
+    bool study;          // one of the study's own models (suite key `study`); false when absent
     int64_t param_count; // -1 unknown
     double flops;        // per step, NAN unknown
     double min_bytes;    // fewest bytes a step must move, NAN unknown

@@ -143,6 +143,33 @@ int nn_activation_attrs(const nn_ctx *x, double *fa, int cap) {
 }
 
 bool nn_layer_known(const char *type) { return find(nn_layers, COUNT(nn_layers), type) != NULL; }
+
+// The layers known of but not built yet, each with the reason a case that
+// uses it ends model_fail_to_load (docs/yaml.md, "Layers not built yet").
+static const struct {
+    const char *name, *reason;
+} nn_unbuilt[] = {
+    {"lsh_attention", "Reformer's locality-sensitive hashing attention: keys hashed by random "
+                      "rotations, sorted into buckets and attended in chunks"},
+    {"block_sparse_attention", "BigBird's block-sparse attention: global, sliding-window and "
+                               "random key blocks per query block"},
+    {"sliding_window_attention", "Longformer's sliding-window attention with global tokens, "
+                                 "a banded score matrix"},
+};
+
+const char *nn_layer_unbuilt(const char *type) {
+    for (int i = 0; i < COUNT(nn_unbuilt); i++)
+        if (!strcmp(nn_unbuilt[i].name, type))
+            return nn_unbuilt[i].reason;
+    return NULL;
+}
+
+const char *const *nn_unbuilt_names(void) {
+    static const char *names[COUNT(nn_unbuilt) + 1];
+    for (int i = 0; i < COUNT(nn_unbuilt); i++)
+        names[i] = nn_unbuilt[i].name;
+    return names;
+}
 bool nn_loss_known(const char *type) { return find(nn_losses, COUNT(nn_losses), type) != NULL; }
 
 const char *const *nn_layer_names(void) {

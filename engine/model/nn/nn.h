@@ -94,3 +94,10 @@ bool nn_layer_known(const char *type);
 bool nn_loss_known(const char *type);
 // Names of all layers, NULL-terminated (for docs and "did you mean").
 const char *const *nn_layer_names(void);
+// A layer the study's models use that the engine knows of but has not
+// built: why it is missing ("Reformer's hashing attention: ..."), or NULL
+// for any other name. A model naming one loads, and its cases end
+// model_fail_to_load with this reason instead of failing the whole run.
+const char *nn_layer_unbuilt(const char *type);
+// Their names, NULL-terminated.
+const char *const *nn_unbuilt_names(void);

@@ -1,0 +1,36 @@
+// A run's least duration from FLOPs and the calibration (estimate.h).
+#include "estimate.h"
+
+#include "timing.h"
+#include "train_check.h"
+
+#include <math.h>
+
+// A training step: forward, backward (twice the forward's work) and the
+// update, as the usual 3x rule of thumb.
+#define TRAIN_STEP_FACTOR 3.0
+
+void bench_plan_estimate(const bench_plan *p, const bench_calibration *c, bench_estimate *e) {
+    *e = (bench_estimate){0};
+    const bench_config *cfg = &p->cfg;
+    int processes = cfg->processes > 0 ? cfg->processes : 1;
+    for (int i = 0; i < p->ntasks; i++) {
+        const bench_task *t = &p->tasks[i];
+        const bench_case *bc = &p->cases[t->case_index];
+        if (bc->fail_to_load[0] || !isfinite(bc->flops))
+            continue;
+        bool train = t->axis[BENCH_AXIS_WORKLOAD] == BENCH_WL_TRAIN;
+        double k = train ? TRAIN_STEP_FACTOR : 1.0;
+        double flops = k * bc->flops, bytes = isfinite(bc->min_bytes) ? k * bc->min_bytes : 0;
+        // the roofline: no step is faster than its arithmetic or its traffic
+        double step = fmax(flops / c->gemm_flops, bytes / c->bandwidth_Bps);
+        double warm = cfg->warmup > 0
+                          ? cfg->warmup * step
+                          : fmax(BENCH_DEFAULT_WARMUP_ITERS * step, BENCH_DEFAULT_WARMUP_S);
+        double timed = fmax(cfg->repeat * step, cfg->min_time_s);
+        bool amp = t->axis[BENCH_AXIS_PRECISION] == BENCH_PREC_AMP;
+        double checks = !cfg->accuracy ? 0 : train ? (double)train_check_steps(amp) : 1;
+        e->seconds += processes * (warm + timed) + checks * step;
+        e->entries++;
+    }
+}
