@@ -352,7 +352,8 @@ static int load_inputs(modeldef *md, const yd_node *in, diag *d) {
     return 0;
 }
 
-static int load_loss(modeldef *md, const yd_node *l, diag *d) {
+// One loss term: {cross_entropy: {input: logits, target: labels}}.
+static int load_loss_term(modeldef *md, const yd_node *l, diag *d) {
     if (yd_expect(md->doc, l, YD_MAP, "loss", d) < 0)
         return -1;
     if (l->n != 1)
@@ -361,7 +362,7 @@ static int load_loss(modeldef *md, const yd_node *l, diag *d) {
     const yd_node *k = l->keys[0], *v = l->vals[0];
     if (!nn_loss_known(k->str))
         return diag_set(d, md->path, k->line, k->col,
-                        "unknown loss '%s'; expected cross_entropy or mse", k->str);
+                        "unknown loss '%s'; expected cross_entropy, mse or mean", k->str);
     if (yd_expect(md->doc, v, YD_MAP, "the loss", d) < 0)
         return -1;
     const yd_node *t = yd_get(v, "target");
@@ -374,6 +375,22 @@ static int load_loss(modeldef *md, const yd_node *l, diag *d) {
         if (rc < 0)
             return -1;
     }
+    return 0;
+}
+
+// A loss term, or `mean:` over a list of terms (a question-answering head's
+// start and end cross-entropies).
+static int load_loss(modeldef *md, const yd_node *l, diag *d) {
+    if (l->kind != YD_MAP || l->n != 1 || strcmp(l->keys[0]->str, "mean"))
+        return load_loss_term(md, l, d);
+    const yd_node *v = l->vals[0];
+    if (v->kind != YD_SEQ || v->n < 1 || v->n > MD_MAX_LOSS_TERMS)
+        return diag_set(d, md->path, v->line, v->col,
+                        "mean: takes a list of 1 to %d losses like [{cross_entropy: {...}}, ...]",
+                        MD_MAX_LOSS_TERMS);
+    for (int i = 0; i < v->n; i++)
+        if (load_loss_term(md, v->vals[i], d) < 0)
+            return -1;
     return 0;
 }
 
