@@ -26,9 +26,12 @@ int nn_positional_embedding(nn_ctx *x) {
         return nn_fail(x, NULL, "positional_embedding needs (..., T, D) input");
     int64_t T = in->shape[in->ndim - 2], D = in->shape[in->ndim - 1], max = nn_int(x, "max", 0);
     int64_t off = nn_int(x, "offset", 0);
-    if (off < 0 || off >= max)
+    if (off < 0 || (off > 0 && off >= max))
         return nn_fail(x, "offset", "positional_embedding: offset %lld is outside the %lld rows",
                        (long long)off, (long long)max);
+    if (T + off > max && off == 0)
+        return nn_fail(x, "max", "positional_embedding: sequence of %lld exceeds max %lld",
+                       (long long)T, (long long)max);
     if (T + off > max)
         return nn_fail(x, "max",
                        "positional_embedding: sequence of %lld from offset %lld exceeds max %lld",
