@@ -594,6 +594,100 @@ static void test_loss(void **state) {
                  6, 22, "no tensor named 'why'");
 }
 
+// `mean:` over loss terms: each term built as alone, summed, scaled by 1/n.
+static void test_loss_mean(void **state) {
+    (void)state;
+    const char *text = "name: qa\n"
+                       "inputs:\n"
+                       "  x: {shape: [$batch, 6, 8]}\n"
+                       "  s: {shape: [$batch], dtype: i32, range: [0, 6]}\n"
+                       "  e: {shape: [$batch], dtype: i32, range: [0, 6]}\n"
+                       "body:\n"
+                       "  - linear: {out: 2}\n"
+                       "  - split: {chunks: 2, as: [a, b]}\n"
+                       "  - reshape: {input: a, shape: [$batch, 6], as: sa}\n"
+                       "  - reshape: {input: b, shape: [$batch, 6], as: eb}\n"
+                       "loss:\n"
+                       "  mean:\n"
+                       "    - cross_entropy: {input: sa, target: s, ignore_index: 6}\n"
+                       "    - cross_entropy: {input: eb, target: e}\n";
+    model *m = build_ok(text, NULL, 0, 3, true);
+    const graph *g = m->g;
+    const graph_node *l = graph_at(g, g->loss);
+    assert_int_equal(l->op, OP_SCALE);
+    assert_true(l->fa[0] == 0.5 && l->fa[1] == 0.0);
+    const graph_node *sum = graph_at(g, l->src[0]);
+    assert_int_equal(sum->op, OP_ADD);
+    assert_int_equal(sum->ndim, 0);
+    const graph_node *t0 = graph_at(g, sum->src[0]), *t1 = graph_at(g, sum->src[1]);
+    assert_int_equal(t0->op, OP_CROSS_ENTROPY);
+    assert_int_equal(t1->op, OP_CROSS_ENTROPY);
+    assert_int_equal(t0->ia[0], 6);    // each term keeps its own keys
+    assert_int_equal(t1->ia[0], -100); // and its defaults
+    assert_int_equal(count_op(g, OP_CROSS_ENTROPY), 2);
+    model_free(m);
+    // inference: no loss, no terms, and still the names checked
+    m = build_ok(text, NULL, 0, 3, false);
+    assert_int_equal(m->g->loss, -1);
+    assert_int_equal(count_op(m->g, OP_CROSS_ENTROPY), 0);
+    model_free(m);
+    // one term: its loss as it is, no scale
+    m = build_ok("name: one\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 8]}\n"
+                 "  y: {shape: [$batch, 3]}\n"
+                 "body:\n"
+                 "  - linear: {out: 3}\n"
+                 "loss: {mean: [{mse: {target: y}}]}\n",
+                 NULL, 0, 2, true);
+    assert_int_equal(graph_at(m->g, m->g->loss)->op, OP_MSE_LOSS);
+    model_free(m);
+    expect_error("name: l4\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 8]}\n"
+                 "body:\n"
+                 "  - linear: {out: 3}\n"
+                 "loss: {mean: [{mse: {target: x}}, {mse: {target: why}}]}\n",
+                 6, 50, "no tensor named 'why'");
+    expect_error("name: l5\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 8]}\n"
+                 "body:\n"
+                 "  - linear: {out: 3}\n"
+                 "loss: {mean: []}\n",
+                 6, 14, "a list of 1 to 8 losses");
+}
+
+// positional_embedding's offset: rows offset .. offset + T of the table.
+static void test_positional_offset(void **state) {
+    (void)state;
+    model *m = build_ok("name: pos\n"
+                        "inputs:\n"
+                        "  x: {shape: [$batch, 5, 4]}\n"
+                        "body:\n"
+                        "  - positional_embedding: {max: 9, offset: 2}\n",
+                        NULL, 0, 2, false);
+    const graph *g = m->g;
+    int w = find_param(g, "positional_embedding.weight");
+    assert_true(w >= 0);
+    assert_int_equal(graph_at(g, w)->shape[0], 9);
+    assert_int_equal(count_op(g, OP_SLICE), 1);
+    for (int i = 0; i < g->n; i++)
+        if (g->nodes[i].op == OP_SLICE) {
+            assert_int_equal(g->nodes[i].src[0], w);
+            assert_int_equal(g->nodes[i].ia[0], 0); // axis
+            assert_int_equal(g->nodes[i].ia[1], 2); // start
+            assert_int_equal(g->nodes[i].shape[0], 5);
+        }
+    model_free(m);
+    expect_error("name: pos2\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 5, 4]}\n"
+                 "body:\n"
+                 "  - positional_embedding: {max: 6, offset: 6}\n",
+                 5, 36, "offset 6 is outside the 6 rows");
+}
+
 static void test_nested_repeat_in_residual(void **state) {
     (void)state;
     model *m = build_ok("name: nest\n"
@@ -838,6 +932,8 @@ int main(void) {
         cmocka_unit_test(test_input_as),
         cmocka_unit_test(test_block_input_as),
         cmocka_unit_test(test_loss),
+        cmocka_unit_test(test_loss_mean),
+        cmocka_unit_test(test_positional_offset),
         cmocka_unit_test(test_nested_repeat_in_residual),
         cmocka_unit_test(test_scope_in_repeat),
         cmocka_unit_test(test_split_as),

@@ -374,7 +374,9 @@ static int load_inputs(modeldef *md, const yd_node *in, diag *d) {
     return 0;
 }
 
-static int load_loss(modeldef *md, const yd_node *l, diag *d) {
+// One loss term: {cross_entropy: {input: logits, target: labels}}; in_mean:
+// one of a `mean:` list's.
+static int load_loss_term(modeldef *md, const yd_node *l, bool in_mean, diag *d) {
     if (yd_expect(md->doc, l, YD_MAP, "loss", d) < 0)
         return -1;
     if (l->n != 1)
@@ -383,7 +385,9 @@ static int load_loss(modeldef *md, const yd_node *l, diag *d) {
     const yd_node *k = l->keys[0], *v = l->vals[0];
     if (!nn_loss_known(k->str))
         return diag_set(d, md->path, k->line, k->col,
-                        "unknown loss '%s'; expected cross_entropy or mse", k->str);
+                        "unknown loss '%s'; %s", k->str,
+                        in_mean ? "a mean's terms are cross_entropy or mse"
+                                : "expected cross_entropy, mse or mean");
     if (yd_expect(md->doc, v, YD_MAP, "the loss", d) < 0)
         return -1;
     const yd_node *t = yd_get(v, "target");
@@ -396,6 +400,22 @@ static int load_loss(modeldef *md, const yd_node *l, diag *d) {
         if (rc < 0)
             return -1;
     }
+    return 0;
+}
+
+// A loss term, or `mean:` over a list of terms (a question-answering head's
+// start and end cross-entropies).
+static int load_loss(modeldef *md, const yd_node *l, diag *d) {
+    if (l->kind != YD_MAP || l->n != 1 || strcmp(l->keys[0]->str, "mean"))
+        return load_loss_term(md, l, false, d);
+    const yd_node *v = l->vals[0];
+    if (v->kind != YD_SEQ || v->n < 1 || v->n > MD_MAX_LOSS_TERMS)
+        return diag_set(d, md->path, v->line, v->col,
+                        "mean: takes a list of 1 to %d losses like [{cross_entropy: {...}}, ...]",
+                        MD_MAX_LOSS_TERMS);
+    for (int i = 0; i < v->n; i++)
+        if (load_loss_term(md, v->vals[i], true, d) < 0)
+            return -1;
     return 0;
 }
 

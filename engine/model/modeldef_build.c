@@ -701,10 +701,13 @@ static int build_gen_outputs(md_build *b) {
     return 0;
 }
 
-static int build_loss(md_build *b, md_scope *root) {
-    const yd_node *l = b->md->loss, *type = l->keys[0], *v = l->vals[0];
+// One loss term; *out its scalar (-1 when not training: names checked only).
+static int build_loss_term(md_build *b, md_scope *root, const yd_node *l, const char *prefix,
+                           int *out) {
+    const yd_node *type = l->keys[0], *v = l->vals[0];
     const yd_node *in = yd_get(v, "input"), *tg = yd_get(v, "target");
     int ids[2];
+    *out = -1;
     if (in ? resolve(b, root, in, &ids[0]) < 0 : (ids[0] = root->prev) < 0)
         return -1;
     if (resolve(b, root, tg, &ids[1]) < 0)
@@ -712,10 +715,37 @@ static int build_loss(md_build *b, md_scope *root) {
     if (!b->training)
         return 0;
     nn_result r;
-    if (call_nn(b, type, type->str, "loss", v, ids, 2, (const char *const[]){"input", "target"},
+    if (call_nn(b, type, type->str, prefix, v, ids, 2, (const char *const[]){"input", "target"},
                 &r) < 0)
         return -1;
-    b->g->loss = r.out[0];
+    *out = r.out[0];
+    return 0;
+}
+
+// The loss: one term, or `mean:` of several, summed and scaled by 1/n as
+// (a + b) / 2 runs in PyTorch.
+static int build_loss(md_build *b, md_scope *root) {
+    const yd_node *l = b->md->loss;
+    if (strcmp(l->keys[0]->str, "mean"))
+        return build_loss_term(b, root, l, "loss", &b->g->loss);
+    const yd_node *terms = l->vals[0];
+    int sum = -1;
+    for (int i = 0; i < terms->n; i++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "loss.%d", i);
+        int t;
+        if (build_loss_term(b, root, terms->vals[i], prefix, &t) < 0)
+            return -1;
+        if (b->training && (sum = sum < 0 ? t : graph_binary(b->g, OP_ADD, sum, t)) < 0)
+            return bfail(b, l->keys[0], "mean: %s", graph_error(b->g));
+    }
+    if (!b->training)
+        return 0;
+    if (terms->n > 1 && (sum = graph_scale(b->g, sum, 1.0 / terms->n, 0)) < 0)
+        return bfail(b, l->keys[0], "mean: %s", graph_error(b->g));
+    if (set_origin(b, l->keys[0]) < 0)
+        return -1;
+    b->g->loss = sum;
     return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "yamldoc.h"
 
 #define MD_MAX_INPUTS 8
+#define MD_MAX_LOSS_TERMS 8 // terms of a `mean:` loss
 
 // A tensor name given in the file (an input or an `as:`), for telling
 // "used before it exists" from "no such name".

@@ -58,7 +58,8 @@ int nn_mse(nn_ctx *x);
 
 static const nn_layer nn_layers[] = {
     {"embedding", 1, 1, nn_embedding, {{"num", 'i', true}, {"dim", 'i', true}}},
-    {"positional_embedding", 1, 1, nn_positional_embedding, {{"max", 'i', true}}},
+    {"positional_embedding", 1, 1, nn_positional_embedding,
+     {{"max", 'i', true}, {"offset", 'i', false}}},
     {"linear", 1, 1, nn_linear, {{"out", 'i', true}, {"bias", 'b', false}, {"tie", 's', false}}},
     {"conv2d", 1, 1, nn_conv2d, {CONV_KEYS}},
     {"conv_transpose2d", 1, 1, nn_conv_transpose2d, {CONV_KEYS, {"output_padding", 'l', false}}},

@@ -19,14 +19,26 @@ int nn_embedding(nn_ctx *x) {
 }
 
 int nn_positional_embedding(nn_ctx *x) {
-    // x (..., T, D) + weight[:T] (T, D)
+    // x (..., T, D) + weight[offset : offset + T] (T, D); RoBERTa's rows start
+    // past its padding index (offset 2)
     const graph_node *in = nn_node(x, X0);
     if (in->ndim < 2)
         return nn_fail(x, NULL, "positional_embedding needs (..., T, D) input");
     int64_t T = in->shape[in->ndim - 2], D = in->shape[in->ndim - 1], max = nn_int(x, "max", 0);
-    if (T > max)
+    int64_t off = nn_int(x, "offset", 0);
+    if (off < 0 || (off > 0 && off >= max))
+        return nn_fail(x, "offset", "positional_embedding: offset %lld is outside the %lld rows",
+                       (long long)off, (long long)max);
+    if (T + off > max && off == 0)
         return nn_fail(x, "max", "positional_embedding: sequence of %lld exceeds max %lld",
                        (long long)T, (long long)max);
+    if (T + off > max)
+        return nn_fail(x, "max",
+                       "positional_embedding: sequence of %lld from offset %lld exceeds max %lld",
+                       (long long)T, (long long)off, (long long)max);
+    if (x->c->gen && off)
+        return nn_fail(x, "offset",
+                       "positional_embedding: an offset in generation is not built yet");
     int w = nn_param(x, "weight", 2, (int64_t[]){max, D}, INIT_NORMAL, 0.02);
     if (w < 0)
         return -1;
@@ -34,7 +46,7 @@ int nn_positional_embedding(nn_ctx *x) {
     int p = x->c->gen ? graph_op(x->g, OP_EMBEDDING, 2, (int[]){w, x->c->gen->position_ids}, NULL,
                                  NULL)
             : T == max ? w
-                       : graph_slice(x->g, w, 0, 0, T);
+                       : graph_slice(x->g, w, 0, off, T);
     return nn_emit(x, graph_binary(x->g, OP_ADD, X0, p));
 }
 
