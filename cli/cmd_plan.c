@@ -24,6 +24,7 @@ static const char usage[] =
     "full-size models plan on a laptop (docs/generation.md).\n"
     "\n"
     "  --memory LIST        budgets, comma separated (6GiB, 512MiB, 1e9; default 6GiB)\n"
+    "  --precision P        fp32 (default) or amp: autocast to f16, the caches in f16\n"
     "  --weights TYPE       f32 (default), int8 or int4: weight-only quantization\n"
     "  --weight-group N     32, 64 or 128 (default: 32 for int4, 128 for int8)\n"
     "  --weight-scales T    f32 (default) or f16\n"
@@ -35,7 +36,7 @@ static const char usage[] =
     "  -h, --help           this help\n";
 
 enum { OPT_MEMORY = 256, OPT_WEIGHTS, OPT_GROUP, OPT_SCALES, OPT_PROMPT, OPT_BATCH, OPT_ATTN,
-       OPT_SIZE, OPT_ONLY };
+       OPT_SIZE, OPT_ONLY, OPT_PRECISION };
 
 static const struct option long_opts[] = {
     {"memory", required_argument, NULL, OPT_MEMORY},
@@ -47,6 +48,7 @@ static const struct option long_opts[] = {
     {"attention", required_argument, NULL, OPT_ATTN},
     {"size", required_argument, NULL, OPT_SIZE},
     {"only", required_argument, NULL, OPT_ONLY},
+    {"precision", required_argument, NULL, OPT_PRECISION},
     {"help", no_argument, NULL, 'h'},
     {0},
 };
@@ -113,6 +115,13 @@ static int parse_args(int argc, char **argv, plan_args *a) {
                 return 2;
             a->o.batch = n;
             break;
+        case OPT_PRECISION: {
+            int v = bench_axis_parse(BENCH_AXIS_PRECISION, optarg);
+            if (v < 0)
+                return cli_fail(cmd, "--precision %s: fp32 or amp", optarg);
+            a->o.amp = v == BENCH_PREC_AMP ? DT_F16 : DT_F32;
+            break;
+        }
         case OPT_SIZE: a->size = optarg; break;
         case OPT_ONLY:
             if (a->nonly == PLAN_MAX_ONLY)
@@ -197,12 +206,13 @@ int cmd_plan(int argc, char **argv) {
     int rc = parse_args(argc, argv, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
-    printf("%s weights%s, batch %s, prompt %s tokens; caches f32\n",
+    printf("%s weights%s, batch %s, prompt %s tokens; %s, caches %s\n",
            a.o.weight_bits == 8   ? "int8"
            : a.o.weight_bits == 4 ? "int4"
                                   : "f32",
            a.o.fused_attention ? ", eager attention sdpa" : "", a.o.batch ? "given" : "the case's",
-           a.o.prompt_len ? "given" : "the case's");
+           a.o.prompt_len ? "given" : "the case's", a.o.amp == DT_F32 ? "fp32" : "amp",
+           dtype_name(a.o.amp));
     printf("%-12s %-9s %10s %10s %12s %14s %12s\n", "case", "mode", "budget", "kv B/token",
            "weights", "prefill peak", "max tokens");
     int found = 0, failed = 0;
