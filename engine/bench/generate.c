@@ -74,7 +74,8 @@ static int named(const graph *g, const char *name) {
 }
 
 // The ids of a step's inputs, kept by name across the passes that
-// renumber its graph (autocast, quantization).
+// renumber its graph (autocast, quantization). gen's present lists stay
+// the built graph's: only step_autocast reads them, before either pass.
 typedef struct step_inputs {
     int *ids[4 + 2 * NN_GEN_MAX_LAYERS];
     char *names[4 + 2 * NN_GEN_MAX_LAYERS];
