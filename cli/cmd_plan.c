@@ -31,6 +31,7 @@ static const char usage[] =
     "                       FROM..TO[:STEP] is FROM, FROM + STEP, ... up to TO (STEP\n"
     "                       defaults to FROM): 2GiB..24GiB is 2, 4, ..., 24 GiB\n"
     "  -o, --output FILE    also write the plan as JSON (tcbench report FILE draws it)\n"
+    "  --precision P        fp32 (default) or amp: autocast to f16, the caches in f16\n"
     "  --weights TYPE       f32 (default), int8 or int4: weight-only quantization\n"
     "  --weight-group N     32, 64 or 128 (default: 32 for int4, 128 for int8)\n"
     "  --weight-scales T    f32 (default) or f16\n"
@@ -42,7 +43,7 @@ static const char usage[] =
     "  -h, --help           this help\n";
 
 enum { OPT_MEMORY = 256, OPT_WEIGHTS, OPT_GROUP, OPT_SCALES, OPT_PROMPT, OPT_BATCH, OPT_ATTN,
-       OPT_SIZE, OPT_ONLY };
+       OPT_SIZE, OPT_ONLY, OPT_PRECISION };
 
 static const struct option long_opts[] = {
     {"memory", required_argument, NULL, OPT_MEMORY},
@@ -55,6 +56,7 @@ static const struct option long_opts[] = {
     {"size", required_argument, NULL, OPT_SIZE},
     {"only", required_argument, NULL, OPT_ONLY},
     {"output", required_argument, NULL, 'o'},
+    {"precision", required_argument, NULL, OPT_PRECISION},
     {"help", no_argument, NULL, 'h'},
     {0},
 };
@@ -148,6 +150,13 @@ static int parse_args(int argc, char **argv, plan_args *a) {
                 return 2;
             a->o.batch = n;
             break;
+        case OPT_PRECISION: {
+            int v = bench_axis_parse(BENCH_AXIS_PRECISION, optarg);
+            if (v < 0)
+                return cli_fail(cmd, "--precision %s: fp32 or amp", optarg);
+            a->o.amp = v == BENCH_PREC_AMP ? DT_F16 : DT_F32;
+            break;
+        }
         case OPT_SIZE: a->size = optarg; break;
         case 'o': a->output = optarg; break;
         case OPT_ONLY:
@@ -283,13 +292,13 @@ static json_t *plan_doc_json(const plan_args *a, json_t *command_line, char *con
     for (int b = 0; budgets && b < a->nbudgets; b++)
         if (json_array_append_new(budgets, json_integer((json_int_t)a->budgets[b])) < 0)
             json_decref(budgets), budgets = NULL;
-    // the plan's activations and caches are f32 (docs/generation.md)
+    // the precision the plan used: fp32, or amp with f16 caches (docs/generation.md)
     json_t *cfg = json_pack(
         "{s:o, s:o, s:o, s:s, s:I, s:s, s:s, s:s, s:I, s:I, s:o}", "suites",
         strings_json(suites, nsuites), "size", a->size ? json_string(a->size) : json_null(), "only",
         strings_json((char *const *)a->only, a->nonly), "weights", weights_name(a->o.weight_bits),
         "weight_group", (json_int_t)a->o.weight_group, "weight_scales",
-        a->o.weight_scales == DT_F16 ? "f16" : "f32", "precision", "fp32", "attention",
+        a->o.weight_scales == DT_F16 ? "f16" : "f32", "precision", a->o.amp == DT_F32 ? "fp32" : "amp", "attention",
         a->o.fused_attention ? "sdpa" : "math", "batch_size", (json_int_t)a->o.batch, "prompt_len",
         (json_int_t)a->o.prompt_len, "budgets_bytes", budgets);
     // "kind" first: readers tell a plan from results by it (planfile_sniff)
@@ -319,9 +328,10 @@ int cmd_plan(int argc, char **argv) {
     } else {
         json_decref(command_line);
     }
-    printf("%s weights%s, batch %s, prompt %s tokens; caches f32\n", weights_name(a.o.weight_bits),
+    printf("%s weights%s, batch %s, prompt %s tokens; %s, caches %s\n", weights_name(a.o.weight_bits),
            a.o.fused_attention ? ", eager attention sdpa" : "", a.o.batch ? "given" : "the case's",
-           a.o.prompt_len ? "given" : "the case's");
+           a.o.prompt_len ? "given" : "the case's", a.o.amp == DT_F32 ? "fp32" : "amp",
+           dtype_name(a.o.amp));
     printf("%-12s %-9s %10s %10s %12s %14s %12s\n", "case", "mode", "budget", "kv B/token",
            "weights", "prefill peak", "max tokens");
     int found = 0, failed = 0;

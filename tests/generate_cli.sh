@@ -2,9 +2,10 @@
 # The generate workload and the memory-budget study from the command line:
 # a tiny generation suite run eager and compiled (statuses, the figures in
 # the results), its bad inputs (a context past the model's positions, no
-# new tokens) refused before anything runs, and `tcbench plan` on the
-# generation suite: the claim's ChatGLM2 reaching 8192 tokens within 6 GiB
-# with int4 weights, a budget below the weights refused; the plan written as
+# new tokens) refused before anything runs, the same in AMP (f16 caches),
+# and `tcbench plan` on the generation suite: the claim's ChatGLM2 reaching
+# 8192 tokens within 6 GiB with int4 weights, the claim's fp16 cache bytes a
+# token under --precision amp, a budget below the weights refused; the plan written as
 # JSON over a range of budgets (ChatGLM2 compiled past ChatGLM eager at every
 # budget, read from the file) and drawn by `tcbench report`.
 # Needs TCBENCH_EXE and TCBENCH_SOURCE_DIR (tests/meson.build sets both).
@@ -35,23 +36,37 @@ cases:
     params: {vocab: 256, seq: 32, d_model: 32, layers: 2, heads: 4, kv_heads: 1, ffn: 64}
 YAML
 
+none_failed() { # none_failed RESULTS DESC: no entry failed, else the first messages
+    if grep -Eq '"status": "(fail_accuracy|error|fail_to_run)"' "$1"; then
+        bad "$2: an entry failed: $(grep -E '"message"' "$1" | head -3)"
+    else
+        ok
+    fi
+}
+
 # --- a run: every entry checked against the fp64 decode, the figures recorded
 expect 0 "generate run" "$EXE" run "$TMP/gen.yaml" --device cpu --threads 1 --repeat 3 \
     --processes 1 --min-time 0 --max-time 0.05 -o "$TMP/r.json"
 for st in ok pass; do
     has "$TMP/r.json" "\"status\": \"$st\"" "an entry ends $st"
 done
-if grep -Eq '"status": "(fail_accuracy|error|fail_to_run)"' "$TMP/r.json"; then
-    bad "an entry failed: $(grep -E '"message"' "$TMP/r.json" | head -3)"
-else
-    ok
-fi
+none_failed "$TMP/r.json" "generate"
 has "$TMP/r.json" '"tokens_per_s": [0-9]' "tokens per second recorded"
 has "$TMP/r.json" '"ttft_s": [0-9]' "time to first token recorded"
 # a token's keys and values: 2 layers x (k, v) x kv heads x 8 dims x 4 bytes
 has "$TMP/r.json" '"kv_bytes_per_token": 512' "gpt2's cache a token (4 kv heads)"
 has "$TMP/r.json" '"kv_bytes_per_token": 128' "llama's cache a token (1 kv head)"
 has "$TMP/r.json" '"workload": "generate"' "the workload recorded"
+
+# --- AMP: every step model autocast to f16, the caches f16 in both modes
+expect 0 "generate run, amp" "$EXE" run "$TMP/gen.yaml" --device cpu --precision amp \
+    --threads 1 --repeat 3 --processes 1 --min-time 0 --max-time 0.05 -o "$TMP/a.json"
+has "$TMP/a.json" '"status": "pass"' "amp: compiled passes"
+none_failed "$TMP/a.json" "amp"
+has "$TMP/a.json" '"rule": "greedy tokens"' "amp: checked against the fp64 decode"
+# half the fp32 figures above: f16 keys and values
+has "$TMP/a.json" '"kv_bytes_per_token": 256' "amp: gpt2's cache a token in f16"
+has "$TMP/a.json" '"kv_bytes_per_token": 64' "amp: llama's cache a token in f16"
 
 # --- chat: the rounds' first tokens both ways, every way eager's tokens
 cat >"$TMP/chat.yaml" <<'YAML'
@@ -67,6 +82,10 @@ has "$TMP/c.json" '"status": "pass"' "chat: compiled passes"
 has "$TMP/c.json" "eager's tokens, cache kept and anew" "chat: every way gives eager's tokens"
 has "$TMP/c.json" '"ttft_anew_s": \[' "chat: each round's first token, prefilled anew"
 has "$TMP/c.json" '"rounds": 3' "chat: the rounds recorded"
+expect 0 "chat run, amp" "$EXE" run "$TMP/chat.yaml" --device cpu --precision amp --threads 1 \
+    --repeat 3 --processes 1 --min-time 0 --max-time 0.05 -o "$TMP/ca.json"
+has "$TMP/ca.json" '"status": "pass"' "chat amp: compiled passes"
+has "$TMP/ca.json" "eager's tokens, cache kept and anew" "chat amp: every way gives eager's tokens"
 expect 2 "chat past the positions" "$EXE" run "$TMP/chat.yaml" --device cpu --rounds 8
 one_line "case 'llama', chat: a context of 95 tokens" "chat past the positions"
 expect 2 "too many rounds" "$EXE" run "$TMP/chat.yaml" --device cpu --rounds 17
@@ -88,6 +107,18 @@ tokens=$(awk '$1 == "chatglm2" && $2 == "compiled" { print $10 }' "$TMP/stdout")
 if [ -n "$tokens" ] && [ "$tokens" -ge 8192 ]; then ok; else
     bad "chatglm2 compiled within 6 GiB, int4: $tokens tokens, the claim says at least 8192"
 fi
+# under amp the caches are f16: the claim's bytes a token, ChatGLM-6B's 32
+# key/value heads against ChatGLM2-6B's 2 (28 layers x k, v x heads x 128 x 2)
+expect 0 "plan amp" "$EXE" plan "$GEN" --only chatglm --only chatglm2 --memory 6GiB \
+    --weights int4 --precision amp
+has "$TMP/stdout" "; amp, caches f16" "plan amp: the precision in the header"
+kv=$(awk '$1 == "chatglm" && $2 == "eager" { print $5 }' "$TMP/stdout")
+kv2=$(awk '$1 == "chatglm2" && $2 == "compiled" { print $5 }' "$TMP/stdout")
+if [ "$kv" = 458752 ] && [ "$kv2" = 28672 ]; then ok; else
+    bad "plan amp: kv bytes a token $kv and $kv2, the claim's fp16 caches hold 458752 and 28672"
+fi
+expect 2 "plan bf16" "$EXE" plan "$GEN" --precision bf16
+one_line "--precision bf16: fp32 or amp" "plan bf16"
 expect 2 "a budget below the weights" "$EXE" plan "$GEN" --only chatglm --memory 1GiB
 one_line "chatglm: its weights alone need .* more than the largest budget" \
     "a budget below the weights"

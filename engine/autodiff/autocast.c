@@ -51,6 +51,7 @@ typedef struct ac {
     int *map;      // in node -> out node
     int *cast[2];  // in node -> its cast to low / to f32 in out, -1 none yet
     enum dtype low;
+    const bool *pin; // in node -> held in low (autocast_build_pinned), or NULL
 } ac;
 
 // The out value of in node v as dtype t (made once, then shared).
@@ -82,6 +83,13 @@ static int copy_op(ac *a, int i) {
         if (!any)
             r = AC_KEEP;
     }
+    // a pinned op that only moves bytes moves them in low (the same values
+    // as casting its result, one kernel fewer); any other has its result cast
+    enum op_kind kind = op_kind(n->op);
+    bool pinned = a->pin && a->pin[i];
+    bool moves = kind == OPK_VIEW || kind == OPK_COPY || n->op == OP_KV_WRITE;
+    if (pinned && moves)
+        r = AC_LOW, want = a->low;
     int s[GRAPH_MAX_SRCS];
     for (int k = 0; k < n->nsrc; k++)
         if ((s[k] = r == AC_KEEP ? a->map[n->src[k]] : as(a, n->src[k], want)) < 0)
@@ -89,10 +97,23 @@ static int copy_op(ac *a, int i) {
     int id = graph_op_shaped(a->g, n->op, n->nsrc, s, n->ia, n->fa, n->ndim, n->shape);
     if (id >= 0 && n->name)
         a->g->nodes[id].name = strdup(n->name);
-    return id;
+    return pinned && !moves ? graph_autocast(a->g, id, a->low) : id;
+}
+
+// A source in low when pinned (a floating input or buffer; parameters stay f32).
+static int copy_source(ac *a, int i) {
+    graph_node n = a->in->nodes[i];
+    if (a->pin && a->pin[i] && n.op != OP_PARAM && dtype_is_float(n.dtype))
+        n.dtype = a->low;
+    return graph_copy_source(a->g, &n);
 }
 
 int autocast_build(const graph *in, enum dtype low, graph **out, char *err, size_t cap) {
+    return autocast_build_pinned(in, low, NULL, out, err, cap);
+}
+
+int autocast_build_pinned(const graph *in, enum dtype low, const bool *pin, graph **out, char *err,
+                          size_t cap) {
     *out = NULL;
     if (low != DT_F16 && low != DT_BF16) {
         snprintf(err, cap, "autocast: %s is not a low-precision float this build supports",
@@ -100,7 +121,7 @@ int autocast_build(const graph *in, enum dtype low, graph **out, char *err, size
         return -1;
     }
     size_t nn = in->n > 0 ? (size_t)in->n : 1;
-    ac a = {.in = in, .g = graph_new(), .low = low};
+    ac a = {.in = in, .g = graph_new(), .low = low, .pin = pin};
     a.map = malloc(nn * sizeof *a.map);
     a.cast[0] = malloc(nn * sizeof *a.cast[0]);
     a.cast[1] = malloc(nn * sizeof *a.cast[1]);
@@ -114,12 +135,12 @@ int autocast_build(const graph *in, enum dtype low, graph **out, char *err, size
     for (int i = 0; i < in->n; i++) {
         const graph_node *n = &in->nodes[i];
         enum op_kind k = op_kind(n->op);
-        if (k == OPK_GRAD || k == OPK_UPDATE) {
+        if (k == OPK_GRAD || (k == OPK_UPDATE && !op_update_readable(n))) {
             snprintf(err, cap, "autocast runs on the forward graph, before autograd (%%%d %s)", i,
                      op_name(n->op));
             goto done;
         }
-        a.map[i] = k == OPK_SOURCE ? graph_copy_source(a.g, n) : copy_op(&a, i);
+        a.map[i] = k == OPK_SOURCE ? copy_source(&a, i) : copy_op(&a, i);
         if (a.map[i] < 0) {
             snprintf(err, cap, "autocast: %%%d %s: %s", i, op_name(n->op), graph_error(a.g));
             goto done;

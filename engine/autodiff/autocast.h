@@ -22,6 +22,7 @@
 #pragma once
 #include "core/graph.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef enum { AC_KEEP, AC_LOW, AC_F32, AC_PROMOTE } autocast_rule_kind;
@@ -34,3 +35,11 @@ const char *autocast_rule_name(autocast_rule_kind r); // "keep", "low", "f32", "
 // DT_BF16 (PyTorch's policy is one table for both). 0, or
 // -1 with err set.
 int autocast_build(const graph *in, enum dtype low, graph **out, char *err, size_t cap);
+// autocast_build with some values held in low whatever the policy says (a
+// generation's KV caches, as the cache a framework keeps in the projections'
+// dtype). pin: in->n flags. A pinned input or buffer is made in low; a
+// pinned view, copy, concat or kv_write casts its floating inputs to low; any
+// other pinned op has its result cast. kv_write, the one update a forward
+// graph holds, keeps its sources' dtypes unless pinned.
+int autocast_build_pinned(const graph *in, enum dtype low, const bool *pin, graph **out, char *err,
+                          size_t cap);

@@ -2,12 +2,14 @@
 // mode, their runs and the fp64 reference's decode.
 #include "generate.h"
 
+#include "accuracy.h"
+#include "autodiff/autocast.h"
 #include "axes.h"
 #include "base/clock.h"
-#include "core/tensor.h"
-#include "exec.h"
 #include "compile/compile.h"
+#include "core/tensor.h"
 #include "eager/eager.h"
+#include "exec.h"
 #include "model/quantize.h"
 #include "ref/ref.h"
 
@@ -71,39 +73,84 @@ static int named(const graph *g, const char *name) {
     return -1;
 }
 
+// The ids of a step's inputs, kept by name across the passes that
+// renumber its graph (autocast, quantization). gen's present lists stay
+// the built graph's: only step_autocast reads them, before either pass.
+typedef struct step_inputs {
+    int *ids[4 + 2 * NN_GEN_MAX_LAYERS];
+    char *names[4 + 2 * NN_GEN_MAX_LAYERS];
+    int n;
+} step_inputs;
+
+static void inputs_save(gen_step *s, step_inputs *in) {
+    const graph *g = s->m->g;
+    int n = 0;
+    in->ids[n++] = &s->tokens, in->ids[n++] = &s->gen.position_ids;
+    in->ids[n++] = &s->gen.cache_pos, in->ids[n++] = &s->gen.kv_len;
+    for (int i = 0; i < s->gen.nlayers && s->gen.kv == NN_KV_CONCAT && s->gen.past > 0; i++)
+        in->ids[n++] = &s->gen.past_k[i], in->ids[n++] = &s->gen.past_v[i];
+    for (int i = 0; i < n; i++)
+        in->names[i] = *in->ids[i] >= 0 ? strdup(g->nodes[*in->ids[i]].name) : NULL;
+    in->n = n;
+}
+
+// The saved inputs found again in the step's graph (rc 0), then forgotten. Returns rc.
+static int inputs_restore(gen_step *s, step_inputs *in, int rc, char *err, size_t cap) {
+    for (int i = 0; i < in->n; i++) {
+        if (rc == 0 && in->names[i] && (*in->ids[i] = named(s->m->g, in->names[i])) < 0)
+            rc = fail(err, cap, "internal: input %s lost in a graph pass", in->names[i]);
+        free(in->names[i]);
+    }
+    return rc;
+}
+
+// AMP: the step's graph through autocast with its caches held in low: the
+// past inputs, the static cache's buffers, and what the step makes of them
+// (eager's concatenations, the prefill's keys and values, kv_write), as a
+// framework's cache holds the projections' dtype. Before the values.
+static int step_autocast(model *m, const nn_gen *gen, enum dtype low, char *err, size_t cap) {
+    const graph *g = m->g;
+    bool *pin = calloc((size_t)g->n, sizeof *pin);
+    if (!pin)
+        return fail(err, cap, "out of memory");
+    for (int i = 0; i < gen->nlayers; i++) {
+        int made[2] = {gen->present_k[i], gen->present_v[i]};
+        for (int k = 0; k < 2; k++) {
+            pin[made[k]] = true;
+            if (gen->kv == NN_KV_STATIC) // kv_write's cache
+                pin[g->nodes[made[k]].src[0]] = true;
+        }
+        if (gen->kv == NN_KV_CONCAT && gen->past > 0)
+            pin[gen->past_k[i]] = pin[gen->past_v[i]] = true;
+    }
+    graph *amp;
+    int rc = autocast_build_pinned(g, low, pin, &amp, err, cap);
+    free(pin);
+    if (rc < 0)
+        return -1;
+    graph_free(m->g);
+    m->g = amp;
+    return 0;
+}
+
 // Weight-only quantization of a step model: its linears read DEQUANT of
 // buffers quantized from its weights, then replaced by `first`'s of the
 // same names (the first prefill's, which every step model and mode reads).
-// The rewrite renumbers the graph: the step's inputs are found again by name.
 static int quantize_step(gen_mode *g, gen_step *s, const model *first, char *err, size_t cap) {
-    graph *old = s->m->g;
-    char *names[4 + 2 * NN_GEN_MAX_LAYERS] = {0};
-    int *ids[4 + 2 * NN_GEN_MAX_LAYERS], n = 0;
-    ids[n++] = &s->tokens, ids[n++] = &s->gen.position_ids;
-    ids[n++] = &s->gen.cache_pos, ids[n++] = &s->gen.kv_len;
-    for (int i = 0; i < s->gen.nlayers && s->gen.kv == NN_KV_CONCAT && s->gen.past > 0; i++)
-        ids[n++] = &s->gen.past_k[i], ids[n++] = &s->gen.past_v[i];
-    for (int i = 0; i < n; i++)
-        names[i] = *ids[i] >= 0 ? strdup(old->nodes[*ids[i]].name) : NULL;
     model_quant_stats st;
-    int rc = model_quantize_weights(s->m, g->o.weight_bits, g->o.weight_group,
-                                    g->o.weight_scales, &st, err, cap);
-    for (int i = 0; i < n; i++) {
-        if (rc == 0 && names[i] && (*ids[i] = named(s->m->g, names[i])) < 0)
-            rc = fail(err, cap, "internal: input %s lost in quantization", names[i]);
-        free(names[i]);
-    }
-    if (rc == 0)
-        g->quant_rel_rms = st.rel_rms;
-    if (rc == 0 && first && model_init_values_from(s->m, g->o.seed, first) < 0)
-        rc = fail(err, cap, "out of memory sharing the quantized weights");
-    return rc;
+    if (model_quantize_weights(s->m, g->o.weight_bits, g->o.weight_group, g->o.weight_scales, &st,
+                               err, cap) < 0)
+        return -1;
+    g->quant_rel_rms = st.rel_rms;
+    if (first && model_init_values_from(s->m, g->o.seed, first) < 0)
+        return fail(err, cap, "out of memory sharing the quantized weights");
+    return 0;
 }
 
 static int build_step(const modeldef *md, const modeldef_override *ov, int nov, gen_mode *g,
                       nn_kv_mode kv, int64_t past, int64_t T, const model *share, gen_step *s,
                       char *err, size_t cap) {
-    s->gen = (nn_gen){.kv = kv, .past = past, .max_len = g->max_len};
+    s->gen = (nn_gen){.kv = kv, .past = past, .max_len = g->max_len, .kv_dtype = g->o.amp};
     s->T = T;
     modeldef_opts mo = {.gen = &s->gen, .gen_tokens = T, .fused_attention = g->o.fused_attention};
     diag d = {0};
@@ -123,9 +170,15 @@ static int build_step(const modeldef *md, const modeldef_override *ov, int nov, 
         return fail(err, cap, "%s: generation needs attention layers to cache",
                     modeldef_name(md));
     g->vocab = lo->shape[2];
-    if (model_init_values_from(s->m, g->o.seed, share) < 0)
-        return fail(err, cap, "out of memory for the values of %s", modeldef_name(md));
-    if (g->o.weight_bits && quantize_step(g, s, share, err, cap) < 0)
+    // autocast and quantization renumber the graph: its inputs are found again by name
+    step_inputs in;
+    inputs_save(s, &in);
+    int rc = g->o.amp != DT_F32 ? step_autocast(s->m, &s->gen, g->o.amp, err, cap) : 0;
+    if (rc == 0 && model_init_values_from(s->m, g->o.seed, share) < 0)
+        rc = fail(err, cap, "out of memory for the values of %s", modeldef_name(md));
+    if (rc == 0 && g->o.weight_bits)
+        rc = quantize_step(g, s, share, err, cap);
+    if (inputs_restore(s, &in, rc, err, cap) < 0)
         return -1;
     // the past keys and values are the previous step's outputs, set per run
     for (int i = 0; i < s->gen.nlayers && kv == NN_KV_CONCAT && past > 0; i++) {
@@ -135,7 +188,6 @@ static int build_step(const modeldef *md, const modeldef_override *ov, int nov, 
     }
     bench_exec_opts xo = {.device = g->o.device};
     double t0 = base_now();
-    int rc;
     if (g->kind == GEN_EAGER) {
         rc = bench_exec_eager(s->m, &xo, &s->x, err, cap);
     } else {
@@ -488,8 +540,8 @@ done:
     return rc;
 }
 
-int gen_check(const gen_out *r, const gen_ref *ref, double tol, double *worst, char *why,
-              size_t cap) {
+int gen_check(const gen_out *r, const gen_ref *ref, double tol, bool cosine_fallback, double *worst,
+              char *why, size_t cap) {
     int64_t B = ref->batch, N = ref->new_tokens, V = ref->vocab;
     double most = 0;
     int bad = 0;
@@ -497,26 +549,31 @@ int gen_check(const gen_out *r, const gen_ref *ref, double tol, double *worst, c
         for (int64_t b = 0; b < B; b++) {
             const double *want = ref->logits + (j * B + b) * V;
             const float *got = r->logits ? r->logits + (j * B + b) * V : NULL;
-            double num = 0, den = 0;
+            double num = 0, den = 0, gg = 0, gw = 0;
             for (int64_t k = 0; got && k < V; k++) {
                 num += (got[k] - want[k]) * (got[k] - want[k]);
                 den += want[k] * want[k];
+                gg += (double)got[k] * got[k];
+                gw += got[k] * want[k];
             }
             double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+            double cosine = gg > 0 && den > 0 ? gw / sqrt(gg * den) : 0;
             most = rel > most ? rel : most;
             if (bad)
                 continue;
             int32_t tok = r->tokens[b * N + j], rt = ref->tokens[b * N + j];
             double top = fabs(want[rt]);
             bool tie = ref->gap[j * B + b] < tol * (top > 1 ? top : 1);
-            if (tok == rt || (tie && got && rel <= tol))
+            bool close = got && (rel <= tol || (cosine_fallback && cosine >= BENCH_COSINE_MIN));
+            if (tok == rt || (tie && close))
                 continue;
             bad = 1;
             if (tie)
                 snprintf(why, cap,
                          "step %lld, row %lld: token %d where the reference has %d (a near tie: "
-                         "gap %.3g), and the logits' rel_l2 %.3g is above %.0e",
-                         (long long)j, (long long)b, tok, rt, ref->gap[j * B + b], rel, tol);
+                         "gap %.3g), and the logits' rel_l2 %.3g is above %.0e%s",
+                         (long long)j, (long long)b, tok, rt, ref->gap[j * B + b], rel, tol,
+                         cosine_fallback ? " and their cosine below 0.99" : "");
             else
                 snprintf(why, cap,
                          "step %lld, row %lld: token %d where the reference has %d (its top two "
@@ -536,7 +593,7 @@ int gen_check(const gen_out *r, const gen_ref *ref, double tol, double *worst, c
 static int plan_step(const modeldef *md, const modeldef_override *ov, int nov, const gen_opts *o,
                      nn_kv_mode kv, int64_t past, int64_t T, int64_t max_len, model **m,
                      nn_gen *gen, char *err, size_t cap) {
-    *gen = (nn_gen){.kv = kv, .past = past, .max_len = max_len};
+    *gen = (nn_gen){.kv = kv, .past = past, .max_len = max_len, .kv_dtype = o->amp};
     modeldef_opts mo = {.gen = gen,
                         .gen_tokens = T,
                         .graph_only = true,
@@ -546,9 +603,9 @@ static int plan_step(const modeldef *md, const modeldef_override *ov, int nov, c
         diag_format(&d, err, cap);
         return -1;
     }
-    if (o->weight_bits &&
-        model_quantize_weights(*m, o->weight_bits, o->weight_group, o->weight_scales, NULL, err,
-                               cap) < 0) {
+    if ((o->amp != DT_F32 && step_autocast(*m, gen, o->amp, err, cap) < 0) ||
+        (o->weight_bits && model_quantize_weights(*m, o->weight_bits, o->weight_group,
+                                                  o->weight_scales, NULL, err, cap) < 0)) {
         model_free(*m);
         *m = NULL;
         return -1;
@@ -574,37 +631,54 @@ static int plan_peak(const model *m, gen_kind kind, size_t *peak, size_t *source
     return 0;
 }
 
-// A step's inputs and caches: the bytes of its sources that are not weights.
-static size_t held_bytes(const graph *g) {
+// A step's inputs and caches: the bytes of its sources that are not
+// weights, as kind's planner counts sources (eager's allocator rounds each).
+static size_t held_bytes(const graph *g, gen_kind kind) {
     size_t held = 0;
     for (int i = 0; i < g->n; i++) {
         const graph_node *n = &g->nodes[i];
         bool cache = n->name && (strstr(n->name, "past_") || strstr(n->name, "_cache"));
+        size_t b = graph_node_bytes(n);
         if (n->op == OP_INPUT || (n->op == OP_BUFFER && cache))
-            held += graph_node_bytes(n);
+            held += kind == GEN_EAGER ? tensor_mem_round(b) : b;
     }
     return held;
 }
 
-// The peak of the step that makes token L (context L): eager's decode with
-// L - 1 past tokens, or compiled's with a cache of L rows; its sources less
-// caches and inputs into *weights. 1 when L passes the model's positions.
-static int plan_context(const modeldef *md, const modeldef_override *ov, int nov,
-                        const gen_opts *o, gen_kind kind, int64_t L, size_t *peak,
-                        size_t *weights, int64_t *kvpt, char *err, size_t cap) {
-    model *m;
-    nn_gen gen;
+// A generation of context L (prompt and tokens) as planned: the step that
+// makes token L (eager's decode with L - 1 past tokens, compiled's with a
+// cache of L rows) and the generation's peak, the larger of that step's and
+// its prefill's (which holds the rotary tables and compiled's static cache
+// of L rows too).
+typedef struct ctx_plan {
+    size_t step_peak, gen_peak;
+    size_t weights; // the step's sources less caches and inputs
+    int64_t kvpt;
+} ctx_plan;
+
+// 1 when L passes the model's positions.
+static int plan_context(const modeldef *md, const modeldef_override *ov, int nov, const gen_opts *o,
+                        gen_kind kind, int64_t L, ctx_plan *cp, char *err, size_t cap) {
     nn_kv_mode kv = kind == GEN_EAGER ? NN_KV_CONCAT : NN_KV_STATIC;
-    if (plan_step(md, ov, nov, o, kv, kind == GEN_EAGER ? L - 1 : 0, 1, L, &m, &gen, err, cap) <
-        0)
-        return strstr(err, "exceeds the model's") ? 1 : -1;
-    size_t sources = 0;
-    int rc = plan_peak(m, kind, peak, &sources, err, cap);
-    size_t caches = held_bytes(m->g);
-    *weights = sources > caches ? sources - caches : 0;
-    *kvpt = gen.kv_bytes_per_token;
-    model_free(m);
-    return rc;
+    size_t prefill = 0;
+    for (int k = 0; k < 2; k++) { // the step, then the prefill
+        model *m;
+        nn_gen gen;
+        int64_t past = k == 0 && kind == GEN_EAGER ? L - 1 : 0;
+        if (plan_step(md, ov, nov, o, kv, past, k ? o->prompt_len : 1, L, &m, &gen, err, cap) < 0)
+            return strstr(err, "exceeds the model's") ? 1 : -1;
+        size_t sources = 0, caches = held_bytes(m->g, kind);
+        int rc = plan_peak(m, kind, k ? &prefill : &cp->step_peak, &sources, err, cap);
+        if (k == 0) {
+            cp->weights = sources > caches ? sources - caches : 0;
+            cp->kvpt = gen.kv_bytes_per_token;
+        }
+        model_free(m);
+        if (rc < 0)
+            return -1;
+    }
+    cp->gen_peak = prefill > cp->step_peak ? prefill : cp->step_peak;
+    return 0;
 }
 
 int gen_plan_tokens(const modeldef *md, const modeldef_override *ov, int nov, const gen_opts *o,
@@ -619,7 +693,7 @@ int gen_plan_tokens(const modeldef *md, const modeldef_override *ov, int nov, co
     nn_kv_mode kv = kind == GEN_EAGER ? NN_KV_CONCAT : NN_KV_STATIC;
     if (plan_step(md, ov, nov, o, kv, 0, P, P + 1, &m, &gen, err, cap) < 0)
         return -1;
-    size_t sources = 0, held = held_bytes(m->g);
+    size_t sources = 0, held = held_bytes(m->g, kind);
     int rc = plan_peak(m, kind, &out->prefill_peak, &sources, err, cap);
     out->weights_bytes = sources > held ? sources - held : 0;
     out->kv_bytes_per_token = gen.kv_bytes_per_token;
@@ -628,50 +702,38 @@ int gen_plan_tokens(const modeldef *md, const modeldef_override *ov, int nov, co
         return -1;
     if (out->prefill_peak > budget)
         return 0;
-    // the largest L in (P, positions] whose step fits: doubling, then bisection
+    // the largest L in (P, positions] whose generation fits: doubling, then bisection
     int64_t lo = P, hi = -1;
-    size_t peak_lo = out->prefill_peak, weights = 0;
+    ctx_plan at_lo = {.step_peak = out->prefill_peak}, cp;
     for (int64_t L = 2 * P + 1;; L = 2 * L) {
-        size_t peak;
-        rc = plan_context(md, ov, nov, o, kind, L, &peak, &weights, &out->kv_bytes_per_token, err,
-                          cap);
-        if (rc < 0)
+        if ((rc = plan_context(md, ov, nov, o, kind, L, &cp, err, cap)) < 0)
             return -1;
-        if (rc == 1 || peak > budget || L > GEN_PLAN_MAX_TOKENS) {
+        if (rc == 1 || cp.gen_peak > budget || L > GEN_PLAN_MAX_TOKENS) {
             hi = L;
             break;
         }
-        lo = L, peak_lo = peak;
+        lo = L, at_lo = cp;
     }
     bool past_positions = false;
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
-        size_t peak;
-        rc = plan_context(md, ov, nov, o, kind, mid, &peak, &weights, &out->kv_bytes_per_token,
-                          err, cap);
-        if (rc < 0)
+        if ((rc = plan_context(md, ov, nov, o, kind, mid, &cp, err, cap)) < 0)
             return -1;
-        if (rc == 0 && peak <= budget) {
-            lo = mid, peak_lo = peak;
+        if (rc == 0 && cp.gen_peak <= budget) {
+            lo = mid, at_lo = cp;
         } else {
             hi = mid;
             past_positions = rc == 1;
         }
     }
     // was it the positions? the step after lo does not exist, or does not fit
-    if (!past_positions) {
-        size_t peak;
-        past_positions = plan_context(md, ov, nov, o, kind, lo + 1, &peak, &weights,
-                                      &out->kv_bytes_per_token, err, cap) == 1;
-    }
-    size_t w;
-    int64_t kvpt;
-    size_t peak;
-    if (lo > P && plan_context(md, ov, nov, o, kind, lo, &peak, &w, &kvpt, err, cap) == 0)
-        out->weights_bytes = w, out->kv_bytes_per_token = kvpt;
+    if (!past_positions)
+        past_positions = plan_context(md, ov, nov, o, kind, lo + 1, &cp, err, cap) == 1;
+    if (lo > P)
+        out->weights_bytes = at_lo.weights, out->kv_bytes_per_token = at_lo.kvpt;
     out->tokens = lo;
     out->capped = past_positions;
-    out->peak_at_tokens = peak_lo;
+    out->peak_at_tokens = at_lo.step_peak;
     return 0;
 }
 

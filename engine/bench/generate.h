@@ -22,7 +22,7 @@
 //   gen_mode_run(e, prompt, NULL, &r);            // greedy: r.tokens, r.ttft_s, r.step_s
 //   gen_reference(e, prompt, &ref, err, cap);     // fp64 on eager's step models
 //   gen_mode_run(c, prompt, ref.tokens, &r);      // teacher-forced: r.logits of each step
-//   gen_check(&r, &ref, 1e-3, why, sizeof why);
+//   gen_check(&r, &ref, 1e-3, false, NULL, why, sizeof why);
 //
 // N new tokens are the prefill's argmax and N - 1 decode steps. Every mode
 // does the same host work around its steps (inputs set, argmax over the
@@ -62,6 +62,9 @@ typedef struct gen_opts {
     int device;                  // BENCH_DEV_CPU or BENCH_DEV_CUDA
     const compile_opts *compile; // GEN_COMPILED; NULL: compile_opts_default()
     bool fused_attention;        // eager: one fused attention a layer (--attention sdpa)
+    // DT_F32, or AMP's low dtype (DT_F16, DT_BF16): every step model through
+    // autocast, its KV caches held in it (both modes; docs/generation.md)
+    enum dtype amp;
     // weight-only quantization of the linears (--weights; quantize.h): bits
     // 0 (f32 weights), 8 or 4, per group of weight_group, weight_scales' dtype
     int weight_bits;
@@ -78,7 +81,7 @@ typedef struct gen_out {
     size_t peak_bytes;        // the most bytes live in any step (weights and caches included)
     int64_t kernels_prefill;  // kernels of the prefill
     int64_t kernels_step;     // kernels of the last decode step
-    int64_t kv_bytes_per_token; // f32 keys and values a token adds, every layer
+    int64_t kv_bytes_per_token; // keys and values a token adds to the caches, every layer
     int64_t steps_done;         // decode steps that ran (a failed run stops short)
     size_t step_peak_bytes;     // the last decode step's peak (compiled: sources and arena)
 } gen_out;
@@ -131,11 +134,13 @@ void gen_ref_free(gen_ref *ref);
 // A teacher-forced run against the reference: every step's argmax equals
 // the reference's token, except where the reference's top two logits are
 // closer than tol * max(1, |top|): there the step's logits must be within
-// tol of the reference's (relative L2 over the row). 0 when it passes; else
+// tol of the reference's (relative L2 over the row), or with
+// cosine_fallback (AMP, as accuracy.h judges AMP outputs) have a cosine
+// similarity of at least BENCH_COSINE_MIN with them. 0 when it passes; else
 // 1 with why naming the first step and row that fails. *worst (may be
 // NULL): the largest relative L2 of any step's logits.
-int gen_check(const gen_out *r, const gen_ref *ref, double tol, double *worst, char *why,
-              size_t cap);
+int gen_check(const gen_out *r, const gen_ref *ref, double tol, bool cosine_fallback, double *worst,
+              char *why, size_t cap);
 
 // ---- the memory-budget study (tcbench plan) ---------------------------------
 //
@@ -145,8 +150,10 @@ int gen_check(const gen_out *r, const gen_ref *ref, double tol, double *worst, c
 // concatenated cache and unfused attention (or SDPA with fused_attention),
 // compiled's static cache and fused attention. A generation ends at the
 // first step whose plan exceeds the budget; the prefill of o->prompt_len
-// tokens must fit too. o->new_tokens is ignored; the batch, weights and
-// attention options count. *tokens 0: not even the prefill fits. The
+// tokens must fit too, with the rotary tables (and compiled's static cache)
+// of the whole context. o->new_tokens is ignored; the batch, precision
+// (o->amp: the caches, weight copies and activations autocast makes),
+// weights and attention options count. *tokens 0: not even the prefill fits. The
 // context never exceeds the model's positions ($seq; *capped then).
 typedef struct gen_plan_out {
     int64_t tokens;          // the longest context within the budget

@@ -80,6 +80,12 @@ static int gen_clock_stop(void *ctx, double *seconds) {
 }
 static const bench_clock decode_clock = {gen_clock_start, gen_clock_stop};
 
+// The group's precision as generate.h's gen_opts.amp: DT_F32, or AMP's dtype.
+static enum dtype gen_amp(const bench_plan *p, const bench_group *gr) {
+    bool amp = p->tasks[gr->first].axis[BENCH_AXIS_PRECISION] == BENCH_PREC_AMP;
+    return amp ? p->cfg.amp_dtype : DT_F32;
+}
+
 static compile_opts gen_compile_opts(int mode) {
     compile_opts o = compile_opts_default();
     o.capture = mode != BENCH_MODE_FUSED && o.capture;
@@ -159,19 +165,14 @@ void measure_generate(const bench_plan *p, const bench_group *gr, const bench_ca
                   .weight_bits = p->cfg.weight_bits,
                   .weight_group = p->cfg.weight_group,
                   .weight_scales = p->cfg.weight_scales,
-                  .device = p->tasks[gr->first].axis[BENCH_AXIS_DEVICE]};
+                  .device = p->tasks[gr->first].axis[BENCH_AXIS_DEVICE],
+                  .amp = gen_amp(p, gr)};
     if (o.device == BENCH_DEV_CUDA) {
         // each CUDA program uploads its own copy of the model's sources: the
         // prefill's cache writes would not reach the decode step's copy
         set_all(rs, n, BENCH_ERROR,
                 "generate: not built for --device cuda yet (the step programs would each keep "
                 "their own device copy of the static cache); run --device cpu");
-        return;
-    }
-    if (p->tasks[gr->first].axis[BENCH_AXIS_PRECISION] != BENCH_PREC_FP32) {
-        set_all(rs, n, BENCH_ERROR,
-                "generate: amp is not built yet (the caches and their casts); run --precision "
-                "fp32");
         return;
     }
     gen_task tk[BENCH_MODE_COUNT] = {{0}};
@@ -265,7 +266,7 @@ void measure_generate(const bench_plan *p, const bench_group *gr, const bench_ca
         }
         char why[400] = "";
         double worst = NAN;
-        int bad = gen_check(&tk[k].out, &ref, tol, &worst, why, sizeof why);
+        int bad = gen_check(&tk[k].out, &ref, tol, o.amp != DT_F32, &worst, why, sizeof why);
         a->checked = true;
         a->tol = tol;
         a->rel_l2 = worst;
@@ -358,13 +359,16 @@ void measure_chat(const bench_plan *p, const bench_group *gr, const bench_case *
     const suite_case *sc = bc->c;
     int64_t U = gen_prompt_len(&p->cfg, sc), G = gen_new_tokens(&p->cfg, sc);
     int64_t R = gen_rounds(&p->cfg, sc), B = bc->batch;
-    gen_opts o = {.batch = B, .seed = p->cfg.seed, .fused_attention = p->cfg.fused_attention,
-                  .weight_bits = p->cfg.weight_bits, .weight_group = p->cfg.weight_group,
+    gen_opts o = {.batch = B,
+                  .seed = p->cfg.seed,
+                  .fused_attention = p->cfg.fused_attention,
+                  .weight_bits = p->cfg.weight_bits,
+                  .weight_group = p->cfg.weight_group,
                   .weight_scales = p->cfg.weight_scales,
-                  .device = p->tasks[gr->first].axis[BENCH_AXIS_DEVICE]};
-    if (o.device == BENCH_DEV_CUDA ||
-        p->tasks[gr->first].axis[BENCH_AXIS_PRECISION] != BENCH_PREC_FP32) {
-        set_all(rs, n, BENCH_ERROR, "chat: fp32 on the cpu only, as generate (docs/generation.md)");
+                  .device = p->tasks[gr->first].axis[BENCH_AXIS_DEVICE],
+                  .amp = gen_amp(p, gr)};
+    if (o.device == BENCH_DEV_CUDA) {
+        set_all(rs, n, BENCH_ERROR, "chat: on the cpu only, as generate (docs/generation.md)");
         return;
     }
     if (R > BENCH_MAX_CHAT_ROUNDS) {

@@ -52,7 +52,8 @@ void eager_free(eager *e);
 //   printf("peak %zu bytes at %%%d\n", f.peak_bytes, f.peak_node);
 //
 // peak_bytes is what eager_stats.peak_bytes reports for a step of the same
-// graph when nothing else is live (the kernels' own scratch aside).
+// graph when nothing else is live (the kernels' own scratch aside, but for
+// the f32 copies an f16 GEMM makes of its operands, which count).
 typedef struct eager_plan_figures {
     size_t sources_bytes;    // parameters, buffers, inputs: resident over the step
     size_t peak_bytes;       // most bytes live at once, sources included
@@ -65,6 +66,7 @@ typedef struct eager_plan_figures {
 // 0, or -1 with err set (out of host memory).
 int eager_plan_peak(const graph *g, eager_plan_figures *out, char *err, size_t cap);
 // The same with another allocator's rounding of a request (the CUDA
-// caching allocator's is cuda_alloc_round, backend/cuda/cuda_alloc.h).
+// caching allocator's is cuda_alloc_round, backend/cuda/cuda_alloc.h), and
+// no CPU kernel's scratch.
 int eager_plan_peak_rounded(const graph *g, size_t (*round)(size_t bytes), eager_plan_figures *out,
                             char *err, size_t cap);

@@ -3,9 +3,13 @@
 // wraps, so views, reshapes that strides cannot express and contiguous of a
 // contiguous input take the very decisions a real step takes; its
 // allocator counts each output as the CPU allocator counts it, and its
-// free uncounts a buffer when the last view of it goes.
+// free uncounts a buffer when the last view of it goes. With the CPU's
+// allocator, the f32 scratch of f16 GEMMs (AMP) counts as well: live with
+// the kernel's output while it runs.
 #include "eager.h"
 #include "eager_internal.h"
+
+#include "backend/cpu/cpu_kernels.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,12 +20,22 @@ typedef struct plan_dev {
     size_t live, peak;
     int peak_node;
     int64_t launched;
+    bool cpu_scratch; // the CPU kernels' f16 GEMM scratch (cpu_gemm_f16_scratch) counts
     char err[160];
 } plan_dev;
 
 static int plan_kernel(void *ctx, const graph_node *n, tensor *const *s, tensor *y) {
-    (void)n, (void)s, (void)y;
-    ((plan_dev *)ctx)->launched++;
+    plan_dev *d = ctx;
+    d->launched++;
+    bool gemm = n->op == OP_MATMUL || n->op == OP_LINEAR;
+    if (d->cpu_scratch && gemm) {
+        const tensor *bias = n->op == OP_LINEAR && n->nsrc > 2 ? s[2] : NULL;
+        size_t live = d->live + cpu_gemm_f16_scratch(s[0], s[1], bias, y, d->round);
+        if (live > d->peak) {
+            d->peak = live;
+            d->peak_node = (int)(n - d->g->nodes);
+        }
+    }
     return 0;
 }
 
@@ -77,14 +91,22 @@ static void plan_reset_peak(void *ctx) {
 
 static size_t plan_peak(void *ctx) { return ((plan_dev *)ctx)->peak; }
 
+static int plan_peak_of(const graph *g, size_t (*round)(size_t bytes), bool cpu_scratch,
+                        eager_plan_figures *out, char *err, size_t cap);
+
 int eager_plan_peak(const graph *g, eager_plan_figures *out, char *err, size_t cap) {
-    return eager_plan_peak_rounded(g, tensor_mem_round, out, err, cap);
+    return plan_peak_of(g, tensor_mem_round, true, out, err, cap);
 }
 
 int eager_plan_peak_rounded(const graph *g, size_t (*round)(size_t bytes), eager_plan_figures *out,
                             char *err, size_t cap) {
+    return plan_peak_of(g, round, false, out, err, cap);
+}
+
+static int plan_peak_of(const graph *g, size_t (*round)(size_t bytes), bool cpu_scratch,
+                        eager_plan_figures *out, char *err, size_t cap) {
     *out = (eager_plan_figures){.peak_node = -1};
-    plan_dev pd = {.g = g, .round = round};
+    plan_dev pd = {.g = g, .round = round, .cpu_scratch = cpu_scratch};
     eager_device d = {.name = "plan",
                       .ctx = &pd,
                       .kernels = plan_kernels,

@@ -74,6 +74,19 @@ static int gemm_operand(cpu_ctx *c, const tensor *t, tensor **own, const tensor 
 // shared keys) stays broadcast (batch stride 0) instead of being written
 // out element by element. A view covering much more storage than it reads
 // (a narrow slice) is gathered contiguous instead.
+// The storage span t's view covers (from *lo): what gemm_f32_of widens of
+// a 16-bit operand unless it is over twice t's elements.
+static int64_t view_span(const tensor *t, int64_t *lo) {
+    int64_t hi = t->offset;
+    *lo = t->offset;
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t ext = (t->shape[d] - 1) * t->stride[d];
+        *lo += ext < 0 ? ext : 0;
+        hi += ext > 0 ? ext : 0;
+    }
+    return hi - *lo + 1;
+}
+
 static tensor *gemm_f32_of(cpu_ctx *c, const char *what, const tensor *t) {
     if (t->dtype == DT_F32) {
         tensor *v = tensor_view(t);
@@ -81,13 +94,7 @@ static tensor *gemm_f32_of(cpu_ctx *c, const char *what, const tensor *t) {
             cpu_fail(c, "%s: out of memory", what);
         return v;
     }
-    int64_t lo = t->offset, hi = t->offset, n = tensor_numel(t);
-    for (int d = 0; d < t->ndim; d++) {
-        int64_t ext = (t->shape[d] - 1) * t->stride[d];
-        lo += ext < 0 ? ext : 0;
-        hi += ext > 0 ? ext : 0;
-    }
-    int64_t span = hi - lo + 1;
+    int64_t lo, n = tensor_numel(t), span = view_span(t, &lo);
     if (!dtype_is_half(t->dtype) || n == 0 || span > 2 * n)
         return cpu_f32_in(c, what, t);
     tensor *buf = tensor_new_empty(DT_F32, 1, &span), *v = buf ? tensor_view(buf) : NULL;
@@ -110,6 +117,25 @@ static tensor *gemm_f32_of(cpu_ctx *c, const char *what, const tensor *t) {
     memcpy(v->stride, t->stride, sizeof v->stride);
     v->offset = t->offset - lo;
     return v;
+}
+
+// The bytes of one 16-bit operand's f32 copy (gemm_f32_of), as round counts them.
+static size_t f32_copy_bytes(const tensor *t, size_t (*round)(size_t bytes)) {
+    int64_t lo, n = tensor_numel(t), span = view_span(t, &lo);
+    if (t->dtype == DT_F32 || n == 0)
+        return 0;
+    return round((size_t)(span > 2 * n ? n : span) * sizeof(float));
+}
+
+size_t cpu_gemm_f16_scratch(const tensor *a, const tensor *b, const tensor *bias, const tensor *out,
+                            size_t (*round)(size_t bytes)) {
+    bool f16 = a->dtype == DT_F16 || b->dtype == DT_F16 || out->dtype == DT_F16;
+    bool bf16 = a->dtype == DT_BF16 || b->dtype == DT_BF16 || out->dtype == DT_BF16;
+    if (!f16 || bf16)
+        return 0;
+    size_t o = dtype_is_half(out->dtype) ? round((size_t)tensor_numel(out) * sizeof(float)) : 0;
+    return f32_copy_bytes(a, round) + f32_copy_bytes(b, round) +
+           (bias ? f32_copy_bytes(bias, round) : 0) + o;
 }
 
 // matmul (w NULL) or linear (w, bias) with any f16 operand or output: the

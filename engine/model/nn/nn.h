@@ -64,7 +64,10 @@ typedef struct nn_gen {
     int nlayers;
     int past_k[NN_GEN_MAX_LAYERS], past_v[NN_GEN_MAX_LAYERS];       // CONCAT inputs, -1 when past 0
     int present_k[NN_GEN_MAX_LAYERS], present_v[NN_GEN_MAX_LAYERS]; // CONCAT: the grown caches
-    int64_t kv_bytes_per_token; // f32 bytes of keys and values a token adds, over every layer
+    // the dtype the caches hold: set by the caller (DT_F32 as built; under AMP
+    // the caller's autocast holds them in the low dtype, generate.c)
+    enum dtype kv_dtype;
+    int64_t kv_bytes_per_token; // bytes (in kv_dtype) of keys and values a token adds, every layer
 } nn_gen;
 
 typedef struct nn_call {

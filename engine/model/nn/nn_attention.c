@@ -220,7 +220,7 @@ static int cached_attention(nn_ctx *x, int q, int k, int v, bool causal) {
     int i = gen->nlayers++;
     const graph_node *kn = nn_node(x, k);
     int64_t B = kn->shape[0], KVH = kn->shape[1], hd = kn->shape[3];
-    gen->kv_bytes_per_token += 2 * KVH * hd * (int64_t)sizeof(float);
+    gen->kv_bytes_per_token += 2 * KVH * hd * (int64_t)dtype_size(gen->kv_dtype);
     char kname[160], vname[160];
     if (gen->kv == NN_KV_CONCAT) {
         gen->past_k[i] = gen->past_v[i] = -1;
