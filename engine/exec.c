@@ -190,7 +190,8 @@ void exec_compile_info(const exec *x, exec_compile_figures *info) {
 const char *exec_error(const exec *x) { return x->err; }
 
 int exec_output(exec *x, int k, tensor **out) {
-    *out = NULL;
+    if (out)
+        *out = NULL;
     if (!x->i->output) {
         snprintf(x->err, sizeof x->err, "exec_output: %s %s returns its outputs from exec_run",
                  x->i->device, x->i->family);

@@ -97,8 +97,8 @@ typedef struct exec_iface {
     // The device's share (exec_share_new): made, freed. May be NULL (none).
     int (*share_new)(void **share, char *err, size_t cap);
     void (*share_free)(void *share);
-    // A host copy of output k of the last step alone (waits). May be NULL:
-    // run returns the outputs.
+    // A host copy of output k of the last step alone (waits); out NULL:
+    // dropped, not copied. May be NULL: run returns the outputs.
     int (*output)(void *ctx, int k, tensor **out);
     // Output k of from's last step as `to`'s INPUT node `input` for its next
     // run, on the device (executors of one share). May be NULL.
@@ -147,7 +147,8 @@ int exec_share_new(const char *device, exec_share **out, char *err, size_t cap);
 // After every executor made with it.
 void exec_share_free(exec_share *s);
 // Host copy of output k of the last step (waits); -1 where the executor has
-// no such call (the CPU's run returns its outputs).
+// no such call (the CPU's run returns its outputs). out NULL: no copy, the
+// output dropped (a shared eager executor releases its device tensor).
 int exec_output(exec *x, int k, tensor **out);
 // Output k of from's last step becomes to's INPUT node `input` for to's
 // next run, without a copy (executors of one share, eager family). -1 with

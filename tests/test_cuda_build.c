@@ -540,6 +540,9 @@ static void test_share(void **state) {
         assert_int_equal(exec_run(x, NULL, NULL), 0);
         assert_int_equal(exec_pass(x, 0, z, 0), 0);
         assert_int_equal(exec_output(x, 0, &out), -1); // moved to z
+        assert_int_equal(exec_run(x, NULL, NULL), 0);
+        assert_int_equal(exec_output(x, 0, NULL), 0); // dropped
+        assert_int_equal(exec_output(x, 0, &out), -1);
         assert_int_equal(exec_run(z, NULL, NULL), 0);
         assert_int_equal(exec_output(z, 0, &out), 0);
         assert_close4(out, twice);

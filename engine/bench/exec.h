@@ -79,6 +79,7 @@ void bench_exec_free(bench_exec *x);
 // cache; an eager step's outputs pass to the next on the device.
 int bench_exec_share_new(int device, exec_share **out, char *err, size_t cap);
 void bench_exec_share_free(exec_share *s);
-// Host copy of output k alone (waits); -1 on the CPU (run returns them).
+// Host copy of output k alone (waits), or (out NULL) dropped; -1 on the
+// CPU (run returns them).
 int bench_exec_output(bench_exec *x, int k, tensor **out);
 int bench_exec_pass(bench_exec *from, int k, bench_exec *to, int input);

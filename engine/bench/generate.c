@@ -419,6 +419,10 @@ int gen_mode_run(gen_mode *g, const int32_t *prompt, const int32_t *force, gen_o
     }
     for (int64_t b = 0; b < B; b++)
         r->tokens[b * N + N - 1] = next[b];
+    // the GPU's eager: the last step's caches, which no step takes, go now
+    // (the CPU's go below), not at that step's next run
+    for (int k = 1; g->share && g->kind == GEN_EAGER && k < nout; k++)
+        bench_exec_output(N > 1 ? g->dec[N - 2].x : g->pre.x, k, NULL);
 done:
     free_both(out, past, nout);
     free(next);

@@ -72,7 +72,7 @@ void cuda_program_set_step(cuda_program *c, uint64_t step);
 int cuda_program_run(cuda_program *c, compiled_stats *st);
 int cuda_program_sync(cuda_program *c);
 int cuda_program_outputs(cuda_program *c, tensor **outputs);
-// A host copy of output k alone (waits).
+// A host copy of output k alone (waits); out NULL: nothing (outputs live in the arena).
 int cuda_program_output(cuda_program *c, int k, tensor **out);
 // Training: the sources the step writes, copied into m->values (waits).
 int cuda_program_download_state(cuda_program *c);

@@ -360,6 +360,13 @@ int eager_cuda_pass(eager_cuda *from, int k, eager_cuda *to, int input) {
 }
 
 int eager_cuda_output(eager_cuda *e, int k, tensor **out) {
+    if (!out) { // dropped: a shared executor's device tensor goes back to the allocator
+        if (e->share && k >= 0 && k < e->m->g->noutputs) {
+            cuda_tensor_free(e->cx, e->outs[k]);
+            e->outs[k] = NULL;
+        }
+        return 0;
+    }
     *out = NULL;
     if (eager_cuda_sync(e) < 0)
         return -1;

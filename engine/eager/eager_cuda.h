@@ -73,9 +73,9 @@ int eager_cuda_sync(eager_cuda *e);
 // Host copies of the last step's g->noutputs outputs (contiguous; the caller
 // frees them with tensor_free). Waits for the step.
 int eager_cuda_outputs(eager_cuda *e, tensor **outputs);
-// A host copy of output k of the last step alone (waits). With a share the
-// device tensor is released once copied (a generation's logits), so a
-// second copy of k fails.
+// A host copy of output k of the last step alone (waits); out NULL: no
+// copy. With a share the device tensor is released either way (a
+// generation's logits, the last step's caches), so a second copy of k fails.
 int eager_cuda_output(eager_cuda *e, int k, tensor **out);
 // Executors of one share: output k of from's last step becomes the value of
 // `to`'s INPUT node `input` for to's next run (the device tensor itself,
