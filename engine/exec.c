@@ -189,6 +189,66 @@ void exec_compile_info(const exec *x, exec_compile_figures *info) {
 
 const char *exec_error(const exec *x) { return x->err; }
 
+int exec_output(exec *x, int k, tensor **out) {
+    if (out)
+        *out = NULL;
+    if (!x->i->output) {
+        snprintf(x->err, sizeof x->err, "exec_output: %s %s returns its outputs from exec_run",
+                 x->i->device, x->i->family);
+        return -1;
+    }
+    return x->i->output(x->ctx, k, out) < 0 ? fail(x) : 0;
+}
+
+int exec_pass(exec *from, int k, exec *to, int input) {
+    if (!to->i->pass || from->i != to->i) {
+        snprintf(to->err, sizeof to->err, "exec_pass: %s %s cannot take %s %s's outputs",
+                 to->i->device, to->i->family, from->i->device, from->i->family);
+        return -1;
+    }
+    return to->i->pass(from->ctx, k, to->ctx, input) < 0 ? fail(to) : 0;
+}
+
+struct exec_share {
+    const exec_iface *i; // the device's executor that made it
+    void *impl;
+};
+
+int exec_share_new(const char *device, exec_share **out, char *err, size_t cap) {
+    *out = NULL;
+    if (!exec_device_built(device))
+        return not_built(device, err, cap);
+    const exec_iface *i = NULL;
+    for (int k = 0; k < NEXECUTORS && !i; k++)
+        if (strcmp(executors[k]->device, device) == 0 && executors[k]->share_new)
+            i = executors[k];
+    if (!i) {
+        snprintf(err, cap, "exec_share_new: %s executors share nothing on a device", device);
+        return -1;
+    }
+    exec_share *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, cap, "calloc: out of host memory");
+        return -1;
+    }
+    s->i = i;
+    if (i->share_new(&s->impl, err, cap) < 0) {
+        free(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+void exec_share_free(exec_share *s) {
+    if (!s)
+        return;
+    s->i->share_free(s->impl);
+    free(s);
+}
+
+void *exec_share_impl(const exec_share *s) { return s ? s->impl : NULL; }
+
 void exec_free(exec *x) {
     if (!x)
         return;

@@ -20,6 +20,19 @@
 //   exec_sample_stop(x, &s);           // waits; seconds between the device's events
 //   exec_free(x);
 //
+// Executors that run in turn on the same data (a generation's prefill and
+// decode steps) may share a device's context and named weights and
+// buffers, the static KV cache among them (exec_share_new; the CPU's share
+// host values through model_init_values_from and need none):
+//
+//   exec_share *s;
+//   exec_share_new("cuda", &s, err, sizeof err);
+//   exec_opts o = {.share = s};
+//   exec_new("cuda", "compiled", prefill, &o, &a, ...); exec_new(..., step, &o, &b, ...);
+//   exec_run(a, NULL, &st); exec_output(a, 0, &logits);   // one output to the host
+//   exec_pass(a, 1, b, past_k);       // eager: an output as b's input, on the device
+//   exec_free(a); exec_free(b); exec_share_free(s);
+//
 // Families: "eager" (one kernel per op, eager.h, eager_cuda.h) and
 // "compiled" (compile.h, cuda_program.h; compile_opts choose compiled,
 // fused or captured). On the CPU a step ends before exec_run returns; on a
@@ -34,9 +47,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+typedef struct exec_share exec_share;
+
 typedef struct exec_opts {
     bool tf32;                   // device: TF32 tensor cores for f32 GEMMs and convolutions
     const compile_opts *compile; // compiled family: fusion, capture, dump, cache; NULL: default
+    exec_share *share; // a device's shared context and sources (its tf32 off); NULL: its own
 } exec_opts;
 
 typedef struct exec_stats {
@@ -78,6 +94,15 @@ typedef struct exec_iface {
     int (*sample_stop)(void *ctx, double *seconds, char *err, size_t cap);
     // The compile's own figures. May be NULL (zeros).
     void (*compile_info)(const void *ctx, exec_compile_figures *info);
+    // The device's share (exec_share_new): made, freed. May be NULL (none).
+    int (*share_new)(void **share, char *err, size_t cap);
+    void (*share_free)(void *share);
+    // A host copy of output k of the last step alone (waits); out NULL:
+    // dropped, not copied. May be NULL: run returns the outputs.
+    int (*output)(void *ctx, int k, tensor **out);
+    // Output k of from's last step as `to`'s INPUT node `input` for its next
+    // run, on the device (executors of one share). May be NULL.
+    int (*pass)(void *from, int k, void *to, int input);
     void (*free)(void *ctx);
 } exec_iface;
 
@@ -115,3 +140,17 @@ int exec_sample_stop(exec *x, double *seconds);
 void exec_compile_info(const exec *x, exec_compile_figures *info);
 const char *exec_error(const exec *x);
 void exec_free(exec *x);
+
+// A share for device's executors; -1 with err when the device has none
+// (the CPU) or cannot make one (no GPU: the driver's reason).
+int exec_share_new(const char *device, exec_share **out, char *err, size_t cap);
+// After every executor made with it.
+void exec_share_free(exec_share *s);
+// Host copy of output k of the last step (waits); -1 where the executor has
+// no such call (the CPU's run returns its outputs). out NULL: no copy, the
+// output dropped (a shared eager executor releases its device tensor).
+int exec_output(exec *x, int k, tensor **out);
+// Output k of from's last step becomes to's INPUT node `input` for to's
+// next run, without a copy (executors of one share, eager family). -1 with
+// to's exec_error where the executor cannot.
+int exec_pass(exec *from, int k, exec *to, int input);

@@ -1,8 +1,9 @@
 // The CUDA executors' sample clock (exec_internal.h): cuda_timer and
-// cuda_l2_flush, with the failing call named.
+// cuda_l2_flush, with the failing call named; and their share, a cuda_share.
 #include "exec_internal.h"
 
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_share.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,19 @@ int exec_cuda_clock_stop(exec_cuda_clock *c, void *stream, double *seconds, char
     }
     return 0;
 }
+
+int exec_cuda_share_new(void **share, char *err, size_t cap) {
+    char why[500];
+    cuda_share *s;
+    if (cuda_share_new(&s, why, sizeof why) < 0) {
+        snprintf(err, cap, "cuda_share_new: %s", why);
+        return -1;
+    }
+    *share = s;
+    return 0;
+}
+
+void exec_cuda_share_free(void *share) { cuda_share_free(share); }
 
 void exec_cuda_clock_free(exec_cuda_clock *c) {
     if (!c)

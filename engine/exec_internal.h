@@ -21,3 +21,9 @@ int exec_cuda_clock_new(exec_cuda_clock **out, char *err, size_t cap);
 int exec_cuda_clock_start(exec_cuda_clock *c, void *stream, bool flush_l2, char *err, size_t cap);
 int exec_cuda_clock_stop(exec_cuda_clock *c, void *stream, double *seconds, char *err, size_t cap);
 void exec_cuda_clock_free(exec_cuda_clock *c);
+
+// The CUDA executors' share (exec_share_new): a cuda_share (cuda_share.h).
+int exec_cuda_share_new(void **share, char *err, size_t cap);
+void exec_cuda_share_free(void *share);
+// The device's own share behind an exec_share (NULL: none).
+void *exec_share_impl(const exec_share *s);

@@ -10,7 +10,10 @@
 # with the CUDA ones (test_op_table runs every op case on the CUDA
 # executors against the fp64 reference), 5. the smoke suite on the GPU (tcbench run --device cuda),
 # eager against compiled, in fp32 and AMP inference, once more with
-# --flush-l2 --tf32 on two models, then fp32 and AMP training, and last the
+# --flush-l2 --tf32 on two models, then fp32 and AMP training, 6. the
+# generate workload on the GPU (suites/generate.yaml at --size cpu, eager
+# against compiled, f32 weights and then int4 on two models: tokens a
+# second and the check against the fp64 decode), and last the
 # tables. Exit status: 0 when every step that
 # exists passed, 1 when one failed, 2 when the machine cannot run the check.
 # TCBENCH_GPU_CHECK_BUDGET (seconds, default 450) bounds the whole run.
@@ -173,5 +176,33 @@ smoke amp-infer --precision amp --workload infer
 smoke flush-tf32 --precision fp32 --workload infer --flush-l2 --tf32 --only mlp,gpt2 --repeat 5
 smoke fp32-train --precision fp32 --workload train
 smoke amp-train --precision amp --workload train
+
+# ---- 6. generation on the GPU --------------------------------------------------------------
+# eager's step models (the past handed from step to step on the device) and
+# the compiled prefill and decode step (one captured graph replayed a
+# token), every entry checked against the fp64 decode (docs/generation.md)
+gen() {
+  local name=$1 cap=$2
+  shift 2
+  local res="$out/$name.json" rc
+  run_step "$name" "$cap" "$tcbench" run suites/generate.yaml --size cpu --device cuda \
+    --workload generate --mode eager,compiled --repeat 3 --max-time 2 -o "$res" "$@"
+  rc=$?
+  if [ $rc -eq 0 ] && [ -f "$res" ] &&
+    ! grep -Eq '"status": "(fail_accuracy|fail_to_run|error|oom|crash|timeout)"' "$res"; then
+    note "generate $name: ok"
+  else
+    status=1
+    note "generate $name: FAILED (exit $rc, $out/$name.log)"
+  fi
+  if [ -f "$res" ]; then # each entry's case, mode, status, tokens a second and check
+    grep -E '^ *"(name|mode|status|tokens_per_s|ttft_s|rule|message)": ' "$res" |
+      sed 's/^ */  /' >"$out/$name.figures"
+    tables+=("$out/$name.figures")
+  fi
+  tables+=("$out/$name.log")
+}
+gen generate-fp32 100
+gen generate-int4 60 --weights int4 --only llama,chatglm2
 
 finish

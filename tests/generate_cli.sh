@@ -3,6 +3,7 @@
 # a tiny generation suite run eager and compiled (statuses, the figures in
 # the results), its bad inputs (a context past the model's positions, no
 # new tokens) refused before anything runs, the same in AMP (f16 caches),
+# --device cuda (without a GPU the driver's reason; with one the suite runs there),
 # and `tcbench plan` on the generation suite: the claim's ChatGLM2 reaching
 # 8192 tokens within 6 GiB with int4 weights, the claim's fp16 cache bytes a
 # token under --precision amp, a budget below the weights refused; the plan written as
@@ -99,6 +100,35 @@ expect 2 "no new tokens" "$EXE" run "$TMP/gen.yaml" --device cpu --new-tokens 0
 one_line "--new-tokens 0" "no new tokens"
 expect 2 "a prompt that is no number" "$EXE" run "$TMP/gen.yaml" --device cpu --prompt-len x
 one_line "--prompt-len" "a prompt that is no number"
+
+# --- the GPU. Without one (CI), --device cuda gets the driver's reason on
+# one line, exit 2, as run does for every workload; with one, the tiny suite
+# runs there, every entry checked against the fp64 decode, and chat is
+# refused per entry with its reason.
+expect 2 "generate --device cuda --only nosuch" "$EXE" run "$TMP/gen.yaml" --device cuda \
+    --only nosuch
+if grep -q -- "--only nosuch" "$TMP/stderr"; then
+    expect 0 "generate on cuda" "$EXE" run "$TMP/gen.yaml" --device cuda --repeat 3 \
+        --processes 1 --min-time 0 --max-time 0.05 -o "$TMP/g.json"
+    has "$TMP/g.json" '"status": "pass"' "cuda: compiled passes"
+    has "$TMP/g.json" '"tokens_per_s": [0-9]' "cuda: tokens per second recorded"
+    if grep -Eq '"status": "(fail_accuracy|error|fail_to_run)"' "$TMP/g.json"; then
+        bad "cuda: an entry failed: $(grep -E '"message"' "$TMP/g.json" | head -3)"
+    else
+        ok
+    fi
+    "$EXE" run "$TMP/chat.yaml" --device cuda --repeat 1 --processes 1 -o "$TMP/gc.json" \
+        >/dev/null 2>&1
+    has "$TMP/gc.json" 'chat: not built for --device cuda yet' "cuda: chat refused, saying why"
+else
+    expect 2 "generate --device cuda, no GPU" "$EXE" run "$TMP/gen.yaml" --device cuda
+    one_line "^tcbench run: --device cuda: " "generate --device cuda, no GPU"
+    expect 2 "generate int4 --device cuda, no GPU" "$EXE" run "$TMP/gen.yaml" --device cuda \
+        --weights int4
+    one_line "^tcbench run: --device cuda: " "generate int4 --device cuda, no GPU"
+    expect 2 "chat --device cuda, no GPU" "$EXE" run "$TMP/chat.yaml" --device cuda
+    one_line "^tcbench run: --device cuda: " "chat --device cuda, no GPU"
+fi
 
 # --- the memory-budget study, planned from the graphs alone
 GEN="$SRC/suites/generate.yaml"

@@ -3,7 +3,9 @@
 // live / peak / reserved counts, out-of-memory recovery) on a malloc
 // backend, and, on this machine, how a missing or unusable GPU is reported:
 // a one-line reason with the driver's words, no crash, in every entry point
-// (cuda_probe in a child, cuda_probe_here, eager_cuda_new, the timers). In a
+// (cuda_probe in a child, cuda_probe_here, eager_cuda_new, the timers, the
+// device share; with a GPU the share runs: one weight, inputs sent every
+// run, an output passed between executors). In a
 // build without the backend those do not exist, and the executor registry
 // (exec.h) must say so.
 #include "tcbench_config.h"
@@ -462,6 +464,110 @@ static void test_registry(void **state) {
     model_free(m);
 }
 
+// y = relu(x * w), x: (4) an input, w: (4) a parameter named "w"
+static model *tiny_scaled(void) {
+    graph *g = graph_new();
+    int x = graph_input(g, "x", DT_F32, 1, (int64_t[]){4});
+    int w = graph_param(g, "w", 1, (int64_t[]){4}, INIT_NORMAL, 1.0);
+    graph_output(g, graph_unary(g, OP_RELU, graph_op(g, OP_MUL, 2, (int[]){x, w}, NULL, NULL)));
+    model *m = model_new(g, "scaled", "mlp", 1);
+    assert_non_null(m);
+    return m;
+}
+
+// y of tiny_scaled on the host
+static void scaled_ref(const model *m, const float *x, float *y) {
+    const float *w = tensor_f32(m->values[1]);
+    for (int i = 0; i < 4; i++)
+        y[i] = x[i] * w[i] > 0 ? x[i] * w[i] : 0;
+}
+
+static void assert_close4(const tensor *t, const float *want) {
+    for (int i = 0; i < 4; i++)
+        assert_float_equal(tensor_f32(t)[i], want[i], 1e-6);
+}
+
+// The shares of engine/exec.h: none on the CPU; on CUDA the driver's reason
+// without a GPU; with one, two executors of models that share "w" on the
+// host share it on the device, each run sends its inputs, and an eager
+// output passes to another eager executor's input.
+static void test_share(void **state) {
+    (void)state;
+    char err[512] = "";
+    exec_share *s = (exec_share *)0x1;
+    assert_int_equal(exec_share_new("cpu", &s, err, sizeof err), -1);
+    assert_null(s);
+    assert_string_equal(err, "exec_share_new: cpu executors share nothing on a device");
+    assert_int_equal(exec_share_new("tpu", &s, err, sizeof err), -1);
+    assert_string_equal(err, "unknown device 'tpu'; expected cpu or cuda");
+    exec_share_free(NULL);
+    model *a = tiny_scaled(), *b = tiny_scaled(), *c = tiny_scaled();
+    assert_int_equal(model_init_values(a, 1), 0);
+    assert_int_equal(model_init_values_from(b, 2, a), 0); // a's w; its own x
+    assert_int_equal(model_init_values_from(c, 3, a), 0);
+    exec *x, *y, *z;
+    assert_int_equal(exec_new("cpu", "eager", a, NULL, &x, err, sizeof err), 0);
+    tensor *out;
+    assert_int_equal(exec_output(x, 0, &out), -1);
+    assert_int_equal(exec_pass(x, 0, x, 0), -1);
+    assert_non_null(strstr(exec_error(x), "cannot take"));
+    exec_free(x);
+    int rc = exec_share_new("cuda", &s, err, sizeof err);
+    if (!gpu_present) {
+        assert_int_equal(rc, -1);
+        assert_null(s);
+        if (TCBENCH_HAVE_CUDA)
+            assert_non_null(strstr(err, "cuda_share_new: "));
+        else
+            assert_non_null(strstr(err, "built without the CUDA backend"));
+        print_message("exec_share_new cuda: %s\n", err);
+    } else {
+        assert_int_equal(rc, 0);
+        tensor_free(c->values[0]); // c's x: passed from x's output
+        c->values[0] = NULL;
+        exec_opts o = {.share = s};
+        assert_int_equal(exec_new("cuda", "eager", a, &o, &x, err, sizeof err), 0);
+        assert_int_equal(exec_new("cuda", "compiled", b, &o, &y, err, sizeof err), 0);
+        assert_int_equal(exec_new("cuda", "eager", c, &o, &z, err, sizeof err), 0);
+        float want[4], twice[4], xb[4] = {1, -2, 3, -4};
+        scaled_ref(a, tensor_f32(a->values[0]), want);
+        assert_int_equal(exec_run(x, NULL, NULL), 0);
+        assert_int_equal(exec_output(x, 0, &out), 0);
+        assert_close4(out, want);
+        tensor_free(out);
+        assert_int_equal(exec_output(x, 0, &out), -1); // released once copied
+        scaled_ref(a, want, twice);                    // c's x is a's y
+        assert_int_equal(exec_run(x, NULL, NULL), 0);
+        assert_int_equal(exec_pass(x, 0, z, 0), 0);
+        assert_int_equal(exec_output(x, 0, &out), -1); // moved to z
+        assert_int_equal(exec_run(x, NULL, NULL), 0);
+        assert_int_equal(exec_output(x, 0, NULL), 0); // dropped
+        assert_int_equal(exec_output(x, 0, &out), -1);
+        assert_int_equal(exec_run(z, NULL, NULL), 0);
+        assert_int_equal(exec_output(z, 0, &out), 0);
+        assert_close4(out, twice);
+        tensor_free(out);
+        assert_int_equal(exec_run(z, NULL, NULL), -1); // a passed input serves one run
+        assert_non_null(strstr(exec_error(z), "no value on the device"));
+        for (int r = 0; r < 2; r++) { // b's inputs sent every run, the graph replayed
+            memcpy(tensor_f32(b->values[0]), xb, sizeof xb);
+            xb[0] = -xb[0];
+            scaled_ref(b, tensor_f32(b->values[0]), want);
+            assert_int_equal(exec_run(y, NULL, NULL), 0);
+            assert_int_equal(exec_output(y, 0, &out), 0);
+            assert_close4(out, want);
+            tensor_free(out);
+        }
+        exec_free(x);
+        exec_free(y);
+        exec_free(z);
+        exec_share_free(s);
+    }
+    model_free(a);
+    model_free(b);
+    model_free(c);
+}
+
 int main(void) {
     char why[512];
     gpu_present = exec_device_probe("cuda", why, sizeof why) == 0;
@@ -481,6 +587,7 @@ int main(void) {
         cmocka_unit_test(test_timer_without_gpu),
 #endif
         cmocka_unit_test(test_registry),
+        cmocka_unit_test(test_share),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

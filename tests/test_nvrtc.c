@@ -8,7 +8,12 @@
 // in both cubins, identical kernels are emitted once (the second layer of a
 // model adds none), every launch is well formed, and in training the update
 // buckets and dropout are generated kernels (the ones that read the step
-// from device memory). Without the CUDA backend the test is skipped (exit
+// from device memory). The generate workload's decode step on the GPU is
+// checked too: the llama case of suites/generate.yaml at --size cpu, fp32
+// and int4 weights, built as the compiled mode builds its one decode step
+// (a static cache, the position and the cache's valid length inputs), its
+// position still a runtime value after the passes, its source compiled for
+// both architectures. Without the CUDA backend the test is skipped (exit
 // 77).
 #include "tcbench_config.h"
 
@@ -27,6 +32,7 @@
 #include "compile/codegen_cuda.h"
 #include "model/model_prepare.h"
 #include "model/modeldef.h"
+#include "model/quantize.h"
 #include "model/suite.h"
 
 #if TCBENCH_HAVE_CUDA
@@ -88,6 +94,74 @@ static void keep_source(const char *name, const char *src, char *path, size_t ca
     }
 }
 
+// Launches are well formed; the distinct kernels counted. In training, an
+// update bucket takes its operands from a pointer table, and dropout is
+// generated (both read the step from device memory, so a captured step
+// serves every step).
+static int check_launches(const cprog *p) {
+    int nkernels = 0, ngen = 0;
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        cuda_launch l;
+        const kgroup *k = &p->groups[gi];
+        assert_int_equal(compile_cuda_launch((cprog *)p, gi, &l), 0);
+        assert_int_equal(l.table, k->kind == KG_UPDATE);
+        if (k->kind == KG_UPDATE || (k->anchor >= 0 && p->g->nodes[k->anchor].op == OP_DROPOUT))
+            assert_true(l.kernel >= 0 && l.lib == CUDA_LIB_NONE);
+        if (l.kernel < 0) {
+            assert_int_not_equal(l.lib, CUDA_LIB_NONE); // a group does something
+            continue;
+        }
+        ngen++;
+        assert_true(l.grid >= 1 && l.block >= 32 && l.block <= 1024 && l.block % 32 == 0);
+        if (l.kernel + 1 > nkernels)
+            nkernels = l.kernel + 1;
+        if (l.lib == CUDA_LIB_GEMM)
+            assert_true(l.gemm.M > 0 && l.gemm.N > 0 && l.gemm.K > 0 && l.gemm.lda > 0 &&
+                        l.gemm.ldb > 0);
+    }
+    assert_true(nkernels <= ngen);
+    return nkernels;
+}
+
+// NVRTC for every architecture at once (it is thread-safe); every kernel
+// in each cubin. false, with NVRTC's log and the source kept, on a failure.
+static bool nvrtc_both(const char *name, const char *src, const cprog *p, int nkernels) {
+    arch_job jobs[NARCH];
+    char uname[200];
+    snprintf(uname, sizeof uname, "%s.cu", name);
+#pragma omp parallel for num_threads(NARCH)
+    for (int a = 0; a < NARCH; a++) {
+        jobs[a] = (arch_job){.src = src, .name = uname, .arch = archs[a]};
+        jobs[a].rc =
+            cuda_nvrtc_compile(src, uname, archs[a], &jobs[a].r, jobs[a].err, sizeof jobs[a].err);
+    }
+    bool failed = false;
+    for (int a = 0; a < NARCH; a++) {
+        arch_job *j = &jobs[a];
+        if (j->rc < 0) {
+            char path[512];
+            keep_source(name, src, path, sizeof path);
+            fprintf(stderr, "%s sm_%d: %s\nNVRTC log:\n%s\n(source kept in %s)\n", name, j->arch,
+                    j->err, j->r.log, path);
+            failed = true;
+            continue;
+        }
+        print_message("%s sm_%d: %d groups, %d kernels, %zu-byte cubin in %.2f s\n", name, j->arch,
+                      p->ngroups, nkernels, j->r.cubin_size, j->r.seconds);
+        for (int k = 0; k < nkernels; k++) {
+            char kn[32];
+            snprintf(kn, sizeof kn, "tk%d", k);
+            if (!has_bytes(j->r.cubin, j->r.cubin_size, kn)) {
+                fprintf(stderr, "%s sm_%d: kernel %s is not in the cubin\n", name, j->arch, kn);
+                failed = true;
+            }
+        }
+    }
+    for (int a = 0; a < NARCH; a++)
+        cuda_nvrtc_result_free(&jobs[a].r);
+    return !failed;
+}
+
 static void test_model(void **state) {
     const model_case *mc = *state;
     diag d;
@@ -113,72 +187,88 @@ static void test_model(void **state) {
     if (!src)
         fail_msg("%s: codegen_cuda: %s", mc->name, p.err);
 
-    // launches are well formed; count the distinct kernels. In training, an
-    // update bucket takes its operands from a pointer table, and dropout is
-    // generated (both read the step from device memory, so a captured step
-    // serves every step)
-    int nkernels = 0, ngen = 0;
-    for (int gi = 0; gi < p.ngroups; gi++) {
-        cuda_launch l;
-        const kgroup *k = &p.groups[gi];
-        assert_int_equal(compile_cuda_launch(&p, gi, &l), 0);
-        assert_int_equal(l.table, k->kind == KG_UPDATE);
-        if (k->kind == KG_UPDATE || (k->anchor >= 0 && p.g->nodes[k->anchor].op == OP_DROPOUT))
-            assert_true(l.kernel >= 0 && l.lib == CUDA_LIB_NONE);
-        if (l.kernel < 0) {
-            assert_int_not_equal(l.lib, CUDA_LIB_NONE); // a group does something
-            continue;
-        }
-        ngen++;
-        assert_true(l.grid >= 1 && l.block >= 32 && l.block <= 1024 && l.block % 32 == 0);
-        if (l.kernel + 1 > nkernels)
-            nkernels = l.kernel + 1;
-        if (l.lib == CUDA_LIB_GEMM)
-            assert_true(l.gemm.M > 0 && l.gemm.N > 0 && l.gemm.K > 0 && l.gemm.lda > 0 &&
-                        l.gemm.ldb > 0);
-    }
-    assert_true(nkernels <= ngen);
-
-    // both architectures at once: NVRTC is thread-safe
-    arch_job jobs[NARCH];
-    char uname[200];
-    snprintf(uname, sizeof uname, "%s.cu", mc->name);
-#pragma omp parallel for num_threads(NARCH)
-    for (int a = 0; a < NARCH; a++) {
-        jobs[a] = (arch_job){.src = src, .name = uname, .arch = archs[a]};
-        jobs[a].rc =
-            cuda_nvrtc_compile(src, uname, archs[a], &jobs[a].r, jobs[a].err, sizeof jobs[a].err);
-    }
-    bool failed = false;
-    for (int a = 0; a < NARCH; a++) {
-        arch_job *j = &jobs[a];
-        if (j->rc < 0) {
-            char path[512];
-            keep_source(mc->name, src, path, sizeof path);
-            fprintf(stderr, "%s sm_%d: %s\nNVRTC log:\n%s\n(source kept in %s)\n", mc->name,
-                    j->arch, j->err, j->r.log, path);
-            failed = true;
-            continue;
-        }
-        print_message("%s sm_%d: %d groups, %d kernels, %zu-byte cubin in %.2f s\n", mc->name,
-                      j->arch, p.ngroups, nkernels, j->r.cubin_size, j->r.seconds);
-        for (int k = 0; k < nkernels; k++) {
-            char kn[32];
-            snprintf(kn, sizeof kn, "tk%d", k);
-            if (!has_bytes(j->r.cubin, j->r.cubin_size, kn)) {
-                fprintf(stderr, "%s sm_%d: kernel %s is not in the cubin\n", mc->name, j->arch, kn);
-                failed = true;
-            }
-        }
-    }
-    for (int a = 0; a < NARCH; a++)
-        cuda_nvrtc_result_free(&jobs[a].r);
+    int nkernels = check_launches(&p);
+    bool failed = !nvrtc_both(mc->name, src, &p, nkernels);
     free(src);
     cprog_release(&p);
     model_free(m);
     modeldef_free(md);
     if (failed)
         fail_msg("%s: the generated CUDA did not compile for every architecture", mc->name);
+}
+
+// The generate workload's compiled decode step (generate.c's build_step
+// for GEN_COMPILED): the llama case of suites/generate.yaml at --size cpu,
+// one token over a static cache of prompt + new tokens - 1 rows; state:
+// its weight bits (0: f32; 4: int4, its linears the W4A16 kernel).
+static void test_generate_step(void **state) {
+    int bits = (int)(intptr_t)*state;
+    const char *root = getenv("TCBENCH_SOURCE_DIR");
+    char path[600], name[64], err[600];
+    snprintf(path, sizeof path, "%s/suites/generate.yaml", root);
+    snprintf(name, sizeof name, "llama-decode-step-%s", bits ? "int4" : "fp32");
+    suite *su;
+    diag d;
+    if (suite_load(path, "cpu", &su, &d) < 0)
+        fail_msg("%s:%d:%d: %s", path, d.line, d.col, d.msg);
+    const suite_case *sc = NULL;
+    for (int i = 0; i < su->ncases && !sc; i++)
+        if (!strcmp(su->cases[i].name, "llama"))
+            sc = &su->cases[i];
+    assert_non_null(sc);
+    modeldef *md = NULL;
+    if (modeldef_load(sc->model_path, &md, &d) < 0)
+        fail_msg("%s: %d:%d: %s", name, d.line, d.col, d.msg);
+    nn_gen gen = {.kv = NN_KV_STATIC, .max_len = sc->prompt_len + sc->new_tokens - 1};
+    modeldef_opts mo = {.gen = &gen, .gen_tokens = 1, .graph_only = true};
+    model *m;
+    if (modeldef_build(md, sc->overrides, sc->noverrides, sc->batch, &mo, &m, &d) < 0)
+        fail_msg("%s: %d:%d: %s", name, d.line, d.col, d.msg);
+    assert_true(gen.nlayers > 0 && gen.cache_pos >= 0 && gen.kv_len >= 0);
+    char cache_pos[64], kv_len[64]; // by name: quantization renumbers the graph
+    snprintf(cache_pos, sizeof cache_pos, "%s", m->g->nodes[gen.cache_pos].name);
+    snprintf(kv_len, sizeof kv_len, "%s", m->g->nodes[gen.kv_len].name);
+    if (bits && model_quantize_weights(m, bits, 32, DT_F32, NULL, err, sizeof err) < 0)
+        fail_msg("%s: %s", name, err);
+    cprog p = {.m = m, .fusion = true};
+    if (compile_decompose(&p) < 0 || compile_quant(&p) < 0 || compile_simplify(&p) < 0 ||
+        compile_fuse(&p) < 0 || compile_plan(&p) < 0)
+        fail_msg("%s: compiler: %s", name, p.err);
+    // one program for every position: the position and the valid length
+    // stay inputs the kernels read at run time, never folded into constants
+    int runtime = 0, writes = 0, attention = 0, qlinear = 0;
+    for (int i = 0; i < m->g->n; i++) {
+        const graph_node *n = &m->g->nodes[i];
+        bool pos = n->name && (!strcmp(n->name, cache_pos) || !strcmp(n->name, kv_len));
+        if (pos && n->op == OP_INPUT && p.src_of[i] >= 0 && p.info[p.src_of[i]].store == CS_SOURCE)
+            runtime++;
+    }
+    for (int gi = 0; gi < p.ngroups; gi++) {
+        int a = p.groups[gi].anchor;
+        enum op op = a >= 0 ? p.g->nodes[a].op : OP_COUNT;
+        writes += op == OP_KV_WRITE;
+        attention += op == OP_ATTENTION;
+        qlinear += op == OP_QLINEAR;
+    }
+    print_message("%s: %d groups: %d cache writes, %d attentions, %d quantized linears\n", name,
+                  p.ngroups, writes, attention, qlinear);
+    assert_int_equal(runtime, 2);
+    assert_int_equal(writes, 2 * gen.nlayers); // keys and values, each layer
+    assert_int_equal(attention, gen.nlayers);
+    assert_true(bits ? qlinear > 0 : qlinear == 0);
+    char *src = compile_codegen_cuda(&p);
+    if (!src)
+        fail_msg("%s: codegen_cuda: %s", name, p.err);
+    int nkernels = check_launches(&p);
+    assert_true(nkernels > 0);
+    bool ok = nvrtc_both(name, src, &p, nkernels);
+    free(src);
+    cprog_release(&p);
+    model_free(m);
+    modeldef_free(md);
+    suite_free(su);
+    if (!ok)
+        fail_msg("%s: the generated CUDA did not compile for every architecture", name);
 }
 
 // Kernels are keyed by text: a model with more layers of the same shape
@@ -234,7 +324,7 @@ int main(void) {
     }
     int nv = (int)(sizeof variants / sizeof variants[0]), n = 0;
     model_case *cases = calloc((size_t)(s->ncases * nv), sizeof *cases);
-    struct CMUnitTest *tests = calloc((size_t)(s->ncases * nv + 1), sizeof *tests);
+    struct CMUnitTest *tests = calloc((size_t)(s->ncases * nv + 3), sizeof *tests);
     if (!cases || !tests)
         return 1;
     for (int v = 0; v < nv; v++) {
@@ -247,6 +337,10 @@ int main(void) {
     }
     tests[n++] =
         (struct CMUnitTest){"layers_share_kernels", test_layers_share_kernels, NULL, NULL, NULL};
+    tests[n++] = (struct CMUnitTest){"generate_step_fp32", test_generate_step, NULL, NULL,
+                                     (void *)(intptr_t)0};
+    tests[n++] = (struct CMUnitTest){"generate_step_int4", test_generate_step, NULL, NULL,
+                                     (void *)(intptr_t)4};
     int rc = _cmocka_run_group_tests("nvrtc", tests, (size_t)n, NULL, NULL);
     free(tests);
     free(cases);

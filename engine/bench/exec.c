@@ -21,7 +21,7 @@ static int exec_open(const char *family, const model *m, const compile_opts *co,
         return -1;
     }
     b->flush_l2 = o->flush_l2;
-    exec_opts eo = {.tf32 = o->tf32, .compile = co};
+    exec_opts eo = {.tf32 = o->tf32, .compile = co, .share = o->share};
     const char *device = bench_axis_value(BENCH_AXIS_DEVICE, o->device);
     if (exec_new(device, family, m, &eo, &b->x, err, cap) < 0) {
         free(b);
@@ -71,6 +71,18 @@ void bench_exec_compile_info(const bench_exec *b, bool *cache_hit, size_t *arena
     exec_compile_info(b->x, &info);
     *cache_hit = info.cache_hit;
     *arena_bytes = info.arena_bytes;
+}
+
+int bench_exec_share_new(int device, exec_share **out, char *err, size_t cap) {
+    return exec_share_new(bench_axis_value(BENCH_AXIS_DEVICE, device), out, err, cap);
+}
+
+void bench_exec_share_free(exec_share *s) { exec_share_free(s); }
+
+int bench_exec_output(bench_exec *b, int k, tensor **out) { return exec_output(b->x, k, out); }
+
+int bench_exec_pass(bench_exec *from, int k, bench_exec *to, int input) {
+    return exec_pass(from->x, k, to->x, input);
 }
 
 void bench_exec_free(bench_exec *b) {

@@ -31,10 +31,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+typedef struct exec_share exec_share; // engine/exec.h
+
 typedef struct bench_exec_opts {
     int device;    // BENCH_DEV_CPU or BENCH_DEV_CUDA
     bool tf32;     // GPU: TF32 tensor cores for f32 GEMMs and convolutions
     bool flush_l2; // GPU: an L2 flush before each timed sample
+    exec_share *share; // GPU: one context and weights for several executors (bench_exec_share_new)
 } bench_exec_opts;
 
 typedef struct bench_exec_stats {
@@ -71,3 +74,12 @@ int bench_exec_sample_stop(bench_exec *x, double *seconds);
 // (compiled on the CPU); zeros elsewhere.
 void bench_exec_compile_info(const bench_exec *x, bool *cache_hit, size_t *arena_bytes);
 void bench_exec_free(bench_exec *x);
+// engine/exec.h's share for device, and its calls: a generation's step
+// models on the GPU share one context, their weights and the static KV
+// cache; an eager step's outputs pass to the next on the device.
+int bench_exec_share_new(int device, exec_share **out, char *err, size_t cap);
+void bench_exec_share_free(exec_share *s);
+// Host copy of output k alone (waits), or (out NULL) dropped; -1 on the
+// CPU (run returns them).
+int bench_exec_output(bench_exec *x, int k, tensor **out);
+int bench_exec_pass(bench_exec *from, int k, bench_exec *to, int input);

@@ -37,6 +37,7 @@ struct gen_mode {
     gen_step pre;  // the prefill (T = P)
     gen_step *dec; // eager: one a past length P .. P + N - 2; compiled: one
     int ndec;
+    exec_share *share; // CUDA: the steps' one context, weights and static cache
     double compile_s;
     char err[600];
 };
@@ -147,6 +148,19 @@ static int quantize_step(gen_mode *g, gen_step *s, const model *first, char *err
     return 0;
 }
 
+static void set_step_inputs(gen_step *s, const int32_t *tokens, int64_t pos);
+
+// A GPU program runs one step as it is made (compiled, to make its library
+// plans): position 0 and token 0 keep it within the cache and the vocabulary.
+static int device_first_inputs(gen_step *s, char *err, size_t cap) {
+    int32_t *zeros = calloc((size_t)(s->m->batch * s->T), sizeof *zeros);
+    if (!zeros)
+        return fail(err, cap, "out of memory");
+    set_step_inputs(s, zeros, 0);
+    free(zeros);
+    return 0;
+}
+
 static int build_step(const modeldef *md, const modeldef_override *ov, int nov, gen_mode *g,
                       nn_kv_mode kv, int64_t past, int64_t T, const model *share, gen_step *s,
                       char *err, size_t cap) {
@@ -186,7 +200,9 @@ static int build_step(const modeldef *md, const modeldef_override *ov, int nov, 
         tensor_free(s->m->values[s->gen.past_v[i]]);
         s->m->values[s->gen.past_k[i]] = s->m->values[s->gen.past_v[i]] = NULL;
     }
-    bench_exec_opts xo = {.device = g->o.device};
+    bench_exec_opts xo = {.device = g->o.device, .share = g->share};
+    if (g->share && device_first_inputs(s, err, cap) < 0)
+        return -1;
     double t0 = base_now();
     if (g->kind == GEN_EAGER) {
         rc = bench_exec_eager(s->m, &xo, &s->x, err, cap);
@@ -211,6 +227,10 @@ int gen_mode_new(const modeldef *md, const modeldef_override *ov, int nov, const
     g->kind = kind;
     g->o = *o;
     g->max_len = o->prompt_len + o->new_tokens - 1; // the last token is never fed back
+    if (o->device == BENCH_DEV_CUDA && bench_exec_share_new(o->device, &g->share, err, cap) < 0) {
+        free(g);
+        return -1;
+    }
     nn_kv_mode kv = kind == GEN_EAGER ? NN_KV_CONCAT : NN_KV_STATIC;
     const model *from = share ? share->pre.m : NULL;
     int rc = build_step(md, ov, nov, g, kv, 0, o->prompt_len, from, &g->pre, err, cap);
@@ -245,6 +265,7 @@ void gen_mode_free(gen_mode *g) {
     for (int i = 0; i < g->ndec; i++)
         step_free(&g->dec[i]);
     free(g->dec);
+    bench_exec_share_free(g->share); // after the executors that borrow it
     free(g);
 }
 
@@ -350,16 +371,29 @@ static void pick(const tensor *logits, int64_t B, int64_t V, int32_t *next, floa
     }
 }
 
-// One step's run: outputs into out (caller frees them).
+// One step's run: outputs into out (caller frees them). On the GPU only the
+// logits come to the host (out[0]); the caches stay on the device.
 static int run_step(gen_mode *g, gen_step *s, tensor **out, size_t *peak, int64_t *kernels,
                     size_t *step_peak) {
     bench_exec_stats st;
-    if (bench_exec_run(s->x, out, &st) < 0)
+    if (g->share ? bench_exec_run(s->x, NULL, &st) < 0 || bench_exec_output(s->x, 0, &out[0]) < 0
+                 : bench_exec_run(s->x, out, &st) < 0)
         return fail(g->err, sizeof g->err, "%s: %s", bench_exec_what(s->x), bench_exec_error(s->x));
     if (st.peak_bytes > *peak)
         *peak = st.peak_bytes;
     *step_peak = st.peak_bytes;
     *kernels = st.kernels;
+    return 0;
+}
+
+// The GPU's eager past: the caches prev's step made (its outputs 1..)
+// become s's past inputs on the device, with no copy to the host.
+static int pass_past(gen_mode *g, gen_step *prev, gen_step *s) {
+    for (int i = 0; i < s->gen.nlayers && s->gen.kv == NN_KV_CONCAT && s->gen.past > 0; i++)
+        if (bench_exec_pass(prev->x, 1 + 2 * i, s->x, s->gen.past_k[i]) < 0 ||
+            bench_exec_pass(prev->x, 2 + 2 * i, s->x, s->gen.past_v[i]) < 0)
+            return fail(g->err, sizeof g->err, "%s: %s", bench_exec_what(s->x),
+                        bench_exec_error(s->x));
     return 0;
 }
 
@@ -418,6 +452,9 @@ int gen_mode_run(gen_mode *g, const int32_t *prompt, const int32_t *force, gen_o
         shift_caches(out, past, nout); // the caches this step grew: the next one's past
         gen_step *s = g->kind == GEN_EAGER ? &g->dec[j] : &g->dec[0];
         t0 = base_now();
+        if (g->share && g->kind == GEN_EAGER &&
+            (rc = pass_past(g, j ? &g->dec[j - 1] : &g->pre, s)) < 0)
+            goto done;
         for (int i = 0; i < s->gen.nlayers && s->gen.kv == NN_KV_CONCAT; i++) {
             s->m->values[s->gen.past_k[i]] = past[1 + 2 * i];
             s->m->values[s->gen.past_v[i]] = past[2 + 2 * i];
@@ -434,6 +471,10 @@ int gen_mode_run(gen_mode *g, const int32_t *prompt, const int32_t *force, gen_o
     }
     for (int64_t b = 0; b < B; b++)
         r->tokens[b * N + N - 1] = next[b];
+    // the GPU's eager: the last step's caches, which no step takes, go now
+    // (the CPU's go below), not at that step's next run
+    for (int k = 1; g->share && g->kind == GEN_EAGER && k < nout; k++)
+        bench_exec_output(N > 1 ? g->dec[N - 2].x : g->pre.x, k, NULL);
 done:
     free_both(out, past, nout);
     free(next);
@@ -753,6 +794,8 @@ int gen_chat_new(const modeldef *md, const modeldef_override *ov, int nov, const
     int64_t R = c->rounds, U = c->turn_len, G = c->gen_len;
     if (R <= 0 || U <= 0 || G <= 0)
         return fail(err, cap, "a chat needs rounds, a user turn and tokens to generate");
+    if (o->device == BENCH_DEV_CUDA) // its eager rounds would pass the past as generate's steps
+        return fail(err, cap, "chat: not built for --device cuda yet (generate is)");
     gen_chat *ch = calloc(1, sizeof *ch);
     if (!ch)
         return fail(err, cap, "out of memory");

@@ -167,12 +167,11 @@ void measure_generate(const bench_plan *p, const bench_group *gr, const bench_ca
                   .weight_scales = p->cfg.weight_scales,
                   .device = p->tasks[gr->first].axis[BENCH_AXIS_DEVICE],
                   .amp = gen_amp(p, gr)};
-    if (o.device == BENCH_DEV_CUDA) {
-        // each CUDA program uploads its own copy of the model's sources: the
-        // prefill's cache writes would not reach the decode step's copy
+    if (o.device == BENCH_DEV_CUDA && o.amp != DT_F32) {
+        // the CUDA step models' f16 caches are not built: fp32 there
         set_all(rs, n, BENCH_ERROR,
-                "generate: not built for --device cuda yet (the step programs would each keep "
-                "their own device copy of the static cache); run --device cpu");
+                "generate: amp on --device cuda is not built yet (fp32 there, amp on the cpu); "
+                "run --precision fp32");
         return;
     }
     gen_task tk[BENCH_MODE_COUNT] = {{0}};
@@ -368,7 +367,9 @@ void measure_chat(const bench_plan *p, const bench_group *gr, const bench_case *
                   .device = p->tasks[gr->first].axis[BENCH_AXIS_DEVICE],
                   .amp = gen_amp(p, gr)};
     if (o.device == BENCH_DEV_CUDA) {
-        set_all(rs, n, BENCH_ERROR, "chat: on the cpu only, as generate (docs/generation.md)");
+        set_all(rs, n, BENCH_ERROR,
+                "chat: not built for --device cuda yet (generate is: docs/generation.md); run "
+                "--device cpu");
         return;
     }
     if (R > BENCH_MAX_CHAT_ROUNDS) {

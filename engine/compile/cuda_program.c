@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_nvrtc.h"
 #include "backend/cuda/cuda_rt.h"
+#include "backend/cuda/cuda_share.h"
 #include "base/clock.h"
 #include "codegen_cuda.h"
 
@@ -24,7 +25,10 @@ struct cuda_program {
     cprog p;
     bool capture;
     cuda_ctx c;
-    bool ctx_ok;
+    bool ctx_ok;       // c made (and freed) here
+    cuda_ctx *cx;      // &c, or the share's context
+    cuda_share *share; // NULL: copies of its own
+    bool *lent;        // g->n: dev[v] is the share's (not freed here)
     cudaLibrary_t lib;
     cudaKernel_t *kern;
     int nk;
@@ -65,7 +69,7 @@ static char *pointer_of(cuda_program *c, int v) {
 static tensor *wrap_node(cuda_program *c, int v, char *ptr) {
     const graph_node *n = &c->p.g->nodes[v];
     const cnode *cn = &c->p.info[v];
-    return cuda_tensor_wrap(&c->c, n->dtype, n->ndim, n->shape,
+    return cuda_tensor_wrap(c->cx, n->dtype, n->ndim, n->shape,
                             cn->store == CS_VIEW ? cn->lay.stride : NULL, ptr);
 }
 
@@ -115,7 +119,7 @@ static int run_gemm(cuda_program *c, const kgroup *k, const cuda_gemm_desc *d, c
             rest /= bs[i];
             oa += q * sa[i], ob += q * sb[i], oc += q * sc[i];
         }
-        if (cuda_gemm(&c->c, t, d->ta, d->lda, m ? sa[m - 1] : 0, a->p[0] + oa * (int64_t)es, d->tb,
+        if (cuda_gemm(c->cx, t, d->ta, d->lda, m ? sa[m - 1] : 0, a->p[0] + oa * (int64_t)es, d->tb,
                       d->ldb, m ? sb[m - 1] : 0, a->p[1] + ob * (int64_t)es, d->M, d->N, d->K, 0.0f,
                       a->p[2] + oc * (int64_t)es, m ? sc[m - 1] : 0, inner) < 0)
             return -1;
@@ -129,7 +133,7 @@ static int run_gemm(cuda_program *c, const kgroup *k, const cuda_gemm_desc *d, c
 // Updates write their sources, the program's device copies, in place and
 // leave y, which is their src0, alone.
 static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
-    cuda_ctx *cc = &c->c;
+    cuda_ctx *cc = c->cx;
     const cprog *p = &c->p;
     const graph_node *n = &p->g->nodes[k->anchor];
     bool conv = k->kind == KG_CONV;
@@ -245,14 +249,14 @@ static int send_step(cuda_program *c) {
         return 0;
     CUDA_TRY(c->err, sizeof c->err,
              cudaMemcpyAsync(tensor_data(c->step_dev), &c->step, sizeof c->step,
-                             cudaMemcpyHostToDevice, c->c.stream));
+                             cudaMemcpyHostToDevice, c->cx->stream));
     c->step_sent = c->step;
     return 0;
 }
 
 // Every group once, in order, on the stream.
 static int run_groups(cuda_program *c) {
-    cuda_ctx *cc = &c->c;
+    cuda_ctx *cc = c->cx;
     int64_t k0 = cc->kernels;
     cc->step = c->step; // for the library kernels that take the step at launch
     for (int gi = 0; gi < c->p.ngroups; gi++) {
@@ -309,9 +313,9 @@ static void dump(const compile_opts *o, const cprog *p, const char *src) {
 static int load_kernels(cuda_program *c, const char *src, char *err, size_t cap) {
     int major = 0, minor = 0;
     CUDA_TRY(err, cap,
-             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->c.device));
+             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c->cx->device));
     CUDA_TRY(err, cap,
-             cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->c.device));
+             cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c->cx->device));
     cuda_nvrtc_result r;
     char name[300];
     snprintf(name, sizeof name, "%s.cu", c->p.m->name);
@@ -363,8 +367,8 @@ static int restore_state(cuda_program *c, char *err, size_t cap) {
     const cprog *p = &c->p;
     for (int i = 0; i < p->m->g->n; i++) {
         int v = p->src_of[i];
-        if (v >= 0 && c->written[v] && cuda_tensor_copy_in(&c->c, c->dev[v], p->m->values[i]) < 0)
-            return snprintf(err, cap, "restoring %%%d after the first step: %s", i, c->c.err), -1;
+        if (v >= 0 && c->written[v] && cuda_tensor_copy_in(c->cx, c->dev[v], p->m->values[i]) < 0)
+            return snprintf(err, cap, "restoring %%%d after the first step: %s", i, c->cx->err), -1;
     }
     return 0;
 }
@@ -372,8 +376,8 @@ static int restore_state(cuda_program *c, char *err, size_t cap) {
 static int copy_table(cuda_program *c, tensor *t, char *const *ptrs, int n, char *err, size_t cap) {
     CUDA_TRY(err, cap,
              cudaMemcpyAsync(tensor_data(t), ptrs, (size_t)n * sizeof *ptrs, cudaMemcpyHostToDevice,
-                             c->c.stream));
-    CUDA_TRY(err, cap, cudaStreamSynchronize(c->c.stream));
+                             c->cx->stream));
+    CUDA_TRY(err, cap, cudaStreamSynchronize(c->cx->stream));
     return 0;
 }
 
@@ -388,8 +392,8 @@ static int make_table(cuda_program *c, int gi, char *err, size_t cap) {
     char **ptrs = malloc((size_t)len * sizeof *ptrs);
     if (!ops || !ptrs) {
         snprintf(err, cap, "out of host memory");
-    } else if (!(c->tables[gi] = cuda_tensor_new(&c->c, DT_I64, 1, &len))) {
-        snprintf(err, cap, "an update's pointer table: %s", c->c.err);
+    } else if (!(c->tables[gi] = cuda_tensor_new(c->cx, DT_I64, 1, &len))) {
+        snprintf(err, cap, "an update's pointer table: %s", c->cx->err);
     } else {
         compile_group_operands(p, k, ops, n);
         for (int i = 0; i < n; i++)
@@ -424,8 +428,13 @@ static int upload_values(cuda_program *c, char *err, size_t cap) {
             return snprintf(err, cap, "%s %%%d has no value: call model_init_values first",
                             op_name(mg->nodes[i].op), i),
                    -1;
-        if (!(c->dev[v] = cuda_tensor_upload(&c->c, p->m->values[i])))
-            return snprintf(err, cap, "copying %%%d to the GPU: %s", i, c->c.err), -1;
+        if (c->share && cuda_share_lends(p->m, i)) {
+            if (!(c->dev[v] = cuda_share_value(c->share, p->m, i, err, cap)))
+                return -1;
+            c->lent[v] = true;
+        } else if (!(c->dev[v] = cuda_tensor_upload(c->cx, p->m->values[i]))) {
+            return snprintf(err, cap, "copying %%%d to the GPU: %s", i, c->cx->err), -1;
+        }
     }
     for (int v = 0; v < p->g->n; v++) {
         const graph_node *n = &p->g->nodes[v];
@@ -440,16 +449,38 @@ static int upload_values(cuda_program *c, char *err, size_t cap) {
             tensor_set(h, zero, n->fa[0]);
         for (int64_t i = 1; i < numel; i++)
             memcpy((char *)tensor_data(h) + i * (int64_t)es, tensor_data(h), es);
-        c->dev[v] = cuda_tensor_upload(&c->c, h);
+        c->dev[v] = cuda_tensor_upload(c->cx, h);
         tensor_free(h);
         if (!c->dev[v])
-            return snprintf(err, cap, "copying a constant to the GPU: %s", c->c.err), -1;
+            return snprintf(err, cap, "copying a constant to the GPU: %s", c->cx->err), -1;
     }
     return 0;
 }
 
 int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cuda_program **out,
                      char *err, size_t cap) {
+    return cuda_program_new_shared(m, o, allow_tf32, NULL, out, err, cap);
+}
+
+// The context: the share's, or the program's own.
+static int open_ctx(cuda_program *c, bool allow_tf32, cuda_share *share, char *err, size_t cap) {
+    if (share) {
+        c->share = share;
+        c->cx = cuda_share_ctx(share);
+        return 0;
+    }
+    char why[512];
+    if (cuda_probe_here(why, sizeof why) < 0)
+        return snprintf(err, cap, "%s", why), -1;
+    c->ctx_ok = true;
+    c->cx = &c->c;
+    if (cuda_ctx_init(&c->c, cuda_device_index(), allow_tf32) < 0)
+        return snprintf(err, cap, "CUDA set-up: %s", c->c.err), -1;
+    return 0;
+}
+
+int cuda_program_new_shared(const model *m, const compile_opts *o, bool allow_tf32,
+                            cuda_share *share, cuda_program **out, char *err, size_t cap) {
     double t0 = base_now();
     *out = NULL;
     cuda_program *c = calloc(1, sizeof *c);
@@ -468,14 +499,8 @@ int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cud
         return fail(c, err, cap, p->err[0] ? p->err : "CUDA code generation ran out of memory");
     dump(o, p, src);
     char why[512];
-    if (cuda_probe_here(why, sizeof why) < 0) {
+    if (open_ctx(c, allow_tf32, share, why, sizeof why) < 0) {
         free(src);
-        return fail(c, err, cap, why);
-    }
-    c->ctx_ok = true;
-    if (cuda_ctx_init(&c->c, cuda_device_index(), allow_tf32) < 0) {
-        free(src);
-        snprintf(why, sizeof why, "CUDA set-up: %s", c->c.err);
         return fail(c, err, cap, why);
     }
     int rc = load_kernels(c, src, err, cap);
@@ -486,19 +511,20 @@ int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cud
     }
     graph *g = p->g;
     c->dev = calloc((size_t)g->n, sizeof *c->dev);
+    c->lent = calloc((size_t)g->n, sizeof *c->lent);
     c->launch = calloc((size_t)(p->ngroups ? p->ngroups : 1), sizeof *c->launch);
     c->args = calloc((size_t)(p->ngroups ? p->ngroups : 1), sizeof *c->args);
     c->tables = calloc((size_t)(p->ngroups ? p->ngroups : 1), sizeof *c->tables);
-    if (!c->dev || !c->launch || !c->args || !c->tables || find_written(c) < 0)
+    if (!c->dev || !c->lent || !c->launch || !c->args || !c->tables || find_written(c) < 0)
         return fail(c, err, cap, "out of host memory");
     if (upload_values(c, err, cap) < 0) {
         cuda_program_free(c);
         return -1;
     }
-    if (p->arena_bytes && !(c->arena = cuda_scratch_get(&c->c, p->arena_bytes)))
-        return fail(c, err, cap, c->c.err);
-    if (!(c->step_dev = cuda_tensor_new(&c->c, DT_I64, 1, (int64_t[]){1})))
-        return fail(c, err, cap, c->c.err);
+    if (p->arena_bytes && !(c->arena = cuda_scratch_get(c->cx, p->arena_bytes)))
+        return fail(c, err, cap, c->cx->err);
+    if (!(c->step_dev = cuda_tensor_new(c->cx, DT_I64, 1, (int64_t[]){1})))
+        return fail(c, err, cap, c->cx->err);
     c->step = 1; // as compiled_set_step's first step
     c->step_sent = 0;
     for (int gi = 0; gi < p->ngroups; gi++) {
@@ -522,14 +548,14 @@ int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cud
     }
     // a first step outside any graph: library plans, workspaces, segments;
     // then the training state back to where it started
-    if (send_step(c) < 0 || run_groups(c) < 0 || cuda_ctx_sync(&c->c) < 0)
-        return fail(c, err, cap, c->err[0] ? c->err : c->c.err);
+    if (send_step(c) < 0 || run_groups(c) < 0 || cuda_ctx_sync(c->cx) < 0)
+        return fail(c, err, cap, c->err[0] ? c->err : c->cx->err);
     if (restore_state(c, err, cap) < 0) {
         cuda_program_free(c);
         return -1;
     }
     if (c->capture) {
-        cudaStream_t s = c->c.stream;
+        cudaStream_t s = c->cx->stream;
         cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed);
         if (e == cudaSuccess) {
             int r = run_groups(c);
@@ -561,12 +587,28 @@ int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cud
 
 void cuda_program_set_step(cuda_program *c, uint64_t step) { c->step = step; }
 
+// A shared program's inputs: m->values into their device copies, in stream
+// order before the step (a replayed graph reads them there: the positions
+// of a generation's decode step).
+static int send_inputs(cuda_program *c) {
+    const cprog *p = &c->p;
+    const graph *mg = p->m->g;
+    for (int i = 0; i < mg->n; i++) {
+        int v = p->src_of[i];
+        if (v < 0 || mg->nodes[i].op != OP_INPUT || !c->dev[v] || !p->m->values[i])
+            continue;
+        if (cuda_share_send(c->cx, c->dev[v], p->m->values[i], c->err, sizeof c->err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int cuda_program_run(cuda_program *c, compiled_stats *st) {
     c->err[0] = 0;
-    if (send_step(c) < 0)
+    if (send_step(c) < 0 || (c->share && send_inputs(c) < 0))
         return -1;
     if (c->exec) {
-        cudaError_t e = cudaGraphLaunch(c->exec, c->c.stream);
+        cudaError_t e = cudaGraphLaunch(c->exec, c->cx->stream);
         if (e != cudaSuccess) {
             cuda_fail_at(c->err, sizeof c->err, "cudaGraphLaunch", __FILE__, __LINE__,
                          cudaGetErrorString(e));
@@ -581,8 +623,8 @@ int cuda_program_run(cuda_program *c, compiled_stats *st) {
 }
 
 int cuda_program_sync(cuda_program *c) {
-    if (cuda_ctx_sync(&c->c) < 0) {
-        snprintf(c->err, sizeof c->err, "%s", c->c.err);
+    if (cuda_ctx_sync(c->cx) < 0) {
+        snprintf(c->err, sizeof c->err, "%s", c->cx->err);
         return -1;
     }
     return 0;
@@ -592,22 +634,32 @@ int cuda_program_outputs(cuda_program *c, tensor **outputs) {
     const graph *g = c->p.g;
     for (int k = 0; k < g->noutputs; k++)
         outputs[k] = NULL;
-    if (cuda_program_sync(c) < 0)
-        return -1;
-    for (int k = 0; k < g->noutputs; k++) {
-        int v = g->outputs[k];
-        tensor *d = wrap_node(c, v, pointer_of(c, v));
-        outputs[k] = d ? cuda_tensor_download(&c->c, d) : NULL;
-        cuda_tensor_free(&c->c, d);
-        if (!outputs[k]) {
-            snprintf(c->err, sizeof c->err, "output %d: %s", k, c->c.err);
+    for (int k = 0; k < g->noutputs; k++)
+        if (cuda_program_output(c, k, &outputs[k]) < 0) {
             for (int j = 0; j < k; j++) {
                 tensor_free(outputs[j]);
                 outputs[j] = NULL;
             }
             return -1;
         }
-    }
+    return 0;
+}
+
+int cuda_program_output(cuda_program *c, int k, tensor **out) {
+    const graph *g = c->p.g;
+    if (!out) // the outputs live in the arena: nothing to drop
+        return 0;
+    *out = NULL;
+    if (k < 0 || k >= g->noutputs)
+        return snprintf(c->err, sizeof c->err, "output %d: the step has %d", k, g->noutputs), -1;
+    if (cuda_program_sync(c) < 0)
+        return -1;
+    int v = g->outputs[k];
+    tensor *d = wrap_node(c, v, pointer_of(c, v));
+    *out = d ? cuda_tensor_download(c->cx, d) : NULL;
+    cuda_tensor_free(c->cx, d);
+    if (!*out)
+        return snprintf(c->err, sizeof c->err, "output %d: %s", k, c->cx->err), -1;
     return 0;
 }
 
@@ -619,9 +671,9 @@ int cuda_program_download_state(cuda_program *c) {
         int v = p->src_of[i];
         if (v < 0 || !c->written[v])
             continue;
-        tensor *h = cuda_tensor_download(&c->c, c->dev[v]);
+        tensor *h = cuda_tensor_download(c->cx, c->dev[v]);
         if (!h) {
-            snprintf(c->err, sizeof c->err, "downloading %%%d: %s", i, c->c.err);
+            snprintf(c->err, sizeof c->err, "downloading %%%d: %s", i, c->cx->err);
             return -1;
         }
         memcpy(tensor_data(p->m->values[i]), tensor_data(h), tensor_nbytes(h));
@@ -631,7 +683,7 @@ int cuda_program_download_state(cuda_program *c) {
 }
 
 const char *cuda_program_error(const cuda_program *c) { return c->err; }
-void *cuda_program_stream(const cuda_program *c) { return (void *)c->c.stream; }
+void *cuda_program_stream(const cuda_program *c) { return (void *)c->cx->stream; }
 
 void cuda_program_free(cuda_program *c) {
     if (!c)
@@ -641,18 +693,20 @@ void cuda_program_free(cuda_program *c) {
         cudaGraphExecDestroy(c->exec);
     if (c->graph)
         cudaGraphDestroy(c->graph);
-    if (c->ctx_ok) {
+    if (c->cx) {
         if (c->dev)
             for (int v = 0; v < p->g->n; v++)
-                cuda_tensor_free(&c->c, c->dev[v]);
+                if (!c->lent || !c->lent[v])
+                    cuda_tensor_free(c->cx, c->dev[v]);
         if (c->tables)
             for (int gi = 0; gi < p->ngroups; gi++)
-                cuda_tensor_free(&c->c, c->tables[gi]);
-        cuda_tensor_free(&c->c, c->step_dev);
+                cuda_tensor_free(c->cx, c->tables[gi]);
+        cuda_tensor_free(c->cx, c->step_dev);
         if (c->arena)
-            cuda_scratch_put(&c->c, c->arena);
-        cuda_ctx_free(&c->c);
+            cuda_scratch_put(c->cx, c->arena);
     }
+    if (c->ctx_ok)
+        cuda_ctx_free(&c->c);
     if (c->lib)
         cudaLibraryUnload(c->lib);
     free(c->kern);
@@ -661,6 +715,7 @@ void cuda_program_free(cuda_program *c) {
     free(c->tables);
     free(c->written);
     free(c->dev);
+    free(c->lent);
     compile_prog_free(p);
     free(c);
 }

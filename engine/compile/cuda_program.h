@@ -40,6 +40,14 @@
 // before a graph records them. stats: kernels per step, peak bytes =
 // sources + arena, compile time (NVRTC included). TCBENCH_DISABLE_FUSION and
 // TCBENCH_DISABLE_CAPTURE work through compile_opts; --dump writes MODEL.cu.
+// cuda_program_new_shared runs on a cuda_share's context
+// (backend/cuda/cuda_share.h) and takes the share's copy of each named
+// PARAM and BUFFER instead of uploading its own: a generation's prefill
+// and decode-step programs then write and read one static KV cache. Each
+// run of a shared program first sends its inputs' m->values (the token
+// ids, positions and cache length) to their device copies, in stream order
+// before the graph launch, so one captured graph serves every position.
+//
 // Built only with the CUDA backend (TCBENCH_HAVE_CUDA); the rest of tcbench
 // reaches it through the executor registry (exec.h), which says when a
 // build lacks it.
@@ -52,14 +60,20 @@
 #include <stdint.h>
 
 typedef struct cuda_program cuda_program;
+typedef struct cuda_share cuda_share;
 
 int cuda_program_new(const model *m, const compile_opts *o, bool allow_tf32, cuda_program **out,
                      char *err, size_t cap);
+// The same on share's context and weights (allow_tf32: the share's, off).
+int cuda_program_new_shared(const model *m, const compile_opts *o, bool allow_tf32,
+                            cuda_share *share, cuda_program **out, char *err, size_t cap);
 // The training step of the next runs (from 1; 0 counts as 1), as compiled_set_step.
 void cuda_program_set_step(cuda_program *c, uint64_t step);
 int cuda_program_run(cuda_program *c, compiled_stats *st);
 int cuda_program_sync(cuda_program *c);
 int cuda_program_outputs(cuda_program *c, tensor **outputs);
+// A host copy of output k alone (waits); out NULL: nothing (outputs live in the arena).
+int cuda_program_output(cuda_program *c, int k, tensor **out);
 // Training: the sources the step writes, copied into m->values (waits).
 int cuda_program_download_state(cuda_program *c);
 const char *cuda_program_error(const cuda_program *c);

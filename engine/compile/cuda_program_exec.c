@@ -29,7 +29,8 @@ static int cuda_compiled_create(const model *m, const exec_opts *o, void **ctx, 
         snprintf(err, cap, "calloc: out of host memory");
         return -1;
     }
-    if (cuda_program_new(m, o->compile, o->tf32, &x->p, err, cap) < 0 ||
+    if (cuda_program_new_shared(m, o->compile, o->tf32, exec_share_impl(o->share), &x->p, err,
+                                cap) < 0 ||
         exec_cuda_clock_new(&x->clock, err, cap) < 0) {
         cuda_compiled_free(x);
         return -1;
@@ -55,6 +56,10 @@ static int cuda_compiled_sync(void *ctx) { return cuda_program_sync(((cuda_compi
 
 static int cuda_compiled_outputs(void *ctx, tensor **outputs) {
     return cuda_program_outputs(((cuda_compiled *)ctx)->p, outputs);
+}
+
+static int cuda_compiled_output(void *ctx, int k, tensor **out) {
+    return cuda_program_output(((cuda_compiled *)ctx)->p, k, out);
 }
 
 static const char *cuda_compiled_error(const void *ctx) {
@@ -84,5 +89,8 @@ const exec_iface exec_cuda_compiled = {
     .error = cuda_compiled_error,
     .sample_start = cuda_compiled_sample_start,
     .sample_stop = cuda_compiled_sample_stop,
+    .share_new = exec_cuda_share_new,
+    .share_free = exec_cuda_share_free,
+    .output = cuda_compiled_output,
     .free = cuda_compiled_free,
 };

@@ -4,6 +4,7 @@
 #include "eager_cuda.h"
 
 #include "backend/cuda/cuda_rt.h"
+#include "backend/cuda/cuda_share.h"
 #include "core/pointwise.h"
 #include "eager_internal.h"
 
@@ -15,6 +16,10 @@ struct eager_cuda {
     const model *m;
     cuda_ctx c;
     bool ctx_ok;
+    cuda_ctx *cx;      // &c, or the share's context
+    cuda_share *share; // NULL: the executor's own context and copies
+    bool *lent;        // g->n: src[i] is the share's (not freed here)
+    bool *passed;      // g->n: src[i] came from another executor's step (eager_cuda_pass)
     eager_walk walk;
     eager_device dev;
     tensor **src;  // device copies of the source nodes (owned; the walk borrows them)
@@ -150,17 +155,61 @@ static size_t dev_peak(void *ctx) {
 
 static bool is_source(const graph *g, int id) { return op_kind(g->nodes[id].op) == OPK_SOURCE; }
 
-void eager_cuda_set_step(eager_cuda *e, uint64_t step) { e->c.step = step; }
+void eager_cuda_set_step(eager_cuda *e, uint64_t step) { e->cx->step = step; }
 
 int eager_cuda_upload_inputs(eager_cuda *e) {
     const graph *g = e->m->g;
     for (int i = 0; i < g->n; i++) {
         if (g->nodes[i].op != OP_INPUT || !e->src[i] || !e->m->values[i])
             continue;
-        if (cuda_tensor_copy_in(&e->c, e->src[i], e->m->values[i]) < 0) {
-            snprintf(e->err, sizeof e->err, "uploading input %%%d: %s", i, e->c.err);
+        if (cuda_tensor_copy_in(e->cx, e->src[i], e->m->values[i]) < 0) {
+            snprintf(e->err, sizeof e->err, "uploading input %%%d: %s", i, e->cx->err);
             return -1;
         }
+    }
+    return 0;
+}
+
+// The context: the share's, or the executor's own.
+static int open_ctx(eager_cuda *e, const eager_cuda_opts *o, char *err, size_t cap) {
+    if (o && o->share) {
+        e->share = o->share;
+        e->cx = cuda_share_ctx(o->share);
+        return 0;
+    }
+    char why[400];
+    int dev = cuda_device_index();
+    if (cuda_probe_here(why, sizeof why) < 0) {
+        snprintf(err, cap, "%s", why);
+        return -1;
+    }
+    e->ctx_ok = true;
+    e->cx = &e->c;
+    if (cuda_ctx_init(&e->c, dev, o && o->allow_tf32) < 0) {
+        snprintf(err, cap, "CUDA set-up: %s", e->c.err);
+        return -1;
+    }
+    return 0;
+}
+
+// Source i on the device: the share's copy of a named weight or buffer, an
+// input another executor passes (none yet), or an upload of its own.
+static int open_source(eager_cuda *e, int i, char *err, size_t cap) {
+    const model *m = e->m;
+    const graph_node *n = &m->g->nodes[i];
+    if (e->share && cuda_share_lends(m, i)) {
+        e->lent[i] = true;
+        return (e->src[i] = cuda_share_value(e->share, m, i, err, cap)) ? 0 : -1;
+    }
+    if (e->share && n->op == OP_INPUT && (!m->values || !m->values[i]))
+        return 0; // eager_cuda_pass's, before each run
+    if (!m->values || !m->values[i]) {
+        snprintf(err, cap, "%s %%%d has no value: call model_init_values first", op_name(n->op), i);
+        return -1;
+    }
+    if (!(e->src[i] = cuda_tensor_upload(e->cx, m->values[i]))) {
+        snprintf(err, cap, "copying %s %%%d to the GPU: %s", op_name(n->op), i, e->cx->err);
+        return -1;
     }
     return 0;
 }
@@ -175,18 +224,18 @@ int eager_cuda_new(const model *m, const eager_cuda_opts *o, eager_cuda **out, c
     }
     e->m = m;
     int walk_rc = eager_walk_init(&e->walk, m->g, false);
-    e->src = calloc((size_t)(m->g->n ? m->g->n : 1), sizeof *e->src);
+    size_t n = (size_t)(m->g->n ? m->g->n : 1);
+    e->src = calloc(n, sizeof *e->src);
+    e->lent = calloc(n, sizeof *e->lent);
+    e->passed = calloc(n, sizeof *e->passed);
     // a training graph's outputs: the loss and one gradient per parameter
     e->outs = calloc((size_t)(m->g->noutputs ? m->g->noutputs : 1), sizeof *e->outs);
-    if (walk_rc < 0 || !e->src || !e->outs) {
+    if (walk_rc < 0 || !e->src || !e->lent || !e->passed || !e->outs) {
         eager_cuda_free(e);
         snprintf(err, cap, "out of host memory");
         return -1;
     }
-    char why[400];
-    int dev = cuda_device_index();
-    if (cuda_probe_here(why, sizeof why) < 0) {
-        snprintf(err, cap, "%s", why);
+    if (open_ctx(e, o, err, cap) < 0) { // no GPU: the driver's reason first
         eager_cuda_free(e);
         return -1;
     }
@@ -198,47 +247,29 @@ int eager_cuda_new(const model *m, const eager_cuda_opts *o, eager_cuda **out, c
             eager_cuda_free(e);
             return -1;
         }
-    e->ctx_ok = true;
-    if (cuda_ctx_init(&e->c, dev, o && o->allow_tf32) < 0) {
-        snprintf(err, cap, "CUDA set-up: %s", e->c.err);
-        eager_cuda_free(e);
-        return -1;
-    }
     e->dev = (eager_device){.name = "cuda",
-                            .ctx = &e->c,
+                            .ctx = e->cx,
                             .kernels = ec_kernels,
                             .alloc = dev_alloc,
                             .free = dev_free,
                             .copy = dev_copy,
                             .reset_peak = dev_reset_peak,
                             .peak_bytes = dev_peak,
-                            .launched = &e->c.kernels,
-                            .err = e->c.err};
+                            .launched = &e->cx->kernels,
+                            .err = e->cx->err};
     // parameters, buffers, constants and inputs: a framework's module.cuda()
-    const graph *g = m->g;
-    for (int i = 0; i < g->n; i++) {
-        if (!is_source(g, i))
-            continue;
-        if (!m->values || !m->values[i]) {
-            snprintf(err, cap, "%s %%%d has no value: call model_init_values first",
-                     op_name(g->nodes[i].op), i);
+    for (int i = 0; i < m->g->n; i++)
+        if (is_source(m->g, i) && open_source(e, i, err, cap) < 0) {
             eager_cuda_free(e);
             return -1;
         }
-        if (!(e->src[i] = cuda_tensor_upload(&e->c, m->values[i]))) {
-            snprintf(err, cap, "copying %s %%%d to the GPU: %s", op_name(g->nodes[i].op), i,
-                     e->c.err);
-            eager_cuda_free(e);
-            return -1;
-        }
-    }
     *out = e;
     return 0;
 }
 
 static void release_outs(eager_cuda *e) {
     for (int k = 0; k < e->m->g->noutputs; k++) {
-        cuda_tensor_free(&e->c, e->outs[k]);
+        cuda_tensor_free(e->cx, e->outs[k]);
         e->outs[k] = NULL;
     }
 }
@@ -246,32 +277,116 @@ static void release_outs(eager_cuda *e) {
 void eager_cuda_free(eager_cuda *e) {
     if (!e)
         return;
-    if (e->ctx_ok) {
+    if (e->cx) {
         if (e->outs)
             release_outs(e);
         if (e->src)
             for (int i = 0; i < e->m->g->n; i++)
-                cuda_tensor_free(&e->c, e->src[i]);
-        cuda_ctx_free(&e->c);
+                if (!e->lent[i])
+                    cuda_tensor_free(e->cx, e->src[i]);
     }
+    if (e->ctx_ok)
+        cuda_ctx_free(&e->c);
     eager_walk_free(&e->walk);
     free(e->src);
+    free(e->lent);
+    free(e->passed);
     free(e->outs);
     free(e);
 }
 
 const char *eager_cuda_error(const eager_cuda *e) { return e->err; }
-void *eager_cuda_stream(const eager_cuda *e) { return (void *)e->c.stream; }
+void *eager_cuda_stream(const eager_cuda *e) { return (void *)e->cx->stream; }
+
+// A shared executor's inputs: m->values sent before the step (as the CPU's
+// executors read them), the passed ones checked to be there.
+static int send_inputs(eager_cuda *e) {
+    const graph *g = e->m->g;
+    for (int i = 0; i < g->n; i++) {
+        if (g->nodes[i].op != OP_INPUT || e->passed[i])
+            continue;
+        if (!e->src[i]) {
+            snprintf(e->err, sizeof e->err,
+                     "input %%%d (%s) has no value on the device: pass it from the step before", i,
+                     g->nodes[i].name ? g->nodes[i].name : "unnamed");
+            return -1;
+        }
+        if (e->m->values[i] &&
+            cuda_share_send(e->cx, e->src[i], e->m->values[i], e->err, sizeof e->err) < 0)
+            return -1;
+    }
+    return 0;
+}
 
 int eager_cuda_run(eager_cuda *e, eager_stats *st) {
     e->err[0] = 0;
     release_outs(e);
-    return eager_walk_step(&e->walk, &e->dev, e->src, e->outs, st, e->err, sizeof e->err);
+    if (e->share && send_inputs(e) < 0)
+        return -1;
+    int rc = eager_walk_step(&e->walk, &e->dev, e->src, e->outs, st, e->err, sizeof e->err);
+    // a passed input serves one step (as the CPU frees a step's past after it)
+    for (int i = 0; e->share && i < e->m->g->n; i++)
+        if (e->passed[i]) {
+            cuda_tensor_free(e->cx, e->src[i]);
+            e->src[i] = NULL;
+            e->passed[i] = false;
+        }
+    return rc;
+}
+
+int eager_cuda_pass(eager_cuda *from, int k, eager_cuda *to, int input) {
+    if (!from->share || from->share != to->share || k < 0 || k >= from->m->g->noutputs ||
+        input < 0 || input >= to->m->g->n || to->m->g->nodes[input].op != OP_INPUT ||
+        !from->outs[k]) {
+        snprintf(to->err, sizeof to->err,
+                 "eager_cuda_pass: output %d to input %%%d needs two executors of one share, "
+                 "a step run and an input node",
+                 k, input);
+        return -1;
+    }
+    const graph_node *n = &to->m->g->nodes[input];
+    const tensor *t = from->outs[k];
+    if (t->dtype != n->dtype || t->ndim != n->ndim ||
+        memcmp(t->shape, n->shape, (size_t)n->ndim * sizeof *n->shape)) {
+        snprintf(to->err, sizeof to->err, "eager_cuda_pass: output %d's shape is not input %%%d's",
+                 k, input);
+        return -1;
+    }
+    cuda_tensor_free(to->cx, to->src[input]);
+    to->src[input] = from->outs[k]; // the reference moves: `from` no longer holds it
+    from->outs[k] = NULL;
+    to->passed[input] = true;
+    return 0;
+}
+
+int eager_cuda_output(eager_cuda *e, int k, tensor **out) {
+    if (!out) { // dropped: a shared executor's device tensor goes back to the allocator
+        if (e->share && k >= 0 && k < e->m->g->noutputs) {
+            cuda_tensor_free(e->cx, e->outs[k]);
+            e->outs[k] = NULL;
+        }
+        return 0;
+    }
+    *out = NULL;
+    if (eager_cuda_sync(e) < 0)
+        return -1;
+    if (k < 0 || k >= e->m->g->noutputs || !e->outs[k] ||
+        !(*out = cuda_tensor_download(e->cx, e->outs[k]))) {
+        snprintf(e->err, sizeof e->err, "output %d: %s", k,
+                 k >= 0 && k < e->m->g->noutputs && e->outs[k] ? e->cx->err
+                                                               : "no step has made it");
+        return -1;
+    }
+    if (e->share) { // copied: the step holds nothing on the device past its run
+        cuda_tensor_free(e->cx, e->outs[k]);
+        e->outs[k] = NULL;
+    }
+    return 0;
 }
 
 int eager_cuda_sync(eager_cuda *e) {
-    if (cuda_ctx_sync(&e->c) < 0) {
-        snprintf(e->err, sizeof e->err, "%s", e->c.err);
+    if (cuda_ctx_sync(e->cx) < 0) {
+        snprintf(e->err, sizeof e->err, "%s", e->cx->err);
         return -1;
     }
     return 0;
@@ -284,9 +399,9 @@ int eager_cuda_outputs(eager_cuda *e, tensor **outputs) {
     if (eager_cuda_sync(e) < 0)
         return -1;
     for (int k = 0; k < g->noutputs; k++) {
-        if (!e->outs[k] || !(outputs[k] = cuda_tensor_download(&e->c, e->outs[k]))) {
+        if (!e->outs[k] || !(outputs[k] = cuda_tensor_download(e->cx, e->outs[k]))) {
             snprintf(e->err, sizeof e->err, "output %d: %s", k,
-                     e->outs[k] ? e->c.err : "no step has run");
+                     e->outs[k] ? e->cx->err : "no step has run");
             for (int j = 0; j < k; j++) {
                 tensor_free(outputs[j]);
                 outputs[j] = NULL;

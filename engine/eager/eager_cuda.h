@@ -27,6 +27,13 @@
 // opts.allow_tf32), convolution and pooling cuDNN, everything else the CUDA
 // C kernels in backend/cuda (docs/cuda.md).
 //
+// With opts.share (backend/cuda/cuda_share.h) the executor runs on the
+// share's context and takes the share's copy of each named weight and
+// buffer; an input without a value is left for eager_cuda_pass, which hands
+// it another executor's output on the device (a generation's past keys and
+// values, never copied to the host); and every run first sends the inputs'
+// m->values, as the CPU's executors read them.
+//
 // Built only with the CUDA backend: callers reach it through the executor
 // registry (engine/exec.h), which has no CUDA executors in a build without
 // it and says so.
@@ -38,8 +45,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+typedef struct cuda_share cuda_share;
+
 typedef struct eager_cuda_opts {
     bool allow_tf32; // TF32 tensor cores for f32 GEMMs and convolutions (PyTorch: off for GEMMs)
+    cuda_share *share; // NULL: a context and copies of its own; else the share's (its TF32 off)
 } eager_cuda_opts;
 
 typedef struct eager_cuda eager_cuda;
@@ -63,6 +73,15 @@ int eager_cuda_sync(eager_cuda *e);
 // Host copies of the last step's g->noutputs outputs (contiguous; the caller
 // frees them with tensor_free). Waits for the step.
 int eager_cuda_outputs(eager_cuda *e, tensor **outputs);
+// A host copy of output k of the last step alone (waits); out NULL: no
+// copy. With a share the device tensor is released either way (a
+// generation's logits, the last step's caches), so a second copy of k fails.
+int eager_cuda_output(eager_cuda *e, int k, tensor **out);
+// Executors of one share: output k of from's last step becomes the value of
+// `to`'s INPUT node `input` for to's next run (the device tensor itself,
+// moved: from no longer holds it; to releases it after that run). -1 with
+// to's error: no share, no such output, a shape that differs.
+int eager_cuda_pass(eager_cuda *from, int k, eager_cuda *to, int input);
 const char *eager_cuda_error(const eager_cuda *e);
 // The cudaStream_t the steps run on, as void *.
 void *eager_cuda_stream(const eager_cuda *e);

@@ -30,7 +30,8 @@ static int cuda_eager_create(const model *m, const exec_opts *o, void **ctx, cha
         snprintf(err, cap, "calloc: out of host memory");
         return -1;
     }
-    if (eager_cuda_new(m, &(eager_cuda_opts){.allow_tf32 = o->tf32}, &x->e, why, sizeof why) < 0) {
+    eager_cuda_opts eo = {.allow_tf32 = o->tf32, .share = exec_share_impl(o->share)};
+    if (eager_cuda_new(m, &eo, &x->e, why, sizeof why) < 0) {
         snprintf(err, cap, "eager_cuda_new: %s", why);
         cuda_eager_free(x);
         return -1;
@@ -62,6 +63,14 @@ static int cuda_eager_outputs(void *ctx, tensor **outputs) {
     return eager_cuda_outputs(((cuda_eager *)ctx)->e, outputs);
 }
 
+static int cuda_eager_output(void *ctx, int k, tensor **out) {
+    return eager_cuda_output(((cuda_eager *)ctx)->e, k, out);
+}
+
+static int cuda_eager_pass(void *from, int k, void *to, int input) {
+    return eager_cuda_pass(((cuda_eager *)from)->e, k, ((cuda_eager *)to)->e, input);
+}
+
 static const char *cuda_eager_error(const void *ctx) {
     return eager_cuda_error(((const cuda_eager *)ctx)->e);
 }
@@ -89,5 +98,9 @@ const exec_iface exec_cuda_eager = {
     .error = cuda_eager_error,
     .sample_start = cuda_eager_sample_start,
     .sample_stop = cuda_eager_sample_stop,
+    .share_new = exec_cuda_share_new,
+    .share_free = exec_cuda_share_free,
+    .output = cuda_eager_output,
+    .pass = cuda_eager_pass,
     .free = cuda_eager_free,
 };
