@@ -11,6 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define AT_TQ 32 // query rows per tile
+#define AT_TK 64 // keys per tile
+#define AT_R  4  // query rows per register block
+#define AT_C  16 // keys (or value dims) per register block
+
 // A strided 4-d operand broadcast to (B, H, T, S)-like indices: elements are
 // base + i0 * st[0] + ... (st 0 along a broadcast axis).
 typedef struct at_operand {
@@ -67,4 +72,54 @@ static inline int64_t *at_lengths(cpu_ctx *c, const char *what, const tensor *le
         }
     }
     return L;
+}
+
+// s (rows, AT_TK) = q (rows, D) . kt (D, AT_TK), rows a multiple of AT_R:
+// AT_R x AT_C accumulators stay in registers over the whole dot product
+static inline void at_tile_scores(const float *q, const float *kt, int64_t D, int rows, float *s) {
+    for (int i0 = 0; i0 < rows; i0 += AT_R)
+        for (int c0 = 0; c0 < AT_TK; c0 += AT_C) {
+            float acc[AT_R][AT_C] = {{0}};
+            for (int64_t d = 0; d < D; d++) {
+                const float *kd = kt + d * AT_TK + c0;
+                for (int r = 0; r < AT_R; r++) {
+                    float qv = q[(i0 + r) * D + d];
+#pragma omp simd
+                    for (int c = 0; c < AT_C; c++)
+                        acc[r][c] += qv * kd[c];
+                }
+            }
+            for (int r = 0; r < AT_R; r++)
+                memcpy(s + (i0 + r) * AT_TK + c0, acc[r], sizeof acc[r]);
+        }
+}
+
+// acc (rows, Dv) += p (rows, AT_TK) . v (nk, Dv), blocked as tile_scores
+static inline void at_tile_pv(const float *p, const float *v, int64_t Dv, int rows, int nk,
+                              float *acc) {
+    for (int i0 = 0; i0 < rows; i0 += AT_R) {
+        int64_t e0 = 0;
+        for (; e0 + AT_C <= Dv; e0 += AT_C) {
+            float o[AT_R][AT_C];
+            for (int r = 0; r < AT_R; r++)
+                memcpy(o[r], acc + (i0 + r) * Dv + e0, sizeof o[r]);
+            for (int c = 0; c < nk; c++) {
+                const float *vc = v + c * Dv + e0;
+                for (int r = 0; r < AT_R; r++) {
+                    float pv = p[(i0 + r) * AT_TK + c];
+#pragma omp simd
+                    for (int e = 0; e < AT_C; e++)
+                        o[r][e] += pv * vc[e];
+                }
+            }
+            for (int r = 0; r < AT_R; r++)
+                memcpy(acc + (i0 + r) * Dv + e0, o[r], sizeof o[r]);
+        }
+        for (int r = 0; e0 < Dv && r < AT_R; r++) // the last Dv % AT_C columns
+            for (int c = 0; c < nk; c++) {
+                float pv = p[(i0 + r) * AT_TK + c];
+                for (int64_t e = e0; e < Dv; e++)
+                    acc[(i0 + r) * Dv + e] += pv * v[c * Dv + e];
+            }
+    }
 }

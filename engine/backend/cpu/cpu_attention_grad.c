@@ -14,8 +14,10 @@
 //
 // Pass 3 recomputes what pass 2 had, instead of FlashAttention-2's atomic
 // adds into dq. Operands are converted to contiguous f32 first (the size of
-// q, k, v, y and dy); tiles of keys and values are transposed in scratch so
-// that the score and dp loops run unit-stride along keys.
+// q, k, v, y and dy; q pre-scaled, so that dk = ds^T q needs no scale), and
+// every tile product runs on the forward's register-blocked kernels
+// (cpu_attention.h): s = q kt and dp = dy vt with the key tile transposed,
+// dv += p^T dy and dk += ds^T q with p and ds transposed, dq += ds k.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math") // as cpu_attention.c: lets cpu_expf's loops vectorize
 #endif
@@ -25,38 +27,41 @@
 #include <math.h>
 #include <omp.h>
 
-#define AG_TQ 32 // query rows per tile
-#define AG_TK 64 // keys per tile
-
 typedef struct ag_job {
     int64_t B, H, KVH, G, T, S, D, Dv;
     float scale;
     bool causal, has_bias;
     at_operand bias;
-    const int64_t *len;              // (B) valid keys
-    const float *q, *k, *v, *y, *dy; // contiguous f32: (B, H, T, D), (B, KVH, S, D), ...
-    float *lse, *dd;                 // (B, H, T)
-    float *dq, *dk, *dv;             // (B, H, T, D), (B, KVH, S, D), (B, KVH, S, Dv)
+    const int64_t *len; // (B) valid keys
+    // contiguous f32, each followed by AT_R zero rows (the blocked kernels
+    // read whole blocks of rows): q * scale (B, H, T, D), k (B, KVH, S, D),
+    // v (B, KVH, S, Dv), y and dy (B, H, T, Dv)
+    const float *q, *k, *v, *y, *dy;
+    float *lse, *dd;     // (B, H, T)
+    float *dq, *dk, *dv; // (B, H, T, D), (B, KVH, S, D), (B, KVH, S, Dv)
 } ag_job;
 
 // Per-thread scratch.
 typedef struct ag_scratch {
-    float *kt, *vt; // (D, AG_TK), (Dv, AG_TK): a key tile and its values, transposed
-    float *s, *dp;  // (AG_TQ, AG_TK): scores then probabilities; dp then ds
-    float *acc;     // pass 2: (AG_TK, D) dk then (AG_TK, Dv) dv; pass 3: (AG_TQ, D) dq
+    float *kt, *vt;  // (D, AT_TK), (Dv, AT_TK): a key tile and its values, transposed
+    float *s, *dp;   // (AT_TQ, AT_TK): scores then probabilities; dp then ds
+    float *pt, *dst; // (AT_TK, AT_TK): p and ds transposed (keys by queries)
+    float *acc;      // pass 2: (AT_TK, D) dk then (AT_TK, Dv) dv; pass 3: (AT_TQ, D) dq
 } ag_scratch;
 
 static float *scratch_new(const ag_job *j, ag_scratch *w) {
-    int64_t acc = AG_TK * (j->D + j->Dv);
-    size_t n = (size_t)((j->D + j->Dv) * AG_TK + 2 * AG_TQ * AG_TK + acc);
-    float *p = malloc(n * sizeof *p);
+    int64_t acc = AT_TK * (j->D + j->Dv);
+    size_t n = (size_t)((j->D + j->Dv) * AT_TK + 2 * AT_TQ * AT_TK + 2 * AT_TK * AT_TK + acc);
+    float *p = calloc(n, sizeof *p);
     if (!p)
         return NULL;
     w->kt = p;
-    w->vt = w->kt + j->D * AG_TK;
-    w->s = w->vt + j->Dv * AG_TK;
-    w->dp = w->s + AG_TQ * AG_TK;
-    w->acc = w->dp + AG_TQ * AG_TK;
+    w->vt = w->kt + j->D * AT_TK;
+    w->s = w->vt + j->Dv * AT_TK;
+    w->dp = w->s + AT_TQ * AT_TK;
+    w->pt = w->dp + AT_TQ * AT_TK;
+    w->dst = w->pt + AT_TK * AT_TK;
+    w->acc = w->dst + AT_TK * AT_TK;
     return p;
 }
 
@@ -69,36 +74,33 @@ static int64_t key_end(const ag_job *j, int64_t b, int64_t t) {
     return e < 0 ? 0 : e < L ? e : L;
 }
 
-// Keys [s0, s0 + nk) of kv head (b, kvh) and their values, transposed.
+// Keys [s0, s0 + nk) of kv head (b, kvh) and their values, transposed;
+// columns past nk zero.
 static void load_tile(const ag_job *j, ag_scratch *w, int64_t b, int64_t kvh, int64_t s0, int nk) {
     const float *k = j->k + ((b * j->KVH + kvh) * j->S + s0) * j->D;
     const float *v = j->v + ((b * j->KVH + kvh) * j->S + s0) * j->Dv;
-    for (int c = 0; c < nk; c++) {
-        for (int64_t d = 0; d < j->D; d++)
-            w->kt[d * AG_TK + c] = k[c * j->D + d];
-        for (int64_t e = 0; e < j->Dv; e++)
-            w->vt[e * AG_TK + c] = v[c * j->Dv + e];
-    }
+    for (int64_t d = 0; d < j->D; d++)
+        for (int c = 0; c < AT_TK; c++)
+            w->kt[d * AT_TK + c] = c < nk ? k[c * j->D + d] : 0.0f;
+    for (int64_t e = 0; e < j->Dv; e++)
+        for (int c = 0; c < AT_TK; c++)
+            w->vt[e * AT_TK + c] = c < nk ? v[c * j->Dv + e] : 0.0f;
 }
 
-// w->s (nq, AG_TK): the scaled scores (+ bias) of queries [t0, t0 + nq) of
-// (b, h) against the loaded tile's keys from s0, -inf where masked or past nk.
+static int round_rows(int n) { return (n + AT_R - 1) / AT_R * AT_R; }
+
+// w->s (nq rows of AT_TK): the scaled scores (+ bias) of queries
+// [t0, t0 + nq) of (b, h) against the loaded tile's keys from s0, -inf where
+// masked or past nk. Rows up to a multiple of AT_R hold whatever the next
+// rows of q give (never read as scores).
 static void scores(const ag_job *j, ag_scratch *w, int64_t b, int64_t h, int64_t t0, int nq,
                    int64_t s0, int nk) {
-    float row[AG_TK];
+    float row[AT_TK];
+    at_tile_scores(j->q + ((b * j->H + h) * j->T + t0) * j->D, w->kt, j->D, round_rows(nq), w->s);
     for (int i = 0; i < nq; i++) {
-        const float *qi = j->q + ((b * j->H + h) * j->T + t0 + i) * j->D;
-        float *si = w->s + i * AG_TK;
+        float *si = w->s + i * AT_TK;
         int64_t vis = key_end(j, b, t0 + i) - s0;
         int v = (int)(vis < 0 ? 0 : vis < nk ? vis : nk);
-        memset(si, 0, AG_TK * sizeof *si);
-        for (int64_t d = 0; d < j->D; d++) {
-            float qv = qi[d] * j->scale;
-            const float *kd = w->kt + d * AG_TK;
-#pragma omp simd
-            for (int c = 0; c < AG_TK; c++)
-                si[c] += qv * kd[c];
-        }
         if (v && j->has_bias) {
             const at_operand *o = &j->bias;
             at_load_row(o, b * o->st[0] + h * o->st[1] + (t0 + i) * o->st[2] + s0 * o->st[3],
@@ -106,59 +108,52 @@ static void scores(const ag_job *j, ag_scratch *w, int64_t b, int64_t h, int64_t
             for (int c = 0; c < v; c++)
                 si[c] += row[c];
         }
-        for (int c = v; c < AG_TK; c++)
+        for (int c = v; c < AT_TK; c++)
             si[c] = -INFINITY;
     }
 }
 
-// w->s into probabilities e^(s - lse); w->dp (nq, AG_TK) into
-// ds = p (dy v^T - dd), without the scale (applied to dq and dk at the end).
+// w->s into probabilities e^(s - lse); w->dp into ds = p (dy v^T - dd),
+// without the scale (dq takes it at the end; q carries it for dk). Rows
+// from nq up to a multiple of AT_R are zeros in both.
 static void probs_ds(const ag_job *j, ag_scratch *w, int64_t b, int64_t h, int64_t t0, int nq) {
-    for (int i = 0; i < nq; i++) {
-        int64_t r = (b * j->H + h) * j->T + t0 + i;
-        float *si = w->s + i * AG_TK, *dpi = w->dp + i * AG_TK, lse = j->lse[r], dd = j->dd[r];
-        const float *dyi = j->dy + r * j->Dv;
-        if (lse == -INFINITY) { // no visible key: the forward's row of zeros
-            memset(si, 0, AG_TK * sizeof *si);
-            memset(dpi, 0, AG_TK * sizeof *dpi);
+    int64_t r0 = (b * j->H + h) * j->T + t0;
+    at_tile_scores(j->dy + r0 * j->Dv, w->vt, j->Dv, round_rows(nq), w->dp);
+    for (int i = 0; i < round_rows(nq); i++) {
+        float *si = w->s + i * AT_TK, *dpi = w->dp + i * AT_TK;
+        float lse = i < nq ? j->lse[r0 + i] : -INFINITY, dd = i < nq ? j->dd[r0 + i] : 0.0f;
+        if (lse == -INFINITY) { // no visible key (the forward's row of zeros), or padding
+            memset(si, 0, AT_TK * sizeof *si);
+            memset(dpi, 0, AT_TK * sizeof *dpi);
             continue;
         }
 #pragma omp simd
-        for (int c = 0; c < AG_TK; c++)
+        for (int c = 0; c < AT_TK; c++) {
             si[c] = cpu_expf(si[c] - lse);
-        memset(dpi, 0, AG_TK * sizeof *dpi);
-        for (int64_t e = 0; e < j->Dv; e++) {
-            float g = dyi[e];
-            const float *ve = w->vt + e * AG_TK;
-#pragma omp simd
-            for (int c = 0; c < AG_TK; c++)
-                dpi[c] += g * ve[c];
-        }
-#pragma omp simd
-        for (int c = 0; c < AG_TK; c++)
             dpi[c] = si[c] * (dpi[c] - dd);
+        }
     }
 }
 
 // Pass 1 for queries [t0, t0 + nq) of (b, h).
 static void row_stats(const ag_job *j, ag_scratch *w, int64_t b, int64_t h, int64_t t0, int nq) {
-    float m[AG_TQ], l[AG_TQ];
+    float m[AT_TQ], l[AT_TQ];
     for (int i = 0; i < nq; i++)
         m[i] = -INFINITY, l[i] = 0;
     int64_t last = key_end(j, b, t0 + nq - 1), kvh = h / j->G;
-    for (int64_t s0 = 0; s0 < last; s0 += AG_TK) {
-        int nk = (int)(last - s0 < AG_TK ? last - s0 : AG_TK);
+    for (int64_t s0 = 0; s0 < last; s0 += AT_TK) {
+        int nk = (int)(last - s0 < AT_TK ? last - s0 : AT_TK);
         load_tile(j, w, b, kvh, s0, nk);
         scores(j, w, b, h, t0, nq, s0, nk);
         for (int i = 0; i < nq; i++) {
-            float *si = w->s + i * AG_TK, mx = m[i], sum = 0;
+            float *si = w->s + i * AT_TK, mx = m[i], sum = 0;
 #pragma omp simd reduction(max : mx)
-            for (int c = 0; c < AG_TK; c++)
+            for (int c = 0; c < AT_TK; c++)
                 mx = si[c] > mx ? si[c] : mx;
             if (mx == -INFINITY)
                 continue;
 #pragma omp simd reduction(+ : sum)
-            for (int c = 0; c < AG_TK; c++)
+            for (int c = 0; c < AT_TK; c++)
                 sum += cpu_expf(si[c] - mx);
             l[i] = l[i] * cpu_expf(m[i] - mx) + sum;
             m[i] = mx;
@@ -176,61 +171,48 @@ static void row_stats(const ag_job *j, ag_scratch *w, int64_t b, int64_t h, int6
     }
 }
 
+// (nq, AT_TK) src into (AT_TK, AT_TK) dst: keys by queries.
+static void transpose(const float *src, int nq, float *dst) {
+    for (int i = 0; i < nq; i++)
+        for (int c = 0; c < AT_TK; c++)
+            dst[c * AT_TK + i] = src[i * AT_TK + c];
+}
+
 // Pass 2 for keys [s0, s0 + nk) of kv head (b, kvh).
 static void key_grads(const ag_job *j, ag_scratch *w, int64_t b, int64_t kvh, int64_t s0, int nk) {
     int64_t D = j->D, Dv = j->Dv;
-    float *dk = w->acc, *dv = w->acc + AG_TK * D;
-    memset(w->acc, 0, (size_t)(AG_TK * (D + Dv)) * sizeof *w->acc);
+    float *dk = w->acc, *dv = w->acc + AT_TK * D;
+    memset(w->acc, 0, (size_t)(AT_TK * (D + Dv)) * sizeof *w->acc);
     load_tile(j, w, b, kvh, s0, nk);
     for (int64_t h = kvh * j->G; h < (kvh + 1) * j->G; h++)
-        for (int64_t t0 = 0; t0 < j->T; t0 += AG_TQ) {
-            int nq = (int)(j->T - t0 < AG_TQ ? j->T - t0 : AG_TQ);
+        for (int64_t t0 = 0; t0 < j->T; t0 += AT_TQ) {
+            int nq = (int)(j->T - t0 < AT_TQ ? j->T - t0 : AT_TQ);
             if (key_end(j, b, t0 + nq - 1) <= s0) // causal: later tiles see more
                 continue;
+            int64_t r0 = (b * j->H + h) * j->T + t0;
             scores(j, w, b, h, t0, nq, s0, nk);
             probs_ds(j, w, b, h, t0, nq);
-            for (int i = 0; i < nq; i++) {
-                int64_t r = (b * j->H + h) * j->T + t0 + i;
-                const float *qi = j->q + r * D, *dyi = j->dy + r * Dv;
-                for (int c = 0; c < nk; c++) {
-                    float p = w->s[i * AG_TK + c], ds = w->dp[i * AG_TK + c];
-                    float *dkc = dk + c * D, *dvc = dv + c * Dv;
-#pragma omp simd
-                    for (int64_t e = 0; e < Dv; e++)
-                        dvc[e] += p * dyi[e];
-#pragma omp simd
-                    for (int64_t d = 0; d < D; d++)
-                        dkc[d] += ds * qi[d];
-                }
-            }
+            transpose(w->s, nq, w->pt);
+            transpose(w->dp, nq, w->dst);
+            at_tile_pv(w->pt, j->dy + r0 * Dv, Dv, AT_TK, nq, dv);
+            at_tile_pv(w->dst, j->q + r0 * D, D, AT_TK, nq, dk);
         }
     int64_t row = (b * j->KVH + kvh) * j->S + s0;
-    for (int c = 0; c < nk; c++) {
-        for (int64_t d = 0; d < D; d++)
-            j->dk[(row + c) * D + d] = dk[c * D + d] * j->scale;
-        memcpy(j->dv + (row + c) * Dv, dv + c * Dv, (size_t)Dv * sizeof *dv);
-    }
+    memcpy(j->dk + row * D, dk, (size_t)(nk * D) * sizeof *dk);
+    memcpy(j->dv + row * Dv, dv, (size_t)(nk * Dv) * sizeof *dv);
 }
 
 // Pass 3 for queries [t0, t0 + nq) of (b, h).
 static void query_grads(const ag_job *j, ag_scratch *w, int64_t b, int64_t h, int64_t t0, int nq) {
     int64_t D = j->D, kvh = h / j->G, last = key_end(j, b, t0 + nq - 1);
     float *dq = w->acc;
-    memset(dq, 0, (size_t)(AG_TQ * D) * sizeof *dq);
-    for (int64_t s0 = 0; s0 < last; s0 += AG_TK) {
-        int nk = (int)(last - s0 < AG_TK ? last - s0 : AG_TK);
-        const float *k = j->k + ((b * j->KVH + kvh) * j->S + s0) * D;
+    memset(dq, 0, (size_t)(AT_TQ * D) * sizeof *dq);
+    for (int64_t s0 = 0; s0 < last; s0 += AT_TK) {
+        int nk = (int)(last - s0 < AT_TK ? last - s0 : AT_TK);
         load_tile(j, w, b, kvh, s0, nk);
         scores(j, w, b, h, t0, nq, s0, nk);
         probs_ds(j, w, b, h, t0, nq);
-        for (int i = 0; i < nq; i++)
-            for (int c = 0; c < nk; c++) {
-                float ds = w->dp[i * AG_TK + c];
-                const float *kc = k + c * D;
-#pragma omp simd
-                for (int64_t d = 0; d < D; d++)
-                    dq[i * D + d] += ds * kc[d];
-            }
+        at_tile_pv(w->dp, j->k + ((b * j->KVH + kvh) * j->S + s0) * D, D, round_rows(nq), nk, dq);
     }
     float *out = j->dq + ((b * j->H + h) * j->T + t0) * D;
     for (int64_t i = 0; i < nq * D; i++)
@@ -266,23 +248,26 @@ static int run_passes(const ag_job *j) {
             bad = 1;
         }
         ag_scratch *wp = mem ? &w : NULL;
-        each_tile(j, wp, row_stats, j->H, j->T, AG_TQ);
-        each_tile(j, wp, key_grads, j->KVH, j->S, AG_TK);
-        each_tile(j, wp, query_grads, j->H, j->T, AG_TQ);
+        each_tile(j, wp, row_stats, j->H, j->T, AT_TQ);
+        each_tile(j, wp, key_grads, j->KVH, j->S, AT_TK);
+        each_tile(j, wp, query_grads, j->H, j->T, AT_TQ);
         free(mem);
     }
     return bad ? -1 : 0;
 }
 
-// A 4-d operand into contiguous f32 rows.
-static void to_f32(const tensor *t, float *dst) {
+// A 4-d operand into contiguous f32 rows, times scale.
+static void to_f32(const tensor *t, float scale, float *dst) {
     at_operand o = at_operand_of(t);
     int64_t n3 = t->shape[3];
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < t->shape[0] * t->shape[1] * t->shape[2]; r++) {
         int64_t i2 = r % t->shape[2], i1 = r / t->shape[2] % t->shape[1],
                 i0 = r / (t->shape[2] * t->shape[1]);
-        at_load_row(&o, i0 * o.st[0] + i1 * o.st[1] + i2 * o.st[2], o.st[3], n3, dst + r * n3);
+        float *row = dst + r * n3;
+        at_load_row(&o, i0 * o.st[0] + i1 * o.st[1] + i2 * o.st[2], o.st[3], n3, row);
+        for (int64_t i = 0; scale != 1.0f && i < n3; i++)
+            row[i] *= scale;
     }
 }
 
@@ -320,28 +305,31 @@ int cpu_attention_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const 
     int64_t nq = j.B * j.H * j.T * j.D, nk = j.B * j.KVH * j.S * j.D, nv = j.B * j.KVH * j.S * j.Dv,
             ny = j.B * j.H * j.T * j.Dv, rows = j.B * j.H * j.T;
     bool f32 = out->dtype == DT_F32;
-    // inputs in f32, then lse and dd, then (not f32) the gradients before their conversion
-    size_t total = (size_t)(nq + nk + nv + 2 * ny + 2 * rows + (f32 ? 0 : nq + nk + nv) + 1);
-    float *mem = malloc(total * sizeof *mem);
+    // inputs in f32 (q and dy with AT_R zero rows after them), lse and dd,
+    // then (not f32) the gradients before their conversion
+    int64_t pq = AT_R * j.D, pdy = AT_R * j.Dv;
+    size_t total =
+        (size_t)(nq + pq + nk + nv + 2 * ny + pdy + 2 * rows + (f32 ? 0 : nq + nk + nv) + 1);
+    float *mem = calloc(total, sizeof *mem);
     if (!mem) {
         free(L);
         return cpu_fail(c, "attention_grad: out of memory");
     }
     float *p = mem;
-    j.q = p, p += nq;
+    j.q = p, p += nq + pq;
     j.k = p, p += nk;
     j.v = p, p += nv;
     j.y = p, p += ny;
-    j.dy = p, p += ny;
+    j.dy = p, p += ny + pdy;
     j.lse = p, p += rows;
     j.dd = p, p += rows;
     float *grads = f32 ? (float *)out->storage->data + out->offset : p;
     j.dq = grads, j.dk = grads + nq, j.dv = grads + nq + nk;
-    to_f32(q, (float *)j.q);
-    to_f32(k, (float *)j.k);
-    to_f32(v, (float *)j.v);
-    to_f32(y, (float *)j.y);
-    to_f32(dy, (float *)j.dy);
+    to_f32(q, j.scale, (float *)j.q);
+    to_f32(k, 1.0f, (float *)j.k);
+    to_f32(v, 1.0f, (float *)j.v);
+    to_f32(y, 1.0f, (float *)j.y);
+    to_f32(dy, 1.0f, (float *)j.dy);
     int rc = run_passes(&j);
     if (rc == 0 && !f32)
         cpu_half_store(out->dtype, nq + nk + nv, grads,
