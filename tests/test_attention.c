@@ -134,7 +134,6 @@ static model *att_model_of(const att_case *c, bool grad) {
     return m;
 }
 
-static model *att_model(const att_case *c) { return att_model_of(c, false); }
 
 static double value_at(const tensor *t, int64_t i) {
     if (t->dtype == DT_F32)
@@ -169,21 +168,30 @@ static const att_case cases[] = {
     {"strided_q", 2, 3, 3, 21, 21, 8, 8, true, 0, 0, true, DT_F32},
 };
 
+// The case's model (its gradient with grad) run by the reference and
+// eager: ref[0] and out[0] its one output, *st eager's figures.
+static model *run_case(const att_case *c, bool grad, double **ref, tensor **out,
+                       eager_stats *st) {
+    model *m = att_model_of(c, grad);
+    char err[300];
+    if (ref_run(m, ref, err, sizeof err) < 0)
+        fail_msg("%s: reference: %s", c->name, err);
+    eager *e = eager_new(m);
+    assert_non_null(e);
+    if (eager_run(e, out, st) < 0)
+        fail_msg("%s: eager: %s", c->name, eager_error(e));
+    eager_free(e);
+    return m;
+}
+
 static void test_kernel_vs_reference(void **state) {
     (void)state;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const att_case *c = &cases[i];
-        model *m = att_model(c);
         double *ref[1];
-        char err[300];
-        if (ref_run(m, ref, err, sizeof err) < 0)
-            fail_msg("%s: reference: %s", c->name, err);
-        eager *e = eager_new(m);
-        assert_non_null(e);
         tensor *out[1];
         eager_stats st;
-        if (eager_run(e, out, &st) < 0)
-            fail_msg("%s: eager: %s", c->name, eager_error(e));
+        model *m = run_case(c, false, ref, out, &st);
         double tol = c->dt == DT_F32 ? 2e-5 : 4e-3, got = max_err(out[0], ref[0]);
         print_message("%-20s eager %lld kernel(s), max error %.2g\n", c->name,
                       (long long)st.kernels, got);
@@ -198,7 +206,6 @@ static void test_kernel_vs_reference(void **state) {
         }
         tensor_free(out[0]);
         free(ref[0]);
-        eager_free(e);
         model_free(m);
     }
 }
@@ -211,17 +218,11 @@ static void test_grad_vs_reference(void **state) {
     (void)state;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const att_case *c = &cases[i];
-        model *m = att_model_of(c, true);
         double *ref[1];
-        char err[300];
-        if (ref_run(m, ref, err, sizeof err) < 0)
-            fail_msg("%s: reference: %s", c->name, err);
-        eager *e = eager_new(m);
-        assert_non_null(e);
         tensor *out[1];
         eager_stats st;
-        if (eager_run(e, out, &st) < 0)
-            fail_msg("%s: eager: %s", c->name, eager_error(e));
+        char err[300];
+        model *m = run_case(c, true, ref, out, &st);
         double tol = c->dt == DT_F32 ? 1e-4 : 2e-2, got = max_err(out[0], ref[0]);
         double big = 0; // the gradients are not all zeros
         for (int64_t j = 0; j < tensor_numel(out[0]); j++)
@@ -233,7 +234,6 @@ static void test_grad_vs_reference(void **state) {
         assert_true(big > 1e-3);
         assert_int_equal(st.kernels, 2); // the forward's and the backward's
         tensor_free(out[0]);
-        eager_free(e);
         if (i % 4 == 0) { // the compiled mode's extern call of the same kernel
             compile_opts o = compile_opts_default();
             compiled *cp;
