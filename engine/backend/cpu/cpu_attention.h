@@ -1,6 +1,8 @@
 // cpu_attention.h: what the fused attention kernels share (cpu_attention.c,
-// the forward; cpu_attention_grad.c, the backward): strided operands read
-// as f32 rows, and each batch row's valid length.
+// the forward; cpu_attention_grad.c, the backward): the tile sizes, strided
+// operands read as f32 rows, each batch row's valid length, and the two
+// register-blocked tile products (scores against a transposed key tile;
+// probabilities times values).
 //
 //   at_operand o = at_operand_of(q);                  // (B, H, T, D), any strides
 //   at_load_row(&o, b * o.st[0] + h * o.st[1] + t * o.st[2], o.st[3], D, row);
