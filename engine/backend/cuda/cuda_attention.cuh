@@ -156,8 +156,8 @@ template <typename E> static __device__ void tc_attention_body(const tc_att_args
     }
 }
 
-// the kernels themselves; cuda_attention_grad.cu takes only the helpers above
-#ifndef TC_ATT_HELPERS_ONLY
+// the kernels themselves; cuda_attention_grad.cu takes only the device functions above
+#ifndef TC_ATT_NO_KERNELS
 extern "C" __global__ void __launch_bounds__(TC_ATT_ROWS * 32) tc_attention_f32(tc_att_args a) {
     tc_attention_body<float>(a);
 }

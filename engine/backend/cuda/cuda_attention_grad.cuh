@@ -19,7 +19,7 @@
 // exists and no two warps write the same row.
 #pragma once
 #ifndef __CUDACC_RTC__ // under NVRTC the text follows cuda_attention.cuh's
-#define TC_ATT_HELPERS_ONLY
+#define TC_ATT_NO_KERNELS
 #include "cuda_attention.cuh"
 #endif
 
