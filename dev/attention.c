@@ -4,9 +4,14 @@
 // chain with TCBENCH_DISABLE_FUSED_ATTENTION=1 so that the pattern pass
 // leaves it), llama-like sizes: batch 1, 8 heads, 2 kv heads. Prefill:
 // T = S = 1024, causal. Decode: T = 1 over S = 128 .. 4096. Medians of 15
-// steps after two warm-ups; the docs quote it.
+// steps after two warm-ups; the docs quote it. With "train": a training
+// step of the chain alone (q, k, v trained by SGD against an MSE loss) at
+// T = S = 512 and 1024, the pass fusing its forward into ATTENTION and its
+// backward into ATTENTION_GRAD against the chain left unfused; the forward
+// alone is timed beside it, so that the backward's share can be read off.
 //
-//   ninja -C build && OMP_NUM_THREADS=2 ./build/dev/attention [head_dim]
+//   ninja -C build && OMP_NUM_THREADS=2 ./build/dev/attention [head_dim] [train]
+#include "autodiff/autograd.h"
 #include "base/clock.h"
 #include "compile/compile.h"
 
@@ -15,6 +20,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { B = 1, H = 8, KVH = 2, RUNS = 15 };
 
@@ -30,11 +36,20 @@ static int repeat(graph *g, int t, int64_t S, int64_t D) {
     return graph_reshape(g, r, 4, (int64_t[]){B, H, S, D});
 }
 
-static model *build(int64_t T, int64_t S, int64_t D, bool fused) {
+// train: q, k, v parameters, an MSE loss against a target and the step's
+// backward and SGD updates (autograd.h)
+static model *build(int64_t T, int64_t S, int64_t D, bool fused, bool train) {
     graph *g = graph_new();
-    int q = graph_input(g, "q", DT_F32, 4, (int64_t[]){B, H, T, D});
-    int k = graph_input(g, "k", DT_F32, 4, (int64_t[]){B, KVH, S, D});
-    int v = graph_input(g, "v", DT_F32, 4, (int64_t[]){B, KVH, S, D});
+    int q, k, v;
+    if (train) {
+        q = graph_param(g, "q", 4, (int64_t[]){B, H, T, D}, INIT_NORMAL, 1);
+        k = graph_param(g, "k", 4, (int64_t[]){B, KVH, S, D}, INIT_NORMAL, 1);
+        v = graph_param(g, "v", 4, (int64_t[]){B, KVH, S, D}, INIT_NORMAL, 1);
+    } else {
+        q = graph_input(g, "q", DT_F32, 4, (int64_t[]){B, H, T, D});
+        k = graph_input(g, "k", DT_F32, 4, (int64_t[]){B, KVH, S, D});
+        v = graph_input(g, "v", DT_F32, 4, (int64_t[]){B, KVH, S, D});
+    }
     double sc = 1 / sqrt((double)D);
     int y;
     if (fused) {
@@ -53,6 +68,16 @@ static model *build(int64_t T, int64_t S, int64_t D, bool fused) {
         exit(1);
     }
     graph_output(g, y);
+    char err[300];
+    if (train) {
+        int target = graph_input(g, "target", DT_F32, 4, (int64_t[]){B, H, T, D});
+        g->loss = graph_op(g, OP_MSE_LOSS, 2, (int[]){y, target}, NULL, NULL);
+        train_opts o = train_opts_sgd();
+        if (g->loss < 0 || autograd_build(g, &o, false, err, sizeof err) < 0) {
+            fprintf(stderr, "attention: training step: %s\n", g->loss < 0 ? graph_error(g) : err);
+            exit(1);
+        }
+    }
     model *m = model_new(g, fused ? "fused" : "chain", "dev", B);
     if (!m || model_init_values(m, 1) < 0) {
         fprintf(stderr, "attention: out of memory\n");
@@ -61,10 +86,11 @@ static model *build(int64_t T, int64_t S, int64_t D, bool fused) {
     return m;
 }
 
-// The median seconds of one compiled step of the graph.
-static double time_step(int64_t T, int64_t S, int64_t D, bool fused) {
-    model *m = build(T, S, D, fused);
-    setenv("TCBENCH_DISABLE_FUSED_ATTENTION", "1", 1);
+// The median seconds of one compiled step of the graph. A training step is
+// always built as the chain: fused says whether the pass may fuse it.
+static double time_step(int64_t T, int64_t S, int64_t D, bool fused, bool train, int runs) {
+    model *m = build(T, S, D, fused && !train, train);
+    setenv("TCBENCH_DISABLE_FUSED_ATTENTION", train && fused ? "0" : "1", 1);
     compile_opts o = compile_opts_default();
     compiled *c;
     char err[600];
@@ -73,7 +99,7 @@ static double time_step(int64_t T, int64_t S, int64_t D, bool fused) {
         exit(1);
     }
     double t[RUNS];
-    for (int r = -2; r < RUNS; r++) {
+    for (int r = -2; r < runs; r++) {
         tensor *out[1];
         compiled_stats st;
         double t0 = base_now();
@@ -83,27 +109,37 @@ static double time_step(int64_t T, int64_t S, int64_t D, bool fused) {
         }
         if (r >= 0)
             t[r] = base_now() - t0;
-        tensor_free(out[0]);
+        for (int i = 0; i < m->g->noutputs; i++)
+            tensor_free(out[i]);
     }
     compiled_free(c);
     model_free(m);
-    qsort(t, RUNS, sizeof t[0], cmp_double);
-    return t[RUNS / 2];
+    qsort(t, (size_t)runs, sizeof t[0], cmp_double);
+    return t[runs / 2];
 }
 
-static void row(const char *what, int64_t T, int64_t S, int64_t D) {
-    double tf = time_step(T, S, D, true), tc = time_step(T, S, D, false);
+static void row(const char *what, int64_t T, int64_t S, int64_t D, bool train) {
+    int runs = train ? 7 : RUNS;
+    double tf = time_step(T, S, D, true, train, runs), tc = time_step(T, S, D, false, train, runs);
     printf("  %-8s T %5lld S %5lld   fused %9.3f ms   chain %9.3f ms   %5.2fx\n", what,
            (long long)T, (long long)S, 1e3 * tf, 1e3 * tc, tc / tf);
 }
 
 int main(int argc, char **argv) {
     int64_t D = argc > 1 ? atoll(argv[1]) : 64;
+    bool train = argc > 2 && !strcmp(argv[2], "train");
     printf("attention, compiled, batch %d, heads %d, kv heads %d, head dim %lld, causal, %d "
            "threads, median of %d\n",
-           B, H, KVH, (long long)D, omp_get_max_threads(), RUNS);
-    row("prefill", 1024, 1024, D);
+           B, H, KVH, (long long)D, omp_get_max_threads(), train ? 7 : RUNS);
+    if (train) {
+        for (int64_t T = 512; T <= 1024; T *= 2) {
+            row("forward", T, T, D, false);
+            row("train", T, T, D, true);
+        }
+        return 0;
+    }
+    row("prefill", 1024, 1024, D, false);
     for (int64_t S = 128; S <= 4096; S *= 2)
-        row("decode", 1, S, D);
+        row("decode", 1, S, D, false);
     return 0;
 }

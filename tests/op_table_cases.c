@@ -299,6 +299,27 @@ static int b_attention(graph *g, const op_case *tc) {
     return out(g, graph_op(g, OP_ATTENTION, tc->ia[1] ? 4 : 3, src, ia, tc->fa));
 }
 
+// b_attention's inputs and attention, then its backward: ATTENTION_GRAD of
+// a dy input (the output's shape), q, k, v, the attention and the bias
+static int b_attention_grad(graph *g, const op_case *tc) {
+    int q = in(g, "q", tc->dt, tc->nd, tc->shape);
+    int k = in(g, "k", tc->dt, tc->nd2, tc->shape2);
+    int v = in(g, "v", tc->dt, tc->nd2, tc->shape2);
+    int64_t ia[GRAPH_MAX_IA] = {tc->ia[0], tc->ia[1] ? 3 : 0};
+    int src[7] = {q, k, v, -1};
+    if (tc->ia[1])
+        src[3] = in(g, "bias", DT_F32, 4, (int64_t[]){tc->shape[0], 1, 1, tc->shape2[2]});
+    int y = graph_op(g, OP_ATTENTION, tc->ia[1] ? 4 : 3, src, ia, tc->fa);
+    if (y < 0)
+        return -1;
+    int64_t ys[4];
+    memcpy(ys, g->nodes[y].shape, sizeof ys); // in() may move the nodes
+    int dy = in(g, "dy", tc->dt, 4, ys);
+    int gs[6] = {dy, q, k, v, y, src[3]};
+    ia[1] = tc->ia[1] ? 5 : 0;
+    return out(g, graph_op(g, OP_ATTENTION_GRAD, tc->ia[1] ? 6 : 5, gs, ia, tc->fa));
+}
+
 static int b_reshape(graph *g, const op_case *tc) {
     int x = in(g, "x", tc->dt, tc->nd, tc->shape);
     return out(g, graph_reshape(g, x, tc->nd2, tc->shape2));
@@ -2086,6 +2107,13 @@ const op_case op_cases[] = {
      .fa = {0.5}, ONE},
     {"attention_f16", b_attention, OP_ATTENTION, S4(1, 2, 8, 8), T4(1, 2, 8, 8), IA(1),
      .fa = {0.35}, F16, ONE},
+    // its backward (the forward's kernel and the backward's): GQA, causal, T < S; a bias; f16
+    {"attention_grad", b_attention_grad, OP_ATTENTION_GRAD, S4(2, 4, 35, 8), T4(2, 2, 70, 8),
+     IA(1), .fa = {0.35}, GEMM(70), .kernels = 2},
+    {"attention_grad_bias", b_attention_grad, OP_ATTENTION_GRAD, S4(1, 2, 5, 4), T4(1, 1, 9, 4),
+     IA(0, 1), .fa = {0.5}, .kernels = 2},
+    {"attention_grad_f16", b_attention_grad, OP_ATTENTION_GRAD, S4(1, 2, 8, 8), T4(1, 2, 8, 8),
+     IA(1), .fa = {0.35}, F16, .kernels = 2},
 };
 
 const int op_ncases = (int)(sizeof op_cases / sizeof op_cases[0]);

@@ -386,15 +386,47 @@ static int sum_heads(ag *a, int dt, int like, int64_t G) {
     return s < 0 ? -1 : graph_reshape(a->g, s, 4, l.shape);
 }
 
-// ATTENTION's backward from primitive ops: the probabilities are recomputed
-// from q and k here (the forward keeps no (T, S) matrix), then the math
-// form's rules: dv = p^T dy, ds = softmax_grad(dy v^T, p), dq = ds k * scale,
-// dk = ds^T q * scale, d bias = ds; GQA's repeated heads summed back.
-static int back_attention(ag *a, const graph_node *n, int dy) {
+// ATTENTION's backward as one ATTENTION_GRAD node, as PyTorch's fused
+// scaled_dot_product_attention backward: the probabilities recomputed a
+// tile at a time inside it, its flat dq | dk | dv sliced into the three
+// gradients (dk and dv already summed over each kv head's query heads).
+static int back_attention_fused(ag *a, const graph_node *n, int y, int dy) {
     graph *g = a->g;
+    int src[GRAPH_MAX_SRCS] = {dy, n->src[0], n->src[1], n->src[2], y}, ns = 5;
+    int64_t ia[GRAPH_MAX_IA];
+    memcpy(ia, n->ia, sizeof ia);
+    for (int k = 1; k <= 2; k++)
+        if (n->ia[k]) {
+            src[ns] = n->src[n->ia[k]];
+            ia[k] = ns++;
+        }
+    int gr = graph_op(g, OP_ATTENTION_GRAD, ns, src, ia, n->fa);
+    if (chk(a, gr, "attention") < 0)
+        return -1;
+    int64_t at = 0;
+    for (int i = 0; i < 3; i++) {
+        int x = n->src[i];
+        graph_node xn = node(a, x);
+        int64_t len = graph_node_numel(&xn);
+        if (a->req[x] && accumulate(a, x, reshape_to(a, graph_slice(g, gr, 0, at, len), x)) < 0)
+            return chk(a, -1, "attention");
+        at += len;
+    }
+    return 0;
+}
+
+// ATTENTION's backward. Fused (above) unless the bias needs a gradient: then
+// from primitive ops, the probabilities recomputed from q and k (the forward
+// keeps no (T, S) matrix), then the math form's rules: dv = p^T dy,
+// ds = softmax_grad(dy v^T, p), dq = ds k * scale, dk = ds^T q * scale,
+// d bias = ds; GQA's repeated heads summed back.
+static int back_attention(ag *a, const graph_node *n, int y, int dy) {
+    graph *g = a->g;
+    if (!n->ia[1] || !a->req[n->src[n->ia[1]]])
+        return back_attention_fused(a, n, y, dy);
     if (n->ia[2])
-        return agfail(a, "attention: no backward with a valid-length input (a KV cache is for "
-                         "inference; train with the full sequence)");
+        return agfail(a, "attention: no backward with a valid-length input and a bias that needs "
+                         "a gradient");
     int q = n->src[0], k = n->src[1], v = n->src[2];
     graph_node qn = node(a, q), kn = node(a, k);
     int64_t G = qn.shape[1] / kn.shape[1], T = qn.shape[2], S = kn.shape[2];
@@ -503,7 +535,7 @@ static int backward(ag *a, int i) {
                 return -1;
             return a->req[n.src[1]] ? accumulate(a, n.src[1], graph_unary(g, OP_NEG, d)) : 0;
         }
-    case OPK_ATTENTION: return back_attention(a, &n, dy);
+    case OPK_ATTENTION: return back_attention(a, &n, i, dy);
     case OPK_GRAD:
     case OPK_UPDATE: break;
     }

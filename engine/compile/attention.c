@@ -10,8 +10,17 @@
 //   p = softmax(s) ; o = matmul(p, v [repeated likewise])
 //
 // autocast's casts (ia1 set) may sit between the links. Every link from the
-// first matmul to softmax must have no other reader: a training graph keeps
-// its probabilities for the backward, and such a chain is left alone. GQA
+// first matmul to softmax must have no other reader in the forward (nodes up
+// to the loss). In a training step graph the backward's readers must be
+// exactly the chain's own backward (autograd.c), found by match_backward:
+//
+//   dq  = matmul(ds, kt^T)          dkt = matmul(q^T, ds) -> permute = dk
+//   dp' = matmul(dy, vr^T)          dvr = matmul(p'^T, dy)           = dv
+//   ds from softmax_grad(dp, p) back through where and scale (no reader else)
+//
+// (p' is the probabilities as o reads them, a cast of p under autocast; dk
+// and dv summed over the repeated heads by reshape, sum_to, reshape). A
+// chain whose values have any other reader is left alone. GQA
 // stays grouped: the repeated k and v are read through to the kv heads, which
 // ATTENTION indexes itself. The causal where becomes ATTENTION's causal flag
 // when its mask is an INIT_CAUSAL_MASK buffer of (T, S) (key s visible to
@@ -23,6 +32,143 @@
 #include <string.h>
 
 static const graph_node *at(const graph *g, int id) { return &g->nodes[id]; }
+
+// The chain's nodes match_backward looks at.
+typedef struct chain {
+    int mm, kt, p, pp; // q k^T, k^T, softmax, the probabilities o reads
+} chain;
+
+// Each node's readers: at[start[i] .. start[i + 1]).
+typedef struct readers {
+    int *start, *at;
+} readers;
+
+static int readers_build(const graph *g, readers *r) {
+    r->start = calloc((size_t)g->n + 1, sizeof *r->start);
+    int total = 0;
+    for (int i = 0; i < g->n; i++)
+        total += g->nodes[i].nsrc;
+    r->at = malloc((size_t)(total ? total : 1) * sizeof *r->at);
+    int *fill = calloc((size_t)g->n + 1, sizeof *fill);
+    if (!r->start || !r->at || !fill) {
+        free(r->start), free(r->at), free(fill);
+        return -1;
+    }
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].nsrc; j++)
+            r->start[g->nodes[i].src[j] + 1]++;
+    for (int i = 0; i < g->n; i++)
+        r->start[i + 1] += r->start[i];
+    for (int i = 0; i < g->n; i++)
+        for (int j = 0; j < g->nodes[i].nsrc; j++) {
+            int s = g->nodes[i].src[j];
+            r->at[r->start[s] + fill[s]++] = i;
+        }
+    free(fill);
+    return 0;
+}
+
+static bool is_swap(const graph_node *n) {
+    return n->op == OP_PERMUTE && n->ndim == 4 && n->ia[0] == 0 && n->ia[1] == 1 &&
+           n->ia[2] == 3 && n->ia[3] == 2;
+}
+
+// The readers of x past the loss (the backward's): their count, the first
+// `max` of them in out.
+static int bwd_readers(const graph *g, const readers *r, int x, int *out, int max) {
+    int n = 0;
+    for (int i = r->start[x]; i < r->start[x + 1]; i++)
+        if (r->at[i] > g->loss && n++ < max)
+            out[n - 1] = r->at[i];
+    return n;
+}
+
+// x's one reader when it has one and it is an `op`, else -1.
+static int sole_reader(const graph *g, const readers *r, int x, enum op op) {
+    if (x < 0 || r->start[x + 1] - r->start[x] != 1)
+        return -1;
+    int y = r->at[r->start[x]];
+    return at(g, y)->op == op ? y : -1;
+}
+
+// The gradient of a repeated operand (B, H, S, d) summed back onto its kv
+// heads: autograd's reshape (B, KVH, G, S, d), sum_to, reshape (B, KVH, S, d).
+static int unrepeat_grad(const graph *g, const readers *r, int d) {
+    int r5 = sole_reader(g, r, d, OP_RESHAPE);
+    if (r5 < 0 || at(g, r5)->ndim != 5)
+        return -1;
+    int r4 = sole_reader(g, r, sole_reader(g, r, r5, OP_SUM_TO), OP_RESHAPE);
+    return r4 >= 0 && at(g, r4)->ndim == 4 ? r4 : -1;
+}
+
+static bool same_as(const graph *g, int x, int like) {
+    const graph_node *a = at(g, x), *b = at(g, like);
+    if (a->ndim != b->ndim || a->dtype != b->dtype)
+        return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i])
+            return false;
+    return true;
+}
+
+// In a training graph: whether the chain ending at o has exactly its own
+// backward as its values' backward readers (the rules at the top); fills
+// a->dy, gq, gk, gv (all -1 when the chain has no backward).
+static bool match_backward(const graph *g, const readers *r, int o, const chain *c,
+                           compile_attention *a) {
+    a->dy = a->gq = a->gk = a->gv = -1;
+    int b[4];
+    int nkt = bwd_readers(g, r, c->kt, b, 1), npp = bwd_readers(g, r, c->pp, b + 1, 2);
+    int np = c->p == c->pp ? 0 : bwd_readers(g, r, c->p, b + 3, 1);
+    // links between the first matmul and o other than p and p': no backward reader
+    for (int x = at(g, c->p)->src[0]; x != c->mm;) {
+        if (bwd_readers(g, r, x, NULL, 0))
+            return false;
+        x = at(g, x)->op == OP_WHERE ? at(g, x)->src[1] : at(g, x)->src[0];
+    }
+    for (int x = at(g, c->pp)->src[0]; c->pp != c->p && x != c->p; x = at(g, x)->src[0])
+        if (bwd_readers(g, r, x, NULL, 0))
+            return false;
+    if (!nkt && !npp && !np)
+        return true; // nothing of the chain needs a gradient
+    // o's backward: p'^T (and, when p' is p, softmax_grad) read p'; p itself
+    // read by softmax_grad alone
+    int want_pp = c->pp == c->p ? 2 : 1;
+    if (nkt != 1 || npp != want_pp || np != (c->pp == c->p ? 0 : 1))
+        return false;
+    int pt = -1, sg = c->pp == c->p ? -1 : b[3];
+    for (int i = 1; i <= want_pp; i++) {
+        if (is_swap(at(g, b[i])))
+            pt = b[i];
+        else if (at(g, b[i])->op == OP_SOFTMAX_GRAD)
+            sg = b[i];
+    }
+    if (pt < 0 || sg < 0 || at(g, sg)->op != OP_SOFTMAX_GRAD || at(g, sg)->src[1] != c->p)
+        return false;
+    int gvr = sole_reader(g, r, pt, OP_MATMUL);
+    if (gvr < 0 || at(g, gvr)->src[0] != pt)
+        return false;
+    a->dy = at(g, gvr)->src[1];
+    a->gv = at(g, o)->src[1] == a->v ? gvr : unrepeat_grad(g, r, gvr);
+    // the first matmul's backward: kt^T read by dq's matmul; q^T by dkt's,
+    // both with the same ds
+    int ktt = b[0];
+    a->gq = is_swap(at(g, ktt)) ? sole_reader(g, r, ktt, OP_MATMUL) : -1;
+    if (a->gq < 0 || at(g, a->gq)->src[1] != ktt)
+        return false;
+    int ds = at(g, a->gq)->src[0], qb[8], nq = bwd_readers(g, r, a->q, qb, 8);
+    for (int i = 0; i < nq && i < 8 && a->gk < 0; i++) {
+        int dkt = is_swap(at(g, qb[i])) ? sole_reader(g, r, qb[i], OP_MATMUL) : -1;
+        if (dkt < 0 || at(g, dkt)->src[0] != qb[i] || at(g, dkt)->src[1] != ds)
+            continue;
+        int dkr = sole_reader(g, r, dkt, OP_PERMUTE);
+        if (dkr < 0 || !is_swap(at(g, dkr)))
+            continue;
+        a->gk = at(g, c->kt)->src[0] == a->k ? dkr : unrepeat_grad(g, r, dkr);
+    }
+    return a->gk >= 0 && a->gv >= 0 && same_as(g, a->dy, o) && same_as(g, a->gq, a->q) &&
+           same_as(g, a->gk, a->k) && same_as(g, a->gv, a->v);
+}
 
 // Past autocast's casts with a single reader.
 static int skip_casts(const graph *g, const int *uses, int id) {
@@ -60,11 +206,13 @@ static bool is_causal_mask(const graph_node *m, int64_t T, int64_t S) {
 }
 
 // Whether o = matmul(p, v) ends the chain; fills *a.
-static bool match(const graph *g, const int *uses, int o, compile_attention *a) {
+static bool match(const graph *g, const int *uses, int o, compile_attention *a, chain *c) {
     const graph_node *on = at(g, o);
     if (on->op != OP_MATMUL || on->ndim != 4)
         return false;
     int p = skip_casts(g, uses, on->src[0]);
+    c->p = p;
+    c->pp = on->src[0];
     if (at(g, p)->op != OP_SOFTMAX || uses[p] != 1 || uses[on->src[0]] != 1)
         return false;
     int s = skip_casts(g, uses, at(g, p)->src[0]);
@@ -91,6 +239,8 @@ static bool match(const graph *g, const int *uses, int o, compile_attention *a) 
     }
     if (sn->op != OP_MATMUL || uses[s] != 1 || sn->ndim != 4)
         return false;
+    c->mm = s;
+    c->kt = sn->src[1];
     const graph_node *kt = at(g, sn->src[1]);
     if (kt->op != OP_PERMUTE || kt->ia[0] != 0 || kt->ia[1] != 1 || kt->ia[2] != 3 ||
         kt->ia[3] != 2)
@@ -116,26 +266,46 @@ int compile_attention_find(const graph *g, bool fusion, FILE *log, compile_atten
     const char *off = getenv("TCBENCH_DISABLE_FUSED_ATTENTION");
     if (!fusion || (off && *off && strcmp(off, "0")))
         return 0;
-    int *uses = graph_use_counts(g);
-    if (!uses)
+    // forward readers only (nodes up to the loss); the backward's are
+    // match_backward's business
+    int *uses = calloc((size_t)(g->n ? g->n : 1), sizeof *uses);
+    readers r = {0};
+    bool train = g->loss >= 0 && g->loss + 1 < g->n;
+    if (!uses || (train && readers_build(g, &r) < 0)) {
+        free(uses);
         return -1;
+    }
+    for (int i = 0; i < g->n && (g->loss < 0 || i <= g->loss); i++)
+        for (int j = 0; j < g->nodes[i].nsrc; j++)
+            uses[g->nodes[i].src[j]]++;
     int found = 0;
-    for (int o = 0; o < g->n; o++) {
+    for (int o = 0; o < g->n && (g->loss < 0 || o <= g->loss); o++) {
         compile_attention a;
-        if (!match(g, uses, o, &a))
+        chain c;
+        if (!match(g, uses, o, &a, &c))
             continue;
+        a.dy = a.gq = a.gk = a.gv = -1;
+        if (train && !match_backward(g, &r, o, &c, &a)) {
+            if (log)
+                fprintf(log, "attention: %%%d left unfused: its values have readers in the "
+                             "backward other than its own gradient's\n", o);
+            continue;
+        }
         out[o] = a;
         found++;
         if (log) {
             const graph_node *q = at(g, a.q), *k = at(g, a.k);
             fprintf(log,
                     "attention: %%%d matmul-softmax-matmul -> attention (B %lld, heads %lld, kv "
-                    "heads %lld, T %lld, S %lld, head dim %lld%s, scale %g)\n",
+                    "heads %lld, T %lld, S %lld, head dim %lld%s, scale %g)%s\n",
                     o, (long long)q->shape[0], (long long)q->shape[1], (long long)k->shape[1],
                     (long long)q->shape[2], (long long)k->shape[2], (long long)q->shape[3],
-                    a.causal ? ", causal" : "", a.scale);
+                    a.causal ? ", causal" : "", a.scale,
+                    a.dy >= 0 ? "; its backward -> attention_grad" : "");
         }
     }
+    free(r.start);
+    free(r.at);
     free(uses);
     return found;
 }

@@ -112,10 +112,18 @@ typedef struct cprog {
 // is logged to log (may be NULL). A fusion ablation (fusion false: the
 // captured mode, TCBENCH_DISABLE_FUSION) and TCBENCH_DISABLE_FUSED_ATTENTION=1
 // turn it off. The count found, or -1 out of memory.
+//
+// In a training step graph the chain's backward (autograd.c's rules for
+// matmul, scale, where, softmax and the views) is found too: dy, the
+// gradient of o, and the nodes holding the chain's contributions to the
+// gradients of q, k and v (after GQA's sums over the repeated heads).
+// Decompose writes one ATTENTION_GRAD there, sliced; the rest of the
+// backward chain, softmax's output included, dies with the forward's.
 typedef struct compile_attention {
     int q, k, v; // model nodes; k and v are the kv heads (before any repeat)
     bool causal;
     double scale;
+    int dy, gq, gk, gv; // the backward's nodes, -1 each in an inference chain
 } compile_attention;
 int compile_attention_find(const graph *g, bool fusion, FILE *log, compile_attention *out);
 

@@ -212,6 +212,10 @@ static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
     case OP_CROSS_ENTROPY_GRAD: rc = cuda_cross_entropy_grad(cc, n, s[0], s[1], s[2], y); break;
     case OP_MSE_LOSS_GRAD: rc = cuda_mse_loss_grad(cc, s[0], s[1], s[2], y); break;
     case OP_FOUND_INF: rc = cuda_found_inf(cc, n, (const tensor *const *)s, y); break;
+    case OP_ATTENTION_GRAD:
+        rc = cuda_attention_grad(cc, n, s[0], s[1], s[2], s[3], s[4],
+                                 n->ia[1] ? s[n->ia[1]] : NULL, n->ia[2] ? s[n->ia[2]] : NULL, y);
+        break;
     // updates, in place; the grad scaler's sources (graph_scaler_src) last
     case OP_SGD: {
         int sc = graph_scaler_src(n);

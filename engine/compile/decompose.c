@@ -243,6 +243,26 @@ static int expand_node(dctx *d, const graph_node *n, const int *s) {
     return graph_op_shaped(g, n->op, n->nsrc, s, n->ia, n->fa, n->ndim, n->shape);
 }
 
+// Node i of a fused attention chain's backward (att[o], role w: 0 dq, 1 dk,
+// 2 dv): its slice of the chain's one ATTENTION_GRAD node, made at the first
+// of the three (*ag, -1 until then) from dy, q, k, v and o's ATTENTION.
+static int attention_grad_part(dctx *d, const compile_attention *a, int o, int w, int i,
+                               const int *map, int *ag) {
+    graph *g = d->ng;
+    const graph *mg = d->p->m->g;
+    if (*ag < 0)
+        *ag = graph_op(g, OP_ATTENTION_GRAD, 5,
+                       (int[]){map[a->dy], map[a->q], map[a->k], map[a->v], map[o]},
+                       (int64_t[GRAPH_MAX_IA]){a->causal}, (double[GRAPH_MAX_FA]){a->scale});
+    if (*ag < 0)
+        return -1;
+    int64_t nq = graph_node_numel(&mg->nodes[a->q]), nk = graph_node_numel(&mg->nodes[a->k]);
+    int64_t off[3] = {0, nq, nq + nk};
+    const graph_node *n = &mg->nodes[i];
+    return graph_reshape(g, graph_slice(g, *ag, 0, off[w], graph_node_numel(n)), n->ndim,
+                         n->shape);
+}
+
 // What the passes assume of side effects (compile_internal.h): each written
 // node a parameter, buffer or input, written once, and no update's value
 // read by another node.
@@ -416,13 +436,24 @@ int compile_decompose(cprog *p) {
     int *map = malloc((size_t)g->n * sizeof *map);
     p->src_of = malloc((size_t)g->n * sizeof *p->src_of);
     compile_attention *att = malloc((size_t)(g->n ? g->n : 1) * sizeof *att);
-    if (!d.ng || !map || !p->src_of || !att ||
+    // role[i]: 3 o + w when node i is part w of chain o's backward; ag[o]: its ATTENTION_GRAD
+    int *role = malloc((size_t)(2 * g->n + 1) * sizeof *role), *ag = role + g->n;
+    if (!d.ng || !map || !p->src_of || !att || !role ||
         compile_attention_find(g, p->fusion, p->log, att) < 0) {
         graph_free(d.ng);
         free(map);
         free(att);
+        free(role);
         return compile_fail(p, "out of memory in decompose");
     }
+    for (int i = 0; i < 2 * g->n; i++)
+        role[i] = -1;
+    for (int o = 0; o < g->n; o++)
+        if (att[o].q >= 0 && att[o].dy >= 0) {
+            role[att[o].gq] = 3 * o;
+            role[att[o].gk] = 3 * o + 1;
+            role[att[o].gv] = 3 * o + 2;
+        }
     for (int i = 0; i < g->n; i++) {
         const graph_node *n = &g->nodes[i];
         int s[GRAPH_MAX_SRCS];
@@ -453,9 +484,11 @@ int compile_decompose(cprog *p) {
         for (; before < d.ng->n; before++) // the copies: recomputed for node i
             d.origin[before] = i;
         const compile_attention *a = &att[i];
+        int r = role[i];
         map[i] = track(
             &d, before,
-            a->q < 0
+            r >= 0 ? attention_grad_part(&d, &att[r / 3], r / 3, r % 3, i, map, &ag[r / 3])
+            : a->q < 0
                 ? expand_node(&d, n, s)
                 : graph_op(d.ng, OP_ATTENTION, 3, (int[]){map[a->q], map[a->k], map[a->v]},
                            (int64_t[GRAPH_MAX_IA]){a->causal}, (double[GRAPH_MAX_FA]){a->scale}));
@@ -472,6 +505,7 @@ int compile_decompose(cprog *p) {
     p->origin = d.origin;
     free(map);
     free(att);
+    free(role);
     free(bread);
     free(remat);
     free(cost);
@@ -483,6 +517,7 @@ fail:
     free(d.origin);
     free(map);
     free(att);
+    free(role);
     free(bread);
     free(remat);
     free(cost);

@@ -117,6 +117,9 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
     case OP_SLICE_GRAD: return cpu_slice_grad(c, n, s[0], y);
     case OP_CROSS_ENTROPY_GRAD: return cpu_cross_entropy_grad(c, n, s[0], s[1], s[2], y);
     case OP_MSE_LOSS_GRAD: return cpu_mse_loss_grad(c, s[0], s[1], s[2], y);
+    case OP_ATTENTION_GRAD:
+        return cpu_attention_grad(c, n, s[0], s[1], s[2], s[3], s[4],
+                                  n->ia[1] ? s[n->ia[1]] : NULL, n->ia[2] ? s[n->ia[2]] : NULL, y);
     // updates, in place
     case OP_SGD: {
         int sc = graph_scaler_src(n); // the grad scaler's sources, or -1

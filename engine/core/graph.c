@@ -276,6 +276,8 @@ static int infer_grad_shaped(graph *g, graph_node *n, const graph_node *const *s
 
 // Backward ops: the output has dy's shape, a stated shape (the forward
 // input's), or the weight gradients' (2, C) / (C).
+static int infer_attention_grad(graph *g, graph_node *n, const graph_node *const *s);
+
 static int infer_grad(graph *g, graph_node *n, const graph_node *const *s, int ndim_hint,
                       const int64_t *shape_hint) {
     const graph_node *dy = s[0];
@@ -326,6 +328,7 @@ static int infer_grad(graph *g, graph_node *n, const graph_node *const *s, int n
         n->shape[1] = c;
         return 0;
     }
+    case OP_ATTENTION_GRAD: return infer_attention_grad(g, n, s);
     case OP_FOUND_INF: // s[0] the scale, s[1] with ia0 an earlier flag
         n->ndim = 0;
         n->dtype = DT_F32;
@@ -771,6 +774,36 @@ static int infer_attention(graph *g, graph_node *n, const graph_node *const *s) 
     }
     copy_shape(n, q);
     n->shape[3] = v->shape[3];
+    return 0;
+}
+
+// ATTENTION_GRAD: dy, then attention's q, k, v, its output y, then its bias
+// and valid length at ia1, ia2 (at least 5), checked as attention's are.
+static int infer_attention_grad(graph *g, graph_node *n, const graph_node *const *s) {
+    const graph_node *fs[5] = {s[1], s[2], s[3]};
+    graph_node f = *n;
+    char b0[96], b1[96];
+    f.op = OP_ATTENTION;
+    f.nsrc = n->nsrc - 2;
+    for (int k = 1; k <= 2; k++) {
+        if (!n->ia[k])
+            continue;
+        if (n->ia[k] < 5 || n->ia[k] >= n->nsrc)
+            return fail(g, "attention_grad: input index %lld (ia%d) must name an input after y",
+                        (long long)n->ia[k], k);
+        f.ia[k] = n->ia[k] - 2;
+        fs[f.ia[k]] = s[n->ia[k]];
+    }
+    if (infer_attention(g, &f, fs) < 0)
+        return -1;
+    for (int i = 0; i <= 4; i += 4)
+        if (!same_shape(s[i], &f) || s[i]->dtype != s[1]->dtype)
+            return fail(g, "attention_grad: %s %s %s must be attention's output, %s %s",
+                        i ? "y" : "dy", dtype_name(s[i]->dtype), shape_s(b0, s[i]),
+                        dtype_name(s[1]->dtype), shape_s(b1, &f));
+    n->dtype = s[1]->dtype;
+    n->ndim = 1;
+    n->shape[0] = graph_node_numel(s[1]) + graph_node_numel(s[2]) + graph_node_numel(s[3]);
     return 0;
 }
 

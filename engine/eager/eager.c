@@ -107,6 +107,8 @@ EAGER_KERNEL(embedding_grad, cpu_embedding_grad(CPU, s[0], s[1], y))
 EAGER_KERNEL(slice_grad, cpu_slice_grad(CPU, n, s[0], y))
 EAGER_KERNEL(cross_entropy_grad, cpu_cross_entropy_grad(CPU, n, s[0], s[1], s[2], y))
 EAGER_KERNEL(mse_loss_grad, cpu_mse_loss_grad(CPU, s[0], s[1], s[2], y))
+EAGER_KERNEL(attention_grad,
+             cpu_attention_grad(CPU, n, s[0], s[1], s[2], s[3], s[4], ATT_SRC(1), ATT_SRC(2), y))
 
 // strided into contiguous; the walk runs it only on a strided input
 EAGER_KERNEL(contiguous, cpu_copy(CPU, s[0], y))

@@ -114,6 +114,9 @@ EC_KERNEL(slice_grad, cuda_slice_grad(C, n, s[0], y))
 EC_KERNEL(cross_entropy_grad, cuda_cross_entropy_grad(C, n, s[0], s[1], s[2], y))
 EC_KERNEL(mse_loss_grad, cuda_mse_loss_grad(C, s[0], s[1], s[2], y))
 EC_KERNEL(found_inf, cuda_found_inf(C, n, (const tensor *const *)s, y))
+EC_KERNEL(attention_grad, cuda_attention_grad(C, n, s[0], s[1], s[2], s[3], s[4],
+                                              n->ia[1] ? s[n->ia[1]] : NULL,
+                                              n->ia[2] ? s[n->ia[2]] : NULL, y))
 
 // strided into contiguous; the walk runs it only on a strided input
 EC_KERNEL(contiguous, cuda_copy(C, s[0], y))

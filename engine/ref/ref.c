@@ -684,51 +684,124 @@ static int ref_mse_loss(ref_ctx *c, const graph_node *n, const double *const *s,
 
 // ---- attention -----------------------------------------------------------------
 
+// Row t of (b, h)'s probabilities over the S keys into p: softmax(q k^T *
+// fa0 + bias) over the visible ones (ATTENTION's masks with valid length
+// L), zeros elsewhere, all zeros when none is visible. qr the query (D), kb
+// the kv head's keys (S, D); the bias is source ia1 of n, if any.
+static void att_probs(const ref_ctx *c, const graph_node *n, const double *const *s,
+                      const double *qr, const double *kb, int64_t T, int64_t L, int64_t b,
+                      int64_t h, int64_t t, double *p) {
+    const graph_node *bias = n->ia[1] ? src(c, n, (int)n->ia[1]) : NULL;
+    int q0 = n->op == OP_ATTENTION ? 0 : 1; // attention_grad: dy first
+    int64_t S = src(c, n, q0 + 1)->shape[2], D = src(c, n, q0)->shape[3];
+    double m = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < S; j++) {
+        p[j] = -INFINITY;
+        if (j >= L || (n->ia[0] && j > L - T + t))
+            continue;
+        double dot = 0;
+        for (int64_t d = 0; d < D; d++)
+            dot += qr[d] * kb[j * D + d];
+        p[j] = dot * n->fa[0];
+        if (bias)
+            p[j] += s[n->ia[1]][bcast_offset(bias->ndim, bias->shape, 4, (int64_t[]){b, h, t, j})];
+        m = p[j] > m ? p[j] : m;
+    }
+    for (int64_t j = 0; j < S; j++) {
+        p[j] = m == -INFINITY ? 0 : exp(p[j] - m);
+        sum += p[j];
+    }
+    for (int64_t j = 0; j < S && sum > 0; j++)
+        p[j] /= sum;
+}
+
+// Batch row b's valid length: source ia2 of n (() or (B)), else S; -1 with
+// the error set when it is outside [0, S].
+static int64_t att_len(ref_ctx *c, const graph_node *n, const double *const *s, int64_t b,
+                       int64_t S) {
+    int64_t L = n->ia[2] ? (int64_t)s[n->ia[2]][src(c, n, (int)n->ia[2])->ndim ? b : 0] : S;
+    if (L < 0 || L > S)
+        return fail(c, "%s: valid length %lld of batch row %lld is outside [0, %lld]",
+                    op_name(n->op), (long long)L, (long long)b, (long long)S);
+    return L;
+}
+
 // softmax(q k^T * fa0 + bias, masked) v, row by row over the visible keys.
 static int ref_attention(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
     const graph_node *q = src(c, n, 0), *k = src(c, n, 1), *v = src(c, n, 2);
     int64_t B = q->shape[0], H = q->shape[1], T = q->shape[2], D = q->shape[3];
     int64_t KVH = k->shape[1], S = k->shape[2], Dv = v->shape[3];
-    const graph_node *bias = n->ia[1] ? src(c, n, (int)n->ia[1]) : NULL;
-    const double *bv = n->ia[1] ? s[n->ia[1]] : NULL, *lv = n->ia[2] ? s[n->ia[2]] : NULL;
-    double *p = malloc((size_t)S * sizeof *p);
+    double *p = malloc((size_t)(S ? S : 1) * sizeof *p);
     if (!p)
         return fail(c, "attention: out of memory");
     for (int64_t b = 0; b < B; b++) {
-        int64_t L = lv ? (int64_t)lv[src(c, n, (int)n->ia[2])->ndim ? b : 0] : S;
-        if (L < 0 || L > S) {
+        int64_t L = att_len(c, n, s, b, S);
+        if (L < 0) {
             free(p);
-            return fail(c, "attention: valid length %lld of batch row %lld is outside [0, %lld]",
-                        (long long)L, (long long)b, (long long)S);
+            return -1;
         }
         for (int64_t h = 0; h < H; h++) {
             int64_t g = h / (H / KVH);
             const double *kb = s[1] + (b * KVH + g) * S * D, *vb = s[2] + (b * KVH + g) * S * Dv;
             for (int64_t t = 0; t < T; t++) {
                 const double *qr = s[0] + ((b * H + h) * T + t) * D;
-                double *out = o + ((b * H + h) * T + t) * Dv, m = -INFINITY, sum = 0;
-                for (int64_t j = 0; j < S; j++) {
-                    p[j] = -INFINITY;
-                    if (j >= L || (n->ia[0] && j > L - T + t))
-                        continue;
-                    double dot = 0;
-                    for (int64_t d = 0; d < D; d++)
-                        dot += qr[d] * kb[j * D + d];
-                    p[j] = dot * n->fa[0];
-                    if (bias)
-                        p[j] +=
-                            bv[bcast_offset(bias->ndim, bias->shape, 4, (int64_t[]){b, h, t, j})];
-                    m = p[j] > m ? p[j] : m;
-                }
-                for (int64_t j = 0; j < S; j++) {
-                    p[j] = m == -INFINITY ? 0 : exp(p[j] - m);
-                    sum += p[j];
-                }
+                double *out = o + ((b * H + h) * T + t) * Dv;
+                att_probs(c, n, s, qr, kb, T, L, b, h, t, p);
                 for (int64_t e = 0; e < Dv; e++) {
                     double acc = 0;
-                    for (int64_t j = 0; j < S && sum > 0; j++)
+                    for (int64_t j = 0; j < S; j++)
                         acc += p[j] * vb[j * Dv + e];
-                    out[e] = sum > 0 ? acc / sum : 0;
+                    out[e] = acc;
+                }
+            }
+        }
+    }
+    free(p);
+    return 0;
+}
+
+// ATTENTION's gradients from the probabilities in full, row by row: p as
+// the forward's, dv += p^T dy, ds = p (dy v^T - rowsum(dy y)), dq = ds k *
+// scale, dk += ds^T q * scale (kv heads summing their query heads').
+static int ref_attention_grad(ref_ctx *c, const graph_node *n, const double *const *s,
+                              double *o) {
+    const graph_node *q = src(c, n, 1), *k = src(c, n, 2), *v = src(c, n, 3);
+    int64_t B = q->shape[0], H = q->shape[1], T = q->shape[2], D = q->shape[3];
+    int64_t KVH = k->shape[1], S = k->shape[2], Dv = v->shape[3];
+    double *dq = o, *dk = dq + B * H * T * D, *dv = dk + B * KVH * S * D;
+    memset(o, 0, (size_t)graph_node_numel(n) * sizeof *o);
+    double *p = malloc((size_t)(S ? S : 1) * sizeof *p);
+    if (!p)
+        return fail(c, "attention_grad: out of memory");
+    for (int64_t b = 0; b < B; b++) {
+        int64_t L = att_len(c, n, s, b, S);
+        if (L < 0) {
+            free(p);
+            return -1;
+        }
+        for (int64_t h = 0; h < H; h++) {
+            int64_t g = h / (H / KVH), kv = (b * KVH + g) * S;
+            const double *kb = s[2] + kv * D, *vb = s[3] + kv * Dv;
+            for (int64_t t = 0; t < T; t++) {
+                int64_t row = (b * H + h) * T + t;
+                const double *qr = s[1] + row * D, *dy = s[0] + row * Dv, *y = s[4] + row * Dv;
+                double dd = 0;
+                att_probs(c, n, s, qr, kb, T, L, b, h, t, p);
+                for (int64_t e = 0; e < Dv; e++)
+                    dd += dy[e] * y[e];
+                for (int64_t j = 0; j < S; j++) {
+                    double dp = 0;
+                    if (p[j] == 0)
+                        continue;
+                    for (int64_t e = 0; e < Dv; e++) {
+                        dp += dy[e] * vb[j * Dv + e];
+                        dv[(kv + j) * Dv + e] += p[j] * dy[e];
+                    }
+                    double ds = p[j] * (dp - dd) * n->fa[0];
+                    for (int64_t d = 0; d < D; d++) {
+                        dq[row * D + d] += ds * kb[j * D + d];
+                        dk[(kv + j) * D + d] += ds * qr[d];
+                    }
                 }
             }
         }

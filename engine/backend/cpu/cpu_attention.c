@@ -19,49 +19,13 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
-#include "cpu_f16.h"
-#include "cpu_kernels.h"
+#include "cpu_attention.h"
 #include "cpu_math.h"
 
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define AT_TQ 32 // query rows per tile
-#define AT_TK 64 // keys per tile
-#define AT_R  4  // query rows per register block
-#define AT_C  16 // keys (or value dims) per register block
-
-// A strided 4-d operand broadcast to (B, H, T, S)-like indices: elements are
-// base + i0 * st[0] + ... (st 0 along a broadcast axis).
-typedef struct at_operand {
-    enum dtype dtype;
-    const char *data; // at element 0 (the tensor's offset applied)
-    int64_t st[4];
-} at_operand;
-
-static at_operand operand_of(const tensor *t) {
-    at_operand o = {
-        t->dtype, (const char *)t->storage->data + t->offset * dtype_size(t->dtype), {0, 0, 0, 0}};
-    for (int i = 0; i < t->ndim; i++) // right-aligned: a bias may have fewer dims
-        o.st[4 - t->ndim + i] = t->shape[i] == 1 ? 0 : t->stride[i];
-    return o;
-}
-
-// n elements from element offset off, stride st, into f32 dst.
-static void load_row(const at_operand *o, int64_t off, int64_t st, int64_t n, float *dst) {
-    if (o->dtype == DT_F32) {
-        const float *p = (const float *)o->data + off;
-        if (st == 1)
-            memcpy(dst, p, (size_t)n * sizeof *dst);
-        else
-            for (int64_t i = 0; i < n; i++)
-                dst[i] = p[i * st];
-        return;
-    }
-    cpu_half_load(o->dtype, n, (const uint16_t *)o->data + off, st, dst);
-}
 
 typedef struct at_job {
     int64_t B, H, KVH, T, S, D, Dv;
@@ -106,55 +70,6 @@ static int64_t key_end(const at_job *j, int64_t b, int64_t t) {
     return e < 0 ? 0 : e < L ? e : L;
 }
 
-// s (rows, AT_TK) = q (rows, D) . kt (D, AT_TK), rows a multiple of AT_R:
-// AT_R x AT_C accumulators stay in registers over the whole dot product
-static void tile_scores(const float *q, const float *kt, int64_t D, int rows, float *s) {
-    for (int i0 = 0; i0 < rows; i0 += AT_R)
-        for (int c0 = 0; c0 < AT_TK; c0 += AT_C) {
-            float acc[AT_R][AT_C] = {{0}};
-            for (int64_t d = 0; d < D; d++) {
-                const float *kd = kt + d * AT_TK + c0;
-                for (int r = 0; r < AT_R; r++) {
-                    float qv = q[(i0 + r) * D + d];
-#pragma omp simd
-                    for (int c = 0; c < AT_C; c++)
-                        acc[r][c] += qv * kd[c];
-                }
-            }
-            for (int r = 0; r < AT_R; r++)
-                memcpy(s + (i0 + r) * AT_TK + c0, acc[r], sizeof acc[r]);
-        }
-}
-
-// acc (rows, Dv) += p (rows, AT_TK) . v (nk, Dv), blocked as tile_scores
-static void tile_pv(const float *p, const float *v, int64_t Dv, int rows, int nk, float *acc) {
-    for (int i0 = 0; i0 < rows; i0 += AT_R) {
-        int64_t e0 = 0;
-        for (; e0 + AT_C <= Dv; e0 += AT_C) {
-            float o[AT_R][AT_C];
-            for (int r = 0; r < AT_R; r++)
-                memcpy(o[r], acc + (i0 + r) * Dv + e0, sizeof o[r]);
-            for (int c = 0; c < nk; c++) {
-                const float *vc = v + c * Dv + e0;
-                for (int r = 0; r < AT_R; r++) {
-                    float pv = p[(i0 + r) * AT_TK + c];
-#pragma omp simd
-                    for (int e = 0; e < AT_C; e++)
-                        o[r][e] += pv * vc[e];
-                }
-            }
-            for (int r = 0; r < AT_R; r++)
-                memcpy(acc + (i0 + r) * Dv + e0, o[r], sizeof o[r]);
-        }
-        for (int r = 0; e0 < Dv && r < AT_R; r++) // the last Dv % AT_C columns
-            for (int c = 0; c < nk; c++) {
-                float pv = p[(i0 + r) * AT_TK + c];
-                for (int64_t e = e0; e < Dv; e++)
-                    acc[(i0 + r) * Dv + e] += pv * v[c * Dv + e];
-            }
-    }
-}
-
 // x[i] = e^(x[i] - shift), vectorized (see the pragma at the top).
 static void exp_row(float *x, float shift, int64_t n) {
 #pragma omp simd
@@ -173,8 +88,8 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t h, int64
     for (int i = 0; i < rows; i++) {
         float *qi = w->q + i * D;
         if (i < nq) {
-            load_row(&j->q, b * j->q.st[0] + h * j->q.st[1] + (t0 + i) * j->q.st[2], j->q.st[3], D,
-                     qi);
+            at_load_row(&j->q, b * j->q.st[0] + h * j->q.st[1] + (t0 + i) * j->q.st[2],
+                        j->q.st[3], D, qi);
             for (int64_t d = 0; d < D; d++)
                 qi[d] *= j->scale;
         } else {
@@ -188,7 +103,7 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t h, int64
     for (int64_t s0 = k0; s0 < last; s0 += AT_TK) {
         int nk = (int)(last - s0 < AT_TK ? last - s0 : AT_TK);
         int64_t bg = b * j->KVH + kvh;
-        tile_scores(w->q, j->kpack + (bg * j->nkt + s0 / AT_TK) * D * AT_TK, D, rows, w->s);
+        at_tile_scores(w->q, j->kpack + (bg * j->nkt + s0 / AT_TK) * D * AT_TK, D, rows, w->s);
         // each row's new max (masked columns set to -inf); the rescaling
         // factors of all rows at once; then the exponentials, a row at a time
         float mnew[AT_TQ], corr[AT_TQ];
@@ -200,8 +115,8 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t h, int64
             v = v < 0 ? 0 : v;
             if (v && j->has_bias) {
                 const at_operand *o = &j->bias;
-                load_row(o, b * o->st[0] + h * o->st[1] + (t0 + i) * o->st[2] + s0 * o->st[3],
-                         o->st[3], v, row);
+                at_load_row(o, b * o->st[0] + h * o->st[1] + (t0 + i) * o->st[2] + s0 * o->st[3],
+                            o->st[3], v, row);
                 for (int c = 0; c < v; c++)
                     si[c] += row[c];
             }
@@ -233,7 +148,7 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t h, int64
                 for (int64_t e = 0; e < Dv; e++)
                     w->acc[i * Dv + e] *= corr[i];
         }
-        tile_pv(w->s, j->vpack + (bg * j->S + s0) * Dv, Dv, rows, nk, w->acc);
+        at_tile_pv(w->s, j->vpack + (bg * j->S + s0) * Dv, Dv, rows, nk, w->acc);
     }
 }
 
@@ -272,15 +187,15 @@ static void pack_kv(const at_job *j) {
             for (int64_t d0 = 0; d0 < D; d0 += 256) {
                 int64_t nd = D - d0 < 256 ? D - d0 : 256;
                 if (s < j->S)
-                    load_row(&j->k, kb + d0 * j->k.st[3], j->k.st[3], nd, row);
+                    at_load_row(&j->k, kb + d0 * j->k.st[3], j->k.st[3], nd, row);
                 else
                     memset(row, 0, sizeof row);
                 for (int64_t d = 0; d < nd; d++)
                     kt[(d0 + d) * AT_TK + c] = row[d];
             }
             if (s < j->S)
-                load_row(&j->v, b * j->v.st[0] + g * j->v.st[1] + s * j->v.st[2], j->v.st[3], Dv,
-                         j->vpack + (bg * j->S + s) * Dv);
+                at_load_row(&j->v, b * j->v.st[0] + g * j->v.st[1] + s * j->v.st[2], j->v.st[3],
+                            Dv, j->vpack + (bg * j->S + s) * Dv);
         }
     }
 }
@@ -384,31 +299,15 @@ int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor
                 .Dv = v->shape[3],
                 .scale = (float)n->fa[0],
                 .causal = n->ia[0] != 0,
-                .q = operand_of(q),
-                .k = operand_of(k),
-                .v = operand_of(v),
+                .q = at_operand_of(q),
+                .k = at_operand_of(k),
+                .v = at_operand_of(v),
                 .has_bias = bias != NULL};
     if (bias)
-        j.bias = operand_of(bias);
-    int64_t *L = malloc((size_t)j.B * sizeof *L);
+        j.bias = at_operand_of(bias);
+    int64_t *L = at_lengths(c, "attention", len, j.B, j.S);
     if (!L)
-        return cpu_fail(c, "attention: out of memory");
-    for (int64_t b = 0; b < j.B; b++) {
-        L[b] = j.S;
-        if (!len)
-            continue;
-        int64_t i = tensor_numel(len) == 1 ? 0 : b,
-                off = len->offset + (len->ndim ? i * len->stride[0] : 0);
-        L[b] = len->dtype == DT_I64 ? ((const int64_t *)len->storage->data)[off]
-                                    : ((const int32_t *)len->storage->data)[off];
-        if (L[b] < 0 || L[b] > j.S) {
-            int64_t bad = L[b];
-            free(L);
-            return cpu_fail(c,
-                            "attention: valid length %lld of batch row %lld is outside [0, %lld]",
-                            (long long)bad, (long long)b, (long long)j.S);
-        }
-    }
+        return -1;
     j.len = L;
     // no row sees a key at or past the longest valid length: a static
     // cache's unwritten rows are neither packed nor visited

@@ -175,6 +175,11 @@ int cpu_embedding(cpu_ctx *c, const tensor *table, const tensor *idx, tensor *ou
 // the scale (ops.def ATTENTION).
 int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor *k,
                   const tensor *v, const tensor *bias, const tensor *len, tensor *y);
+// ATTENTION_GRAD (cpu_attention_grad.c): dy and y (B, H, T, Dv), q, k, v,
+// bias and len as cpu_attention's -> out, the flat dq | dk | dv of q's dtype
+int cpu_attention_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *q,
+                       const tensor *k, const tensor *v, const tensor *y, const tensor *bias,
+                       const tensor *len, tensor *out);
 int cpu_concat(cpu_ctx *c, int axis, int nin, const tensor *const *in, tensor *out);
 // KV_WRITE: cache (B, KVH, S, D) contiguous, written in place at rows
 // [pos, pos + T) of axis 2 from rows (B, KVH, T, D), any strides; pos an

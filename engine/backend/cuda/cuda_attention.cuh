@@ -31,6 +31,18 @@ typedef struct tc_att_args {
     float scale;
 } tc_att_args;
 
+#ifndef __CUDACC_RTC__
+// Host side (cuda_attention.cu), for cuda_attention_grad.cu too: a's sizes,
+// pointers, strides, masks and scale from the operands (y left unset);
+// -1 with c->err set (naming `what`) on a bias dtype or head dim the
+// kernels do not take. tc_att_strides: a 4-d operand's strides, 0 along
+// broadcast axes, right-aligned.
+int tc_att_fill(cuda_ctx *c, const char *what, const graph_node *n, const tensor *q,
+                const tensor *k, const tensor *v, const tensor *bias, const tensor *len,
+                tc_att_args *a);
+void tc_att_strides(const tensor *t, long long *st);
+#endif
+
 template <typename E> static __device__ __forceinline__ float tc_att_ld(const E *p, long long i);
 template <> __device__ __forceinline__ float tc_att_ld<float>(const float *p, long long i) {
     return p[i];
@@ -144,6 +156,8 @@ template <typename E> static __device__ void tc_attention_body(const tc_att_args
     }
 }
 
+// the kernels themselves; cuda_attention_grad.cu takes only the device functions above
+#ifndef TC_ATT_NO_KERNELS
 extern "C" __global__ void __launch_bounds__(TC_ATT_ROWS * 32) tc_attention_f32(tc_att_args a) {
     tc_attention_body<float>(a);
 }
@@ -151,3 +165,4 @@ extern "C" __global__ void __launch_bounds__(TC_ATT_ROWS * 32) tc_attention_f32(
 extern "C" __global__ void __launch_bounds__(TC_ATT_ROWS * 32) tc_attention_f16(tc_att_args a) {
     tc_attention_body<uint16_t>(a);
 }
+#endif

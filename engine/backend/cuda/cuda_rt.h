@@ -201,6 +201,11 @@ int cuda_kv_write(cuda_ctx *c, tensor *cache, const tensor *rows, const tensor *
 // dims at most 256; bias (f32/f16, broadcast) and len may be NULL
 int cuda_attention(cuda_ctx *c, const graph_node *n, const tensor *q, const tensor *k,
                    const tensor *v, const tensor *bias, const tensor *len, tensor *y);
+// ATTENTION_GRAD (ops.def; cuda_attention_grad.cu): dy, q, k, v, y all f32
+// or all f16, bias and len as cuda_attention's -> out, dq | dk | dv
+int cuda_attention_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, const tensor *q,
+                        const tensor *k, const tensor *v, const tensor *y, const tensor *bias,
+                        const tensor *len, tensor *out);
 // a >= b with broadcasting into bool (f32, f16, i32, i64, bool); NaN compares false
 int cuda_ge(cuda_ctx *c, const tensor *a, const tensor *b, tensor *out);
 
