@@ -633,7 +633,9 @@ static void count_externs(const char *dir, const char *name, int *fwd, int *bwd)
 static void test_train_pattern(void **state) {
     (void)state;
     suite *s = load_smoke_suite();
-    char dir[] = "/tmp/tcbench_attn_XXXXXX";
+    char dir[256];
+    const char *t = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/tcbench-test-attention-XXXXXX", t && *t ? t : "/tmp");
     assert_non_null(mkdtemp(dir));
     const struct {
         const char *name;

@@ -278,15 +278,13 @@ static int merge_chunks(const at_job *j, const float *part, tensor *y) {
     return bad ? -1 : 0;
 }
 
-static bool float_dtype(enum dtype t) { return t == DT_F32 || dtype_is_half(t); }
-
 int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor *k,
                   const tensor *v, const tensor *bias, const tensor *len, tensor *y) {
     const tensor *in[3] = {q, k, v};
     for (int i = 0; i < 3; i++)
-        if (in[i]->ndim != 4 || !float_dtype(in[i]->dtype))
+        if (in[i]->ndim != 4 || !at_float_dtype(in[i]->dtype))
             return cpu_fail(c, "attention: input %d must be a 4-d float tensor", i);
-    if (bias && (!float_dtype(bias->dtype) || bias->ndim > 4))
+    if (bias && (!at_float_dtype(bias->dtype) || bias->ndim > 4))
         return cpu_fail(c, "attention: the bias must be a float tensor of at most 4 dims");
     if (y->dtype != q->dtype || !tensor_is_contiguous(y))
         return cpu_fail(c, "attention: the output must be contiguous and of q's dtype");

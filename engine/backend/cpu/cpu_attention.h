@@ -26,6 +26,9 @@ typedef struct at_operand {
     int64_t st[4];
 } at_operand;
 
+// The dtypes attention's kernels take: f32 and the halves.
+static inline bool at_float_dtype(enum dtype t) { return t == DT_F32 || dtype_is_half(t); }
+
 static inline at_operand at_operand_of(const tensor *t) {
     at_operand o = {
         t->dtype, (const char *)t->storage->data + t->offset * dtype_size(t->dtype), {0, 0, 0, 0}};

@@ -271,17 +271,15 @@ static void to_f32(const tensor *t, float scale, float *dst) {
     }
 }
 
-static bool float_dtype(enum dtype t) { return t == DT_F32 || dtype_is_half(t); }
-
 int cpu_attention_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *q,
                        const tensor *k, const tensor *v, const tensor *y, const tensor *bias,
                        const tensor *len, tensor *out) {
     const tensor *in[5] = {dy, q, k, v, y};
     for (int i = 0; i < 5; i++)
-        if (in[i]->ndim != 4 || in[i]->dtype != q->dtype || !float_dtype(in[i]->dtype))
+        if (in[i]->ndim != 4 || in[i]->dtype != q->dtype || !at_float_dtype(in[i]->dtype))
             return cpu_fail(c, "attention_grad: input %d must be a 4-d float tensor of q's dtype",
                             i);
-    if (bias && (!float_dtype(bias->dtype) || bias->ndim > 4))
+    if (bias && (!at_float_dtype(bias->dtype) || bias->ndim > 4))
         return cpu_fail(c, "attention_grad: the bias must be a float tensor of at most 4 dims");
     if (out->dtype != q->dtype || !tensor_is_contiguous(out))
         return cpu_fail(c, "attention_grad: the output must be contiguous and of q's dtype");
