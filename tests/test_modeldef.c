@@ -688,6 +688,58 @@ static void test_positional_offset(void **state) {
                  5, 36, "offset 6 is outside the 6 rows");
 }
 
+// `unused: true`: the layer's parameters are held (a causal LM's
+// cross-attention), none of its ops are in the graph, its input passes on;
+// attention's `scale` replaces 1/sqrt(head_dim), and 1 makes no kernel
+static void test_unused_and_scale(void **state) {
+    (void)state;
+    const char *text = "name: held\n"
+                       "inputs:\n"
+                       "  x: {shape: [$batch, 5, 8]}\n"
+                       "  y: {shape: [$batch, 5, 4]}\n"
+                       "body:\n"
+                       "  - attention: {heads: 2, unused: true, as: cross}\n"
+                       "  - layer_norm: {unused: true}\n"
+                       "  - attention: {heads: 2, scale: 1}\n"
+                       "  - attention: {heads: 2}\n"
+                       "  - linear: {out: 4, as: out}\n"
+                       "loss: {mse: {target: y}}\n";
+    for (int training = 0; training < 2; training++) {
+        model *m = build_ok(text, NULL, 0, 2, training);
+        const graph *g = m->g;
+        static const char *held[] = {"cross.q.weight", "cross.q.bias",   "cross.k.weight",
+                                     "cross.v.bias",   "cross.o.weight", "layer_norm.weight",
+                                     "layer_norm.bias"};
+        for (int i = 0; i < 7; i++) {
+            int p = find_param(g, held[i]);
+            assert_true(p >= 0);
+            for (int j = 0; j < g->n; j++) // nothing reads a held parameter
+                for (int k = 0; k < g->nodes[j].nsrc; k++)
+                    assert_int_not_equal(g->nodes[j].src[k], p);
+        }
+        assert_int_equal(count_op(g, OP_LAYER_NORM), 0);
+        // two attentions run: q, k, v, o linears each, and the head
+        assert_int_equal(count_op(g, OP_LINEAR), 9);
+        assert_int_equal(count_op(g, OP_SCALE), 1); // the second only
+        for (int i = 0; i < g->n; i++)
+            if (g->nodes[i].op == OP_SCALE)
+                assert_float_equal(g->nodes[i].fa[0], 0.5, 1e-12); // 1/sqrt(4)
+        // the first running attention's q projection reads x itself
+        int q = -1;
+        for (int i = 0; i < g->n && q < 0; i++)
+            if (g->nodes[i].op == OP_LINEAR)
+                q = i;
+        assert_int_equal(graph_at(g, g->nodes[q].src[0])->op, OP_INPUT);
+        model_free(m);
+    }
+    expect_error("name: bad\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 5, 8]}\n"
+                 "body:\n"
+                 "  - relu: {unused: true}\n",
+                 5, 20, "has no parameters");
+}
+
 static void test_nested_repeat_in_residual(void **state) {
     (void)state;
     model *m = build_ok("name: nest\n"
@@ -934,6 +986,7 @@ int main(void) {
         cmocka_unit_test(test_loss),
         cmocka_unit_test(test_loss_mean),
         cmocka_unit_test(test_positional_offset),
+        cmocka_unit_test(test_unused_and_scale),
         cmocka_unit_test(test_nested_repeat_in_residual),
         cmocka_unit_test(test_scope_in_repeat),
         cmocka_unit_test(test_split_as),

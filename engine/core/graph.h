@@ -114,6 +114,11 @@ int graph_param(graph *g, const char *name, int ndim, const int64_t *shape,
 int graph_buffer(graph *g, const char *name, enum dtype t, int ndim, const int64_t *shape,
                  enum init_kind init, double arg);
 int graph_full(graph *g, double value, enum dtype t, int ndim, const int64_t *shape);
+// Removes every node made from `from` on except the parameters, which move
+// down in their order: a layer whose parameters a model holds but never uses
+// (a causal LM's cross-attention). Parameters have no sources, so nothing
+// left points at a removed node. Returns how many parameters were kept.
+int graph_keep_params(graph *g, int from);
 // A copy of source node n (of another graph) into g, every attribute kept:
 // what graph rewrites (autocast, weight quantization) do with sources.
 int graph_copy_source(graph *g, const graph_node *n);
