@@ -374,6 +374,7 @@ static int parse(int argc, char **argv, run_args *a) {
             if (cli_parse_int(cmd, "--processes", optarg, 1, BENCH_MAX_PROCESSES, &n) < 0)
                 return 2;
             a->cfg.processes = (int)n;
+            a->cfg.processes_set = true;
             break;
         case OPT_TIMEOUT:
             if (cli_parse_seconds(cmd, "--timeout", optarg, &a->cfg.timeout_s) < 0)

@@ -2131,6 +2131,50 @@ static void test_model_fail_to_load(void **state) {
     free(buf);
 }
 
+// A suite's defaults.processes measures its cases' groups in that many
+// processes unless --processes says otherwise; the results' config then
+// records the suite's figure when every group shares it.
+static void test_suite_processes(void **state) {
+    (void)state;
+    char spath[700];
+    snprintf(spath, sizeof spath, "%s/suites/one_proc.yaml", dir);
+    write_file(spath, "name: one_proc\n"
+                      "defaults: {processes: 1}\n"
+                      "cases:\n"
+                      "  - {name: fine, model: tiny_mlp, batch: 2}\n");
+    const char *suites[] = {spath, suite_path};
+    for (int set = 0; set < 2; set++) {
+        bench_config cfg = tiny_config();
+        cfg.suites = suites;
+        cfg.nsuites = 1;
+        if (set) {
+            cfg.processes = 2;
+            cfg.processes_set = true;
+        }
+        bench_plan *p;
+        diag d = {0};
+        assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+        assert_true(p->ngroups > 0);
+        for (int g = 0; g < p->ngroups; g++)
+            assert_int_equal(p->groups[g].processes, set ? 2 : 1);
+        assert_int_equal(p->cfg.processes, set ? 2 : 1);
+        bench_plan_free(p);
+    }
+    // beside a suite without it: each keeps its own, the config the default
+    bench_config cfg = tiny_config();
+    cfg.suites = suites;
+    cfg.nsuites = 2;
+    bench_plan *p;
+    diag d = {0};
+    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+    for (int g = 0; g < p->ngroups; g++) {
+        const suite *s = p->cases[p->tasks[p->groups[g].first].case_index].s;
+        assert_int_equal(p->groups[g].processes, s->processes ? 1 : BENCH_DEFAULT_PROCESSES);
+    }
+    assert_int_equal(p->cfg.processes, BENCH_DEFAULT_PROCESSES);
+    bench_plan_free(p);
+}
+
 // The estimate (estimate.h): the floors of warm-up and timing for a tiny
 // model; on a machine too slow for it, its steps at the calibrated rate,
 // in proportion; a case that does not build counts nothing.
@@ -2352,6 +2396,7 @@ int main(void) {
         cmocka_unit_test(test_report_open_fails),
         cmocka_unit_test(test_check_file),
         cmocka_unit_test(test_model_fail_to_load),
+        cmocka_unit_test(test_suite_processes),
         cmocka_unit_test(test_estimate),
         cmocka_unit_test(test_journal_reader),
         cmocka_unit_test(test_resume),

@@ -161,6 +161,17 @@ static void test_defaults(void **state) {
     suite_free(s);
     expect_error("defaults: {precisions: [fp64]}\ncases: [{model: tiny, batch: 1}]\n", NULL, 1, 25,
                  "unknown word 'fp64' in precisions");
+    // defaults.processes: a big suite's own measuring processes
+    s = load_ok("cases: [{model: tiny, batch: 1}]\n", NULL);
+    assert_int_equal(s->processes, 0);
+    suite_free(s);
+    s = load_ok("defaults: {processes: 1}\ncases: [{model: tiny, batch: 1}]\n", NULL);
+    assert_int_equal(s->processes, 1);
+    suite_free(s);
+    expect_error("defaults: {processes: 0}\ncases: [{model: tiny, batch: 1}]\n", NULL, 1, 23,
+                 "processes must be a positive integer, got 0");
+    expect_error("defaults: {processes: 65}\ncases: [{model: tiny, batch: 1}]\n", NULL, 1, 23,
+                 "processes is at most 64, got 65");
 }
 
 static const char *sized = "cases:\n"

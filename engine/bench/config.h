@@ -43,6 +43,7 @@ typedef struct bench_config {
     double min_time_s;  // timed rounds at least this long per entry
     double max_time_s;  // no extra round past this per entry
     int processes;      // --processes: child processes per group, samples pooled
+    bool processes_set; // --processes given: it wins over a suite's defaults.processes
     bool pin;           // --pin: each measuring thread pinned to one CPU
     double timeout_s;   // per task, build and measurement together
     uint64_t seed;      // parameter and input values

@@ -13,13 +13,13 @@
 void bench_plan_estimate(const bench_plan *p, const bench_calibration *c, bench_estimate *e) {
     *e = (bench_estimate){0};
     const bench_config *cfg = &p->cfg;
-    int processes = cfg->processes > 0 ? cfg->processes : 1;
     for (int i = 0; i < p->ntasks; i++) {
         const bench_task *t = &p->tasks[i];
         const bench_case *bc = &p->cases[t->case_index];
         if (bc->fail_to_load[0] || !isfinite(bc->flops))
             continue;
         bool train = t->axis[BENCH_AXIS_WORKLOAD] == BENCH_WL_TRAIN;
+        int processes = p->groups[t->group].processes > 0 ? p->groups[t->group].processes : 1;
         double k = train ? TRAIN_STEP_FACTOR : 1.0;
         double flops = k * bc->flops, bytes = isfinite(bc->min_bytes) ? k * bc->min_bytes : 0;
         // the roofline: no step is faster than its arithmetic or its traffic

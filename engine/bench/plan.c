@@ -13,6 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
+_Static_assert(SUITE_MAX_PROCESSES == BENCH_MAX_PROCESSES,
+               "a suite's processes and the runner's agree");
+
 void bench_config_init(bench_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -143,7 +146,9 @@ static int add_tasks(bench_plan *p, int ci, int vals[][BENCH_AXIS_MAX], const in
         return -1;
     p->groups = g;
     for (int k = 0; k < combos; k++) {
-        p->groups[p->ngroups] = (bench_group){p->ntasks, nmodes};
+        const suite *s = p->cases[ci].s;
+        int procs = p->cfg.processes_set || !s->processes ? p->cfg.processes : s->processes;
+        p->groups[p->ngroups] = (bench_group){p->ntasks, nmodes, procs};
         for (int m = 0; m < nmodes; m++) {
             bench_task *task = &p->tasks[p->ntasks++];
             task->case_index = ci;
@@ -468,6 +473,13 @@ int bench_plan_new(const bench_config *cfg, bench_plan **out, diag *d) {
                        only_hit, skipped, d) < 0)
             goto done;
     skipped_note(p, skipped);
+    // the results' config.processes: the suites' own when every group has it
+    for (int g = 0; !p->cfg.processes_set && g < p->ngroups; g++) {
+        if (p->groups[g].processes != p->groups[0].processes)
+            break;
+        if (g == p->ngroups - 1)
+            p->cfg.processes = p->groups[0].processes;
+    }
     rc = 0;
 done:
     if (has_filter)

@@ -58,6 +58,9 @@ typedef struct bench_task {
 // device, every mode; eager first when any mode is compiled-family.
 typedef struct bench_group {
     int first, ntasks;
+    // child processes that measure it: --processes, else its suite's
+    // defaults.processes, else BENCH_DEFAULT_PROCESSES
+    int processes;
 } bench_group;
 
 typedef struct bench_plan {

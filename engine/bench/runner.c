@@ -337,11 +337,11 @@ copy:
     }
 }
 
-// The group in cfg.processes children, one after the other, their samples
+// The group in its processes' children (--processes or the suite's), one after the other, their samples
 // pooled into the first's (bench_group_pool); a failed first process ends it.
 static void run_group(const bench_plan *p, int group, const bench_hooks *h, bench_result *rs) {
     int n = p->groups[group].ntasks;
-    int procs = p->cfg.processes > 1 ? p->cfg.processes : 1;
+    int procs = p->groups[group].processes > 1 ? p->groups[group].processes : 1;
     if (procs > BENCH_MAX_PROCESSES)
         procs = BENCH_MAX_PROCESSES;
     // The group's kernel cache, the parent's to remove whatever becomes of

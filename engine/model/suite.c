@@ -11,7 +11,7 @@
 
 static const char *const suite_keys[] = {"name", "defaults", "cases", NULL};
 static const char *const defaults_keys[] = {"modes", "precisions", "workloads", "optimizer",
-                                            NULL};
+                                            "processes", NULL};
 static const char *const case_keys[] = {"name",   "model",     "batch",      "params",
                                         "sizes",  "optimizer", "prompt_len", "new_tokens",
                                         "rounds", "study",     NULL};
@@ -118,6 +118,18 @@ static int parse_count(suite_ctx *x, const yd_node *n, const char *key, int64_t 
         return diag_set(x->d, x->doc->path, n->line, n->col,
                         "%s must be a positive integer, got %lld", key, v);
     *out = v;
+    return 0;
+}
+
+// defaults.processes: 1 to SUITE_MAX_PROCESSES
+static int parse_processes(suite_ctx *x, const yd_node *n, int *out) {
+    int64_t v;
+    if (parse_count(x, n, "processes", &v) < 0)
+        return -1;
+    if (v > SUITE_MAX_PROCESSES)
+        return diag_set(x->d, x->doc->path, n->line, n->col,
+                        "processes is at most %d, got %lld", SUITE_MAX_PROCESSES, (long long)v);
+    *out = (int)v;
     return 0;
 }
 
@@ -421,6 +433,8 @@ static int parse_suite(suite_ctx *x, suite *s, const yd_node *root, const char *
             parse_words(x, v, "workloads", known_workloads, &s->workloads, &s->nworkloads) < 0)
             return -1;
         if ((v = yd_get(def, "optimizer")) && parse_optimizer(x, v, &s->optim) < 0)
+            return -1;
+        if ((v = yd_get(def, "processes")) && parse_processes(x, v, &s->processes) < 0)
             return -1;
     }
     const yd_node *cases = yd_get(root, "cases");

@@ -22,6 +22,10 @@
 
 #include <stdint.h>
 
+// the most child processes defaults.processes may ask for: BENCH_MAX_PROCESSES
+// (results.h; engine/bench/plan.c asserts they agree)
+#define SUITE_MAX_PROCESSES 64
+
 typedef struct suite_case {
     char *name;       // unique within the suite; defaults to the model name
     char *model_path; // resolved file path
@@ -50,6 +54,9 @@ typedef struct suite {
     char **workloads;
     int nworkloads;
     train_opts optim; // defaults.optimizer; AdamW, lr 0.01 when unset
+    // defaults.processes: child processes per group for this suite's cases
+    // when the run does not say (--processes); 0: not given
+    int processes;
 } suite;
 
 // size may be NULL (no size). A size the suite does not define is an error.
