@@ -17,6 +17,7 @@
 #include "model/expr.h"
 #include "model/modeldef.h"
 #include "model/yamldoc.h"
+#include "ref/ref.h"
 
 static char tmpdir[256];
 
@@ -740,6 +741,68 @@ static void test_unused_and_scale(void **state) {
                  5, 20, "has no parameters");
 }
 
+// ConvBERT's unfold: a grouped conv2d with the one-hot taps of
+// INIT_UNFOLD_TAPS gives torch's unfold over a (K, 1) window, channel c's
+// tap j at c K + j, rows past the ends zero; and the mixed attention builds
+// with conv-bert-base's parameter shapes.
+static void test_convbert_unfold(void **state) {
+    (void)state;
+    enum { C = 3, T = 5, K = 3, P = 1 };
+    graph *g = graph_new();
+    assert_non_null(g);
+    int x = graph_input(g, "x", DT_F32, 4, (int64_t[]){1, C, T, 1});
+    int taps = graph_buffer(g, "taps", DT_F32, 4, (int64_t[]){C * K, 1, K, 1}, INIT_UNFOLD_TAPS, 0);
+    int u = graph_op(g, OP_CONV2D, 2, (int[]){x, taps}, (int64_t[GRAPH_MAX_IA]){1, 1, P, 0, 1, 1, C},
+                     NULL);
+    assert_true(u >= 0);
+    graph_output(g, u);
+    model *m = model_new(g, "unfold", "test", 1);
+    assert_non_null(m);
+    assert_int_equal(model_init_values(m, 3), 0);
+    assert_int_equal(model_init_inputs(m, 3, 0), 0);
+    double *out[1] = {NULL};
+    char err[256];
+    assert_int_equal(ref_run(m, out, err, sizeof err), 0);
+    const float *xv = tensor_f32(m->values[x]);
+    for (int c = 0; c < C; c++)
+        for (int j = 0; j < K; j++)
+            for (int t = 0; t < T; t++) {
+                int s = t + j - P;
+                double want = s >= 0 && s < T ? xv[c * T + s] : 0;
+                assert_float_equal(out[0][(c * K + j) * T + t], want, 1e-12);
+            }
+    free(out[0]);
+    model_free(m);
+    m = build_ok("name: convbert\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 16, 768]}\n"
+                 "body:\n"
+                 "  - convbert_attention: {heads: 6, kernel: 9}\n",
+                 NULL, 0, 2, false);
+    static const struct {
+        const char *name;
+        int64_t numel;
+    } want[] = {{"convbert_attention.query.weight", 768 * 384},
+                {"convbert_attention.key_conv.depthwise.weight", 768 * 9},
+                {"convbert_attention.key_conv.pointwise.weight", 384 * 768},
+                {"convbert_attention.key_conv.bias", 384},
+                {"convbert_attention.conv_kernel.weight", 384 * 54},
+                {"convbert_attention.conv_out.weight", 768 * 384}};
+    for (int i = 0; i < 6; i++) {
+        int p = find_param(m->g, want[i].name);
+        assert_true(p >= 0);
+        assert_int_equal(graph_node_numel(graph_at(m->g, p)), want[i].numel);
+    }
+    assert_shape(out0(m), 3, (int64_t[]){2, 16, 768});
+    model_free(m);
+    expect_error("name: bad\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 16, 64]}\n"
+                 "body:\n"
+                 "  - convbert_attention: {heads: 2, kernel: 4}\n",
+                 5, 36, "kernel must be odd");
+}
+
 static void test_nested_repeat_in_residual(void **state) {
     (void)state;
     model *m = build_ok("name: nest\n"
@@ -987,6 +1050,7 @@ int main(void) {
         cmocka_unit_test(test_loss_mean),
         cmocka_unit_test(test_positional_offset),
         cmocka_unit_test(test_unused_and_scale),
+        cmocka_unit_test(test_convbert_unfold),
         cmocka_unit_test(test_nested_repeat_in_residual),
         cmocka_unit_test(test_scope_in_repeat),
         cmocka_unit_test(test_split_as),

@@ -61,6 +61,9 @@ enum init_kind {
     INIT_ROPE_COS,    // (T, D): cos(t * theta^(-2(i mod D/2)/D)), fa0 theta
     INIT_ROPE_SIN,
     INIT_CONSTANT, // every element fa0 (the grad scaler's initial scale)
+    // (C K, 1, K, 1): output channel o's taps one-hot at o mod K; a grouped
+    // conv2d with it is unfold (im2col) over a (K, 1) window (ConvBERT)
+    INIT_UNFOLD_TAPS,
 };
 
 #define GRAPH_MAX_SRCS 8

@@ -95,6 +95,11 @@ static void fill(tensor *t, const graph_node *n, uint64_t key) {
             case INIT_ONES: v = 1; break;
             case INIT_CONSTANT: v = n->fa[0]; break;
             case INIT_CAUSAL_MASK: v = (c <= (r % T) + (S - T)); break;
+            case INIT_UNFOLD_TAPS: {
+                int64_t K = n->ndim == 4 ? n->shape[2] : 1;
+                v = (i % K) == (i / K) % K;
+                break;
+            }
             case INIT_ROPE_COS:
             case INIT_ROPE_SIN: {
                 int64_t half = S / 2 > 0 ? S / 2 : 1, k = c % half;

@@ -347,3 +347,93 @@ int nn_attention(nn_ctx *x) {
         return -1;
     return nn_emit(x, nn_linear_to(x, o, D, out_bias, "o"));
 }
+
+// ConvBERT's mixed attention (conv-bert-base's ConvBertSelfAttention):
+// (B, T, D) -> (B, T, 2 H hd), H self-attention heads of hd beside H
+// span-based dynamic convolution heads of hd. As the class runs it:
+//   q, k, v = linears of x to A = H hd; attention over them (no output
+//   projection: the block's own dense follows);
+//   kc = a separable convolution over time of x (depthwise, kernel K, no
+//   bias; pointwise to A, no bias; then + a bias (A, 1));
+//   kernels = softmax over K of linear(kc * q) to H K;
+//   values = linear(x) to A, unfolded: for each t the K rows t - K/2 ..
+//   t + K/2 (zeros past the ends), one kernel (im2col), here a grouped
+//   convolution with one-hot taps (a constant buffer), as unfold is;
+//   conv_out = per head, values (hd, K) @ kernels (K, 1);
+//   out = [attention heads | conv heads].
+int nn_convbert_attention(nn_ctx *x) {
+    int in = nn_in(x, 0);
+    const graph_node *n = nn_node(x, in);
+    if (n->ndim != 3)
+        return nn_fail(x, NULL, "convbert_attention needs (B, T, D) input");
+    int64_t B = n->shape[0], T = n->shape[1], D = n->shape[2];
+    int64_t H = nn_int(x, "heads", 1), K = nn_int(x, "kernel", 9);
+    if (H <= 0)
+        return nn_fail(x, "heads", "convbert_attention: heads must be positive");
+    if (K <= 0 || K % 2 == 0)
+        return nn_fail(x, "kernel", "convbert_attention: kernel must be odd and positive, got %lld",
+                       (long long)K);
+    if (!nn_has(x, "head_dim") && D % (2 * H))
+        return nn_fail(x, "heads", "convbert_attention: width %lld does not split into 2 x %lld heads",
+                       (long long)D, (long long)H);
+    int64_t hd = nn_int(x, "head_dim", D / H / 2), A = H * hd, P = (K - 1) / 2;
+    if (hd <= 0)
+        return nn_fail(x, "head_dim", "convbert_attention: head_dim must be positive");
+    graph *g = x->g;
+    int q = nn_linear_to(x, in, A, true, "query");
+    int k = q < 0 ? -1 : nn_linear_to(x, in, A, true, "key");
+    int v = k < 0 ? -1 : nn_linear_to(x, in, A, true, "value");
+    if (v < 0)
+        return -1;
+    // the separable convolution over time, on (B, D, T, 1) as conv1d is run
+    int xt = graph_reshape(g, graph_permute(g, in, (int[]){0, 2, 1}), 4, (int64_t[]){B, D, T, 1});
+    int dw = nn_param(x, "key_conv.depthwise.weight", 4, (int64_t[]){D, 1, K, 1}, INIT_NORMAL, 0.02);
+    int pw = nn_param(x, "key_conv.pointwise.weight", 4, (int64_t[]){A, D, 1, 1}, INIT_NORMAL, 0.02);
+    int pb = nn_param(x, "key_conv.bias", 2, (int64_t[]){A, 1}, INIT_ZEROS, 0);
+    if (nn_check(x, xt) < 0 || dw < 0 || pw < 0 || pb < 0)
+        return -1;
+    int c = graph_op(g, OP_CONV2D, 2, (int[]){xt, dw}, (int64_t[GRAPH_MAX_IA]){1, 1, P, 0, 1, 1, D},
+                     NULL);
+    c = nn_check(x, c) < 0 ? -1
+                           : graph_op(g, OP_CONV2D, 2, (int[]){c, pw},
+                                      (int64_t[GRAPH_MAX_IA]){1, 1, 0, 0, 1, 1, 1}, NULL);
+    c = nn_check(x, c) < 0 ? -1 : graph_reshape(g, c, 3, (int64_t[]){B, A, T});
+    c = nn_check(x, c) < 0 ? -1 : graph_binary(g, OP_ADD, c, pb);
+    c = nn_check(x, c) < 0 ? -1 : graph_permute(g, c, (int[]){0, 2, 1}); // (B, T, A) view
+    int ca = nn_check(x, c) < 0 ? -1 : graph_binary(g, OP_MUL, c, q);
+    if (nn_check(x, ca) < 0)
+        return -1;
+    int kern = nn_linear_to(x, ca, H * K, true, "conv_kernel");
+    kern = kern < 0 ? -1 : graph_reshape(g, kern, 4, (int64_t[]){B, T, H, K});
+    kern = nn_check(x, kern) < 0 ? -1 : graph_unary(g, OP_SOFTMAX, kern);
+    kern = nn_check(x, kern) < 0 ? -1 : graph_reshape(g, kern, 5, (int64_t[]){B, T, H, K, 1});
+    int vals = nn_check(x, kern) < 0 ? -1 : nn_linear_to(x, in, A, true, "conv_out");
+    if (vals < 0)
+        return -1;
+    // unfold: (B, A, T, 1) -> (B, A K, T, 1), channel c's tap j at c K + j
+    int vt = graph_reshape(g, graph_permute(g, vals, (int[]){0, 2, 1}), 4, (int64_t[]){B, A, T, 1});
+    char name[64];
+    snprintf(name, sizeof name, "unfold_taps.%lldx%lld", (long long)A, (long long)K);
+    int taps = nn_shared_buffer(x, name, DT_F32, 4, (int64_t[]){A * K, 1, K, 1}, INIT_UNFOLD_TAPS, 0);
+    if (nn_check(x, vt) < 0 || taps < 0)
+        return -1;
+    int u = graph_op(g, OP_CONV2D, 2, (int[]){vt, taps},
+                     (int64_t[GRAPH_MAX_IA]){1, 1, P, 0, 1, 1, A}, NULL);
+    u = nn_check(x, u) < 0 ? -1 : graph_reshape(g, u, 3, (int64_t[]){B, A * K, T});
+    u = nn_check(x, u) < 0 ? -1 : graph_permute(g, u, (int[]){0, 2, 1});
+    u = nn_check(x, u) < 0 ? -1 : graph_reshape(g, u, 5, (int64_t[]){B, T, H, hd, K}); // a copy
+    int co = nn_check(x, u) < 0 ? -1 : graph_binary(g, OP_MATMUL, u, kern);   // (B, T, H, hd, 1)
+    co = nn_check(x, co) < 0 ? -1 : graph_reshape(g, co, 3, (int64_t[]){B, T, A});
+    if (nn_check(x, co) < 0)
+        return -1;
+    // self-attention over q, k, v
+    int qh = split_heads(x, q, H, hd), kh = split_heads(x, k, H, hd), vh = split_heads(x, v, H, hd);
+    if (nn_check(x, qh) < 0 || nn_check(x, kh) < 0 || nn_check(x, vh) < 0)
+        return -1;
+    int o = attend(x, qh, kh, vh, false, 1.0 / sqrt((double)hd));
+    o = nn_check(x, o) < 0 ? -1 : graph_permute(g, o, (int[]){0, 2, 1, 3});
+    o = nn_check(x, o) < 0 ? -1 : graph_reshape(g, o, 3, (int64_t[]){B, T, A});
+    if (nn_check(x, o) < 0)
+        return -1;
+    return nn_emit(x, graph_op(g, OP_CONCAT, 2, (int[]){o, co}, (int64_t[GRAPH_MAX_IA]){2}, NULL));
+}
