@@ -8,6 +8,7 @@
 
 #include <cmocka.h> // after the headers it needs
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -801,6 +802,52 @@ static void test_convbert_unfold(void **state) {
                  "body:\n"
                  "  - convbert_attention: {heads: 2, kernel: 4}\n",
                  5, 36, "kernel must be odd");
+// matmul broadcasts its batch dims; parameter is a learned tensor (held
+// with `unused: true`); relative_sinusoid's table holds positions T .. -T+1
+static void test_matmul_parameter_relative(void **state) {
+    (void)state;
+    model *m = build_ok("name: rel\n"
+                        "inputs:\n"
+                        "  x: {shape: [$batch, 3, 4, 8]}\n"
+                        "body:\n"
+                        "  - parameter: {shape: [3, 8, 5], as: w}\n"
+                        "  - parameter: {shape: [7], unused: true, as: held}\n"
+                        "  - matmul: {input: [x, w]}\n"
+                        "  - relative_sinusoid: {dim: 6}\n",
+                        NULL, 0, 2, false);
+    const graph *g = m->g;
+    int w = find_param(g, "w.weight"), held = find_param(g, "held.weight");
+    assert_true(w >= 0 && held >= 0);
+    assert_shape(graph_at(g, w), 3, (int64_t[]){3, 8, 5});
+    assert_int_equal(count_op(g, OP_MATMUL), 1);
+    for (int i = 0; i < g->n; i++) {
+        if (g->nodes[i].op == OP_MATMUL)
+            assert_shape(&g->nodes[i], 4, (int64_t[]){2, 3, 4, 5});
+        for (int k = 0; k < g->nodes[i].nsrc; k++)
+            assert_int_not_equal(g->nodes[i].src[k], held);
+    }
+    // T = 4 rows of the matmul's (2, 3, 4, 5): 8 rows of 6
+    const graph_node *t = out0(m);
+    assert_int_equal(t->op, OP_BUFFER);
+    assert_shape(t, 2, (int64_t[]){8, 6});
+    assert_int_equal(model_init_values(m, 1), 0);
+    const float *v = m->values[g->outputs[0]]->storage->data;
+    for (int r = 0; r < 8; r++)
+        for (int c = 0; c < 3; c++) {
+            double ang = (4.0 - r) * pow(10000.0, -2.0 * c / 6.0);
+            assert_float_equal(v[r * 6 + c], sin(ang), 1e-6);
+            assert_float_equal(v[r * 6 + 3 + c], cos(ang), 1e-6);
+        }
+    model_free(m);
+    expect_error("name: bad\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 4, 8]}\n"
+                 "body:\n"
+                 "  - parameter: {shape: [8, 2], as: w}\n"
+                 "  - matmul: {input: [x, w]}\n"
+                 "  - parameter: {shape: [2], std: 0}\n"
+                 "  - matmul: {input: [x, x]}\n",
+                 8, 5, "inner dimensions differ");
 }
 
 static void test_nested_repeat_in_residual(void **state) {
@@ -1051,6 +1098,7 @@ int main(void) {
         cmocka_unit_test(test_positional_offset),
         cmocka_unit_test(test_unused_and_scale),
         cmocka_unit_test(test_convbert_unfold),
+        cmocka_unit_test(test_matmul_parameter_relative),
         cmocka_unit_test(test_nested_repeat_in_residual),
         cmocka_unit_test(test_scope_in_repeat),
         cmocka_unit_test(test_split_as),

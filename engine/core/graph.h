@@ -60,6 +60,7 @@ enum init_kind {
     INIT_CAUSAL_MASK, // bool (T, S): key s visible to query t when s <= t + (S - T)
     INIT_ROPE_COS,    // (T, D): cos(t * theta^(-2(i mod D/2)/D)), fa0 theta
     INIT_ROPE_SIN,
+    INIT_REL_SINUSOID, // (2L, D): relative position L - row, [sin | cos](pos * fa0^(-2i/D))
     INIT_CONSTANT, // every element fa0 (the grad scaler's initial scale)
     // (C K, 1, K, 1): output channel o's taps one-hot at o mod K; a grouped
     // conv2d with it is unfold (im2col) over a (K, 1) window (ConvBERT)

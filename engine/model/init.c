@@ -107,6 +107,13 @@ static void fill(tensor *t, const graph_node *n, uint64_t key) {
                 v = n->ia[0] == INIT_ROPE_COS ? cos(ang) : sin(ang);
                 break;
             }
+            case INIT_REL_SINUSOID: {
+                // T here is the table's 2L rows: row r is position L - r
+                int64_t half = S / 2 > 0 ? S / 2 : 1, k = c % half;
+                double ang = (double)(T / 2 - r) * pow(n->fa[0], -2.0 * (double)k / (double)S);
+                v = c < half ? sin(ang) : cos(ang);
+                break;
+            }
             }
         }
         store(t, i, v);

@@ -47,6 +47,9 @@ int nn_softmax(nn_ctx *x);
 int nn_cls_token(nn_ctx *x);
 int nn_cross_entropy(nn_ctx *x);
 int nn_mse(nn_ctx *x);
+int nn_matmul(nn_ctx *x);
+int nn_parameter(nn_ctx *x);
+int nn_relative_sinusoid(nn_ctx *x);
 
 #define CONV_KEYS                                                                                  \
     {"out", 'i', true}, {"kernel", 'l', true}, {"stride", 'l', false}, {"padding", 'l', false},    \
@@ -124,6 +127,9 @@ static const nn_layer nn_layers[] = {
     {"slice", 1, 1, nn_slice, {{"axis", 'i', true}, {"start", 'i', false}, {"length", 'i', true}}},
     {"softmax", 1, 1, nn_softmax, {{"axis", 'i', false}}},
     {"cls_token", 1, 1, nn_cls_token, {{0}}},
+    {"matmul", 2, 2, nn_matmul, {{0}}},
+    {"parameter", 1, 1, nn_parameter, {{"shape", 'l', true}, {"std", 'f', false}}},
+    {"relative_sinusoid", 1, 1, nn_relative_sinusoid, {{"dim", 'i', false}}},
 };
 
 static const nn_layer nn_losses[] = {
