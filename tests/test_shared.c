@@ -3,7 +3,8 @@
 // named without a repetition index, and counted once; its gradient is the
 // sum of what each use contributes, checked against the same stack with
 // its own copy of the weights per repetition; and a few training steps
-// update it alike in eager, compiled and the fp64 reference.
+// update it alike in eager, compiled and the fp64 reference, in fp32 and
+// under AMP.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -78,15 +79,20 @@ static modeldef *load_stack(bool shared) {
     return md;
 }
 
-static model *prepare(const modeldef *md, const train_opts *o, bool keep_grads) {
+static model *prepare_amp(const modeldef *md, const train_opts *o, bool keep_grads,
+                          enum dtype amp) {
     model *m;
     char err[600];
     enum model_prep_step s = model_prepare(
-        md, NULL, 0, 2, &(model_prep){.train = o, .keep_grads = keep_grads, .seed = 5}, &m, err,
-        sizeof err);
+        md, NULL, 0, 2, &(model_prep){.amp = amp, .train = o, .keep_grads = keep_grads, .seed = 5},
+        &m, err, sizeof err);
     if (s != MODEL_PREP_DONE)
         fail_msg("%s: %s", model_prep_step_name(s), err);
     return m;
+}
+
+static model *prepare(const modeldef *md, const train_opts *o, bool keep_grads) {
+    return prepare_amp(md, o, keep_grads, DT_F32);
 }
 
 static int node_named(const model *m, enum op op, const char *name) {
@@ -196,16 +202,20 @@ static void test_gradient_sums_uses(void **state) {
 }
 
 // Three SGD steps from the same start: the shared weight moves, and eager
-// and compiled leave it where the fp64 reference does.
-static void test_training_updates(void **state) {
-    (void)state;
+// and compiled leave it where the fp64 reference does; under AMP (f16, the
+// weight cast once a step and its 3 uses' gradients summed in f16, as
+// PyTorch's autocast cache does) within f16's rounding.
+static void training_updates(enum dtype amp, double rtol) {
     enum { STEPS = 3 };
     modeldef *md = load_stack(true);
     train_opts o = train_opts_sgd();
     o.lr = 0.1;
-    model *me = prepare(md, &o, false), *mc = prepare(md, &o, false), *mr = prepare(md, &o, false);
+    model *me = prepare_amp(md, &o, false, amp), *mc = prepare_amp(md, &o, false, amp),
+          *mr = prepare_amp(md, &o, false, amp);
     int w = node_named(me, OP_PARAM, "layers.residual.linear.weight");
     assert_true(w >= 0);
+    if (amp != DT_F32) // one cast of the weight a step, read by every use
+        assert_int_equal(uses(me, w, OP_CAST), 1);
     int64_t n = numel(me, w);
     float *start = malloc((size_t)n * sizeof *start);
     assert_non_null(start);
@@ -216,7 +226,7 @@ static void test_training_updates(void **state) {
         fail_msg("ref_session_new: %s", err);
     eager *e = eager_new(me);
     char cache[300];
-    snprintf(cache, sizeof cache, "%s/cache", tmpdir);
+    snprintf(cache, sizeof cache, "%s/cache_%d", tmpdir, (int)amp);
     assert_int_equal(mkdir(cache, 0700), 0);
     compile_opts co = compile_opts_default();
     co.cache_dir = cache;
@@ -243,7 +253,7 @@ static void test_training_updates(void **state) {
     double moved = 0;
     for (int64_t j = 0; j < n; j++) {
         moved = fmax(moved, fabs(ref[j] - start[j]));
-        double tol = 1e-4 * (1 + fabs(ref[j]));
+        double tol = rtol * (1 + fabs(ref[j]));
         if (fabs(we[j] - ref[j]) > tol || fabs(wc[j] - ref[j]) > tol)
             fail_msg("weight[%lld] after %d steps: fp64 %.8g, eager %.8g, compiled %.8g",
                      (long long)j, STEPS, ref[j], we[j], wc[j]);
@@ -261,11 +271,22 @@ static void test_training_updates(void **state) {
     modeldef_free(md);
 }
 
+static void test_training_updates(void **state) {
+    (void)state;
+    training_updates(DT_F32, 1e-4);
+}
+
+static void test_training_updates_amp(void **state) {
+    (void)state;
+    training_updates(DT_F16, 1e-2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_set),
         cmocka_unit_test(test_gradient_sums_uses),
         cmocka_unit_test(test_training_updates),
+        cmocka_unit_test(test_training_updates_amp),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
