@@ -1175,6 +1175,27 @@ static int g_embedding_grads(graph *g, const op_case *tc) {
                graph_op_shaped(g, OP_EMBEDDING_GRAD, 2, (int[]){d4, i4}, NULL, NULL, 2, S(11, 24)));
 }
 
+// box_embedding's indices (nn_layers.c): integer boxes (B, T, 4) made from
+// corners and sizes (an add, a concat), their (B, T, 1) slices (strided
+// views) read directly and through an integer sub, as rows of a table and
+// as the rows an embedding gradient sums into
+static int g_box_indices(graph *g, const op_case *tc) {
+    enum dtype dt = tc->dt;
+    int corner = in_int(g, DT_I32, 3, S(3, 5, 2), 0, 20),
+        size = in_int(g, DT_I32, 3, S(3, 5, 2), 0, 20);
+    int box = graph_op(g, OP_CONCAT, 2, (int[]){corner, graph_binary(g, OP_ADD, corner, size)},
+                       IAV(2), NULL);
+    int y0 = graph_slice(g, box, 2, 1, 1), x1 = graph_slice(g, box, 2, 2, 1);
+    int y1 = graph_slice(g, box, 2, 3, 1);
+    int t = graph_buffer(g, "table", dt, 2, S(40, 24), INIT_NORMAL, 1.0);
+    out(g, graph_op(g, OP_EMBEDDING, 2, (int[]){t, x1}, NULL, NULL));
+    int h = graph_binary(g, OP_SUB, y1, y0);
+    out(g, graph_op(g, OP_EMBEDDING, 2, (int[]){t, h}, NULL, NULL));
+    int dy = in(g, "dy", dt, 4, S(3, 5, 1, 24));
+    return out(g,
+               graph_op_shaped(g, OP_EMBEDDING_GRAD, 2, (int[]){dy, h}, NULL, NULL, 2, S(40, 24)));
+}
+
 // dy into zeros: a middle axis, the first, the last (negative, a view of dy)
 static int g_slice_grads(graph *g, const op_case *tc) {
     enum dtype dt = tc->dt;
@@ -2002,6 +2023,8 @@ const op_case op_cases[] = {
     {"ops_embedding_grad", .build = g_embedding_grads, SOME, .rtol = 1e-5, .atol = 1e-5,
      ALSO_F16(2e-3, 1e-2)},
     {"ops_slice_grad", .build = g_slice_grads, SOME, ALSO_F16(0, 0)},
+    {"ops_box_indices", .build = g_box_indices, SOME, .rtol = 1e-5, .atol = 1e-5,
+     ALSO_F16(2e-3, 1e-2)},
     {"ops_loss_grads", .build = g_loss_grads, SOME, .rtol = 1e-5, .atol = 1e-6, ALSO_F16(0, 0)},
     {"ops_found_inf", .build = g_found_inf, SOME, ALSO_F16(0, 0)},
     {"ops_updates", .build = g_updates, SOME, .rtol = 1e-5, .atol = 1e-5},

@@ -67,6 +67,10 @@ static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
         snprintf(buf + o, cap - o, ")");
 }
 
+void graph_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap) {
+    shape_str(buf, cap, ndim, shape);
+}
+
 static const char *shape_s(char *buf, const graph_node *n) {
     shape_str(buf, 96, n->ndim, n->shape);
     return buf;

@@ -111,6 +111,8 @@ int graph_scaler_src(const graph_node *n);
 graph *graph_new(void);
 void graph_free(graph *g);
 const char *graph_error(const graph *g);
+// A shape as "(2, 3)", for messages.
+void graph_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap);
 
 int graph_input(graph *g, const char *name, enum dtype t, int ndim, const int64_t *shape);
 int graph_param(graph *g, const char *name, int ndim, const int64_t *shape,

@@ -14,7 +14,7 @@
 static const char *const model_keys[] = {"name", "family", "params",  "inputs",
                                          "body", "loss",   "outputs", NULL};
 static const char *const input_keys[] = {"shape", "dtype", "range", NULL};
-static const char *const repeat_keys[] = {"repeat", "body", "input", "as", NULL};
+static const char *const repeat_keys[] = {"repeat", "body", "input", "as", "shared", NULL};
 static const char *const residual_keys[] = {"residual", "input", "as", NULL};
 
 const char *modeldef_name(const modeldef *md) { return md->name; }
@@ -241,6 +241,12 @@ static int check_step(modeldef *md, const yd_node *s, diag *d) {
         if (yd_check_keys(md->doc, s, "a repeat", repeat_keys, d) < 0 ||
             check_expr(md, v, "the repeat count", d) < 0)
             return -1;
+        const yd_node *sh = yd_get(s, "shared");
+        bool flag;
+        if (sh && !yd_is_bool(sh, &flag))
+            return diag_set(d, md->path, sh->line, sh->col,
+                            "a repeat's 'shared' is true (one set of parameters for every "
+                            "repetition) or false");
         const yd_node *body = yd_get(s, "body");
         if (!body)
             return diag_set(d, md->path, s->line, s->col,

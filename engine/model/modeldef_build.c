@@ -45,6 +45,7 @@ typedef struct md_build {
     const modeldef *md;
     int64_t batch;
     bool training, fused_attention;
+    bool shared;        // inside a `shared: true` repeat: layers reuse its parameters by name
     nn_gen *gen;        // a generation step, or NULL
     int64_t gen_tokens; // its tokens: what `$seq` dimensions of inputs become
     graph *g;
@@ -458,7 +459,8 @@ static int call_nn(md_build *b, const yd_node *name, const char *type, const cha
                      .inputs = ins,
                      .training = b->training,
                      .gen = b->gen,
-                     .fused_attention = b->fused_attention};
+                     .fused_attention = b->fused_attention,
+                     .shared = b->shared};
         if (nn_build(b->g, &c, r) < 0) {
             const yd_node *at = r->bad_arg >= 0 && r->bad_arg < nargs ? NULL : name;
             rc = at ? bfail(b, at, "%s", r->err)
@@ -601,10 +603,20 @@ static int build_repeat(md_build *b, md_scope *sc, const yd_node *s) {
     if (n > MD_MAX_NODES) // each repetition is at least a step: the cap, known now
         rc = bfail(b, cnt, "the repeat count is %lld; a model has at most %d ops", (long long)n,
                    MD_MAX_NODES);
+    // `shared: true`: one set of parameters, named without a repetition
+    // index and made by the first repetition, used by every one (ALBERT)
+    bool shared = false, was_shared = b->shared;
+    const yd_node *sh = yd_get(s, "shared");
+    if (sh)
+        yd_is_bool(sh, &shared); // checked at load
+    b->shared = was_shared || shared;
     int start = b->g->n;
     for (int64_t i = 0; i < n && rc == 0; i++) {
         char p[300];
-        snprintf(p, sizeof p, "%s.%lld", prefix, (long long)i);
+        if (shared)
+            snprintf(p, sizeof p, "%s", prefix);
+        else
+            snprintf(p, sizeof p, "%s.%lld", prefix, (long long)i);
         rc = build_block(b, sc, p, yd_get(s, "body"), cur, &cur);
         // the repetitions are alike: the first tells what all of them make
         int64_t each = b->g->n - start;
@@ -613,6 +625,7 @@ static int build_repeat(md_build *b, md_scope *sc, const yd_node *s) {
                                "the count",
                        (long long)n, (long long)each, MD_MAX_NODES);
     }
+    b->shared = was_shared;
     free(prefix);
     if (rc < 0)
         return -1;

@@ -24,6 +24,7 @@ typedef struct nn_layer {
 
 int nn_embedding(nn_ctx *x);
 int nn_positional_embedding(nn_ctx *x);
+int nn_box_embedding(nn_ctx *x);
 int nn_linear(nn_ctx *x);
 int nn_conv2d(nn_ctx *x);
 int nn_conv_transpose2d(nn_ctx *x);
@@ -63,6 +64,7 @@ static const nn_layer nn_layers[] = {
     {"embedding", 1, 1, nn_embedding, {{"num", 'i', true}, {"dim", 'i', true}}},
     {"positional_embedding", 1, 1, nn_positional_embedding,
      {{"max", 'i', true}, {"offset", 'i', false}}},
+    {"box_embedding", 2, 2, nn_box_embedding, {{"max", 'i', true}}},
     {"linear", 1, 1, nn_linear, {{"out", 'i', true}, {"bias", 'b', false}, {"tie", 's', false}}},
     {"conv2d", 1, 1, nn_conv2d, {CONV_KEYS}},
     {"conv_transpose2d", 1, 1, nn_conv_transpose2d, {CONV_KEYS, {"output_padding", 'l', false}}},
@@ -299,6 +301,24 @@ int nn_param(nn_ctx *x, const char *role, int ndim, const int64_t *shape, enum i
              double scale) {
     char name[256];
     nn_pname(x, role, name, sizeof name);
+    for (int i = 0; x->c->shared && i < x->g->n; i++) {
+        const graph_node *n = &x->g->nodes[i];
+        if (n->op != OP_PARAM || !n->name || strcmp(n->name, name))
+            continue;
+        bool same = n->ndim == ndim;
+        for (int k = 0; same && k < ndim; k++)
+            same = n->shape[k] == shape[k];
+        if (same)
+            return i;
+        char had[96], want[96];
+        graph_shape_str(n->ndim, n->shape, had, sizeof had);
+        graph_shape_str(ndim, shape, want, sizeof want);
+        return nn_fail(x, NULL,
+                       "%s: a shared repeat uses one '%s' of shape %s in every repetition, and "
+                       "this one needs %s; the body must give each repetition the input the "
+                       "first had",
+                       x->c->type, name, had, want);
+    }
     return nn_check(x, graph_param(x->g, name, ndim, shape, init, scale));
 }
 

@@ -80,6 +80,9 @@ typedef struct nn_call {
     bool training;
     nn_gen *gen; // NULL, or a generation step's cache mode (above)
     bool fused_attention; // modeldef_opts.fused_attention
+    // inside a shared repeat (docs/yaml.md): a parameter whose name exists
+    // already is that one, used again, and must have its shape
+    bool shared;
 } nn_call;
 
 #define NN_MAX_OUT 8

@@ -50,6 +50,41 @@ int nn_positional_embedding(nn_ctx *x) {
     return nn_emit(x, graph_binary(x->g, OP_ADD, X0, p));
 }
 
+int nn_box_embedding(nn_ctx *x) {
+    // x (B, T, D) plus LayoutLM's 2-D position embeddings of boxes (B, T, 4),
+    // integers x0, y0, x1, y1: x[x0] + y[y0] + x[x1] + y[y1] + h[y1 - y0] +
+    // w[x1 - x0], added in that order; tables x, y, h, w (max, D)
+    const graph_node *in = nn_node(x, X0), *box = nn_node(x, nn_in(x, 1));
+    if (in->ndim != 3 || box->ndim != 3 || box->shape[0] != in->shape[0] ||
+        box->shape[1] != in->shape[1] || box->shape[2] != 4 ||
+        (box->dtype != DT_I32 && box->dtype != DT_I64))
+        return nn_fail(x, NULL,
+                       "box_embedding takes (B, T, D) and integer boxes (B, T, 4) of the same "
+                       "B and T (`input: [., boxes]`)");
+    int64_t B = in->shape[0], T = in->shape[1], D = in->shape[2];
+    int64_t table[2] = {nn_int(x, "max", 0), D};
+    int xt = nn_param(x, "x.weight", 2, table, INIT_NORMAL, 0.02);
+    int yt = nn_param(x, "y.weight", 2, table, INIT_NORMAL, 0.02);
+    int ht = nn_param(x, "h.weight", 2, table, INIT_NORMAL, 0.02);
+    int wt = nn_param(x, "w.weight", 2, table, INIT_NORMAL, 0.02);
+    if (xt < 0 || yt < 0 || ht < 0 || wt < 0)
+        return -1;
+    int c[4]; // (B, T, 1) views: x0, y0, x1, y1
+    for (int k = 0; k < 4; k++)
+        c[k] = graph_slice(x->g, nn_in(x, 1), 2, k, 1);
+    int height = graph_binary(x->g, OP_SUB, c[3], c[1]);
+    int width = graph_binary(x->g, OP_SUB, c[2], c[0]);
+    const int tab[6] = {xt, yt, xt, yt, ht, wt}, idx[6] = {c[0], c[1], c[2], c[3], height, width};
+    int sum = X0;
+    for (int k = 0; k < 6 && sum >= 0; k++) {
+        int e =
+            idx[k] < 0 ? -1 : graph_op(x->g, OP_EMBEDDING, 2, (int[]){tab[k], idx[k]}, NULL, NULL);
+        e = graph_reshape(x->g, e, 3, (int64_t[]){B, T, D}); // (B, T, 1, D) -> (B, T, D)
+        sum = graph_binary(x->g, OP_ADD, sum, e);
+    }
+    return nn_emit(x, sum);
+}
+
 int nn_linear_to(nn_ctx *x, int in, int64_t out, bool bias, const char *role) {
     // (..., K) -> (..., out); PyTorch's default init, U(-1/sqrt(K), 1/sqrt(K))
     const graph_node *n = nn_node(x, in);
@@ -181,6 +216,11 @@ int nn_batch_norm(nn_ctx *x) {
     int64_t C = channels(x, 0);
     if (C <= 0)
         return nn_fail(x, NULL, "batch_norm needs (N, C, ...) input");
+    if (x->c->shared)
+        return nn_fail(x, NULL,
+                       "batch_norm in a shared repeat: its running statistics would be "
+                       "shared by every repetition, which is not built; leave it out "
+                       "of the shared body");
     int w, b;
     if (norm_params(x, C, &w, &b) < 0)
         return -1;
