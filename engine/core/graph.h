@@ -65,6 +65,14 @@ enum init_kind {
     // (C K, 1, K, 1): output channel o's taps one-hot at o mod K; a grouped
     // conv2d with it is unfold (im2col) over a (K, 1) window (ConvBERT)
     INIT_UNFOLD_TAPS,
+    // (P, D) fairseq's sinusoidal positions (M2M100, XGLM, Speech2Text2):
+    // h = D / 2, f_k = exp(-k ln(10000) / (h - 1)); column k < h is
+    // sin(p f_k), column h + k cos(p f_k), an odd D's last column 0; row fa0
+    // zero when fa0 >= 0 (the padding index)
+    INIT_SINUSOID,
+    // (P, D) Pegasus's: s = ceil(D / 2); column c < s is sin(p / 10000^(2c / D)),
+    // column s + k cos(p / 10000^(2k / D))
+    INIT_SINUSOID_PEGASUS,
 };
 
 #define GRAPH_MAX_SRCS 8
@@ -117,6 +125,10 @@ void graph_shape_str(int ndim, const int64_t *shape, char *buf, size_t cap);
 int graph_input(graph *g, const char *name, enum dtype t, int ndim, const int64_t *shape);
 int graph_param(graph *g, const char *name, int ndim, const int64_t *shape,
                 enum init_kind init, double scale);
+// A PARAM's ia1 set: a frozen parameter, counted and saved with the model but
+// never differentiated nor updated (PyTorch's requires_grad=False: Pegasus's
+// and Speech2Text2's sinusoidal tables).
+#define GRAPH_PARAM_FROZEN 1
 int graph_buffer(graph *g, const char *name, enum dtype t, int ndim, const int64_t *shape,
                  enum init_kind init, double arg);
 int graph_full(graph *g, double value, enum dtype t, int ndim, const int64_t *shape);

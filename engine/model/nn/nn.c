@@ -25,6 +25,7 @@ typedef struct nn_layer {
 int nn_embedding(nn_ctx *x);
 int nn_positional_embedding(nn_ctx *x);
 int nn_box_embedding(nn_ctx *x);
+int nn_sinusoidal_positions(nn_ctx *x);
 int nn_linear(nn_ctx *x);
 int nn_conv2d(nn_ctx *x);
 int nn_conv_transpose2d(nn_ctx *x);
@@ -65,6 +66,12 @@ static const nn_layer nn_layers[] = {
     {"positional_embedding", 1, 1, nn_positional_embedding,
      {{"max", 'i', true}, {"offset", 'i', false}}},
     {"box_embedding", 2, 2, nn_box_embedding, {{"max", 'i', true}}},
+    {"sinusoidal_positions", 1, 1, nn_sinusoidal_positions,
+     {{"max", 'i', true},
+      {"offset", 'i', false},
+      {"padding_idx", 'i', false},
+      {"form", 's', false},
+      {"parameter", 'b', false}}},
     {"linear", 1, 1, nn_linear, {{"out", 'i', true}, {"bias", 'b', false}, {"tie", 's', false}}},
     {"conv2d", 1, 1, nn_conv2d, {CONV_KEYS}},
     {"conv_transpose2d", 1, 1, nn_conv_transpose2d, {CONV_KEYS, {"output_padding", 'l', false}}},
