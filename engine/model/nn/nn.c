@@ -40,6 +40,7 @@ int nn_flatten(nn_ctx *x);
 int nn_reshape(nn_ctx *x);
 int nn_permute(nn_ctx *x);
 int nn_binary(nn_ctx *x);
+int nn_add_buffer(nn_ctx *x);
 int nn_concat(nn_ctx *x);
 int nn_split(nn_ctx *x);
 int nn_slice(nn_ctx *x);
@@ -57,7 +58,11 @@ int nn_mse(nn_ctx *x);
     {"kernel", 'l', true}, {"stride", 'l', false}, { "padding", 'l', false }
 
 static const nn_layer nn_layers[] = {
-    {"embedding", 1, 1, nn_embedding, {{"num", 'i', true}, {"dim", 'i', true}}},
+    {"embedding",
+     1,
+     1,
+     nn_embedding,
+     {{"num", 'i', true}, {"dim", 'i', true}, {"tie", 's', false}}},
     {"positional_embedding", 1, 1, nn_positional_embedding,
      {{"max", 'i', true}, {"offset", 'i', false}}},
     {"linear", 1, 1, nn_linear, {{"out", 'i', true}, {"bias", 'b', false}, {"tie", 's', false}}},
@@ -109,6 +114,7 @@ static const nn_layer nn_layers[] = {
     {"permute", 1, 1, nn_permute, {{"dims", 'l', true}}},
     {"add", 1, 2, nn_binary, {{"value", 'f', false}}},
     {"mul", 1, 2, nn_binary, {{"value", 'f', false}}},
+    {"add_buffer", 1, 1, nn_add_buffer, {{0}}},
     {"concat", 1, 8, nn_concat, {{"axis", 'i', false}}},
     {"split",
      1,
