@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "autodiff/autograd.h"
 #include "base/strdist.h"
 #include "model/expr.h"
 #include "model/modeldef.h"
@@ -688,6 +689,143 @@ static void test_positional_offset(void **state) {
                  5, 36, "offset 6 is outside the 6 rows");
 }
 
+// sinusoidal_positions: the tables' values against those the classes make
+// (transformers' XGLMSinusoidalPositionalEmbedding.get_embedding(7, 9, 1),
+// fairseq's form with an odd width and padding row 1, and
+// PegasusSinusoidalPositionalEmbedding(5, 7).create_weight(); some rows),
+// the table a buffer or a frozen parameter that training leaves alone
+static const double xglm_7x9[][9] = {
+    [0] = {0, 0, 0, 0, 1, 1, 1, 1, 0},
+    [1] = {0, 0, 0, 0, 0, 0, 0, 0, 0},
+    [3] = {0.14112000167369843, 0.13879810273647308, 0.006463258992880583, 0.0002999999560415745,
+           -0.9899924993515015, 0.9903206825256348, 0.9999791383743286, 0.9999999403953552, 0},
+    [6] = {-0.279415488243103, 0.27490928769111633, 0.012926247902214527, 0.000599999853875488,
+           0.9601702690124512, 0.9614701867103577, 0.9999164342880249, 0.9999998211860657, 0},
+};
+static const double pegasus_5x7[][7] = {
+    [1] = {0.8414709568023682, 0.07190645486116409, 0.005179451312869787, 0.000372759357560426,
+           0.5403022766113281, 0.9974113702774048, 0.9999865889549255},
+    [4] = {-0.756802499294281, 0.28391462564468384, 0.020716415718197823, 0.0014910369645804167,
+           -0.6536436080932617, 0.9588495492935181, 0.9997853636741638},
+};
+
+static const float *source_values(const model *m, enum op op, int64_t rows, int64_t cols) {
+    for (int i = 0; i < m->g->n; i++) {
+        const graph_node *n = &m->g->nodes[i];
+        if (n->op == op && n->ndim == 2 && n->shape[0] == rows && n->shape[1] == cols)
+            return tensor_data(m->values[i]);
+    }
+    fail_msg("no %s of (%lld, %lld)", op_name(op), (long long)rows, (long long)cols);
+    return NULL;
+}
+
+static void test_sinusoidal_positions(void **state) {
+    (void)state;
+    model *m = build_ok("name: sin\n"
+                        "inputs:\n"
+                        "  x: {shape: [$batch, 5, 9]}\n"
+                        "body:\n"
+                        "  - sinusoidal_positions: {max: 7, offset: 2, padding_idx: 1}\n",
+                        NULL, 0, 2, false);
+    assert_int_equal(model_init_values(m, 1), 0);
+    const float *t = source_values(m, OP_BUFFER, 7, 9);
+    for (int r = 0; r < 7; r++)
+        for (int c = 0; c < 9 && (r < 2 || r == 3 || r == 6); c++)
+            assert_float_equal(t[r * 9 + c], xglm_7x9[r][c], 2e-7);
+    assert_int_equal(graph_param_count(m->g), 0);
+    for (int i = 0; i < m->g->n; i++) // rows 2 .. 6 added
+        if (m->g->nodes[i].op == OP_SLICE)
+            assert_int_equal(m->g->nodes[i].ia[1], 2);
+    model_free(m);
+    const char *pegasus = "name: peg\n"
+                          "inputs:\n"
+                          "  x: {shape: [$batch, 5, 7]}\n"
+                          "  y: {shape: [$batch, 5, 2]}\n"
+                          "body:\n"
+                          "  - sinusoidal_positions: {max: 5, form: pegasus, parameter: true}\n"
+                          "  - linear: {out: 2}\n"
+                          "loss: {mse: {target: y}}\n";
+    m = build_ok(pegasus, NULL, 0, 2, true);
+    assert_int_equal(graph_param_count(m->g), 35 + 2 * 7 + 2); // the table counts
+    int w = find_param(m->g, "sinusoidal_positions.weight");
+    assert_true(w >= 0);
+    char err[256];
+    train_opts o = train_opts_default();
+    assert_int_equal(autograd_build(m->g, &o, true, err, sizeof err), 0);
+    assert_int_equal(model_init_values(m, 1), 0);
+    t = source_values(m, OP_PARAM, 5, 7);
+    for (int c = 0; c < 7; c++) {
+        assert_float_equal(t[7 + c], pegasus_5x7[1][c], 2e-7);
+        assert_float_equal(t[28 + c], pegasus_5x7[4][c], 2e-7);
+    }
+    // frozen: no gradient among the outputs, no update reads it for writing
+    for (int k = 1; k < m->g->noutputs; k++)
+        assert_int_not_equal(autograd_param_of_output(m->g, k), w);
+    for (int i = 0; i < m->g->n; i++)
+        if (op_kind(m->g->nodes[i].op) == OPK_UPDATE)
+            assert_int_not_equal(m->g->nodes[i].src[0], w);
+    assert_int_equal(m->g->noutputs, 1 + 2); // the loss, the linear's two
+    model_free(m);
+    expect_error("name: bad\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 5, 8]}\n"
+                 "body:\n"
+                 "  - sinusoidal_positions: {max: 5, form: xlm}\n",
+                 5, 36, "form 'xlm' is not one of fairseq, pegasus");
+}
+
+// `unused: true`: the layer's parameters are held (a causal LM's
+// cross-attention), none of its ops are in the graph, its input passes on;
+// attention's `scale` replaces 1/sqrt(head_dim), and 1 makes no kernel
+static void test_unused_and_scale(void **state) {
+    (void)state;
+    const char *text = "name: held\n"
+                       "inputs:\n"
+                       "  x: {shape: [$batch, 5, 8]}\n"
+                       "  y: {shape: [$batch, 5, 4]}\n"
+                       "body:\n"
+                       "  - attention: {heads: 2, unused: true, as: cross}\n"
+                       "  - layer_norm: {unused: true}\n"
+                       "  - attention: {heads: 2, scale: 1}\n"
+                       "  - attention: {heads: 2}\n"
+                       "  - linear: {out: 4, as: out}\n"
+                       "loss: {mse: {target: y}}\n";
+    for (int training = 0; training < 2; training++) {
+        model *m = build_ok(text, NULL, 0, 2, training);
+        const graph *g = m->g;
+        static const char *held[] = {"cross.q.weight", "cross.q.bias",   "cross.k.weight",
+                                     "cross.v.bias",   "cross.o.weight", "layer_norm.weight",
+                                     "layer_norm.bias"};
+        for (int i = 0; i < 7; i++) {
+            int p = find_param(g, held[i]);
+            assert_true(p >= 0);
+            for (int j = 0; j < g->n; j++) // nothing reads a held parameter
+                for (int k = 0; k < g->nodes[j].nsrc; k++)
+                    assert_int_not_equal(g->nodes[j].src[k], p);
+        }
+        assert_int_equal(count_op(g, OP_LAYER_NORM), 0);
+        // two attentions run: q, k, v, o linears each, and the head
+        assert_int_equal(count_op(g, OP_LINEAR), 9);
+        assert_int_equal(count_op(g, OP_SCALE), 1); // the second only
+        for (int i = 0; i < g->n; i++)
+            if (g->nodes[i].op == OP_SCALE)
+                assert_float_equal(g->nodes[i].fa[0], 0.5, 1e-12); // 1/sqrt(4)
+        // the first running attention's q projection reads x itself
+        int q = -1;
+        for (int i = 0; i < g->n && q < 0; i++)
+            if (g->nodes[i].op == OP_LINEAR)
+                q = i;
+        assert_int_equal(graph_at(g, g->nodes[q].src[0])->op, OP_INPUT);
+        model_free(m);
+    }
+    expect_error("name: bad\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 5, 8]}\n"
+                 "body:\n"
+                 "  - relu: {unused: true}\n",
+                 5, 20, "has no parameters");
+}
+
 static void test_nested_repeat_in_residual(void **state) {
     (void)state;
     model *m = build_ok("name: nest\n"
@@ -934,6 +1072,8 @@ int main(void) {
         cmocka_unit_test(test_loss),
         cmocka_unit_test(test_loss_mean),
         cmocka_unit_test(test_positional_offset),
+        cmocka_unit_test(test_sinusoidal_positions),
+        cmocka_unit_test(test_unused_and_scale),
         cmocka_unit_test(test_nested_repeat_in_residual),
         cmocka_unit_test(test_scope_in_repeat),
         cmocka_unit_test(test_split_as),

@@ -650,9 +650,9 @@ int autograd_build(graph *g, const train_opts *o, bool keep_grads, char *err, si
     for (int i = 0; i < a.nfwd; i++) {
         const graph_node *n = &g->nodes[i];
         a.grad[i] = -1;
-        if (n->op == OP_PARAM) {
-            a.req[i] = true;
-            nparams++;
+        if (n->op == OP_PARAM) { // a frozen one is a constant here (graph.h)
+            a.req[i] = n->ia[1] != GRAPH_PARAM_FROZEN;
+            nparams += a.req[i];
             continue;
         }
         if (!dtype_is_float(n->dtype) || op_kind(n->op) == OPK_SOURCE)

@@ -160,6 +160,19 @@ int graph_full(graph *g, double value, enum dtype t, int ndim, const int64_t *sh
     return id;
 }
 
+int graph_keep_params(graph *g, int from) {
+    int w = from;
+    for (int i = from; i < g->n; i++) {
+        if (g->nodes[i].op == OP_PARAM)
+            g->nodes[w++] = g->nodes[i];
+        else
+            free(g->nodes[i].name);
+    }
+    int kept = w - from;
+    g->n = w;
+    return kept;
+}
+
 int graph_copy_source(graph *g, const graph_node *n) {
     int id;
     switch (n->op) {

@@ -61,6 +61,14 @@ enum init_kind {
     INIT_ROPE_COS,    // (T, D): cos(t * theta^(-2(i mod D/2)/D)), fa0 theta
     INIT_ROPE_SIN,
     INIT_CONSTANT, // every element fa0 (the grad scaler's initial scale)
+    // (P, D) fairseq's sinusoidal positions (M2M100, XGLM, Speech2Text2):
+    // h = D / 2, f_k = exp(-k ln(10000) / (h - 1)); column k < h is
+    // sin(p f_k), column h + k cos(p f_k), an odd D's last column 0; row fa0
+    // zero when fa0 >= 0 (the padding index)
+    INIT_SINUSOID,
+    // (P, D) Pegasus's: s = ceil(D / 2); column c < s is sin(p / 10000^(2c / D)),
+    // column s + k cos(p / 10000^(2k / D))
+    INIT_SINUSOID_PEGASUS,
 };
 
 #define GRAPH_MAX_SRCS 8
@@ -111,9 +119,18 @@ const char *graph_error(const graph *g);
 int graph_input(graph *g, const char *name, enum dtype t, int ndim, const int64_t *shape);
 int graph_param(graph *g, const char *name, int ndim, const int64_t *shape,
                 enum init_kind init, double scale);
+// A PARAM's ia1 set: a frozen parameter, counted and saved with the model but
+// never differentiated nor updated (PyTorch's requires_grad=False: Pegasus's
+// and Speech2Text2's sinusoidal tables).
+#define GRAPH_PARAM_FROZEN 1
 int graph_buffer(graph *g, const char *name, enum dtype t, int ndim, const int64_t *shape,
                  enum init_kind init, double arg);
 int graph_full(graph *g, double value, enum dtype t, int ndim, const int64_t *shape);
+// Removes every node made from `from` on except the parameters, which move
+// down in their order: a layer whose parameters a model holds but never uses
+// (a causal LM's cross-attention). Parameters have no sources, so nothing
+// left points at a removed node. Returns how many parameters were kept.
+int graph_keep_params(graph *g, int from);
 // A copy of source node n (of another graph) into g, every attribute kept:
 // what graph rewrites (autocast, weight quantization) do with sources.
 int graph_copy_source(graph *g, const graph_node *n);

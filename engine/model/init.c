@@ -76,6 +76,21 @@ static double input_value(const graph_node *n, uint64_t key, int64_t i) {
     return normal(key, (uint64_t)i);
 }
 
+// Row p, column c of a (P, D) sinusoidal position table (graph.h), in double.
+static double sinusoid(const graph_node *n, int64_t p, int64_t c, int64_t D) {
+    if (n->ia[0] == INIT_SINUSOID_PEGASUS) {
+        int64_t s = (D + 1) / 2, k = c < s ? c : c - s;
+        double ang = (double)p / pow(10000.0, 2.0 * (double)k / (double)D);
+        return c < s ? sin(ang) : cos(ang);
+    }
+    int64_t h = D / 2;
+    if (c >= 2 * h || (n->fa[0] >= 0 && p == (int64_t)n->fa[0]))
+        return 0;
+    int64_t k = c < h ? c : c - h;
+    double ang = (double)p * exp(-(double)k * log(10000.0) / (double)(h - 1));
+    return c < h ? sin(ang) : cos(ang);
+}
+
 static void fill(tensor *t, const graph_node *n, uint64_t key) {
     int64_t count = tensor_numel(t);
     int64_t T = n->ndim >= 2 ? n->shape[n->ndim - 2] : 1;
@@ -95,6 +110,8 @@ static void fill(tensor *t, const graph_node *n, uint64_t key) {
             case INIT_ONES: v = 1; break;
             case INIT_CONSTANT: v = n->fa[0]; break;
             case INIT_CAUSAL_MASK: v = (c <= (r % T) + (S - T)); break;
+            case INIT_SINUSOID:
+            case INIT_SINUSOID_PEGASUS: v = sinusoid(n, r, c, S); break;
             case INIT_ROPE_COS:
             case INIT_ROPE_SIN: {
                 int64_t half = S / 2 > 0 ? S / 2 : 1, k = c % half;

@@ -271,9 +271,15 @@ static int check_step(modeldef *md, const yd_node *s, diag *d) {
                         yd_kind_name(v->kind));
     for (int i = 0; i < v->n; i++) {
         const char *key = v->keys[i]->str;
-        int rc = !strcmp(key, "input") ? check_names(md, v->vals[i], "input", false, d)
-                 : !strcmp(key, "as")  ? check_names(md, v->vals[i], "as", true, d)
-                                       : check_value(md, v->vals[i], d);
+        bool flag;
+        if (!strcmp(key, "unused") && !yd_is_bool(v->vals[i], &flag))
+            return diag_set(d, md->path, v->vals[i]->line, v->vals[i]->col,
+                            "'unused' is true or false (true: the layer's parameters are held, "
+                            "its ops are not run)");
+        int rc = !strcmp(key, "input")    ? check_names(md, v->vals[i], "input", false, d)
+                 : !strcmp(key, "as")     ? check_names(md, v->vals[i], "as", true, d)
+                 : !strcmp(key, "unused") ? 0
+                                          : check_value(md, v->vals[i], d);
         if (rc < 0)
             return -1;
     }

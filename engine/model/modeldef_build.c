@@ -440,7 +440,10 @@ static int call_nn(md_build *b, const yd_node *name, const char *type, const cha
     int nargs = 0, rc = 0;
     for (int i = 0; i < cap && rc == 0; i++) {
         const yd_node *k = map->keys[i];
-        if (!strcmp(k->str, skip[0]) || !strcmp(k->str, skip[1]))
+        bool skipped = false;
+        for (int j = 0; skip[j]; j++)
+            skipped |= !strcmp(k->str, skip[j]);
+        if (skipped)
             continue;
         args[nargs] = (nn_arg){.key = k->str, .line = k->line, .col = k->col};
         rc = to_value(b, map->vals[i], &args[nargs].v);
@@ -483,12 +486,35 @@ static int build_layer(md_build *b, md_scope *sc, const yd_node *name, const yd_
     char *prefix = scope_take(b, sc, as ? as_base(as) : name->str);
     if (!prefix)
         return -1;
+    // `unused: true`: the layer's parameters are made (counted, initialized,
+    // saved) but none of its ops, and its first input passes through, as a
+    // module the class holds and its forward never calls
+    const yd_node *un = yd_get(map, "unused");
+    bool unused = false;
+    if (un)
+        yd_is_bool(un, &unused);
+    nn_gen *gen = b->gen;
+    int n0 = b->g->n;
+    if (unused)
+        b->gen = NULL; // no cache for a layer that never runs
     nn_result r;
     int rc = call_nn(b, name, name->str, prefix, map, ids, nin,
-                     (const char *const[]){"input", "as"}, &r);
+                     (const char *const[]){"input", "as", "unused", NULL}, &r);
+    b->gen = gen;
     free(prefix);
     if (rc < 0)
         return -1;
+    if (unused) {
+        if (graph_keep_params(b->g, n0) == 0)
+            return bfail(b, un,
+                         "layer '%s' has no parameters; 'unused: true' keeps a layer's "
+                         "parameters without running it",
+                         name->str);
+        if (b->norigin > b->g->n)
+            b->norigin = b->g->n;
+        r.out[0] = ids[0];
+        r.nout = 1;
+    }
     return step_outputs(b, sc, as, name, r.out, r.nout);
 }
 
@@ -715,8 +741,8 @@ static int build_loss_term(md_build *b, md_scope *root, const yd_node *l, const 
     if (!b->training)
         return 0;
     nn_result r;
-    if (call_nn(b, type, type->str, prefix, v, ids, 2, (const char *const[]){"input", "target"},
-                &r) < 0)
+    if (call_nn(b, type, type->str, prefix, v, ids, 2,
+                (const char *const[]){"input", "target", NULL}, &r) < 0)
         return -1;
     *out = r.out[0];
     return 0;

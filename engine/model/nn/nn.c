@@ -24,6 +24,7 @@ typedef struct nn_layer {
 
 int nn_embedding(nn_ctx *x);
 int nn_positional_embedding(nn_ctx *x);
+int nn_sinusoidal_positions(nn_ctx *x);
 int nn_linear(nn_ctx *x);
 int nn_conv2d(nn_ctx *x);
 int nn_conv_transpose2d(nn_ctx *x);
@@ -65,6 +66,12 @@ static const nn_layer nn_layers[] = {
      {{"num", 'i', true}, {"dim", 'i', true}, {"tie", 's', false}}},
     {"positional_embedding", 1, 1, nn_positional_embedding,
      {{"max", 'i', true}, {"offset", 'i', false}}},
+    {"sinusoidal_positions", 1, 1, nn_sinusoidal_positions,
+     {{"max", 'i', true},
+      {"offset", 'i', false},
+      {"padding_idx", 'i', false},
+      {"form", 's', false},
+      {"parameter", 'b', false}}},
     {"linear", 1, 1, nn_linear, {{"out", 'i', true}, {"bias", 'b', false}, {"tie", 's', false}}},
     {"conv2d", 1, 1, nn_conv2d, {CONV_KEYS}},
     {"conv_transpose2d", 1, 1, nn_conv_transpose2d, {CONV_KEYS, {"output_padding", 'l', false}}},
@@ -89,7 +96,8 @@ static const nn_layer nn_layers[] = {
       {"qkv_per_head", 'b', false},
       {"rotary_dims", 'i', false},
       {"rotary_interleaved", 'b', false},
-      {"rotary_2d", 'b', false}}},
+      {"rotary_2d", 'b', false},
+      {"scale", 'f', false}}},
     {"relu", 1, 1, nn_activation, {{0}}},
     {"relu6", 1, 1, nn_activation, {{0}}},
     {"gelu", 1, 1, nn_activation, {{0}}},

@@ -181,17 +181,18 @@ static int project_qkv(nn_ctx *x, int q_in, int kv_in, int64_t H, int64_t KVH, i
 // repeat_kv, a batched GEMM against a transposed view of k, scale, causal
 // mask by where, softmax, a GEMM with v. With fused_attention (--attention
 // sdpa) one ATTENTION node, as torch's scaled_dot_product_attention.
-static int attend(nn_ctx *x, int q, int k, int v, bool causal) {
+static int attend(nn_ctx *x, int q, int k, int v, bool causal, double scale) {
     int64_t H = nn_node(x, q)->shape[1], T = nn_node(x, q)->shape[2];
-    int64_t S = nn_node(x, k)->shape[2], hd = nn_node(x, q)->shape[3];
+    int64_t S = nn_node(x, k)->shape[2];
     if (x->c->fused_attention)
         return graph_op(x->g, OP_ATTENTION, 3, (int[]){q, k, v}, (int64_t[GRAPH_MAX_IA]){causal},
-                        (double[GRAPH_MAX_FA]){1.0 / sqrt((double)hd)});
+                        (double[GRAPH_MAX_FA]){scale});
     k = repeat_kv(x, k, H);
     v = repeat_kv(x, v, H);
     int kt = graph_permute(x->g, k, (int[]){0, 1, 3, 2}); // (B, H, hd, S) view
     int scores = graph_binary(x->g, OP_MATMUL, q, kt);    // (B, H, T, S)
-    scores = graph_scale(x->g, scores, 1.0 / sqrt((double)hd), 0);
+    if (scale != 1.0) // GPT-Neo and T5 do not scale: no kernel, as in their eager
+        scores = graph_scale(x->g, scores, scale, 0);
     if (nn_check(x, scores) < 0)
         return -1;
     if (causal) {
@@ -213,7 +214,7 @@ static int attend(nn_ctx *x, int q, int k, int v, bool causal) {
 // outputs), then the same unfused attention. STATIC, as gpt-fast: a buffer
 // of max_len rows a layer, written in place at cache_pos, read by one fused
 // attention over its first kv_len rows.
-static int cached_attention(nn_ctx *x, int q, int k, int v, bool causal) {
+static int cached_attention(nn_ctx *x, int q, int k, int v, bool causal, double scale) {
     nn_gen *gen = x->c->gen;
     if (gen->nlayers >= NN_GEN_MAX_LAYERS)
         return nn_fail(x, NULL, "generation: more than %d attention layers", NN_GEN_MAX_LAYERS);
@@ -239,7 +240,7 @@ static int cached_attention(nn_ctx *x, int q, int k, int v, bool causal) {
                 return -1;
         }
         gen->present_k[i] = k, gen->present_v[i] = v;
-        return attend(x, q, k, v, causal);
+        return attend(x, q, k, v, causal, scale);
     }
     int64_t shape[4] = {B, KVH, gen->max_len, hd};
     nn_pname(x, "k_cache", kname, sizeof kname);
@@ -254,7 +255,7 @@ static int cached_attention(nn_ctx *x, int q, int k, int v, bool causal) {
     // over the cache's first kv_len rows: the prefill's causal block, or one
     // query that sees every row written so far
     int64_t ia[GRAPH_MAX_IA] = {causal, 0, 3};
-    double fa[GRAPH_MAX_FA] = {1.0 / sqrt((double)hd)};
+    double fa[GRAPH_MAX_FA] = {scale};
     return nn_check(x, graph_op(x->g, OP_ATTENTION, 4, (int[]){q, kw, vw, gen->kv_len}, ia, fa));
 }
 
@@ -334,7 +335,10 @@ int nn_attention(nn_ctx *x) {
         if (k < 0)
             return -1;
     }
-    int o = gen ? cached_attention(x, q, k, v, causal) : attend(x, q, k, v, causal);
+    double scale = nn_float(x, "scale", 1.0 / sqrt((double)hd));
+    if (!(scale > 0) || !isfinite(scale))
+        return nn_fail(x, "scale", "attention: scale must be a positive number, got %g", scale);
+    int o = gen ? cached_attention(x, q, k, v, causal, scale) : attend(x, q, k, v, causal, scale);
     if (o < 0)
         return -1;
     o = graph_permute(x->g, o, (int[]){0, 2, 1, 3});          // (B, T, H, hd) view

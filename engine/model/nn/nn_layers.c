@@ -39,36 +39,94 @@ int nn_embedding(nn_ctx *x) {
     return nn_emit(x, graph_op(x->g, OP_EMBEDDING, 2, (int[]){w, X0}, NULL, NULL));
 }
 
+// x (..., T, D) + rows offset .. offset + T of a (max, D) table, as learned
+// and sinusoidal positions add theirs.
+static int add_position_rows(nn_ctx *x, int table, int64_t off) {
+    const graph_node *in = nn_node(x, X0);
+    int64_t T = in->shape[in->ndim - 2], max = nn_node(x, table)->shape[0];
+    // a generation step's tokens stand at their positions: rows gathered
+    int p = x->c->gen  ? graph_op(x->g, OP_EMBEDDING, 2, (int[]){table, x->c->gen->position_ids},
+                                  NULL, NULL)
+            : T == max ? table
+                       : graph_slice(x->g, table, 0, off, T);
+    return nn_emit(x, graph_binary(x->g, OP_ADD, X0, p));
+}
+
+// The table's rows and the offset, checked against the input's (..., T, D):
+// D into *D; -1 after the error.
+static int position_rows_check(nn_ctx *x, const char *layer, int64_t max, int64_t off, int64_t *D) {
+    const graph_node *in = nn_node(x, X0);
+    if (in->ndim < 2)
+        return nn_fail(x, NULL, "%s needs (..., T, D) input", layer);
+    int64_t T = in->shape[in->ndim - 2];
+    *D = in->shape[in->ndim - 1];
+    if (off < 0 || (off > 0 && off >= max))
+        return nn_fail(x, "offset", "%s: offset %lld is outside the %lld rows", layer,
+                       (long long)off, (long long)max);
+    if (T + off > max && off == 0)
+        return nn_fail(x, "max", "%s: sequence of %lld exceeds max %lld", layer, (long long)T,
+                       (long long)max);
+    if (T + off > max)
+        return nn_fail(x, "max", "%s: sequence of %lld from offset %lld exceeds max %lld", layer,
+                       (long long)T, (long long)off, (long long)max);
+    if (x->c->gen && off)
+        return nn_fail(x, "offset", "%s: an offset in generation is not built yet", layer);
+    return 0;
+}
+
 int nn_positional_embedding(nn_ctx *x) {
     // x (..., T, D) + weight[offset : offset + T] (T, D); RoBERTa's rows start
     // past its padding index (offset 2)
-    const graph_node *in = nn_node(x, X0);
-    if (in->ndim < 2)
-        return nn_fail(x, NULL, "positional_embedding needs (..., T, D) input");
-    int64_t T = in->shape[in->ndim - 2], D = in->shape[in->ndim - 1], max = nn_int(x, "max", 0);
-    int64_t off = nn_int(x, "offset", 0);
-    if (off < 0 || (off > 0 && off >= max))
-        return nn_fail(x, "offset", "positional_embedding: offset %lld is outside the %lld rows",
-                       (long long)off, (long long)max);
-    if (T + off > max && off == 0)
-        return nn_fail(x, "max", "positional_embedding: sequence of %lld exceeds max %lld",
-                       (long long)T, (long long)max);
-    if (T + off > max)
-        return nn_fail(x, "max",
-                       "positional_embedding: sequence of %lld from offset %lld exceeds max %lld",
-                       (long long)T, (long long)off, (long long)max);
-    if (x->c->gen && off)
-        return nn_fail(x, "offset",
-                       "positional_embedding: an offset in generation is not built yet");
+    int64_t max = nn_int(x, "max", 0), off = nn_int(x, "offset", 0), D;
+    if (position_rows_check(x, "positional_embedding", max, off, &D) < 0)
+        return -1;
     int w = nn_param(x, "weight", 2, (int64_t[]){max, D}, INIT_NORMAL, 0.02);
     if (w < 0)
         return -1;
-    // a generation step's tokens stand at their positions: rows gathered
-    int p = x->c->gen ? graph_op(x->g, OP_EMBEDDING, 2, (int[]){w, x->c->gen->position_ids}, NULL,
-                                 NULL)
-            : T == max ? w
-                       : graph_slice(x->g, w, 0, off, T);
-    return nn_emit(x, graph_binary(x->g, OP_ADD, X0, p));
+    return add_position_rows(x, w, off);
+}
+
+int nn_sinusoidal_positions(nn_ctx *x) {
+    // x (..., T, D) + table[offset : offset + T] (T, D), the table (max, D) a
+    // constant: fairseq's (M2M100, XGLM, Speech2Text2: sines then cosines, the
+    // padding row zero, positions past the padding index) or Pegasus's (its
+    // own frequencies). A buffer, or with `parameter: true` a frozen
+    // parameter, as Pegasus and Speech2Text2 hold theirs (counted, untrained)
+    const char *form = nn_str(x, "form", "fairseq");
+    int64_t max = nn_int(x, "max", 0), off = nn_int(x, "offset", 0);
+    int64_t pad = nn_int(x, "padding_idx", -1), D;
+    bool pegasus = !strcmp(form, "pegasus");
+    if (!pegasus && strcmp(form, "fairseq") != 0)
+        return nn_fail(x, "form", "sinusoidal_positions: form '%s' is not one of fairseq, pegasus",
+                       form);
+    if (position_rows_check(x, "sinusoidal_positions", max, off, &D) < 0)
+        return -1;
+    if (pegasus && pad != -1)
+        return nn_fail(x, "padding_idx",
+                       "sinusoidal_positions: Pegasus's table has no padding row");
+    if (pad < -1 || pad >= max)
+        return nn_fail(x, "padding_idx",
+                       "sinusoidal_positions: padding_idx %lld is not one of the %lld rows "
+                       "(or -1: none)",
+                       (long long)pad, (long long)max);
+    if (!pegasus && D < 4)
+        return nn_fail(x, NULL, "sinusoidal_positions: fairseq's table needs D >= 4, not %lld",
+                       (long long)D);
+    char name[96];
+    snprintf(name, sizeof name, "sinusoid_%s.%lldx%lld.pad%lld", form, (long long)max, (long long)D,
+             (long long)pad);
+    enum init_kind init = pegasus ? INIT_SINUSOID_PEGASUS : INIT_SINUSOID;
+    int t;
+    if (nn_bool(x, "parameter", false)) { // a frozen parameter of its own, counted
+        t = nn_param(x, "weight", 2, (int64_t[]){max, D}, init, (double)pad);
+        if (t >= 0)
+            x->g->nodes[t].ia[1] = GRAPH_PARAM_FROZEN;
+    } else {
+        t = nn_shared_buffer(x, name, DT_F32, 2, (int64_t[]){max, D}, init, (double)pad);
+    }
+    if (t < 0)
+        return -1;
+    return add_position_rows(x, t, off);
 }
 
 int nn_linear_to(nn_ctx *x, int in, int64_t out, bool bias, const char *role) {
