@@ -1,10 +1,11 @@
 #!/bin/sh
 # The Hugging Face suite (suites/huggingface.yaml, docs/zoo.md): every case
 # checks and lists at the study's size and at `--size cpu`, and at `cpu` an
-# encoder with the question-answering head (the mean of two cross-entropies)
-# and GPT2ForSequenceClassification (last-token pooling) run eager and
-# compiled, fp32 and AMP, inference and training, every compiled entry
-# passing accuracy against the fp64 reference.
+# encoder with the question-answering head (the mean of two cross-entropies),
+# GPT2ForSequenceClassification (last-token pooling) and an encoder-decoder,
+# BartForConditionalGeneration (shared embedding, cross-attention, the logits'
+# bias buffer), run eager and compiled, fp32 and AMP, inference and
+# training, every compiled entry passing accuracy against the fp64 reference.
 # Needs TCBENCH_EXE and TCBENCH_SOURCE_DIR (tests/meson.build sets both).
 
 EXE=${TCBENCH_EXE:?set TCBENCH_EXE to the tcbench binary}
@@ -23,11 +24,11 @@ has "$TMP/stdout" '^GPT2ForSequenceClassification +gpt2_cls +8 .* 124\.4M ' \
     "GPT2ForSequenceClassification's 124.4M parameters"
 expect 0 "list --size cpu" "$EXE" list "$SUITE" --size cpu
 
-CASES=BertForQuestionAnswering,GPT2ForSequenceClassification
+CASES=BertForQuestionAnswering,GPT2ForSequenceClassification,BartForConditionalGeneration
 expect 0 "run at cpu size" "$EXE" run "$SUITE" --size cpu --only "$CASES" --device cpu \
     --mode eager,compiled --precision fp32,amp --workload infer,train --threads 1 \
     --processes 1 --repeat 3 --warmup 1 --min-time 0 --max-time 0.05 -o "$TMP/r.json"
-for c in BertForQuestionAnswering GPT2ForSequenceClassification; do
+for c in BertForQuestionAnswering GPT2ForSequenceClassification BartForConditionalGeneration; do
     for p in fp32 amp; do
         for w in infer train; do
             has "$TMP/stdout" "^$c \[$p $w\] +eager +ok " "$c $p $w eager ok"
@@ -36,6 +37,6 @@ for c in BertForQuestionAnswering GPT2ForSequenceClassification; do
     done
 done
 n=$(grep -c '"status": "pass"' "$TMP/r.json")
-[ "$n" -eq 8 ] && ok || bad "8 compiled entries pass in the results, found $n"
+[ "$n" -eq 12 ] && ok || bad "12 compiled entries pass in the results, found $n"
 
 sh_lib_end zoo_hf

@@ -42,6 +42,7 @@ int nn_flatten(nn_ctx *x);
 int nn_reshape(nn_ctx *x);
 int nn_permute(nn_ctx *x);
 int nn_binary(nn_ctx *x);
+int nn_add_buffer(nn_ctx *x);
 int nn_concat(nn_ctx *x);
 int nn_split(nn_ctx *x);
 int nn_slice(nn_ctx *x);
@@ -62,7 +63,11 @@ int nn_relative_sinusoid(nn_ctx *x);
     {"kernel", 'l', true}, {"stride", 'l', false}, { "padding", 'l', false }
 
 static const nn_layer nn_layers[] = {
-    {"embedding", 1, 1, nn_embedding, {{"num", 'i', true}, {"dim", 'i', true}}},
+    {"embedding",
+     1,
+     1,
+     nn_embedding,
+     {{"num", 'i', true}, {"dim", 'i', true}, {"tie", 's', false}}},
     {"positional_embedding", 1, 1, nn_positional_embedding,
      {{"max", 'i', true}, {"offset", 'i', false}}},
     {"box_embedding", 2, 2, nn_box_embedding, {{"max", 'i', true}}},
@@ -127,6 +132,7 @@ static const nn_layer nn_layers[] = {
     {"permute", 1, 1, nn_permute, {{"dims", 'l', true}}},
     {"add", 1, 2, nn_binary, {{"value", 'f', false}}},
     {"mul", 1, 2, nn_binary, {{"value", 'f', false}}},
+    {"add_buffer", 1, 1, nn_add_buffer, {{0}}},
     {"concat", 1, 8, nn_concat, {{"axis", 'i', false}}},
     {"split",
      1,

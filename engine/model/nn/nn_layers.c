@@ -9,10 +9,31 @@
 
 #define X0 nn_in(x, 0)
 
+// The weight `tie:` names, made by an earlier layer, checked to be (rows,
+// cols); the keys' names say which is which in the error. -1 on failure.
+static int tied_weight(nn_ctx *x, int64_t rows, int64_t cols, const char *rkey, const char *ckey) {
+    const char *name = nn_str(x, "tie", "");
+    int w = -1;
+    for (int i = 0; i < x->g->n && w < 0; i++)
+        if (x->g->nodes[i].op == OP_PARAM && x->g->nodes[i].name &&
+            strcmp(x->g->nodes[i].name, name) == 0)
+            w = i;
+    if (w < 0)
+        return nn_fail(x, "tie", "%s: no parameter named '%s' made before this layer", x->c->type,
+                       name);
+    const graph_node *wn = nn_node(x, w);
+    if (wn->ndim != 2 || wn->shape[0] != rows || wn->shape[1] != cols)
+        return nn_fail(x, "tie", "%s: tied weight '%s' must be (%s %lld, %s %lld)", x->c->type,
+                       name, rkey, (long long)rows, ckey, (long long)cols);
+    return w;
+}
+
 int nn_embedding(nn_ctx *x) {
-    // (..., ) int -> (..., dim)
-    int w = nn_param(x, "weight", 2, (int64_t[]){nn_int(x, "num", 0), nn_int(x, "dim", 0)},
-                     INIT_NORMAL, 0.02);
+    // (...) int -> (..., dim); `tie: shared.weight` looks up an earlier
+    // layer's (num, dim) weight instead, as BART's encoder and decoder share one
+    int64_t num = nn_int(x, "num", 0), dim = nn_int(x, "dim", 0);
+    int w = nn_has(x, "tie") ? tied_weight(x, num, dim, "num", "dim")
+                             : nn_param(x, "weight", 2, (int64_t[]){num, dim}, INIT_NORMAL, 0.02);
     if (w < 0)
         return -1;
     return nn_emit(x, graph_op(x->g, OP_EMBEDDING, 2, (int[]){w, X0}, NULL, NULL));
@@ -168,20 +189,11 @@ int nn_linear_to(nn_ctx *x, int in, int64_t out, bool bias, const char *role) {
 // (..., K) -> (..., out) with the weight (out, K) of an earlier layer, as a
 // tied lm_head uses the word embeddings (`tie: word_embeddings.weight`).
 static int linear_tied(nn_ctx *x, int64_t out, bool bias) {
-    const char *name = nn_str(x, "tie", "");
     const graph_node *in = nn_node(x, X0);
-    int w = -1;
-    for (int i = 0; i < x->g->n && w < 0; i++)
-        if (x->g->nodes[i].op == OP_PARAM && x->g->nodes[i].name &&
-            strcmp(x->g->nodes[i].name, name) == 0)
-            w = i;
-    if (w < 0)
-        return nn_fail(x, "tie", "linear: no parameter named '%s' made before this layer", name);
-    const graph_node *wn = nn_node(x, w);
     int64_t K = in->ndim > 0 ? in->shape[in->ndim - 1] : 0;
-    if (wn->ndim != 2 || wn->shape[0] != out || wn->shape[1] != K)
-        return nn_fail(x, "tie", "linear: tied weight '%s' must be (out %lld, in %lld)", name,
-                       (long long)out, (long long)K);
+    int w = tied_weight(x, out, K, "out", "in");
+    if (w < 0)
+        return -1;
     int src[3] = {X0, w, -1};
     if (bias && (src[2] = nn_param(x, "bias", 1, &out, INIT_UNIFORM, 1.0 / sqrt((double)K))) < 0)
         return -1;
@@ -479,6 +491,21 @@ int nn_binary(nn_ctx *x) {
         return nn_fail(x, NULL, "%s needs two inputs (input: [., name]) or a value", x->c->type);
     double v = nn_float(x, "value", 0);
     return nn_emit(x, add ? graph_scale(x->g, X0, 1, v) : graph_scale(x->g, X0, v, 0));
+}
+
+int nn_add_buffer(nn_ctx *x) {
+    // (..., N) + buffer (N) of zeros that no step updates: the class's
+    // registered buffer, as BART's final_logits_bias added to the logits
+    const graph_node *in = nn_node(x, X0);
+    if (in->ndim < 1)
+        return nn_fail(x, NULL, "add_buffer needs at least a 1-d input");
+    int64_t N = in->shape[in->ndim - 1];
+    char name[256];
+    nn_pname(x, "buffer", name, sizeof name);
+    int b = nn_check(x, graph_buffer(x->g, name, DT_F32, 1, &N, INIT_ZEROS, 0));
+    if (b < 0)
+        return -1;
+    return nn_emit(x, graph_binary(x->g, OP_ADD, X0, b));
 }
 
 int nn_concat(nn_ctx *x) {
