@@ -61,6 +61,9 @@ enum init_kind {
     INIT_ROPE_COS,    // (T, D): cos(t * theta^(-2(i mod D/2)/D)), fa0 theta
     INIT_ROPE_SIN,
     INIT_CONSTANT, // every element fa0 (the grad scaler's initial scale)
+    // bool (T, S), with t' = t + (S - T) the query's position among the keys:
+    INIT_WINDOW_MASK, // key s visible when 0 <= t' - s < fa0: causal, the last fa0 (GPT-Neo local)
+    INIT_BAND_MASK,   // key s visible when |s - t'| <= fa0: a band both ways (Longformer)
 };
 
 #define GRAPH_MAX_SRCS 8
