@@ -714,6 +714,73 @@ static void test_train_pattern(void **state) {
     suite_free(s);
 }
 
+// attention's window (nn_attention.c visible_mask): a causal window (the
+// last w keys, GPT-Neo's local layers) and a band (w / 2 either side,
+// Longformer) as shared bool buffers holding exactly those keys, applied by
+// where in the math form and as a float bias of ATTENTION with --attention
+// sdpa; both forms agree with the fp64 reference. A window covering every
+// key is the plain mask.
+static const uint8_t *mask_of(const model *m, const char *name) {
+    for (int i = 0; i < m->g->n; i++)
+        if (m->g->nodes[i].op == OP_BUFFER && !strcmp(m->g->nodes[i].name, name))
+            return tensor_data(m->values[i]);
+    fail_msg("no buffer %s", name);
+    return NULL;
+}
+
+static void test_window(void **state) {
+    (void)state;
+    char path[300];
+    const char *t = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/tcbench-test-window-XXXXXX", t && *t ? t : "/tmp");
+    assert_non_null(mkdtemp(path));
+    strcat(path, "/w.yaml");
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("name: w\ninputs: {x: {shape: [$batch, 7, 8]}}\nbody:\n"
+          "  - attention: {heads: 2, causal: true, window: 3}\n"
+          "  - attention: {heads: 2, window: 4}\n"
+          "  - attention: {heads: 2, causal: true, window: 7}\n",
+          f);
+    assert_int_equal(fclose(f), 0);
+    diag d;
+    modeldef *md;
+    if (modeldef_load(path, &md, &d) < 0)
+        fail_msg("%d:%d: %s", d.line, d.col, d.msg);
+    for (int sdpa = 0; sdpa < 2; sdpa++) {
+        model *m;
+        char err[600];
+        model_prep mp = {.seed = 5, .fused_attention = sdpa};
+        if (model_prepare(md, NULL, 0, 2, &mp, &m, err, sizeof err) != MODEL_PREP_DONE)
+            fail_msg("%s", err);
+        const uint8_t *win = mask_of(m, "window_mask.7x7.3"), *band = mask_of(m, "band_mask.7x7.4");
+        for (int r = 0; r < 7; r++)
+            for (int c = 0; c < 7; c++) {
+                assert_int_equal(win[r * 7 + c], c <= r && r - c < 3);
+                assert_int_equal(band[r * 7 + c], abs(r - c) <= 2);
+            }
+        // the window of 7 covers all 7 keys: the causal mask (by the flag with sdpa)
+        assert_int_equal(count_op(m->g, OP_WHERE), sdpa ? 2 : 3);
+        assert_int_equal(count_op(m->g, OP_ATTENTION), sdpa ? 3 : 0);
+        double *ref[8];
+        assert_int_equal(ref_run(m, ref, err, sizeof err), 0);
+        eager *e = eager_new(m);
+        tensor *out[8];
+        eager_stats st;
+        if (eager_run(e, out, &st) < 0)
+            fail_msg("eager: %s", eager_error(e));
+        assert_true(max_err(out[0], ref[0]) < 1e-4);
+        tensor_free(out[0]);
+        free(ref[0]);
+        eager_free(e);
+        model_free(m);
+    }
+    modeldef_free(md);
+    remove(path);
+    *strrchr(path, '/') = 0;
+    rmdir(path);
+}
+
 // The CUDA kernels' texts compile with NVRTC after the prelude's.
 static void test_nvrtc(void **state) {
     (void)state;
@@ -759,6 +826,7 @@ int main(void) {
         cmocka_unit_test(test_pattern_pass_amp), cmocka_unit_test(test_sdpa_graphs),
         cmocka_unit_test(test_backward),         cmocka_unit_test(test_grad_vs_reference),
         cmocka_unit_test(test_train_pattern),    cmocka_unit_test(test_nvrtc),
+        cmocka_unit_test(test_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

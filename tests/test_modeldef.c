@@ -1127,7 +1127,7 @@ static void test_unbuilt(void **state) {
     (void)state;
     assert_non_null(nn_layer_unbuilt("lsh_attention"));
     assert_non_null(nn_layer_unbuilt("block_sparse_attention"));
-    assert_non_null(nn_layer_unbuilt("sliding_window_attention"));
+    assert_null(nn_layer_unbuilt("sliding_window_attention")); // attention's window now
     assert_null(nn_layer_unbuilt("linear"));
     assert_false(nn_layer_known("lsh_attention"));
     const char *text = "name: u\n"
@@ -1135,7 +1135,7 @@ static void test_unbuilt(void **state) {
                        "body:\n"
                        "  - linear: {out: 8}\n"
                        "  - lsh_attention: {heads: 2, buckets: 4, as: h}\n"
-                       "  - sliding_window_attention\n"
+                       "  - block_sparse_attention\n"
                        "  - linear: {out: 8, input: h}\n";
     const char *path = write_model("u.yaml", text);
     modeldef *md;

@@ -117,6 +117,16 @@ static void fill(tensor *t, const graph_node *n, uint64_t key) {
             }
             case INIT_SINUSOID:
             case INIT_SINUSOID_PEGASUS: v = sinusoid(n, r, c, S); break;
+            case INIT_WINDOW_MASK: {
+                int64_t back = (r % T) + (S - T) - c;
+                v = back >= 0 && (double)back < n->fa[0];
+                break;
+            }
+            case INIT_BAND_MASK: {
+                int64_t off = c - (r % T) - (S - T);
+                v = (double)(off < 0 ? -off : off) <= n->fa[0];
+                break;
+            }
             case INIT_ROPE_COS:
             case INIT_ROPE_SIN: {
                 int64_t half = S / 2 > 0 ? S / 2 : 1, k = c % half;

@@ -102,7 +102,8 @@ static const nn_layer nn_layers[] = {
       {"rotary_dims", 'i', false},
       {"rotary_interleaved", 'b', false},
       {"rotary_2d", 'b', false},
-      {"scale", 'f', false}}},
+      {"scale", 'f', false},
+      {"window", 'i', false}}},
     {"convbert_attention",
      1,
      1,
@@ -181,8 +182,6 @@ static const struct {
                       "rotations, sorted into buckets and attended in chunks"},
     {"block_sparse_attention", "BigBird's block-sparse attention: global, sliding-window and "
                                "random key blocks per query block"},
-    {"sliding_window_attention", "Longformer's sliding-window attention with global tokens, "
-                                 "a banded score matrix"},
 };
 
 const char *nn_layer_unbuilt(const char *type) {

@@ -176,17 +176,53 @@ static int project_qkv(nn_ctx *x, int q_in, int kv_in, int64_t H, int64_t KVH, i
     return 0;
 }
 
+// Which keys a query sees, as a shared bool (T, S) buffer: the causal mask,
+// or with a window the last `window` positions (causal, GPT-Neo's local
+// layers) or a band of window / 2 either side (Longformer's sliding
+// window; tcbench scores every key and masks, where Longformer's kernel
+// computes only the band's chunks).
+static int visible_mask(nn_ctx *x, int64_t T, int64_t S, bool causal, int64_t window) {
+    char name[96];
+    if (!window) {
+        snprintf(name, sizeof name, "causal_mask.%lldx%lld", (long long)T, (long long)S);
+        return nn_shared_buffer(x, name, DT_BOOL, 2, (int64_t[]){T, S}, INIT_CAUSAL_MASK, 0);
+    }
+    snprintf(name, sizeof name, "%s_mask.%lldx%lld.%lld", causal ? "window" : "band", (long long)T,
+             (long long)S, (long long)window);
+    return nn_shared_buffer(x, name, DT_BOOL, 2, (int64_t[]){T, S},
+                            causal ? INIT_WINDOW_MASK : INIT_BAND_MASK,
+                            (double)(causal ? window : window / 2));
+}
+
 // The attention proper: q (B, H, T, hd), k and v (B, KVH, S, hd) ->
 // (B, H, T, hd). The math form eager frameworks run without a fused kernel:
-// repeat_kv, a batched GEMM against a transposed view of k, scale, causal
-// mask by where, softmax, a GEMM with v. With fused_attention (--attention
-// sdpa) one ATTENTION node, as torch's scaled_dot_product_attention.
-static int attend(nn_ctx *x, int q, int k, int v, bool causal, double scale) {
+// repeat_kv, a batched GEMM against a transposed view of k, scale, the mask
+// (visible_mask) by where, softmax, a GEMM with v. With fused_attention
+// (--attention sdpa) one ATTENTION node, as torch's
+// scaled_dot_product_attention: causal by its flag, a window as a float
+// bias source (0 where visible, the lowest float elsewhere), as sdpa's
+// attn_mask.
+static int attend(nn_ctx *x, int q, int k, int v, bool causal, int64_t window, double scale) {
     int64_t H = nn_node(x, q)->shape[1], T = nn_node(x, q)->shape[2];
     int64_t S = nn_node(x, k)->shape[2];
-    if (x->c->fused_attention)
+    if (x->c->fused_attention && !window)
         return graph_op(x->g, OP_ATTENTION, 3, (int[]){q, k, v}, (int64_t[GRAPH_MAX_IA]){causal},
                         (double[GRAPH_MAX_FA]){scale});
+    int mask = -1, low = -1;
+    if (causal || window) {
+        mask = visible_mask(x, T, S, causal, window);
+        low = mask < 0 ? -1 : graph_full(x->g, -FLT_MAX, DT_F32, 0, NULL); // as HF: finfo.min
+        if (nn_check(x, low) < 0)
+            return -1;
+    }
+    if (x->c->fused_attention) {
+        int zero = graph_full(x->g, 0, DT_F32, 0, NULL);
+        int bias = graph_op(x->g, OP_WHERE, 3, (int[]){mask, zero, low}, NULL, NULL); // (T, S)
+        if (nn_check(x, bias) < 0)
+            return -1;
+        return graph_op(x->g, OP_ATTENTION, 4, (int[]){q, k, v, bias},
+                        (int64_t[GRAPH_MAX_IA]){0, 3}, (double[GRAPH_MAX_FA]){scale});
+    }
     k = repeat_kv(x, k, H);
     v = repeat_kv(x, v, H);
     int kt = graph_permute(x->g, k, (int[]){0, 1, 3, 2}); // (B, H, hd, S) view
@@ -195,15 +231,8 @@ static int attend(nn_ctx *x, int q, int k, int v, bool causal, double scale) {
         scores = graph_scale(x->g, scores, scale, 0);
     if (nn_check(x, scores) < 0)
         return -1;
-    if (causal) {
-        char name[64];
-        snprintf(name, sizeof name, "causal_mask.%lldx%lld", (long long)T, (long long)S);
-        int mask = nn_shared_buffer(x, name, DT_BOOL, 2, (int64_t[]){T, S}, INIT_CAUSAL_MASK, 0);
-        if (mask < 0)
-            return -1;
-        int low = graph_full(x->g, -FLT_MAX, DT_F32, 0, NULL); // as HF: finfo.min
+    if (mask >= 0)
         scores = graph_op(x->g, OP_WHERE, 3, (int[]){mask, scores, low}, NULL, NULL);
-    }
     int p = graph_unary(x->g, OP_SOFTMAX, scores);
     return graph_binary(x->g, OP_MATMUL, p, v); // (B, H, T, hd)
 }
@@ -240,7 +269,7 @@ static int cached_attention(nn_ctx *x, int q, int k, int v, bool causal, double 
                 return -1;
         }
         gen->present_k[i] = k, gen->present_v[i] = v;
-        return attend(x, q, k, v, causal, scale);
+        return attend(x, q, k, v, causal, 0, scale);
     }
     int64_t shape[4] = {B, KVH, gen->max_len, hd};
     nn_pname(x, "k_cache", kname, sizeof kname);
@@ -257,6 +286,25 @@ static int cached_attention(nn_ctx *x, int q, int k, int v, bool causal, double 
     int64_t ia[GRAPH_MAX_IA] = {causal, 0, 3};
     double fa[GRAPH_MAX_FA] = {scale};
     return nn_check(x, graph_op(x->g, OP_ATTENTION, 4, (int[]){q, kw, vw, gen->kv_len}, ia, fa));
+}
+
+// The window key: 0 (every key, or the causal ones), with causal the last
+// `window` positions, without a band of window / 2 either side. A window
+// that covers every key is none (the same mask). -1 with the error at the key.
+static int attention_window(nn_ctx *x, bool causal, int64_t S, int64_t *window) {
+    int64_t w = nn_int(x, "window", 0);
+    if (w < 0)
+        return nn_fail(x, "window", "attention: window must be 0 (no window) or positive, got %lld",
+                       (long long)w);
+    if (w && !causal && w % 2)
+        return nn_fail(x, "window",
+                       "attention: a window without causal is a band of window / 2 either side, "
+                       "so it must be even, got %lld",
+                       (long long)w);
+    if (w && x->c->gen)
+        return nn_fail(x, "window", "attention: generation keeps no cache for a window yet");
+    *window = (causal ? w >= S : w / 2 >= S - 1) ? 0 : w;
+    return 0;
 }
 
 int nn_attention(nn_ctx *x) {
@@ -335,10 +383,14 @@ int nn_attention(nn_ctx *x) {
         if (k < 0)
             return -1;
     }
+    int64_t window = 0;
+    if (attention_window(x, causal, S, &window) < 0)
+        return -1;
     double scale = nn_float(x, "scale", 1.0 / sqrt((double)hd));
     if (!(scale > 0) || !isfinite(scale))
         return nn_fail(x, "scale", "attention: scale must be a positive number, got %g", scale);
-    int o = gen ? cached_attention(x, q, k, v, causal, scale) : attend(x, q, k, v, causal, scale);
+    int o = gen ? cached_attention(x, q, k, v, causal, scale)
+                : attend(x, q, k, v, causal, window, scale);
     if (o < 0)
         return -1;
     o = graph_permute(x->g, o, (int[]){0, 2, 1, 3});          // (B, T, H, hd) view
