@@ -23,6 +23,7 @@ typedef struct nn_layer {
 } nn_layer;
 
 int nn_embedding(nn_ctx *x);
+int nn_disentangled_attention(nn_ctx *x);
 int nn_positional_embedding(nn_ctx *x);
 int nn_linear(nn_ctx *x);
 int nn_conv2d(nn_ctx *x);
@@ -85,6 +86,17 @@ static const nn_layer nn_layers[] = {
       {"rotary_dims", 'i', false},
       {"rotary_interleaved", 'b', false},
       {"rotary_2d", 'b', false}}},
+    {"disentangled_attention",
+     1,
+     1,
+     nn_disentangled_attention,
+     {{"heads", 'i', true},
+      {"version", 'i', false},
+      {"rel_table", 's', false},
+      {"max_relative", 'i', false},
+      {"buckets", 'i', false},
+      {"c2p", 'b', false},
+      {"p2c", 'b', false}}},
     {"relu", 1, 1, nn_activation, {{0}}},
     {"relu6", 1, 1, nn_activation, {{0}}},
     {"gelu", 1, 1, nn_activation, {{0}}},
