@@ -70,7 +70,8 @@ typedef struct de_spec {
     double scale; // 1 / sqrt(hd * factor)
 } de_spec;
 
-// The shared table (2 rows, D): made by the first layer that names it.
+// The shared relative table (rows, D): made by the first layer that names
+// it, found by its name by the others.
 static int de_table(nn_ctx *x, int64_t rows, int64_t D) {
     char name[160];
     snprintf(name, sizeof name, "%s.weight", nn_str(x, "rel_table", ""));
