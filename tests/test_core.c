@@ -189,6 +189,49 @@ static void test_model_init_deterministic(void **state) {
     model_free(m);
 }
 
+// INIT_REL_INDEX against Hugging Face's DeBERTa-v2 positions: c2p_pos =
+// clamp(make_log_bucket_position(i - j) + span, 0, 2 span - 1) for the
+// distances T - 1 down to -(T - 1), as transformers 5 computes them
+// (buckets 8 of max position 48 at T 32; 16 of 512 at T 24); reversed, the
+// same read backwards; without buckets, version 1's clamp of i - j + span.
+static void test_rel_index(void **state) {
+    (void)state;
+    static const int32_t b8[63] = {15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 14, 14, 14, 14, 14,
+                                   14, 14, 14, 14, 14, 14, 13, 13, 13, 13, 13, 12, 11, 10, 9,  8,
+                                   7,  6,  5,  4,  3,  3,  3,  3,  3,  2,  2,  2,  2,  2,  2,  2,
+                                   2,  2,  2,  2,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1};
+    static const int32_t b16[47] = {26, 26, 26, 26, 26, 26, 26, 26, 26, 25, 25, 25, 25, 25, 25, 24,
+                                    23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9,  8,
+                                    7,  7,  7,  7,  7,  7,  6,  6,  6,  6,  6,  6,  6,  6,  6};
+    const struct {
+        int64_t T, span, buckets, max_pos;
+        const int32_t *want;
+    } cases[] = {{32, 8, 8, 48, b8}, {24, 16, 16, 512, b16}, {32, 6, 0, 6, NULL}};
+    for (int c = 0; c < 3; c++) {
+        graph *g = graph_new();
+        int64_t L = 2 * cases[c].T - 1;
+        int id[2];
+        for (int r = 0; r < 2; r++) {
+            double arg = graph_rel_index_arg(cases[c].span, cases[c].buckets, cases[c].max_pos, r);
+            id[r] = graph_buffer(g, r ? "rev" : "idx", DT_I32, 1, &L, INIT_REL_INDEX, arg);
+            graph_output(g, id[r]);
+        }
+        model *m = model_new(g, "t", "test", 1);
+        assert_int_equal(model_init_values(m, 1), 0);
+        const int32_t *v = tensor_data(m->values[id[0]]), *rv = tensor_data(m->values[id[1]]);
+        for (int64_t i = 0; i < L; i++) {
+            int64_t d = cases[c].T - 1 - i, s = cases[c].span;
+            int64_t want = cases[c].want       ? cases[c].want[i]
+                           : d + s < 0         ? 0
+                           : d + s > 2 * s - 1 ? 2 * s - 1
+                                               : d + s;
+            assert_int_equal(v[i], want);
+            assert_int_equal(rv[L - 1 - i], want);
+        }
+        model_free(m);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f16_round_trip),
@@ -196,6 +239,7 @@ int main(void) {
         cmocka_unit_test(test_graph_shapes),
         cmocka_unit_test(test_nn_layers),
         cmocka_unit_test(test_model_init_deterministic),
+        cmocka_unit_test(test_rel_index),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -76,7 +76,19 @@ enum init_kind {
     // bool (T, S), with t' = t + (S - T) the query's position among the keys:
     INIT_WINDOW_MASK, // key s visible when 0 <= t' - s < fa0: causal, the last fa0 (GPT-Neo local)
     INIT_BAND_MASK,   // key s visible when |s - t'| <= fa0: a band both ways (Longformer)
+    // i32 (2T - 1), DeBERTa's relative positions (nn_disentangled.c): element m
+    // for the distance d = T - 1 - m (reversed: d = m - (T - 1)) holds
+    // clamp(bucket(d) + span, 0, 2 span - 1), bucket the identity or v2's log
+    // buckets; fa0 packs span, buckets and max position (graph_rel_index_arg)
+    INIT_REL_INDEX,
 };
+
+// INIT_REL_INDEX's fa0: span and buckets below 2^16, max position below 2^20,
+// one integer exact in a double. buckets 0: no log buckets.
+static inline double graph_rel_index_arg(int64_t span, int64_t buckets, int64_t max_pos,
+                                         int reversed) {
+    return (double)((((max_pos << 16 | buckets) << 16 | span) << 1) | (reversed != 0));
+}
 
 #define GRAPH_MAX_SRCS 8
 #define GRAPH_MAX_IA 12

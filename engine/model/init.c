@@ -89,6 +89,22 @@ static double sinusoid(const graph_node *n, int64_t p, int64_t c, int64_t D) {
     int64_t k = c < h ? c : c - h;
     double ang = (double)p * exp(-(double)k * log(10000.0) / (double)(h - 1));
     return c < h ? sin(ang) : cos(ang);
+// INIT_REL_INDEX (graph.h): DeBERTa's relative position of distance d as a
+// row of its relative table. v2's log buckets as Hugging Face's
+// make_log_bucket_position computes them, in float32.
+static double rel_index(const graph_node *n, int64_t m) {
+    uint64_t a = (uint64_t)n->fa[0];
+    int64_t span = (int64_t)(a >> 1 & 0xffff), buckets = (int64_t)(a >> 17 & 0xffff);
+    int64_t max_pos = (int64_t)(a >> 33), T = (n->shape[0] + 1) / 2;
+    int64_t d = (a & 1) ? m - (T - 1) : T - 1 - m, b = d;
+    int64_t mid = buckets / 2, ad = d < 0 ? -d : d;
+    if (buckets > 0 && ad > mid) {
+        float base = logf((float)((double)(max_pos - 1) / (double)mid));
+        float lp = ceilf(logf((float)ad / (float)mid) / base * (float)(mid - 1)) + (float)mid;
+        b = d < 0 ? -(int64_t)lp : (int64_t)lp;
+    }
+    b += span;
+    return (double)(b < 0 ? 0 : b > 2 * span - 1 ? 2 * span - 1 : b);
 }
 
 static void fill(tensor *t, const graph_node *n, uint64_t key) {
@@ -127,6 +143,7 @@ static void fill(tensor *t, const graph_node *n, uint64_t key) {
                 v = (double)(off < 0 ? -off : off) <= n->fa[0];
                 break;
             }
+            case INIT_REL_INDEX: v = rel_index(n, i); break;
             case INIT_ROPE_COS:
             case INIT_ROPE_SIN: {
                 int64_t half = S / 2 > 0 ? S / 2 : 1, k = c % half;

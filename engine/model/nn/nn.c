@@ -23,6 +23,7 @@ typedef struct nn_layer {
 } nn_layer;
 
 int nn_embedding(nn_ctx *x);
+int nn_disentangled_attention(nn_ctx *x);
 int nn_positional_embedding(nn_ctx *x);
 int nn_box_embedding(nn_ctx *x);
 int nn_sinusoidal_positions(nn_ctx *x);
@@ -109,6 +110,17 @@ static const nn_layer nn_layers[] = {
      1,
      nn_convbert_attention,
      {{"heads", 'i', true}, {"head_dim", 'i', false}, {"kernel", 'i', false}}},
+    {"disentangled_attention",
+     1,
+     1,
+     nn_disentangled_attention,
+     {{"heads", 'i', true},
+      {"version", 'i', false},
+      {"rel_table", 's', false},
+      {"max_relative", 'i', false},
+      {"buckets", 'i', false},
+      {"c2p", 'b', false},
+      {"p2c", 'b', false}}},
     {"relu", 1, 1, nn_activation, {{0}}},
     {"relu6", 1, 1, nn_activation, {{0}}},
     {"gelu", 1, 1, nn_activation, {{0}}},

@@ -482,7 +482,7 @@ int nn_convbert_attention(nn_ctx *x) {
     int qh = split_heads(x, q, H, hd), kh = split_heads(x, k, H, hd), vh = split_heads(x, v, H, hd);
     if (nn_check(x, qh) < 0 || nn_check(x, kh) < 0 || nn_check(x, vh) < 0)
         return -1;
-    int o = attend(x, qh, kh, vh, false, 1.0 / sqrt((double)hd));
+    int o = attend(x, qh, kh, vh, false, 0, 1.0 / sqrt((double)hd));
     o = nn_check(x, o) < 0 ? -1 : graph_permute(g, o, (int[]){0, 2, 1, 3});
     o = nn_check(x, o) < 0 ? -1 : graph_reshape(g, o, 3, (int64_t[]){B, T, A});
     if (nn_check(x, o) < 0)
