@@ -888,6 +888,8 @@ static void test_convbert_unfold(void **state) {
                  "body:\n"
                  "  - convbert_attention: {heads: 2, kernel: 4}\n",
                  5, 36, "kernel must be odd");
+}
+
 // matmul broadcasts its batch dims; parameter is a learned tensor (held
 // with `unused: true`); relative_sinusoid's table holds positions T .. -T+1
 static void test_matmul_parameter_relative(void **state) {

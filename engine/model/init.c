@@ -89,6 +89,8 @@ static double sinusoid(const graph_node *n, int64_t p, int64_t c, int64_t D) {
     int64_t k = c < h ? c : c - h;
     double ang = (double)p * exp(-(double)k * log(10000.0) / (double)(h - 1));
     return c < h ? sin(ang) : cos(ang);
+}
+
 // INIT_REL_INDEX (graph.h): DeBERTa's relative position of distance d as a
 // row of its relative table. v2's log buckets as Hugging Face's
 // make_log_bucket_position computes them, in float32.
