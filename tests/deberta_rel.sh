@@ -2,7 +2,8 @@
 # DeBERTa's disentangled attention (the disentangled_attention layer with a
 # rel_table, models/hf/deberta_lm.yaml's `relative` switch): the four tiny
 # cases of tests/fixtures/deberta/relative.yaml (version 1 with its span the
-# whole sequence and clamped, version 2 plain and with log buckets) run
+# whole sequence and clamped, version 2 plain and with log buckets) list
+# with the classes' counts; the clamped and the bucketed ones run
 # eager and compiled, fp32 and AMP, inference and training, each compiled
 # entry passing accuracy against the fp64 reference. The relative table is
 # one parameter shared by every layer.
@@ -16,7 +17,9 @@ unset TCBENCH_SUITES_DIR TCBENCH_MODELS TCBENCH_TEST_FAULT TCBENCH_TEST_NOISE
 export XDG_CACHE_HOME="$TMP/cache" TMPDIR="$TMP"
 . "$SRC/tests/sh_lib.sh"
 SUITE="$SRC/tests/fixtures/deberta/relative.yaml"
-CASES="deberta_v1_rel deberta_v1_rel_clamped deberta_v2_rel deberta_v2_rel_buckets"
+# every mode for the two that exercise the most (the clamp, the log buckets);
+# the other two are held to the formulas by test_zoo_deberta
+CASES="deberta_v1_rel_clamped deberta_v2_rel_buckets"
 
 expect 0 "check the suite" "$EXE" check "$SUITE"
 expect 0 "list the suite" "$EXE" list "$SUITE" --exact
@@ -27,7 +30,7 @@ for cn in deberta_v1_rel:50656 deberta_v1_rel_clamped:47426 deberta_v2_rel:51808
     has "$TMP/stdout" "^${cn%%:*} .* ${cn#*:} " "${cn%%:*} has ${cn#*:} parameters"
 done
 
-expect 0 "run every mode" "$EXE" run "$SUITE" --device cpu \
+expect 0 "run every mode" "$EXE" run "$SUITE" --only deberta_v1_rel_clamped,deberta_v2_rel_buckets --device cpu \
     --mode eager,compiled --precision fp32,amp --workload infer,train --threads 1 \
     --processes 1 --repeat 3 --warmup 1 --min-time 0 --max-time 0.05 -o "$TMP/r.json"
 for c in $CASES; do
@@ -39,6 +42,6 @@ for c in $CASES; do
     done
 done
 n=$(grep -c '"status": "pass"' "$TMP/r.json")
-[ "$n" -eq 16 ] && ok || bad "16 compiled entries pass in the results, found $n"
+[ "$n" -eq 8 ] && ok || bad "8 compiled entries pass in the results, found $n"
 
 sh_lib_end deberta_rel
