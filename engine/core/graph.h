@@ -61,6 +61,10 @@ enum init_kind {
     INIT_ROPE_COS,    // (T, D): cos(t * theta^(-2(i mod D/2)/D)), fa0 theta
     INIT_ROPE_SIN,
     INIT_CONSTANT, // every element fa0 (the grad scaler's initial scale)
+    // int (T, S): T5's relative position bucket of key s from query t
+    // (model_relative_bucket, model.h); ia1 buckets, ia2 1: bidirectional,
+    // fa0 max distance
+    INIT_RELATIVE_BUCKET,
 };
 
 #define GRAPH_MAX_SRCS 8

@@ -57,7 +57,8 @@ int nn_mse(nn_ctx *x);
     {"kernel", 'l', true}, {"stride", 'l', false}, { "padding", 'l', false }
 
 static const nn_layer nn_layers[] = {
-    {"embedding", 1, 1, nn_embedding, {{"num", 'i', true}, {"dim", 'i', true}}},
+    {"embedding", 1, 1, nn_embedding,
+     {{"num", 'i', true}, {"dim", 'i', true}, {"tie", 's', false}}},
     {"positional_embedding", 1, 1, nn_positional_embedding,
      {{"max", 'i', true}, {"offset", 'i', false}}},
     {"linear", 1, 1, nn_linear, {{"out", 'i', true}, {"bias", 'b', false}, {"tie", 's', false}}},
@@ -69,7 +70,7 @@ static const nn_layer nn_layers[] = {
     {"group_norm", 1, 1, nn_group_norm, {{"groups", 'i', true}, {"eps", 'f', false}}},
     {"attention",
      1,
-     2,
+     3,
      nn_attention,
      {{"heads", 'i', true},
       {"kv_heads", 'i', false},
@@ -86,6 +87,14 @@ static const nn_layer nn_layers[] = {
       {"rotary_interleaved", 'b', false},
       {"rotary_2d", 'b', false},
       {"scale", 'f', false}}},
+    {"relative_position_bias",
+     1,
+     2,
+     nn_relative_position_bias,
+     {{"buckets", 'i', true},
+      {"max_distance", 'i', true},
+      {"heads", 'i', true},
+      {"bidirectional", 'b', false}}},
     {"relu", 1, 1, nn_activation, {{0}}},
     {"relu6", 1, 1, nn_activation, {{0}}},
     {"gelu", 1, 1, nn_activation, {{0}}},

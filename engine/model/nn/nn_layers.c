@@ -9,10 +9,31 @@
 
 #define X0 nn_in(x, 0)
 
+// The (rows, cols) weight of an earlier layer named by the key `tie`, as a
+// tied lm_head or a decoder's embedding uses the shared word embeddings
+// (`tie: shared.weight`); the error names the layer and the two dimensions.
+static int tied_weight(nn_ctx *x, const char *layer, const char *rname, int64_t rows,
+                       const char *cname, int64_t cols) {
+    const char *name = nn_str(x, "tie", "");
+    int w = -1;
+    for (int i = 0; i < x->g->n && w < 0; i++)
+        if (x->g->nodes[i].op == OP_PARAM && x->g->nodes[i].name &&
+            strcmp(x->g->nodes[i].name, name) == 0)
+            w = i;
+    if (w < 0)
+        return nn_fail(x, "tie", "%s: no parameter named '%s' made before this layer", layer, name);
+    const graph_node *wn = nn_node(x, w);
+    if (wn->ndim != 2 || wn->shape[0] != rows || wn->shape[1] != cols)
+        return nn_fail(x, "tie", "%s: tied weight '%s' must be (%s %lld, %s %lld)", layer, name,
+                       rname, (long long)rows, cname, (long long)cols);
+    return w;
+}
+
 int nn_embedding(nn_ctx *x) {
-    // (..., ) int -> (..., dim)
-    int w = nn_param(x, "weight", 2, (int64_t[]){nn_int(x, "num", 0), nn_int(x, "dim", 0)},
-                     INIT_NORMAL, 0.02);
+    // (..., ) int -> (..., dim); weight (num, dim), its own or tied
+    int64_t num = nn_int(x, "num", 0), dim = nn_int(x, "dim", 0);
+    int w = nn_has(x, "tie") ? tied_weight(x, "embedding", "num", num, "dim", dim)
+                             : nn_param(x, "weight", 2, (int64_t[]){num, dim}, INIT_NORMAL, 0.02);
     if (w < 0)
         return -1;
     return nn_emit(x, graph_op(x->g, OP_EMBEDDING, 2, (int[]){w, X0}, NULL, NULL));
@@ -75,20 +96,11 @@ int nn_linear_to(nn_ctx *x, int in, int64_t out, bool bias, const char *role) {
 // (..., K) -> (..., out) with the weight (out, K) of an earlier layer, as a
 // tied lm_head uses the word embeddings (`tie: word_embeddings.weight`).
 static int linear_tied(nn_ctx *x, int64_t out, bool bias) {
-    const char *name = nn_str(x, "tie", "");
     const graph_node *in = nn_node(x, X0);
-    int w = -1;
-    for (int i = 0; i < x->g->n && w < 0; i++)
-        if (x->g->nodes[i].op == OP_PARAM && x->g->nodes[i].name &&
-            strcmp(x->g->nodes[i].name, name) == 0)
-            w = i;
-    if (w < 0)
-        return nn_fail(x, "tie", "linear: no parameter named '%s' made before this layer", name);
-    const graph_node *wn = nn_node(x, w);
     int64_t K = in->ndim > 0 ? in->shape[in->ndim - 1] : 0;
-    if (wn->ndim != 2 || wn->shape[0] != out || wn->shape[1] != K)
-        return nn_fail(x, "tie", "linear: tied weight '%s' must be (out %lld, in %lld)", name,
-                       (long long)out, (long long)K);
+    int w = tied_weight(x, "linear", "out", out, "in", K);
+    if (w < 0)
+        return -1;
     int src[3] = {X0, w, -1};
     if (bias && (src[2] = nn_param(x, "bias", 1, &out, INIT_UNIFORM, 1.0 / sqrt((double)K))) < 0)
         return -1;
