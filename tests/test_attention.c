@@ -582,6 +582,85 @@ static void test_backward(void **state) {
     }
 }
 
+// The score bias (attention's third input) through models/hf/t5.yaml at a
+// tiny size: two biased self-attentions (bidirectional, causal) and a
+// cross-attention without one. The compiler's pass folds each biased chain
+// into ATTENTION with its bias source, within fp32's tolerance of the
+// reference; --attention sdpa builds those ATTENTION nodes itself, and its
+// training step's gradients (the relative position tables' among them,
+// through the primitive backward a trained bias keeps) equal the unfused
+// chain's in fp64.
+static const suite_case *t5_tiny(void) {
+    static char path[512];
+    static modeldef_override ov[] = {
+        {"vocab", "64", "test", 1, 1},  {"seq", "12", "test", 1, 1},
+        {"d_model", "16", "test", 1, 1}, {"d_kv", "4", "test", 1, 1},
+        {"ffn", "32", "test", 1, 1},    {"layers", "1", "test", 1, 1},
+        {"heads", "4", "test", 1, 1},   {"buckets", "8", "test", 1, 1},
+        {"max_distance", "8", "test", 1, 1}, {"dropout", "0", "test", 1, 1}};
+    static suite_case sc = {.name = "t5_tiny", .batch = 2, .overrides = ov,
+                            .noverrides = sizeof ov / sizeof ov[0]};
+    const char *src = getenv("TCBENCH_SOURCE_DIR");
+    snprintf(path, sizeof path, "%s/models/hf/t5.yaml", src ? src : ".");
+    sc.model_path = path;
+    return &sc;
+}
+
+static void test_score_bias(void **state) {
+    (void)state;
+    model *m = build(t5_tiny(), 0, false, DT_F32);
+    assert_int_equal(count_op(m->g, OP_ATTENTION), 0);
+    int found;
+    double e = program_error(m, &found);
+    print_message("t5 tiny: fused %d attention chains, max error %.2g\n", found, e);
+    assert_int_equal(found, 3);
+    assert_true(e < 1e-4);
+    model_free(m);
+
+    m = build(t5_tiny(), 0, true, DT_F32);
+    int biased = 0;
+    for (int i = 0; i < m->g->n; i++) {
+        const graph_node *n = &m->g->nodes[i];
+        if (n->op == OP_ATTENTION && n->nsrc == 4 && n->ia[1] == 3)
+            biased++;
+    }
+    assert_int_equal(count_op(m->g, OP_ATTENTION), 3);
+    assert_int_equal(biased, 2);
+    model_free(m);
+
+    // the sdpa model takes the chain model's parameters by name (its node
+    // ids differ, and values are drawn by id); the inputs come first in both
+    double *grads[2][GRAPH_MAX_OUTPUTS];
+    model *ms[2];
+    char err[600];
+    for (int sdpa = 0; sdpa < 2; sdpa++) {
+        train_opts o = train_opts_sgd();
+        ms[sdpa] = build_prep(t5_tiny(), 0,
+                              &(model_prep){.train = &o, .keep_grads = true, .seed = 5,
+                                            .fused_attention = sdpa, .no_values = sdpa});
+        if (sdpa)
+            assert_int_equal(model_init_values_from(ms[1], 5, ms[0]), 0);
+        if (ref_run(ms[sdpa], grads[sdpa], err, sizeof err) < 0)
+            fail_msg("reference: %s", err);
+    }
+    assert_int_equal(ms[0]->g->noutputs, ms[1]->g->noutputs);
+    int rel = 0;
+    for (int k = 0; k < ms[1]->g->noutputs; k++) {
+        const graph_node *n = &ms[1]->g->nodes[ms[1]->g->outputs[k]];
+        double d = 0;
+        for (int64_t j = 0; j < graph_node_numel(n); j++)
+            d = fmax(d, fabs(grads[0][k][j] - grads[1][k][j]));
+        rel += n->ndim == 2 && n->shape[0] == 8 && n->shape[1] == 4;
+        if (d > 1e-9)
+            fail_msg("output %d: sdpa vs chain %.2g", k, d);
+        free(grads[0][k]);
+        free(grads[1][k]);
+    }
+    assert_int_equal(rel, 2); // both stacks' (buckets, heads) gradients
+    model_free(ms[1]); // its values are views of ms[0]'s
+    model_free(ms[0]);
+}
+
 // A smoke model's training step (SGD, every gradient an output).
 static model *train_build(const suite_case *sc, int64_t kvh) {
     train_opts o = train_opts_sgd();
@@ -827,6 +906,7 @@ int main(void) {
         cmocka_unit_test(test_backward),         cmocka_unit_test(test_grad_vs_reference),
         cmocka_unit_test(test_train_pattern),    cmocka_unit_test(test_nvrtc),
         cmocka_unit_test(test_window),
+        cmocka_unit_test(test_score_bias),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,8 @@
 // scaled_dot_product_attention:
 //
 //   k -> [reshape, expand, reshape: repeat_kv] -> permute(0, 1, 3, 2) = kt
-//   s = matmul(q, kt) [-> scale(fa0)] [-> where(causal mask, s, very low)]
+//   s = matmul(q, kt) [-> scale(fa0)] [-> add(s, bias)]
+//     [-> where(causal mask, s, very low)]
 //   p = softmax(s) ; o = matmul(p, v [repeated likewise])
 //
 // autocast's casts (ia1 set) may sit between the links. Every link from the
@@ -26,6 +27,9 @@
 // when its mask is an INIT_CAUSAL_MASK buffer of (T, S) (key s visible to
 // query t when s <= t + S - T, ATTENTION's rule with L = S) and T <= S (a row
 // with no visible key would be uniform in the chain and zeros in the op).
+// The add of a float bias broadcast to the scores (T5's position bias)
+// becomes ATTENTION's bias source; in a training graph only when nothing of
+// the chain needs a gradient, as ATTENTION_GRAD gives the bias none.
 #include "compile_internal.h"
 
 #include <stdlib.h>
@@ -230,6 +234,18 @@ static bool match(const graph *g, const int *uses, int o, compile_attention *a, 
         if (!is_causal_mask(at(g, m), sn->shape[2], sn->shape[3]))
             return false;
     }
+    a->bias = -1;
+    if (sn->op == OP_ADD && sn->ndim == 4) {
+        const graph_node *b = at(g, sn->src[1]);
+        bool ok = uses[s] == 1 && b->ndim == 4 && dtype_is_float(b->dtype);
+        for (int i = 0; ok && i < 4; i++)
+            ok = b->shape[i] == 1 || b->shape[i] == sn->shape[i];
+        if (!ok)
+            return false;
+        a->bias = sn->src[1];
+        s = skip_casts(g, uses, sn->src[0]);
+        sn = at(g, s);
+    }
     if (sn->op == OP_SCALE && sn->fa[1] == 0) {
         if (uses[s] != 1)
             return false;
@@ -285,6 +301,14 @@ int compile_attention_find(const graph *g, bool fusion, FILE *log, compile_atten
         if (!match(g, uses, o, &a, &c))
             continue;
         a.dy = a.gq = a.gk = a.gv = -1;
+        if (train && a.bias >= 0 && match_backward(g, &r, o, &c, &a) && a.dy >= 0) {
+            if (log)
+                fprintf(log,
+                        "attention: %%%d left unfused: its score bias's gradient comes from "
+                        "the unfused backward\n",
+                        o);
+            continue;
+        }
         if (train && !match_backward(g, &r, o, &c, &a)) {
             if (log)
                 fprintf(log, "attention: %%%d left unfused: its values have readers in the "
@@ -297,10 +321,10 @@ int compile_attention_find(const graph *g, bool fusion, FILE *log, compile_atten
             const graph_node *q = at(g, a.q), *k = at(g, a.k);
             fprintf(log,
                     "attention: %%%d matmul-softmax-matmul -> attention (B %lld, heads %lld, kv "
-                    "heads %lld, T %lld, S %lld, head dim %lld%s, scale %g)%s\n",
+                    "heads %lld, T %lld, S %lld, head dim %lld%s%s, scale %g)%s\n",
                     o, (long long)q->shape[0], (long long)q->shape[1], (long long)k->shape[1],
                     (long long)q->shape[2], (long long)k->shape[2], (long long)q->shape[3],
-                    a.causal ? ", causal" : "", a.scale,
+                    a.causal ? ", causal" : "", a.bias >= 0 ? ", bias" : "", a.scale,
                     a.dy >= 0 ? "; its backward -> attention_grad" : "");
         }
     }

@@ -121,6 +121,7 @@ typedef struct cprog {
 // backward chain, softmax's output included, dies with the forward's.
 typedef struct compile_attention {
     int q, k, v; // model nodes; k and v are the kv heads (before any repeat)
+    int bias;    // the score bias added after the scale (T5's), or -1
     bool causal;
     double scale;
     int dy, gq, gk, gv; // the backward's nodes, -1 each in an inference chain

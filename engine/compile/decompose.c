@@ -485,13 +485,15 @@ int compile_decompose(cprog *p) {
             d.origin[before] = i;
         const compile_attention *a = &att[i];
         int r = role[i];
-        map[i] = track(
-            &d, before,
-            r >= 0 ? attention_grad_part(&d, &att[r / 3], r / 3, r % 3, i, map, &ag[r / 3])
-            : a->q < 0
-                ? expand_node(&d, n, s)
-                : graph_op(d.ng, OP_ATTENTION, 3, (int[]){map[a->q], map[a->k], map[a->v]},
-                           (int64_t[GRAPH_MAX_IA]){a->causal}, (double[GRAPH_MAX_FA]){a->scale}));
+        map[i] =
+            track(&d, before,
+                  r >= 0 ? attention_grad_part(&d, &att[r / 3], r / 3, r % 3, i, map, &ag[r / 3])
+                  : a->q < 0 ? expand_node(&d, n, s)
+                             : graph_op(d.ng, OP_ATTENTION, a->bias < 0 ? 3 : 4,
+                                        (int[]){map[a->q], map[a->k], map[a->v],
+                                                a->bias < 0 ? -1 : map[a->bias]},
+                                        (int64_t[GRAPH_MAX_IA]){a->causal, a->bias < 0 ? 0 : 3},
+                                        (double[GRAPH_MAX_FA]){a->scale}));
         if (map[i] < 0) {
             compile_fail(p, "decompose %s (node %d): %s", op_name(n->op), i, graph_error(d.ng));
             goto fail;

@@ -81,6 +81,10 @@ enum init_kind {
     // clamp(bucket(d) + span, 0, 2 span - 1), bucket the identity or v2's log
     // buckets; fa0 packs span, buckets and max position (graph_rel_index_arg)
     INIT_REL_INDEX,
+    // int (T, S): T5's relative position bucket of key s from query t
+    // (model_relative_bucket, model.h); ia1 buckets, ia2 1: bidirectional,
+    // fa0 max distance
+    INIT_RELATIVE_BUCKET,
 };
 
 // INIT_REL_INDEX's fa0: span and buckets below 2^16, max position below 2^20,

@@ -109,6 +109,27 @@ static double rel_index(const graph_node *n, int64_t m) {
     return (double)(b < 0 ? 0 : b > 2 * span - 1 ? 2 * span - 1 : b);
 }
 
+int64_t model_relative_bucket(int64_t rel, int64_t buckets, int64_t max_distance,
+                              bool bidirectional) {
+    int64_t base = 0;
+    if (bidirectional) {
+        buckets /= 2;
+        base = rel > 0 ? buckets : 0;
+        rel = rel < 0 ? -rel : rel;
+    } else {
+        rel = rel < 0 ? -rel : 0;
+    }
+    int64_t exact = buckets / 2;
+    if (rel < exact)
+        return base + rel;
+    // float32 as the class computes it; the divisor is a Python double
+    // rounded to float by the tensor op
+    float f = logf((float)rel / (float)exact) / (float)log((double)max_distance / (double)exact) *
+              (float)(buckets - exact);
+    int64_t large = exact + (int64_t)f;
+    return base + (large < buckets - 1 ? large : buckets - 1);
+}
+
 static void fill(tensor *t, const graph_node *n, uint64_t key) {
     int64_t count = tensor_numel(t);
     int64_t T = n->ndim >= 2 ? n->shape[n->ndim - 2] : 1;
@@ -127,6 +148,10 @@ static void fill(tensor *t, const graph_node *n, uint64_t key) {
             case INIT_ZEROS: v = 0; break;
             case INIT_ONES: v = 1; break;
             case INIT_CONSTANT: v = n->fa[0]; break;
+            case INIT_RELATIVE_BUCKET:
+                v = (double)model_relative_bucket(c - r % T, n->ia[1], (int64_t)n->fa[0],
+                                                  n->ia[2] != 0);
+                break;
             case INIT_CAUSAL_MASK: v = (c <= (r % T) + (S - T)); break;
             case INIT_UNFOLD_TAPS: {
                 int64_t K = n->ndim == 4 ? n->shape[2] : 1;

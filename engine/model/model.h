@@ -36,3 +36,10 @@ int model_init_values(model *m, uint64_t seed);
 int model_init_values_from(model *m, uint64_t seed, const model *from);
 // Re-draw only the INPUT nodes (a new batch), from (seed, step).
 int model_init_inputs(model *m, uint64_t seed, uint64_t step);
+// T5's bucket of a relative position rel = key - query (Hugging Face's
+// T5Attention._relative_position_bucket, in its float32 arithmetic): exact
+// buckets for the first half, log-spaced ones up to max_distance, the last
+// bucket past it; bidirectional splits the buckets by sign, else positive
+// (future) positions all go to bucket 0.
+int64_t model_relative_bucket(int64_t rel, int64_t buckets, int64_t max_distance,
+                              bool bidirectional);

@@ -151,7 +151,7 @@ static int project_qkv(nn_ctx *x, int q_in, int kv_in, int64_t H, int64_t KVH, i
         out[2] = out[1] < 0 ? -1 : nn_linear_to(x, kv_in, KVH * hd, bias, "v");
         return out[2] < 0 ? -1 : 0;
     }
-    if (x->c->ninputs > 1)
+    if (x->c->ninputs == 2 || kv_in != q_in) // a third input, the score bias, may follow [., .]
         return nn_fail(x, "fused_qkv", "attention: fused_qkv needs self-attention (one input)");
     if (per_head && KVH != H)
         return nn_fail(x, "qkv_per_head", "attention: qkv_per_head needs kv_heads equal to heads");
@@ -197,16 +197,20 @@ static int visible_mask(nn_ctx *x, int64_t T, int64_t S, bool causal, int64_t wi
 // The attention proper: q (B, H, T, hd), k and v (B, KVH, S, hd) ->
 // (B, H, T, hd). The math form eager frameworks run without a fused kernel:
 // repeat_kv, a batched GEMM against a transposed view of k, scale, the mask
-// (visible_mask) by where, softmax, a GEMM with v. With fused_attention
+// (visible_mask) by where, softmax, a GEMM with v; a score bias (the third
+// input, broadcast to (B, H, T, S); -1 for none) is added after the scale,
+// one kernel, as T5's scores += position_bias. With fused_attention
 // (--attention sdpa) one ATTENTION node, as torch's
-// scaled_dot_product_attention: causal by its flag, a window as a float
-// bias source (0 where visible, the lowest float elsewhere), as sdpa's
-// attn_mask.
-static int attend(nn_ctx *x, int q, int k, int v, bool causal, int64_t window, double scale) {
+// scaled_dot_product_attention: causal by its flag, the score bias and a
+// window (0 where visible, the lowest float elsewhere) as its float bias
+// source, as sdpa's attn_mask.
+static int attend(nn_ctx *x, int q, int k, int v, int bias, bool causal, int64_t window,
+                  double scale) {
     int64_t H = nn_node(x, q)->shape[1], T = nn_node(x, q)->shape[2];
     int64_t S = nn_node(x, k)->shape[2];
     if (x->c->fused_attention && !window)
-        return graph_op(x->g, OP_ATTENTION, 3, (int[]){q, k, v}, (int64_t[GRAPH_MAX_IA]){causal},
+        return graph_op(x->g, OP_ATTENTION, bias < 0 ? 3 : 4, (int[]){q, k, v, bias},
+                        (int64_t[GRAPH_MAX_IA]){causal, bias < 0 ? 0 : 3},
                         (double[GRAPH_MAX_FA]){scale});
     int mask = -1, low = -1;
     if (causal || window) {
@@ -217,10 +221,12 @@ static int attend(nn_ctx *x, int q, int k, int v, bool causal, int64_t window, d
     }
     if (x->c->fused_attention) {
         int zero = graph_full(x->g, 0, DT_F32, 0, NULL);
-        int bias = graph_op(x->g, OP_WHERE, 3, (int[]){mask, zero, low}, NULL, NULL); // (T, S)
-        if (nn_check(x, bias) < 0)
+        int wb = graph_op(x->g, OP_WHERE, 3, (int[]){mask, zero, low}, NULL, NULL); // (T, S)
+        if (nn_check(x, wb) < 0)
             return -1;
-        return graph_op(x->g, OP_ATTENTION, 4, (int[]){q, k, v, bias},
+        if (bias >= 0 && nn_check(x, wb = graph_binary(x->g, OP_ADD, bias, wb)) < 0)
+            return -1;
+        return graph_op(x->g, OP_ATTENTION, 4, (int[]){q, k, v, wb},
                         (int64_t[GRAPH_MAX_IA]){0, 3}, (double[GRAPH_MAX_FA]){scale});
     }
     k = repeat_kv(x, k, H);
@@ -229,6 +235,8 @@ static int attend(nn_ctx *x, int q, int k, int v, bool causal, int64_t window, d
     int scores = graph_binary(x->g, OP_MATMUL, q, kt);    // (B, H, T, S)
     if (scale != 1.0) // GPT-Neo and T5 do not scale: no kernel, as in their eager
         scores = graph_scale(x->g, scores, scale, 0);
+    if (bias >= 0)
+        scores = graph_binary(x->g, OP_ADD, scores, bias);
     if (nn_check(x, scores) < 0)
         return -1;
     if (mask >= 0)
@@ -269,7 +277,7 @@ static int cached_attention(nn_ctx *x, int q, int k, int v, bool causal, double 
                 return -1;
         }
         gen->present_k[i] = k, gen->present_v[i] = v;
-        return attend(x, q, k, v, causal, 0, scale);
+        return attend(x, q, k, v, -1, causal, 0, scale);
     }
     int64_t shape[4] = {B, KVH, gen->max_len, hd};
     nn_pname(x, "k_cache", kname, sizeof kname);
@@ -307,6 +315,25 @@ static int attention_window(nn_ctx *x, bool causal, int64_t S, int64_t *window) 
     return 0;
 }
 
+// The third input of attention, the additive score bias: (b, h, t, s), each
+// 1 or the scores' (B, H, T, S). Generation caches no bias (its positions
+// move with each step), so it refuses one.
+static int score_bias(nn_ctx *x, int b, int64_t B, int64_t H, int64_t T, int64_t S) {
+    const graph_node *n = nn_node(x, b);
+    int64_t want[4] = {B, H, T, S};
+    bool ok = n->ndim == 4 && dtype_is_float(n->dtype);
+    for (int i = 0; ok && i < 4; i++)
+        ok = n->shape[i] == 1 || n->shape[i] == want[i];
+    if (!ok)
+        return nn_fail(x, NULL,
+                       "attention: the score bias (third input) must be a float tensor "
+                       "broadcastable to (B %lld, H %lld, T %lld, S %lld)",
+                       (long long)B, (long long)H, (long long)T, (long long)S);
+    if (x->c->gen)
+        return nn_fail(x, NULL, "generation caches no attention score bias");
+    return b;
+}
+
 int nn_attention(nn_ctx *x) {
     int q_in = nn_in(x, 0), kv_in = x->c->ninputs > 1 ? nn_in(x, 1) : q_in;
     const graph_node *qn = nn_node(x, q_in), *kn = nn_node(x, kv_in);
@@ -338,6 +365,9 @@ int nn_attention(nn_ctx *x) {
     if (gen && kv_in != q_in)
         return nn_fail(x, NULL, "generation keeps a cache of self-attention only, not of "
                                 "attention over a second input");
+    int sbias = x->c->ninputs > 2 ? score_bias(x, nn_in(x, 2), B, H, T, S) : -1;
+    if (x->c->ninputs > 2 && sbias < 0)
+        return -1;
     rope_spec rs;
     if (rope_spec_read(x, rope, hd, &rs) < 0)
         return -1;
@@ -390,7 +420,7 @@ int nn_attention(nn_ctx *x) {
     if (!(scale > 0) || !isfinite(scale))
         return nn_fail(x, "scale", "attention: scale must be a positive number, got %g", scale);
     int o = gen ? cached_attention(x, q, k, v, causal, scale)
-                : attend(x, q, k, v, causal, window, scale);
+                : attend(x, q, k, v, sbias, causal, window, scale);
     if (o < 0)
         return -1;
     o = graph_permute(x->g, o, (int[]){0, 2, 1, 3});          // (B, T, H, hd) view
@@ -482,10 +512,56 @@ int nn_convbert_attention(nn_ctx *x) {
     int qh = split_heads(x, q, H, hd), kh = split_heads(x, k, H, hd), vh = split_heads(x, v, H, hd);
     if (nn_check(x, qh) < 0 || nn_check(x, kh) < 0 || nn_check(x, vh) < 0)
         return -1;
-    int o = attend(x, qh, kh, vh, false, 0, 1.0 / sqrt((double)hd));
+    int o = attend(x, qh, kh, vh, -1, false, 0, 1.0 / sqrt((double)hd));
     o = nn_check(x, o) < 0 ? -1 : graph_permute(g, o, (int[]){0, 2, 1, 3});
     o = nn_check(x, o) < 0 ? -1 : graph_reshape(g, o, 3, (int64_t[]){B, T, A});
     if (nn_check(x, o) < 0)
         return -1;
     return nn_emit(x, graph_op(g, OP_CONCAT, 2, (int[]){o, co}, (int64_t[GRAPH_MAX_IA]){2}, NULL));
+}
+
+// T5's relative position bias: (B, T, D) queries [, (B, S, D') keys] ->
+// (1, H, T, S), the learned weight (buckets, H) gathered at each pair's
+// bucket (a constant int table (T, S), model_relative_bucket), as
+// T5Attention.compute_bias: an embedding lookup, then views to the scores'
+// layout. A stack computes it once and adds it in every layer (`input: [.,
+// ., bias]` on attention).
+int nn_relative_position_bias(nn_ctx *x) {
+    const graph_node *qn = nn_node(x, nn_in(x, 0));
+    const graph_node *kn = nn_node(x, nn_in(x, x->c->ninputs - 1));
+    if (qn->ndim != 3 || kn->ndim != 3)
+        return nn_fail(x, NULL, "relative_position_bias needs (B, T, D) inputs");
+    int64_t T = qn->shape[1], S = kn->shape[1], D = qn->shape[2];
+    int64_t nb = nn_int(x, "buckets", 0), md = nn_int(x, "max_distance", 0);
+    int64_t H = nn_int(x, "heads", 0);
+    bool bi = nn_bool(x, "bidirectional", true);
+    if (H <= 0)
+        return nn_fail(x, "heads", "relative_position_bias: heads must be positive");
+    // the exact half of the (per-direction) buckets must leave room for the
+    // log-spaced ones, and those must reach past the exact ones
+    int64_t half = bi ? nb / 2 : nb;
+    if (half < 4 || (bi && nb % 2))
+        return nn_fail(x, "buckets",
+                       "relative_position_bias: buckets must be at least %d%s, got %lld",
+                       bi ? 8 : 4, bi ? " and even when bidirectional" : "", (long long)nb);
+    if (md <= half / 2)
+        return nn_fail(x, "max_distance",
+                       "relative_position_bias: max_distance must exceed the %lld exact buckets, "
+                       "got %lld",
+                       (long long)(half / 2), (long long)md);
+    char name[96];
+    snprintf(name, sizeof name, "relative_bucket.%s%lldx%lld.%lldx%lld", bi ? "bi" : "causal",
+             (long long)nb, (long long)md, (long long)T, (long long)S);
+    int idx =
+        nn_shared_buffer(x, name, DT_I32, 2, (int64_t[]){T, S}, INIT_RELATIVE_BUCKET, (double)md);
+    if (idx < 0)
+        return -1;
+    x->g->nodes[idx].ia[1] = nb;
+    x->g->nodes[idx].ia[2] = bi;
+    int w = nn_param(x, "weight", 2, (int64_t[]){nb, H}, INIT_NORMAL, 1.0 / sqrt((double)D));
+    if (w < 0)
+        return -1;
+    int e = graph_op(x->g, OP_EMBEDDING, 2, (int[]){w, idx}, NULL, NULL); // (T, S, H)
+    int r = nn_check(x, graph_reshape(x->g, e, 4, (int64_t[]){1, T, S, H}));
+    return r < 0 ? -1 : nn_emit(x, graph_permute(x->g, r, (int[]){0, 3, 1, 2})); // (1, H, T, S)
 }
