@@ -45,6 +45,10 @@ int nn_split(nn_ctx *x);
 int nn_slice(nn_ctx *x);
 int nn_softmax(nn_ctx *x);
 int nn_cls_token(nn_ctx *x);
+int nn_identity(nn_ctx *x);
+int nn_no_norm(nn_ctx *x);
+int nn_pad(nn_ctx *x);
+int nn_fft2_real(nn_ctx *x);
 int nn_cross_entropy(nn_ctx *x);
 int nn_mse(nn_ctx *x);
 
@@ -60,7 +64,11 @@ static const nn_layer nn_layers[] = {
     {"embedding", 1, 1, nn_embedding, {{"num", 'i', true}, {"dim", 'i', true}}},
     {"positional_embedding", 1, 1, nn_positional_embedding,
      {{"max", 'i', true}, {"offset", 'i', false}}},
-    {"linear", 1, 1, nn_linear, {{"out", 'i', true}, {"bias", 'b', false}, {"tie", 's', false}}},
+    {"linear",
+     1,
+     1,
+     nn_linear,
+     {{"out", 'i', true}, {"bias", 'b', false}, {"tie", 's', false}, {"tie_extra", 'i', false}}},
     {"conv2d", 1, 1, nn_conv2d, {CONV_KEYS}},
     {"conv_transpose2d", 1, 1, nn_conv_transpose2d, {CONV_KEYS, {"output_padding", 'l', false}}},
     {"batch_norm", 1, 1, nn_batch_norm, {{"eps", 'f', false}, {"momentum", 'f', false}}},
@@ -69,7 +77,7 @@ static const nn_layer nn_layers[] = {
     {"group_norm", 1, 1, nn_group_norm, {{"groups", 'i', true}, {"eps", 'f', false}}},
     {"attention",
      1,
-     2,
+     3,
      nn_attention,
      {{"heads", 'i', true},
       {"kv_heads", 'i', false},
@@ -118,6 +126,14 @@ static const nn_layer nn_layers[] = {
     {"slice", 1, 1, nn_slice, {{"axis", 'i', true}, {"start", 'i', false}, {"length", 'i', true}}},
     {"softmax", 1, 1, nn_softmax, {{"axis", 'i', false}}},
     {"cls_token", 1, 1, nn_cls_token, {{0}}},
+    {"identity", 1, 1, nn_identity, {{0}}},
+    {"no_norm", 1, 1, nn_no_norm, {{0}}},
+    {"fft2_real", 1, 1, nn_fft2_real, {{0}}},
+    {"pad",
+     1,
+     1,
+     nn_pad,
+     {{"axis", 'i', true}, {"before", 'i', false}, {"after", 'i', false}, {"value", 'f', false}}},
 };
 
 static const nn_layer nn_losses[] = {
