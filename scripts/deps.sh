@@ -8,6 +8,7 @@ set -euo pipefail
 pkgs=(build-essential meson ninja-build pkg-config cmake
       libyaml-dev libjansson-dev libopenblas-openmp-dev libdnnl-dev
       libxxhash-dev libcmocka-dev gnuplot-nox
+      libfftw3-dev
       ocl-icd-opencl-dev
       clang libclang-rt-dev)
 if [ "${1:-}" = --list ]; then

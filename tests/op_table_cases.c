@@ -2137,6 +2137,13 @@ const op_case op_cases[] = {
      IA(0, 1), .fa = {0.5}, .kernels = 2},
     {"attention_grad_f16", b_attention_grad, OP_ATTENTION_GRAD, S4(1, 2, 8, 8), T4(1, 2, 8, 8),
      IA(1), .fa = {0.35}, F16, .kernels = 2},
+    // FNet's Fourier mixing: odd and even axes (both halves of the spectrum), a batch, a
+    // transposed view (copied first: two kernels), FNet's 2-D shape at the cpu size
+    {"fft2_real", b_unary, OP_FFT2_REAL, S3(3, 7, 12), .rtol = 1e-4, .atol = 1e-4, ONE},
+    {"fft2_real_odd", b_unary, OP_FFT2_REAL, S3(2, 9, 5), .rtol = 1e-4, .atol = 1e-4, ONE},
+    {"fft2_real_perm", b_unary_perm, OP_FFT2_REAL, S2(10, 6), .rtol = 1e-4, .atol = 1e-4,
+     .kernels = 2},
+    {"fft2_real_fnet", b_unary, OP_FFT2_REAL, S3(2, 64, 64), .rtol = 1e-4, .atol = 1e-3, ONE},
 };
 
 const int op_ncases = (int)(sizeof op_cases / sizeof op_cases[0]);

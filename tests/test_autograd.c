@@ -275,8 +275,15 @@ static int b_linear(graph *g) {
     return weighted_loss(g, graph_binary(g, OP_MATMUL, h, graph_permute(g, w2, (int[]){1, 0})));
 }
 
+// fft2_real's backward is fft2_real of dy (self-adjoint): odd and even axes
+static int b_fft2_real(graph *g) {
+    int x = param(g, "x", SHAPE(2, 5, 6));
+    return weighted_loss(g, graph_unary(g, OP_FFT2_REAL, x));
+}
+
 static void test_gemm(void **state) {
     (void)state;
+    check_grads("fft2_real", b_fft2_real);
     check_grads("matmul", b_matmul);
     check_grads("linear", b_linear);
 }

@@ -536,6 +536,8 @@ static int backward(ag *a, int i) {
             return a->req[n.src[1]] ? accumulate(a, n.src[1], graph_unary(g, OP_NEG, d)) : 0;
         }
     case OPK_ATTENTION: return back_attention(a, &n, i, dy);
+    case OPK_FFT: // linear and self-adjoint (the cosine kernel is symmetric): dx = fft2_real(dy)
+        return accumulate(a, n.src[0], graph_unary(g, OP_FFT2_REAL, dy));
     case OPK_GRAD:
     case OPK_UPDATE: break;
     }

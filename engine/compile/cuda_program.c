@@ -165,6 +165,7 @@ static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
     case OP_AVG_POOL2D: rc = cuda_pool2d(cc, n, s[0], y); break;
     case OP_UPSAMPLE_NEAREST: rc = cuda_upsample_nearest(cc, s[0], n->ia[0], y); break;
     case OP_EMBEDDING: rc = cuda_embedding(cc, s[0], s[1], y); break;
+    case OP_FFT2_REAL: rc = cuda_fft2_real(cc, s[0], y); break;
     case OP_ATTENTION:
         rc = cuda_attention(cc, n, s[0], s[1], s[2], n->ia[1] ? s[n->ia[1]] : NULL,
                             n->ia[2] ? s[n->ia[2]] : NULL, y);

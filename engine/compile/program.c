@@ -144,6 +144,7 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
     case OP_AVG_POOL2D: return cpu_pool2d(c, n, s[0], y);
     case OP_UPSAMPLE_NEAREST: return cpu_upsample_nearest(c, s[0], n->ia[0], y);
     case OP_EMBEDDING: return cpu_embedding(c, s[0], s[1], y);
+    case OP_FFT2_REAL: return cpu_fft2_real(c, s[0], y);
     case OP_ATTENTION:
         return cpu_attention(c, n, s[0], s[1], s[2], n->ia[1] ? s[n->ia[1]] : NULL,
                              n->ia[2] ? s[n->ia[2]] : NULL, y);

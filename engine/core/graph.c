@@ -1,6 +1,7 @@
 #include "graph.h"
 
 #include <assert.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -597,6 +598,17 @@ static int infer_gather(graph *g, graph_node *n, const graph_node *const *s) {
     return 0;
 }
 
+static int infer_fft(graph *g, graph_node *n, const graph_node *x) {
+    char b0[96];
+    if (x->ndim < 2)
+        return fail(g, "%s: needs (..., S, H) input, got %s", op_name(n->op), shape_s(b0, x));
+    if (!dtype_is_float(x->dtype))
+        return fail(g, "%s: needs a float input, got %s", op_name(n->op), dtype_name(x->dtype));
+    copy_shape(n, x);
+    n->dtype = x->dtype;
+    return 0;
+}
+
 static int infer_permute(graph *g, graph_node *n, const graph_node *x) {
     bool seen[TENSOR_MAX_DIMS] = {0};
     n->ndim = x->ndim;
@@ -864,6 +876,7 @@ static int infer(graph *g, graph_node *n, int ndim_hint, const int64_t *shape_hi
     case OPK_UPDATE:
         return infer_update(g, n, s);
     case OPK_ATTENTION: return infer_attention(g, n, s);
+    case OPK_FFT: return infer_fft(g, n, s[0]);
     }
     return fail(g, "unknown op kind");
 }
@@ -1048,6 +1061,9 @@ double graph_flops(const graph *g) {
         }
         case OPK_POOL:
             f += out * (double)(n->op == OP_UPSAMPLE_NEAREST ? 1 : n->ia[4] * n->ia[5]);
+            break;
+        case OPK_FFT: // a real-input 2-D FFT: 2.5 N log2(S H), half a complex one's 5 N log2 N
+            f += 2.5 * out * log2((double)n->shape[n->ndim - 2] * (double)n->shape[n->ndim - 1]);
             break;
         default:
             break;

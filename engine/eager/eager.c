@@ -60,6 +60,7 @@ EAGER_KERNEL(softmax, cpu_softmax(CPU, s[0], false, y))
 EAGER_KERNEL(log_softmax, cpu_softmax(CPU, s[0], true, y))
 EAGER_KERNEL(layer_norm, cpu_layer_norm(CPU, s[0], s[1], s[2], n->fa[0], y))
 EAGER_KERNEL(rms_norm, cpu_rms_norm(CPU, s[0], s[1], n->fa[0], y))
+EAGER_KERNEL(fft2_real, cpu_fft2_real(CPU, s[0], y))
 // training mode (ia0 1) normalizes with batch statistics and updates the
 // running ones in the model's buffers
 EAGER_KERNEL(batch_norm, n->ia[0] ? cpu_batch_norm_train(CPU, s[0], s[1], s[2], s[3], s[4],

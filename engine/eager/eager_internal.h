@@ -66,6 +66,7 @@ typedef int (*eager_kernel_fn)(void *ctx, const graph_node *n, tensor *const *s,
 #define EAGER_ENTRY_OPK_GRAD(fn)   fn
 #define EAGER_ENTRY_OPK_UPDATE(fn) fn
 #define EAGER_ENTRY_OPK_ATTENTION(fn) fn
+#define EAGER_ENTRY_OPK_FFT(fn)       fn
 
 // A device: its kernel table and allocator. ctx is the first argument of
 // every callback.

@@ -581,6 +581,44 @@ static int ref_embedding(ref_ctx *c, const graph_node *n, const double *const *s
     return 0;
 }
 
+// Re(DFT2) over the last two axes as two plain DFTs: along H, the cosine
+// and sine sums c, t (S, H); then along S, y = sum_t cos(a) c - sin(a) t, the
+// real part of e^(-ia) (c - i t). Angles from exact integer products mod N.
+static int ref_fft2_real(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    int64_t S = n->shape[n->ndim - 2], H = n->shape[n->ndim - 1];
+    int64_t B = graph_node_numel(n) / (S * H);
+    double *cs = malloc((size_t)(2 * S * H) * sizeof *cs);
+    if (!cs)
+        return fail(c, "fft2_real: out of memory for a (%lld, %lld) scratch", (long long)S,
+                    (long long)H);
+    double *sn = cs + S * H;
+    for (int64_t b = 0; b < B; b++) {
+        const double *x = s[0] + b * S * H;
+        double *y = o + b * S * H;
+        for (int64_t t = 0; t < S; t++)
+            for (int64_t h = 0; h < H; h++) {
+                double cc = 0, ss = 0;
+                for (int64_t d = 0; d < H; d++) {
+                    double a = 2 * M_PI * (double)((h * d) % H) / (double)H;
+                    cc += x[t * H + d] * cos(a);
+                    ss += x[t * H + d] * sin(a);
+                }
+                cs[t * H + h] = cc, sn[t * H + h] = ss;
+            }
+        for (int64_t i = 0; i < S; i++)
+            for (int64_t h = 0; h < H; h++) {
+                double acc = 0;
+                for (int64_t t = 0; t < S; t++) {
+                    double a = 2 * M_PI * (double)((i * t) % S) / (double)S;
+                    acc += cos(a) * cs[t * H + h] - sin(a) * sn[t * H + h];
+                }
+                y[i * H + h] = acc;
+            }
+    }
+    free(cs);
+    return 0;
+}
+
 static int copy_same(const graph_node *n, const double *x, double *o) {
     memcpy(o, x, (size_t)graph_node_numel(n) * sizeof *o);
     return 0;

@@ -101,6 +101,8 @@ int cpu_softmax(cpu_ctx *c, const tensor *x, bool log, tensor *out);
 int cpu_layer_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b, double eps,
                    tensor *out);
 int cpu_rms_norm(cpu_ctx *c, const tensor *x, const tensor *w, double eps, tensor *out);
+// x (..., S, H) -> Re(FFT2) over the last two axes (cpu_fft.c, FFTW)
+int cpu_fft2_real(cpu_ctx *c, const tensor *x, tensor *out);
 // x (N, C, ...); weight, bias, running mean, running var (C)
 int cpu_batch_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b,
                    const tensor *mean, const tensor *var, double eps, tensor *out);

@@ -187,6 +187,8 @@ int cuda_mse_loss(cuda_ctx *c, const tensor *a, const tensor *b, tensor *out);
 int cuda_upsample_nearest(cuda_ctx *c, const tensor *x, int64_t scale, tensor *out);
 // table (V, D), indices i32/i64 -> (..., D); bad indices as cross_entropy's targets
 int cuda_embedding(cuda_ctx *c, const tensor *table, const tensor *idx, tensor *out);
+// FFT2_REAL (ops.def; cuda_fft.cu, cuFFT): f32 x (..., S, H) -> Re(FFT2) over the last two axes
+int cuda_fft2_real(cuda_ctx *c, const tensor *x, tensor *out);
 // DEQUANT, QLINEAR (ops.def; cuda_quant.cu): int8 / int4 weights with f32 or
 // f16 scales; qlinear's x and out f32 or f16 (W8A16, W4A16), bias optional
 int cuda_dequant(cuda_ctx *c, const graph_node *n, const tensor *q, const tensor *s, tensor *out);

@@ -49,6 +49,10 @@ int nn_split(nn_ctx *x);
 int nn_slice(nn_ctx *x);
 int nn_softmax(nn_ctx *x);
 int nn_cls_token(nn_ctx *x);
+int nn_identity(nn_ctx *x);
+int nn_no_norm(nn_ctx *x);
+int nn_pad(nn_ctx *x);
+int nn_fft2_real(nn_ctx *x);
 int nn_cross_entropy(nn_ctx *x);
 int nn_mse(nn_ctx *x);
 int nn_matmul(nn_ctx *x);
@@ -78,7 +82,11 @@ static const nn_layer nn_layers[] = {
       {"padding_idx", 'i', false},
       {"form", 's', false},
       {"parameter", 'b', false}}},
-    {"linear", 1, 1, nn_linear, {{"out", 'i', true}, {"bias", 'b', false}, {"tie", 's', false}}},
+    {"linear",
+     1,
+     1,
+     nn_linear,
+     {{"out", 'i', true}, {"bias", 'b', false}, {"tie", 's', false}, {"tie_extra", 'i', false}}},
     {"conv2d", 1, 1, nn_conv2d, {CONV_KEYS}},
     {"conv_transpose2d", 1, 1, nn_conv_transpose2d, {CONV_KEYS, {"output_padding", 'l', false}}},
     {"batch_norm", 1, 1, nn_batch_norm, {{"eps", 'f', false}, {"momentum", 'f', false}}},
@@ -87,7 +95,7 @@ static const nn_layer nn_layers[] = {
     {"group_norm", 1, 1, nn_group_norm, {{"groups", 'i', true}, {"eps", 'f', false}}},
     {"attention",
      1,
-     3,
+     4,
      nn_attention,
      {{"heads", 'i', true},
       {"kv_heads", 'i', false},
@@ -104,7 +112,8 @@ static const nn_layer nn_layers[] = {
       {"rotary_interleaved", 'b', false},
       {"rotary_2d", 'b', false},
       {"scale", 'f', false},
-      {"window", 'i', false}}},
+      {"window", 'i', false},
+      {"separate_values", 'b', false}}},
     {"convbert_attention",
      1,
      1,
@@ -166,6 +175,14 @@ static const nn_layer nn_layers[] = {
     {"matmul", 2, 2, nn_matmul, {{0}}},
     {"parameter", 1, 1, nn_parameter, {{"shape", 'l', true}, {"std", 'f', false}}},
     {"relative_sinusoid", 1, 1, nn_relative_sinusoid, {{"dim", 'i', false}}},
+    {"identity", 1, 1, nn_identity, {{0}}},
+    {"no_norm", 1, 1, nn_no_norm, {{0}}},
+    {"fft2_real", 1, 1, nn_fft2_real, {{0}}},
+    {"pad",
+     1,
+     1,
+     nn_pad,
+     {{"axis", 'i', true}, {"before", 'i', false}, {"after", 'i', false}, {"value", 'f', false}}},
 };
 
 static const nn_layer nn_losses[] = {

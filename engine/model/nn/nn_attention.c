@@ -139,7 +139,7 @@ static int rope_apply(nn_ctx *x, int t, const rope_spec *rs, int c, int s, int c
 // fused rows out per head as [q_h | k_h | v_h] (ChatGLM-6B), else as
 // [q | k | v] (ChatGLM2, GPT-2's c_attn); per head, out[] are already
 // (B, H, T, hd).
-static int project_qkv(nn_ctx *x, int q_in, int kv_in, int64_t H, int64_t KVH, int64_t hd,
+static int project_qkv(nn_ctx *x, int q_in, int kv_in, int v_in, int64_t H, int64_t KVH, int64_t hd,
                        bool bias, int out[3], bool *split) {
     bool fused = nn_bool(x, "fused_qkv", false), per_head = nn_bool(x, "qkv_per_head", false);
     *split = false;
@@ -148,7 +148,7 @@ static int project_qkv(nn_ctx *x, int q_in, int kv_in, int64_t H, int64_t KVH, i
             return nn_fail(x, "qkv_per_head", "attention: qkv_per_head needs fused_qkv: true");
         out[0] = nn_linear_to(x, q_in, H * hd, bias, "q");
         out[1] = out[0] < 0 ? -1 : nn_linear_to(x, kv_in, KVH * hd, bias, "k");
-        out[2] = out[1] < 0 ? -1 : nn_linear_to(x, kv_in, KVH * hd, bias, "v");
+        out[2] = out[1] < 0 ? -1 : nn_linear_to(x, v_in, KVH * hd, bias, "v");
         return out[2] < 0 ? -1 : 0;
     }
     if (x->c->ninputs == 2 || kv_in != q_in) // a third input, the score bias, may follow [., .]
@@ -335,14 +335,28 @@ static int score_bias(nn_ctx *x, int b, int64_t B, int64_t H, int64_t T, int64_t
 }
 
 int nn_attention(nn_ctx *x) {
+    // queries from input 0, keys from input 1 (or 0), values from the keys'
+    // input, or with separate_values from input 2 (MobileBERT projects keys
+    // and queries from its shared bottleneck and values from the block's
+    // wide input); then the score bias, if any (T5)
+    bool sep = nn_bool(x, "separate_values", false);
+    int bias_at = sep ? 3 : 2;
+    if (sep && x->c->ninputs < 3)
+        return nn_fail(x, "separate_values",
+                       "attention: separate_values takes the values from a third input "
+                       "(input: [queries, keys, values])");
     int q_in = nn_in(x, 0), kv_in = x->c->ninputs > 1 ? nn_in(x, 1) : q_in;
-    const graph_node *qn = nn_node(x, q_in), *kn = nn_node(x, kv_in);
-    if (qn->ndim != 3 || kn->ndim != 3)
+    int v_in = sep ? nn_in(x, 2) : kv_in;
+    const graph_node *qn = nn_node(x, q_in), *kn = nn_node(x, kv_in), *vn = nn_node(x, v_in);
+    if (qn->ndim != 3 || kn->ndim != 3 || vn->ndim != 3)
         return nn_fail(x, NULL, "attention needs (B, T, D) inputs");
     int64_t B = qn->shape[0], T = qn->shape[1], D = qn->shape[2], S = kn->shape[1];
-    if (kn->shape[0] != B)
-        return nn_fail(x, NULL, "attention: query batch %lld and key batch %lld differ",
-                       (long long)B, (long long)kn->shape[0]);
+    if (kn->shape[0] != B || vn->shape[0] != B)
+        return nn_fail(x, NULL, "attention: query batch %lld and key or value batch %lld differ",
+                       (long long)B, (long long)(kn->shape[0] != B ? kn : vn)->shape[0]);
+    if (vn->shape[1] != S)
+        return nn_fail(x, NULL, "attention: %lld keys but %lld values", (long long)S,
+                       (long long)vn->shape[1]);
     int64_t H = nn_int(x, "heads", 1), KVH = nn_int(x, "kv_heads", H);
     if (H <= 0)
         return nn_fail(x, "heads", "attention: heads must be positive");
@@ -362,11 +376,11 @@ int nn_attention(nn_ctx *x) {
         return nn_fail(x, "rotary", "attention: rotary needs an even head_dim, got %lld",
                        (long long)hd);
     nn_gen *gen = x->c->gen;
-    if (gen && kv_in != q_in)
+    if (gen && (kv_in != q_in || v_in != q_in))
         return nn_fail(x, NULL, "generation keeps a cache of self-attention only, not of "
                                 "attention over a second input");
-    int sbias = x->c->ninputs > 2 ? score_bias(x, nn_in(x, 2), B, H, T, S) : -1;
-    if (x->c->ninputs > 2 && sbias < 0)
+    int sbias = x->c->ninputs > bias_at ? score_bias(x, nn_in(x, bias_at), B, H, T, S) : -1;
+    if (x->c->ninputs > bias_at && sbias < 0)
         return -1;
     rope_spec rs;
     if (rope_spec_read(x, rope, hd, &rs) < 0)
@@ -374,7 +388,7 @@ int nn_attention(nn_ctx *x) {
 
     int qkv[3] = {-1, -1, -1};
     bool split;
-    if (project_qkv(x, q_in, kv_in, H, KVH, hd, qkv_bias, qkv, &split) < 0)
+    if (project_qkv(x, q_in, kv_in, v_in, H, KVH, hd, qkv_bias, qkv, &split) < 0)
         return -1;
     int q = split ? qkv[0] : split_heads(x, qkv[0], H, hd);   // (B, H, T, hd)
     int k = split ? qkv[1] : split_heads(x, qkv[1], KVH, hd); // (B, KVH, S, hd)

@@ -186,6 +186,15 @@ int nn_linear_to(nn_ctx *x, int in, int64_t out, bool bias, const char *role) {
     return nn_check(x, graph_op(x->g, OP_LINEAR, bias ? 3 : 2, src, NULL, NULL));
 }
 
+// The parameter `tie:` names, made by an earlier layer.
+static int tied_param(nn_ctx *x, const char *name) {
+    for (int i = 0; i < x->g->n; i++)
+        if (x->g->nodes[i].op == OP_PARAM && x->g->nodes[i].name &&
+            strcmp(x->g->nodes[i].name, name) == 0)
+            return i;
+    return nn_fail(x, "tie", "linear: no parameter named '%s' made before this layer", name);
+}
+
 // (..., K) -> (..., out) with the weight (out, K) of an earlier layer, as a
 // tied lm_head uses the word embeddings (`tie: word_embeddings.weight`).
 static int linear_tied(nn_ctx *x, int64_t out, bool bias) {
@@ -200,11 +209,47 @@ static int linear_tied(nn_ctx *x, int64_t out, bool bias) {
     return nn_check(x, graph_op(x->g, OP_LINEAR, bias ? 3 : 2, src, NULL, NULL));
 }
 
+// MobileBERT's decoder: x (..., K0 + E) @ cat([tied^T (K0, out), extra (E, out)])
+// + bias, as the class runs it: the transposed view, the concatenated copy,
+// one GEMM, then the bias added. `extra.weight (E, out)` is the class's
+// dense.weight, the columns the tied embeddings (K0 wide) lack.
+static int linear_tied_extra(nn_ctx *x, int64_t out, bool bias) {
+    const char *name = nn_str(x, "tie", "");
+    const graph_node *in = nn_node(x, X0);
+    int64_t E = nn_int(x, "tie_extra", 0), K = in->ndim > 0 ? in->shape[in->ndim - 1] : 0;
+    int w = tied_param(x, name);
+    if (w < 0)
+        return -1;
+    const graph_node *wn = nn_node(x, w);
+    if (E <= 0 || E >= K)
+        return nn_fail(x, "tie_extra", "linear: tie_extra must be in [1, %lld), got %lld",
+                       (long long)K, (long long)E);
+    if (wn->ndim != 2 || wn->shape[0] != out || wn->shape[1] != K - E)
+        return nn_fail(x, "tie",
+                       "linear: tied weight '%s' must be (out %lld, in %lld): the input's %lld "
+                       "less tie_extra",
+                       name, (long long)out, (long long)(K - E), (long long)K);
+    double bound = 1.0 / sqrt((double)K);
+    int ew = nn_param(x, "extra.weight", 2, (int64_t[]){E, out}, INIT_UNIFORM, bound);
+    int t = ew < 0 ? -1 : nn_check(x, graph_permute(x->g, w, (int[]){1, 0})); // (K0, out) view
+    int64_t ia[GRAPH_MAX_IA] = {0};
+    int cat = t < 0 ? -1 : nn_check(x, graph_op(x->g, OP_CONCAT, 2, (int[]){t, ew}, ia, NULL));
+    int y = cat < 0 ? -1 : nn_check(x, graph_binary(x->g, OP_MATMUL, X0, cat)); // (..., out)
+    if (y < 0 || !bias)
+        return y;
+    int b = nn_param(x, "bias", 1, &out, INIT_ZEROS, 0);
+    return b < 0 ? -1 : nn_check(x, graph_binary(x->g, OP_ADD, y, b));
+}
+
 int nn_linear(nn_ctx *x) {
     int64_t out = nn_int(x, "out", 0);
     bool bias = nn_bool(x, "bias", true);
     if (out <= 0)
         return nn_fail(x, "out", "linear: out must be positive, got %lld", (long long)out);
+    if (nn_has(x, "tie_extra") && !nn_has(x, "tie"))
+        return nn_fail(x, "tie_extra", "linear: tie_extra widens a tied weight; give tie too");
+    if (nn_has(x, "tie_extra"))
+        return nn_emit(x, linear_tied_extra(x, out, bias));
     if (nn_has(x, "tie"))
         return nn_emit(x, linear_tied(x, out, bias));
     return nn_emit(x, nn_linear_to(x, X0, out, bias, NULL));
@@ -611,4 +656,62 @@ int nn_cross_entropy(nn_ctx *x) {
 
 int nn_mse(nn_ctx *x) {
     return nn_emit(x, graph_op(x->g, OP_MSE_LOSS, 2, (int[]){X0, nn_in(x, 1)}, NULL, NULL));
+}
+
+// nn.Identity: its input, no kernel; names a block's input for the layers
+// that read it later (`- identity: {as: hidden}`)
+int nn_identity(nn_ctx *x) { return nn_emit(x, X0); }
+
+// MobileBERT's NoNorm: x * weight + bias over the last axis, two kernels as
+// the class runs them; weight ones, bias zeros
+int nn_no_norm(nn_ctx *x) {
+    int64_t C = channels(x, 1);
+    if (C <= 0)
+        return nn_fail(x, NULL, "no_norm needs at least a 1-d input");
+    int w, b;
+    if (norm_params(x, C, &w, &b) < 0)
+        return -1;
+    return nn_emit(x, graph_binary(x->g, OP_ADD, graph_binary(x->g, OP_MUL, X0, w), b));
+}
+
+// F.pad with a constant along one axis: (..., L, ...) -> (..., before + L +
+// after, ...), one copy (a concat with constant blocks), as constant_pad_nd
+int nn_pad(nn_ctx *x) {
+    const graph_node *in = nn_node(x, X0);
+    int64_t axis = nn_int(x, "axis", 0), lo = nn_int(x, "before", 0), hi = nn_int(x, "after", 0);
+    if (axis < 0)
+        axis += in->ndim;
+    if (axis < 0 || axis >= in->ndim)
+        return nn_fail(x, "axis", "pad: axis %lld is out of range for %d dimensions",
+                       (long long)nn_int(x, "axis", 0), in->ndim);
+    if (lo < 0 || hi < 0)
+        return nn_fail(x, lo < 0 ? "before" : "after",
+                       "pad: before and after must not be negative");
+    if (lo == 0 && hi == 0)
+        return nn_emit(x, X0);
+    double v = nn_float(x, "value", 0);
+    int src[3], n = 0;
+    int64_t shape[TENSOR_MAX_DIMS];
+    memcpy(shape, in->shape, sizeof(int64_t) * (size_t)in->ndim);
+    if (lo > 0) {
+        shape[axis] = lo;
+        if ((src[n++] = nn_check(x, graph_full(x->g, v, in->dtype, in->ndim, shape))) < 0)
+            return -1;
+    }
+    src[n++] = X0;
+    if (hi > 0) {
+        shape[axis] = hi;
+        if ((src[n++] = nn_check(x, graph_full(x->g, v, in->dtype, in->ndim, shape))) < 0)
+            return -1;
+    }
+    int64_t ia[GRAPH_MAX_IA] = {axis};
+    return nn_emit(x, graph_op(x->g, OP_CONCAT, n, src, ia, NULL));
+}
+
+// FNet's Fourier mixing, torch.fft.fftn(x, dim=(1, 2)).real on (B, T, D):
+// one fft2_real op over the last two axes, one library FFT as in PyTorch
+int nn_fft2_real(nn_ctx *x) {
+    if (nn_node(x, X0)->ndim < 2)
+        return nn_fail(x, NULL, "fft2_real needs (..., S, H) input");
+    return nn_emit(x, graph_unary(x->g, OP_FFT2_REAL, X0));
 }
