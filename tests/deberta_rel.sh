@@ -33,15 +33,7 @@ done
 expect 0 "run every mode" "$EXE" run "$SUITE" --only deberta_v1_rel_clamped,deberta_v2_rel_buckets --device cpu \
     --mode eager,compiled --precision fp32,amp --workload infer,train --threads 1 \
     --processes 1 --repeat 3 --warmup 1 --min-time 0 --max-time 0.05 -o "$TMP/r.json"
-for c in $CASES; do
-    for p in fp32 amp; do
-        for w in infer train; do
-            has "$TMP/stdout" "^$c \[$p $w\] +eager +ok " "$c $p $w eager ok"
-            has "$TMP/stdout" "^$c \[$p $w\] +compiled +pass " "$c $p $w compiled pass"
-        done
-    done
-done
-n=$(grep -c '"status": "pass"' "$TMP/r.json")
-[ "$n" -eq 8 ] && ok || bad "8 compiled entries pass in the results, found $n"
+# shellcheck disable=SC2086 # the case names split on purpose
+every_mode "$TMP/r.json" 8 $CASES
 
 sh_lib_end deberta_rel

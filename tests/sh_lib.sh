@@ -44,6 +44,25 @@ one_line() { # one_line PATTERN DESC: stderr is exactly one line matching PATTER
     fi
 }
 
+# every_mode RESULTS N CASE...: after a run of eager and compiled, fp32 and
+# AMP, inference and training, each case's eager entries say ok and its
+# compiled entries pass (in $TMP/stdout), and RESULTS holds N passes
+every_mode() {
+    res=$1
+    want=$2
+    shift 2
+    for c in "$@"; do
+        for p in fp32 amp; do
+            for w in infer train; do
+                has "$TMP/stdout" "^$c \[$p $w\] +eager +ok " "$c $p $w eager ok"
+                has "$TMP/stdout" "^$c \[$p $w\] +compiled +pass " "$c $p $w compiled pass"
+            done
+        done
+    done
+    n=$(grep -c '"status": "pass"' "$res")
+    [ "$n" -eq "$want" ] && ok || bad "$want compiled entries pass in the results, found $n"
+}
+
 sh_lib_end() { # sh_lib_end NAME: the summary, and the exit status
     echo "$1: $pass passed, $fail failed"
     [ "$fail" -eq 0 ]

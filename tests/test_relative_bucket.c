@@ -18,6 +18,7 @@
 
 #include "model/model.h"
 #include "model/modeldef.h"
+#include "test_util.h"
 
 typedef struct run {
     int64_t from, bucket; // positions from `from` up to the next run's
@@ -68,25 +69,7 @@ static void test_layer_table(void **state) {
                        "body:\n"
                        "  - relative_position_bias: {buckets: 32, max_distance: 128, heads: 4,\n"
                        "                             bidirectional: false}\n";
-    const char *tmp = getenv("TMPDIR");
-    char path[512];
-    snprintf(path, sizeof path, "%s/tcbench_rpb_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    FILE *f = fdopen(fd, "w");
-    assert_non_null(f);
-    assert_true(fputs(text, f) >= 0);
-    assert_int_equal(fclose(f), 0);
-    modeldef *md;
-    model *m = NULL;
-    diag d = {0};
-    int rc = modeldef_load(path, &md, &d);
-    remove(path);
-    if (rc < 0)
-        fail_msg("%d:%d: %s", d.line, d.col, d.msg);
-    if (modeldef_build(md, NULL, 0, 2, &(modeldef_opts){0}, &m, &d) < 0)
-        fail_msg("%d:%d: %s", d.line, d.col, d.msg);
-    modeldef_free(md);
+    model *m = build_model_text(text, 2);
     assert_int_equal(model_init_values(m, 1), 0);
     int found = 0;
     for (int i = 0; i < m->g->n; i++) {

@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "model/modeldef.h"
 #include "test_util.h"
+
+#include <unistd.h>
 
 suite *load_smoke_suite(void) {
     const char *root = getenv("TCBENCH_SOURCE_DIR");
@@ -21,4 +24,28 @@ suite *load_smoke_suite(void) {
     if (suite_load(path, NULL, &s, &d) < 0)
         fail_msg("%s:%d:%d: %s", path, d.line, d.col, d.msg);
     return s;
+}
+
+model *build_model_text(const char *text, int64_t batch) {
+    const char *tmp = getenv("TMPDIR");
+    char path[512];
+    snprintf(path, sizeof path, "%s/tcbench_model_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    assert_true(fputs(text, f) >= 0);
+    assert_int_equal(fclose(f), 0);
+    modeldef *md;
+    model *m = NULL;
+    diag d = {0};
+    int rc = modeldef_load(path, &md, &d);
+    if (rc == 0) {
+        modeldef_build(md, NULL, 0, batch, &(modeldef_opts){0}, &m, &d);
+        modeldef_free(md);
+    }
+    assert_int_equal(unlink(path), 0);
+    if (!m)
+        fail_msg("%d:%d: %s", d.line, d.col, d.msg);
+    return m;
 }

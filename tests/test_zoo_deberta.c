@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "test_util.h"
 #include "model/modeldef.h"
 #include "ref/ref.h"
 
@@ -136,11 +137,7 @@ static void expected(const model *m, const layer_case *c, const double *x, doubl
 }
 
 static void check_case(const layer_case *c) {
-    char dir[256], path[300], text[600];
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/tcbench_deberta_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/one.yaml", dir);
+    char text[600];
     snprintf(text, sizeof text,
              "name: one\n"
              "inputs:\n"
@@ -149,21 +146,7 @@ static void check_case(const layer_case *c) {
              "  - disentangled_attention: {heads: %d, version: %d, rel_table: rel,\n"
              "                             max_relative: %lld, buckets: %lld, as: a}\n",
              (long long)c->T, D, H, c->version, (long long)c->R, (long long)c->buckets);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    assert_true(fputs(text, f) >= 0);
-    assert_int_equal(fclose(f), 0);
-    modeldef *md;
-    model *m = NULL;
-    diag d = {0};
-    if (modeldef_load(path, &md, &d) < 0)
-        fail_msg("%d:%d: %s", d.line, d.col, d.msg);
-    modeldef_build(md, NULL, 0, B, &(modeldef_opts){0}, &m, &d);
-    modeldef_free(md);
-    assert_int_equal(unlink(path), 0);
-    assert_int_equal(rmdir(dir), 0);
-    if (!m)
-        fail_msg("%d:%d: %s", d.line, d.col, d.msg);
+    model *m = build_model_text(text, B);
     assert_int_equal(model_init_values(m, 11), 0);
     if (c->version == 1) // the class starts them at zero; make them count
         for (const char *const *n = (const char *const[]){"a.q_bias", "a.v_bias", NULL}; *n; n++) {

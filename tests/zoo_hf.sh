@@ -28,15 +28,7 @@ CASES=BertForQuestionAnswering,GPT2ForSequenceClassification,BartForConditionalG
 expect 0 "run at cpu size" "$EXE" run "$SUITE" --size cpu --only "$CASES" --device cpu \
     --mode eager,compiled --precision fp32,amp --workload infer,train --threads 1 \
     --processes 1 --repeat 3 --warmup 1 --min-time 0 --max-time 0.05 -o "$TMP/r.json"
-for c in BertForQuestionAnswering GPT2ForSequenceClassification BartForConditionalGeneration; do
-    for p in fp32 amp; do
-        for w in infer train; do
-            has "$TMP/stdout" "^$c \[$p $w\] +eager +ok " "$c $p $w eager ok"
-            has "$TMP/stdout" "^$c \[$p $w\] +compiled +pass " "$c $p $w compiled pass"
-        done
-    done
-done
-n=$(grep -c '"status": "pass"' "$TMP/r.json")
-[ "$n" -eq 12 ] && ok || bad "12 compiled entries pass in the results, found $n"
+every_mode "$TMP/r.json" 12 BertForQuestionAnswering GPT2ForSequenceClassification \
+    BartForConditionalGeneration
 
 sh_lib_end zoo_hf
