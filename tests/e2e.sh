@@ -80,14 +80,21 @@ usage_error "calibrate bad option" "unknown option '--bogus'" "$EXE" calibrate -
 usage_error "calibrate --threads 0" "--threads 0" "$EXE" calibrate --threads 0
 
 # --- check: every model and suite in the tree, silently -----------------------
+# (but for the one line a case with a layer not built yet gets: the zoo's
+# Reformer and BigBird, model_fail_to_load as the study left them out)
 for f in "$SRC"/models/*.yaml "$SRC"/suites/*.yaml; do
     expect 0 "check $f" "$EXE" check "$f"
-    if [ -s "$TMP/stdout" ] || [ -s "$TMP/stderr" ]; then
+    if grep -v "^$f: case '[A-Za-z0-9_]*': model_fail_to_load: .* is not built yet (" \
+        "$TMP/stdout" | grep -q . || [ -s "$TMP/stderr" ]; then
         bad "check $f was not silent"
     else
         ok
     fi
 done
+expect 0 "check the Hugging Face suite" "$EXE" check "$SRC/suites/huggingface.yaml"
+has "$TMP/stdout" "case 'Reformer': model_fail_to_load: .*'lsh_attention' is not built yet" \
+    "Reformer's unbuilt layer named"
+[ "$(wc -l <"$TMP/stdout")" -eq 2 ] && ok || bad "two cases of the Hugging Face suite do not build"
 cat >"$TMP/bad.yaml" <<'EOF'
 name: bad
 inputs:
