@@ -9,18 +9,24 @@
 
 #define X0 nn_in(x, 0)
 
-// The weight `tie:` names, made by an earlier layer, checked to be (rows,
-// cols); the keys' names say which is which in the error. -1 on failure.
-static int tied_weight(nn_ctx *x, int64_t rows, int64_t cols, const char *rkey, const char *ckey) {
+// The parameter `tie:` names, made by an earlier layer; -1 with the error.
+static int tied_param(nn_ctx *x) {
     const char *name = nn_str(x, "tie", "");
-    int w = -1;
-    for (int i = 0; i < x->g->n && w < 0; i++)
+    for (int i = 0; i < x->g->n; i++)
         if (x->g->nodes[i].op == OP_PARAM && x->g->nodes[i].name &&
             strcmp(x->g->nodes[i].name, name) == 0)
-            w = i;
+            return i;
+    return nn_fail(x, "tie", "%s: no parameter named '%s' made before this layer", x->c->type,
+                   name);
+}
+
+// tied_param, checked to be (rows, cols); the keys' names say which is which
+// in the error. -1 on failure.
+static int tied_weight(nn_ctx *x, int64_t rows, int64_t cols, const char *rkey, const char *ckey) {
+    const char *name = nn_str(x, "tie", "");
+    int w = tied_param(x);
     if (w < 0)
-        return nn_fail(x, "tie", "%s: no parameter named '%s' made before this layer", x->c->type,
-                       name);
+        return -1;
     const graph_node *wn = nn_node(x, w);
     if (wn->ndim != 2 || wn->shape[0] != rows || wn->shape[1] != cols)
         return nn_fail(x, "tie", "%s: tied weight '%s' must be (%s %lld, %s %lld)", x->c->type,
@@ -186,15 +192,6 @@ int nn_linear_to(nn_ctx *x, int in, int64_t out, bool bias, const char *role) {
     return nn_check(x, graph_op(x->g, OP_LINEAR, bias ? 3 : 2, src, NULL, NULL));
 }
 
-// The parameter `tie:` names, made by an earlier layer.
-static int tied_param(nn_ctx *x, const char *name) {
-    for (int i = 0; i < x->g->n; i++)
-        if (x->g->nodes[i].op == OP_PARAM && x->g->nodes[i].name &&
-            strcmp(x->g->nodes[i].name, name) == 0)
-            return i;
-    return nn_fail(x, "tie", "linear: no parameter named '%s' made before this layer", name);
-}
-
 // (..., K) -> (..., out) with the weight (out, K) of an earlier layer, as a
 // tied lm_head uses the word embeddings (`tie: word_embeddings.weight`).
 static int linear_tied(nn_ctx *x, int64_t out, bool bias) {
@@ -217,7 +214,7 @@ static int linear_tied_extra(nn_ctx *x, int64_t out, bool bias) {
     const char *name = nn_str(x, "tie", "");
     const graph_node *in = nn_node(x, X0);
     int64_t E = nn_int(x, "tie_extra", 0), K = in->ndim > 0 ? in->shape[in->ndim - 1] : 0;
-    int w = tied_param(x, name);
+    int w = tied_param(x);
     if (w < 0)
         return -1;
     const graph_node *wn = nn_node(x, w);
