@@ -38,6 +38,7 @@ int nn_activation(nn_ctx *x);
 int nn_dropout(nn_ctx *x);
 int nn_pool(nn_ctx *x);
 int nn_global_avg_pool(nn_ctx *x);
+int nn_mean(nn_ctx *x);
 int nn_upsample(nn_ctx *x);
 int nn_flatten(nn_ctx *x);
 int nn_reshape(nn_ctx *x);
@@ -51,6 +52,7 @@ int nn_softmax(nn_ctx *x);
 int nn_cls_token(nn_ctx *x);
 int nn_identity(nn_ctx *x);
 int nn_no_norm(nn_ctx *x);
+int nn_affine(nn_ctx *x);
 int nn_pad(nn_ctx *x);
 int nn_fft2_real(nn_ctx *x);
 int nn_cross_entropy(nn_ctx *x);
@@ -156,6 +158,7 @@ static const nn_layer nn_layers[] = {
     {"max_pool2d", 1, 1, nn_pool, {POOL_KEYS}},
     {"avg_pool2d", 1, 1, nn_pool, {POOL_KEYS}},
     {"global_avg_pool", 1, 1, nn_global_avg_pool, {{0}}},
+    {"mean", 1, 1, nn_mean, {{"axis", 'i', false}}},
     {"upsample", 1, 1, nn_upsample, {{"scale", 'i', true}, {"mode", 's', false}}},
     {"flatten", 1, 1, nn_flatten, {{"start", 'i', false}, {"end", 'i', false}}},
     {"reshape", 1, 1, nn_reshape, {{"shape", 'l', true}}},
@@ -177,6 +180,7 @@ static const nn_layer nn_layers[] = {
     {"relative_sinusoid", 1, 1, nn_relative_sinusoid, {{"dim", 'i', false}}},
     {"identity", 1, 1, nn_identity, {{0}}},
     {"no_norm", 1, 1, nn_no_norm, {{0}}},
+    {"affine", 1, 1, nn_affine, {{0}}},
     {"fft2_real", 1, 1, nn_fft2_real, {{0}}},
     {"pad",
      1,
