@@ -53,6 +53,8 @@ int nn_cls_token(nn_ctx *x);
 int nn_identity(nn_ctx *x);
 int nn_no_norm(nn_ctx *x);
 int nn_affine(nn_ctx *x);
+int nn_bottleneck_attention(nn_ctx *x);
+int nn_halo_attention(nn_ctx *x);
 int nn_pad(nn_ctx *x);
 int nn_fft2_real(nn_ctx *x);
 int nn_cross_entropy(nn_ctx *x);
@@ -181,6 +183,21 @@ static const nn_layer nn_layers[] = {
     {"identity", 1, 1, nn_identity, {{0}}},
     {"no_norm", 1, 1, nn_no_norm, {{0}}},
     {"affine", 1, 1, nn_affine, {{0}}},
+    {"bottleneck_attention",
+     1,
+     1,
+     nn_bottleneck_attention,
+     {{"heads", 'i', false}, {"dim_head", 'i', false}, {"out", 'i', false}, {"stride", 'i', false}}},
+    {"halo_attention",
+     1,
+     1,
+     nn_halo_attention,
+     {{"heads", 'i', false},
+      {"dim_head", 'i', false},
+      {"out", 'i', false},
+      {"stride", 'i', false},
+      {"block", 'i', false},
+      {"halo", 'i', false}}},
     {"fft2_real", 1, 1, nn_fft2_real, {{0}}},
     {"pad",
      1,
