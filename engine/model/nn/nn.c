@@ -38,6 +38,7 @@ int nn_activation(nn_ctx *x);
 int nn_dropout(nn_ctx *x);
 int nn_pool(nn_ctx *x);
 int nn_global_avg_pool(nn_ctx *x);
+int nn_mean(nn_ctx *x);
 int nn_upsample(nn_ctx *x);
 int nn_flatten(nn_ctx *x);
 int nn_reshape(nn_ctx *x);
@@ -156,6 +157,7 @@ static const nn_layer nn_layers[] = {
     {"max_pool2d", 1, 1, nn_pool, {POOL_KEYS}},
     {"avg_pool2d", 1, 1, nn_pool, {POOL_KEYS}},
     {"global_avg_pool", 1, 1, nn_global_avg_pool, {{0}}},
+    {"mean", 1, 1, nn_mean, {{"axis", 'i', true}, {"keepdim", 'b', false}}},
     {"upsample", 1, 1, nn_upsample, {{"scale", 'i', true}, {"mode", 's', false}}},
     {"flatten", 1, 1, nn_flatten, {{"start", 'i', false}, {"end", 'i', false}}},
     {"reshape", 1, 1, nn_reshape, {{"shape", 'l', true}}},
