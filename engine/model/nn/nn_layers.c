@@ -454,24 +454,23 @@ int nn_global_avg_pool(nn_ctx *x) {
 }
 
 int nn_mean(nn_ctx *x) {
-    // (..., L, ...) -> (...) without the axis: one mean, as torch.mean(x, dim)
+    // (..., L, ...) -> (..., ...): one mean over `axis`, as torch's x.mean(dim)
+    // (Twins' pooled tokens); keepdim keeps the axis as 1
     const graph_node *in = nn_node(x, X0);
     int nd = in->ndim;
-    int64_t axis = nn_int(x, "axis", -1);
-    if (axis < 0)
-        axis += nd;
-    if (axis < 0 || axis >= nd || nd < 2)
-        return nn_fail(x, "axis", "mean: axis must name one of the input's %d dims (and keep one)",
-                       nd);
+    int64_t axis = nn_int(x, "axis", 0);
+    if (axis < -nd || axis >= nd)
+        return nn_fail(x, "axis", "mean: axis %lld is outside the input's %d dimensions",
+                       (long long)axis, nd);
+    axis = axis < 0 ? axis + nd : axis;
+    int r = nn_check(x, graph_reduce(x->g, OP_MEAN, X0, (int)axis));
+    if (r < 0 || nn_bool(x, "keepdim", false) || nd == 1)
+        return r < 0 ? -1 : nn_emit(x, r);
     int64_t shape[TENSOR_MAX_DIMS];
-    int n = 0;
-    for (int d = 0; d < nd; d++)
-        if (d != axis)
-            shape[n++] = in->shape[d];
-    int r = graph_reduce(x->g, OP_MEAN, X0, (int)axis);
-    if (nn_check(x, r) < 0)
-        return -1;
-    return nn_emit(x, graph_reshape(x->g, r, n, shape));
+    for (int i = 0, k = 0; i < nd; i++)
+        if (i != axis)
+            shape[k++] = in->shape[i];
+    return nn_emit(x, graph_reshape(x->g, r, nd - 1, shape));
 }
 
 int nn_upsample(nn_ctx *x) {
