@@ -171,7 +171,7 @@ static const nn_layer nn_layers[] = {
      {{"axis", 'i', false}, {"sizes", 'l', false}, {"chunks", 'i', false}}},
     {"slice", 1, 1, nn_slice, {{"axis", 'i', true}, {"start", 'i', false}, {"length", 'i', true}}},
     {"softmax", 1, 1, nn_softmax, {{"axis", 'i', false}}},
-    {"cls_token", 1, 1, nn_cls_token, {{0}}},
+    {"cls_token", 1, 1, nn_cls_token, {{"dist_token", 'b', false}}},
     {"matmul", 2, 2, nn_matmul, {{0}}},
     {"parameter", 1, 1, nn_parameter, {{"shape", 'l', true}, {"std", 'f', false}}},
     {"relative_sinusoid", 1, 1, nn_relative_sinusoid, {{"dim", 'i', false}}},

@@ -616,19 +616,26 @@ int nn_softmax(nn_ctx *x) {
 }
 
 int nn_cls_token(nn_ctx *x) {
-    // (B, T, D) -> (B, T + 1, D) with a learned token in front
+    // (B, T, D) -> (B, T + 1, D) with a learned token in front; with
+    // dist_token (DeiT's distillation token) (B, T + 2, D): [token, dist, x],
+    // one concat as the class's torch.cat
     const graph_node *in = nn_node(x, X0);
     if (in->ndim != 3)
         return nn_fail(x, NULL, "cls_token needs (B, T, D) input");
     int64_t B = in->shape[0], D = in->shape[2];
-    int t = nn_param(x, "token", 3, (int64_t[]){1, 1, D}, INIT_NORMAL, 0.02);
-    if (t < 0)
-        return -1;
-    int e = graph_op_shaped(x->g, OP_EXPAND, 1, &t, NULL, NULL, 3, (int64_t[]){B, 1, D});
-    if (nn_check(x, e) < 0)
-        return -1;
+    int parts[3], n = 0;
+    const char *roles[2] = {"token", "dist_token"};
+    for (int i = 0; i < 1 + nn_bool(x, "dist_token", false); i++) {
+        int t = nn_param(x, roles[i], 3, (int64_t[]){1, 1, D}, INIT_NORMAL, 0.02);
+        if (t < 0)
+            return -1;
+        parts[n] = graph_op_shaped(x->g, OP_EXPAND, 1, &t, NULL, NULL, 3, (int64_t[]){B, 1, D});
+        if (nn_check(x, parts[n++]) < 0)
+            return -1;
+    }
+    parts[n++] = X0;
     int64_t ia[GRAPH_MAX_IA] = {1};
-    return nn_emit(x, graph_op(x->g, OP_CONCAT, 2, (int[]){e, X0}, ia, NULL));
+    return nn_emit(x, graph_op(x->g, OP_CONCAT, n, parts, ia, NULL));
 }
 
 static int flatten_rows(nn_ctx *x, int id, int keep_last) {
