@@ -38,6 +38,7 @@ int nn_activation(nn_ctx *x);
 int nn_dropout(nn_ctx *x);
 int nn_pool(nn_ctx *x);
 int nn_global_avg_pool(nn_ctx *x);
+int nn_mean(nn_ctx *x);
 int nn_upsample(nn_ctx *x);
 int nn_flatten(nn_ctx *x);
 int nn_reshape(nn_ctx *x);
@@ -58,6 +59,7 @@ int nn_mse(nn_ctx *x);
 int nn_matmul(nn_ctx *x);
 int nn_parameter(nn_ctx *x);
 int nn_relative_sinusoid(nn_ctx *x);
+int nn_interpolate(nn_ctx *x);
 
 #define CONV_KEYS                                                                                  \
     {"out", 'i', true}, {"kernel", 'l', true}, {"stride", 'l', false}, {"padding", 'l', false},    \
@@ -156,6 +158,7 @@ static const nn_layer nn_layers[] = {
     {"max_pool2d", 1, 1, nn_pool, {POOL_KEYS}},
     {"avg_pool2d", 1, 1, nn_pool, {POOL_KEYS}},
     {"global_avg_pool", 1, 1, nn_global_avg_pool, {{0}}},
+    {"mean", 1, 1, nn_mean, {{"axis", 'i', true}, {"keepdim", 'b', false}}},
     {"upsample", 1, 1, nn_upsample, {{"scale", 'i', true}, {"mode", 's', false}}},
     {"flatten", 1, 1, nn_flatten, {{"start", 'i', false}, {"end", 'i', false}}},
     {"reshape", 1, 1, nn_reshape, {{"shape", 'l', true}}},
@@ -183,6 +186,12 @@ static const nn_layer nn_layers[] = {
      1,
      nn_pad,
      {{"axis", 'i', true}, {"before", 'i', false}, {"after", 'i', false}, {"value", 'f', false}}},
+    {"interpolate", 1, 1, nn_interpolate, {{"size", 'l', true}, {"mode", 's', false}}},
+    {"levit_attention_bias",
+     1,
+     1,
+     nn_levit_attention_bias,
+     {{"heads", 'i', true}, {"resolution", 'i', true}, {"stride", 'i', false}}},
 };
 
 static const nn_layer nn_losses[] = {

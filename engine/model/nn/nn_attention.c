@@ -579,3 +579,34 @@ int nn_relative_position_bias(nn_ctx *x) {
     int r = nn_check(x, graph_reshape(x->g, e, 4, (int64_t[]){1, T, S, H}));
     return r < 0 ? -1 : nn_emit(x, graph_permute(x->g, r, (int[]){0, 3, 1, 2})); // (1, H, T, S)
 }
+
+int nn_levit_attention_bias(nn_ctx *x) {
+    // LeViT's attention biases: a learned bias per head and per 2-D offset
+    // between a query and a key, `attention_biases[:, attention_bias_idxs]`
+    // -> (H, Nq, Nk). Keys on the res x res grid; queries on it, or every
+    // stride-th row and column of it (AttentionDownsample). The table is
+    // stored (res^2, H), the class's (H, res^2) transposed, for the gather
+    // (one embedding lookup over a constant index table, then a view).
+    // The input only places the layer.
+    int64_t H = nn_int(x, "heads", 0), res = nn_int(x, "resolution", 0);
+    int64_t st = nn_int(x, "stride", 1);
+    if (H <= 0)
+        return nn_fail(x, "heads", "levit_attention_bias: heads must be positive");
+    if (res <= 0 || res > 4096)
+        return nn_fail(x, "resolution", "levit_attention_bias: resolution must be 1 to 4096");
+    if (st <= 0)
+        return nn_fail(x, "stride", "levit_attention_bias: stride must be positive");
+    int64_t side = (res - 1) / st + 1, Nq = side * side, Nk = res * res;
+    char name[96];
+    snprintf(name, sizeof name, "levit_offsets.%lld.%lld", (long long)res, (long long)st);
+    int idx = nn_shared_buffer(x, name, DT_I32, 2, (int64_t[]){Nq, Nk}, INIT_LEVIT_OFFSET, 0);
+    if (idx < 0)
+        return -1;
+    x->g->nodes[idx].ia[1] = res;
+    x->g->nodes[idx].ia[2] = st;
+    int w = nn_param(x, "attention_biases", 2, (int64_t[]){Nk, H}, INIT_NORMAL, 0.02);
+    if (w < 0)
+        return -1;
+    int e = nn_check(x, graph_op(x->g, OP_EMBEDDING, 2, (int[]){w, idx}, NULL, NULL)); // (Nq, Nk, H)
+    return e < 0 ? -1 : nn_emit(x, graph_permute(x->g, e, (int[]){2, 0, 1}));
+}

@@ -453,6 +453,26 @@ int nn_global_avg_pool(nn_ctx *x) {
     return nn_emit(x, graph_reshape(x->g, r, 4, (int64_t[]){N, C, 1, 1}));
 }
 
+int nn_mean(nn_ctx *x) {
+    // (..., L, ...) -> (..., ...): one mean over `axis`, as torch's x.mean(dim)
+    // (Twins' pooled tokens); keepdim keeps the axis as 1
+    const graph_node *in = nn_node(x, X0);
+    int nd = in->ndim;
+    int64_t axis = nn_int(x, "axis", 0);
+    if (axis < -nd || axis >= nd)
+        return nn_fail(x, "axis", "mean: axis %lld is outside the input's %d dimensions",
+                       (long long)axis, nd);
+    axis = axis < 0 ? axis + nd : axis;
+    int r = nn_check(x, graph_reduce(x->g, OP_MEAN, X0, (int)axis));
+    if (r < 0 || nn_bool(x, "keepdim", false) || nd == 1)
+        return r < 0 ? -1 : nn_emit(x, r);
+    int64_t shape[TENSOR_MAX_DIMS];
+    for (int i = 0, k = 0; i < nd; i++)
+        if (i != axis)
+            shape[k++] = in->shape[i];
+    return nn_emit(x, graph_reshape(x->g, r, nd - 1, shape));
+}
+
 int nn_upsample(nn_ctx *x) {
     const char *mode = nn_str(x, "mode", "nearest");
     if (strcmp(mode, "nearest") != 0)
@@ -462,6 +482,41 @@ int nn_upsample(nn_ctx *x) {
         return nn_fail(x, "scale", "upsample: scale must be a positive integer");
     int64_t ia[GRAPH_MAX_IA] = {s};
     return nn_emit(x, graph_op(x->g, OP_UPSAMPLE_NEAREST, 1, (int[]){X0}, ia, NULL));
+}
+
+int nn_interpolate(nn_ctx *x) {
+    // (N, C, H, W) -> (N, C, Ho, Wo), torch's bicubic F.interpolate (size
+    // given, align_corners false) as Wh (Ho, H) @ x @ Ww^T (W, Wo): two GEMMs
+    // with constant weight tables (INIT_BICUBIC) where torch runs one
+    // kernel; an axis already at its size is left alone, a same-size
+    // resize is the input itself (as timm's scale_image skips it)
+    const graph_node *in = nn_node(x, X0);
+    if (in->ndim != 4)
+        return nn_fail(x, NULL, "interpolate needs (N, C, H, W) input");
+    const char *mode = nn_str(x, "mode", "bicubic");
+    if (strcmp(mode, "bicubic") != 0)
+        return nn_fail(x, "mode", "interpolate: mode '%s' is not supported; use bicubic", mode);
+    int64_t size[2];
+    if (nn_ints(x, "size", 2, size, 0) < 0)
+        return -1;
+    if (size[0] < 1 || size[1] < 1)
+        return nn_fail(x, "size", "interpolate: sizes must be positive");
+    int y = X0;
+    for (int axis = 0; axis < 2; axis++) {
+        int64_t n_in = in->shape[2 + axis], n_out = size[axis];
+        if (n_in == n_out)
+            continue;
+        char name[64];
+        snprintf(name, sizeof name, "bicubic.%lldx%lld", (long long)n_out, (long long)n_in);
+        int w = nn_shared_buffer(x, name, DT_F32, 2, (int64_t[]){n_out, n_in}, INIT_BICUBIC, 0);
+        if (w < 0)
+            return -1;
+        y = axis == 0 ? graph_binary(x->g, OP_MATMUL, w, y)
+                      : graph_binary(x->g, OP_MATMUL, y, graph_permute(x->g, w, (int[]){1, 0}));
+        if (nn_check(x, y) < 0)
+            return -1;
+    }
+    return nn_emit(x, y);
 }
 
 int nn_flatten(nn_ctx *x) {
