@@ -181,6 +181,12 @@ static void fill(tensor *t, const graph_node *n, uint64_t key) {
                 v = (double)((dy < 0 ? -dy : dy) * res + (dx < 0 ? -dx : dx));
                 break;
             }
+            case INIT_CONVIT_REL: {
+                int64_t side = n->ia[1], N = side * side, q = (r % (N * N)) / N, k = r % N;
+                double dx = (double)(k % side - q % side), dy = (double)(k / side - q / side);
+                v = c == 0 ? dx : c == 1 ? dy : dx * dx + dy * dy;
+                break;
+            }
             case INIT_BICUBIC: v = model_bicubic_weight(r % T, c, T, S); break;
             case INIT_UNFOLD_TAPS: {
                 int64_t K = n->ndim == 4 ? n->shape[2] : 1;

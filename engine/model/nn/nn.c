@@ -192,6 +192,7 @@ static const nn_layer nn_layers[] = {
      1,
      nn_levit_attention_bias,
      {{"heads", 'i', true}, {"resolution", 'i', true}, {"stride", 'i', false}}},
+    {"gpsa", 1, 1, nn_gpsa, {{"heads", 'i', true}}},
 };
 
 static const nn_layer nn_losses[] = {
