@@ -64,9 +64,9 @@ static void test_levit_offsets(void **state) {
 static void test_convit_rel(void **state) {
     (void)state;
     // GPSA.get_rel_indices(4): (1, 4, 4, 3) of [dx, dy, dx^2 + dy^2]
-    static const float rel[] = {0,  0,  0, 1, 0,  1, 0, 1, 1, 1, 1, 2, -1, 0, 1, 0,
-                                0,  0,  -1, 1, 2, 0, 1, 1, 0, -1, 1, 1, -1, 2, 0, 0,
-                                0,  1,  0, 1, -1, -1, 2, 0, -1, 1, -1, 0, 1, 0, 0, 0};
+    static const float rel[] = {0, 0, 0,  1, 0,  1,  0, 1, 1,  1,  1,  2, -1, 0, 1, 0,
+                                0, 0, -1, 1, 2,  0,  1, 1, 0,  -1, 1,  1, -1, 2, 0, 0,
+                                0, 1, 0,  1, -1, -1, 2, 0, -1, 1,  -1, 0, 1,  0, 0, 0};
     static const char *text = "name: gp\n"
                               "inputs: {x: {shape: [2, 4, 8]}}\n"
                               "body:\n"

@@ -607,7 +607,8 @@ int nn_levit_attention_bias(nn_ctx *x) {
     int w = nn_param(x, "attention_biases", 2, (int64_t[]){Nk, H}, INIT_NORMAL, 0.02);
     if (w < 0)
         return -1;
-    int e = nn_check(x, graph_op(x->g, OP_EMBEDDING, 2, (int[]){w, idx}, NULL, NULL)); // (Nq, Nk, H)
+    int e =
+        nn_check(x, graph_op(x->g, OP_EMBEDDING, 2, (int[]){w, idx}, NULL, NULL)); // (Nq, Nk, H)
     return e < 0 ? -1 : nn_emit(x, graph_permute(x->g, e, (int[]){2, 0, 1}));
 }
 
