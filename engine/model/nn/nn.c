@@ -89,7 +89,7 @@ static const nn_layer nn_layers[] = {
      1,
      nn_linear,
      {{"out", 'i', true}, {"bias", 'b', false}, {"tie", 's', false}, {"tie_extra", 'i', false}}},
-    {"conv2d", 1, 1, nn_conv2d, {CONV_KEYS}},
+    {"conv2d", 1, 1, nn_conv2d, {CONV_KEYS, {"share", 's', false}}},
     {"conv_transpose2d", 1, 1, nn_conv_transpose2d, {CONV_KEYS, {"output_padding", 'l', false}}},
     {"batch_norm", 1, 1, nn_batch_norm, {{"eps", 'f', false}, {"momentum", 'f', false}}},
     {"layer_norm", 1, 1, nn_layer_norm, {{"eps", 'f', false}}},
@@ -359,8 +359,15 @@ void nn_pname(const nn_ctx *x, const char *role, char *buf, size_t cap) {
 int nn_param(nn_ctx *x, const char *role, int ndim, const int64_t *shape, enum init_kind init,
              double scale) {
     char name[256];
-    nn_pname(x, role, name, sizeof name);
-    for (int i = 0; x->c->shared && i < x->g->n; i++) {
+    // `share: NAME` (conv2d): the parameter is NAME.role wherever the layer
+    // sits, made by the first layer that names it and used by the others,
+    // as one module called from several blocks (CoaT's position encodings)
+    bool share = nn_has(x, "share");
+    if (share)
+        snprintf(name, sizeof name, "%s.%s", nn_str(x, "share", ""), role);
+    else
+        nn_pname(x, role, name, sizeof name);
+    for (int i = 0; (x->c->shared || share) && i < x->g->n; i++) {
         const graph_node *n = &x->g->nodes[i];
         if (n->op != OP_PARAM || !n->name || strcmp(n->name, name))
             continue;
@@ -372,6 +379,9 @@ int nn_param(nn_ctx *x, const char *role, int ndim, const int64_t *shape, enum i
         char had[96], want[96];
         graph_shape_str(n->ndim, n->shape, had, sizeof had);
         graph_shape_str(ndim, shape, want, sizeof want);
+        if (share)
+            return nn_fail(x, "share", "%s: the shared '%s' is %s, and this layer needs %s",
+                           x->c->type, name, had, want);
         return nn_fail(x, NULL,
                        "%s: a shared repeat uses one '%s' of shape %s in every repetition, and "
                        "this one needs %s; the body must give each repetition the input the "
