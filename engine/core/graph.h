@@ -86,6 +86,18 @@ enum init_kind {
     // (model_relative_bucket, model.h); ia1 buckets, ia2 1: bidirectional,
     // fa0 max distance
     INIT_RELATIVE_BUCKET,
+    // (O, I): torch's bicubic resize of one axis from I to O samples
+    // (align_corners false, A = -0.75, taps clamped at the edges;
+    // model_bicubic_weight): y = W x along that axis
+    INIT_BICUBIC,
+    // int (Nq, Nk): LeViT's attention-bias offsets (levit_attention_bias):
+    // query q on the grid of side ceil(ia1 / ia2) at (qy, qx) ia2 apart, key k
+    // on the grid of side ia1 at (ky, kx): |qy ia2 - ky| ia1 + |qx ia2 - kx|
+    INIT_LEVIT_OFFSET,
+    // f32 (1, N, N, 3), N = ia1^2: ConViT's rel_indices, for patches n and m
+    // of the ia1 x ia1 grid [dx, dy, dx^2 + dy^2], dx, dy the column and row
+    // of m less those of n
+    INIT_CONVIT_REL,
 };
 
 // INIT_REL_INDEX's fa0: span and buckets below 2^16, max position below 2^20,

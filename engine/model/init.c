@@ -130,6 +130,28 @@ int64_t model_relative_bucket(int64_t rel, int64_t buckets, int64_t max_distance
     return base + (large < buckets - 1 ? large : buckets - 1);
 }
 
+static double cubic_near(double x, double a) { return ((a + 2) * x - (a + 3)) * x * x + 1; }
+static double cubic_far(double x, double a) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; }
+
+double model_bicubic_weight(int64_t out, int64_t in, int64_t n_out, int64_t n_in) {
+    // torch computes the source position and the coefficients in the
+    // tensor's type; float here, as for an f32 image
+    float scale = (float)n_in / (float)n_out;
+    float src = scale * ((float)out + 0.5f) - 0.5f;
+    float x0 = floorf(src), t = src - x0;
+    const double a = -0.75;
+    double w[4] = {cubic_far((double)t + 1, a), cubic_near((double)t, a),
+                   cubic_near(1 - (double)t, a), cubic_far(2 - (double)t, a)};
+    double v = 0;
+    for (int k = 0; k < 4; k++) {
+        int64_t j = (int64_t)x0 - 1 + k;
+        j = j < 0 ? 0 : j > n_in - 1 ? n_in - 1 : j;
+        if (j == in)
+            v += w[k];
+    }
+    return v;
+}
+
 static void fill(tensor *t, const graph_node *n, uint64_t key) {
     int64_t count = tensor_numel(t);
     int64_t T = n->ndim >= 2 ? n->shape[n->ndim - 2] : 1;
@@ -153,6 +175,19 @@ static void fill(tensor *t, const graph_node *n, uint64_t key) {
                                                   n->ia[2] != 0);
                 break;
             case INIT_CAUSAL_MASK: v = (c <= (r % T) + (S - T)); break;
+            case INIT_LEVIT_OFFSET: {
+                int64_t res = n->ia[1], st = n->ia[2], qside = (res - 1) / st + 1;
+                int64_t dy = (r / qside) * st - c / res, dx = (r % qside) * st - c % res;
+                v = (double)((dy < 0 ? -dy : dy) * res + (dx < 0 ? -dx : dx));
+                break;
+            }
+            case INIT_CONVIT_REL: {
+                int64_t side = n->ia[1], N = side * side, q = (r % (N * N)) / N, k = r % N;
+                double dx = (double)(k % side - q % side), dy = (double)(k / side - q / side);
+                v = c == 0 ? dx : c == 1 ? dy : dx * dx + dy * dy;
+                break;
+            }
+            case INIT_BICUBIC: v = model_bicubic_weight(r % T, c, T, S); break;
             case INIT_UNFOLD_TAPS: {
                 int64_t K = n->ndim == 4 ? n->shape[2] : 1;
                 v = (i % K) == (i / K) % K;

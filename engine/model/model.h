@@ -43,3 +43,10 @@ int model_init_inputs(model *m, uint64_t seed, uint64_t step);
 // (future) positions all go to bucket 0.
 int64_t model_relative_bucket(int64_t rel, int64_t buckets, int64_t max_distance,
                               bool bidirectional);
+// The weight of input sample `in` in output sample `out` of torch's bicubic
+// resize from n_in to n_out samples (F.interpolate(mode='bicubic',
+// align_corners=False) without a scale factor): four taps around the source
+// position (out + 0.5) n_in / n_out - 0.5, the cubic convolution with
+// A = -0.75, indices clamped to the edges (an edge sample gathers the
+// weights of the taps past it).
+double model_bicubic_weight(int64_t out, int64_t in, int64_t n_out, int64_t n_in);

@@ -62,6 +62,7 @@ int nn_mse(nn_ctx *x);
 int nn_matmul(nn_ctx *x);
 int nn_parameter(nn_ctx *x);
 int nn_relative_sinusoid(nn_ctx *x);
+int nn_interpolate(nn_ctx *x);
 
 #define CONV_KEYS                                                                                  \
     {"out", 'i', true}, {"kernel", 'l', true}, {"stride", 'l', false}, {"padding", 'l', false},    \
@@ -176,7 +177,7 @@ static const nn_layer nn_layers[] = {
      {{"axis", 'i', false}, {"sizes", 'l', false}, {"chunks", 'i', false}}},
     {"slice", 1, 1, nn_slice, {{"axis", 'i', true}, {"start", 'i', false}, {"length", 'i', true}}},
     {"softmax", 1, 1, nn_softmax, {{"axis", 'i', false}}},
-    {"cls_token", 1, 1, nn_cls_token, {{0}}},
+    {"cls_token", 1, 1, nn_cls_token, {{"dist_token", 'b', false}}},
     {"matmul", 2, 2, nn_matmul, {{0}}},
     {"parameter", 1, 1, nn_parameter, {{"shape", 'l', true}, {"std", 'f', false}}},
     {"relative_sinusoid", 1, 1, nn_relative_sinusoid, {{"dim", 'i', false}}},
@@ -204,6 +205,13 @@ static const nn_layer nn_layers[] = {
      1,
      nn_pad,
      {{"axis", 'i', true}, {"before", 'i', false}, {"after", 'i', false}, {"value", 'f', false}}},
+    {"interpolate", 1, 1, nn_interpolate, {{"size", 'l', true}, {"mode", 's', false}}},
+    {"levit_attention_bias",
+     1,
+     1,
+     nn_levit_attention_bias,
+     {{"heads", 'i', true}, {"resolution", 'i', true}, {"stride", 'i', false}}},
+    {"gpsa", 1, 1, nn_gpsa, {{"heads", 'i', true}}},
 };
 
 static const nn_layer nn_losses[] = {

@@ -579,3 +579,103 @@ int nn_relative_position_bias(nn_ctx *x) {
     int r = nn_check(x, graph_reshape(x->g, e, 4, (int64_t[]){1, T, S, H}));
     return r < 0 ? -1 : nn_emit(x, graph_permute(x->g, r, (int[]){0, 3, 1, 2})); // (1, H, T, S)
 }
+
+int nn_levit_attention_bias(nn_ctx *x) {
+    // LeViT's attention biases: a learned bias per head and per 2-D offset
+    // between a query and a key, `attention_biases[:, attention_bias_idxs]`
+    // -> (H, Nq, Nk). Keys on the res x res grid; queries on it, or every
+    // stride-th row and column of it (AttentionDownsample). The table is
+    // stored (res^2, H), the class's (H, res^2) transposed, for the gather
+    // (one embedding lookup over a constant index table, then a view).
+    // The input only places the layer.
+    int64_t H = nn_int(x, "heads", 0), res = nn_int(x, "resolution", 0);
+    int64_t st = nn_int(x, "stride", 1);
+    if (H <= 0)
+        return nn_fail(x, "heads", "levit_attention_bias: heads must be positive");
+    if (res <= 0 || res > 4096)
+        return nn_fail(x, "resolution", "levit_attention_bias: resolution must be 1 to 4096");
+    if (st <= 0)
+        return nn_fail(x, "stride", "levit_attention_bias: stride must be positive");
+    int64_t side = (res - 1) / st + 1, Nq = side * side, Nk = res * res;
+    char name[96];
+    snprintf(name, sizeof name, "levit_offsets.%lld.%lld", (long long)res, (long long)st);
+    int idx = nn_shared_buffer(x, name, DT_I32, 2, (int64_t[]){Nq, Nk}, INIT_LEVIT_OFFSET, 0);
+    if (idx < 0)
+        return -1;
+    x->g->nodes[idx].ia[1] = res;
+    x->g->nodes[idx].ia[2] = st;
+    int w = nn_param(x, "attention_biases", 2, (int64_t[]){Nk, H}, INIT_NORMAL, 0.02);
+    if (w < 0)
+        return -1;
+    int e =
+        nn_check(x, graph_op(x->g, OP_EMBEDDING, 2, (int[]){w, idx}, NULL, NULL)); // (Nq, Nk, H)
+    return e < 0 ? -1 : nn_emit(x, graph_permute(x->g, e, (int[]){2, 0, 1}));
+}
+
+// (B, N, D) -> (B, H, N, hd): a linear's output split into heads
+static int heads_of(nn_ctx *x, int t, int64_t B, int64_t N, int64_t H, int64_t hd) {
+    int r = graph_reshape(x->g, t, 4, (int64_t[]){B, N, H, hd});
+    return r < 0 ? r : graph_permute(x->g, r, (int[]){0, 2, 1, 3});
+}
+
+int nn_gpsa(nn_ctx *x) {
+    // ConViT's gated positional self-attention, as timm's GPSA, (B, N, D) ->
+    // (B, N, D), N the patches of a square grid. Content scores
+    // softmax(q k^T / sqrt(hd)) from `qk` (no bias); positional scores
+    // softmax over keys of pos_proj(rel_indices) (a linear from [dx, dy,
+    // dx^2 + dy^2] to the heads, on the indices expanded over the batch, as
+    // the class); mixed per head by g = sigmoid(gating_param):
+    // (1 - g) content + g positional, renormalized over the keys (a sum and
+    // a division); then times v (`v`, no bias) and `proj`.
+    const graph_node *in = nn_node(x, nn_in(x, 0));
+    if (in->ndim != 3)
+        return nn_fail(x, NULL, "gpsa needs (B, N, D) input");
+    int64_t B = in->shape[0], N = in->shape[1], D = in->shape[2], H = nn_int(x, "heads", 0);
+    int64_t side = (int64_t)llround(sqrt((double)N));
+    if (H <= 0 || D % H)
+        return nn_fail(x, "heads", "gpsa: heads must divide the width %lld", (long long)D);
+    if (side * side != N)
+        return nn_fail(x, NULL, "gpsa: %lld tokens are not a square grid of patches", (long long)N);
+    int64_t hd = D / H;
+    graph *g = x->g;
+    int qk = nn_linear_to(x, nn_in(x, 0), 2 * D, false, "qk");
+    if (qk < 0)
+        return -1;
+    int p = graph_permute(g, graph_reshape(g, qk, 5, (int64_t[]){B, N, 2, H, hd}),
+                          (int[]){2, 0, 3, 1, 4}); // (2, B, H, N, hd)
+    int q = graph_reshape(g, graph_slice(g, p, 0, 0, 1), 4, (int64_t[]){B, H, N, hd});
+    int k = graph_reshape(g, graph_slice(g, p, 0, 1, 1), 4, (int64_t[]){B, H, N, hd});
+    if (nn_check(x, q) < 0 || nn_check(x, k) < 0)
+        return -1;
+    char name[64];
+    snprintf(name, sizeof name, "convit_rel.%lld", (long long)N);
+    int rel = nn_shared_buffer(x, name, DT_F32, 4, (int64_t[]){1, N, N, 3}, INIT_CONVIT_REL, 0);
+    if (rel < 0)
+        return -1;
+    g->nodes[rel].ia[1] = side;
+    int pe = graph_op_shaped(g, OP_EXPAND, 1, &rel, NULL, NULL, 4, (int64_t[]){B, N, N, 3});
+    if (nn_check(x, pe) < 0)
+        return -1;
+    int pos = nn_linear_to(x, pe, H, true, "pos_proj");
+    if (pos < 0)
+        return -1;
+    pos = graph_permute(g, pos, (int[]){0, 3, 1, 2}); // (B, H, N, N)
+    int s = graph_binary(g, OP_MATMUL, q, graph_permute(g, k, (int[]){0, 1, 3, 2}));
+    s = graph_unary(g, OP_SOFTMAX, graph_scale(g, s, 1.0 / sqrt((double)hd), 0));
+    pos = graph_unary(g, OP_SOFTMAX, pos);
+    int gate = nn_param(x, "gating_param", 1, &H, INIT_ONES, 0);
+    if (gate < 0 || nn_check(x, s) < 0 || nn_check(x, pos) < 0)
+        return -1;
+    gate = graph_unary(g, OP_SIGMOID, graph_reshape(g, gate, 4, (int64_t[]){1, H, 1, 1}));
+    int a = graph_binary(g, OP_ADD, graph_binary(g, OP_MUL, graph_scale(g, gate, -1, 1), s),
+                         graph_binary(g, OP_MUL, gate, pos));
+    a = graph_binary(g, OP_DIV, a, graph_reduce(g, OP_SUM, a, 3));
+    int v = nn_linear_to(x, nn_in(x, 0), D, false, "v");
+    if (v < 0 || nn_check(x, a) < 0)
+        return -1;
+    int o = graph_binary(g, OP_MATMUL, a, heads_of(x, v, B, N, H, hd)); // (B, H, N, hd)
+    o = graph_reshape(g, graph_permute(g, o, (int[]){0, 2, 1, 3}), 3, (int64_t[]){B, N, D});
+    if (nn_check(x, o) < 0)
+        return -1;
+    return nn_emit(x, nn_linear_to(x, o, D, true, "proj"));
+}

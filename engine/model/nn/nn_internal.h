@@ -46,4 +46,6 @@ const graph_node *nn_node(const nn_ctx *x, int id);
 int nn_attention(nn_ctx *x); // nn_attention.c
 int nn_convbert_attention(nn_ctx *x);
 int nn_relative_position_bias(nn_ctx *x);
+int nn_levit_attention_bias(nn_ctx *x);
+int nn_gpsa(nn_ctx *x);
 int nn_linear_to(nn_ctx *x, int in, int64_t out, bool bias, const char *role); // nn_layers.c

@@ -484,6 +484,41 @@ int nn_upsample(nn_ctx *x) {
     return nn_emit(x, graph_op(x->g, OP_UPSAMPLE_NEAREST, 1, (int[]){X0}, ia, NULL));
 }
 
+int nn_interpolate(nn_ctx *x) {
+    // (N, C, H, W) -> (N, C, Ho, Wo), torch's bicubic F.interpolate (size
+    // given, align_corners false) as Wh (Ho, H) @ x @ Ww^T (W, Wo): two GEMMs
+    // with constant weight tables (INIT_BICUBIC) where torch runs one
+    // kernel; an axis already at its size is left alone, a same-size
+    // resize is the input itself (as timm's scale_image skips it)
+    const graph_node *in = nn_node(x, X0);
+    if (in->ndim != 4)
+        return nn_fail(x, NULL, "interpolate needs (N, C, H, W) input");
+    const char *mode = nn_str(x, "mode", "bicubic");
+    if (strcmp(mode, "bicubic") != 0)
+        return nn_fail(x, "mode", "interpolate: mode '%s' is not supported; use bicubic", mode);
+    int64_t size[2];
+    if (nn_ints(x, "size", 2, size, 0) < 0)
+        return -1;
+    if (size[0] < 1 || size[1] < 1)
+        return nn_fail(x, "size", "interpolate: sizes must be positive");
+    int y = X0;
+    for (int axis = 0; axis < 2; axis++) {
+        int64_t n_in = in->shape[2 + axis], n_out = size[axis];
+        if (n_in == n_out)
+            continue;
+        char name[64];
+        snprintf(name, sizeof name, "bicubic.%lldx%lld", (long long)n_out, (long long)n_in);
+        int w = nn_shared_buffer(x, name, DT_F32, 2, (int64_t[]){n_out, n_in}, INIT_BICUBIC, 0);
+        if (w < 0)
+            return -1;
+        y = axis == 0 ? graph_binary(x->g, OP_MATMUL, w, y)
+                      : graph_binary(x->g, OP_MATMUL, y, graph_permute(x->g, w, (int[]){1, 0}));
+        if (nn_check(x, y) < 0)
+            return -1;
+    }
+    return nn_emit(x, y);
+}
+
 int nn_flatten(nn_ctx *x) {
     const graph_node *in = nn_node(x, X0);
     int nd = in->ndim;
@@ -636,19 +671,26 @@ int nn_softmax(nn_ctx *x) {
 }
 
 int nn_cls_token(nn_ctx *x) {
-    // (B, T, D) -> (B, T + 1, D) with a learned token in front
+    // (B, T, D) -> (B, T + 1, D) with a learned token in front; with
+    // dist_token (DeiT's distillation token) (B, T + 2, D): [token, dist, x],
+    // one concat as the class's torch.cat
     const graph_node *in = nn_node(x, X0);
     if (in->ndim != 3)
         return nn_fail(x, NULL, "cls_token needs (B, T, D) input");
     int64_t B = in->shape[0], D = in->shape[2];
-    int t = nn_param(x, "token", 3, (int64_t[]){1, 1, D}, INIT_NORMAL, 0.02);
-    if (t < 0)
-        return -1;
-    int e = graph_op_shaped(x->g, OP_EXPAND, 1, &t, NULL, NULL, 3, (int64_t[]){B, 1, D});
-    if (nn_check(x, e) < 0)
-        return -1;
+    int parts[3], n = 0;
+    const char *roles[2] = {"token", "dist_token"};
+    for (int i = 0; i < 1 + nn_bool(x, "dist_token", false); i++) {
+        int t = nn_param(x, roles[i], 3, (int64_t[]){1, 1, D}, INIT_NORMAL, 0.02);
+        if (t < 0)
+            return -1;
+        parts[n] = graph_op_shaped(x->g, OP_EXPAND, 1, &t, NULL, NULL, 3, (int64_t[]){B, 1, D});
+        if (nn_check(x, parts[n++]) < 0)
+            return -1;
+    }
+    parts[n++] = X0;
     int64_t ia[GRAPH_MAX_IA] = {1};
-    return nn_emit(x, graph_op(x->g, OP_CONCAT, 2, (int[]){e, X0}, ia, NULL));
+    return nn_emit(x, graph_op(x->g, OP_CONCAT, n, parts, ia, NULL));
 }
 
 static int flatten_rows(nn_ctx *x, int id, int keep_last) {
