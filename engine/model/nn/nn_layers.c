@@ -533,17 +533,20 @@ int nn_permute(nn_ctx *x) {
 }
 
 int nn_binary(nn_ctx *x) {
-    bool add = strcmp(x->c->type, "add") == 0;
+    bool add = strcmp(x->c->type, "add") == 0, sub = strcmp(x->c->type, "sub") == 0;
     if (x->c->ninputs == 2) {
         if (nn_has(x, "value"))
             return nn_fail(x, "value", "%s: give two inputs or one input and a value, not both",
                            x->c->type);
-        return nn_emit(x, graph_binary(x->g, add ? OP_ADD : OP_MUL, X0, nn_in(x, 1)));
+        enum op op = add ? OP_ADD : sub ? OP_SUB : OP_MUL;
+        return nn_emit(x, graph_binary(x->g, op, X0, nn_in(x, 1)));
     }
     if (!nn_has(x, "value"))
         return nn_fail(x, NULL, "%s needs two inputs (input: [., name]) or a value", x->c->type);
     double v = nn_float(x, "value", 0);
-    return nn_emit(x, add ? graph_scale(x->g, X0, 1, v) : graph_scale(x->g, X0, v, 0));
+    if (sub)
+        v = -v;
+    return nn_emit(x, add || sub ? graph_scale(x->g, X0, 1, v) : graph_scale(x->g, X0, v, 0));
 }
 
 int nn_add_buffer(nn_ctx *x) {
