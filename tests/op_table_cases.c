@@ -5,6 +5,7 @@
 // b_ one op from the row's fields, g_ several ops a graph in the row's
 // dtype, h_ one op whose 16-bit variants are checked against the f32 step.
 #include "op_table.h"
+#include "model/nn/nn.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -708,6 +709,33 @@ static int g_dropout(graph *g, const op_case *tc) {
     enum dtype dt = tc->dt;
     int x = in(g, "x", dt, 3, S(4, 33, 65));
     return out(g, op1(g, OP_DROPOUT, x, IAV(7), FAV(0.3)));
+}
+
+// A layer of engine/model/nn as a model file calls it (one input, prefix its name)
+static int nn_layer(graph *g, const char *type, int x, bool training, int nargs,
+                    const nn_arg *args) {
+    nn_call c = {.type = type, .prefix = type, .nargs = nargs, .args = args, .ninputs = 1,
+                 .inputs = &x, .training = training};
+    nn_result r;
+    return nn_build(g, &c, &r) < 0 ? -1 : r.out[0];
+}
+
+#define NN_INT(k, n) {.key = (k), .v = {.type = NN_V_INT, .i = (n), .f = (n)}}
+#define NN_NUM(k, n) {.key = (k), .v = {.type = NN_V_FLOAT, .f = (n)}}
+
+// timm's composite layers (nn_vision.c): NFNet's weight-standardized conv
+// (grouped, the gain and gamma), ConvNeXt's LayerNorm2d, layer scale over
+// NCHW channels, and drop path's per-sample mask in training
+static int g_timm_layers(graph *g, const op_case *tc) {
+    int x = in(g, "x", tc->dt, 4, S(4, 6, 9, 11));
+    nn_arg conv[] = {NN_INT("out", 8),     NN_INT("kernel", 3),  NN_INT("padding", 1),
+                     NN_INT("groups", 2),  NN_NUM("gamma", 1.7), NN_NUM("eps", 1e-5)};
+    out(g, nn_layer(g, "std_conv2d", x, false, 6, conv));
+    out(g, nn_layer(g, "layer_norm2d", x, false, 0, NULL));
+    nn_arg ls[] = {NN_NUM("init", 0.5), {.key = "channels_first", .v = {.type = NN_V_BOOL, .i = 1}}};
+    out(g, nn_layer(g, "layer_scale", x, false, 2, ls));
+    nn_arg dp[] = {NN_NUM("p", 0.5)};
+    return out(g, nn_layer(g, "drop_path", x, true, 1, dp));
 }
 
 static int g_binary(graph *g, const op_case *tc) {
@@ -1988,6 +2016,7 @@ const op_case op_cases[] = {
     // log_softmax of 1000 wide values: x - logsumexp with the sum near 10, whose f32 ulp is 1e-6
     {"ops_softmax", .build = g_softmax, SOME, .rtol = 1e-5, .atol = 4e-6, ALSO_F16(0, 0)},
     {"ops_norms", .build = g_norms, SOME, .rtol = 1e-4, .atol = 1e-5, ALSO_F16(4e-3, 4e-3)},
+    {"ops_timm_layers", .build = g_timm_layers, SOME, .rtol = 1e-4, .atol = 1e-5},
     {"ops_matmul", .build = g_matmul, SOME, .rtol = 1e-5, .atol = 1e-4, ALSO_F16(4e-3, 4e-2)},
     {"ops_linear", .build = g_linear, SOME, .rtol = 1e-5, .atol = 1e-4, ALSO_F16(4e-3, 4e-2)},
     {"ops_conv_pool", .build = g_conv, SOME, .rtol = 1e-5, .atol = 1e-4, ALSO_F16(4e-3, 4e-2)},

@@ -63,6 +63,10 @@ int nn_matmul(nn_ctx *x);
 int nn_parameter(nn_ctx *x);
 int nn_relative_sinusoid(nn_ctx *x);
 int nn_interpolate(nn_ctx *x);
+int nn_std_conv2d(nn_ctx *x); // nn_layers.c
+int nn_layer_norm2d(nn_ctx *x); // nn_vision.c
+int nn_layer_scale(nn_ctx *x);
+int nn_drop_path(nn_ctx *x);
 
 #define CONV_KEYS                                                                                  \
     {"out", 'i', true}, {"kernel", 'l', true}, {"stride", 'l', false}, {"padding", 'l', false},    \
@@ -94,10 +98,14 @@ static const nn_layer nn_layers[] = {
      {{"out", 'i', true}, {"bias", 'b', false}, {"tie", 's', false}, {"tie_extra", 'i', false}}},
     {"conv2d", 1, 1, nn_conv2d, {CONV_KEYS, {"share", 's', false}}},
     {"conv_transpose2d", 1, 1, nn_conv_transpose2d, {CONV_KEYS, {"output_padding", 'l', false}}},
+    {"std_conv2d", 1, 1, nn_std_conv2d, {CONV_KEYS, {"gamma", 'f', false}, {"eps", 'f', false}}},
     {"batch_norm", 1, 1, nn_batch_norm, {{"eps", 'f', false}, {"momentum", 'f', false}}},
     {"layer_norm", 1, 1, nn_layer_norm, {{"eps", 'f', false}}},
     {"rms_norm", 1, 1, nn_rms_norm, {{"eps", 'f', false}}},
     {"group_norm", 1, 1, nn_group_norm, {{"groups", 'i', true}, {"eps", 'f', false}}},
+    {"layer_norm2d", 1, 1, nn_layer_norm2d, {{"eps", 'f', false}}},
+    {"layer_scale", 1, 1, nn_layer_scale, {{"init", 'f', false}, {"channels_first", 'b', false}}},
+    {"drop_path", 1, 1, nn_drop_path, {{"p", 'f', false}}},
     {"attention",
      1,
      4,
@@ -168,6 +176,7 @@ static const nn_layer nn_layers[] = {
     {"permute", 1, 1, nn_permute, {{"dims", 'l', true}}},
     {"add", 1, 2, nn_binary, {{"value", 'f', false}}},
     {"mul", 1, 2, nn_binary, {{"value", 'f', false}}},
+    {"sub", 1, 2, nn_binary, {{"value", 'f', false}}},
     {"add_buffer", 1, 1, nn_add_buffer, {{0}}},
     {"concat", 1, 8, nn_concat, {{"axis", 'i', false}}},
     {"split",

@@ -107,3 +107,11 @@ const char *const *nn_layer_names(void);
 const char *nn_layer_unbuilt(const char *type);
 // Their names, NULL-terminated.
 const char *const *nn_unbuilt_names(void);
+
+// The graph pieces of two composite layers (nn_vision.c), for tests that run
+// them on every executor. NFNet's weight standardization: w (O, ...) with
+// gain (O, 1, ...) -> (w - mean) / sqrt(var + eps) * gain * scale per
+// output row. Drop path: x (N, ...) times a per-sample mask, 0 or 1 / (1 -
+// p), dropout's mask stream `stream`.
+int nn_standardize_weight(graph *g, int w, int gain, double scale, double eps);
+int nn_drop_path_apply(graph *g, int x, double p, int64_t stream);

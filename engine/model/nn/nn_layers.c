@@ -252,7 +252,7 @@ int nn_linear(nn_ctx *x) {
     return nn_emit(x, nn_linear_to(x, X0, out, bias, NULL));
 }
 
-static int conv_common(nn_ctx *x, bool transpose) {
+static int conv_common(nn_ctx *x, bool transpose, bool std) {
     // x (N, C, H, W) -> (N, out, H', W')
     const graph_node *in = nn_node(x, X0);
     if (in->ndim != 4)
@@ -295,6 +295,16 @@ static int conv_common(nn_ctx *x, bool transpose) {
     int w = nn_param(x, "weight", 4, wshape, INIT_NORMAL, sqrt(2.0 / fan));
     if (w < 0)
         return -1;
+    if (std) {
+        // NFNet's ScaledStdConv2d: the weight standardized every step,
+        // scale gamma / sqrt(fan_in)
+        int gain = nn_param(x, "gain", 4, (int64_t[]){O, 1, 1, 1}, INIT_ONES, 0);
+        double scale = nn_float(x, "gamma", 1.0) / sqrt((double)(C / G * k[0] * k[1]));
+        if (gain < 0 ||
+            (w = nn_check(x, nn_standardize_weight(x->g, w, gain, scale,
+                                                   nn_float(x, "eps", 1e-6)))) < 0)
+            return -1;
+    }
     int src[3] = {X0, w, -1};
     bool bias = nn_bool(x, "bias", true);
     if (bias && (src[2] = nn_param(x, "bias", 1, &O, INIT_ZEROS, 0)) < 0)
@@ -304,8 +314,9 @@ static int conv_common(nn_ctx *x, bool transpose) {
                                ia, NULL));
 }
 
-int nn_conv2d(nn_ctx *x) { return conv_common(x, false); }
-int nn_conv_transpose2d(nn_ctx *x) { return conv_common(x, true); }
+int nn_conv2d(nn_ctx *x) { return conv_common(x, false, false); }
+int nn_conv_transpose2d(nn_ctx *x) { return conv_common(x, true, false); }
+int nn_std_conv2d(nn_ctx *x) { return conv_common(x, false, true); }
 
 static int channels(nn_ctx *x, int axis_from_end) {
     const graph_node *in = nn_node(x, X0);
@@ -577,17 +588,20 @@ int nn_permute(nn_ctx *x) {
 }
 
 int nn_binary(nn_ctx *x) {
-    bool add = strcmp(x->c->type, "add") == 0;
+    bool add = strcmp(x->c->type, "add") == 0, sub = strcmp(x->c->type, "sub") == 0;
     if (x->c->ninputs == 2) {
         if (nn_has(x, "value"))
             return nn_fail(x, "value", "%s: give two inputs or one input and a value, not both",
                            x->c->type);
-        return nn_emit(x, graph_binary(x->g, add ? OP_ADD : OP_MUL, X0, nn_in(x, 1)));
+        enum op op = add ? OP_ADD : sub ? OP_SUB : OP_MUL;
+        return nn_emit(x, graph_binary(x->g, op, X0, nn_in(x, 1)));
     }
     if (!nn_has(x, "value"))
         return nn_fail(x, NULL, "%s needs two inputs (input: [., name]) or a value", x->c->type);
     double v = nn_float(x, "value", 0);
-    return nn_emit(x, add ? graph_scale(x->g, X0, 1, v) : graph_scale(x->g, X0, v, 0));
+    if (sub)
+        v = -v;
+    return nn_emit(x, add || sub ? graph_scale(x->g, X0, 1, v) : graph_scale(x->g, X0, v, 0));
 }
 
 int nn_add_buffer(nn_ctx *x) {
