@@ -1772,6 +1772,12 @@ const op_case op_cases[] = {
     {"concat_0", b_concat, OP_CONCAT, S2(4, 13), IA(0), ONE},
     {"concat_1", b_concat, OP_CONCAT, S2(7, 4), IA(1), ONE},
     {"concat_f16", b_concat, OP_CONCAT, S2(7, 4), IA(-1), F16, ONE}, // axis -1 is 1
+    // torch.roll (Swin's shifted windows): two axes, negative shifts, a shift past the size,
+    // one axis of a transposed view, 16-bit
+    {"roll_2d", b_unary, OP_ROLL, S4(2, 7, 6, 3), IA(0, -3, 2, 0), ONE},
+    {"roll_wrap", b_unary, OP_ROLL, S3(3, 5, 4), IA(7, 0, -1), ONE},
+    {"roll_perm", b_unary_perm, OP_ROLL, S2(9, 5), IA(0, 2), ONE},
+    {"roll_big", b_unary, OP_ROLL, BIG, IA(100, -7), HALF},
     // losses (ia0 is the ignored target; -100 ignores none)
     {"cross_entropy", b_cross_entropy, OP_CROSS_ENTROPY, S2(9, 13), .dt = DT_I32, IA(-100),
      .atol = 1e-5, ONE},

@@ -661,6 +661,15 @@ static int infer_copy(graph *g, graph_node *n, const graph_node *const *s) {
     const graph_node *x = s[0];
     char b0[96], b1[96];
     copy_shape(n, x);
+    if (n->op == OP_ROLL) { // shifts of any sign, kept in [0, size); none past the rank
+        for (int d = 0; d < GRAPH_MAX_IA; d++) {
+            if (d >= x->ndim && n->ia[d])
+                return fail(g, "roll: a shift along axis %d of a %s input", d, shape_s(b0, x));
+            if (d < x->ndim)
+                n->ia[d] = ((n->ia[d] % x->shape[d]) + x->shape[d]) % x->shape[d];
+        }
+        return 0;
+    }
     if (n->op != OP_CONCAT)
         return 0;
     if (norm_axis(g, n->op, n->ia[0], x->ndim, &n->ia[0]) < 0)

@@ -86,6 +86,16 @@ enum init_kind {
     // (model_relative_bucket, model.h); ia1 buckets, ia2 1: bidirectional,
     // fa0 max distance
     INIT_RELATIVE_BUCKET,
+    // i32 (N, N), timm's relative_position_index of a ia1 x ia2 window
+    // (Swin, BEiT): token i at (i / ia2, i mod ia2) and j get
+    // (hi - hj + ia1 - 1)(2 ia2 - 1) + wi - wj + ia2 - 1; ia3 1: token 0 is a
+    // class token (N = ia1 ia2 + 1), its row, column and corner the three
+    // entries past those (BEiT's gen_relative_position_index)
+    INIT_REL_POS_2D,
+    // f32 (nW, N, N), Swin's shifted-window mask over an ia1 x ia2 map in
+    // ia3 x ia4 windows shifted by ia5, ia6: 0 between tokens of one region
+    // of the rolled map, -100 across regions (timm's attn_mask)
+    INIT_SHIFT_MASK,
 };
 
 // INIT_REL_INDEX's fa0: span and buckets below 2^16, max position below 2^20,

@@ -685,6 +685,19 @@ static int ref_concat(ref_ctx *c, const graph_node *n, const double *const *s, d
     return 0;
 }
 
+// y[(i + shift) mod size] = x[i] along every axis (torch.roll)
+static int ref_roll(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    (void)c;
+    int64_t idx[TENSOR_MAX_DIMS] = {0}, i = 0;
+    do {
+        int64_t off = 0;
+        for (int d = 0; d < n->ndim; d++)
+            off = off * n->shape[d] + (idx[d] - n->ia[d] + n->shape[d]) % n->shape[d];
+        o[i++] = s[0][off];
+    } while (next_index(n->ndim, n->shape, idx));
+    return 0;
+}
+
 // ---- losses --------------------------------------------------------------------
 
 static int ref_cross_entropy(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {

@@ -1,4 +1,4 @@
-// Data movement: nearest upsampling, embedding gather and concatenation
+// Data movement: nearest upsampling, embedding gather, concatenation and roll
 // (cpu_kernels.h). They move bytes, so each works for every dtype by
 // element size (f16 under AMP included), given that the output's dtype is
 // the input's: checked, as a mismatch would misread memory.
@@ -97,6 +97,32 @@ int cpu_concat(cpu_ctx *c, int axis, int nin, const tensor *const *in, tensor *o
         slot.shape[axis] = in[i]->shape[axis];
         cpu_iter_copy(&slot, in[i]);
         at += in[i]->shape[axis];
+    }
+    c->kernels++;
+    return 0;
+}
+
+// torch.roll: along each shifted axis the output's [shift, size) is the
+// input's [0, size - shift) and its [0, shift) the input's tail, so k shifted
+// axes are 2^k block copies between stack views (as concat's slots).
+int cpu_roll(cpu_ctx *c, const int64_t *shifts, const tensor *x, tensor *out) {
+    if (x->dtype != out->dtype)
+        return cpu_fail(c, "roll: input %s and output %s differ in dtype", dtype_name(x->dtype),
+                        dtype_name(out->dtype));
+    int axes[TENSOR_MAX_DIMS], k = 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (shifts[d])
+            axes[k++] = d;
+    for (int m = 0; m < 1 << k; m++) { // bit j of m: the wrapped tail along axes[j]
+        tensor src = *x, dst = *out;
+        for (int j = 0; j < k; j++) {
+            int d = axes[j];
+            int64_t sh = shifts[d], n = x->shape[d], len = m >> j & 1 ? sh : n - sh;
+            src.offset += (m >> j & 1 ? n - sh : 0) * x->stride[d];
+            dst.offset += (m >> j & 1 ? 0 : sh) * out->stride[d];
+            src.shape[d] = dst.shape[d] = len;
+        }
+        cpu_iter_copy(&dst, &src);
     }
     c->kernels++;
     return 0;

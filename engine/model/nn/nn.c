@@ -58,6 +58,9 @@ int nn_mse(nn_ctx *x);
 int nn_matmul(nn_ctx *x);
 int nn_parameter(nn_ctx *x);
 int nn_relative_sinusoid(nn_ctx *x);
+int nn_roll(nn_ctx *x);
+int nn_window_position_bias(nn_ctx *x);
+int nn_window_attention(nn_ctx *x);
 
 #define CONV_KEYS                                                                                  \
     {"out", 'i', true}, {"kernel", 'l', true}, {"stride", 'l', false}, {"padding", 'l', false},    \
@@ -178,6 +181,11 @@ static const nn_layer nn_layers[] = {
     {"identity", 1, 1, nn_identity, {{0}}},
     {"no_norm", 1, 1, nn_no_norm, {{0}}},
     {"fft2_real", 1, 1, nn_fft2_real, {{0}}},
+    {"roll", 1, 1, nn_roll, {{"shifts", 'l', true}, {"dims", 'l', true}}},
+    {"window_position_bias", 1, 1, nn_window_position_bias,
+     {{"window", 'l', true}, {"heads", 'i', true}, {"cls", 'b', false}}},
+    {"window_attention", 1, 1, nn_window_attention,
+     {{"heads", 'i', true}, {"window", 'i', true}, {"shift", 'i', false}, {"qkv_bias", 'b', false}}},
     {"pad",
      1,
      1,
