@@ -1079,6 +1079,60 @@ static void test_values(void **state) {
     model_free(m);
 }
 
+// A block called twice builds what the same layers written out build: the
+// same ops and parameter shapes, named under each call's prefix, with the
+// call's values (numbers, booleans, words) and the defaults (over the
+// model's parameters) in place; a model parameter that names a block
+// parameter's name still means the model's.
+static void test_blocks(void **state) {
+    (void)state;
+    model *m = build_ok("name: b\n"
+                        "params: {c: 4, out: 3, k: $out}\n"
+                        "inputs:\n"
+                        "  x: {shape: [$batch, $c, 8, 8]}\n"
+                        "blocks:\n"
+                        "  unit:\n"
+                        "    params: {out: ~, kernel: $c - 3, bias: false, pool: nearest}\n"
+                        "    inputs: [y, skip]\n"
+                        "    body:\n"
+                        "      - conv2d: {out: $out, kernel: $kernel, bias: $bias}\n"
+                        "      - upsample: {scale: 1, mode: $pool}\n"
+                        "      - conv2d: {out: $k, kernel: 1, input: skip, as: s}\n"
+                        "      - add: {input: [., s]}\n"
+                        "  pair:\n"
+                        "    params: {w: ~}\n"
+                        "    body:\n"
+                        "      - identity: {as: i}\n"
+                        "      - unit: {out: $w, input: [., i], bias: true}\n"
+                        "      - unit: {out: $w, input: [., i], as: second}\n"
+                        "body:\n"
+                        "  - pair: {w: 3}\n",
+                        NULL, 0, 2, false);
+    const graph *g = m->g;
+    assert_shape(graph_at(g, find_param(g, "pair.unit.conv2d.weight")), 4,
+                 (int64_t[]){3, 4, 1, 1});
+    assert_true(find_param(g, "pair.unit.conv2d.bias") >= 0);   // bias: true given
+    assert_true(find_param(g, "pair.second.conv2d.bias") < 0);  // the default, false
+    assert_shape(graph_at(g, find_param(g, "pair.second.conv2d.weight")), 4,
+                 (int64_t[]){3, 3, 1, 1});
+    // $k is the model's (3), though the block's own $out is 3 here too
+    assert_shape(graph_at(g, find_param(g, "pair.second.s.weight")), 4, (int64_t[]){3, 4, 1, 1});
+    assert_int_equal(count_op(g, OP_CONV2D), 4);
+    assert_shape(out0(m), 4, (int64_t[]){2, 3, 8, 8});
+    model_free(m);
+    // the body sees its own inputs only, not the caller's names
+    expect_error("name: e\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 8]}\n"
+                 "blocks:\n"
+                 "  lin:\n"
+                 "    body:\n"
+                 "      - add: {input: [., x]}\n"
+                 "body:\n"
+                 "  - lin\n",
+                 7, 26, "no tensor named 'x' in block 'lin'");
+}
+
 static void test_errors(void **state) {
     (void)state;
     // the column inside a quoted scalar counts from its first character
@@ -1193,6 +1247,7 @@ int main(void) {
         cmocka_unit_test(test_split_as),
         cmocka_unit_test(test_outputs),
         cmocka_unit_test(test_values),
+        cmocka_unit_test(test_blocks),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_unbuilt),
     };

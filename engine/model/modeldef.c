@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const model_keys[] = {"name", "family", "params",  "inputs",
+static const char *const model_keys[] = {"name", "family", "params", "inputs", "blocks",
                                          "body", "loss",   "outputs", NULL};
+static const char *const block_keys[] = {"params", "inputs", "body", NULL};
 static const char *const input_keys[] = {"shape", "dtype", "range", NULL};
 static const char *const repeat_keys[] = {"repeat", "body", "input", "as", "shared", NULL};
 static const char *const residual_keys[] = {"residual", "input", "as", NULL};
@@ -32,6 +33,32 @@ void modeldef_free(modeldef *md) {
     yd_free(md->doc);
     free(md->path);
     free(md);
+}
+
+const yd_node *md_block(const modeldef *md, const char *name) {
+    return md->blocks ? yd_get(md->blocks, name) : NULL;
+}
+
+int md_block_ninputs(const yd_node *blk) {
+    const yd_node *in = yd_get(blk, "inputs");
+    return !in ? 1 : in->kind == YD_SEQ ? in->n : 1;
+}
+
+// The parameter `name` of block blk (its default's node), or NULL.
+static const yd_node *block_param(const yd_node *blk, const char *name) {
+    const yd_node *p = blk ? yd_get(blk, "params") : NULL;
+    return p && p->kind == YD_MAP ? yd_get_key(p, name) : NULL;
+}
+
+// "$out, $kernel" of a block, for messages.
+static void block_param_list(const yd_node *blk, char *buf, size_t cap) {
+    const yd_node *p = yd_get(blk, "params");
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; p && p->kind == YD_MAP && i < p->n && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s$%s", i ? ", " : "", p->keys[i]->str);
+    if (!o)
+        snprintf(buf, cap, "none");
 }
 
 int md_param_index(const modeldef *md, const char *name) {
@@ -96,12 +123,16 @@ typedef struct {
 
 static void check_var(void *ctx, const char *name, int off) {
     var_check *v = ctx;
-    if (v->rc < 0 || !strcmp(name, "batch") || md_param_index(v->md, name) >= 0)
+    if (v->rc < 0 || !strcmp(name, "batch") || md_param_index(v->md, name) >= 0 ||
+        block_param(v->md->checking, name))
         return;
-    char list[256];
+    char list[256], blist[256] = "";
     md_param_list(v->md, list, sizeof list);
+    if (v->md->checking)
+        block_param_list(v->md->checking, blist, sizeof blist);
     v->rc = diag_set(v->d, v->md->path, v->n->line, md_text_col(v->n, off),
-                     "unknown parameter $%s; the parameters are %s", name, list);
+                     "unknown parameter $%s; the parameters are %s%s%s", name, list,
+                     v->md->checking ? ", and the block's " : "", blist);
 }
 
 static int check_vars(const modeldef *md, const yd_node *n, const expr *e, diag *d) {
@@ -218,8 +249,56 @@ bool modeldef_unbuilt(const modeldef *md, diag *d) {
 
 static int check_steps(modeldef *md, const yd_node *seq, const char *what, diag *d);
 
+// A call of a block, `- name: {param: value, input: ..., as: ...}` (v NULL
+// for `- name`): its keys are the block's parameters, every required one
+// is given, its inputs are as many as the block's at most.
+static int check_call(modeldef *md, const yd_node *k, const yd_node *v, diag *d) {
+    const yd_node *blk = md_block(md, k->str), *params = yd_get(blk, "params");
+    if (v && yd_is_null(v))
+        v = NULL;
+    if (v && v->kind != YD_MAP)
+        return diag_set(d, md->path, v->line, v->col,
+                        "block '%s' takes a mapping of its parameters like {out: 64}, not %s",
+                        k->str, yd_kind_name(v->kind));
+    for (int i = 0; v && i < v->n; i++) {
+        const yd_node *key = v->keys[i], *val = v->vals[i];
+        int rc;
+        if (!strcmp(key->str, "input")) {
+            int n = val->kind == YD_SEQ ? val->n : 1, cap = md_block_ninputs(blk);
+            rc = check_names(md, val, "input", false, d);
+            if (rc == 0 && n > cap)
+                rc = diag_set(d, md->path, val->line, val->col,
+                              "block '%s' takes %d input%s; 'input' names %d", k->str, cap,
+                              cap == 1 ? "" : "s", n);
+        } else if (!strcmp(key->str, "as")) {
+            rc = check_names(md, val, "as", true, d);
+            if (rc == 0 && val->kind == YD_SEQ && val->n > 1)
+                rc = diag_set(d, md->path, val->line, val->col,
+                              "block '%s' makes one output; 'as' names %d", k->str, val->n);
+        } else if (!block_param(blk, key->str)) {
+            char list[256];
+            block_param_list(blk, list, sizeof list);
+            rc = diag_set(d, md->path, key->line, key->col,
+                          "block '%s' has no parameter '%s'; its parameters are %s (and input, "
+                          "as)",
+                          k->str, key->str, list);
+        } else {
+            rc = check_value(md, val, d);
+        }
+        if (rc < 0)
+            return -1;
+    }
+    for (int i = 0; params && params->kind == YD_MAP && i < params->n; i++)
+        if (yd_is_null(params->vals[i]) && !(v && yd_get(v, params->keys[i]->str)))
+            return diag_set(d, md->path, k->line, k->col, "block '%s' needs '%s' (line %d)",
+                            k->str, params->keys[i]->str, params->keys[i]->line);
+    return 0;
+}
+
 static int check_step(modeldef *md, const yd_node *s, diag *d) {
     if (s->kind == YD_SCALAR && !yd_is_null(s)) { // `- relu`: a layer without keys
+        if (md_block(md, s->str))
+            return check_call(md, s, NULL, d);
         if (!nn_layer_known(s->str) && !note_unbuilt(md, s))
             return unknown_layer(md, s, d);
         return 0;
@@ -266,6 +345,8 @@ static int check_step(modeldef *md, const yd_node *s, diag *d) {
                         s->keys[1]->str, k->str, k->str, s->keys[1]->str);
     if (!strcmp(k->str, "body"))
         return diag_set(d, md->path, k->line, k->col, "'body:' needs a 'repeat:' beside it");
+    if (md_block(md, k->str))
+        return check_call(md, k, s->vals[0], d);
     if (!nn_layer_known(k->str) && !note_unbuilt(md, k))
         return unknown_layer(md, k, d);
     v = s->vals[0];
@@ -337,6 +418,109 @@ static int load_params(modeldef *md, const yd_node *p, diag *d) {
         if (check_vars(md, md->pval[i], md->pexpr[i], d) < 0)
             return -1;
     return 0;
+}
+
+// Whether the steps of seq call, directly or through other blocks, a block
+// being walked (state 1): a cycle. state: per block of md->blocks, 0 not
+// seen, 1 being walked, 2 known to end.
+static int block_cycles(const modeldef *md, const yd_node *seq, char *state, diag *d) {
+    for (int i = 0; seq && seq->kind == YD_SEQ && i < seq->n; i++) {
+        const yd_node *s = seq->vals[i], *k;
+        if (s->kind == YD_SCALAR)
+            k = s;
+        else if (s->kind != YD_MAP || s->n == 0)
+            continue;
+        else if (yd_get(s, "repeat")) {
+            if (block_cycles(md, yd_get(s, "body"), state, d) < 0)
+                return -1;
+            continue;
+        } else if (yd_get(s, "residual")) {
+            if (block_cycles(md, yd_get(s, "residual"), state, d) < 0)
+                return -1;
+            continue;
+        } else
+            k = s->keys[0];
+        int j = 0;
+        while (j < md->blocks->n && strcmp(md->blocks->keys[j]->str, k->str))
+            j++;
+        if (j == md->blocks->n || state[j] == 2)
+            continue;
+        if (state[j] == 1)
+            return diag_set(d, md->path, k->line, k->col,
+                            "block '%s' calls itself here; a block's body cannot reach its own "
+                            "block",
+                            k->str);
+        state[j] = 1;
+        if (block_cycles(md, yd_get(md->blocks->vals[j], "body"), state, d) < 0)
+            return -1;
+        state[j] = 2;
+    }
+    return 0;
+}
+
+// `blocks:` name -> {params: {name: default or ~}, inputs: [names], body: [...]}
+static int load_blocks(modeldef *md, const yd_node *v, diag *d) {
+    if (yd_expect(md->doc, v, YD_MAP, "blocks", d) < 0)
+        return -1;
+    for (int i = 0; i < v->n; i++) {
+        const yd_node *k = v->keys[i], *b = v->vals[i], *p, *in;
+        if (!is_ident(k->str))
+            return diag_set(d, md->path, k->line, k->col,
+                            "block name '%s': use letters, digits and _", k->str);
+        if (nn_layer_known(k->str) || nn_layer_unbuilt(k->str) || !strcmp(k->str, "repeat") ||
+            !strcmp(k->str, "residual") || !strcmp(k->str, "body"))
+            return diag_set(d, md->path, k->line, k->col,
+                            "block '%s' has the name of a layer; give it a name of its own",
+                            k->str);
+        if (yd_expect(md->doc, b, YD_MAP, "a block", d) < 0 ||
+            yd_check_keys(md->doc, b, "a block", block_keys, d) < 0)
+            return -1;
+        if (!yd_get(b, "body"))
+            return diag_set(d, md->path, b->line, b->col,
+                            "block '%s' needs 'body:', its list of layers", k->str);
+        if ((p = yd_get(b, "params")) && !yd_is_null(p)) {
+            if (yd_expect(md->doc, p, YD_MAP, "a block's params", d) < 0)
+                return -1;
+            for (int j = 0; j < p->n; j++) {
+                const yd_node *pk = p->keys[j], *pv = p->vals[j];
+                if (!is_ident(pk->str) || !strcmp(pk->str, "batch") ||
+                    !strcmp(pk->str, "input") || !strcmp(pk->str, "as"))
+                    return diag_set(d, md->path, pk->line, pk->col,
+                                    "block parameter '%s': use letters, digits and _ (not "
+                                    "batch, input or as)",
+                                    pk->str);
+                if (pv->kind != YD_SCALAR)
+                    return diag_set(d, md->path, pv->line, pv->col,
+                                    "block parameter '%s' defaults to a number, expression, word "
+                                    "or boolean, or ~ when every call must give it",
+                                    pk->str);
+                if (!yd_is_null(pv) && check_value(md, pv, d) < 0) // model params only
+                    return -1;
+            }
+        }
+        if ((in = yd_get(b, "inputs")) && check_names(md, in, "inputs", true, d) < 0)
+            return -1;
+    }
+    md->blocks = v;
+    for (int i = 0; i < v->n; i++) {
+        md->checking = v->vals[i];
+        int rc = check_steps(md, yd_get(v->vals[i], "body"), "a block's body", d);
+        md->checking = NULL;
+        if (rc < 0)
+            return -1;
+    }
+    char *state = calloc((size_t)v->n + 1, 1);
+    if (!state)
+        return diag_set(d, md->path, 0, 0, "out of memory loading the model");
+    int rc = 0;
+    for (int i = 0; i < v->n && rc == 0; i++)
+        if (state[i] == 0) {
+            state[i] = 1;
+            rc = block_cycles(md, yd_get(v->vals[i], "body"), state, d);
+            state[i] = 2;
+        }
+    free(state);
+    return rc;
 }
 
 static int load_inputs(modeldef *md, const yd_node *in, diag *d) {
@@ -458,6 +642,8 @@ static int load_model(modeldef *md, diag *d) {
     if (!(md->inputs = yd_get(root, "inputs")))
         return diag_set(d, md->path, root->line, root->col, "a model needs 'inputs:'");
     if (load_inputs(md, md->inputs, d) < 0)
+        return -1;
+    if ((v = yd_get(root, "blocks")) && !yd_is_null(v) && load_blocks(md, v, d) < 0)
         return -1;
     if (!(md->body = yd_get(root, "body")))
         return diag_set(d, md->path, root->line, root->col, "a model needs 'body:'");

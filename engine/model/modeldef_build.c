@@ -35,6 +35,19 @@ typedef struct md_scope {
     int prev; // the previous output, -1 before any
 } md_scope;
 
+// A block call's parameters: what `$name` is inside the block's body.
+typedef struct md_fval {
+    enum { MD_FV_NUM, MD_FV_BOOL, MD_FV_STR } kind;
+    expr_value num;
+    bool flag;
+    const char *str;
+} md_fval;
+
+typedef struct md_frame {
+    const yd_node *params; // the block's `params:` mapping (keys in order)
+    md_fval *vals;         // one per key
+} md_frame;
+
 // A parameter being evaluated and the $name it is looking up.
 typedef struct md_pending {
     int param;
@@ -46,6 +59,9 @@ typedef struct md_build {
     int64_t batch;
     bool training, fused_attention;
     bool shared;        // inside a `shared: true` repeat: layers reuse its parameters by name
+    md_frame *frame;    // inside a block's body: its call's parameters; NULL outside
+    int depth;          // blocks being built, nested
+    const char *block;  // the innermost of them, or NULL
     nn_gen *gen;        // a generation step, or NULL
     int64_t gen_tokens; // its tokens: what `$seq` dimensions of inputs become
     graph *g;
@@ -87,14 +103,32 @@ static int src_fail(md_build *b, md_src s, int off, const char *msg) {
 
 static int eval_param(md_build *b, int i);
 
+// The value of block parameter `name` in frame f, or NULL.
+static const md_fval *frame_get(const md_frame *f, const char *name) {
+    for (int i = 0; f && f->params && i < f->params->n; i++)
+        if (!strcmp(f->params->keys[i]->str, name))
+            return &f->vals[i];
+    return NULL;
+}
+
 static int lookup(void *ctx, const char *name, int off, expr_value *out) {
     md_build *b = ctx;
     if (!strcmp(name, "batch")) {
         *out = expr_int(b->batch);
         return 0;
     }
-    int i = md_param_index(b->md, name);
     char msg[512];
+    const md_fval *fv = frame_get(b->frame, name);
+    if (fv) {
+        if (fv->kind == MD_FV_NUM) {
+            *out = fv->num;
+            return 0;
+        }
+        snprintf(msg, sizeof msg, "block parameter $%s is %s, not a number", name,
+                 fv->kind == MD_FV_BOOL ? "a boolean" : "a word");
+        return src_fail(b, b->cur, off, msg);
+    }
+    int i = md_param_index(b->md, name);
     if (i < 0) {
         char list[256];
         md_param_list(b->md, list, sizeof list);
@@ -145,7 +179,10 @@ static int eval_with(md_build *b, const expr *e, md_src s, expr_value *out) {
 static int eval_param(md_build *b, int i) {
     b->pstate[i] = 1;
     b->stack[b->nstack++] = (md_pending){i, 0};
+    md_frame *f = b->frame; // a model parameter never sees a block's
+    b->frame = NULL;
     int rc = eval_with(b, b->pexpr[i], b->psrc[i], &b->pval[i]);
+    b->frame = f;
     b->nstack--;
     b->pstate[i] = 2;
     return rc;
@@ -294,6 +331,17 @@ static char *scope_take(md_build *b, md_scope *sc, const char *base) {
 
 static int unresolved(md_build *b, md_scope *sc, const yd_node *n) {
     const md_def *before = NULL, *after = NULL;
+    char list[256];
+    size_t o = 0;
+    list[0] = 0;
+    for (md_scope *s = sc; s; s = s->parent)
+        for (int i = 0; i < s->nb && o < sizeof list; i++)
+            o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", o ? ", " : "", s->b[i].name);
+    if (b->block)
+        return bfail(b, n,
+                     "no tensor named '%s' in block '%s'; a block's body sees its inputs and "
+                     "what it makes: %s (and '.', the previous output)",
+                     n->str, b->block, o ? list : "none");
     for (int i = 0; i < b->md->ndefs; i++) {
         const md_def *f = &b->md->defs[i];
         if (strcmp(f->name, n->str))
@@ -312,12 +360,6 @@ static int unresolved(md_build *b, md_scope *sc, const yd_node *n) {
     if (after)
         return bfail(b, n, "tensor '%s' is used before it exists (it is made at line %d)", n->str,
                      after->line);
-    char list[256];
-    size_t o = 0;
-    list[0] = 0;
-    for (md_scope *s = sc; s; s = s->parent)
-        for (int i = 0; i < s->nb && o < sizeof list; i++)
-            o += (size_t)snprintf(list + o, sizeof list - o, "%s%s", o ? ", " : "", s->b[i].name);
     return bfail(b, n, "no tensor named '%s'; names here: %s (and '.', the previous output)",
                  n->str, o ? list : "none");
 }
@@ -402,6 +444,18 @@ static int to_value(md_build *b, const yd_node *n, nn_value *v) {
     }
     if (n->kind == YD_MAP)
         return bfail(b, n, "a layer's value cannot be a mapping");
+    // `bias: $has_bias`, `mode: $pool`: a block parameter's boolean or word as it is
+    const md_fval *fv = n->str[0] == '$' ? frame_get(b->frame, n->str + 1) : NULL;
+    if (fv && fv->kind == MD_FV_BOOL) {
+        *v = (nn_value){.type = NN_V_BOOL, .i = fv->flag, .f = fv->flag, .line = n->line,
+                        .col = n->col};
+        return 0;
+    }
+    if (fv && fv->kind == MD_FV_STR) {
+        v->type = NN_V_STR;
+        v->s = fv->str;
+        return 0;
+    }
     expr *e;
     bool t;
     expr_value x;
@@ -632,12 +686,99 @@ static int build_repeat(md_build *b, md_scope *sc, const yd_node *s) {
     return step_outputs(b, sc, as, key, &cur, 1);
 }
 
+// One parameter of a call: the call's value (evaluated where the call is
+// written) or the block's default (over the model's parameters alone).
+static int call_value(md_build *b, const yd_node *n, md_fval *out) {
+    bool t;
+    expr *e = NULL;
+    const md_fval *fv = n->str[0] == '$' ? frame_get(b->frame, n->str + 1) : NULL;
+    if (fv && fv->kind != MD_FV_NUM) {
+        *out = *fv;
+        return 0;
+    }
+    int c = md_scalar_class(b->md, n, &e, b->d);
+    expr_free(e);
+    switch (c) {
+    case MD_SC_BOOL:
+        yd_is_bool(n, &t);
+        *out = (md_fval){.kind = MD_FV_BOOL, .flag = t};
+        return 0;
+    case MD_SC_STR: *out = (md_fval){.kind = MD_FV_STR, .str = n->str}; return 0;
+    case MD_SC_EXPR: out->kind = MD_FV_NUM; return eval_node(b, n, &out->num);
+    default: return bfail(b, n, "a block parameter needs a value");
+    }
+}
+
+// `- name: {param: value, input: ..., as: ...}`: the block's body in a
+// scope of its own that sees its inputs only, with $param its call's values.
+static int build_call(md_build *b, md_scope *sc, const yd_node *name, const yd_node *map) {
+    const yd_node *blk = md_block(b->md, name->str), *params = yd_get(blk, "params");
+    const yd_node *as = yd_get(map, "as"), *innames = yd_get(blk, "inputs");
+    if (params && params->kind != YD_MAP)
+        params = NULL;
+    if (b->depth >= MD_MAX_BLOCK_DEPTH)
+        return bfail(b, name, "blocks nest %d deep here; at most %d", b->depth + 1,
+                     MD_MAX_BLOCK_DEPTH);
+    int ids[MD_MAX_INPUTS], nin = 0;
+    if (step_inputs(b, sc, yd_get(map, "input"), name, ids, MD_MAX_INPUTS, &nin) < 0)
+        return -1;
+    int want = md_block_ninputs(blk);
+    if (nin != want)
+        return bfail(b, name, "block '%s' takes %d input%s; this call gives %d", name->str, want,
+                     want == 1 ? "" : "s", nin);
+    md_frame f = {.params = params};
+    int np = params ? params->n : 0, rc = 0;
+    if (np && !(f.vals = calloc((size_t)np, sizeof *f.vals)))
+        return oom(b);
+    for (int i = 0; i < np && rc == 0; i++) {
+        const yd_node *given = map ? yd_get(map, params->keys[i]->str) : NULL;
+        if (given) {
+            rc = call_value(b, given, &f.vals[i]);
+        } else if (yd_is_null(params->vals[i])) { // checked at load; kept safe
+            rc = bfail(b, name, "block '%s' needs '%s'", name->str, params->keys[i]->str);
+        } else {
+            md_frame *caller = b->frame; // a default sees the model's parameters
+            b->frame = NULL;
+            rc = call_value(b, params->vals[i], &f.vals[i]);
+            b->frame = caller;
+        }
+    }
+    char *prefix = rc == 0 ? scope_take(b, sc, as ? as_base(as) : name->str) : NULL;
+    if (rc == 0 && !prefix)
+        rc = -1;
+    md_scope inner = {.prev = ids[0], .prefix = prefix};
+    for (int i = 0; i < nin && rc == 0 && innames; i++)
+        rc = scope_bind(b, &inner,
+                        (innames->kind == YD_SEQ ? innames->vals[i] : innames)->str, ids[i]);
+    if (rc == 0) {
+        md_frame *caller = b->frame;
+        const char *outer = b->block;
+        b->frame = &f;
+        b->block = name->str;
+        b->depth++;
+        rc = build_steps(b, &inner, yd_get(blk, "body"));
+        b->depth--;
+        b->block = outer;
+        b->frame = caller;
+    }
+    int out = inner.prev;
+    scope_free(&inner);
+    free(f.vals);
+    if (rc < 0)
+        return -1;
+    return step_outputs(b, sc, as, name, &out, 1);
+}
+
 static int build_steps(md_build *b, md_scope *sc, const yd_node *seq) {
     for (int i = 0; i < seq->n; i++) {
         const yd_node *s = seq->vals[i];
         int rc;
-        if (s->kind == YD_SCALAR)
+        if (s->kind == YD_SCALAR && md_block(b->md, s->str))
+            rc = build_call(b, sc, s, NULL);
+        else if (s->kind == YD_SCALAR)
             rc = build_layer(b, sc, s, NULL);
+        else if (s->n > 0 && md_block(b->md, s->keys[0]->str))
+            rc = build_call(b, sc, s->keys[0], yd_is_null(s->vals[0]) ? NULL : s->vals[0]);
         else if (yd_get(s, "repeat"))
             rc = build_repeat(b, sc, s);
         else if (yd_get(s, "residual"))

@@ -28,7 +28,17 @@ struct modeldef {
     int ndefs;
     const yd_node *inputs, *body, *loss, *outputs;
     const yd_node *unbuilt; // the first layer not built yet (modeldef_unbuilt), or NULL
+    const yd_node *blocks;  // `blocks:` name -> {params, inputs, body}, or NULL
+    const yd_node *checking; // loading: the block whose body is being checked, or NULL
 };
+
+#define MD_MAX_BLOCK_DEPTH 16 // blocks calling blocks, this deep at most
+
+// The definition of block `name` (a mapping with params, inputs, body), or
+// NULL when the model has no such block.
+const yd_node *md_block(const modeldef *md, const char *name);
+// The names a block's body starts with (`inputs:`, default one: "x"); n set.
+int md_block_ninputs(const yd_node *blk);
 
 int md_param_index(const modeldef *md, const char *name); // -1 when absent
 // "$vocab, $seq and $batch", for messages.
