@@ -36,21 +36,22 @@ int nn_roll(nn_ctx *x) {
 static int window_bias(nn_ctx *x, int64_t wh, int64_t ww, int64_t heads, bool cls) {
     int64_t N = wh * ww + cls, rows = (2 * wh - 1) * (2 * ww - 1) + 3 * cls;
     char name[96];
-    snprintf(name, sizeof name, "relative_position_index.%lldx%lld%s", (long long)wh,
-             (long long)ww, cls ? ".cls" : "");
+    snprintf(name, sizeof name, "relative_position_index.%lldx%lld%s", (long long)wh, (long long)ww,
+             cls ? ".cls" : "");
     int idx = nn_shared_buffer(x, name, DT_I32, 2, (int64_t[]){N, N}, INIT_REL_POS_2D, 0);
     if (idx < 0)
         return -1;
     x->g->nodes[idx].ia[1] = wh;
     x->g->nodes[idx].ia[2] = ww;
     x->g->nodes[idx].ia[3] = cls;
-    int t = nn_param(x, "relative_position_bias_table", 2, (int64_t[]){rows, heads}, INIT_NORMAL,
-                     0.02);
+    int t =
+        nn_param(x, "relative_position_bias_table", 2, (int64_t[]){rows, heads}, INIT_NORMAL, 0.02);
     if (t < 0)
         return -1;
     int e = graph_op(x->g, OP_EMBEDDING, 2, (int[]){t, idx}, NULL, NULL); // (N, N, heads)
     int r = graph_reshape(x->g, e, 4, (int64_t[]){1, N, N, heads});
-    return nn_check(x, graph_unary(x->g, OP_CONTIGUOUS, graph_permute(x->g, r, (int[]){0, 3, 1, 2})));
+    return nn_check(x,
+                    graph_unary(x->g, OP_CONTIGUOUS, graph_permute(x->g, r, (int[]){0, 3, 1, 2})));
 }
 
 // window_position_bias: {window: [wh, ww], heads, cls}: the bias above, for
@@ -136,7 +137,8 @@ int nn_window_attention(nn_ctx *x) {
     if (sh[0] || sh[1])
         t = graph_op(x->g, OP_ROLL, 1, &t, (int64_t[GRAPH_MAX_IA]){0, -sh[0], -sh[1]}, NULL);
     t = partition(x, t, B, H, W, C, win[0], win[1]);
-    int qkv = nn_check(x, t) < 0 ? -1 : nn_linear_to(x, t, 3 * C, nn_bool(x, "qkv_bias", true), "qkv");
+    int qkv =
+        nn_check(x, t) < 0 ? -1 : nn_linear_to(x, t, 3 * C, nn_bool(x, "qkv_bias", true), "qkv");
     if (qkv < 0)
         return -1;
     int part[3];
@@ -158,8 +160,7 @@ int nn_window_attention(nn_ctx *x) {
         s = add_shift_mask(x, s, B, H, W, heads, win, sh);
     int p = graph_unary(x->g, OP_SOFTMAX, s);
     int o = graph_binary(x->g, OP_MATMUL, p, part[2]); // (Bw, heads, N, hd)
-    o = graph_reshape(x->g, graph_permute(x->g, o, (int[]){0, 2, 1, 3}), 3,
-                      (int64_t[]){Bw, N, C});
+    o = graph_reshape(x->g, graph_permute(x->g, o, (int[]){0, 2, 1, 3}), 3, (int64_t[]){Bw, N, C});
     o = nn_check(x, o) < 0 ? -1 : nn_linear_to(x, o, C, true, "proj");
     if (o < 0)
         return -1;
