@@ -96,6 +96,11 @@ enum init_kind {
     // ia3 x ia4 windows shifted by ia5, ia6: 0 between tokens of one region
     // of the rolled map, -100 across regions (timm's attn_mask)
     INIT_SHIFT_MASK,
+    // f32 (1, 2 hid, h, w), XCiT's PositionalEncodingFourier before its
+    // projection: channel k < hid from the row, hid + k from the column,
+    // e = (p + 1) / (size + 1e-6) 2 pi, sin(e / t_k) for even k and cos for
+    // odd, t_k = 10000^(2 floor(k / 2) / hid)
+    INIT_FOURIER_POS,
 };
 
 // INIT_REL_INDEX's fa0: span and buckets below 2^16, max position below 2^20,

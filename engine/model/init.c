@@ -160,6 +160,17 @@ static double shift_mask(const graph_node *n, int64_t i) {
     return reg[0] == reg[1] ? 0 : -100;
 }
 
+// XCiT's Fourier position features (INIT_FOURIER_POS, graph.h), element i
+static double fourier_pos(const graph_node *n, int64_t i) {
+    int64_t h = n->shape[2], w = n->shape[3], hid = n->shape[1] / 2;
+    int64_t c = (i / (h * w)) % (2 * hid), row = (i / w) % h, col = i % w;
+    bool y = c < hid;
+    int64_t k = y ? c : c - hid;
+    double e = (double)((y ? row : col) + 1) / ((double)(y ? h : w) + 1e-6) * 2 * M_PI;
+    double t = pow(10000.0, 2.0 * (double)(k / 2) / (double)hid);
+    return k % 2 ? cos(e / t) : sin(e / t);
+}
+
 static void fill(tensor *t, const graph_node *n, uint64_t key) {
     int64_t count = tensor_numel(t);
     int64_t T = n->ndim >= 2 ? n->shape[n->ndim - 2] : 1;
@@ -203,6 +214,7 @@ static void fill(tensor *t, const graph_node *n, uint64_t key) {
             case INIT_REL_INDEX: v = rel_index(n, i); break;
             case INIT_REL_POS_2D: v = rel_pos_2d(n, i); break;
             case INIT_SHIFT_MASK: v = shift_mask(n, i); break;
+            case INIT_FOURIER_POS: v = fourier_pos(n, i); break;
             case INIT_ROPE_COS:
             case INIT_ROPE_SIN: {
                 int64_t half = S / 2 > 0 ? S / 2 : 1, k = c % half;

@@ -61,6 +61,8 @@ int nn_relative_sinusoid(nn_ctx *x);
 int nn_roll(nn_ctx *x);
 int nn_window_position_bias(nn_ctx *x);
 int nn_window_attention(nn_ctx *x);
+int nn_xca_attention(nn_ctx *x);
+int nn_fourier_positions(nn_ctx *x);
 
 #define CONV_KEYS                                                                                  \
     {"out", 'i', true}, {"kernel", 'l', true}, {"stride", 'l', false}, {"padding", 'l', false},    \
@@ -196,6 +198,12 @@ static const nn_layer nn_layers[] = {
       {"window", 'i', true},
       {"shift", 'i', false},
       {"qkv_bias", 'b', false}}},
+    {"xca_attention", 1, 1, nn_xca_attention, {{"heads", 'i', true}, {"qkv_bias", 'b', false}}},
+    {"fourier_positions",
+     1,
+     1,
+     nn_fourier_positions,
+     {{"hidden", 'i', false}, {"grid", 'l', true}}},
     {"pad",
      1,
      1,
