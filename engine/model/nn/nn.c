@@ -245,6 +245,9 @@ static const struct {
                       "rotations, sorted into buckets and attended in chunks"},
     {"block_sparse_attention", "BigBird's block-sparse attention: global, sliding-window and "
                                "random key blocks per query block"},
+    {"outlook_attention", "VOLO's outlook attention: each token's k x k neighbourhood of values "
+                          "unfolded (im2col), weighted by attention predicted from the pooled map "
+                          "and folded back (col2im); unfold and fold are not ops yet"},
 };
 
 const char *nn_layer_unbuilt(const char *type) {
