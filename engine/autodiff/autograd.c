@@ -513,6 +513,10 @@ static int backward(ag *a, int i) {
     case OPK_COPY:
         if (n.op == OP_CONTIGUOUS)
             return accumulate(a, n.src[0], dy);
+        if (n.op == OP_UNFOLD || n.op == OP_FOLD) // each the other's adjoint
+            return accumulate(
+                a, n.src[0],
+                graph_op(g, n.op == OP_UNFOLD ? OP_FOLD : OP_UNFOLD, 1, &dy, n.ia, NULL));
         if (n.op == OP_ROLL) { // rolled back: the shifts' complements
             int64_t back[GRAPH_MAX_IA] = {0};
             for (int d = 0; d < n.ndim; d++)

@@ -82,6 +82,8 @@ EC_KERNEL(embedding, cuda_embedding(C, s[0], s[1], y))
 EC_KERNEL(fft2_real, cuda_fft2_real(C, s[0], y))
 EC_KERNEL(concat, cuda_concat(C, (int)n->ia[0], n->nsrc, (const tensor *const *)s, y))
 EC_KERNEL(roll, cuda_roll(C, n->ia, s[0], y))
+EC_KERNEL(unfold, cuda_im2col(C, n, s[0], y))
+EC_KERNEL(fold, cuda_im2col(C, n, s[0], y))
 EC_KERNEL(cross_entropy, cuda_cross_entropy(C, s[0], s[1], n->ia[0], y))
 EC_KERNEL(mse_loss, cuda_mse_loss(C, s[0], s[1], y))
 EC_KERNEL(attention, cuda_attention(C, n, s[0], s[1], s[2], n->ia[1] ? s[n->ia[1]] : NULL,

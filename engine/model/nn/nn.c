@@ -62,6 +62,7 @@ int nn_roll(nn_ctx *x);
 int nn_window_position_bias(nn_ctx *x);
 int nn_window_attention(nn_ctx *x);
 int nn_xca_attention(nn_ctx *x);
+int nn_outlook_attention(nn_ctx *x);
 int nn_fourier_positions(nn_ctx *x);
 
 #define CONV_KEYS                                                                                  \
@@ -198,6 +199,11 @@ static const nn_layer nn_layers[] = {
       {"window", 'i', true},
       {"shift", 'i', false},
       {"qkv_bias", 'b', false}}},
+    {"outlook_attention",
+     1,
+     1,
+     nn_outlook_attention,
+     {{"heads", 'i', true}, {"kernel", 'i', false}, {"padding", 'i', false}, {"stride", 'i', false}}},
     {"xca_attention", 1, 1, nn_xca_attention, {{"heads", 'i', true}, {"qkv_bias", 'b', false}}},
     {"fourier_positions",
      1,
@@ -245,9 +251,6 @@ static const struct {
                       "rotations, sorted into buckets and attended in chunks"},
     {"block_sparse_attention", "BigBird's block-sparse attention: global, sliding-window and "
                                "random key blocks per query block"},
-    {"outlook_attention", "VOLO's outlook attention: each token's k x k neighbourhood of values "
-                          "unfolded (im2col), weighted by attention predicted from the pooled map "
-                          "and folded back (col2im); unfold and fold are not ops yet"},
 };
 
 const char *nn_layer_unbuilt(const char *type) {

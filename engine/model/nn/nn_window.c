@@ -169,3 +169,53 @@ int nn_window_attention(nn_ctx *x) {
         o = graph_op(x->g, OP_ROLL, 1, &o, (int64_t[GRAPH_MAX_IA]){0, sh[0], sh[1]}, NULL);
     return nn_emit(x, o);
 }
+
+// outlook_attention: {heads, kernel (3), padding (1), stride (2)} on
+// (B, H, W, C), VOLO's OutlookAttention: v (no bias) unfolded into each
+// output position's k x k neighbourhood, (B, heads, L, k k, hd); the map
+// average-pooled by the stride, `attn` (bias) to heads k^4 logits per
+// position, scaled by hd^-0.5 and softmaxed to (B, heads, L, k k, k k);
+// their product folded back (overlaps summed) to (B, C, H, W), then proj.
+int nn_outlook_attention(nn_ctx *x) {
+    const graph_node *in = nn_node(x, nn_in(x, 0));
+    if (in->ndim != 4)
+        return nn_fail(x, NULL, "outlook_attention needs a (B, H, W, C) input");
+    int64_t B = in->shape[0], H = in->shape[1], W = in->shape[2], C = in->shape[3];
+    int64_t heads = nn_int(x, "heads", 0), k = nn_int(x, "kernel", 3);
+    int64_t pad = nn_int(x, "padding", 1), st = nn_int(x, "stride", 2);
+    if (heads <= 0 || C % heads)
+        return nn_fail(x, "heads", "outlook_attention: heads must divide the %lld channels",
+                       (long long)C);
+    if (k < 1 || pad < 0 || st < 1 || H % st || W % st || (H + 2 * pad - k) / st + 1 != H / st ||
+        (W + 2 * pad - k) / st + 1 != W / st)
+        return nn_fail(x, "kernel",
+                       "outlook_attention: kernel %lld, padding %lld and stride %lld must give "
+                       "one block per pooled position of the %lldx%lld map",
+                       (long long)k, (long long)pad, (long long)st, (long long)H, (long long)W);
+    int64_t hd = C / heads, kk = k * k, L = (H / st) * (W / st);
+    int64_t ia[GRAPH_MAX_IA] = {k, k, pad, pad, st, st, H, W};
+    int nchw[4] = {0, 3, 1, 2};
+    int v = nn_linear_to(x, nn_in(x, 0), C, false, "v");
+    if (v < 0)
+        return -1;
+    v = graph_op(x->g, OP_UNFOLD, 1, (int[]){graph_permute(x->g, v, nchw)}, ia, NULL);
+    v = graph_reshape(x->g, v, 5, (int64_t[]){B, heads, hd, kk, L});
+    v = nn_check(x, graph_permute(x->g, v, (int[]){0, 1, 4, 3, 2})); // (B, heads, L, kk, hd)
+    int p = v < 0
+                ? -1
+                : graph_op(x->g, OP_AVG_POOL2D, 1, (int[]){graph_permute(x->g, nn_in(x, 0), nchw)},
+                           (int64_t[GRAPH_MAX_IA]){st, st, 0, 0, st, st}, NULL);
+    p = nn_check(x, graph_permute(x->g, p, (int[]){0, 2, 3, 1})); // (B, H/st, W/st, C)
+    int a = p < 0 ? -1 : nn_linear_to(x, p, heads * kk * kk, true, "attn");
+    if (a < 0)
+        return -1;
+    a = graph_reshape(x->g, a, 5, (int64_t[]){B, L, heads, kk, kk});
+    a = graph_permute(x->g, a, (int[]){0, 2, 1, 3, 4});
+    a = graph_unary(x->g, OP_SOFTMAX, graph_scale(x->g, a, 1.0 / sqrt((double)hd), 0));
+    int o = graph_binary(x->g, OP_MATMUL, a, v); // (B, heads, L, kk, hd)
+    o = graph_reshape(x->g, graph_permute(x->g, o, (int[]){0, 1, 4, 3, 2}), 3,
+                      (int64_t[]){B, C * kk, L});
+    o = graph_op(x->g, OP_FOLD, 1, &o, ia, NULL);
+    o = nn_check(x, graph_permute(x->g, o, (int[]){0, 2, 3, 1}));
+    return o < 0 ? -1 : nn_emit(x, nn_linear_to(x, o, C, true, "proj"));
+}
