@@ -273,17 +273,13 @@ int cuda_embedding_grad(cuda_ctx *c, const tensor *dy, const tensor *idx, tensor
 
 // ---- UNFOLD, FOLD ---------------------------------------------------------------------------
 
-struct im2col_geom {
-    int64_t H, W, OH, OW, kh, kw, ph, pw, sh, sw;
-};
-
 // unfold: out[b, (i kw + j), oh OW + ow] per column entry; fold: dx-style
 // gather, each pixel summing the columns that read it in (i, j, oh, ow)
 // order, as the CPU kernel adds them
 template <typename T> struct im2col_f {
     const T *x;
     T *y;
-    im2col_geom g;
+    pool_geom g; // the pooling geometry: H, W the image's, OH, OW the blocks'
     bool un;
     __device__ void operator()(int64_t e) const {
         if (un) {
@@ -318,7 +314,7 @@ int cuda_im2col(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out) 
                  dtype_name(x->dtype), dtype_name(out->dtype));
         return -1;
     }
-    im2col_geom g = {ia[6], ia[7], 0, 0, ia[0], ia[1], ia[2], ia[3], ia[4], ia[5]};
+    pool_geom g = {ia[6], ia[7], 0, 0, ia[4], ia[5], ia[2], ia[3], ia[0], ia[1]};
     g.OH = (g.H + 2 * g.ph - g.kh) / g.sh + 1;
     g.OW = (g.W + 2 * g.pw - g.kw) / g.sw + 1;
     tensor *xc = cuda_contiguous(c, x);
