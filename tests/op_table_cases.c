@@ -1800,6 +1800,20 @@ const op_case op_cases[] = {
     {"concat_0", b_concat, OP_CONCAT, S2(4, 13), IA(0), ONE},
     {"concat_1", b_concat, OP_CONCAT, S2(7, 4), IA(1), ONE},
     {"concat_f16", b_concat, OP_CONCAT, S2(7, 4), IA(-1), F16, ONE}, // axis -1 is 1
+    // torch.roll (Swin's shifted windows): two axes, negative shifts, a shift past the size,
+    // one axis of a transposed view, 16-bit
+    {"roll_2d", b_unary, OP_ROLL, S4(2, 7, 6, 3), IA(0, -3, 2, 0), ONE},
+    {"roll_wrap", b_unary, OP_ROLL, S3(3, 5, 4), IA(7, 0, -1), ONE},
+    {"roll_perm", b_unary_perm, OP_ROLL, S2(9, 5), IA(0, 2), ONE},
+    {"roll_big", b_unary, OP_ROLL, BIG, IA(100, -7), HALF},
+    // F.unfold / F.fold (VOLO's outlook attention: kernel 3, padding 1, stride 2), odd sizes,
+    // overlapping and disjoint blocks, a transposed view, f16
+    {"unfold", b_unary, OP_UNFOLD, S4(2, 3, 7, 6), IA(3, 3, 1, 1, 2, 2), ONE},
+    {"unfold_k2", b_unary, OP_UNFOLD, S4(1, 2, 5, 4), IA(2, 1, 0, 0, 1, 1), ONE},
+    {"fold", b_unary, OP_FOLD, S3(2, 27, 12), IA(3, 3, 1, 1, 2, 2, 7, 6), ONE},
+    {"fold_overlap", b_unary, OP_FOLD, S3(1, 8, 16), IA(2, 2, 0, 0, 1, 1, 5, 5), ONE},
+    {"unfold_f16", b_unary, OP_UNFOLD, S4(2, 3, 7, 6), IA(3, 3, 1, 1, 2, 2), F16, ONE},
+    {"fold_f16", b_unary, OP_FOLD, S3(2, 27, 12), IA(3, 3, 1, 1, 2, 2, 7, 6), F16, ONE},
     // losses (ia0 is the ignored target; -100 ignores none)
     {"cross_entropy", b_cross_entropy, OP_CROSS_ENTROPY, S2(9, 13), .dt = DT_I32, IA(-100),
      .atol = 1e-5, ONE},

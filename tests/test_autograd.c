@@ -281,8 +281,31 @@ static int b_fft2_real(graph *g) {
     return weighted_loss(g, graph_unary(g, OP_FFT2_REAL, x));
 }
 
+// roll's backward rolls dy back (torch.roll's)
+static int b_roll(graph *g) {
+    int x = param(g, "x", SHAPE(2, 5, 6));
+    int y = graph_op(g, OP_ROLL, 1, &x, (int64_t[GRAPH_MAX_IA]){0, -2, 3}, NULL);
+    return weighted_loss(g, graph_binary(g, OP_MUL, y, y));
+}
+
+// unfold's backward is fold and fold's unfold (adjoints): VOLO's geometry
+static int b_unfold(graph *g) {
+    int x = param(g, "x", SHAPE(2, 3, 7, 6));
+    int y = graph_op(g, OP_UNFOLD, 1, &x, (int64_t[GRAPH_MAX_IA]){3, 3, 1, 1, 2, 2}, NULL);
+    return weighted_loss(g, graph_binary(g, OP_MUL, y, y));
+}
+
+static int b_fold(graph *g) {
+    int x = param(g, "x", SHAPE(2, 27, 12));
+    int y = graph_op(g, OP_FOLD, 1, &x, (int64_t[GRAPH_MAX_IA]){3, 3, 1, 1, 2, 2, 7, 6}, NULL);
+    return weighted_loss(g, graph_binary(g, OP_MUL, y, y));
+}
+
 static void test_gemm(void **state) {
     (void)state;
+    check_grads("roll", b_roll);
+    check_grads("unfold", b_unfold);
+    check_grads("fold", b_fold);
     check_grads("fft2_real", b_fft2_real);
     check_grads("matmul", b_matmul);
     check_grads("linear", b_linear);

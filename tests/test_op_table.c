@@ -182,7 +182,8 @@ static size_t padded(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 // The step's peak holds the sources and each computed output at least, and
 // never more than every node's buffer twice over (internal copies); an f16
 // GEMM (qlinear too) also holds f32 copies of its operands and result (twice
-// their f16 bytes, each rounded up to the 64-byte allocation).
+// their f16 bytes, each rounded up to the 64-byte allocation), as does the
+// CPU's 16-bit unfold and fold (they run on f32 copies).
 static void check_peak(const op_run *r, const graph *g, tensor **outs, size_t live, size_t peak) {
     size_t out_bytes = 0, all_bytes = 0;
     for (int i = 0; i < g->n; i++)
@@ -194,7 +195,8 @@ static void check_peak(const op_run *r, const graph *g, tensor **outs, size_t li
             op_kind(n->op) != OPK_UPDATE) // an update's value is its parameter
             out_bytes += tensor_nbytes(outs[k]);
     }
-    bool gemm = op_kind(r->c.op) == OPK_GEMM || r->c.op == OP_QLINEAR;
+    bool gemm = op_kind(r->c.op) == OPK_GEMM || r->c.op == OP_QLINEAR || r->c.op == OP_UNFOLD ||
+                r->c.op == OP_FOLD;
     size_t scratch = dtype_is_half(r->c.dt) && gemm ? 2 * live + 2 * all_bytes + 4 * 64 : 0;
     if (peak < live + out_bytes || peak > live + 2 * all_bytes + scratch)
         fail_msg("%s: peak %zu bytes; live before %zu, outputs %zu, all nodes %zu", r->name, peak,

@@ -513,6 +513,16 @@ static int backward(ag *a, int i) {
     case OPK_COPY:
         if (n.op == OP_CONTIGUOUS)
             return accumulate(a, n.src[0], dy);
+        if (n.op == OP_UNFOLD || n.op == OP_FOLD) // each the other's adjoint
+            return accumulate(
+                a, n.src[0],
+                graph_op(g, n.op == OP_UNFOLD ? OP_FOLD : OP_UNFOLD, 1, &dy, n.ia, NULL));
+        if (n.op == OP_ROLL) { // rolled back: the shifts' complements
+            int64_t back[GRAPH_MAX_IA] = {0};
+            for (int d = 0; d < n.ndim; d++)
+                back[d] = n.ia[d] ? n.shape[d] - n.ia[d] : 0;
+            return accumulate(a, n.src[0], graph_op(g, OP_ROLL, 1, &dy, back, NULL));
+        }
         for (int k = 0, at = 0; k < n.nsrc; k++) { // concat: each input's slice of dy
             graph_node s = node(a, n.src[k]);
             int64_t len = s.shape[n.ia[0]];

@@ -173,6 +173,9 @@ static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
     case OP_CONCAT:
         rc = cuda_concat(cc, (int)n->ia[0], n->nsrc, (const tensor *const *)s, y);
         break;
+    case OP_ROLL: rc = cuda_roll(cc, n->ia, s[0], y); break;
+    case OP_UNFOLD:
+    case OP_FOLD: rc = cuda_im2col(cc, n, s[0], y); break;
     case OP_CROSS_ENTROPY: rc = cuda_cross_entropy(cc, s[0], s[1], n->ia[0], y); break;
     case OP_MSE_LOSS: rc = cuda_mse_loss(cc, s[0], s[1], y); break;
     case OP_MATMUL: rc = cuda_matmul(cc, s[0], s[1], y); break;

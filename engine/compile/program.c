@@ -149,6 +149,9 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
         return cpu_attention(c, n, s[0], s[1], s[2], n->ia[1] ? s[n->ia[1]] : NULL,
                              n->ia[2] ? s[n->ia[2]] : NULL, y);
     case OP_CONCAT: return cpu_concat(c, (int)n->ia[0], n->nsrc, (const tensor *const *)s, y);
+    case OP_ROLL: return cpu_roll(c, n->ia, s[0], y);
+    case OP_UNFOLD:
+    case OP_FOLD: return cpu_im2col(c, n, s[0], y);
     case OP_CROSS_ENTROPY: return cpu_cross_entropy(c, s[0], s[1], n->ia[0], y);
     case OP_MSE_LOSS: return cpu_mse_loss(c, s[0], s[1], y);
     case OP_MATMUL: return cpu_matmul(c, s[0], s[1], y);

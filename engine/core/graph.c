@@ -657,10 +657,57 @@ static int infer_view(graph *g, graph_node *n, const graph_node *const *s, int n
     return 0;
 }
 
+// unfold and fold (ops.def): the geometry checked, unfold's image size kept in ia6,7
+static int infer_im2col(graph *g, graph_node *n, const graph_node *x) {
+    char b0[96];
+    const char *what = op_name(n->op);
+    bool un = n->op == OP_UNFOLD;
+    int64_t *ia = n->ia;
+    if (x->ndim != (un ? 4 : 3))
+        return fail(g, "%s needs %s input, got %s", what, un ? "(N, C, H, W)" : "(N, C kh kw, L)",
+                    shape_s(b0, x));
+    if (un)
+        ia[6] = x->shape[2], ia[7] = x->shape[3];
+    int64_t oh[2];
+    for (int i = 0; i < 2; i++) {
+        if (ia[i] < 1 || ia[2 + i] < 0 || ia[4 + i] < 1 || ia[6 + i] + 2 * ia[2 + i] < ia[i])
+            return fail(g, "%s: kernel %lld, padding %lld, stride %lld over %lld positions", what,
+                        (long long)ia[i], (long long)ia[2 + i], (long long)ia[4 + i],
+                        (long long)ia[6 + i]);
+        oh[i] = (ia[6 + i] + 2 * ia[2 + i] - ia[i]) / ia[4 + i] + 1;
+    }
+    int64_t kk = ia[0] * ia[1];
+    n->ndim = un ? 3 : 4;
+    n->shape[0] = x->shape[0];
+    if (un) {
+        n->shape[1] = x->shape[1] * kk;
+        n->shape[2] = oh[0] * oh[1];
+        return 0;
+    }
+    if (x->shape[1] % kk || x->shape[2] != oh[0] * oh[1])
+        return fail(g, "fold: %s is not (N, C %lld, %lld blocks)", shape_s(b0, x), (long long)kk,
+                    (long long)(oh[0] * oh[1]));
+    n->shape[1] = x->shape[1] / kk;
+    n->shape[2] = ia[6];
+    n->shape[3] = ia[7];
+    return 0;
+}
+
 static int infer_copy(graph *g, graph_node *n, const graph_node *const *s) {
     const graph_node *x = s[0];
     char b0[96], b1[96];
     copy_shape(n, x);
+    if (n->op == OP_ROLL) { // shifts of any sign, kept in [0, size); none past the rank
+        for (int d = 0; d < GRAPH_MAX_IA; d++) {
+            if (d >= x->ndim && n->ia[d])
+                return fail(g, "roll: a shift along axis %d of a %s input", d, shape_s(b0, x));
+            if (d < x->ndim)
+                n->ia[d] = ((n->ia[d] % x->shape[d]) + x->shape[d]) % x->shape[d];
+        }
+        return 0;
+    }
+    if (n->op == OP_UNFOLD || n->op == OP_FOLD)
+        return infer_im2col(g, n, x);
     if (n->op != OP_CONCAT)
         return 0;
     if (norm_axis(g, n->op, n->ia[0], x->ndim, &n->ia[0]) < 0)

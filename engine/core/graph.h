@@ -98,6 +98,21 @@ enum init_kind {
     // of the ia1 x ia1 grid [dx, dy, dx^2 + dy^2], dx, dy the column and row
     // of m less those of n
     INIT_CONVIT_REL,
+    // i32 (N, N), timm's relative_position_index of a ia1 x ia2 window
+    // (Swin, BEiT): token i at (i / ia2, i mod ia2) and j get
+    // (hi - hj + ia1 - 1)(2 ia2 - 1) + wi - wj + ia2 - 1; ia3 1: token 0 is a
+    // class token (N = ia1 ia2 + 1), its row, column and corner the three
+    // entries past those (BEiT's gen_relative_position_index)
+    INIT_REL_POS_2D,
+    // f32 (nW, N, N), Swin's shifted-window mask over an ia1 x ia2 map in
+    // ia3 x ia4 windows shifted by ia5, ia6: 0 between tokens of one region
+    // of the rolled map, -100 across regions (timm's attn_mask)
+    INIT_SHIFT_MASK,
+    // f32 (1, 2 hid, h, w), XCiT's PositionalEncodingFourier before its
+    // projection: channel k < hid from the row, hid + k from the column,
+    // e = (p + 1) / (size + 1e-6) 2 pi, sin(e / t_k) for even k and cos for
+    // odd, t_k = 10000^(2 floor(k / 2) / hid)
+    INIT_FOURIER_POS,
 };
 
 // INIT_REL_INDEX's fa0: span and buckets below 2^16, max position below 2^20,

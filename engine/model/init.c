@@ -152,6 +152,47 @@ double model_bicubic_weight(int64_t out, int64_t in, int64_t n_out, int64_t n_in
     return v;
 }
 
+// timm's relative_position_index (INIT_REL_POS_2D, graph.h), element i
+static double rel_pos_2d(const graph_node *n, int64_t i) {
+    int64_t wh = n->ia[1], ww = n->ia[2], cls = n->ia[3], N = n->shape[1];
+    int64_t r = i / N - cls, c = i % N - cls, rows = (2 * wh - 1) * (2 * ww - 1);
+    if (r < 0 && c < 0)
+        return (double)(rows + 2);
+    if (r < 0 || c < 0)
+        return (double)(rows + (r < 0 ? 0 : 1));
+    return (double)((r / ww - c / ww + wh - 1) * (2 * ww - 1) + r % ww - c % ww + ww - 1);
+}
+
+// Swin's shift mask (INIT_SHIFT_MASK, graph.h), element i: the region of a
+// position along one axis of size n, window w, shift s (timm's slices
+// [0, n - w), [n - w, n - s), [n - s, n))
+static int64_t shift_region(int64_t p, int64_t n, int64_t w, int64_t s) {
+    return p < n - w ? 0 : p < n - s ? 1 : 2;
+}
+
+static double shift_mask(const graph_node *n, int64_t i) {
+    int64_t W = n->ia[2], wh = n->ia[3], ww = n->ia[4], N = wh * ww;
+    int64_t win = i / (N * N), a = (i / N) % N, b = i % N, per_row = W / ww;
+    int64_t reg[2];
+    for (int k = 0; k < 2; k++) {
+        int64_t t = k ? b : a;
+        int64_t h = (win / per_row) * wh + t / ww, w = (win % per_row) * ww + t % ww;
+        reg[k] = shift_region(h, n->ia[1], wh, n->ia[5]) * 3 + shift_region(w, W, ww, n->ia[6]);
+    }
+    return reg[0] == reg[1] ? 0 : -100;
+}
+
+// XCiT's Fourier position features (INIT_FOURIER_POS, graph.h), element i
+static double fourier_pos(const graph_node *n, int64_t i) {
+    int64_t h = n->shape[2], w = n->shape[3], hid = n->shape[1] / 2;
+    int64_t c = (i / (h * w)) % (2 * hid), row = (i / w) % h, col = i % w;
+    bool y = c < hid;
+    int64_t k = y ? c : c - hid;
+    double e = (double)((y ? row : col) + 1) / ((double)(y ? h : w) + 1e-6) * 2 * M_PI;
+    double t = pow(10000.0, 2.0 * (double)(k / 2) / (double)hid);
+    return k % 2 ? cos(e / t) : sin(e / t);
+}
+
 static void fill(tensor *t, const graph_node *n, uint64_t key) {
     int64_t count = tensor_numel(t);
     int64_t T = n->ndim >= 2 ? n->shape[n->ndim - 2] : 1;
@@ -206,6 +247,9 @@ static void fill(tensor *t, const graph_node *n, uint64_t key) {
                 break;
             }
             case INIT_REL_INDEX: v = rel_index(n, i); break;
+            case INIT_REL_POS_2D: v = rel_pos_2d(n, i); break;
+            case INIT_SHIFT_MASK: v = shift_mask(n, i); break;
+            case INIT_FOURIER_POS: v = fourier_pos(n, i); break;
             case INIT_ROPE_COS:
             case INIT_ROPE_SIN: {
                 int64_t half = S / 2 > 0 ? S / 2 : 1, k = c % half;

@@ -685,6 +685,53 @@ static int ref_concat(ref_ctx *c, const graph_node *n, const double *const *s, d
     return 0;
 }
 
+// y[(i + shift) mod size] = x[i] along every axis (torch.roll)
+static int ref_roll(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    (void)c;
+    int64_t idx[TENSOR_MAX_DIMS] = {0}, i = 0;
+    do {
+        int64_t off = 0;
+        for (int d = 0; d < n->ndim; d++)
+            off = off * n->shape[d] + (idx[d] - n->ia[d] + n->shape[d]) % n->shape[d];
+        o[i++] = s[0][off];
+    } while (next_index(n->ndim, n->shape, idx));
+    return 0;
+}
+
+// unfold and fold (ops.def): every (c, i, j, oh, ow) pairs a column entry
+// with an image pixel (or the padding)
+static int im2col(const graph_node *n, const graph_node *img, const double *s, double *o) {
+    const int64_t *ia = n->ia;
+    bool un = n->op == OP_UNFOLD;
+    int64_t N = img->shape[0], C = img->shape[1], H = ia[6], W = ia[7];
+    int64_t OH = (H + 2 * ia[2] - ia[0]) / ia[4] + 1, OW = (W + 2 * ia[3] - ia[1]) / ia[5] + 1;
+    if (!un)
+        memset(o, 0, (size_t)(N * C * H * W) * sizeof *o);
+    for (int64_t b = 0; b < N * C; b++)
+        for (int64_t i = 0; i < ia[0]; i++)
+            for (int64_t j = 0; j < ia[1]; j++)
+                for (int64_t oh = 0; oh < OH; oh++)
+                    for (int64_t ow = 0; ow < OW; ow++) {
+                        int64_t h = oh * ia[4] - ia[2] + i, w = ow * ia[5] - ia[3] + j;
+                        int64_t col = ((b * ia[0] + i) * ia[1] + j) * OH * OW + oh * OW + ow;
+                        bool in = h >= 0 && h < H && w >= 0 && w < W;
+                        if (un)
+                            o[col] = in ? s[(b * H + h) * W + w] : 0;
+                        else if (in)
+                            o[(b * H + h) * W + w] += s[col];
+                    }
+    return 0;
+}
+
+static int ref_unfold(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    return im2col(n, src(c, n, 0), s[0], o);
+}
+
+static int ref_fold(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    (void)c;
+    return im2col(n, n, s[0], o);
+}
+
 // ---- losses --------------------------------------------------------------------
 
 static int ref_cross_entropy(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {

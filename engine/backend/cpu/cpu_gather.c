@@ -1,4 +1,4 @@
-// Data movement: nearest upsampling, embedding gather and concatenation
+// Data movement: nearest upsampling, embedding gather, concatenation and roll
 // (cpu_kernels.h). They move bytes, so each works for every dtype by
 // element size (f16 under AMP included), given that the output's dtype is
 // the input's: checked, as a mismatch would misread memory.
@@ -100,6 +100,75 @@ int cpu_concat(cpu_ctx *c, int axis, int nin, const tensor *const *in, tensor *o
     }
     c->kernels++;
     return 0;
+}
+
+// torch.roll: along each shifted axis the output's [shift, size) is the
+// input's [0, size - shift) and its [0, shift) the input's tail, so k shifted
+// axes are 2^k block copies between stack views (as concat's slots).
+int cpu_roll(cpu_ctx *c, const int64_t *shifts, const tensor *x, tensor *out) {
+    if (x->dtype != out->dtype)
+        return cpu_fail(c, "roll: input %s and output %s differ in dtype", dtype_name(x->dtype),
+                        dtype_name(out->dtype));
+    int axes[TENSOR_MAX_DIMS], k = 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (shifts[d])
+            axes[k++] = d;
+    for (int m = 0; m < 1 << k; m++) { // bit j of m: the wrapped tail along axes[j]
+        tensor src = *x, dst = *out;
+        for (int j = 0; j < k; j++) {
+            int d = axes[j];
+            int64_t sh = shifts[d], n = x->shape[d], len = m >> j & 1 ? sh : n - sh;
+            src.offset += (m >> j & 1 ? n - sh : 0) * x->stride[d];
+            dst.offset += (m >> j & 1 ? 0 : sh) * out->stride[d];
+            src.shape[d] = dst.shape[d] = len;
+        }
+        cpu_iter_copy(&dst, &src);
+    }
+    c->kernels++;
+    return 0;
+}
+
+// unfold (im2col) and fold (col2im) as ops.def defines them, in f32 (16-bit
+// data through f32 copies). Each (n, c) plane is one task: fold's plane sums
+// only its own columns, so no two threads write one pixel.
+int cpu_im2col(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
+    const int64_t *ia = n->ia;
+    bool un = n->op == OP_UNFOLD;
+    const tensor *img = un ? x : out;
+    int64_t P = img->shape[0] * img->shape[1], H = ia[6], W = ia[7], kh = ia[0], kw = ia[1];
+    int64_t OH = (H + 2 * ia[2] - kh) / ia[4] + 1, OW = (W + 2 * ia[3] - kw) / ia[5] + 1;
+    const char *what = op_name(n->op);
+    tensor *xc = cpu_f32_in(c, what, x);
+    tensor *oc = xc ? cpu_f32_out(c, what, out) : NULL;
+    if (!oc) {
+        tensor_free(xc);
+        return -1;
+    }
+    const float *s = tensor_f32(xc);
+    float *o = tensor_f32(oc);
+#pragma omp parallel for if (P * kh * kw * OH * OW >= CPU_PAR_MIN) schedule(static)
+    for (int64_t b = 0; b < P; b++) {
+        float *plane = un ? NULL : o + b * H * W;
+        if (plane)
+            memset(plane, 0, (size_t)(H * W) * sizeof *plane);
+        for (int64_t i = 0; i < kh; i++)
+            for (int64_t j = 0; j < kw; j++)
+                for (int64_t oh = 0; oh < OH; oh++) {
+                    int64_t h = oh * ia[4] - ia[2] + i;
+                    int64_t col = ((b * kh + i) * kw + j) * OH * OW + oh * OW;
+                    for (int64_t ow = 0; ow < OW; ow++) {
+                        int64_t w = ow * ia[5] - ia[3] + j;
+                        bool in = h >= 0 && h < H && w >= 0 && w < W;
+                        if (un)
+                            o[col + ow] = in ? s[(b * H + h) * W + w] : 0.0f;
+                        else if (in)
+                            plane[h * W + w] += s[col + ow];
+                    }
+                }
+    }
+    tensor_free(xc);
+    c->kernels++;
+    return cpu_f32_done(oc, out, 0);
 }
 
 // A static KV cache's fill: rows (any strides: the head-split view of a

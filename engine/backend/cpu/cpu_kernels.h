@@ -183,6 +183,10 @@ int cpu_attention_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const 
                        const tensor *k, const tensor *v, const tensor *y, const tensor *bias,
                        const tensor *len, tensor *out);
 int cpu_concat(cpu_ctx *c, int axis, int nin, const tensor *const *in, tensor *out);
+// x rolled by shifts[d] in [0, size) along each axis d (torch.roll), any strides
+int cpu_roll(cpu_ctx *c, const int64_t *shifts, const tensor *x, tensor *out);
+// unfold (im2col) or fold (col2im) by n's op and geometry (ops.def), f32 or f16
+int cpu_im2col(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out);
 // KV_WRITE: cache (B, KVH, S, D) contiguous, written in place at rows
 // [pos, pos + T) of axis 2 from rows (B, KVH, T, D), any strides; pos an
 // i32 or i64 scalar read now (the run's position)

@@ -1,5 +1,5 @@
-// Data movement (cuda_rt.h): nearest upsampling, embedding gather and
-// concatenation. They move bytes, so each works for every dtype by element
+// Data movement (cuda_rt.h): nearest upsampling, embedding gather,
+// concatenation and roll. They move bytes, so each works for every dtype by element
 // size.
 #include "cuda_pointwise.cuh"
 
@@ -114,6 +114,43 @@ int cuda_concat(cuda_ctx *c, int axis, int nin, const tensor *const *in, tensor 
         at += in[i]->shape[axis];
     }
     return 0;
+}
+
+// out (contiguous) from x (any strides): out[(i + shift) mod size] = x[i] per axis
+template <typename E> struct roll_f {
+    const E *x;
+    E *y;
+    int nd;
+    int64_t shape[TENSOR_MAX_DIMS], shift[TENSOR_MAX_DIMS], xs[TENSOR_MAX_DIMS];
+    __device__ void operator()(int64_t i) const {
+        int64_t r = i, off = 0;
+        for (int d = nd - 1; d >= 0; d--) {
+            int64_t o = r % shape[d], s = o - shift[d];
+            r /= shape[d];
+            off += (s < 0 ? s + shape[d] : s) * xs[d];
+        }
+        y[i] = x[off];
+    }
+};
+
+template <typename E>
+static int roll_typed(cuda_ctx *c, const int64_t *shifts, const tensor *x, tensor *out) {
+    roll_f<E> f = {(const E *)tensor_data(x), (E *)tensor_data(out), x->ndim, {0}, {0}, {0}};
+    for (int d = 0; d < x->ndim; d++) {
+        f.shape[d] = x->shape[d];
+        f.shift[d] = shifts[d];
+        f.xs[d] = x->stride[d];
+    }
+    return pw_launch(c, tensor_numel(out), f, "roll<<<>>>");
+}
+
+int cuda_roll(cuda_ctx *c, const int64_t *shifts, const tensor *x, tensor *out) {
+    switch (dtype_size(x->dtype)) {
+    case 1: return roll_typed<uint8_t>(c, shifts, x, out);
+    case 2: return roll_typed<uint16_t>(c, shifts, x, out);
+    case 4: return roll_typed<uint32_t>(c, shifts, x, out);
+    default: return roll_typed<uint64_t>(c, shifts, x, out);
+    }
 }
 
 // cache[b, h, pos + t, d] = rows[b, h, t, d], rows any strides, pos read

@@ -270,3 +270,64 @@ int cuda_embedding_grad(cuda_ctx *c, const tensor *dy, const tensor *idx, tensor
     cuda_tensor_free(c, ic);
     return rc;
 }
+
+// ---- UNFOLD, FOLD ---------------------------------------------------------------------------
+
+// unfold: out[b, (i kw + j), oh OW + ow] per column entry; fold: dx-style
+// gather, each pixel summing the columns that read it in (i, j, oh, ow)
+// order, as the CPU kernel adds them
+template <typename T> struct im2col_f {
+    const T *x;
+    T *y;
+    pool_geom g; // the pooling geometry: H, W the image's, OH, OW the blocks'
+    bool un;
+    __device__ void operator()(int64_t e) const {
+        if (un) {
+            int64_t ow = e % g.OW, r = e / g.OW, oh = r % g.OH;
+            r /= g.OH;
+            int64_t j = r % g.kw, i = (r / g.kw) % g.kh, b = r / (g.kw * g.kh);
+            int64_t h = oh * g.sh - g.ph + i, w = ow * g.sw - g.pw + j;
+            bool in = h >= 0 && h < g.H && w >= 0 && w < g.W;
+            stf(y, e, in ? ldf(x, (b * g.H + h) * g.W + w) : 0.0f);
+            return;
+        }
+        int64_t w = e % g.W, r = e / g.W, h = r % g.H, b = r / g.H;
+        float acc = 0.0f;
+        for (int64_t i = 0; i < g.kh; i++)
+            for (int64_t j = 0; j < g.kw; j++) {
+                int64_t th = h + g.ph - i, tw = w + g.pw - j;
+                if (th < 0 || tw < 0 || th % g.sh || tw % g.sw || th / g.sh >= g.OH ||
+                    tw / g.sw >= g.OW)
+                    continue;
+                acc += ldf(x, ((b * g.kh + i) * g.kw + j) * g.OH * g.OW + (th / g.sh) * g.OW +
+                                  tw / g.sw);
+            }
+        stf(y, e, acc);
+    }
+};
+
+int cuda_im2col(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
+    const int64_t *ia = n->ia;
+    bool un = n->op == OP_UNFOLD;
+    if (x->dtype != out->dtype || (x->dtype != DT_F32 && x->dtype != DT_F16)) {
+        snprintf(c->err, sizeof c->err, "%s: f32 or f16 in and out, got %s and %s", op_name(n->op),
+                 dtype_name(x->dtype), dtype_name(out->dtype));
+        return -1;
+    }
+    pool_geom g = {ia[6], ia[7], 0, 0, ia[4], ia[5], ia[2], ia[3], ia[0], ia[1]};
+    g.OH = (g.H + 2 * g.ph - g.kh) / g.sh + 1;
+    g.OW = (g.W + 2 * g.pw - g.kw) / g.sw + 1;
+    tensor *xc = cuda_contiguous(c, x);
+    if (!xc)
+        return -1;
+    int rc = x->dtype == DT_F32 ? pw_launch(c, tensor_numel(out),
+                                            im2col_f<float>{(const float *)tensor_data(xc),
+                                                            (float *)tensor_data(out), g, un},
+                                            "im2col<<<>>>")
+                                : pw_launch(c, tensor_numel(out),
+                                            im2col_f<uint16_t>{(const uint16_t *)tensor_data(xc),
+                                                               (uint16_t *)tensor_data(out), g, un},
+                                            "im2col<<<>>>");
+    cuda_tensor_free(c, xc);
+    return rc;
+}

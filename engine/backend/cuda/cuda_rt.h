@@ -195,6 +195,10 @@ int cuda_dequant(cuda_ctx *c, const graph_node *n, const tensor *q, const tensor
 int cuda_qlinear(cuda_ctx *c, const graph_node *n, const tensor *x, const tensor *q,
                  const tensor *s, const tensor *bias, tensor *out);
 int cuda_concat(cuda_ctx *c, int axis, int nin, const tensor *const *in, tensor *out);
+// x rolled by shifts[d] in [0, size) along each axis d (torch.roll): one kernel
+int cuda_roll(cuda_ctx *c, const int64_t *shifts, const tensor *x, tensor *out);
+// unfold (im2col) or fold (col2im) by n's op and geometry (ops.def), f32 or f16: one kernel
+int cuda_im2col(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out);
 // KV_WRITE (cpu_kv_write's contract); pos is read on the device, so that a
 // captured step replays at the position of each run; one out of range
 // writes nothing and is reported by the next synchronization

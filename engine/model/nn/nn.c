@@ -67,6 +67,12 @@ int nn_std_conv2d(nn_ctx *x); // nn_layers.c
 int nn_layer_norm2d(nn_ctx *x); // nn_vision.c
 int nn_layer_scale(nn_ctx *x);
 int nn_drop_path(nn_ctx *x);
+int nn_roll(nn_ctx *x);
+int nn_window_position_bias(nn_ctx *x);
+int nn_window_attention(nn_ctx *x);
+int nn_xca_attention(nn_ctx *x);
+int nn_outlook_attention(nn_ctx *x);
+int nn_fourier_positions(nn_ctx *x);
 
 #define CONV_KEYS                                                                                  \
     {"out", 'i', true}, {"kernel", 'l', true}, {"stride", 'l', false}, {"padding", 'l', false},    \
@@ -126,7 +132,8 @@ static const nn_layer nn_layers[] = {
       {"rotary_2d", 'b', false},
       {"scale", 'f', false},
       {"window", 'i', false},
-      {"separate_values", 'b', false}}},
+      {"separate_values", 'b', false},
+      {"k_bias", 'b', false}}},
     {"convbert_attention",
      1,
      1,
@@ -209,6 +216,31 @@ static const nn_layer nn_layers[] = {
       {"block", 'i', false},
       {"halo", 'i', false}}},
     {"fft2_real", 1, 1, nn_fft2_real, {{0}}},
+    {"roll", 1, 1, nn_roll, {{"shifts", 'l', true}, {"dims", 'l', true}}},
+    {"window_position_bias",
+     1,
+     1,
+     nn_window_position_bias,
+     {{"window", 'l', true}, {"heads", 'i', true}, {"cls", 'b', false}}},
+    {"window_attention",
+     1,
+     1,
+     nn_window_attention,
+     {{"heads", 'i', true},
+      {"window", 'i', true},
+      {"shift", 'i', false},
+      {"qkv_bias", 'b', false}}},
+    {"outlook_attention",
+     1,
+     1,
+     nn_outlook_attention,
+     {{"heads", 'i', true}, {"kernel", 'i', false}, {"padding", 'i', false}, {"stride", 'i', false}}},
+    {"xca_attention", 1, 1, nn_xca_attention, {{"heads", 'i', true}, {"qkv_bias", 'b', false}}},
+    {"fourier_positions",
+     1,
+     1,
+     nn_fourier_positions,
+     {{"hidden", 'i', false}, {"grid", 'l', true}}},
     {"pad",
      1,
      1,

@@ -134,6 +134,24 @@ static int rope_apply(nn_ctx *x, int t, const rope_spec *rs, int c, int s, int c
     return nn_check(x, graph_op(x->g, OP_CONCAT, 2, (int[]){a, b}, ia, NULL));
 }
 
+// The fused linear with BEiT's biases: q_bias and v_bias (H hd) parameters
+// and no k bias, cat(q_bias, zeros, v_bias) made every step as timm's
+// forward does (a zero buffer, one concat) and given to the one GEMM.
+static int linear_qv_bias(nn_ctx *x, int in, int64_t H, int64_t hd) {
+    int64_t D = H * hd, K = nn_node(x, in)->shape[nn_node(x, in)->ndim - 1];
+    double bound = 1.0 / sqrt((double)K);
+    int w = nn_param(x, "qkv.weight", 2, (int64_t[]){3 * D, K}, INIT_UNIFORM, bound);
+    int qb = w < 0 ? -1 : nn_param(x, "q_bias", 1, &D, INIT_ZEROS, 0);
+    int vb = qb < 0 ? -1 : nn_param(x, "v_bias", 1, &D, INIT_ZEROS, 0);
+    char name[64];
+    snprintf(name, sizeof name, "zeros.%lld", (long long)D);
+    int kb = vb < 0 ? -1 : nn_shared_buffer(x, name, DT_F32, 1, &D, INIT_ZEROS, 0);
+    if (kb < 0)
+        return -1;
+    int b = graph_op(x->g, OP_CONCAT, 3, (int[]){qb, kb, vb}, (int64_t[GRAPH_MAX_IA]){0}, NULL);
+    return nn_check(x, graph_op(x->g, OP_LINEAR, 3, (int[]){in, w, b}, NULL, NULL));
+}
+
 // q (B, T, H*hd), k and v (B, S, KVH*hd) into out[3]: three linears, or one
 // fused linear to (H + 2 KVH) * hd sliced into views. qkv_per_head lays the
 // fused rows out per head as [q_h | k_h | v_h] (ChatGLM-6B), else as
@@ -144,6 +162,8 @@ static int project_qkv(nn_ctx *x, int q_in, int kv_in, int v_in, int64_t H, int6
     bool fused = nn_bool(x, "fused_qkv", false), per_head = nn_bool(x, "qkv_per_head", false);
     *split = false;
     if (!fused) {
+        if (nn_has(x, "k_bias"))
+            return nn_fail(x, "k_bias", "attention: k_bias needs fused_qkv: true");
         if (per_head)
             return nn_fail(x, "qkv_per_head", "attention: qkv_per_head needs fused_qkv: true");
         out[0] = nn_linear_to(x, q_in, H * hd, bias, "q");
@@ -155,7 +175,13 @@ static int project_qkv(nn_ctx *x, int q_in, int kv_in, int v_in, int64_t H, int6
         return nn_fail(x, "fused_qkv", "attention: fused_qkv needs self-attention (one input)");
     if (per_head && KVH != H)
         return nn_fail(x, "qkv_per_head", "attention: qkv_per_head needs kv_heads equal to heads");
-    int qkv = nn_linear_to(x, q_in, (H + 2 * KVH) * hd, bias, "qkv"); // (B, T, (H+2KVH) hd)
+    bool kb = nn_bool(x, "k_bias", true);
+    if (!kb && (!bias || per_head || KVH != H))
+        return nn_fail(x, "k_bias",
+                       "attention: k_bias: false is BEiT's q and v biases: it needs qkv biases, "
+                       "kv_heads equal to heads and no qkv_per_head");
+    int qkv = kb ? nn_linear_to(x, q_in, (H + 2 * KVH) * hd, bias, "qkv") // (B, T, (H+2KVH) hd)
+                 : linear_qv_bias(x, q_in, H, hd);
     if (qkv < 0)
         return -1;
     if (per_head) {
