@@ -281,8 +281,18 @@ static int b_fft2_real(graph *g) {
     return weighted_loss(g, graph_unary(g, OP_FFT2_REAL, x));
 }
 
+// F.pad's backward: a constant pad's is dy's middle, a reflect pad's adds the mirrors
+static int b_pad(graph *g) {
+    int x = param(g, "x", SHAPE(2, 3, 5, 6));
+    int64_t ia[GRAPH_MAX_IA] = {PAD_CONSTANT, 0, 0, 0, 0, 0, 1, 2, 1};
+    int y = graph_op(g, OP_PAD, 1, &x, ia, NULL);
+    ia[0] = PAD_REFLECT;
+    return weighted_loss(g, graph_op(g, OP_PAD, 1, &y, ia, NULL));
+}
+
 static void test_gemm(void **state) {
     (void)state;
+    check_grads("pad", b_pad);
     check_grads("fft2_real", b_fft2_real);
     check_grads("matmul", b_matmul);
     check_grads("linear", b_linear);

@@ -182,7 +182,12 @@ static const nn_layer nn_layers[] = {
      1,
      1,
      nn_pad,
-     {{"axis", 'i', true}, {"before", 'i', false}, {"after", 'i', false}, {"value", 'f', false}}},
+     {{"axis", 'i', false},
+      {"before", 'i', false},
+      {"after", 'i', false},
+      {"value", 'f', false},
+      {"pads", 'l', false},
+      {"mode", 's', false}}},
 };
 
 static const nn_layer nn_losses[] = {
