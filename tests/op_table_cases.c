@@ -526,6 +526,12 @@ static int b_slice_grad(graph *g, const op_case *tc) {
     return out(g, graph_op_shaped(g, OP_SLICE_GRAD, 1, &dy, ia, NULL, tc->nd, tc->shape));
 }
 
+// dy (shape2, the padded shape) back to shape, ia as pad's
+static int b_pad_grad(graph *g, const op_case *tc) {
+    int dy = in(g, "dy", tc->dt, tc->nd2, tc->shape2);
+    return out(g, graph_op_shaped(g, OP_PAD_GRAD, 1, &dy, tc->ia, NULL, tc->nd, tc->shape));
+}
+
 // dloss () and logits (N, C), targets in [0, C); ia0 ignored
 static int b_cross_entropy_grad(graph *g, const op_case *tc) {
     int dl = in(g, "dl", DT_F32, 0, NULL);
@@ -1781,10 +1787,10 @@ const op_case op_cases[] = {
     {"embedding_f16", b_embedding, OP_EMBEDDING, S2(11, 6), T1(9), F16, ONE},
     // quantized weights: odd K (group tails, a half-used int4 byte), GEMV and tiles
     {"dequant_int4", b_quant, OP_DEQUANT, S1(1), T2(7, 45), IA(4, 32, 45), ONE},
-    {"dequant_int8_f16_scales", b_quant, OP_DEQUANT, S1(1), T2(5, 100), IA(8, 32, 100),
-     .bias = 2, ONE},
-    {"qlinear_int4_gemv_bias", b_quant, OP_QLINEAR, S2(3, 45), T2(13, 45), IA(4, 32, 45),
-     .bias = 1, GEMM(45), ONE},
+    {"dequant_int8_f16_scales", b_quant, OP_DEQUANT, S1(1), T2(5, 100), IA(8, 32, 100), .bias = 2,
+     ONE},
+    {"qlinear_int4_gemv_bias", b_quant, OP_QLINEAR, S2(3, 45), T2(13, 45), IA(4, 32, 45), .bias = 1,
+     GEMM(45), ONE},
     {"qlinear_int8_tiles", b_quant, OP_QLINEAR, S3(3, 7, 100), T2(40, 100), IA(8, 32, 100),
      .bias = 2, GEMM(100), ONE},
     {"qlinear_int4_f16", b_quant, OP_QLINEAR, S2(17, 64), T2(9, 64), IA(4, 64, 64), F16, ONE},
@@ -2174,8 +2180,8 @@ const op_case op_cases[] = {
     {"attention_f16", b_attention, OP_ATTENTION, S4(1, 2, 8, 8), T4(1, 2, 8, 8), IA(1),
      .fa = {0.35}, F16, ONE},
     // its backward (the forward's kernel and the backward's): GQA, causal, T < S; a bias; f16
-    {"attention_grad", b_attention_grad, OP_ATTENTION_GRAD, S4(2, 4, 35, 8), T4(2, 2, 70, 8),
-     IA(1), .fa = {0.35}, GEMM(70), .kernels = 2},
+    {"attention_grad", b_attention_grad, OP_ATTENTION_GRAD, S4(2, 4, 35, 8), T4(2, 2, 70, 8), IA(1),
+     .fa = {0.35}, GEMM(70), .kernels = 2},
     {"attention_grad_bias", b_attention_grad, OP_ATTENTION_GRAD, S4(1, 2, 5, 4), T4(1, 1, 9, 4),
      IA(0, 1), .fa = {0.5}, .kernels = 2},
     {"attention_grad_f16", b_attention_grad, OP_ATTENTION_GRAD, S4(1, 2, 8, 8), T4(1, 2, 8, 8),
@@ -2187,6 +2193,18 @@ const op_case op_cases[] = {
     {"fft2_real_perm", b_unary_perm, OP_FFT2_REAL, S2(10, 6), .rtol = 1e-4, .atol = 1e-4,
      .kernels = 2},
     {"fft2_real_fnet", b_unary, OP_FFT2_REAL, S3(2, 64, 64), .rtol = 1e-4, .atol = 1e-3, ONE},
+    // F.pad (ia0 the mode, then each dim's before and after): the tf_ models' "same"
+    // (0, 1 on H and W), a constant on three dims, reflect on both spatial dims (pads up
+    // to size - 1), a transposed view, and the backward: reflect adds the mirrored rows
+    {"pad_same", b_unary, OP_PAD, S4(2, 3, 5, 6), IA(PAD_CONSTANT, 0, 0, 0, 0, 0, 1, 0, 1), HALF},
+    {"pad_value", b_unary, OP_PAD, S3(4, 7, 5), IA(PAD_CONSTANT, 1, 2, 0, 0, 3, 0), .fa = {-1.5},
+     HALF},
+    {"pad_reflect", b_unary, OP_PAD, S4(2, 3, 5, 6), IA(PAD_REFLECT, 0, 0, 0, 0, 4, 1, 2, 5), HALF},
+    {"pad_reflect_perm", b_unary_perm, OP_PAD, S2(6, 7), IA(PAD_REFLECT, 2, 3, 1, 0), ONE},
+    {"pad_grad_reflect", b_pad_grad, OP_PAD_GRAD, S4(2, 3, 5, 6), T4(2, 3, 10, 13),
+     IA(PAD_REFLECT, 0, 0, 0, 0, 4, 1, 2, 5), ONE, ALSO_F16(0, 0)},
+    {"pad_grad_constant", b_pad_grad, OP_PAD_GRAD, S3(4, 7, 5), T3(7, 7, 8),
+     IA(PAD_CONSTANT, 1, 2, 0, 0, 3, 0), ONE},
 };
 
 const int op_ncases = (int)(sizeof op_cases / sizeof op_cases[0]);

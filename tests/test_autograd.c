@@ -301,11 +301,21 @@ static int b_fold(graph *g) {
     return weighted_loss(g, graph_binary(g, OP_MUL, y, y));
 }
 
+// F.pad's backward: a constant pad's is dy's middle, a reflect pad's adds the mirrors
+static int b_pad(graph *g) {
+    int x = param(g, "x", SHAPE(2, 3, 5, 6));
+    int64_t ia[GRAPH_MAX_IA] = {PAD_CONSTANT, 0, 0, 0, 0, 0, 1, 2, 1};
+    int y = graph_op(g, OP_PAD, 1, &x, ia, NULL);
+    ia[0] = PAD_REFLECT;
+    return weighted_loss(g, graph_op(g, OP_PAD, 1, &y, ia, NULL));
+}
+
 static void test_gemm(void **state) {
     (void)state;
     check_grads("roll", b_roll);
     check_grads("unfold", b_unfold);
     check_grads("fold", b_fold);
+    check_grads("pad", b_pad);
     check_grads("fft2_real", b_fft2_real);
     check_grads("matmul", b_matmul);
     check_grads("linear", b_linear);

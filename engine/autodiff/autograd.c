@@ -473,6 +473,22 @@ static int back_attention(ag *a, const graph_node *n, int y, int dy) {
 }
 
 // The gradient of forward node i (dy) spread to its inputs.
+// F.pad's backward: a constant pad's is dy's middle (views, as PyTorch's
+// narrow), a reflect pad's one pad_grad kernel adding the mirrored rows back
+static int back_pad(ag *a, const graph_node *n, int dy) {
+    graph *g = a->g;
+    if (!a->req[n->src[0]])
+        return 0;
+    graph_node x = node(a, n->src[0]);
+    if (n->ia[0] == PAD_REFLECT)
+        return accumulate(a, n->src[0],
+                          graph_op_shaped(g, OP_PAD_GRAD, 1, &dy, n->ia, NULL, x.ndim, x.shape));
+    for (int d = 0; d < x.ndim && dy >= 0; d++)
+        if (x.shape[d] != n->shape[d])
+            dy = graph_slice(g, dy, d, n->ia[1 + 2 * d], x.shape[d]);
+    return accumulate(a, n->src[0], dy);
+}
+
 static int backward(ag *a, int i) {
     graph_node n = node(a, i);
     int dy = a->grad[i];
@@ -523,6 +539,8 @@ static int backward(ag *a, int i) {
                 back[d] = n.ia[d] ? n.shape[d] - n.ia[d] : 0;
             return accumulate(a, n.src[0], graph_op(g, OP_ROLL, 1, &dy, back, NULL));
         }
+        if (n.op == OP_PAD)
+            return back_pad(a, &n, dy);
         for (int k = 0, at = 0; k < n.nsrc; k++) { // concat: each input's slice of dy
             graph_node s = node(a, n.src[k]);
             int64_t len = s.shape[n.ia[0]];

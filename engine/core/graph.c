@@ -251,6 +251,27 @@ static int norm_axis(graph *g, enum op op, int64_t axis, int ndim, int64_t *out)
     return 0;
 }
 
+// x -> padded: each dim gains ia[1 + 2d] before and ia[2 + 2d] after; a
+// reflected pad stays below the dim's size, as F.pad's reflect mode
+static int pad_shape(graph *g, const graph_node *n, const graph_node *x, int64_t *out) {
+    char b0[96];
+    if (x->ndim > PAD_MAX_DIMS)
+        return fail(g, "pad: at most %d dims, got %s", PAD_MAX_DIMS, shape_s(b0, x));
+    if (n->ia[0] != PAD_CONSTANT && n->ia[0] != PAD_REFLECT)
+        return fail(g, "pad: unknown mode %lld", (long long)n->ia[0]);
+    for (int d = 0; d < x->ndim; d++) {
+        int64_t lo = n->ia[1 + 2 * d], hi = n->ia[2 + 2 * d];
+        if (lo < 0 || hi < 0)
+            return fail(g, "pad: dim %d's pads %lld, %lld must not be negative", d, (long long)lo,
+                        (long long)hi);
+        if (n->ia[0] == PAD_REFLECT && (lo >= x->shape[d] || hi >= x->shape[d]))
+            return fail(g, "pad: reflect pads %lld, %lld of dim %d must be below its size %lld",
+                        (long long)lo, (long long)hi, d, (long long)x->shape[d]);
+        out[d] = x->shape[d] + lo + hi;
+    }
+    return 0;
+}
+
 static int conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
     return (int)((in + 2 * p - d * (k - 1) - 1) / s + 1);
 }
@@ -280,6 +301,15 @@ static int infer_grad_shaped(graph *g, graph_node *n, const graph_node *const *s
             ok = d == n->ia[0] || n->shape[d] == dy->shape[d];
         if (!ok)
             return fail(g, "slice_grad: %s is not a slice of %s", shape_s(b0, dy), shape_s(b1, n));
+    } else if (n->op == OP_PAD_GRAD) {
+        int64_t padded[TENSOR_MAX_DIMS];
+        if (pad_shape(g, n, n, padded) < 0)
+            return -1;
+        bool ok = n->ndim == dy->ndim;
+        for (int d = 0; ok && d < n->ndim; d++)
+            ok = padded[d] == dy->shape[d];
+        if (!ok)
+            return fail(g, "pad_grad: %s is not %s padded", shape_s(b0, dy), shape_s(b1, n));
     } else if (n->op == OP_EMBEDDING_GRAD) {
         if (n->ndim != 2 || dy->ndim != s[1]->ndim + 1 || dy->shape[dy->ndim - 1] != n->shape[1] ||
             (s[1]->dtype != DT_I32 && s[1]->dtype != DT_I64))
@@ -708,6 +738,8 @@ static int infer_copy(graph *g, graph_node *n, const graph_node *const *s) {
     }
     if (n->op == OP_UNFOLD || n->op == OP_FOLD)
         return infer_im2col(g, n, x);
+    if (n->op == OP_PAD)
+        return pad_shape(g, n, x, n->shape);
     if (n->op != OP_CONCAT)
         return 0;
     if (norm_axis(g, n->op, n->ia[0], x->ndim, &n->ia[0]) < 0)

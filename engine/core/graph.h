@@ -47,6 +47,10 @@ enum op_kind {
     OPK_FFT, // transforms over trailing axes that keep the shape (fft2_real)
 };
 
+// OP_PAD's modes (ia0)
+enum { PAD_CONSTANT, PAD_REFLECT };
+#define PAD_MAX_DIMS 5 // 1 + 2 * 5 attributes fit graph_node.ia
+
 const char *op_name(enum op op);
 enum op_kind op_kind(enum op op);
 int op_min_srcs(enum op op);

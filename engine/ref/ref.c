@@ -698,6 +698,31 @@ static int ref_roll(ref_ctx *c, const graph_node *n, const double *const *s, dou
     return 0;
 }
 
+// The x offset padded element idx reads (F.pad): -1 where a constant pad
+// holds the value; reflect mirrors about the edge rows (x[1] left of x[0]).
+static int64_t pad_source(const graph_node *p, const graph_node *x, const int64_t *idx) {
+    int64_t off = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        int64_t j = idx[d] - p->ia[1 + 2 * d], L = x->shape[d];
+        if (p->ia[0] == PAD_REFLECT)
+            j = j < 0 ? -j : j >= L ? 2 * (L - 1) - j : j;
+        else if (j < 0 || j >= L)
+            return -1;
+        off = off * L + j;
+    }
+    return off;
+}
+
+static int ref_pad(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    const graph_node *x = src(c, n, 0);
+    int64_t idx[TENSOR_MAX_DIMS] = {0}, i = 0;
+    do {
+        int64_t at = pad_source(n, x, idx);
+        o[i++] = at < 0 ? n->fa[0] : s[0][at];
+    } while (next_index(n->ndim, n->shape, idx));
+    return 0;
+}
+
 // unfold and fold (ops.def): every (c, i, j, oh, ow) pairs a column entry
 // with an image pixel (or the padding)
 static int im2col(const graph_node *n, const graph_node *img, const double *s, double *o) {
@@ -730,6 +755,20 @@ static int ref_unfold(ref_ctx *c, const graph_node *n, const double *const *s, d
 static int ref_fold(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
     (void)c;
     return im2col(n, n, s[0], o);
+}
+
+// each dy element back onto the x element the forward read
+static int ref_pad_grad(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    const graph_node *dy = src(c, n, 0);
+    memset(o, 0, (size_t)graph_node_numel(n) * sizeof *o);
+    int64_t idx[TENSOR_MAX_DIMS] = {0}, i = 0;
+    do {
+        int64_t at = pad_source(n, n, idx);
+        if (at >= 0)
+            o[at] += s[0][i];
+        i++;
+    } while (next_index(dy->ndim, dy->shape, idx));
+    return 0;
 }
 
 // ---- losses --------------------------------------------------------------------

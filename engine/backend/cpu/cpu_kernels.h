@@ -187,6 +187,8 @@ int cpu_concat(cpu_ctx *c, int axis, int nin, const tensor *const *in, tensor *o
 int cpu_roll(cpu_ctx *c, const int64_t *shifts, const tensor *x, tensor *out);
 // unfold (im2col) or fold (col2im) by n's op and geometry (ops.def), f32 or f16
 int cpu_im2col(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out);
+// PAD (ops.def; cpu_pad.c): x -> out padded by n's ia, constant fa0 or reflect; any dtype
+int cpu_pad(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out);
 // KV_WRITE: cache (B, KVH, S, D) contiguous, written in place at rows
 // [pos, pos + T) of axis 2 from rows (B, KVH, T, D), any strides; pos an
 // i32 or i64 scalar read now (the run's position)
@@ -214,6 +216,8 @@ int cpu_norm_wgrad_stats(cpu_ctx *c, const graph_node *n, const tensor *dy, cons
                          const tensor *stats, tensor *out);
 int cpu_embedding_grad(cpu_ctx *c, const tensor *dy, const tensor *idx, tensor *out);
 int cpu_slice_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, tensor *out);
+// PAD_GRAD (cpu_pad.c): dy padded -> dx, summed where reflect read one element twice
+int cpu_pad_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, tensor *out);
 int cpu_cross_entropy_grad(cpu_ctx *c, const graph_node *n, const tensor *dloss,
                            const tensor *logits, const tensor *target, tensor *out);
 int cpu_mse_loss_grad(cpu_ctx *c, const tensor *dloss, const tensor *a, const tensor *b,

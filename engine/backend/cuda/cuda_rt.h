@@ -246,6 +246,9 @@ int cuda_pool2d_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, const t
 int cuda_embedding_grad(cuda_ctx *c, const tensor *dy, const tensor *idx, tensor *out);
 // out: zeros, dy at n->ia[1] along axis n->ia[0]; any dtype
 int cuda_slice_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, tensor *out);
+// PAD, PAD_GRAD (ops.def; cuda_pad.cu): F.pad constant or reflect, and its backward
+int cuda_pad(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out);
+int cuda_pad_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, tensor *out);
 // dloss (), logits (N, C), target (N) i32/i64 -> d logits; ignore index
 // n->ia[0]; a bad target is reported by the next cuda_ctx_sync
 int cuda_cross_entropy_grad(cuda_ctx *c, const graph_node *n, const tensor *dloss,

@@ -763,36 +763,60 @@ int nn_affine(nn_ctx *x) {
 
 // F.pad with a constant along one axis: (..., L, ...) -> (..., before + L +
 // after, ...), one copy (a concat with constant blocks), as constant_pad_nd
+// F.pad, one kernel (PAD): `axis` with `before`/`after`, or `pads` in F.pad's
+// order (the last dim's before and after first); mode constant (`value`) or
+// reflect (each pad below its dim's size)
 int nn_pad(nn_ctx *x) {
     const graph_node *in = nn_node(x, X0);
-    int64_t axis = nn_int(x, "axis", 0), lo = nn_int(x, "before", 0), hi = nn_int(x, "after", 0);
-    if (axis < 0)
-        axis += in->ndim;
-    if (axis < 0 || axis >= in->ndim)
-        return nn_fail(x, "axis", "pad: axis %lld is out of range for %d dimensions",
-                       (long long)nn_int(x, "axis", 0), in->ndim);
-    if (lo < 0 || hi < 0)
-        return nn_fail(x, lo < 0 ? "before" : "after",
-                       "pad: before and after must not be negative");
-    if (lo == 0 && hi == 0)
+    const char *mode = nn_str(x, "mode", "constant");
+    bool reflect = strcmp(mode, "reflect") == 0;
+    if (!reflect && strcmp(mode, "constant") != 0)
+        return nn_fail(x, "mode", "pad: mode '%s' is not constant or reflect", mode);
+    if (reflect && nn_has(x, "value"))
+        return nn_fail(x, "value", "pad: a value is for mode constant");
+    if (in->ndim > PAD_MAX_DIMS)
+        return nn_fail(x, NULL, "pad: at most %d dims, the input has %d", PAD_MAX_DIMS, in->ndim);
+    int64_t ia[GRAPH_MAX_IA] = {reflect ? PAD_REFLECT : PAD_CONSTANT};
+    if (nn_has(x, "pads")) {
+        if (nn_has(x, "axis") || nn_has(x, "before") || nn_has(x, "after"))
+            return nn_fail(x, "pads", "pad: give pads or axis with before and after, not both");
+        int64_t p[2 * PAD_MAX_DIMS];
+        int np = nn_list(x, "pads", 2 * in->ndim, p);
+        if (np < 0)
+            return -1;
+        if (np % 2)
+            return nn_fail(x, "pads", "pad: pads holds (before, after) pairs, got %d values", np);
+        for (int k = 0; k < np; k++) // F.pad's pair k / 2 pads dim ndim - 1 - k / 2
+            ia[1 + 2 * (in->ndim - 1 - k / 2) + k % 2] = p[k];
+    } else {
+        if (!nn_has(x, "axis"))
+            return nn_fail(x, NULL, "pad: needs axis (with before, after) or pads");
+        int64_t axis = nn_int(x, "axis", 0);
+        if (axis < 0)
+            axis += in->ndim;
+        if (axis < 0 || axis >= in->ndim)
+            return nn_fail(x, "axis", "pad: axis %lld is out of range for %d dimensions",
+                           (long long)nn_int(x, "axis", 0), in->ndim);
+        ia[1 + 2 * axis] = nn_int(x, "before", 0);
+        ia[2 + 2 * axis] = nn_int(x, "after", 0);
+    }
+    bool any = false;
+    for (int d = 0; d < in->ndim; d++) {
+        if (ia[1 + 2 * d] < 0 || ia[2 + 2 * d] < 0)
+            return nn_fail(x,
+                           nn_has(x, "pads")   ? "pads"
+                           : ia[1 + 2 * d] < 0 ? "before"
+                                               : "after",
+                           "pad: before and after must not be negative");
+        if (reflect && (ia[1 + 2 * d] >= in->shape[d] || ia[2 + 2 * d] >= in->shape[d]))
+            return nn_fail(x, NULL, "pad: reflect pads of dim %d must be below its size %lld", d,
+                           (long long)in->shape[d]);
+        any |= ia[1 + 2 * d] || ia[2 + 2 * d];
+    }
+    if (!any)
         return nn_emit(x, X0);
-    double v = nn_float(x, "value", 0);
-    int src[3], n = 0;
-    int64_t shape[TENSOR_MAX_DIMS];
-    memcpy(shape, in->shape, sizeof(int64_t) * (size_t)in->ndim);
-    if (lo > 0) {
-        shape[axis] = lo;
-        if ((src[n++] = nn_check(x, graph_full(x->g, v, in->dtype, in->ndim, shape))) < 0)
-            return -1;
-    }
-    src[n++] = X0;
-    if (hi > 0) {
-        shape[axis] = hi;
-        if ((src[n++] = nn_check(x, graph_full(x->g, v, in->dtype, in->ndim, shape))) < 0)
-            return -1;
-    }
-    int64_t ia[GRAPH_MAX_IA] = {axis};
-    return nn_emit(x, graph_op(x->g, OP_CONCAT, n, src, ia, NULL));
+    double fa[GRAPH_MAX_FA] = {nn_float(x, "value", 0)};
+    return nn_emit(x, graph_op(x->g, OP_PAD, 1, (int[]){X0}, ia, fa));
 }
 
 // FNet's Fourier mixing, torch.fft.fftn(x, dim=(1, 2)).real on (B, T, D):
