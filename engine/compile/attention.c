@@ -218,8 +218,7 @@ static bool match(const graph *g, const int *uses, int o, compile_attention *a, 
     int p = skip_casts(g, uses, on->src[0]);
     c->p = p;
     c->pp = on->src[0];
-    if (at(g, p)->op != OP_SOFTMAX || at(g, p)->ia[0] != 0 || uses[p] != 1 ||
-        uses[on->src[0]] != 1)
+    if (at(g, p)->op != OP_SOFTMAX || at(g, p)->ia[0] != 0 || uses[p] != 1 || uses[on->src[0]] != 1)
         return false;
     int s = skip_casts(g, uses, at(g, p)->src[0]);
     a->causal = false;

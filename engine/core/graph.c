@@ -431,8 +431,7 @@ static int infer_norm(graph *g, graph_node *n, const graph_node *const *s) {
     if (x->ndim < 1 || !dtype_is_float(x->dtype))
         return fail(g, "%s needs a floating-point tensor", op_name(n->op));
     int64_t c = x->shape[x->ndim - 1];
-    if ((n->op == OP_SOFTMAX || n->op == OP_LOG_SOFTMAX) &&
-        (n->ia[0] < 0 || n->ia[0] >= x->ndim))
+    if ((n->op == OP_SOFTMAX || n->op == OP_LOG_SOFTMAX) && (n->ia[0] < 0 || n->ia[0] >= x->ndim))
         return fail(g, "%s: axis %lld before the last is outside %s", op_name(n->op),
                     (long long)n->ia[0], shape_s(b0, x));
     if (n->op == OP_BATCH_NORM || n->op == OP_GROUP_NORM) {
@@ -550,8 +549,8 @@ static int infer_pool(graph *g, graph_node *n, const graph_node *const *s) {
             n->ia[i] = n->ia[4 + i];
         if (2 * n->ia[2 + i] > n->ia[4 + i])
             return fail(g, "%s: padding must be at most half the kernel", op_name(n->op));
-        n->shape[2 + i] = pool_out(x->shape[2 + i], n->ia[4 + i], n->ia[i], n->ia[2 + i],
-                                   n->ia[6] != 0);
+        n->shape[2 + i] =
+            pool_out(x->shape[2 + i], n->ia[4 + i], n->ia[i], n->ia[2 + i], n->ia[6] != 0);
     }
     if (n->ia[7] && n->op != OP_AVG_POOL2D)
         return fail(g, "%s: only avg_pool2d can leave the padding out of its count",
