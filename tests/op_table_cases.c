@@ -472,6 +472,13 @@ static int64_t conv_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_
     return (in + 2 * p - d * (k - 1) - 1) / s + 1;
 }
 
+// a pool's output along axis i (0: H, 1: W), ceil mode (ia6) as PyTorch's
+static int64_t pool_out_size(int64_t in, const int64_t *ia, int i) {
+    int64_t k = ia[4 + i], s = ia[i], p = ia[2 + i];
+    int64_t o = (in + 2 * p - k + (ia[6] ? s - 1 : 0)) / s + 1;
+    return ia[6] && (o - 1) * s >= in + p ? o - 1 : o;
+}
+
 // x shape in shape, weight (O, C/g, kh, kw) in shape2, ia as conv2d; dy has
 // the forward output's shape. grad_input makes dx from (dy, w), grad_weight
 // dw from (dy, x).
@@ -492,8 +499,7 @@ static int b_conv_grad(graph *g, const op_case *tc) {
 // x shape in shape, ia as the pools
 static int b_pool_grad(graph *g, const op_case *tc) {
     const int64_t *xs = tc->shape, *ia = tc->ia;
-    int64_t dys[4] = {xs[0], xs[1], conv_out_size(xs[2], ia[4], ia[0], ia[2], 1),
-                      conv_out_size(xs[3], ia[5], ia[1], ia[3], 1)};
+    int64_t dys[4] = {xs[0], xs[1], pool_out_size(xs[2], ia, 0), pool_out_size(xs[3], ia, 1)};
     int dy = in(g, "dy", tc->dt, 4, dys);
     if (tc->op == OP_AVG_POOL2D_GRAD)
         return out(g, graph_op_shaped(g, tc->op, 1, &dy, ia, NULL, 4, xs));
@@ -1401,8 +1407,7 @@ static int h_pool(graph *g, const op_case *tc) {
 static int h_pool_grad(graph *g, const op_case *tc) {
     enum dtype dt = tc->dt;
     const int64_t *xs = tc->shape, *ia = tc->ia;
-    int64_t dys[4] = {xs[0], xs[1], conv_out_size(xs[2], ia[4], ia[0], ia[2], 1),
-                      conv_out_size(xs[3], ia[5], ia[1], ia[3], 1)};
+    int64_t dys[4] = {xs[0], xs[1], pool_out_size(xs[2], ia, 0), pool_out_size(xs[3], ia, 1)};
     int dy = graph_input(g, "dy", dt, 4, dys);
     if (tc->op == OP_AVG_POOL2D_GRAD)
         return out(g, graph_op_shaped(g, tc->op, 1, &dy, ia, NULL, 4, xs));
@@ -1700,6 +1705,9 @@ const op_case op_cases[] = {
     {"softmax", b_unary, OP_SOFTMAX, S2(7, 13), ONE},
     {"softmax_big", b_unary, OP_SOFTMAX, S2(129, 1000), ONE},
     {"softmax_1", b_unary, OP_SOFTMAX, S2(5, 1), ONE},
+    // ia0: the axes after the softmax's (ResNeSt's radix softmax over dim 1)
+    {"softmax_axis1", b_unary, OP_SOFTMAX, S4(3, 2, 4, 5), IA(2), ONE},
+    {"softmax_axis0", b_unary, OP_SOFTMAX, S2(6, 7), IA(1), ONE},
     {"log_softmax", b_unary, OP_LOG_SOFTMAX, S3(2, 7, 13), .atol = 1e-5, ONE},
     {"log_softmax_perm", b_unary_perm, OP_LOG_SOFTMAX, S2(7, 13), .atol = 1e-5, .kernels = 2},
     {"layer_norm", b_layer_norm, OP_LAYER_NORM, S3(5, 7, 64), .fa = {1e-5}, .rtol = 1e-4,
@@ -1775,6 +1783,15 @@ const op_case op_cases[] = {
     {"max_pool2d_2x2", b_unary, OP_MAX_POOL2D, S4(1, 2, 8, 7), IA(2, 2, 0, 0, 2, 2), ONE},
     {"avg_pool2d", b_unary, OP_AVG_POOL2D, S4(2, 3, 9, 11), IA(2, 2, 1, 1, 3, 3), ONE},
     {"avg_pool2d_rect", b_unary, OP_AVG_POOL2D, S4(1, 2, 8, 9), IA(1, 3, 0, 1, 2, 3), ONE},
+    // ia6 ceil mode (a last window starting in the right padding), ia7 the
+    // padding left out of avg's count (Inception's, NASNet's, ResNeSt's pools)
+    {"max_pool2d_ceil", b_unary, OP_MAX_POOL2D, S4(2, 3, 10, 12), IA(2, 2, 1, 1, 3, 3, 1), ONE},
+    {"avg_pool2d_exclude", b_unary, OP_AVG_POOL2D, S4(2, 3, 9, 11), IA(2, 2, 1, 1, 3, 3, 0, 1),
+     ONE},
+    {"avg_pool2d_exclude_ceil", b_unary, OP_AVG_POOL2D, S4(1, 2, 7, 9), IA(2, 2, 0, 0, 2, 2, 1, 1),
+     ONE},
+    {"avg_pool2d_exclude_ceil_pad", b_unary, OP_AVG_POOL2D, S4(2, 3, 10, 12),
+     IA(2, 2, 1, 1, 3, 3, 1, 1), ONE},
     {"max_pool2d_perm", b_pool_perm, OP_MAX_POOL2D, S4(1, 3, 6, 5), IA(1, 1, 1, 1, 3, 3), ONE},
     {"avg_pool2d_perm", b_pool_perm, OP_AVG_POOL2D, S4(2, 4, 6, 5), IA(2, 2, 1, 1, 3, 3), ONE},
     {"max_pool2d_swap", b_pool_swap, OP_MAX_POOL2D, S4(1, 3, 6, 5), IA(1, 1, 1, 1, 3, 3),
@@ -1880,6 +1897,7 @@ const op_case op_cases[] = {
      ONE},
     // softmax gradients (y is any tensor: the formulas do not need a softmax)
     {"softmax_grad", b_binary, OP_SOFTMAX_GRAD, S2(7, 13), T2(7, 13), ONE},
+    {"softmax_grad_axis1", b_binary, OP_SOFTMAX_GRAD, S4(3, 2, 4, 5), T4(3, 2, 4, 5), IA(2), ONE},
     {"softmax_grad_big", b_binary, OP_SOFTMAX_GRAD, S2(129, 1000), T2(129, 1000), .atol = 1e-4,
      ONE},
     {"log_softmax_grad", b_binary, OP_LOG_SOFTMAX_GRAD, S3(2, 7, 13), T3(2, 7, 13), .atol = 1e-5,
@@ -1963,6 +1981,12 @@ const op_case op_cases[] = {
      ONE},
     {"avg_pool2d_grad_rect", b_pool_grad, OP_AVG_POOL2D_GRAD, S4(1, 2, 8, 9), IA(1, 3, 0, 1, 2, 3),
      ONE},
+    {"max_pool2d_grad_ceil", b_pool_grad, OP_MAX_POOL2D_GRAD, S4(2, 3, 10, 12),
+     IA(2, 2, 1, 1, 3, 3, 1), ONE},
+    {"avg_pool2d_grad_exclude", b_pool_grad, OP_AVG_POOL2D_GRAD, S4(2, 3, 9, 11),
+     IA(2, 2, 1, 1, 3, 3, 0, 1), ONE},
+    {"avg_pool2d_grad_exclude_ceil", b_pool_grad, OP_AVG_POOL2D_GRAD, S4(2, 3, 10, 12),
+     IA(2, 2, 1, 1, 3, 3, 1, 1), ONE},
     // data movement gradients
     {"embedding_grad", b_embedding_grad, OP_EMBEDDING_GRAD, S2(11, 6), T2(3, 5), .atol = 1e-5, ONE},
     {"embedding_grad_repeats", b_embedding_grad, OP_EMBEDDING_GRAD, S2(3, 7), T1(40), .atol = 1e-5,
@@ -2108,11 +2132,17 @@ const op_case op_cases[] = {
     {"half_max_pool2d_perm", h_pool, OP_MAX_POOL2D, S4(2, 3, 9, 11), IA(2, 2, 1, 1, 3, 3),
      .perm = true, HALF},
     {"half_avg_pool2d", h_pool, OP_AVG_POOL2D, S4(2, 3, 9, 11), IA(2, 2, 1, 1, 3, 3), HALF},
+    {"half_avg_pool2d_exclude_ceil", h_pool, OP_AVG_POOL2D, S4(2, 3, 10, 12),
+     IA(2, 2, 1, 1, 3, 3, 1, 1), HALF},
+    {"half_max_pool2d_ceil", h_pool, OP_MAX_POOL2D, S4(2, 3, 10, 12), IA(2, 2, 1, 1, 3, 3, 1),
+     HALF},
     {"half_max_pool2d_big", h_pool, OP_MAX_POOL2D, S4(4, 16, 32, 32), IA(2, 2, 0, 0, 2, 2), HALF},
     {"half_max_pool2d_grad", h_pool_grad, OP_MAX_POOL2D_GRAD, S4(2, 3, 9, 11), IA(2, 2, 1, 1, 3, 3),
      HALF},
     {"half_avg_pool2d_grad", h_pool_grad, OP_AVG_POOL2D_GRAD, S4(1, 2, 8, 9), IA(1, 3, 0, 1, 2, 3),
      HALF},
+    {"half_avg_pool2d_grad_exclude_ceil", h_pool_grad, OP_AVG_POOL2D_GRAD, S4(2, 3, 10, 12),
+     IA(2, 2, 1, 1, 3, 3, 1, 1), HALF},
     {"half_upsample_nearest_perm", h_pool, OP_UPSAMPLE_NEAREST, S4(1, 3, 4, 5), IA(3), .perm = true,
      HALF},
     // data movement
@@ -2131,6 +2161,7 @@ const op_case op_cases[] = {
      .own = true, HALF},
     // softmax, norms and their gradients
     {"half_softmax", h_one, OP_SOFTMAX, S3(2, 7, 13), HALF},
+    {"half_softmax_axis1", h_one, OP_SOFTMAX, S3(2, 7, 13), IA(1), HALF},
     {"half_log_softmax_big", h_one, OP_LOG_SOFTMAX, BIG, HALF},
     {"half_layer_norm", h_norm, OP_LAYER_NORM, S3(5, 7, 64), .fa = {1e-5},
      .known_fail16 = MIXED_DTYPES, HALF},
@@ -2143,6 +2174,7 @@ const op_case op_cases[] = {
     {"half_group_norm", h_norm, OP_GROUP_NORM, S4(2, 6, 5, 7), IA(3), .fa = {1e-5},
      .known_fail16 = MIXED_DTYPES, HALF},
     {"half_softmax_grad", h_two, OP_SOFTMAX_GRAD, S2(7, 13), HALF},
+    {"half_softmax_grad_axis0", h_two, OP_SOFTMAX_GRAD, S2(7, 13), IA(1), HALF},
     {"half_log_softmax_grad", h_two, OP_LOG_SOFTMAX_GRAD, S3(2, 7, 13), HALF},
     {"half_layer_norm_grad", h_norm_grad, OP_LAYER_NORM_GRAD, S3(5, 7, 64), .fa = {1e-5},
      .known_fail16 = MIXED_DTYPES, HALF},

@@ -607,7 +607,7 @@ static void test_kernel_dtype_errors(void **state) {
     graph_node sum = {.op = OP_SUM, .ia = {1}};
     tensor *si = tensor_new(DT_I32, 4, (int64_t[]){1, 1, 5, 5});
     expect_fail(&c, cpu_reduce(&c, &sum, xi, si), "sum: dtype i32 is not supported");
-    expect_fail(&c, cpu_softmax(&c, xi, false, xi), "softmax: dtype i32 is not supported");
+    expect_fail(&c, cpu_softmax(&c, xi, false, 0, xi), "softmax: dtype i32 is not supported");
     expect_fail(&c, cpu_concat(&c, 1, 1, (const tensor *[]){x32}, x16),
                 "concat: input 0 is f32, the output f16");
     expect_fail(&c, cpu_copy(&c, x32, x16), "copy: input f32 and output f16 differ");

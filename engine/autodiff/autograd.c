@@ -217,7 +217,7 @@ static int back_norm(ag *a, const graph_node *n, int y, int dy) {
     case OP_LOG_SOFTMAX:
         return accumulate(a, x,
                           graph_op(g, n->op == OP_SOFTMAX ? OP_SOFTMAX_GRAD : OP_LOG_SOFTMAX_GRAD,
-                                   2, (int[]){dy, y}, NULL, NULL));
+                                   2, (int[]){dy, y}, n->ia, NULL));
     case OP_LAYER_NORM: gop = OP_LAYER_NORM_GRAD, wop = OP_LAYER_NORM_WGRAD; break;
     case OP_RMS_NORM: gop = OP_RMS_NORM_GRAD, wop = OP_RMS_NORM_WGRAD; break;
     case OP_GROUP_NORM: gop = OP_GROUP_NORM_GRAD, wop = OP_GROUP_NORM_WGRAD; break;

@@ -147,7 +147,8 @@ static bool match_backward(const graph *g, const readers *r, int o, const chain 
         else if (at(g, b[i])->op == OP_SOFTMAX_GRAD)
             sg = b[i];
     }
-    if (pt < 0 || sg < 0 || at(g, sg)->op != OP_SOFTMAX_GRAD || at(g, sg)->src[1] != c->p)
+    if (pt < 0 || sg < 0 || at(g, sg)->op != OP_SOFTMAX_GRAD || at(g, sg)->src[1] != c->p ||
+        at(g, sg)->ia[0] != 0)
         return false;
     int gvr = sole_reader(g, r, pt, OP_MATMUL);
     if (gvr < 0 || at(g, gvr)->src[0] != pt)
@@ -217,7 +218,7 @@ static bool match(const graph *g, const int *uses, int o, compile_attention *a, 
     int p = skip_casts(g, uses, on->src[0]);
     c->p = p;
     c->pp = on->src[0];
-    if (at(g, p)->op != OP_SOFTMAX || uses[p] != 1 || uses[on->src[0]] != 1)
+    if (at(g, p)->op != OP_SOFTMAX || at(g, p)->ia[0] != 0 || uses[p] != 1 || uses[on->src[0]] != 1)
         return false;
     int s = skip_casts(g, uses, at(g, p)->src[0]);
     a->causal = false;

@@ -197,7 +197,7 @@ static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
     case OP_SUM_TO: rc = cuda_sum_to(cc, s[0], y); break;
     case OP_SOFTMAX_GRAD:
     case OP_LOG_SOFTMAX_GRAD:
-        rc = cuda_softmax_grad(cc, s[0], s[1], n->op == OP_LOG_SOFTMAX_GRAD, y);
+        rc = cuda_softmax_grad(cc, s[0], s[1], n->op == OP_LOG_SOFTMAX_GRAD, n->ia[0], y);
         break;
     case OP_LAYER_NORM_GRAD:
     case OP_RMS_NORM_GRAD:

@@ -147,7 +147,7 @@ static int expand_node(dctx *d, const graph_node *n, const int *s) {
     case OP_FULL: return graph_full(g, n->fa[0], n->dtype, n->ndim, n->shape);
     case OP_SOFTMAX:
     case OP_LOG_SOFTMAX: {
-        int ax = n->ndim - 1;
+        int ax = n->ndim - 1 - (int)n->ia[0];
         int m = graph_reduce(g, OP_MAX, s[0], ax);
         int xc = graph_binary(g, OP_SUB, s[0], m);
         int e = graph_unary(g, OP_EXP, xc);
@@ -177,19 +177,21 @@ static int expand_node(dctx *d, const graph_node *n, const int *s) {
     }
     case OP_GROUP_NORM: {
         // (N, C, ...) -> (N, G, rest) normalized over rest -> back, per-channel affine
-        const graph_node *x = graph_at(g, s[0]);
-        int64_t N = x->shape[0], G = n->ia[0];
+        // x's shape copied: the nodes below may move the node array
+        graph_node x = *graph_at(g, s[0]);
+        int64_t N = x.shape[0], G = n->ia[0];
         int v = graph_reshape(g, s[0], 3, (int64_t[]){N, G, -1});
-        int y = graph_reshape(g, normalize_last(d, v, n->fa[0], NULL), x->ndim, x->shape);
-        int w = channel_view(d, s[1], x->ndim), b = channel_view(d, s[2], x->ndim);
+        int y = graph_reshape(g, normalize_last(d, v, n->fa[0], NULL), x.ndim, x.shape);
+        int w = channel_view(d, s[1], x.ndim), b = channel_view(d, s[2], x.ndim);
         return graph_binary(g, OP_ADD, graph_binary(g, OP_MUL, y, w), b);
     }
     case OP_SOFTMAX_GRAD: { // y * (dy - sum(dy * y))
-        int sum = graph_reduce(g, OP_SUM, graph_binary(g, OP_MUL, s[0], s[1]), n->ndim - 1);
+        int ax = n->ndim - 1 - (int)n->ia[0];
+        int sum = graph_reduce(g, OP_SUM, graph_binary(g, OP_MUL, s[0], s[1]), ax);
         return graph_binary(g, OP_MUL, s[1], graph_binary(g, OP_SUB, s[0], sum));
     }
     case OP_LOG_SOFTMAX_GRAD: { // dy - exp(y) * sum(dy)
-        int sum = graph_reduce(g, OP_SUM, s[0], n->ndim - 1);
+        int sum = graph_reduce(g, OP_SUM, s[0], n->ndim - 1 - (int)n->ia[0]);
         return graph_binary(g, OP_SUB, s[0],
                             graph_binary(g, OP_MUL, graph_unary(g, OP_EXP, s[1]), sum));
     }

@@ -97,7 +97,8 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
     case OP_ACT_GRAD: return cpu_act_grad(c, n, s[0], s[1], y);
     case OP_SUM_TO: return cpu_sum_to(c, s[0], y);
     case OP_SOFTMAX_GRAD:
-    case OP_LOG_SOFTMAX_GRAD: return cpu_softmax_grad(c, s[0], s[1], n->op == OP_LOG_SOFTMAX_GRAD, y);
+    case OP_LOG_SOFTMAX_GRAD:
+        return cpu_softmax_grad(c, s[0], s[1], n->op == OP_LOG_SOFTMAX_GRAD, n->ia[0], y);
     case OP_LAYER_NORM_GRAD:
     case OP_RMS_NORM_GRAD:
     case OP_BATCH_NORM_GRAD:

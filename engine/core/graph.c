@@ -276,6 +276,15 @@ static int conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
     return (int)((in + 2 * p - d * (k - 1) - 1) / s + 1);
 }
 
+// PyTorch's pooling_output_shape: ceil mode rounds the window count up, but
+// a last window must start inside the input or its left padding.
+static int pool_out(int64_t in, int64_t k, int64_t s, int64_t p, bool ceil_mode) {
+    int64_t o = (in + 2 * p - k + (ceil_mode ? s - 1 : 0)) / s + 1;
+    if (ceil_mode && (o - 1) * s >= in + p)
+        o--;
+    return (int)o;
+}
+
 // Backward ops whose output shape is stated (ndim_hint, shape_hint): the
 // forward input's, checked against the gradient dy = s[0].
 static int infer_grad_shaped(graph *g, graph_node *n, const graph_node *const *s, int ndim_hint,
@@ -452,6 +461,9 @@ static int infer_norm(graph *g, graph_node *n, const graph_node *const *s) {
     if (x->ndim < 1 || !dtype_is_float(x->dtype))
         return fail(g, "%s needs a floating-point tensor", op_name(n->op));
     int64_t c = x->shape[x->ndim - 1];
+    if ((n->op == OP_SOFTMAX || n->op == OP_LOG_SOFTMAX) && (n->ia[0] < 0 || n->ia[0] >= x->ndim))
+        return fail(g, "%s: axis %lld before the last is outside %s", op_name(n->op),
+                    (long long)n->ia[0], shape_s(b0, x));
     if (n->op == OP_BATCH_NORM || n->op == OP_GROUP_NORM) {
         if (x->ndim < 2)
             return fail(g, "%s needs (N, C, ...) input, got %s", op_name(n->op), shape_s(b0, x));
@@ -567,8 +579,12 @@ static int infer_pool(graph *g, graph_node *n, const graph_node *const *s) {
             n->ia[i] = n->ia[4 + i];
         if (2 * n->ia[2 + i] > n->ia[4 + i])
             return fail(g, "%s: padding must be at most half the kernel", op_name(n->op));
-        n->shape[2 + i] = conv_out(x->shape[2 + i], n->ia[4 + i], n->ia[i], n->ia[2 + i], 1);
+        n->shape[2 + i] =
+            pool_out(x->shape[2 + i], n->ia[4 + i], n->ia[i], n->ia[2 + i], n->ia[6] != 0);
     }
+    if (n->ia[7] && n->op != OP_AVG_POOL2D)
+        return fail(g, "%s: only avg_pool2d can leave the padding out of its count",
+                    op_name(n->op));
     return 0;
 }
 

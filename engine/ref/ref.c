@@ -238,17 +238,29 @@ static int ref_max(ref_ctx *c, const graph_node *n, const double *const *s, doub
 
 // ---- softmax and norms -----------------------------------------------------
 
+// A softmax's axis, ia0 axes before the last: its length C, and the stride
+// `inner` (the product of the axes after it) between its elements.
+static void softmax_axis(const graph_node *n, int64_t *C, int64_t *inner) {
+    int ax = n->ndim - 1 - (int)n->ia[0];
+    *C = n->shape[ax];
+    *inner = 1;
+    for (int d = ax + 1; d < n->ndim; d++)
+        *inner *= n->shape[d];
+}
+
 static void softmax_rows(const graph_node *n, const double *x, double *o, bool log_out) {
-    int64_t C = n->shape[n->ndim - 1], rows = graph_node_numel(n) / C;
-    for (int64_t r = 0; r < rows; r++) {
-        const double *xr = x + r * C;
+    int64_t C, in;
+    softmax_axis(n, &C, &in);
+    for (int64_t r = 0; r < graph_node_numel(n) / C; r++) {
+        int64_t at = r / in * C * in + r % in; // the row's first element
+        const double *xr = x + at;
         double m = -INFINITY, sum = 0;
         for (int64_t i = 0; i < C; i++)
-            m = xr[i] > m ? xr[i] : m;
+            m = xr[i * in] > m ? xr[i * in] : m;
         for (int64_t i = 0; i < C; i++)
-            sum += exp(xr[i] - m);
+            sum += exp(xr[i * in] - m);
         for (int64_t i = 0; i < C; i++)
-            o[r * C + i] = log_out ? xr[i] - m - log(sum) : exp(xr[i] - m) / sum;
+            o[at + i * in] = log_out ? xr[i * in] - m - log(sum) : exp(xr[i * in] - m) / sum;
     }
 }
 
@@ -524,8 +536,22 @@ static int ref_conv_transpose2d(ref_ctx *c, const graph_node *n, const double *c
     return 0;
 }
 
+// avg pooling's divisor for window (oh, ow), as PyTorch's: the window's cells
+// up to the far padding (count_include_pad), or only those in the input (ia7)
+static double pool_divisor(const int64_t *ia, int64_t H, int64_t W, int64_t oh, int64_t ow) {
+    int64_t h0 = oh * ia[0] - ia[2], w0 = ow * ia[1] - ia[3];
+    int64_t h1 = h0 + ia[4], w1 = w0 + ia[5];
+    if (ia[7]) {
+        h0 = h0 > 0 ? h0 : 0, w0 = w0 > 0 ? w0 : 0;
+        h1 = h1 < H ? h1 : H, w1 = w1 < W ? w1 : W;
+    } else {
+        h1 = h1 < H + ia[2] ? h1 : H + ia[2], w1 = w1 < W + ia[3] ? w1 : W + ia[3];
+    }
+    return (double)((h1 - h0) * (w1 - w0));
+}
+
 // max over the window's in-bounds pixels (padding is -inf); avg divides the
-// in-bounds sum by the whole window (padding counts as zeros)
+// in-bounds sum by pool_divisor (padding counts as zeros)
 static int pool(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
     const graph_node *x = src(c, n, 0);
     int64_t H = x->shape[2], W = x->shape[3], OH = n->shape[2], OW = n->shape[3];
@@ -543,7 +569,7 @@ static int pool(ref_ctx *c, const graph_node *n, const double *const *s, double 
                         double v = s[0][(p * H + ih) * W + iw];
                         acc = is_max ? ((isnan(v) || v > acc) ? v : acc) : acc + v;
                     }
-                o[(p * OH + oh) * OW + ow] = is_max ? acc : acc / (double)(ia[4] * ia[5]);
+                o[(p * OH + oh) * OW + ow] = is_max ? acc : acc / pool_divisor(ia, H, W, oh, ow);
             }
     return 0;
 }
@@ -1004,14 +1030,17 @@ static int ref_sum_to(ref_ctx *c, const graph_node *n, const double *const *s, d
 
 static void softmax_grad_rows(const graph_node *n, const double *dy, const double *y, double *o,
                               bool log_in) {
-    int64_t C = n->shape[n->ndim - 1], rows = graph_node_numel(n) / C;
-    for (int64_t r = 0; r < rows; r++) {
-        const double *d = dy + r * C, *yr = y + r * C;
+    int64_t C, in;
+    softmax_axis(n, &C, &in);
+    for (int64_t r = 0; r < graph_node_numel(n) / C; r++) {
+        int64_t at = r / in * C * in + r % in;
+        const double *d = dy + at, *yr = y + at;
         double sum = 0;
         for (int64_t i = 0; i < C; i++)
-            sum += log_in ? d[i] : d[i] * yr[i];
+            sum += log_in ? d[i * in] : d[i * in] * yr[i * in];
         for (int64_t i = 0; i < C; i++)
-            o[r * C + i] = log_in ? d[i] - exp(yr[i]) * sum : yr[i] * (d[i] - sum);
+            o[at + i * in] =
+                log_in ? d[i * in] - exp(yr[i * in]) * sum : yr[i * in] * (d[i * in] - sum);
     }
 }
 
@@ -1219,7 +1248,7 @@ static int ref_conv2d_grad_weight(ref_ctx *c, const graph_node *n, const double 
 
 // Each window's dy goes back to its pixels: max pool's to the first maximum
 // in row-major window order (padding never wins), avg pool's spread over the
-// in-bounds pixels divided by the whole window, as the forward counts it.
+// in-bounds pixels divided by pool_divisor, as the forward counts it.
 static int pool_backward(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
     const graph_node *dy = src(c, n, 0);
     int64_t H = n->shape[2], W = n->shape[3], OH = dy->shape[2], OW = dy->shape[3];
@@ -1240,7 +1269,7 @@ static int pool_backward(ref_ctx *c, const graph_node *n, const double *const *s
                             continue;
                         int64_t k = (p * H + ih) * W + iw;
                         if (!is_max)
-                            o[k] += d / (double)(kh * kw);
+                            o[k] += d / pool_divisor(n->ia, H, W, oh, ow);
                         else if (at < 0 || s[1][k] > best || (isnan(s[1][k]) && !isnan(best))) {
                             best = s[1][k];
                             at = k;

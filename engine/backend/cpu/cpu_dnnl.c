@@ -396,9 +396,13 @@ static dnnl_entry *entry_new(cpu_ctx *c, const dnnl_key *k) {
         dnnl_pooling_v2_desc_t d;
         dnnl_dims_t kernel = {ia[4], ia[5]}, dil = {0, 0};
         // avg pool divides by the whole window, padding included (PyTorch's
-        // count_include_pad default)
-        dnnl_alg_kind_t alg =
-            k->op == OP_MAX_POOL2D ? dnnl_pooling_max : dnnl_pooling_avg_include_padding;
+        // count_include_pad default), or by its cells in the input (ia7). Ceil
+        // mode (ia6) pads the right and bottom to the last window's end.
+        dnnl_alg_kind_t alg = k->op == OP_MAX_POOL2D ? dnnl_pooling_max
+                              : ia[7]                ? dnnl_pooling_avg_exclude_padding
+                                                     : dnnl_pooling_avg_include_padding;
+        for (int i = 0; ia[6] && i < 2; i++)
+            pad_r[i] = (k->y[2 + i] - 1) * ia[i] + ia[4 + i] - k->x[2 + i] - ia[2 + i];
         DNNL_TRY(
             c->err, sizeof c->err, dnnl_pooling_v2_forward_desc_init,
             (&d, dnnl_forward_inference, alg, &pmd_x, &pmd_y, strides, kernel, dil, pad_l, pad_r));

@@ -255,8 +255,12 @@ int cpu_pool2d_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const ten
                         }
                     d[best] += v;
                 } else {
-                    // as PyTorch: dy / (kh * kw), the padding counted
-                    float s = v / (float)(kh * kw);
+                    // as PyTorch: dy / the window's cells up to the far
+                    // padding, or only those in the input (ia7)
+                    int64_t h1 = h0 + kh < H + ph ? h0 + kh : H + ph;
+                    int64_t w1 = w0 + kw < W + pw ? w0 + kw : W + pw;
+                    int64_t cells = ia[7] ? (hb - ha) * (wb - wa) : (h1 - h0) * (w1 - w0);
+                    float s = v / (float)cells;
                     for (int64_t h = ha; h < hb; h++)
                         for (int64_t w = wa; w < wb; w++)
                             d[h * W + w] += s;

@@ -293,7 +293,8 @@ int cpu_sum_to(cpu_ctx *c, const tensor *dy, tensor *out) {
 
 // ---- SOFTMAX_GRAD, LOG_SOFTMAX_GRAD --------------------------------------------
 
-int cpu_softmax_grad(cpu_ctx *c, const tensor *dy, const tensor *y, bool log, tensor *out) {
+int cpu_softmax_grad(cpu_ctx *c, const tensor *dy, const tensor *y, bool log, int64_t after,
+                     tensor *out) {
     const char *what = log ? "log_softmax_grad" : "softmax_grad";
     tensor *t[2], *oc = NULL;
     if (cpu_inputs_f32(c, what, 2, (const tensor *[]){dy, y}, t) < 0)
@@ -302,9 +303,26 @@ int cpu_softmax_grad(cpu_ctx *c, const tensor *dy, const tensor *y, bool log, te
         cpu_free_all(2, t);
         return -1;
     }
-    int64_t C = t[0]->ndim ? t[0]->shape[t[0]->ndim - 1] : 1, rows = tensor_numel(t[0]) / C;
+    int64_t C, in;
+    cpu_softmax_axis(t[0], after, &C, &in);
+    int64_t rows = tensor_numel(t[0]) / C;
     const float *pd = tensor_f32(t[0]), *py = tensor_f32(t[1]);
     float *po = tensor_f32(oc);
+    if (in > 1) { // (outer, C, inner): each (outer, inner) column on its own
+#pragma omp parallel for if (rows * C >= CPU_PAR_MIN) schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t at = r / in * C * in + r % in;
+            const float *d = pd + at, *yr = py + at;
+            double s = 0;
+            for (int64_t i = 0; i < C; i++)
+                s += log ? d[i * in] : d[i * in] * yr[i * in];
+            float sf = (float)s;
+            for (int64_t i = 0; i < C; i++)
+                po[at + i * in] =
+                    log ? d[i * in] - cpu_expf(yr[i * in]) * sf : yr[i * in] * (d[i * in] - sf);
+        }
+        rows = 0;
+    }
 #pragma omp parallel for if (rows * C >= CPU_PAR_MIN) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *d = pd + r * C, *yr = py + r * C;

@@ -96,7 +96,10 @@ int cpu_copy(cpu_ctx *c, const tensor *x, tensor *out);
 // SUM, MEAN, MAX over n->ia[0], kept as size 1.
 int cpu_reduce(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out);
 // over the last axis; log_softmax when log
-int cpu_softmax(cpu_ctx *c, const tensor *x, bool log, tensor *out);
+int cpu_softmax(cpu_ctx *c, const tensor *x, bool log, int64_t after, tensor *out);
+// a softmax's axis, `after` axes before the last: its length C and the
+// stride `inner` between its elements (the product of the axes after it)
+void cpu_softmax_axis(const tensor *t, int64_t after, int64_t *C, int64_t *inner);
 // x (..., C), weight (C), bias (C); bias NULL for rms_norm
 int cpu_layer_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b, double eps,
                    tensor *out);
@@ -200,7 +203,8 @@ int cpu_act_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor
 // SUM_TO: out (its own shape) = dy summed over the axes dy was broadcast along
 int cpu_sum_to(cpu_ctx *c, const tensor *dy, tensor *out);
 // SOFTMAX_GRAD (log false) and LOG_SOFTMAX_GRAD (log true); y the forward output
-int cpu_softmax_grad(cpu_ctx *c, const tensor *dy, const tensor *y, bool log, tensor *out);
+int cpu_softmax_grad(cpu_ctx *c, const tensor *dy, const tensor *y, bool log, int64_t after,
+                     tensor *out);
 // LAYER_NORM_GRAD, RMS_NORM_GRAD, BATCH_NORM_GRAD, GROUP_NORM_GRAD: dx
 int cpu_norm_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
                   const tensor *w, tensor *out);

@@ -127,18 +127,49 @@ int cpu_reduce(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
     return cpu_f32_done(oc, out, 0);
 }
 
-// ---- softmax and log_softmax over the last axis --------------------------
+// ---- softmax and log_softmax over any axis ---------------------------------
 
-int cpu_softmax(cpu_ctx *c, const tensor *x, bool log, tensor *out) {
+void cpu_softmax_axis(const tensor *t, int64_t after, int64_t *C, int64_t *inner) {
+    int ax = t->ndim - 1 - (int)after;
+    *C = ax >= 0 ? t->shape[ax] : 1;
+    *inner = 1;
+    for (int d = ax + 1; d < t->ndim; d++)
+        *inner *= t->shape[d];
+}
+
+// (outer, C, inner) with inner > 1: each (outer, inner) column on its own
+static void softmax_strided(const float *px, float *po, int64_t C, int64_t in, int64_t cols,
+                            bool log) {
+#pragma omp parallel for if (cols * C >= CPU_PAR_MIN) schedule(static)
+    for (int64_t r = 0; r < cols; r++) {
+        const float *x = px + r / in * C * in + r % in;
+        float *o = po + r / in * C * in + r % in, m = -INFINITY, s = 0;
+        for (int64_t i = 0; i < C; i++)
+            m = x[i * in] > m || isnan(x[i * in]) ? x[i * in] : m;
+        for (int64_t i = 0; i < C; i++)
+            s += cpu_expf(x[i * in] - m);
+        float lse = m + logf(s), inv = 1.0f / s;
+        for (int64_t i = 0; i < C; i++)
+            o[i * in] = log ? x[i * in] - lse : cpu_expf(x[i * in] - m) * inv;
+    }
+}
+
+int cpu_softmax(cpu_ctx *c, const tensor *x, bool log, int64_t after, tensor *out) {
     const char *name = log ? "log_softmax" : "softmax";
     tensor *xc = cpu_f32_in(c, name, x), *oc = xc ? cpu_f32_out(c, name, out) : NULL;
     if (!oc) {
         tensor_free(xc);
         return -1;
     }
-    int64_t C = xc->shape[xc->ndim - 1], rows = tensor_numel(xc) / C;
+    int64_t C, inner;
+    cpu_softmax_axis(xc, after, &C, &inner);
+    int64_t rows = tensor_numel(xc) / C;
     const float *px = tensor_f32(xc);
     float *po = tensor_f32(oc);
+    if (inner > 1) {
+        softmax_strided(px, po, C, inner, rows, log);
+        rows = 0;
+    }
 #pragma omp parallel for if (rows * C >= CPU_PAR_MIN) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *row = px + r * C;

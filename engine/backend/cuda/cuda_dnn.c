@@ -153,10 +153,11 @@ static int entry_init(cuda_ctx *c, dnn_entry *e) {
         return -1;
     if (k->op == OP_MAX_POOL2D || k->op == OP_AVG_POOL2D) {
         CUDNN_CTX(c, cudnnCreatePoolingDescriptor(&e->pd));
-        // avg divides by the whole window, padding included (PyTorch's default)
-        cudnnPoolingMode_t mode = k->op == OP_MAX_POOL2D
-                                      ? CUDNN_POOLING_MAX
-                                      : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+        // avg divides by the whole window, padding included (PyTorch's
+        // default), or by its cells in the input (ia7)
+        cudnnPoolingMode_t mode = k->op == OP_MAX_POOL2D ? CUDNN_POOLING_MAX
+                                  : ia[7] ? CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING
+                                          : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
         CUDNN_CTX(c, cudnnSetPooling2dDescriptor(e->pd, mode, CUDNN_PROPAGATE_NAN, (int)ia[4],
                                                  (int)ia[5], (int)ia[2], (int)ia[3], (int)ia[0],
                                                  (int)ia[1]));
@@ -329,6 +330,8 @@ int cuda_conv2d(cuda_ctx *c, const graph_node *n, const tensor *x, const tensor 
 static int pool(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out);
 
 int cuda_pool2d(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
+    if (n->ia[6])
+        return cuda_pool2d_ceil(c, n, x, out);
     tensor *xc = dnn_input(c, x);
     int rc = xc ? pool(c, n, xc, out) : -1;
     cuda_tensor_free(c, xc);

@@ -10,7 +10,42 @@
 // ---- MAX_POOL2D_GRAD, AVG_POOL2D_GRAD ----------------------------------------------------
 
 struct pool_geom {
-    int64_t H, W, OH, OW, sh, sw, ph, pw, kh, kw;
+    int64_t H, W, OH, OW, sh, sw, ph, pw, kh, kw, exclude; // exclude: ia7
+};
+
+// avg pooling's divisor for window (oh, ow), as ref.c's pool_divisor
+__device__ __forceinline__ float pool_cells(const pool_geom &g, int64_t oh, int64_t ow) {
+    int64_t h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw, h1 = h0 + g.kh, w1 = w0 + g.kw;
+    if (g.exclude) {
+        h0 = h0 > 0 ? h0 : 0, w0 = w0 > 0 ? w0 : 0;
+        h1 = h1 < g.H ? h1 : g.H, w1 = w1 < g.W ? w1 : g.W;
+    } else {
+        h1 = h1 < g.H + g.ph ? h1 : g.H + g.ph, w1 = w1 < g.W + g.pw ? w1 : g.W + g.pw;
+    }
+    return (float)((h1 - h0) * (w1 - w0));
+}
+
+// MAX_POOL2D, AVG_POOL2D in ceil mode, whose last windows cuDNN's symmetric
+// padding cannot reach: one thread per output, ref.c's rules
+template <typename T> struct pool_fwd_f {
+    const T *x;
+    T *y;
+    pool_geom g;
+    bool max;
+    __device__ void operator()(int64_t i) const {
+        int64_t ow = i % g.OW, r = i / g.OW, oh = r % g.OH, p = r / g.OH;
+        int64_t h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
+        int64_t ha = h0 > 0 ? h0 : 0, hb = h0 + g.kh < g.H ? h0 + g.kh : g.H;
+        int64_t wa = w0 > 0 ? w0 : 0, wb = w0 + g.kw < g.W ? w0 + g.kw : g.W;
+        const T *xp = x + p * g.H * g.W;
+        float acc = max ? -INFINITY : 0.0f;
+        for (int64_t h = ha; h < hb; h++)
+            for (int64_t w = wa; w < wb; w++) {
+                float v = ldf(xp, h * g.W + w);
+                acc = !max ? acc + v : (v > acc || v != v) ? v : acc;
+            }
+        stf(y, i, max ? acc : acc / pool_cells(g, oh, ow));
+    }
 };
 
 // Each window's argmax within its (n, c) plane: the first maximum in
@@ -42,7 +77,7 @@ template <typename T> struct pool_argmax_f {
 
 // dx at (p, h, w): the windows that hold the pixel in (oh, ow) order, the
 // order the CPU kernel adds them in: max pool's where it is the argmax,
-// avg pool's dy / (kh kw) from each
+// avg pool's dy / pool_cells from each
 template <typename T> struct pool_grad_f {
     const T *dy;
     const int32_t *best; // NULL: average
@@ -55,13 +90,13 @@ template <typename T> struct pool_grad_f {
         int64_t ow0 = w + g.pw < g.kw ? 0 : (w + g.pw - g.kw) / g.sw + 1;
         oh1 = oh1 < g.OH - 1 ? oh1 : g.OH - 1;
         ow1 = ow1 < g.OW - 1 ? ow1 : g.OW - 1;
-        float acc = 0.0f, area = (float)(g.kh * g.kw);
+        float acc = 0.0f;
         int32_t me = (int32_t)(h * g.W + w);
         for (int64_t oh = oh0; oh <= oh1; oh++)
             for (int64_t ow = ow0; ow <= ow1; ow++) {
                 int64_t j = (p * g.OH + oh) * g.OW + ow;
                 if (!best)
-                    acc += ldf(dy, j) / area;
+                    acc += ldf(dy, j) / pool_cells(g, oh, ow);
                 else if (best[j] == me)
                     acc += ldf(dy, j);
             }
@@ -113,8 +148,8 @@ int cuda_pool2d_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, const t
             return -1;
         }
     const int64_t *ia = n->ia;
-    pool_geom g = {out->shape[2], out->shape[3], dy->shape[2], dy->shape[3], ia[0],
-                   ia[1],         ia[2],         ia[3],        ia[4],        ia[5]};
+    pool_geom g = {out->shape[2], out->shape[3], dy->shape[2], dy->shape[3], ia[0], ia[1],
+                   ia[2],         ia[3],         ia[4],        ia[5],        ia[7]};
     g.sh = g.sh > 0 ? g.sh : g.kh; // ref.c's default: the stride is the kernel
     g.sw = g.sw > 0 ? g.sw : g.kw;
     if (g.kh < 1 || g.kw < 1 || g.ph < 0 || g.pw < 0 || g.H * g.W >= INT32_MAX) {
@@ -131,6 +166,27 @@ int cuda_pool2d_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, const t
         rc = out->dtype == DT_F32 ? pool_grad_typed<float>(c, dc, xc, g, out)
                                   : pool_grad_typed<uint16_t>(c, dc, xc, g, out);
     cuda_tensor_free(c, dc);
+    cuda_tensor_free(c, xc);
+    return rc;
+}
+
+int cuda_pool2d_ceil(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
+    const int64_t *ia = n->ia;
+    pool_geom g = {x->shape[2], x->shape[3], out->shape[2], out->shape[3], ia[0], ia[1],
+                   ia[2],       ia[3],       ia[4],         ia[5],         ia[7]};
+    bool max = n->op == OP_MAX_POOL2D;
+    tensor *xc = cuda_contiguous(c, x);
+    if (!xc)
+        return -1;
+    int rc = x->dtype == DT_F32
+                 ? pw_launch(c, tensor_numel(out),
+                             pool_fwd_f<float>{(const float *)tensor_data(xc),
+                                               (float *)tensor_data(out), g, max},
+                             "pool2d_ceil<<<>>>")
+                 : pw_launch(c, tensor_numel(out),
+                             pool_fwd_f<uint16_t>{(const uint16_t *)tensor_data(xc),
+                                                  (uint16_t *)tensor_data(out), g, max},
+                             "pool2d_ceil<<<>>>");
     cuda_tensor_free(c, xc);
     return rc;
 }

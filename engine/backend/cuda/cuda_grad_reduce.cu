@@ -84,35 +84,37 @@ int cuda_sum_to(cuda_ctx *c, const tensor *dy, tensor *out) {
 
 template <typename T, bool LOG>
 __global__ void __launch_bounds__(1024)
-    softmax_grad_k(const T *dy, const T *y, T *o, int64_t rows, int64_t C) {
+    softmax_grad_k(const T *dy, const T *y, T *o, int64_t rows, int64_t C, int64_t in) {
     __shared__ float sh[32];
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-        const T *d = dy + row * C, *yr = y + row * C;
+        int64_t at = row / in * C * in + row % in; // as softmax_rows
+        const T *d = dy + at, *yr = y + at;
         float s = 0.0f;
         for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
-            s += LOG ? ldf(d, j) : ldf(d, j) * ldf(yr, j);
+            s += LOG ? ldf(d, j * in) : ldf(d, j * in) * ldf(yr, j * in);
         s = tc_block_sum(s, sh);
         for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
-            float dv = ldf(d, j), yv = ldf(yr, j);
-            stf(o + row * C, j, LOG ? dv - expf(yv) * s : yv * (dv - s));
+            float dv = ldf(d, j * in), yv = ldf(yr, j * in);
+            stf(o + at, j * in, LOG ? dv - expf(yv) * s : yv * (dv - s));
         }
     }
 }
 
 template <typename T>
 static void softmax_grad_launch(cuda_ctx *c, bool log, const tensor *d, const tensor *y,
-                                tensor *out, int64_t rows, int64_t C) {
+                                tensor *out, int64_t rows, int64_t C, int64_t in) {
     const T *pd = (const T *)tensor_data(d), *py = (const T *)tensor_data(y);
     T *po = (T *)tensor_data(out);
     if (log)
         softmax_grad_k<T, true>
-            <<<grad_grid(rows), row_threads(C), 0, c->stream>>>(pd, py, po, rows, C);
+            <<<grad_grid(rows), row_threads(C), 0, c->stream>>>(pd, py, po, rows, C, in);
     else
         softmax_grad_k<T, false>
-            <<<grad_grid(rows), row_threads(C), 0, c->stream>>>(pd, py, po, rows, C);
+            <<<grad_grid(rows), row_threads(C), 0, c->stream>>>(pd, py, po, rows, C, in);
 }
 
-int cuda_softmax_grad(cuda_ctx *c, const tensor *dy, const tensor *y, bool log, tensor *out) {
+int cuda_softmax_grad(cuda_ctx *c, const tensor *dy, const tensor *y, bool log, int64_t after,
+                      tensor *out) {
     const char *what = log ? "log_softmax_grad" : "softmax_grad";
     const tensor *t[3] = {out, dy, y};
     if (grad_need_same(c, what, 3, t) < 0)
@@ -120,14 +122,15 @@ int cuda_softmax_grad(cuda_ctx *c, const tensor *dy, const tensor *y, bool log, 
     tensor *dc = cuda_contiguous(c, dy), *yc = dc ? cuda_contiguous(c, y) : NULL;
     int rc = -1;
     if (yc) {
-        int64_t C = out->ndim ? out->shape[out->ndim - 1] : 1;
+        int64_t C, in;
+        cuda_softmax_axis(out, after, &C, &in);
         int64_t rows = C ? tensor_numel(out) / C : 0;
         rc = 0;
         if (rows > 0) {
             if (out->dtype == DT_F32)
-                softmax_grad_launch<float>(c, log, dc, yc, out, rows, C);
+                softmax_grad_launch<float>(c, log, dc, yc, out, rows, C, in);
             else
-                softmax_grad_launch<uint16_t>(c, log, dc, yc, out, rows, C);
+                softmax_grad_launch<uint16_t>(c, log, dc, yc, out, rows, C, in);
             rc = CUDA_LAUNCHED(c, "softmax_grad<<<>>>");
         }
     }

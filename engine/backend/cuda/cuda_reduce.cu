@@ -87,41 +87,55 @@ int cuda_reduce(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out) 
     return rc;
 }
 
-// ---- softmax and log_softmax over the last axis --------------------------------
+// ---- softmax and log_softmax over any axis --------------------------------------
 
+// a row is the C elements of one (outer, inner) pair, `in` apart (1: the
+// last axis, contiguous)
 template <typename T, bool LOG>
-__global__ void __launch_bounds__(1024) softmax_rows(const T *x, T *y, int64_t rows, int64_t C) {
+__global__ void __launch_bounds__(1024)
+    softmax_rows(const T *x, T *y, int64_t rows, int64_t C, int64_t in) {
     __shared__ float sh[32];
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-        const T *xr = x + row * C;
-        T *yr = y + row * C;
+        int64_t at = row / in * C * in + row % in;
+        const T *xr = x + at;
+        T *yr = y + at;
         float m = -INFINITY, s = 0.0f;
         for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
-            m = tc_maximum(ldf(xr, j), m);
+            m = tc_maximum(ldf(xr, j * in), m);
         m = tc_block_max(m, sh);
         for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
-            s += expf(ldf(xr, j) - m);
+            s += expf(ldf(xr, j * in) - m);
         s = tc_block_sum(s, sh);
         if (LOG) {
             float lse = m + logf(s);
             for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
-                stf(yr, j, ldf(xr, j) - lse);
+                stf(yr, j * in, ldf(xr, j * in) - lse);
         } else {
             float inv = 1.0f / s;
             for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
-                stf(yr, j, expf(ldf(xr, j) - m) * inv);
+                stf(yr, j * in, expf(ldf(xr, j * in) - m) * inv);
         }
     }
 }
 
-int cuda_softmax(cuda_ctx *c, const tensor *x, bool log, tensor *out) {
+void cuda_softmax_axis(const tensor *t, int64_t after, int64_t *C, int64_t *inner) {
+    int ax = t->ndim - 1 - (int)after;
+    *C = ax >= 0 ? t->shape[ax] : 1;
+    *inner = 1;
+    for (int d = ax + 1; d < t->ndim; d++)
+        *inner *= t->shape[d];
+}
+
+int cuda_softmax(cuda_ctx *c, const tensor *x, bool log, int64_t after, tensor *out) {
     const char *name = log ? "log_softmax" : "softmax";
     if (x->dtype != DT_F32 && x->dtype != DT_F16)
         return cuda_pw_fail(c, name, x->dtype);
     tensor *xc = cuda_contiguous(c, x);
     if (!xc)
         return -1;
-    int64_t C = xc->ndim ? xc->shape[xc->ndim - 1] : 1, rows = C ? tensor_numel(xc) / C : 0;
+    int64_t C, in;
+    cuda_softmax_axis(xc, after, &C, &in);
+    int64_t rows = C ? tensor_numel(xc) / C : 0;
     if (rows > 0) {
         unsigned g = row_grid(rows);
         int t = row_threads(C);
@@ -129,16 +143,16 @@ int cuda_softmax(cuda_ctx *c, const tensor *x, bool log, tensor *out) {
             const float *px = (const float *)tensor_data(xc);
             float *py = (float *)tensor_data(out);
             if (log)
-                softmax_rows<float, true><<<g, t, 0, c->stream>>>(px, py, rows, C);
+                softmax_rows<float, true><<<g, t, 0, c->stream>>>(px, py, rows, C, in);
             else
-                softmax_rows<float, false><<<g, t, 0, c->stream>>>(px, py, rows, C);
+                softmax_rows<float, false><<<g, t, 0, c->stream>>>(px, py, rows, C, in);
         } else {
             const uint16_t *px = (const uint16_t *)tensor_data(xc);
             uint16_t *py = (uint16_t *)tensor_data(out);
             if (log)
-                softmax_rows<uint16_t, true><<<g, t, 0, c->stream>>>(px, py, rows, C);
+                softmax_rows<uint16_t, true><<<g, t, 0, c->stream>>>(px, py, rows, C, in);
             else
-                softmax_rows<uint16_t, false><<<g, t, 0, c->stream>>>(px, py, rows, C);
+                softmax_rows<uint16_t, false><<<g, t, 0, c->stream>>>(px, py, rows, C, in);
         }
     }
     int rc = rows > 0 ? CUDA_LAUNCHED(c, "softmax<<<>>>") : 0;

@@ -171,7 +171,10 @@ int cuda_where(cuda_ctx *c, const tensor *cond, const tensor *a, const tensor *b
 int cuda_copy(cuda_ctx *c, const tensor *x, tensor *out);
 // SUM, MEAN, MAX over n->ia[0], kept as size 1.
 int cuda_reduce(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out);
-int cuda_softmax(cuda_ctx *c, const tensor *x, bool log, tensor *out);
+int cuda_softmax(cuda_ctx *c, const tensor *x, bool log, int64_t after, tensor *out);
+// a softmax's axis, `after` axes before the last: its length C and the
+// stride `inner` between its elements (the product of the axes after it)
+void cuda_softmax_axis(const tensor *t, int64_t after, int64_t *C, int64_t *inner);
 // x (..., C), weight (C), bias (C) or NULL for rms_norm
 int cuda_layer_norm(cuda_ctx *c, const tensor *x, const tensor *w, const tensor *b, double eps,
                     tensor *out);
@@ -224,7 +227,8 @@ int cuda_act_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, const tens
 // SUM_TO: out (its own shape) = dy summed over the axes dy was broadcast along
 int cuda_sum_to(cuda_ctx *c, const tensor *dy, tensor *out);
 // SOFTMAX_GRAD (log false), LOG_SOFTMAX_GRAD (log true); y the forward's output
-int cuda_softmax_grad(cuda_ctx *c, const tensor *dy, const tensor *y, bool log, tensor *out);
+int cuda_softmax_grad(cuda_ctx *c, const tensor *dy, const tensor *y, bool log, int64_t after,
+                      tensor *out);
 // LAYER_NORM_GRAD, RMS_NORM_GRAD, BATCH_NORM_GRAD, GROUP_NORM_GRAD: dx; w (C) f32 or f16
 int cuda_norm_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
                    const tensor *w, tensor *out);
@@ -241,6 +245,8 @@ int cuda_batch_norm_train(cuda_ctx *c, const tensor *x, const tensor *w, const t
 // AVG_POOL2D_GRAD (x NULL), ia as the pools
 int cuda_pool2d_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
                      tensor *out);
+// MAX_POOL2D, AVG_POOL2D in ceil mode (ia6), which cuda_pool2d hands here
+int cuda_pool2d_ceil(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out);
 // dy (..., D), indices i32/i64 -> out (V, D), rows summed in position
 // order; a bad index is reported by the next cuda_ctx_sync
 int cuda_embedding_grad(cuda_ctx *c, const tensor *dy, const tensor *idx, tensor *out);

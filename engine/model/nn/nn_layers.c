@@ -448,7 +448,14 @@ int nn_pool(nn_ctx *x) {
             return nn_fail(x, "padding", "%s: padding must be between 0 and half the kernel",
                            x->c->type);
     }
-    int64_t ia[GRAPH_MAX_IA] = {st[0], st[1], pad[0], pad[1], k[0], k[1]};
+    bool ceil_mode = nn_bool(x, "ceil_mode", false);
+    bool exclude = !nn_bool(x, "count_include_pad", true);
+    // oneDNN pads the right for ceil mode and would count that padding too
+    if (ceil_mode && !exclude && strcmp(x->c->type, "avg_pool2d") == 0)
+        return nn_fail(x, "ceil_mode",
+                       "avg_pool2d: ceil_mode with the padding counted is not built; "
+                       "add count_include_pad: false");
+    int64_t ia[GRAPH_MAX_IA] = {st[0], st[1], pad[0], pad[1], k[0], k[1], ceil_mode, exclude};
     enum op op = strcmp(x->c->type, "max_pool2d") == 0 ? OP_MAX_POOL2D : OP_AVG_POOL2D;
     return nn_emit(x, graph_op(x->g, op, 1, (int[]){X0}, ia, NULL));
 }
@@ -677,11 +684,14 @@ int nn_slice(nn_ctx *x) {
 }
 
 int nn_softmax(nn_ctx *x) {
+    // any axis, one kernel, as torch.softmax(x, dim)
     int64_t axis = nn_int(x, "axis", -1);
     int nd = nn_node(x, X0)->ndim;
-    if (axis != -1 && axis != nd - 1)
-        return nn_fail(x, "axis", "softmax runs over the last axis; permute first");
-    return nn_emit(x, graph_unary(x->g, OP_SOFTMAX, X0));
+    if (axis < -nd || axis >= nd)
+        return nn_fail(x, "axis", "softmax: axis %lld is outside the input's %d dims",
+                       (long long)axis, nd);
+    int64_t ia[GRAPH_MAX_IA] = {axis < 0 ? -1 - axis : nd - 1 - axis};
+    return nn_emit(x, graph_op(x->g, OP_SOFTMAX, 1, (int[]){X0}, ia, NULL));
 }
 
 int nn_cls_token(nn_ctx *x) {
