@@ -18,6 +18,15 @@ harness names by checkpoint; those configurations are written out below
 from the checkpoints' published config.json values, by hand, so that no
 network is needed. A class this transformers lacks (Speech2Text2 left in
 5.0) is reported as unavailable, and the exit status is then 1.
+
+    python3 scripts/zoo_check.py --zoo timm [--tcbench build/cli/tcbench]
+
+does the same for the TIMM list with timm's `create_model(name)` (its
+defaults: 1000 classes). Old names resolve through timm's own renames
+(adv_inception_v3 is inception_v3.tf_adv_in1k). gluon_xception65 left timm
+in 0.9; this timm reports it unknown (exit status 1), and its count comes
+from timm 0.6.13 on the path instead (PYTHONPATH=DIR after
+`pip install --no-deps --target DIR timm==0.6.13`, `--only gluon_xception65`).
 """
 
 import argparse
@@ -84,6 +93,22 @@ STUDY_LIST = [
     "XLNetLMHeadModel,128",
     "YituTechConvBert,1",
 ]
+# The study's TIMM list: its 61 and gluon_xception65, which it dropped
+TIMM_LIST = [
+    "adv_inception_v3", "beit_base_patch16_224", "botnet26t_256", "cait_m36_384", "coat_lite_mini",
+    "convit_base", "convmixer_768_32", "convnext_base", "crossvit_9_240", "cspdarknet53",
+    "deit_base_distilled_patch16_224", "dla102", "dm_nfnet_f0", "dpn107", "eca_botnext26ts_256",
+    "eca_halonext26ts", "ese_vovnet19b_dw", "fbnetc_100", "fbnetv3_b", "gernet_l", "ghostnet_100",
+    "gluon_inception_v3", "gluon_xception65", "gmixer_24_224", "gmlp_s16_224", "hrnet_w18",
+    "inception_v3", "jx_nest_base", "lcnet_050", "levit_128", "mixer_b16_224", "mixnet_l",
+    "mnasnet_100", "mobilenetv2_100", "mobilenetv3_large_100", "mobilevit_s", "nfnet_l0",
+    "pit_b_224", "pnasnet5large", "poolformer_m36", "regnety_002", "repvgg_a2",
+    "res2net101_26w_4s", "res2net50_14w_8s", "res2next50", "resmlp_12_224", "resnest101e",
+    "rexnet_100", "sebotnet33ts_256", "selecsls42b", "spnasnet_100",
+    "swin_base_patch4_window7_224", "swsl_resnext101_32x16d", "tf_efficientnet_b0", "tf_mixnet_l",
+    "tinynet_a", "tnt_s_patch16_224", "twins_pcpvt_base", "visformer_small",
+    "vit_base_patch16_224", "volo_d1_224", "xcit_large_24_p8_224",
+]
 RULE = 0.005  # ZOO.md: within 0.5% of the real class's count
 
 
@@ -142,8 +167,19 @@ def real_count(t, torch, name):
     return cls_name, sum(p.numel() for p in model.parameters()), ""
 
 
-def read_list(path):
-    lines = open(path).read().split() if path else STUDY_LIST
+def timm_count(timm, torch, name):
+    """timm.create_model(name) as the harness builds it (defaults, 1000
+    classes), on the meta device: (module class, count, why)."""
+    try:
+        with torch.device("meta"):
+            model = timm.create_model(name)
+    except Exception as e:  # an unknown name in this timm
+        return "-", None, "timm %s: %s" % (timm.__version__, str(e).splitlines()[0])
+    return type(model).__name__, sum(p.numel() for p in model.parameters()), ""
+
+
+def read_list(path, default=STUDY_LIST):
+    lines = open(path).read().split() if path else default
     return [line.split(",")[0] for line in lines]
 
 
@@ -164,20 +200,28 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--list", help="another list of names (name,batch per line)")
     ap.add_argument("--tcbench", metavar="PATH", help="compare with `PATH list SUITE`")
-    ap.add_argument("--suite", default=os.path.join(SOURCE, "suites", "huggingface.yaml"))
+    ap.add_argument("--zoo", choices=["huggingface", "timm"], default="huggingface",
+                    help="which list: the Hugging Face models (transformers) or TIMM's (timm)")
+    ap.add_argument("--suite", help="the suite to list (default: suites/ZOO.yaml)")
     ap.add_argument("--only", help="comma-separated names of the list")
     args = ap.parse_args()
+    suite = args.suite or os.path.join(SOURCE, "suites", args.zoo + ".yaml")
     try:
         import torch
-        import transformers as t
+        if args.zoo == "timm":
+            import timm
+            count = lambda name: timm_count(timm, torch, name)
+        else:
+            import transformers as t
+            t.logging.set_verbosity_error()
+            count = lambda name: real_count(t, torch, name)
     except ImportError as e:
         sys.exit("zoo_check: %s; pip install -r requirements-zoo.txt" % e)
-    t.logging.set_verbosity_error()
-    models = read_list(args.list)
+    models = read_list(args.list, TIMM_LIST if args.zoo == "timm" else STUDY_LIST)
     if args.only:
         want = set(args.only.split(","))
         models = [m for m in models if m in want]
-    ours = tcbench_counts(args.tcbench, args.suite) if args.tcbench else None
+    ours = tcbench_counts(args.tcbench, suite) if args.tcbench else None
     status = 0
     if ours is None:
         print("%-42s %-40s %14s" % ("model", "class", "params (real)"))
@@ -185,7 +229,7 @@ def main():
         print("| model | class | params (tcbench) | params (real) | difference |")
         print("| --- | --- | ---: | ---: | ---: |")
     for name in models:
-        cls_name, real, why = real_count(t, torch, name)
+        cls_name, real, why = count(name)
         if real is None:
             status = 1
         if ours is None:

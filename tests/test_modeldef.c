@@ -1133,6 +1133,46 @@ static void test_blocks(void **state) {
                  7, 26, "no tensor named 'x' in block 'lin'");
 }
 
+// mean over one axis, with and without keepdim; conv2d `share:` makes one
+// weight and bias that every layer naming it uses (CoaT's position encodings),
+// counted once, and a layer that needs another shape is an error at the key
+static void test_mean_and_share(void **state) {
+    (void)state;
+    model *m =
+        build_ok("name: ms\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 4, 6, 6]}\n"
+                 "  t: {shape: [$batch, 5, 8]}\n"
+                 "body:\n"
+                 "  - conv2d: {out: 4, kernel: 3, padding: 1, groups: 4, share: pe, input: x}\n"
+                 "  - conv2d: {out: 4, kernel: 3, padding: 1, groups: 4, share: pe}\n"
+                 "  - mean: {axis: 1, keepdim: true, input: t, as: k}\n"
+                 "  - mean: {axis: -2, input: t}\n"
+                 "outputs: [., k]\n",
+                 NULL, 0, 2, false);
+    const graph *g = m->g;
+    assert_true(find_param(g, "pe.weight") >= 0 && find_param(g, "pe.bias") >= 0);
+    assert_int_equal(graph_param_count(g), 4 * 9 + 4);
+    assert_int_equal(count_op(g, OP_CONV2D), 2);
+    assert_int_equal(count_op(g, OP_MEAN), 2);
+    assert_shape(graph_at(g, g->outputs[0]), 2, (int64_t[]){2, 8});
+    assert_shape(graph_at(g, g->outputs[1]), 3, (int64_t[]){2, 1, 8});
+    model_free(m);
+    expect_error("name: bad\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 4, 6, 6]}\n"
+                 "body:\n"
+                 "  - conv2d: {out: 4, kernel: 3, padding: 1, groups: 4, share: pe}\n"
+                 "  - conv2d: {out: 4, kernel: 5, padding: 2, groups: 4, share: pe}\n",
+                 6, 56, "the shared 'pe.weight' is (4, 1, 3, 3)");
+    expect_error("name: bad\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 4, 8]}\n"
+                 "body:\n"
+                 "  - mean: {axis: 3}\n",
+                 5, 12, "mean: axis 3 is outside the input's 3 dimensions");
+}
+
 static void test_errors(void **state) {
     (void)state;
     // the column inside a quoted scalar counts from its first character
@@ -1248,6 +1288,7 @@ int main(void) {
         cmocka_unit_test(test_outputs),
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_blocks),
+        cmocka_unit_test(test_mean_and_share),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_unbuilt),
     };

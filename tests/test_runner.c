@@ -1425,27 +1425,43 @@ static void test_run_interrupted(void **state) {
     bench_plan_free(p);
 }
 
+// Out of memory, three ways: a child that exits as one out of memory does
+// (the fault hook); a case planned to need more than --memory-limit, which
+// ends `oom` before it allocates with the plan's figures; and with room
+// under the cap, no oom at all.
 static void test_run_oom(void **state) {
     (void)state;
-    bench_config cfg = tiny_config();
-    char out[700];
-    snprintf(out, sizeof out, "%s/oom.json", dir);
-    cfg.output = out;
-    cfg.only = (const char *[]){"fine"};
-    cfg.nonly = 1;
-    setenv("TCBENCH_TEST_FAULT", "oom:fine", 1);
-    bench_plan *p;
-    diag d = {0};
-    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
-    bench_report *rep;
-    char err[512];
-    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
-    assert_int_equal(bench_run(p, rep, NULL), 2);
-    unsetenv("TCBENCH_TEST_FAULT");
-    assert_int_equal(rep->results[0].status, BENCH_OOM);
-    assert_int_equal(rep->results[1].status, BENCH_OOM);
-    bench_report_free(rep);
-    bench_plan_free(p);
+    for (int way = 0; way < 3; way++) {
+        bench_config cfg = tiny_config();
+        char out[700];
+        snprintf(out, sizeof out, "%s/oom.json", dir);
+        cfg.output = out;
+        cfg.only = (const char *[]){"fine"};
+        cfg.nonly = 1;
+        if (way == 0)
+            setenv("TCBENCH_TEST_FAULT", "oom:fine", 1);
+        else
+            cfg.memory_limit = way == 1 ? 1024 : (size_t)1 << 30;
+        bench_plan *p;
+        diag d = {0};
+        assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+        bench_report *rep;
+        char err[512];
+        assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
+        int rc = bench_run(p, rep, NULL);
+        unsetenv("TCBENCH_TEST_FAULT");
+        assert_int_equal(rc, way < 2 ? 2 : 0);
+        for (int k = 0; k < 2; k++) {
+            const bench_result *r = &rep->results[k];
+            assert_int_equal(r->status == BENCH_OOM, way < 2);
+            if (way == 1 && (!strstr(r->message, "needs at least") ||
+                             !strstr(r->message, "before it allocates") ||
+                             !strstr(r->message, "--memory-limit")))
+                fail_msg("message: %s", r->message);
+        }
+        bench_report_free(rep);
+        bench_plan_free(p);
+    }
 }
 
 // TCBENCH_TEST_NOISE: the stretched entry is unstable for its noise, in the
@@ -2219,6 +2235,30 @@ static void test_estimate(void **state) {
 
 // --- killed children, no litter, output safety --------------------------------
 
+// Available memory: meminfo's MemAvailable in kB, a cgroup's limit less
+// its use ("max": no limit of its own), junk refused.
+static void test_mem_available_parse(void **state) {
+    (void)state;
+    size_t b = 7;
+    assert_int_equal(bench_meminfo_available("MemTotal:       24572972 kB\n"
+                                             "MemFree:        20000000 kB\n"
+                                             "MemAvailable:   23386052 kB\n",
+                                             &b),
+                     0);
+    assert_true(b == (size_t)23386052 * 1024);
+    assert_int_equal(bench_meminfo_available("MemTotal: 5 kB\n", &b), -1);
+    assert_int_equal(bench_meminfo_available("MemAvailable: lots\n", &b), -1);
+    assert_int_equal(bench_cgroup_room("8589934592\n", "1073741824\n", &b), 0);
+    assert_true(b == (size_t)7 << 30);
+    assert_int_equal(bench_cgroup_room("100\n", "200\n", &b), 0); // over: no room
+    assert_true(b == 0);
+    assert_int_equal(bench_cgroup_room("max\n", "200\n", &b), -1);
+    assert_int_equal(bench_cgroup_room("12x\n", "200\n", &b), -1);
+    b = 0; // Linux has /proc/meminfo: this machine's figure is there
+    assert_int_equal(bench_mem_available(&b), 0);
+    assert_true(b > 0);
+}
+
 // Only the exact "oom_kill N" line counts: not v1's oom_kill_disable, not
 // v2's oom_group_kill, not a line with more after the number.
 static void test_oom_kills_parse(void **state) {
@@ -2402,6 +2442,7 @@ int main(void) {
         cmocka_unit_test(test_resume),
         cmocka_unit_test(test_journal_full),
         cmocka_unit_test(test_oom_kills_parse),
+        cmocka_unit_test(test_mem_available_parse),
         cmocka_unit_test(test_output_refused),
         cmocka_unit_test(test_stale_tmp),
         cmocka_unit_test(test_calibration_check),

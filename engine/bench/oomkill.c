@@ -101,3 +101,67 @@ int bench_oom_kills(long long *n) {
     }
     return -1;
 }
+
+int bench_meminfo_available(const char *text, size_t *bytes) {
+    for (const char *line = text; line && *line;) {
+        if (!strncmp(line, "MemAvailable:", 13)) {
+            char *stop;
+            errno = 0;
+            unsigned long long kb = strtoull(line + 13, &stop, 10);
+            while (*stop == ' ')
+                stop++;
+            if (stop > line + 13 && errno == 0 && !strncmp(stop, "kB", 2)) {
+                *bytes = (size_t)kb * 1024;
+                return 0;
+            }
+            return -1;
+        }
+        const char *end = strchr(line, '\n');
+        line = end ? end + 1 : NULL;
+    }
+    return -1;
+}
+
+// A whole decimal number of bytes, with at most a trailing newline.
+static int read_count(const char *text, unsigned long long *v) {
+    char *stop;
+    errno = 0;
+    *v = strtoull(text, &stop, 10);
+    return stop > text && errno == 0 && (*stop == '\0' || !strcmp(stop, "\n")) ? 0 : -1;
+}
+
+int bench_cgroup_room(const char *max_text, const char *current_text, size_t *bytes) {
+    unsigned long long max, cur;
+    if (read_count(max_text, &max) < 0 || read_count(current_text, &cur) < 0)
+        return -1; // "max\n": no limit of its own
+    *bytes = cur < max ? (size_t)(max - cur) : 0;
+    return 0;
+}
+
+int bench_mem_available(size_t *bytes) {
+    char text[8192];
+    size_t avail = 0;
+    bool known = read_small("/proc/meminfo", text, sizeof text) == 0 &&
+                 bench_meminfo_available(text, &avail) == 0;
+    size_t len;
+    const char *p;
+    if (read_small("/proc/self/cgroup", text, sizeof text) == 0 &&
+        (p = cgroup_path(text, "", &len)) != NULL) {
+        const char *root = getenv("TCBENCH_CGROUP_ROOT");
+        char path[600], maxt[64], curt[64];
+        size_t room;
+        root = root && *root ? root : "/sys/fs/cgroup";
+        snprintf(path, sizeof path, "%s%.*s/memory.max", root, len > 1 ? (int)len : 0, p);
+        bool got = read_small(path, maxt, sizeof maxt) == 0;
+        snprintf(path, sizeof path, "%s%.*s/memory.current", root, len > 1 ? (int)len : 0, p);
+        if (got && read_small(path, curt, sizeof curt) == 0 &&
+            bench_cgroup_room(maxt, curt, &room) == 0 && (!known || room < avail)) {
+            avail = room;
+            known = true;
+        }
+    }
+    if (!known)
+        return -1;
+    *bytes = avail;
+    return 0;
+}

@@ -25,3 +25,14 @@ int bench_oom_kills_parse(const char *text, long long *n);
 int bench_oom_kills_files(const char *proc_cgroup, const char *root, char (*paths)[512], int max);
 // This process's cgroup's OOM kills so far; -1 when no counter is readable.
 int bench_oom_kills(long long *n);
+
+// What this process may still allocate, so that a case planned to need more
+// ends `oom` before it allocates (measure_prepare.c): /proc/meminfo's
+// MemAvailable, or less where this process's cgroup (v2: memory.max less
+// memory.current, under TCBENCH_CGROUP_ROOT as above) leaves less. -1 when
+// neither is readable.
+int bench_mem_available(size_t *bytes);
+// The parsers: "MemAvailable: N kB" of a meminfo text, and a cgroup's room
+// from its memory.max ("max": none) and memory.current texts; 0 or -1.
+int bench_meminfo_available(const char *text, size_t *bytes);
+int bench_cgroup_room(const char *max_text, const char *current_text, size_t *bytes);

@@ -38,6 +38,7 @@ int nn_activation(nn_ctx *x);
 int nn_dropout(nn_ctx *x);
 int nn_pool(nn_ctx *x);
 int nn_global_avg_pool(nn_ctx *x);
+int nn_mean(nn_ctx *x);
 int nn_upsample(nn_ctx *x);
 int nn_flatten(nn_ctx *x);
 int nn_reshape(nn_ctx *x);
@@ -51,6 +52,9 @@ int nn_softmax(nn_ctx *x);
 int nn_cls_token(nn_ctx *x);
 int nn_identity(nn_ctx *x);
 int nn_no_norm(nn_ctx *x);
+int nn_affine(nn_ctx *x);
+int nn_bottleneck_attention(nn_ctx *x);
+int nn_halo_attention(nn_ctx *x);
 int nn_pad(nn_ctx *x);
 int nn_fft2_real(nn_ctx *x);
 int nn_cross_entropy(nn_ctx *x);
@@ -87,7 +91,7 @@ static const nn_layer nn_layers[] = {
      1,
      nn_linear,
      {{"out", 'i', true}, {"bias", 'b', false}, {"tie", 's', false}, {"tie_extra", 'i', false}}},
-    {"conv2d", 1, 1, nn_conv2d, {CONV_KEYS}},
+    {"conv2d", 1, 1, nn_conv2d, {CONV_KEYS, {"share", 's', false}}},
     {"conv_transpose2d", 1, 1, nn_conv_transpose2d, {CONV_KEYS, {"output_padding", 'l', false}}},
     {"batch_norm", 1, 1, nn_batch_norm, {{"eps", 'f', false}, {"momentum", 'f', false}}},
     {"layer_norm", 1, 1, nn_layer_norm, {{"eps", 'f', false}}},
@@ -156,6 +160,7 @@ static const nn_layer nn_layers[] = {
     {"max_pool2d", 1, 1, nn_pool, {POOL_KEYS}},
     {"avg_pool2d", 1, 1, nn_pool, {POOL_KEYS}},
     {"global_avg_pool", 1, 1, nn_global_avg_pool, {{0}}},
+    {"mean", 1, 1, nn_mean, {{"axis", 'i', true}, {"keepdim", 'b', false}}},
     {"upsample", 1, 1, nn_upsample, {{"scale", 'i', true}, {"mode", 's', false}}},
     {"flatten", 1, 1, nn_flatten, {{"start", 'i', false}, {"end", 'i', false}}},
     {"reshape", 1, 1, nn_reshape, {{"shape", 'l', true}}},
@@ -177,6 +182,22 @@ static const nn_layer nn_layers[] = {
     {"relative_sinusoid", 1, 1, nn_relative_sinusoid, {{"dim", 'i', false}}},
     {"identity", 1, 1, nn_identity, {{0}}},
     {"no_norm", 1, 1, nn_no_norm, {{0}}},
+    {"affine", 1, 1, nn_affine, {{0}}},
+    {"bottleneck_attention",
+     1,
+     1,
+     nn_bottleneck_attention,
+     {{"heads", 'i', false}, {"dim_head", 'i', false}, {"out", 'i', false}, {"stride", 'i', false}}},
+    {"halo_attention",
+     1,
+     1,
+     nn_halo_attention,
+     {{"heads", 'i', false},
+      {"dim_head", 'i', false},
+      {"out", 'i', false},
+      {"stride", 'i', false},
+      {"block", 'i', false},
+      {"halo", 'i', false}}},
     {"fft2_real", 1, 1, nn_fft2_real, {{0}}},
     {"pad",
      1,
@@ -349,8 +370,15 @@ void nn_pname(const nn_ctx *x, const char *role, char *buf, size_t cap) {
 int nn_param(nn_ctx *x, const char *role, int ndim, const int64_t *shape, enum init_kind init,
              double scale) {
     char name[256];
-    nn_pname(x, role, name, sizeof name);
-    for (int i = 0; x->c->shared && i < x->g->n; i++) {
+    // `share: NAME` (conv2d): the parameter is NAME.role wherever the layer
+    // sits, made by the first layer that names it and used by the others,
+    // as one module called from several blocks (CoaT's position encodings)
+    bool share = nn_has(x, "share");
+    if (share)
+        snprintf(name, sizeof name, "%s.%s", nn_str(x, "share", ""), role);
+    else
+        nn_pname(x, role, name, sizeof name);
+    for (int i = 0; (x->c->shared || share) && i < x->g->n; i++) {
         const graph_node *n = &x->g->nodes[i];
         if (n->op != OP_PARAM || !n->name || strcmp(n->name, name))
             continue;
@@ -362,6 +390,9 @@ int nn_param(nn_ctx *x, const char *role, int ndim, const int64_t *shape, enum i
         char had[96], want[96];
         graph_shape_str(n->ndim, n->shape, had, sizeof had);
         graph_shape_str(ndim, shape, want, sizeof want);
+        if (share)
+            return nn_fail(x, "share", "%s: the shared '%s' is %s, and this layer needs %s",
+                           x->c->type, name, had, want);
         return nn_fail(x, NULL,
                        "%s: a shared repeat uses one '%s' of shape %s in every repetition, and "
                        "this one needs %s; the body must give each repetition the input the "

@@ -453,6 +453,26 @@ int nn_global_avg_pool(nn_ctx *x) {
     return nn_emit(x, graph_reshape(x->g, r, 4, (int64_t[]){N, C, 1, 1}));
 }
 
+int nn_mean(nn_ctx *x) {
+    // (..., L, ...) -> (..., ...): one mean over `axis`, as torch's x.mean(dim)
+    // (Twins' pooled tokens); keepdim keeps the axis as 1
+    const graph_node *in = nn_node(x, X0);
+    int nd = in->ndim;
+    int64_t axis = nn_int(x, "axis", 0);
+    if (axis < -nd || axis >= nd)
+        return nn_fail(x, "axis", "mean: axis %lld is outside the input's %d dimensions",
+                       (long long)axis, nd);
+    axis = axis < 0 ? axis + nd : axis;
+    int r = nn_check(x, graph_reduce(x->g, OP_MEAN, X0, (int)axis));
+    if (r < 0 || nn_bool(x, "keepdim", false) || nd == 1)
+        return r < 0 ? -1 : nn_emit(x, r);
+    int64_t shape[TENSOR_MAX_DIMS];
+    for (int i = 0, k = 0; i < nd; i++)
+        if (i != axis)
+            shape[k++] = in->shape[i];
+    return nn_emit(x, graph_reshape(x->g, r, nd - 1, shape));
+}
+
 int nn_upsample(nn_ctx *x) {
     const char *mode = nn_str(x, "mode", "nearest");
     if (strcmp(mode, "nearest") != 0)
@@ -678,6 +698,20 @@ int nn_no_norm(nn_ctx *x) {
     if (norm_params(x, C, &w, &b) < 0)
         return -1;
     return nn_emit(x, graph_binary(x->g, OP_ADD, graph_binary(x->g, OP_MUL, X0, w), b));
+}
+
+// ResMLP's Affine over the last axis: alpha * x + beta, alpha ones and beta
+// zeros (D). PyTorch's addcmul is one kernel; here a mul and an add, which the
+// compiled path fuses (docs/zoo.md).
+int nn_affine(nn_ctx *x) {
+    int64_t C = channels(x, 1);
+    if (C <= 0)
+        return nn_fail(x, NULL, "affine needs at least a 1-d input");
+    int a = nn_param(x, "alpha", 1, &C, INIT_ONES, 0);
+    int b = a < 0 ? -1 : nn_param(x, "beta", 1, &C, INIT_ZEROS, 0);
+    if (b < 0)
+        return -1;
+    return nn_emit(x, graph_binary(x->g, OP_ADD, graph_binary(x->g, OP_MUL, X0, a), b));
 }
 
 // F.pad with a constant along one axis: (..., L, ...) -> (..., before + L +
