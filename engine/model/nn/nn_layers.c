@@ -645,9 +645,18 @@ int nn_split(nn_ctx *x) {
         n = nn_list(x, "sizes", NN_MAX_OUT, sizes);
         if (n < 0)
             return -1;
+        // one size may be -1: the rest of the axis (DPN's dense path, whose
+        // width grows block by block inside one repeat)
         int64_t tot = 0;
-        for (int i = 0; i < n; i++)
-            tot += sizes[i];
+        int rest = -1;
+        for (int i = 0; i < n; i++) {
+            if (sizes[i] == -1 && rest < 0)
+                rest = i;
+            else
+                tot += sizes[i];
+        }
+        if (rest >= 0 && tot < L)
+            sizes[rest] = L - tot, tot = L;
         if (tot != L)
             return nn_fail(x, "sizes", "split: sizes add up to %lld, the axis has %lld",
                            (long long)tot, (long long)L);
