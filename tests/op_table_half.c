@@ -644,8 +644,9 @@ static int cnn(graph *g) {
     int u = graph_op(g, OP_UPSAMPLE_NEAREST, 1, &a, (int64_t[GRAPH_MAX_IA]){2}, NULL);
     int cat = graph_op(g, OP_CONCAT, 2, (int[]){u, p}, (int64_t[GRAPH_MAX_IA]){1}, NULL);
     int wt = graph_param(g, "ct.w", 4, (int64_t[]){16, 4, 2, 2}, INIT_NORMAL, 0.2);
-    conv_ia(ia, 2, 0, 1);
-    int t = graph_op(g, OP_CONV_TRANSPOSE2D, 2, (int[]){cat, wt}, ia, NULL); // (2, 4, 12, 12)
+    // stride 2, no padding, groups 1: (2, 4, 12, 12)
+    int t = graph_op(g, OP_CONV_TRANSPOSE2D, 2, (int[]){cat, wt},
+                     (int64_t[GRAPH_MAX_IA]){2, 2, 0, 0, 1, 1, 1}, NULL);
     int s = graph_slice(g, t, 1, 1, 2);
     int bw = graph_param(g, "bn.w", 1, (int64_t[]){2}, INIT_ONES, 0);
     int bb = graph_param(g, "bn.b", 1, (int64_t[]){2}, INIT_ZEROS, 0);
