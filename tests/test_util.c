@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/modeldef.h"
 #include "test_util.h"
@@ -48,4 +49,16 @@ model *build_model_text(const char *text, int64_t batch) {
     if (!m)
         fail_msg("%d:%d: %s", d.line, d.col, d.msg);
     return m;
+}
+
+int model_node(const model *m, enum op op, const char *name) {
+    for (int i = 0; i < m->g->n; i++)
+        if (m->g->nodes[i].op == op && m->g->nodes[i].name && !strcmp(m->g->nodes[i].name, name))
+            return i;
+    fail_msg("no node %s", name);
+    return -1;
+}
+
+const float *model_param_f32(const model *m, const char *name) {
+    return tensor_f32(m->values[model_node(m, OP_PARAM, name)]);
 }

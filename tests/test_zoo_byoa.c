@@ -30,18 +30,6 @@ typedef struct byoa_case {
     int64_t H, W, stride, block, halo_size;
 } byoa_case;
 
-static int node(const model *m, enum op op, const char *name) {
-    for (int i = 0; i < m->g->n; i++)
-        if (m->g->nodes[i].op == op && m->g->nodes[i].name && !strcmp(m->g->nodes[i].name, name))
-            return i;
-    fail_msg("no node %s", name);
-    return -1;
-}
-
-static const float *pw(const model *m, const char *name) {
-    return tensor_f32(m->values[node(m, OP_PARAM, name)]);
-}
-
 // a 1x1 convolution's output channel o at pixel (b, y, x) of x (B, C, H, W)
 static double conv1x1(const float *w, const double *x, int64_t H, int64_t W, int64_t b, int o,
                       int64_t y, int64_t xx) {
@@ -76,8 +64,8 @@ static double rel(const float *table, int64_t row, const double *q) {
 // BottleneckAttn before its pool: (B, C, H, W) -> (B, C, H, W)
 static void bottleneck(const model *m, const byoa_case *c, const double *x, double *out) {
     int64_t H = c->H, W = c->W, HW = H * W;
-    const float *w = pw(m, "a.qkv.weight"), *hr = pw(m, "a.pos_embed.height_rel"),
-                *wr = pw(m, "a.pos_embed.width_rel");
+    const float *w = model_param_f32(m, "a.qkv.weight"), *hr = model_param_f32(m, "a.pos_embed.height_rel"),
+                *wr = model_param_f32(m, "a.pos_embed.width_rel");
     double *score = malloc((size_t)HW * sizeof *score), *v = malloc((size_t)(HW * DV) * sizeof *v);
     for (int64_t b = 0; b < B; b++)
         for (int h = 0; h < HEADS; h++) {
@@ -108,8 +96,8 @@ static void bottleneck(const model *m, const byoa_case *c, const double *x, doub
 static void halo(const model *m, const byoa_case *c, const double *x, double *out) {
     int64_t H = c->H, W = c->W, blk = c->block, hs = c->halo_size, win = blk + 2 * hs;
     int64_t st = c->stride, bs = blk / st, Ho = H / st, Wo = W / st, nwin = win * win;
-    const float *wq = pw(m, "a.q.weight"), *wkv = pw(m, "a.kv.weight"),
-                *hr = pw(m, "a.pos_embed.height_rel"), *wr = pw(m, "a.pos_embed.width_rel");
+    const float *wq = model_param_f32(m, "a.q.weight"), *wkv = model_param_f32(m, "a.kv.weight"),
+                *hr = model_param_f32(m, "a.pos_embed.height_rel"), *wr = model_param_f32(m, "a.pos_embed.width_rel");
     double *score = malloc((size_t)nwin * sizeof *score),
            *v = malloc((size_t)(nwin * DV) * sizeof *v);
     for (int64_t b = 0; b < B; b++)
@@ -173,7 +161,7 @@ static void check_case(const byoa_case *c) {
         fail_msg("ref_run_all: %s", err);
     int64_t Ho = c->H / c->stride, Wo = c->W / c->stride, n = B * C * Ho * Wo;
     double *want = calloc((size_t)(B * C * c->H * c->W), sizeof *want), diff = 0, amax = 0;
-    const double *x = all[node(m, OP_INPUT, "x")];
+    const double *x = all[model_node(m, OP_INPUT, "x")];
     if (c->halo)
         halo(m, c, x, want);
     else {

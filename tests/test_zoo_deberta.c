@@ -31,18 +31,6 @@ typedef struct layer_case {
     int64_t T, R, buckets;
 } layer_case;
 
-static int node(const model *m, enum op op, const char *name) {
-    for (int i = 0; i < m->g->n; i++)
-        if (m->g->nodes[i].op == op && m->g->nodes[i].name && !strcmp(m->g->nodes[i].name, name))
-            return i;
-    fail_msg("no node %s", name);
-    return -1;
-}
-
-static const float *pw(const model *m, const char *name) {
-    return tensor_f32(m->values[node(m, OP_PARAM, name)]);
-}
-
 // y (out) = W x + b over rows of a (out, in) weight; b may be NULL
 static void affine(const float *w, const float *b, const double *x, int out, int in, double *y) {
     for (int o = 0; o < out; o++) {
@@ -71,7 +59,7 @@ static void expected(const model *m, const layer_case *c, const double *x, doubl
             span = c->version == 1 ? (T < c->R ? T : c->R) : (c->buckets > 0 ? c->buckets : c->R);
     int64_t first = c->version == 1 ? c->R - span : 0; // the table rows read
     double s = 1 / sqrt(HD * 3.0);
-    const float *table = pw(m, "rel.weight");
+    const float *table = model_param_f32(m, "rel.weight");
     double *pk = calloc((size_t)(2 * span * D), sizeof *pk);
     double *pq = calloc((size_t)(2 * span * D), sizeof *pq);
     double *q = calloc((size_t)(T * D), sizeof *q), *k = calloc((size_t)(T * D), sizeof *k);
@@ -81,28 +69,28 @@ static void expected(const model *m, const layer_case *c, const double *x, doubl
         for (int e = 0; e < D; e++)
             row[e] = table[(first + p) * D + e];
         bool v2 = c->version == 2;
-        affine(pw(m, v2 ? "a.pos_key_proj.weight" : "a.pos_proj.weight"),
-               v2 ? pw(m, "a.pos_key_proj.bias") : NULL, row, D, D, pk + p * D);
-        affine(pw(m, v2 ? "a.pos_query_proj.weight" : "a.pos_q_proj.weight"),
-               pw(m, v2 ? "a.pos_query_proj.bias" : "a.pos_q_proj.bias"), row, D, D, pq + p * D);
+        affine(model_param_f32(m, v2 ? "a.pos_key_proj.weight" : "a.pos_proj.weight"),
+               v2 ? model_param_f32(m, "a.pos_key_proj.bias") : NULL, row, D, D, pk + p * D);
+        affine(model_param_f32(m, v2 ? "a.pos_query_proj.weight" : "a.pos_q_proj.weight"),
+               model_param_f32(m, v2 ? "a.pos_query_proj.bias" : "a.pos_q_proj.bias"), row, D, D, pq + p * D);
     }
     for (int b = 0; b < B; b++) {
         for (int64_t t = 0; t < T; t++) {
             const double *xt = x + (b * T + t) * D;
             if (c->version == 1) { // in_proj rows per head: [q_h | k_h | v_h]
                 double y[3 * D];
-                affine(pw(m, "a.in_proj.weight"), NULL, xt, 3 * D, D, y);
+                affine(model_param_f32(m, "a.in_proj.weight"), NULL, xt, 3 * D, D, y);
                 for (int h = 0; h < H; h++)
                     for (int e = 0; e < HD; e++) {
-                        q[t * D + h * HD + e] = y[h * 3 * HD + e] + pw(m, "a.q_bias")[h * HD + e];
+                        q[t * D + h * HD + e] = y[h * 3 * HD + e] + model_param_f32(m, "a.q_bias")[h * HD + e];
                         k[t * D + h * HD + e] = y[h * 3 * HD + HD + e];
                         v[t * D + h * HD + e] =
-                            y[h * 3 * HD + 2 * HD + e] + pw(m, "a.v_bias")[h * HD + e];
+                            y[h * 3 * HD + 2 * HD + e] + model_param_f32(m, "a.v_bias")[h * HD + e];
                     }
             } else {
-                affine(pw(m, "a.q.weight"), pw(m, "a.q.bias"), xt, D, D, q + t * D);
-                affine(pw(m, "a.k.weight"), pw(m, "a.k.bias"), xt, D, D, k + t * D);
-                affine(pw(m, "a.v.weight"), pw(m, "a.v.bias"), xt, D, D, v + t * D);
+                affine(model_param_f32(m, "a.q.weight"), model_param_f32(m, "a.q.bias"), xt, D, D, q + t * D);
+                affine(model_param_f32(m, "a.k.weight"), model_param_f32(m, "a.k.bias"), xt, D, D, k + t * D);
+                affine(model_param_f32(m, "a.v.weight"), model_param_f32(m, "a.v.bias"), xt, D, D, v + t * D);
             }
         }
         for (int h = 0; h < H; h++)
@@ -130,7 +118,7 @@ static void expected(const model *m, const layer_case *c, const double *x, doubl
                 }
             }
         for (int64_t t = 0; t < T; t++)
-            affine(pw(m, "a.o.weight"), pw(m, "a.o.bias"), ctx + t * D, D, D,
+            affine(model_param_f32(m, "a.o.weight"), model_param_f32(m, "a.o.bias"), ctx + t * D, D, D,
                    out + (b * T + t) * D);
     }
     free(pk), free(pq), free(q), free(k), free(v), free(ctx);
@@ -150,7 +138,7 @@ static void check_case(const layer_case *c) {
     assert_int_equal(model_init_values(m, 11), 0);
     if (c->version == 1) // the class starts them at zero; make them count
         for (const char *const *n = (const char *const[]){"a.q_bias", "a.v_bias", NULL}; *n; n++) {
-            float *b = tensor_f32(m->values[node(m, OP_PARAM, *n)]);
+            float *b = tensor_f32(m->values[model_node(m, OP_PARAM, *n)]);
             for (int i = 0; i < D; i++)
                 b[i] = 0.3f * sinf((float)(i + 1) * ((*n)[2] == 'q' ? 1.7f : 0.9f));
         }
@@ -160,7 +148,7 @@ static void check_case(const layer_case *c) {
         fail_msg("ref_run_all: %s", err);
     int64_t n = B * c->T * D;
     double *want = calloc((size_t)n, sizeof *want), diff = 0, amax = 0;
-    expected(m, c, all[node(m, OP_INPUT, "x")], want);
+    expected(m, c, all[model_node(m, OP_INPUT, "x")], want);
     const double *got = all[m->g->outputs[0]];
     for (int64_t i = 0; i < n; i++) {
         diff = fmax(diff, fabs(got[i] - want[i]));
