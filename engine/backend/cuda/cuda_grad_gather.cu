@@ -370,7 +370,7 @@ int cuda_im2col(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out) 
                  dtype_name(x->dtype), dtype_name(out->dtype));
         return -1;
     }
-    pool_geom g = {ia[6], ia[7], 0, 0, ia[4], ia[5], ia[2], ia[3], ia[0], ia[1]};
+    pool_geom g = {ia[6], ia[7], 0, 0, ia[4], ia[5], ia[2], ia[3], ia[0], ia[1], 0}; // no divisor
     g.OH = (g.H + 2 * g.ph - g.kh) / g.sh + 1;
     g.OW = (g.W + 2 * g.pw - g.kw) / g.sw + 1;
     tensor *xc = cuda_contiguous(c, x);
