@@ -27,6 +27,16 @@ defaults: 1000 classes). Old names resolve through timm's own renames
 in 0.9; this timm reports it unknown (exit status 1), and its count comes
 from timm 0.6.13 on the path instead (PYTHONPATH=DIR after
 `pip install --no-deps --target DIR timm==0.6.13`, `--only gluon_xception65`).
+
+    python3 scripts/zoo_check.py --zoo torchbench [--tcbench build/cli/tcbench]
+
+the TorchBench list (needs torchvision too). TorchBench itself is not on
+PyPI: each model's real count comes from a builder in scripts/zoo_tb/, one
+module per family, whose MODELS maps a case name to a function of torch
+returning the module at TorchBench's configuration: torchvision's and
+timm's constructors, transformers' classes with the configurations
+TorchBench passes, and for the models from other repositories a
+re-statement of their module structure, written here from their sources.
 """
 
 import argparse
@@ -109,6 +119,21 @@ TIMM_LIST = [
     "tinynet_a", "tnt_s_patch16_224", "twins_pcpvt_base", "visformer_small",
     "vit_base_patch16_224", "volo_d1_224", "xcit_large_24_p8_224",
 ]
+# The study's TorchBench list, as reference/torchbench-models.txt has it
+TB_LIST = [
+    "BERT_pytorch", "Background_Matting", "LearningToPaint", "Super_SloMo", "alexnet",
+    "attention_is_all_you_need_pytorch", "dcgan", "densenet121", "dlrm", "doctr_det_predictor",
+    "doctr_reco_predictor", "drq", "fastNLP_Bert", "functorch_dp_cifar10",
+    "functorch_maml_omniglot", "hf_Albert", "hf_Bart", "hf_Bert", "hf_Bert_large",
+    "hf_DistilBert", "hf_GPT2", "hf_Reformer", "hf_T5_large", "lennard_jones", "maml_omniglot",
+    "mnasnet1_0", "mobilenet_v2", "mobilenet_v3_large", "nvidia_deeprecommender",
+    "opacus_cifar10", "phlippe_densenet", "phlippe_resnet", "pyhpc_isoneutral_mixing",
+    "pytorch_CycleGAN_and_pix2pix", "pytorch_stargan", "pytorch_unet", "resnet152", "resnet18",
+    "resnet50", "resnext50_32x4d", "shufflenet_v2_x1_0", "soft_actor_critic",
+    "speech_transformer", "squeezenet1_1", "timm_efficientnet", "timm_regnet", "timm_resnest",
+    "timm_vision_transformer", "timm_vision_transformer_large", "timm_vovnet", "tts_angular",
+    "vgg16", "yolov3",
+]
 RULE = 0.005  # ZOO.md: within 0.5% of the real class's count
 
 
@@ -178,6 +203,35 @@ def timm_count(timm, torch, name):
     return type(model).__name__, sum(p.numel() for p in model.parameters()), ""
 
 
+def tb_builders():
+    """case name -> builder(torch) from every module of scripts/zoo_tb/."""
+    import glob
+    import importlib.util
+    builders = {}
+    for path in sorted(glob.glob(os.path.join(HERE, "zoo_tb", "*.py"))):
+        spec = importlib.util.spec_from_file_location("zoo_tb_" + os.path.basename(path)[:-3], path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        for name, fn in getattr(mod, "MODELS", {}).items():
+            if name in builders:
+                sys.exit("zoo_check: %s is built by two modules of scripts/zoo_tb/" % name)
+            builders[name] = fn
+    return builders
+
+
+def tb_count(builders, torch, name):
+    """TorchBench's model NAME on the meta device: (module class, count, why)."""
+    fn = builders.get(name)
+    if fn is None:
+        return "-", None, "no builder in scripts/zoo_tb/"
+    try:
+        with torch.device("meta"):
+            model = fn(torch)
+    except Exception as e:  # a library this machine lacks, or too old
+        return "-", None, "%s: %s" % (type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+    return type(model).__name__, sum(p.numel() for p in model.parameters()), ""
+
+
 def read_list(path, default=STUDY_LIST):
     lines = open(path).read().split() if path else default
     return [line.split(",")[0] for line in lines]
@@ -200,8 +254,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--list", help="another list of names (name,batch per line)")
     ap.add_argument("--tcbench", metavar="PATH", help="compare with `PATH list SUITE`")
-    ap.add_argument("--zoo", choices=["huggingface", "timm"], default="huggingface",
-                    help="which list: the Hugging Face models (transformers) or TIMM's (timm)")
+    ap.add_argument("--zoo", choices=["huggingface", "timm", "torchbench"],
+                    default="huggingface",
+                    help="which list: the Hugging Face models (transformers), TIMM's (timm) "
+                    "or TorchBench's (scripts/zoo_tb/)")
     ap.add_argument("--suite", help="the suite to list (default: suites/ZOO.yaml)")
     ap.add_argument("--only", help="comma-separated names of the list")
     args = ap.parse_args()
@@ -211,13 +267,17 @@ def main():
         if args.zoo == "timm":
             import timm
             count = lambda name: timm_count(timm, torch, name)
+        elif args.zoo == "torchbench":
+            builders = tb_builders()
+            count = lambda name: tb_count(builders, torch, name)
         else:
             import transformers as t
             t.logging.set_verbosity_error()
             count = lambda name: real_count(t, torch, name)
     except ImportError as e:
         sys.exit("zoo_check: %s; pip install -r requirements-zoo.txt" % e)
-    models = read_list(args.list, TIMM_LIST if args.zoo == "timm" else STUDY_LIST)
+    lists = {"huggingface": STUDY_LIST, "timm": TIMM_LIST, "torchbench": TB_LIST}
+    models = read_list(args.list, lists[args.zoo])
     if args.only:
         want = set(args.only.split(","))
         models = [m for m in models if m in want]
