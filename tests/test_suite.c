@@ -334,12 +334,43 @@ static void test_study(void **state) {
                  "unknown key 'study' in a size");
 }
 
+// `tolerance: {infer: X, train: Y}` in defaults and cases: a case's keys
+// over the suite's, absent keys 0 (the built-in tolerance); a value outside
+// (0, 1), an unknown key or a scalar is a located error.
+static void test_tolerance(void **state) {
+    (void)state;
+    suite *s = load_ok("defaults: {tolerance: {train: 2e-2}}\n"
+                       "cases:\n"
+                       "  - {name: a, model: tiny, batch: 1}\n"
+                       "  - {name: b, model: tiny, batch: 1, tolerance: {infer: 1e-3}}\n"
+                       "  - {name: c, model: tiny, batch: 1, tolerance: {train: 0.08}}\n",
+                       NULL);
+    assert_true(s->tol.train == 2e-2 && s->tol.infer == 0);
+    assert_true(s->cases[0].tol.train == 2e-2 && s->cases[0].tol.infer == 0);
+    assert_true(s->cases[1].tol.train == 2e-2 && s->cases[1].tol.infer == 1e-3);
+    assert_true(s->cases[2].tol.train == 0.08 && s->cases[2].tol.infer == 0);
+    suite_free(s);
+    s = load_ok("cases:\n  - {model: tiny, batch: 1}\n", NULL);
+    assert_true(s->cases[0].tol.train == 0 && s->cases[0].tol.infer == 0);
+    suite_free(s);
+    expect_error("cases:\n  - {model: tiny, batch: 1, tolerance: {train: 0}}\n", NULL, 2, 48,
+                 "a tolerance is above 0 and below 1");
+    expect_error("cases:\n  - {model: tiny, batch: 1, tolerance: {train: 1.5}}\n", NULL, 2, 48,
+                 "a tolerance is above 0 and below 1");
+    expect_error("cases:\n  - {model: tiny, batch: 1, tolerance: {train: x}}\n", NULL, 2, 48,
+                 "a tolerance must be a non-negative number");
+    expect_error("cases:\n  - {model: tiny, batch: 1, tolerance: {fp32: 1e-3}}\n", NULL, 2, 41,
+                 "unknown key 'fp32' in tolerance");
+    expect_error("defaults: {tolerance: 1e-2}\ncases:\n  - {model: tiny, batch: 1}\n", NULL, 1,
+                 23, "tolerance must be a mapping");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cases),       cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_sizes),       cmocka_unit_test(test_size_override_error),
         cmocka_unit_test(test_model_paths), cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_study),
+        cmocka_unit_test(test_study),       cmocka_unit_test(test_tolerance),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -10,11 +10,12 @@
 #include <sys/stat.h>
 
 static const char *const suite_keys[] = {"name", "defaults", "cases", NULL};
-static const char *const defaults_keys[] = {"modes", "precisions", "workloads", "optimizer",
-                                            "processes", NULL};
-static const char *const case_keys[] = {"name",   "model",     "batch",      "params",
-                                        "sizes",  "optimizer", "prompt_len", "new_tokens",
-                                        "rounds", "study",     NULL};
+static const char *const defaults_keys[] = {"modes",     "precisions", "workloads", "optimizer",
+                                            "processes", "tolerance",  NULL};
+static const char *const case_keys[] = {"name",      "model",  "batch",      "params",
+                                        "sizes",     "optimizer", "prompt_len", "new_tokens",
+                                        "rounds",    "study",     "tolerance",  NULL};
+static const char *const tolerance_keys[] = {"infer", "train", NULL};
 static const char *const adamw_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay", NULL};
 static const char *const sgd_keys[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov",
                                        NULL};
@@ -291,6 +292,26 @@ static int parse_optimizer(suite_ctx *x, const yd_node *n, train_opts *o) {
     return 0;
 }
 
+// tolerance: {infer: 1e-3, train: 2e-2}: the accuracy checks' tolerance for
+// those workloads in both precisions, over the built-in ones (a key left out
+// keeps what *t had)
+static int parse_tolerance(suite_ctx *x, const yd_node *n, suite_tolerance *t) {
+    if (yd_expect(x->doc, n, YD_MAP, "tolerance", x->d) < 0 ||
+        yd_check_keys(x->doc, n, "tolerance", tolerance_keys, x->d) < 0)
+        return -1;
+    for (int i = 0; i < n->n; i++) {
+        const yd_node *v = n->vals[i];
+        double d;
+        if (parse_rate(x, v, "a tolerance", &d) < 0)
+            return -1;
+        if (!(d > 0) || d >= 1)
+            return diag_set(x->d, x->doc->path, v->line, v->col,
+                            "a tolerance is above 0 and below 1, got '%s'", v->str);
+        *(!strcmp(n->keys[i]->str, "infer") ? &t->infer : &t->train) = d;
+    }
+    return 0;
+}
+
 static int parse_case(suite_ctx *x, suite *s, const yd_node *n, const char *size, bool *size_seen) {
     if (yd_expect(x->doc, n, YD_MAP, "a case", x->d) < 0 ||
         yd_check_keys(x->doc, n, "a case", case_keys, x->d) < 0)
@@ -349,6 +370,10 @@ static int parse_case(suite_ctx *x, suite *s, const yd_node *n, const char *size
     const yd_node *opt = yd_get(n, "optimizer");
     c->optim = s->optim;
     if (opt && parse_optimizer(x, opt, &c->optim) < 0)
+        return -1;
+    const yd_node *tol = yd_get(n, "tolerance");
+    c->tol = s->tol;
+    if (tol && parse_tolerance(x, tol, &c->tol) < 0)
         return -1;
     const yd_node *sizes = yd_get(n, "sizes");
     if (!sizes)
@@ -435,6 +460,8 @@ static int parse_suite(suite_ctx *x, suite *s, const yd_node *root, const char *
         if ((v = yd_get(def, "optimizer")) && parse_optimizer(x, v, &s->optim) < 0)
             return -1;
         if ((v = yd_get(def, "processes")) && parse_processes(x, v, &s->processes) < 0)
+            return -1;
+        if ((v = yd_get(def, "tolerance")) && parse_tolerance(x, v, &s->tol) < 0)
             return -1;
     }
     const yd_node *cases = yd_get(root, "cases");

@@ -26,6 +26,12 @@
 // (results.h; engine/bench/plan.c asserts they agree)
 #define SUITE_MAX_PROCESSES 64
 
+// tolerance: the accuracy checks' tolerance per workload in both precisions,
+// over the built-in ones (engine/bench/accuracy.c); 0: the built-in
+typedef struct suite_tolerance {
+    double infer, train;
+} suite_tolerance;
+
 typedef struct suite_case {
     char *name;       // unique within the suite; defaults to the model name
     char *model_path; // resolved file path
@@ -39,6 +45,7 @@ typedef struct suite_case {
     int line, col; // where the case starts
     bool study;    // one of the PyTorch 2.0 study's own models (`study: true`)
     train_opts optim; // the training workload's optimizer (suite default, or the case's)
+    suite_tolerance tol; // the suite's defaults.tolerance, then the case's keys over it
 } suite_case;
 
 typedef struct suite {
@@ -54,6 +61,7 @@ typedef struct suite {
     char **workloads;
     int nworkloads;
     train_opts optim; // defaults.optimizer; AdamW, lr 0.01 when unset
+    suite_tolerance tol; // defaults.tolerance; 0s when unset
     // defaults.processes: child processes per group for this suite's cases
     // when the run does not say (--processes); 0: not given
     int processes;
