@@ -95,33 +95,38 @@ int nn_positional_embedding(nn_ctx *x) {
 int nn_sinusoidal_positions(nn_ctx *x) {
     // x (..., T, D) + table[offset : offset + T] (T, D), the table (max, D) a
     // constant: fairseq's (M2M100, XGLM, Speech2Text2: sines then cosines, the
-    // padding row zero, positions past the padding index) or Pegasus's (its
-    // own frequencies). A buffer, or with `parameter: true` a frozen
-    // parameter, as Pegasus and Speech2Text2 hold theirs (counted, untrained)
+    // padding row zero, positions past the padding index), Pegasus's (its
+    // own frequencies) or the Transformer paper's interleaved sines and
+    // cosines. A buffer, or with `parameter: true` a frozen parameter, as
+    // Pegasus and Speech2Text2 hold theirs (counted, untrained)
     const char *form = nn_str(x, "form", "fairseq");
     int64_t max = nn_int(x, "max", 0), off = nn_int(x, "offset", 0);
     int64_t pad = nn_int(x, "padding_idx", -1), D;
-    bool pegasus = !strcmp(form, "pegasus");
-    if (!pegasus && strcmp(form, "fairseq") != 0)
-        return nn_fail(x, "form", "sinusoidal_positions: form '%s' is not one of fairseq, pegasus",
+    bool pegasus = !strcmp(form, "pegasus"), interleaved = !strcmp(form, "interleaved");
+    if (!pegasus && !interleaved && strcmp(form, "fairseq") != 0)
+        return nn_fail(x, "form",
+                       "sinusoidal_positions: form '%s' is not one of fairseq, pegasus, "
+                       "interleaved",
                        form);
     if (position_rows_check(x, "sinusoidal_positions", max, off, &D) < 0)
         return -1;
-    if (pegasus && pad != -1)
-        return nn_fail(x, "padding_idx",
-                       "sinusoidal_positions: Pegasus's table has no padding row");
+    if ((pegasus || interleaved) && pad != -1)
+        return nn_fail(x, "padding_idx", "sinusoidal_positions: %s table has no padding row",
+                       pegasus ? "Pegasus's" : "the interleaved");
     if (pad < -1 || pad >= max)
         return nn_fail(x, "padding_idx",
                        "sinusoidal_positions: padding_idx %lld is not one of the %lld rows "
                        "(or -1: none)",
                        (long long)pad, (long long)max);
-    if (!pegasus && D < 4)
+    if (!pegasus && !interleaved && D < 4)
         return nn_fail(x, NULL, "sinusoidal_positions: fairseq's table needs D >= 4, not %lld",
                        (long long)D);
     char name[96];
     snprintf(name, sizeof name, "sinusoid_%s.%lldx%lld.pad%lld", form, (long long)max, (long long)D,
              (long long)pad);
-    enum init_kind init = pegasus ? INIT_SINUSOID_PEGASUS : INIT_SINUSOID;
+    enum init_kind init = pegasus       ? INIT_SINUSOID_PEGASUS
+                          : interleaved ? INIT_SINUSOID_INTERLEAVED
+                                        : INIT_SINUSOID;
     int t;
     if (nn_bool(x, "parameter", false)) { // a frozen parameter of its own, counted
         t = nn_param(x, "weight", 2, (int64_t[]){max, D}, init, (double)pad);
