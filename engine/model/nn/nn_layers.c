@@ -740,15 +740,22 @@ static int flatten_rows(nn_ctx *x, int id, int keep_last) {
 }
 
 int nn_cross_entropy(nn_ctx *x) {
-    // logits (..., C), targets (...) -> mean loss over targets != ignore_index
+    // logits (..., C), targets (...) -> mean loss over targets != ignore_index;
+    // label_smoothing eps mixes eps / C of every class into the target, as
+    // F.cross_entropy's label_smoothing
     const graph_node *l = nn_node(x, X0), *t = nn_node(x, nn_in(x, 1));
     if (l->ndim != t->ndim + 1)
         return nn_fail(x, NULL, "cross_entropy: logits must have one more dimension than targets");
+    double eps = nn_float(x, "label_smoothing", 0);
+    if (!(eps >= 0 && eps <= 1))
+        return nn_fail(x, "label_smoothing", "cross_entropy: label_smoothing %g is outside [0, 1]",
+                       eps);
     int a = flatten_rows(x, X0, 1), b = flatten_rows(x, nn_in(x, 1), 0);
     int64_t ia[GRAPH_MAX_IA] = {nn_int(x, "ignore_index", -100)};
+    double fa[GRAPH_MAX_FA] = {eps};
     if (a < 0 || b < 0)
         return nn_check(x, -1);
-    return nn_emit(x, graph_op(x->g, OP_CROSS_ENTROPY, 2, (int[]){a, b}, ia, NULL));
+    return nn_emit(x, graph_op(x->g, OP_CROSS_ENTROPY, 2, (int[]){a, b}, ia, fa));
 }
 
 int nn_mse(nn_ctx *x) {
