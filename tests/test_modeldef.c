@@ -566,8 +566,35 @@ static void test_loss(void **state) {
     const graph_node *l = graph_at(g, g->loss);
     assert_int_equal(l->op, OP_CROSS_ENTROPY);
     assert_int_equal(l->ia[0], -1);
+    assert_int_equal(l->fa[0], 0); // no label smoothing
     assert_int_equal(l->ndim, 0);
     model_free(m);
+    // label smoothing is the loss's fa0, from a literal or an expression
+    m = build_ok("name: ls\n"
+                 "params: {eps: 0.1}\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 8]}\n"
+                 "  labels: {shape: [$batch], dtype: i64, range: [0, 5]}\n"
+                 "body:\n"
+                 "  - linear: {out: 5}\n"
+                 "loss: {cross_entropy: {target: labels, label_smoothing: $eps * 2}}\n",
+                 NULL, 0, 4, true);
+    assert_float_equal(graph_at(m->g, m->g->loss)->fa[0], 0.2, 1e-12);
+    model_free(m);
+    // an expression outside [0, 1] fails where training builds the loss
+    diag d;
+    m = build("name: ls\n"
+              "params: {eps: 0.1}\n"
+              "inputs:\n"
+              "  x: {shape: [$batch, 8]}\n"
+              "  labels: {shape: [$batch], dtype: i64, range: [0, 5]}\n"
+              "body:\n"
+              "  - linear: {out: 5}\n"
+              "loss: {cross_entropy: {target: labels, label_smoothing: $eps * 20}}\n",
+              NULL, 0, 4, true, &d);
+    assert_null(m);
+    assert_int_equal(d.line, 8);
+    assert_non_null(strstr(d.msg, "label_smoothing 2 is outside [0, 1]"));
     // inference builds no loss
     m = build_ok(text, NULL, 0, 4, false);
     assert_int_equal(m->g->loss, -1);
