@@ -1549,9 +1549,9 @@ static int h_cross_entropy(graph *g, const op_case *tc) {
     enum dtype dt = tc->dt;
     int x = graph_input(g, "x", dt, 2, tc->shape), t = idx_in(g, 1, tc->shape, tc->shape[1]);
     if (tc->op == OP_CROSS_ENTROPY)
-        return out(g, graph_op(g, OP_CROSS_ENTROPY, 2, (int[]){x, t}, tc->ia, NULL));
+        return out(g, graph_op(g, OP_CROSS_ENTROPY, 2, (int[]){x, t}, tc->ia, tc->fa));
     int dl = graph_input(g, "dl", DT_F32, 0, NULL);
-    return out(g, graph_op(g, OP_CROSS_ENTROPY_GRAD, 3, (int[]){dl, x, t}, tc->ia, NULL));
+    return out(g, graph_op(g, OP_CROSS_ENTROPY_GRAD, 3, (int[]){dl, x, t}, tc->ia, tc->fa));
 }
 
 // an f32 dloss (), a and b of dt
@@ -1844,6 +1844,11 @@ const op_case op_cases[] = {
      .atol = 1e-5, ONE},
     {"cross_entropy_big", b_cross_entropy, OP_CROSS_ENTROPY, S2(64, 1000), .dt = DT_I32, IA(-100),
      .atol = 1e-5, ONE},
+    // fa0: label smoothing (Speech-Transformer's 0.1), with ignored rows
+    {"cross_entropy_smooth", b_cross_entropy, OP_CROSS_ENTROPY, S2(40, 5), .dt = DT_I64, IA(3),
+     .fa = {0.1}, .atol = 1e-5, ONE},
+    {"cross_entropy_smooth_big", b_cross_entropy, OP_CROSS_ENTROPY, S2(64, 1000), .dt = DT_I32,
+     IA(-100), .fa = {0.1}, .atol = 1e-5, ONE},
     {"mse_loss", b_mse, OP_MSE_LOSS, S2(7, 13), .atol = 1e-6, ONE},
     {"mse_loss_big", b_mse, OP_MSE_LOSS, BIG, .atol = 1e-5, ONE},
     // comparisons into bool
@@ -2005,6 +2010,10 @@ const op_case op_cases[] = {
      .dt = DT_I64, IA(3), ONE},
     {"cross_entropy_grad_big", b_cross_entropy_grad, OP_CROSS_ENTROPY_GRAD, S2(64, 1000),
      .dt = DT_I32, IA(-100), ONE},
+    {"cross_entropy_grad_smooth", b_cross_entropy_grad, OP_CROSS_ENTROPY_GRAD, S2(40, 5),
+     .dt = DT_I64, IA(3), .fa = {0.1}, ONE},
+    {"cross_entropy_grad_smooth_big", b_cross_entropy_grad, OP_CROSS_ENTROPY_GRAD, S2(64, 1000),
+     .dt = DT_I32, IA(-100), .fa = {0.1}, ONE},
     {"mse_loss_grad", b_mse_grad, OP_MSE_LOSS_GRAD, S2(7, 13), ONE},
     {"mse_loss_grad_perm_big", b_mse_grad, OP_MSE_LOSS_GRAD, BIG, IA(1), ONE},
     // updates at step 1 (several steps: test_updates_steps)
@@ -2189,6 +2198,10 @@ const op_case op_cases[] = {
     // losses over f16 values (the loss itself is f32)
     {"half_cross_entropy", h_cross_entropy, OP_CROSS_ENTROPY, S2(9, 13), IA(-100), HALF},
     {"half_cross_entropy_grad", h_cross_entropy, OP_CROSS_ENTROPY_GRAD, S2(9, 13), IA(-100), HALF},
+    {"half_cross_entropy_smooth", h_cross_entropy, OP_CROSS_ENTROPY, S2(9, 13), IA(-100),
+     .fa = {0.1}, HALF},
+    {"half_cross_entropy_grad_smooth", h_cross_entropy, OP_CROSS_ENTROPY_GRAD, S2(9, 13), IA(-100),
+     .fa = {0.1}, HALF},
     {"half_mse_loss", h_two, OP_MSE_LOSS, S2(7, 13), HALF},
     {"half_mse_loss_grad", h_mse_grad, OP_MSE_LOSS_GRAD, S2(7, 13), HALF,
      .known_fail16 = MIXED_DTYPES},

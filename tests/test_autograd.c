@@ -401,6 +401,16 @@ static int b_losses(graph *g) {
     return g->loss;
 }
 
+// label smoothing 0.2 (fa0) with the target 2 ignored
+static int b_smoothed_ce(graph *g) {
+    int x = param(g, "x", SHAPE(5, 6));
+    int t = graph_input(g, "t", DT_I64, 1, (int64_t[]){5});
+    g->nodes[t].ia[0] = 0, g->nodes[t].ia[1] = 6, g->nodes[t].ia[2] = 1;
+    g->loss = graph_op(g, OP_CROSS_ENTROPY, 2, (int[]){x, t}, (int64_t[GRAPH_MAX_IA]){2},
+                       (double[GRAPH_MAX_FA]){0.2});
+    return g->loss;
+}
+
 static int b_dropout(graph *g) {
     int x = param(g, "x", SHAPE(4, 9));
     int y = graph_op(g, OP_DROPOUT, 1, &x, (int64_t[GRAPH_MAX_IA]){3}, (double[GRAPH_MAX_FA]){0.3});
@@ -411,6 +421,7 @@ static void test_views_losses(void **state) {
     (void)state;
     check_grads("views", b_views);
     check_grads("losses", b_losses);
+    check_grads("smoothed_ce", b_smoothed_ce);
     check_grads("dropout", b_dropout);
 }
 

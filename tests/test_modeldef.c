@@ -566,8 +566,35 @@ static void test_loss(void **state) {
     const graph_node *l = graph_at(g, g->loss);
     assert_int_equal(l->op, OP_CROSS_ENTROPY);
     assert_int_equal(l->ia[0], -1);
+    assert_int_equal(l->fa[0], 0); // no label smoothing
     assert_int_equal(l->ndim, 0);
     model_free(m);
+    // label smoothing is the loss's fa0, from a literal or an expression
+    m = build_ok("name: ls\n"
+                 "params: {eps: 0.1}\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 8]}\n"
+                 "  labels: {shape: [$batch], dtype: i64, range: [0, 5]}\n"
+                 "body:\n"
+                 "  - linear: {out: 5}\n"
+                 "loss: {cross_entropy: {target: labels, label_smoothing: $eps * 2}}\n",
+                 NULL, 0, 4, true);
+    assert_float_equal(graph_at(m->g, m->g->loss)->fa[0], 0.2, 1e-12);
+    model_free(m);
+    // an expression outside [0, 1] fails where training builds the loss
+    diag d;
+    m = build("name: ls\n"
+              "params: {eps: 0.1}\n"
+              "inputs:\n"
+              "  x: {shape: [$batch, 8]}\n"
+              "  labels: {shape: [$batch], dtype: i64, range: [0, 5]}\n"
+              "body:\n"
+              "  - linear: {out: 5}\n"
+              "loss: {cross_entropy: {target: labels, label_smoothing: $eps * 20}}\n",
+              NULL, 0, 4, true, &d);
+    assert_null(m);
+    assert_int_equal(d.line, 8);
+    assert_non_null(strstr(d.msg, "label_smoothing 2 is outside [0, 1]"));
     // inference builds no loss
     m = build_ok(text, NULL, 0, 4, false);
     assert_int_equal(m->g->loss, -1);
@@ -711,6 +738,14 @@ static const double pegasus_5x7[][7] = {
            -0.6536436080932617, 0.9588495492935181, 0.9997853636741638},
 };
 
+// BERT-pytorch's PositionalEmbedding(6, max_len=5).pe (the interleaved form)
+static const double interleaved_5x6[][6] = {
+    [1] = {0.8414709568023682, 0.5403023362159729, 0.046399228274822235, 0.9989229440689087,
+           0.0021544331684708595, 0.9999976754188538},
+    [4] = {-0.756802499294281, -0.6536436080932617, 0.18459872901439667, 0.9828139543533325,
+           0.00861763209104538, 0.9999628663063049},
+};
+
 static const float *source_values(const model *m, enum op op, int64_t rows, int64_t cols) {
     for (int i = 0; i < m->g->n; i++) {
         const graph_node *n = &m->g->nodes[i];
@@ -768,12 +803,25 @@ static void test_sinusoidal_positions(void **state) {
             assert_int_not_equal(m->g->nodes[i].src[0], w);
     assert_int_equal(m->g->noutputs, 1 + 2); // the loss, the linear's two
     model_free(m);
+    m = build_ok("name: vaswani\n"
+                 "inputs:\n"
+                 "  x: {shape: [$batch, 5, 6]}\n"
+                 "body:\n"
+                 "  - sinusoidal_positions: {max: 5, form: interleaved}\n",
+                 NULL, 0, 2, false);
+    assert_int_equal(model_init_values(m, 1), 0);
+    t = source_values(m, OP_BUFFER, 5, 6);
+    for (int c = 0; c < 6; c++) {
+        assert_float_equal(t[6 + c], interleaved_5x6[1][c], 2e-7);
+        assert_float_equal(t[24 + c], interleaved_5x6[4][c], 2e-7);
+    }
+    model_free(m);
     expect_error("name: bad\n"
                  "inputs:\n"
                  "  x: {shape: [$batch, 5, 8]}\n"
                  "body:\n"
                  "  - sinusoidal_positions: {max: 5, form: xlm}\n",
-                 5, 36, "form 'xlm' is not one of fairseq, pegasus");
+                 5, 36, "form 'xlm' is not one of fairseq, pegasus, interleaved");
 }
 
 // `unused: true`: the layer's parameters are held (a causal LM's

@@ -552,9 +552,9 @@ static int backward(ag *a, int i) {
         return 0;
     case OPK_LOSS:
         if (n.op == OP_CROSS_ENTROPY)
-            return accumulate(a, n.src[0],
-                              graph_op(g, OP_CROSS_ENTROPY_GRAD, 3, (int[]){dy, n.src[0], n.src[1]},
-                                       n.ia, NULL));
+            return accumulate(
+                a, n.src[0],
+                graph_op(g, OP_CROSS_ENTROPY_GRAD, 3, (int[]){dy, n.src[0], n.src[1]}, n.ia, n.fa));
         else {
             int d = graph_op(g, OP_MSE_LOSS_GRAD, 3, (int[]){dy, n.src[0], n.src[1]}, NULL, NULL);
             if (!a->req[n.src[0]]) // only the target needs it: d/db = -d/da

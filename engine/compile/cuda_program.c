@@ -177,7 +177,7 @@ static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
     case OP_UNFOLD:
     case OP_FOLD: rc = cuda_im2col(cc, n, s[0], y); break;
     case OP_PAD: rc = cuda_pad(cc, n, s[0], y); break;
-    case OP_CROSS_ENTROPY: rc = cuda_cross_entropy(cc, s[0], s[1], n->ia[0], y); break;
+    case OP_CROSS_ENTROPY: rc = cuda_cross_entropy(cc, s[0], s[1], n->ia[0], n->fa[0], y); break;
     case OP_MSE_LOSS: rc = cuda_mse_loss(cc, s[0], s[1], y); break;
     case OP_MATMUL: rc = cuda_matmul(cc, s[0], s[1], y); break;
     case OP_LINEAR: rc = cuda_linear(cc, s[0], s[1], n->nsrc > 2 ? s[2] : NULL, y); break;

@@ -155,7 +155,7 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
     case OP_UNFOLD:
     case OP_FOLD: return cpu_im2col(c, n, s[0], y);
     case OP_PAD: return cpu_pad(c, n, s[0], y);
-    case OP_CROSS_ENTROPY: return cpu_cross_entropy(c, s[0], s[1], n->ia[0], y);
+    case OP_CROSS_ENTROPY: return cpu_cross_entropy(c, s[0], s[1], n->ia[0], n->fa[0], y);
     case OP_MSE_LOSS: return cpu_mse_loss(c, s[0], s[1], y);
     case OP_MATMUL: return cpu_matmul(c, s[0], s[1], y);
     case OP_LINEAR: return cpu_linear(c, s[0], s[1], n->nsrc > 2 ? s[2] : NULL, y);

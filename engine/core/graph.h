@@ -78,6 +78,10 @@ enum init_kind {
     // (P, D) Pegasus's: s = ceil(D / 2); column c < s is sin(p / 10000^(2c / D)),
     // column s + k cos(p / 10000^(2k / D))
     INIT_SINUSOID_PEGASUS,
+    // (P, D) the Transformer paper's, interleaved: column 2i is
+    // sin(p / 10000^(2i / D)), column 2i + 1 its cos (BERT-pytorch,
+    // attention-is-all-you-need-pytorch, Speech-Transformer)
+    INIT_SINUSOID_INTERLEAVED,
     // bool (T, S), with t' = t + (S - T) the query's position among the keys:
     INIT_WINDOW_MASK, // key s visible when 0 <= t' - s < fa0: causal, the last fa0 (GPT-Neo local)
     INIT_BAND_MASK,   // key s visible when |s - t'| <= fa0: a band both ways (Longformer)

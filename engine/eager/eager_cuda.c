@@ -85,7 +85,7 @@ EC_KERNEL(roll, cuda_roll(C, n->ia, s[0], y))
 EC_KERNEL(unfold, cuda_im2col(C, n, s[0], y))
 EC_KERNEL(fold, cuda_im2col(C, n, s[0], y))
 EC_KERNEL(pad, cuda_pad(C, n, s[0], y))
-EC_KERNEL(cross_entropy, cuda_cross_entropy(C, s[0], s[1], n->ia[0], y))
+EC_KERNEL(cross_entropy, cuda_cross_entropy(C, s[0], s[1], n->ia[0], n->fa[0], y))
 EC_KERNEL(mse_loss, cuda_mse_loss(C, s[0], s[1], y))
 EC_KERNEL(attention, cuda_attention(C, n, s[0], s[1], s[2], n->ia[1] ? s[n->ia[1]] : NULL,
                                     n->ia[2] ? s[n->ia[2]] : NULL, y))

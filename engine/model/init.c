@@ -78,6 +78,10 @@ static double input_value(const graph_node *n, uint64_t key, int64_t i) {
 
 // Row p, column c of a (P, D) sinusoidal position table (graph.h), in double.
 static double sinusoid(const graph_node *n, int64_t p, int64_t c, int64_t D) {
+    if (n->ia[0] == INIT_SINUSOID_INTERLEAVED) {
+        double ang = (double)p / pow(10000.0, (double)(c - c % 2) / (double)D);
+        return c % 2 ? cos(ang) : sin(ang);
+    }
     if (n->ia[0] == INIT_SINUSOID_PEGASUS) {
         int64_t s = (D + 1) / 2, k = c < s ? c : c - s;
         double ang = (double)p / pow(10000.0, 2.0 * (double)k / (double)D);
@@ -235,7 +239,8 @@ static void fill(tensor *t, const graph_node *n, uint64_t key) {
                 break;
             }
             case INIT_SINUSOID:
-            case INIT_SINUSOID_PEGASUS: v = sinusoid(n, r, c, S); break;
+            case INIT_SINUSOID_PEGASUS:
+            case INIT_SINUSOID_INTERLEAVED: v = sinusoid(n, r, c, S); break;
             case INIT_WINDOW_MASK: {
                 int64_t back = (r % T) + (S - T) - c;
                 v = back >= 0 && (double)back < n->fa[0];

@@ -570,6 +570,17 @@ static int load_inputs(modeldef *md, const yd_node *in, diag *d) {
     return 0;
 }
 
+// A literal label_smoothing outside [0, 1], caught by `tcbench check` (which
+// builds no loss); an expression is checked when training builds the loss.
+static int check_smoothing(modeldef *md, const yd_node *v, diag *d) {
+    char *end = NULL;
+    double eps = v->kind == YD_SCALAR && v->str ? strtod(v->str, &end) : 0;
+    if (!end || end == v->str || *end || (eps >= 0 && eps <= 1))
+        return 0;
+    return diag_set(d, md->path, v->line, v->col,
+                    "cross_entropy: label_smoothing %g is outside [0, 1]", eps);
+}
+
 // One loss term: {cross_entropy: {input: logits, target: labels}}; in_mean:
 // one of a `mean:` list's.
 static int load_loss_term(modeldef *md, const yd_node *l, bool in_mean, diag *d) {
@@ -594,6 +605,8 @@ static int load_loss_term(modeldef *md, const yd_node *l, bool in_mean, diag *d)
         bool name = !strcmp(key, "input") || !strcmp(key, "target");
         int rc = name ? check_name(md, v->vals[i], key, d) : check_value(md, v->vals[i], d);
         if (rc < 0)
+            return -1;
+        if (!strcmp(key, "label_smoothing") && check_smoothing(md, v->vals[i], d) < 0)
             return -1;
     }
     return 0;

@@ -814,9 +814,12 @@ static int ref_cross_entropy(ref_ctx *c, const graph_node *n, const double *cons
         double m = -INFINITY, sum = 0;
         for (int64_t i = 0; i < C; i++)
             m = row[i] > m ? row[i] : m;
-        for (int64_t i = 0; i < C; i++)
+        double all = 0, eps = n->fa[0]; // -log p_i = lse - x_i, mixed
+        for (int64_t i = 0; i < C; i++) {
             sum += exp(row[i] - m);
-        total += m + log(sum) - row[t];
+            all += row[i];
+        }
+        total += m + log(sum) - (1 - eps) * row[t] - eps * all / (double)C;
         count++;
     }
     o[0] = count ? total / (double)count : NAN;
@@ -1315,7 +1318,8 @@ static int ref_slice_grad(ref_ctx *c, const graph_node *n, const double *const *
     return 0;
 }
 
-// d mean(-log softmax(row)[t]) / d logits = (softmax(row) - onehot(t)) / count
+// d mean(-log softmax(row)[t]) / d logits = (softmax(row) - onehot(t)) / count,
+// the one-hot (1 - eps) onehot(t) + eps / C with label smoothing eps
 static int ref_cross_entropy_grad(ref_ctx *c, const graph_node *n, const double *const *s,
                                   double *o) {
     int64_t N = n->shape[0], C = n->shape[1], count = 0;
@@ -1336,9 +1340,13 @@ static int ref_cross_entropy_grad(ref_ctx *c, const graph_node *n, const double 
             m = row[i] > m ? row[i] : m;
         for (int64_t i = 0; i < C; i++)
             sum += exp(row[i] - m);
+        double eps = n->fa[0];
         for (int64_t i = 0; i < C; i++)
             o[r * C + i] =
-                t == n->ia[0] ? 0 : s[0][0] * (exp(row[i] - m) / sum - (i == t)) / (double)count;
+                t == n->ia[0]
+                    ? 0
+                    : s[0][0] * (exp(row[i] - m) / sum - (1 - eps) * (i == t) - eps / (double)C) /
+                          (double)count;
     }
     return 0;
 }

@@ -1015,6 +1015,7 @@ int cpu_cross_entropy_grad(cpu_ctx *c, const graph_node *n, const tensor *dloss,
     const float *px = tensor_f32(lc);
     float *po = tensor_f32(oc);
     float k = count ? scalar_of(dloss) / (float)count : 0.0f;
+    float eps = (float)n->fa[0], ke = k * eps / (float)C; // label smoothing's share
 #pragma omp parallel for if (N * C >= CPU_PAR_MIN) schedule(static)
     for (int64_t r = 0; r < N; r++) {
         const float *row = px + r * C;
@@ -1037,8 +1038,8 @@ int cpu_cross_entropy_grad(cpu_ctx *c, const graph_node *n, const tensor *dloss,
         float ks = k / s;
 #pragma omp simd
         for (int64_t i = 0; i < C; i++)
-            o[i] *= ks;
-        o[tr] -= k;
+            o[i] = o[i] * ks - ke;
+        o[tr] -= k - k * eps;
     }
 #undef TARGET
     tensor_free(lc);

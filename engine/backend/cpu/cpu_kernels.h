@@ -114,7 +114,7 @@ int cpu_group_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b
                    double eps, tensor *out);
 // logits (N, C) f32, target (N) i32/i64 -> () mean over targets != ignore
 int cpu_cross_entropy(cpu_ctx *c, const tensor *logits, const tensor *target, int64_t ignore,
-                      tensor *out);
+                      double smoothing, tensor *out);
 // () mean of (a - b)^2
 int cpu_mse_loss(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out);
 

@@ -353,7 +353,7 @@ int cpu_group_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b
 // ---- losses --------------------------------------------------------------
 
 int cpu_cross_entropy(cpu_ctx *c, const tensor *logits, const tensor *target, int64_t ignore,
-                      tensor *out) {
+                      double smoothing, tensor *out) {
     if (cpu_need_f32(c, "cross_entropy", out) < 0)
         return -1;
     if (target->dtype != DT_I32 && target->dtype != DT_I64)
@@ -380,11 +380,17 @@ int cpu_cross_entropy(cpu_ctx *c, const tensor *logits, const tensor *target, in
             continue;
         }
         const float *row = px + r * C;
-        float m = max_f32(row, C), s = 0;
+        float m = max_f32(row, C), s = 0, all = 0;
 #pragma omp simd reduction(+ : s)
         for (int64_t i = 0; i < C; i++)
             s += cpu_expf(row[i] - m);
-        total += (double)m + log((double)s) - row[tr];
+        if (smoothing != 0) { // -log p_i = lse - x_i, the target's and the mean's mixed
+#pragma omp simd reduction(+ : all)
+            for (int64_t i = 0; i < C; i++)
+                all += row[i];
+        }
+        total += (double)m + log((double)s) - (1 - smoothing) * row[tr] -
+                 smoothing * (double)all / (double)C;
         count++;
     }
     tensor_free(lc);

@@ -170,13 +170,14 @@ __global__ void __launch_bounds__(1024)
         *k = count ? ldv(dl, dl16, 0) / (float)count : 0.0f;
 }
 
-// per row: (softmax(row) - onehot(t)) * k, zeros for an ignored (or bad) row
+// per row: (softmax(row) - onehot(t)) * k, zeros for an ignored (or bad) row;
+// label smoothing eps makes the one-hot (1 - eps) onehot(t) + eps / C
 template <typename T, typename O>
 __global__ void __launch_bounds__(1024)
     ce_grad_k(const T *x, const char *tgt, int t64, int64_t tstride, int64_t N, int64_t C,
-              int64_t ignore, const float *kp, O *o) {
+              int64_t ignore, float eps, const float *kp, O *o) {
     __shared__ float sh[32];
-    float k = *kp;
+    float k = *kp, ke = k * eps / (float)C;
     for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
         int64_t t = target_at(tgt, t64, tstride, row);
         const T *xr = x + row * C;
@@ -194,19 +195,19 @@ __global__ void __launch_bounds__(1024)
             s += expf(ldf(xr, j) - m);
         float ks = k / tc_block_sum(s, sh);
         for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
-            float v = expf(ldf(xr, j) - m) * ks;
-            stf(orow, j, j == t ? v - k : v);
+            float v = expf(ldf(xr, j) - m) * ks - ke;
+            stf(orow, j, j == t ? v - (k - k * eps) : v);
         }
     }
 }
 
 template <typename T, typename O>
 static void ce_grad_launch(cuda_ctx *c, const tensor *lc, const tensor *target, int64_t ignore,
-                           const float *k, tensor *out) {
+                           float eps, const float *k, tensor *out) {
     int64_t N = lc->shape[0], C = lc->shape[1];
     ce_grad_k<T, O><<<grad_grid(N), row_threads(C), 0, c->stream>>>(
         (const T *)tensor_data(lc), (const char *)tensor_data(target), target->dtype == DT_I64,
-        target->stride[0], N, C, ignore, k, (O *)tensor_data(out));
+        target->stride[0], N, C, ignore, eps, k, (O *)tensor_data(out));
 }
 
 int cuda_cross_entropy_grad(cuda_ctx *c, const graph_node *n, const tensor *dloss,
@@ -221,6 +222,7 @@ int cuda_cross_entropy_grad(cuda_ctx *c, const graph_node *n, const tensor *dlos
         grad_need_float(c, "cross_entropy_grad", out) < 0)
         return -1;
     int64_t N = logits->shape[0], C = logits->shape[1], ignore = n->ia[0];
+    float eps = (float)n->fa[0];
     if (N * C == 0)
         return 0;
     tensor *lc = cuda_contiguous(c, logits);
@@ -234,13 +236,13 @@ int cuda_cross_entropy_grad(cuda_ctx *c, const graph_node *n, const tensor *dlos
         if (rc == 0) {
             bool x16 = logits->dtype == DT_F16, o16 = out->dtype == DT_F16;
             if (!x16 && !o16)
-                ce_grad_launch<float, float>(c, lc, target, ignore, k, out);
+                ce_grad_launch<float, float>(c, lc, target, ignore, eps, k, out);
             else if (!x16)
-                ce_grad_launch<float, uint16_t>(c, lc, target, ignore, k, out);
+                ce_grad_launch<float, uint16_t>(c, lc, target, ignore, eps, k, out);
             else if (!o16)
-                ce_grad_launch<uint16_t, float>(c, lc, target, ignore, k, out);
+                ce_grad_launch<uint16_t, float>(c, lc, target, ignore, eps, k, out);
             else
-                ce_grad_launch<uint16_t, uint16_t>(c, lc, target, ignore, k, out);
+                ce_grad_launch<uint16_t, uint16_t>(c, lc, target, ignore, eps, k, out);
             rc = CUDA_LAUNCHED(c, "cross_entropy_grad<<<>>>");
         }
         cuda_scratch_put(c, k);

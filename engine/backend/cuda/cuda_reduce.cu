@@ -329,7 +329,7 @@ int cuda_group_norm(cuda_ctx *c, const tensor *x, const tensor *w, const tensor 
 template <typename T>
 __global__ void __launch_bounds__(1024)
     ce_rows(const T *x, const char *tgt, int t64, int64_t tstride, int64_t N, int64_t C,
-            int64_t ignore, float *loss, float *valid, cuda_dev_error *err) {
+            int64_t ignore, float eps, float *loss, float *valid, cuda_dev_error *err) {
     __shared__ float sh[32];
     for (int64_t row = blockIdx.x; row < N; row += gridDim.x) {
         int64_t t =
@@ -347,11 +347,15 @@ __global__ void __launch_bounds__(1024)
         for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
             m = tc_maximum(ldf(xr, j), m);
         m = tc_block_max(m, sh);
-        for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
+        float all = 0.0f; // label smoothing: -log p_i = lse - x_i, mixed
+        for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
             s += expf(ldf(xr, j) - m);
+            all += ldf(xr, j);
+        }
         s = tc_block_sum(s, sh);
+        all = eps != 0.0f ? tc_block_sum(all, sh) : 0.0f;
         if (threadIdx.x == 0) {
-            loss[row] = m + logf(s) - ldf(xr, t);
+            loss[row] = m + logf(s) - (1.0f - eps) * ldf(xr, t) - eps * all / (float)C;
             valid[row] = 1.0f;
         }
     }
@@ -384,7 +388,7 @@ __global__ void __launch_bounds__(1024)
 }
 
 int cuda_cross_entropy(cuda_ctx *c, const tensor *logits, const tensor *target, int64_t ignore,
-                       tensor *out) {
+                       double smoothing, tensor *out) {
     if (logits->dtype != DT_F32 && logits->dtype != DT_F16)
         return cuda_pw_fail(c, "cross_entropy", logits->dtype);
     if (target->dtype != DT_I32 && target->dtype != DT_I64) {
@@ -405,11 +409,11 @@ int cuda_cross_entropy(cuda_ctx *c, const tensor *logits, const tensor *target, 
             if (logits->dtype == DT_F32)
                 ce_rows<float><<<row_grid(N), row_threads(C), 0, c->stream>>>(
                     (const float *)tensor_data(lc), pt, t64, target->stride[0], N, C, ignore,
-                    scratch, scratch + N, c->deverr);
+                    (float)smoothing, scratch, scratch + N, c->deverr);
             else
                 ce_rows<uint16_t><<<row_grid(N), row_threads(C), 0, c->stream>>>(
                     (const uint16_t *)tensor_data(lc), pt, t64, target->stride[0], N, C, ignore,
-                    scratch, scratch + N, c->deverr);
+                    (float)smoothing, scratch, scratch + N, c->deverr);
             rc = CUDA_LAUNCHED(c, "cross_entropy_rows<<<>>>");
         } else {
             rc = 0;

@@ -182,10 +182,10 @@ int cuda_batch_norm(cuda_ctx *c, const tensor *x, const tensor *w, const tensor 
                     const tensor *mean, const tensor *var, double eps, tensor *out);
 int cuda_group_norm(cuda_ctx *c, const tensor *x, const tensor *w, const tensor *b, int64_t groups,
                     double eps, tensor *out);
-// logits (N, C), target (N) i32/i64 -> () f32; a target out of range is
-// reported by the next cuda_ctx_sync
+// logits (N, C), target (N) i32/i64 -> () f32, label smoothing eps; a target
+// out of range is reported by the next cuda_ctx_sync
 int cuda_cross_entropy(cuda_ctx *c, const tensor *logits, const tensor *target, int64_t ignore,
-                       tensor *out);
+                       double smoothing, tensor *out);
 int cuda_mse_loss(cuda_ctx *c, const tensor *a, const tensor *b, tensor *out);
 int cuda_upsample_nearest(cuda_ctx *c, const tensor *x, int64_t scale, tensor *out);
 // table (V, D), indices i32/i64 -> (..., D); bad indices as cross_entropy's targets

@@ -262,7 +262,11 @@ static const nn_layer nn_layers[] = {
 };
 
 static const nn_layer nn_losses[] = {
-    {"cross_entropy", 2, 2, nn_cross_entropy, {{"ignore_index", 'i', false}}},
+    {"cross_entropy",
+     2,
+     2,
+     nn_cross_entropy,
+     {{"ignore_index", 'i', false}, {"label_smoothing", 'f', false}}},
     {"mse", 2, 2, nn_mse, {{0}}},
 };
 

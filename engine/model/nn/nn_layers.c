@@ -95,33 +95,38 @@ int nn_positional_embedding(nn_ctx *x) {
 int nn_sinusoidal_positions(nn_ctx *x) {
     // x (..., T, D) + table[offset : offset + T] (T, D), the table (max, D) a
     // constant: fairseq's (M2M100, XGLM, Speech2Text2: sines then cosines, the
-    // padding row zero, positions past the padding index) or Pegasus's (its
-    // own frequencies). A buffer, or with `parameter: true` a frozen
-    // parameter, as Pegasus and Speech2Text2 hold theirs (counted, untrained)
+    // padding row zero, positions past the padding index), Pegasus's (its
+    // own frequencies) or the Transformer paper's interleaved sines and
+    // cosines. A buffer, or with `parameter: true` a frozen parameter, as
+    // Pegasus and Speech2Text2 hold theirs (counted, untrained)
     const char *form = nn_str(x, "form", "fairseq");
     int64_t max = nn_int(x, "max", 0), off = nn_int(x, "offset", 0);
     int64_t pad = nn_int(x, "padding_idx", -1), D;
-    bool pegasus = !strcmp(form, "pegasus");
-    if (!pegasus && strcmp(form, "fairseq") != 0)
-        return nn_fail(x, "form", "sinusoidal_positions: form '%s' is not one of fairseq, pegasus",
+    bool pegasus = !strcmp(form, "pegasus"), interleaved = !strcmp(form, "interleaved");
+    if (!pegasus && !interleaved && strcmp(form, "fairseq") != 0)
+        return nn_fail(x, "form",
+                       "sinusoidal_positions: form '%s' is not one of fairseq, pegasus, "
+                       "interleaved",
                        form);
     if (position_rows_check(x, "sinusoidal_positions", max, off, &D) < 0)
         return -1;
-    if (pegasus && pad != -1)
-        return nn_fail(x, "padding_idx",
-                       "sinusoidal_positions: Pegasus's table has no padding row");
+    if ((pegasus || interleaved) && pad != -1)
+        return nn_fail(x, "padding_idx", "sinusoidal_positions: %s table has no padding row",
+                       pegasus ? "Pegasus's" : "the interleaved");
     if (pad < -1 || pad >= max)
         return nn_fail(x, "padding_idx",
                        "sinusoidal_positions: padding_idx %lld is not one of the %lld rows "
                        "(or -1: none)",
                        (long long)pad, (long long)max);
-    if (!pegasus && D < 4)
+    if (!pegasus && !interleaved && D < 4)
         return nn_fail(x, NULL, "sinusoidal_positions: fairseq's table needs D >= 4, not %lld",
                        (long long)D);
     char name[96];
     snprintf(name, sizeof name, "sinusoid_%s.%lldx%lld.pad%lld", form, (long long)max, (long long)D,
              (long long)pad);
-    enum init_kind init = pegasus ? INIT_SINUSOID_PEGASUS : INIT_SINUSOID;
+    enum init_kind init = pegasus       ? INIT_SINUSOID_PEGASUS
+                          : interleaved ? INIT_SINUSOID_INTERLEAVED
+                                        : INIT_SINUSOID;
     int t;
     if (nn_bool(x, "parameter", false)) { // a frozen parameter of its own, counted
         t = nn_param(x, "weight", 2, (int64_t[]){max, D}, init, (double)pad);
@@ -735,15 +740,22 @@ static int flatten_rows(nn_ctx *x, int id, int keep_last) {
 }
 
 int nn_cross_entropy(nn_ctx *x) {
-    // logits (..., C), targets (...) -> mean loss over targets != ignore_index
+    // logits (..., C), targets (...) -> mean loss over targets != ignore_index;
+    // label_smoothing eps mixes eps / C of every class into the target, as
+    // F.cross_entropy's label_smoothing
     const graph_node *l = nn_node(x, X0), *t = nn_node(x, nn_in(x, 1));
     if (l->ndim != t->ndim + 1)
         return nn_fail(x, NULL, "cross_entropy: logits must have one more dimension than targets");
+    double eps = nn_float(x, "label_smoothing", 0);
+    if (!(eps >= 0 && eps <= 1))
+        return nn_fail(x, "label_smoothing", "cross_entropy: label_smoothing %g is outside [0, 1]",
+                       eps);
     int a = flatten_rows(x, X0, 1), b = flatten_rows(x, nn_in(x, 1), 0);
     int64_t ia[GRAPH_MAX_IA] = {nn_int(x, "ignore_index", -100)};
+    double fa[GRAPH_MAX_FA] = {eps};
     if (a < 0 || b < 0)
         return nn_check(x, -1);
-    return nn_emit(x, graph_op(x->g, OP_CROSS_ENTROPY, 2, (int[]){a, b}, ia, NULL));
+    return nn_emit(x, graph_op(x->g, OP_CROSS_ENTROPY, 2, (int[]){a, b}, ia, fa));
 }
 
 int nn_mse(nn_ctx *x) {
