@@ -283,6 +283,10 @@ void bench_group_measure(const bench_plan *p, int group, int process, const char
         set_all(rs, n, BENCH_MODEL_FAIL_TO_LOAD, bc->fail_to_load);
         return;
     }
+    if (t->axis[BENCH_AXIS_WORKLOAD] == BENCH_WL_TRAIN && bc->train_fail_to_load[0]) {
+        set_all(rs, n, BENCH_MODEL_FAIL_TO_LOAD, bc->train_fail_to_load);
+        return;
+    }
     for (int i = 0; i < n; i++)
         for (int a = 0; a < BENCH_AXIS_COUNT; a++) {
             int v = p->tasks[gr->first + i].axis[a];
