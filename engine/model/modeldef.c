@@ -20,13 +20,13 @@ static const char *const model_keys[] = {"name", "family", "params",  "inputs", 
 static const char *const train_needs_names[] = {"second_order_gradients", "per_sample_gradients",
                                                 "inference_only", NULL};
 static const char *const train_needs_reasons[] = {
-    "second-order gradients: the loss differentiates a gradient (forces as the derivative of "
-    "an energy, MAML's steps through an inner SGD loop), and the engine's backward pass is not "
-    "itself differentiable",
-    "per-sample gradients: each sample's gradient clipped to a norm and noised before they are "
-    "summed (DP-SGD), and the engine's backward pass only sums over the batch",
-    "a training step: the benchmark runs this model for inference only, with no parameters and "
-    "no loss",
+    "training needs second-order gradients: the loss differentiates a gradient (forces as the "
+    "derivative of an energy, MAML's steps through an inner SGD loop), and the engine's "
+    "backward pass is not itself differentiable; not built yet",
+    "training needs per-sample gradients: each sample's gradient clipped to a norm and noised "
+    "before they are summed (DP-SGD), and the engine's backward pass only sums over the batch; "
+    "not built yet",
+    "no training: the benchmark runs this model for inference only (no parameters, no loss)",
 };
 static const char *const block_keys[] = {"params", "inputs", "body", NULL};
 static const char *const input_keys[] = {"shape", "dtype", "range", NULL};
@@ -657,8 +657,8 @@ bool modeldef_train_unbuilt(const modeldef *md, diag *d) {
         return false;
     for (int i = 0; train_needs_names[i]; i++)
         if (!strcmp(md->train_needs->str, train_needs_names[i]))
-            diag_set(d, md->path, md->train_needs->line, md->train_needs->col,
-                     "training needs %s; not built yet", train_needs_reasons[i]);
+            diag_set(d, md->path, md->train_needs->line, md->train_needs->col, "%s",
+                     train_needs_reasons[i]);
     return true;
 }
 
