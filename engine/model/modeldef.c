@@ -20,9 +20,9 @@ static const char *const model_keys[] = {"name", "family", "params",  "inputs", 
 static const char *const train_needs_names[] = {"second_order_gradients", "per_sample_gradients",
                                                 "inference_only", NULL};
 static const char *const train_needs_reasons[] = {
-    "training needs second-order gradients: the loss differentiates a gradient (forces as the "
-    "derivative of an energy, MAML's steps through an inner SGD loop), and the engine's "
-    "backward pass is not itself differentiable; not built yet",
+    "training needs second-order gradients: the loss differentiates a gradient (MAML's "
+    "meta-gradient through an inner SGD loop), and the engine's backward pass is not itself "
+    "differentiable; not built yet",
     "training needs per-sample gradients: each sample's gradient clipped to a norm and noised "
     "before they are summed (DP-SGD), and the engine's backward pass only sums over the batch; "
     "not built yet",
