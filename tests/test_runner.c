@@ -2056,6 +2056,21 @@ static void test_check_file(void **state) {
     assert_non_null(strstr(d.file, "nope.yaml"));
 }
 
+// The plan of one suite file under tiny_config, its results to out (NULL:
+// none). The plan keeps the suite list: it stays here, spath the caller's.
+static bench_plan *plan_of(const char *spath, const char *out) {
+    static const char *suites[1];
+    suites[0] = spath;
+    bench_config cfg = tiny_config();
+    cfg.suites = suites;
+    cfg.output = out;
+    bench_plan *p;
+    diag d = {0};
+    if (bench_plan_new(&cfg, &p, &d) < 0)
+        fail_msg("%s:%d:%d: %s", d.file, d.line, d.col, d.msg);
+    return p;
+}
+
 // A model that names a layer not built yet is no bad input: the plan keeps
 // its case, every entry of it ends model_fail_to_load with the layer's
 // place and reason while the other case runs and passes, check says so in
@@ -2077,13 +2092,8 @@ static void test_model_fail_to_load(void **state) {
                       "  - {name: fine, model: tiny_mlp, batch: 2, study: true}\n"
                       "  - {name: Reformer, model: hashing, batch: 1}\n");
     snprintf(out, sizeof out, "%s/zoo.json", dir);
-    bench_config cfg = tiny_config();
-    const char *suites[] = {spath};
-    cfg.suites = suites;
-    cfg.output = out;
-    bench_plan *p;
+    bench_plan *p = plan_of(spath, out);
     diag d = {0};
-    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
     assert_int_equal(p->ncases, 2);
     assert_string_equal(p->cases[0].fail_to_load, "");
     char want[1600];
@@ -2166,12 +2176,7 @@ static void test_train_needs(void **state) {
                       "defaults: {modes: [eager], workloads: [infer, train]}\n"
                       "cases:\n"
                       "  - {name: forces, model: second_order, batch: 2}\n");
-    bench_config cfg = tiny_config();
-    const char *suites[] = {spath};
-    cfg.suites = suites;
-    bench_plan *p;
-    diag d = {0};
-    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
+    bench_plan *p = plan_of(spath, NULL);
     assert_int_equal(p->ncases, 1);
     assert_string_equal(p->cases[0].fail_to_load, "");
     assert_non_null(strstr(p->cases[0].train_fail_to_load,
