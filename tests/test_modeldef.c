@@ -1271,6 +1271,7 @@ static void test_unbuilt(void **state) {
     (void)state;
     assert_non_null(nn_layer_unbuilt("lsh_attention"));
     assert_non_null(nn_layer_unbuilt("block_sparse_attention"));
+    assert_non_null(nn_layer_unbuilt("isoneutral_mixing"));
     assert_null(nn_layer_unbuilt("sliding_window_attention")); // attention's window now
     assert_null(nn_layer_unbuilt("linear"));
     assert_false(nn_layer_known("lsh_attention"));
@@ -1309,6 +1310,50 @@ static void test_unbuilt(void **state) {
                  "did you mean 'linear'?");
 }
 
+// `train_needs:` (modeldef_train_unbuilt): the model loads and builds for
+// inference, and its train entries get a located reason naming what is
+// missing; a misspelled or non-word value is an error.
+static void test_train_needs(void **state) {
+    (void)state;
+    const char *path = write_model("tn.yaml", "name: tn\n"
+                                              "inputs: {x: {shape: [$batch, 8]}}\n"
+                                              "body: [{linear: {out: 4}}, tanh]\n"
+                                              "train_needs: second_order_gradients\n");
+    modeldef *md;
+    diag d = {0}, why = {0};
+    if (modeldef_load(path, &md, &d) < 0)
+        fail_msg("unexpected error: %d:%d: %s", d.line, d.col, d.msg);
+    assert_false(modeldef_unbuilt(md, &why));
+    assert_true(modeldef_train_unbuilt(md, &why));
+    assert_int_equal(why.line, 4);
+    assert_int_equal(why.col, 14);
+    assert_non_null(strstr(why.msg, "training needs second-order gradients: "));
+    model *m = NULL;
+    assert_int_equal(modeldef_build(md, NULL, 0, 2, &(modeldef_opts){0}, &m, &d), 0);
+    model_free(m);
+    modeldef_free(md);
+    path = write_model("tp.yaml", "name: tp\n"
+                                  "inputs: {x: {shape: [$batch, 8]}}\n"
+                                  "body: [{linear: {out: 4}}]\n"
+                                  "train_needs: per_sample_gradients\n");
+    assert_int_equal(modeldef_load(path, &md, &d), 0);
+    assert_true(modeldef_train_unbuilt(md, &why));
+    assert_non_null(strstr(why.msg, "training needs per-sample gradients: "));
+    modeldef_free(md);
+    // a model without it trains as usual
+    path = write_model("tq.yaml", "name: tq\ninputs: {x: {shape: [2, 8]}}\nbody: [relu]\n");
+    assert_int_equal(modeldef_load(path, &md, &d), 0);
+    assert_false(modeldef_train_unbuilt(md, &why));
+    modeldef_free(md);
+    expect_error("name: e\ninputs: {x: {shape: [2, 8]}}\nbody: [relu]\n"
+                 "train_needs: second_order_gradient\n",
+                 4, 14,
+                 "unknown train_needs 'second_order_gradient'; did you mean "
+                 "'second_order_gradients'?");
+    expect_error("name: e\ninputs: {x: {shape: [2, 8]}}\nbody: [relu]\ntrain_needs: [a]\n", 4, 14,
+                 "train_needs must be a word");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expr),
@@ -1339,6 +1384,7 @@ int main(void) {
         cmocka_unit_test(test_mean_and_share),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_unbuilt),
+        cmocka_unit_test(test_train_needs),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

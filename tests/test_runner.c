@@ -2056,6 +2056,21 @@ static void test_check_file(void **state) {
     assert_non_null(strstr(d.file, "nope.yaml"));
 }
 
+// The plan of one suite file under tiny_config, its results to out (NULL:
+// none). The plan keeps the suite list: it stays here, spath the caller's.
+static bench_plan *plan_of(const char *spath, const char *out) {
+    static const char *suites[1];
+    suites[0] = spath;
+    bench_config cfg = tiny_config();
+    cfg.suites = suites;
+    cfg.output = out;
+    bench_plan *p;
+    diag d = {0};
+    if (bench_plan_new(&cfg, &p, &d) < 0)
+        fail_msg("%s:%d:%d: %s", d.file, d.line, d.col, d.msg);
+    return p;
+}
+
 // A model that names a layer not built yet is no bad input: the plan keeps
 // its case, every entry of it ends model_fail_to_load with the layer's
 // place and reason while the other case runs and passes, check says so in
@@ -2077,13 +2092,8 @@ static void test_model_fail_to_load(void **state) {
                       "  - {name: fine, model: tiny_mlp, batch: 2, study: true}\n"
                       "  - {name: Reformer, model: hashing, batch: 1}\n");
     snprintf(out, sizeof out, "%s/zoo.json", dir);
-    bench_config cfg = tiny_config();
-    const char *suites[] = {spath};
-    cfg.suites = suites;
-    cfg.output = out;
-    bench_plan *p;
+    bench_plan *p = plan_of(spath, out);
     diag d = {0};
-    assert_int_equal(bench_plan_new(&cfg, &p, &d), 0);
     assert_int_equal(p->ncases, 2);
     assert_string_equal(p->cases[0].fail_to_load, "");
     char want[1600];
@@ -2145,6 +2155,51 @@ static void test_model_fail_to_load(void **state) {
         lines += *c == '\n';
     assert_int_equal(lines, 2);
     free(buf);
+}
+
+// A model whose training needs what the engine lacks (`train_needs:`): its
+// infer entries run and pass, its train entries end model_fail_to_load with
+// the located reason, and the estimate leaves them out.
+static void test_train_needs(void **state) {
+    (void)state;
+    char mpath[700], spath[700];
+    snprintf(mpath, sizeof mpath, "%s/models/second_order.yaml", dir);
+    write_file(mpath, "name: second_order\n"
+                      "inputs:\n"
+                      "  x: {shape: [$batch, 8]}\n"
+                      "body:\n"
+                      "  - linear: {out: 8}\n"
+                      "  - tanh\n"
+                      "train_needs: second_order_gradients\n");
+    snprintf(spath, sizeof spath, "%s/suites/train_needs.yaml", dir);
+    write_file(spath, "name: train_needs\n"
+                      "defaults: {modes: [eager], workloads: [infer, train]}\n"
+                      "cases:\n"
+                      "  - {name: forces, model: second_order, batch: 2}\n");
+    bench_plan *p = plan_of(spath, NULL);
+    assert_int_equal(p->ncases, 1);
+    assert_string_equal(p->cases[0].fail_to_load, "");
+    assert_non_null(strstr(p->cases[0].train_fail_to_load,
+                           "/models/second_order.yaml:7:14: training needs second-order "
+                           "gradients: "));
+    assert_true(p->cases[0].param_count > 0);
+    bench_report *rep;
+    char err[512];
+    assert_int_equal(bench_report_open(p, &rep, err, sizeof err), 0);
+    bench_run(p, rep, NULL);
+    assert_int_equal(rep->nresults, 2);
+    for (int i = 0; i < rep->nresults; i++) {
+        const bench_result *r = &rep->results[i];
+        if (p->tasks[r->task].axis[BENCH_AXIS_WORKLOAD] == BENCH_WL_TRAIN) {
+            assert_int_equal(r->status, BENCH_MODEL_FAIL_TO_LOAD);
+            assert_non_null(strstr(r->message, "training needs second-order gradients"));
+            assert_int_equal(r->nsamples, 0);
+        } else if (!bench_status_good(r->status)) {
+            fail_msg("infer: %s: %s", bench_status_name(r->status), r->message);
+        }
+    }
+    bench_report_free(rep);
+    bench_plan_free(p);
 }
 
 // A suite's defaults.processes measures its cases' groups in that many
@@ -2436,6 +2491,7 @@ int main(void) {
         cmocka_unit_test(test_report_open_fails),
         cmocka_unit_test(test_check_file),
         cmocka_unit_test(test_model_fail_to_load),
+        cmocka_unit_test(test_train_needs),
         cmocka_unit_test(test_suite_processes),
         cmocka_unit_test(test_estimate),
         cmocka_unit_test(test_journal_reader),

@@ -19,6 +19,8 @@ void bench_plan_estimate(const bench_plan *p, const bench_calibration *c, bench_
         if (bc->fail_to_load[0] || !isfinite(bc->flops))
             continue;
         bool train = t->axis[BENCH_AXIS_WORKLOAD] == BENCH_WL_TRAIN;
+        if (train && bc->train_fail_to_load[0])
+            continue;
         int processes = p->groups[t->group].processes > 0 ? p->groups[t->group].processes : 1;
         double k = train ? TRAIN_STEP_FACTOR : 1.0;
         double flops = k * bc->flops, bytes = isfinite(bc->min_bytes) ? k * bc->min_bytes : 0;

@@ -279,6 +279,12 @@ void bench_group_measure(const bench_plan *p, int group, int process, const char
         result_init(&rs[i], gr->first + i);
     const bench_task *t = &p->tasks[gr->first];
     const bench_case *bc = &p->cases[t->case_index];
+    // a training the engine cannot do is said first: it holds even once
+    // every layer is built
+    if (t->axis[BENCH_AXIS_WORKLOAD] == BENCH_WL_TRAIN && bc->train_fail_to_load[0]) {
+        set_all(rs, n, BENCH_MODEL_FAIL_TO_LOAD, bc->train_fail_to_load);
+        return;
+    }
     if (bc->fail_to_load[0]) {
         set_all(rs, n, BENCH_MODEL_FAIL_TO_LOAD, bc->fail_to_load);
         return;

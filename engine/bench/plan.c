@@ -361,6 +361,10 @@ static int plan_suite(bench_plan *p, const suite *s, const regex_t *filter, cons
                 if (check_generate(p, bc, vals, nvals, d) < 0)
                     return -1;
             }
+            if (modeldef_train_unbuilt(bc->md, d)) {
+                diag_format(d, bc->train_fail_to_load, sizeof bc->train_fail_to_load);
+                *d = (diag){0};
+            }
             if (add_tasks(p, p->ncases++, vals, nvals) < 0)
                 return diag_set(d, NULL, 0, 0, "realloc: out of memory planning tasks");
         }

@@ -46,6 +46,10 @@ typedef struct bench_case {
     // message every task of the case ends model_fail_to_load with; "" when
     // it builds. param_count is then -1 and the figures NAN.
     char fail_to_load[1100];
+    // The model's training needs what the engine lacks (`train_needs:`,
+    // modeldef_train_unbuilt): the located message its train tasks end
+    // model_fail_to_load with; "" otherwise. Its other tasks run.
+    char train_fail_to_load[1100];
 } bench_case;
 
 typedef struct bench_task {

@@ -11,8 +11,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const model_keys[] = {"name", "family", "params", "inputs", "blocks",
-                                         "body", "loss",   "outputs", NULL};
+static const char *const model_keys[] = {"name", "family", "params",  "inputs",      "blocks",
+                                         "body", "loss",   "outputs", "train_needs", NULL};
+
+// What a model's training may need that the engine does not build
+// (`train_needs:`): its train entries end model_fail_to_load with the reason,
+// its inference entries run.
+static const char *const train_needs_names[] = {"second_order_gradients", "per_sample_gradients",
+                                                "inference_only", NULL};
+static const char *const train_needs_reasons[] = {
+    "training needs second-order gradients: the loss differentiates a gradient (MAML's "
+    "meta-gradient through an inner SGD loop), and the engine's backward pass is not itself "
+    "differentiable; not built yet",
+    "training needs per-sample gradients: each sample's gradient clipped to a norm and noised "
+    "before they are summed (DP-SGD), and the engine's backward pass only sums over the batch; "
+    "not built yet",
+    "no training: the benchmark runs this model for inference only (no parameters, no loss)",
+};
 static const char *const block_keys[] = {"params", "inputs", "body", NULL};
 static const char *const input_keys[] = {"shape", "dtype", "range", NULL};
 static const char *const repeat_keys[] = {"repeat", "body", "input", "as", "shared", NULL};
@@ -628,6 +643,38 @@ static int load_loss(modeldef *md, const yd_node *l, diag *d) {
     return 0;
 }
 
+// `train_needs: second_order_gradients`: one word of train_needs_names.
+static int load_train_needs(modeldef *md, const yd_node *v, diag *d) {
+    if (v->kind != YD_SCALAR || yd_is_null(v))
+        return diag_set(d, md->path, v->line, v->col,
+                        "train_needs must be a word: second_order_gradients, "
+                        "per_sample_gradients or inference_only");
+    for (int i = 0; train_needs_names[i]; i++)
+        if (!strcmp(v->str, train_needs_names[i])) {
+            md->train_needs = v;
+            return 0;
+        }
+    int best = strdist_closest(v->str, train_needs_names, 3);
+    if (best >= 0)
+        return diag_set(d, md->path, v->line, v->col,
+                        "unknown train_needs '%s'; did you mean '%s'?", v->str,
+                        train_needs_names[best]);
+    return diag_set(d, md->path, v->line, v->col,
+                    "unknown train_needs '%s'; expected second_order_gradients, "
+                    "per_sample_gradients or inference_only",
+                    v->str);
+}
+
+bool modeldef_train_unbuilt(const modeldef *md, diag *d) {
+    if (!md->train_needs)
+        return false;
+    for (int i = 0; train_needs_names[i]; i++)
+        if (!strcmp(md->train_needs->str, train_needs_names[i]))
+            diag_set(d, md->path, md->train_needs->line, md->train_needs->col, "%s",
+                     train_needs_reasons[i]);
+    return true;
+}
+
 static int load_model(modeldef *md, diag *d) {
     const yd_node *root = md->doc->root, *v;
     if (!root)
@@ -666,6 +713,8 @@ static int load_model(modeldef *md, diag *d) {
         return -1;
     if ((md->outputs = yd_get(root, "outputs")) &&
         check_names(md, md->outputs, "outputs", false, d) < 0)
+        return -1;
+    if ((v = yd_get(root, "train_needs")) && load_train_needs(md, v, d) < 0)
         return -1;
     return 0;
 }

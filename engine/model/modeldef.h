@@ -55,3 +55,8 @@ int modeldef_build(const modeldef *md, const modeldef_override *ov, int nov, int
 // gets its place and "layer 'lsh_attention' is not built yet (reason)":
 // the message of the study's model_fail_to_load.
 bool modeldef_unbuilt(const modeldef *md, diag *d);
+// Whether the model's training needs what the engine lacks (`train_needs:`);
+// if so, d gets its place and "training needs second-order gradients: ...;
+// not built yet", the message its train entries end model_fail_to_load
+// with. Inference builds and runs as usual.
+bool modeldef_train_unbuilt(const modeldef *md, diag *d);

@@ -28,6 +28,7 @@ struct modeldef {
     int ndefs;
     const yd_node *inputs, *body, *loss, *outputs;
     const yd_node *unbuilt; // the first layer not built yet (modeldef_unbuilt), or NULL
+    const yd_node *train_needs; // `train_needs:` (modeldef_train_unbuilt), or NULL
     const yd_node *blocks;  // `blocks:` name -> {params, inputs, body}, or NULL
     const yd_node *checking; // loading: the block whose body is being checked, or NULL
 };

@@ -301,7 +301,7 @@ static int parse_tolerance(suite_ctx *x, const yd_node *n, suite_tolerance *t) {
         return -1;
     for (int i = 0; i < n->n; i++) {
         const yd_node *v = n->vals[i];
-        double d;
+        double d = 0;
         if (parse_rate(x, v, "a tolerance", &d) < 0)
             return -1;
         if (!(d > 0) || d >= 1)

@@ -165,6 +165,7 @@ static const nn_layer nn_layers[] = {
     {"silu", 1, 1, nn_activation, {{0}}},
     {"tanh", 1, 1, nn_activation, {{0}}},
     {"sigmoid", 1, 1, nn_activation, {{0}}},
+    {"exp", 1, 1, nn_activation, {{0}}},
     {"hardswish", 1, 1, nn_activation, {{0}}},
     {"hardsigmoid", 1, 1, nn_activation, {{0}}},
     // PyTorch's names (torch.nn.Mish, LeakyReLU, ELU, Softplus): fa0, fa1
@@ -185,6 +186,7 @@ static const nn_layer nn_layers[] = {
     {"add", 1, 2, nn_binary, {{"value", 'f', false}}},
     {"mul", 1, 2, nn_binary, {{"value", 'f', false}}},
     {"sub", 1, 2, nn_binary, {{"value", 'f', false}}},
+    {"div", 2, 2, nn_binary, {{0}}},
     {"add_buffer", 1, 1, nn_add_buffer, {{0}}},
     {"concat", 1, 8, nn_concat, {{"axis", 'i', false}}},
     {"split",
@@ -299,6 +301,9 @@ static const struct {
                       "rotations, sorted into buckets and attended in chunks"},
     {"block_sparse_attention", "BigBird's block-sparse attention: global, sliding-window and "
                                "random key blocks per query block"},
+    {"isoneutral_mixing", "pyhpc's isoneutral mixing kernel: 23 float64 grids, vectors and masks "
+                          "(a model takes at most 8 inputs, and f64 is no dtype here) through "
+                          "some hundred slices, wheres, square roots and pointwise ops"},
 };
 
 const char *nn_layer_unbuilt(const char *type) {

@@ -601,6 +601,8 @@ int nn_permute(nn_ctx *x) {
 
 int nn_binary(nn_ctx *x) {
     bool add = strcmp(x->c->type, "add") == 0, sub = strcmp(x->c->type, "sub") == 0;
+    if (strcmp(x->c->type, "div") == 0) // two inputs only (nn.c): one kernel, as torch's a / b
+        return nn_emit(x, graph_binary(x->g, OP_DIV, X0, nn_in(x, 1)));
     if (x->c->ninputs == 2) {
         if (nn_has(x, "value"))
             return nn_fail(x, "value", "%s: give two inputs or one input and a value, not both",
