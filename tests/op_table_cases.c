@@ -155,8 +155,8 @@ int b_channel_norm(graph *g, const op_case *tc) {
     int64_t C = tc->shape[1];
     int x = in(g, "x", tc->dt, tc->nd, tc->shape);
     int w = param(g, 1, &C), b = param(g, 1, &C);
-    if (tc->op == OP_GROUP_NORM)
-        return out(g, op(g, OP_GROUP_NORM, 3, (int[]){x, w, b}, tc));
+    if (tc->op == OP_GROUP_NORM || tc->op == OP_INSTANCE_NORM)
+        return out(g, op(g, tc->op, 3, (int[]){x, w, b}, tc));
     int mean = graph_buffer(g, "mean", DT_F32, 1, &C, INIT_NORMAL, 0.5);
     int var = in(g, "pos", DT_F32, 1, &C);
     return out(g, op(g, OP_BATCH_NORM, 5, (int[]){x, w, b, mean, var}, tc));
@@ -385,6 +385,18 @@ int b_cross_entropy(graph *g, const op_case *tc) {
 static int b_mse(graph *g, const op_case *tc) {
     int a = in(g, "a", tc->dt, tc->nd, tc->shape), b = in(g, "b", tc->dt, tc->nd, tc->shape);
     return out(g, op(g, OP_MSE_LOSS, 2, (int[]){a, b}, tc));
+}
+
+// x of dt (logits with ia0, else sigmoid(x): probabilities), targets N(0, 1)
+// as torch leaves them unchecked; the grad with an f32 dloss ()
+static int b_bce(graph *g, const op_case *tc) {
+    int x = in(g, "x", tc->dt, tc->nd, tc->shape), t = in(g, "t", tc->dt, tc->nd, tc->shape);
+    if (!tc->ia[0])
+        x = graph_unary(g, OP_SIGMOID, x);
+    if (tc->op == OP_BCE_LOSS)
+        return out(g, op(g, OP_BCE_LOSS, 2, (int[]){x, t}, tc));
+    int dl = in(g, "dl", DT_F32, 0, NULL);
+    return out(g, op(g, OP_BCE_LOSS_GRAD, 3, (int[]){dl, x, t}, tc));
 }
 
 // x -> exp -> exp -> exp -> exp: only two intermediates are ever live
@@ -1485,7 +1497,7 @@ static int h_sum_to(graph *g, const op_case *tc) {
 // 1 for the channel norms; batch norm's running statistics
 static int h_norm(graph *g, const op_case *tc) {
     enum dtype dt = tc->dt;
-    bool chan = tc->op == OP_BATCH_NORM || tc->op == OP_GROUP_NORM;
+    bool chan = tc->op == OP_BATCH_NORM || tc->op == OP_GROUP_NORM || tc->op == OP_INSTANCE_NORM;
     int64_t C = chan ? tc->shape[1] : tc->shape[tc->nd - 1];
     int x = graph_input(g, "x", dt, tc->nd, tc->shape);
     int w = param(g, 1, &C), b = param(g, 1, &C);
@@ -1728,6 +1740,10 @@ const op_case op_cases[] = {
      .atol = 1e-5, ONE},
     {"group_norm_big", b_channel_norm, OP_GROUP_NORM, S4(2, 32, 24, 24), IA(8), .fa = {1e-5},
      .rtol = 1e-4, .atol = 1e-5, ONE},
+    {"instance_norm", b_channel_norm, OP_INSTANCE_NORM, S4(2, 6, 5, 7), IA(6), .fa = {1e-5},
+     .rtol = 1e-4, .atol = 1e-5, ONE},
+    {"instance_norm_big", b_channel_norm, OP_INSTANCE_NORM, S4(2, 32, 24, 24), IA(32), .fa = {1e-5},
+     .rtol = 1e-4, .atol = 1e-5, ONE},
     // matmul
     {"matmul", b_matmul, OP_MATMUL, S2(7, 13), T2(13, 5), GEMM(13), ONE},
     {"matmul_1x1", b_matmul, OP_MATMUL, S2(1, 1), T2(1, 1), GEMM(1), ONE},
@@ -1851,6 +1867,9 @@ const op_case op_cases[] = {
      IA(-100), .fa = {0.1}, .atol = 1e-5, ONE},
     {"mse_loss", b_mse, OP_MSE_LOSS, S2(7, 13), .atol = 1e-6, ONE},
     {"mse_loss_big", b_mse, OP_MSE_LOSS, BIG, .atol = 1e-5, ONE},
+    {"bce_loss", b_bce, OP_BCE_LOSS, S2(7, 13), .atol = 1e-6, .kernels = 2}, // sigmoid, bce
+    {"bce_with_logits_loss", b_bce, OP_BCE_LOSS, S2(7, 13), IA(1), .atol = 1e-6, ONE},
+    {"bce_with_logits_loss_big", b_bce, OP_BCE_LOSS, BIG, IA(1), .atol = 1e-5, ONE},
     // comparisons into bool
     {"ge", b_binary, OP_GE, S2(7, 13), T2(7, 13), ONE},
     {"ge_bcast_f16", b_binary, OP_GE, S3(3, 7, 13), T1(13), .dt = DT_F16, ONE},
@@ -1952,6 +1971,11 @@ const op_case op_cases[] = {
      ONE},
     {"group_norm_wgrad_big", b_norm_grad, OP_GROUP_NORM_WGRAD, S4(2, 32, 24, 24), IA(8),
      NORM(1e-5, 1e-4), ONE},
+    // instance norm's backward: group norm's with a group a channel
+    {"instance_norm_grad", b_norm_grad, OP_GROUP_NORM_GRAD, S4(2, 6, 5, 7), IA(6), NORM(1e-5, 1e-5),
+     ONE},
+    {"instance_norm_wgrad", b_norm_grad, OP_GROUP_NORM_WGRAD, S4(2, 6, 5, 7), IA(6),
+     NORM(1e-5, 1e-5), ONE},
     {"batch_norm_train", b_channel_norm, OP_BATCH_NORM, S4(2, 3, 5, 7), IA(1), .fa = {1e-5, 0.1},
      .rtol = 1e-4, .atol = 1e-5, ONE},
     {"batch_norm_train_2d_big", b_channel_norm, OP_BATCH_NORM, S2(300, 130), IA(1),
@@ -2016,6 +2040,9 @@ const op_case op_cases[] = {
      .dt = DT_I32, IA(-100), .fa = {0.1}, ONE},
     {"mse_loss_grad", b_mse_grad, OP_MSE_LOSS_GRAD, S2(7, 13), ONE},
     {"mse_loss_grad_perm_big", b_mse_grad, OP_MSE_LOSS_GRAD, BIG, IA(1), ONE},
+    {"bce_loss_grad", b_bce, OP_BCE_LOSS_GRAD, S2(7, 13), .kernels = 2},
+    {"bce_with_logits_loss_grad", b_bce, OP_BCE_LOSS_GRAD, S2(7, 13), IA(1), ONE},
+    {"bce_with_logits_loss_grad_big", b_bce, OP_BCE_LOSS_GRAD, BIG, IA(1), ONE},
     // updates at step 1 (several steps: test_updates_steps)
     {"sgd", b_update, OP_SGD, S2(7, 13), .fa = {0.1, 0, 0.01}, ONE},
     {"sgd_momentum", b_update, OP_SGD, S2(7, 13), .fa = {0.1, 0.9, 0.01, 0.1}, ONE},
@@ -2182,6 +2209,8 @@ const op_case op_cases[] = {
      .known_fail16 = MIXED_DTYPES, HALF},
     {"half_group_norm", h_norm, OP_GROUP_NORM, S4(2, 6, 5, 7), IA(3), .fa = {1e-5},
      .known_fail16 = MIXED_DTYPES, HALF},
+    {"half_instance_norm", h_norm, OP_INSTANCE_NORM, S4(2, 6, 5, 7), IA(6), .fa = {1e-5},
+     .known_fail16 = MIXED_DTYPES, HALF},
     {"half_softmax_grad", h_two, OP_SOFTMAX_GRAD, S2(7, 13), HALF},
     {"half_softmax_grad_axis0", h_two, OP_SOFTMAX_GRAD, S2(7, 13), IA(1), HALF},
     {"half_log_softmax_grad", h_two, OP_LOG_SOFTMAX_GRAD, S3(2, 7, 13), HALF},
@@ -2194,6 +2223,8 @@ const op_case op_cases[] = {
      .known_fail16 = BN_STATS_16, HALF},
     {"half_group_norm_grad", h_norm_grad, OP_GROUP_NORM_GRAD, S4(2, 6, 5, 7), IA(3), .fa = {1e-5},
      HALF},
+    {"half_instance_norm_grad", h_norm_grad, OP_GROUP_NORM_GRAD, S4(2, 6, 5, 7), IA(6),
+     .fa = {1e-5}, HALF},
     {"half_act_grad_gelu", h_two, OP_ACT_GRAD, S2(7, 13), IA(OP_GELU), .own = true, HALF},
     // losses over f16 values (the loss itself is f32)
     {"half_cross_entropy", h_cross_entropy, OP_CROSS_ENTROPY, S2(9, 13), IA(-100), HALF},
@@ -2203,6 +2234,8 @@ const op_case op_cases[] = {
     {"half_cross_entropy_grad_smooth", h_cross_entropy, OP_CROSS_ENTROPY_GRAD, S2(9, 13), IA(-100),
      .fa = {0.1}, HALF},
     {"half_mse_loss", h_two, OP_MSE_LOSS, S2(7, 13), HALF},
+    {"half_bce_with_logits_loss", b_bce, OP_BCE_LOSS, S2(7, 13), IA(1), HALF},
+    {"half_bce_with_logits_loss_grad", b_bce, OP_BCE_LOSS_GRAD, S2(7, 13), IA(1), HALF},
     {"half_mse_loss_grad", h_mse_grad, OP_MSE_LOSS_GRAD, S2(7, 13), HALF,
      .known_fail16 = MIXED_DTYPES},
     // GEMMs: operands widened, one f32 GEMM, the result rounded once

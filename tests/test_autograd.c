@@ -225,7 +225,7 @@ static int b_norm(graph *g) {
     int x = param(g, "x", SHAPE(2, 6, 3, 3));
     if (norm_op == OP_SOFTMAX || norm_op == OP_LOG_SOFTMAX)
         return weighted_loss(g, graph_unary(g, norm_op, x));
-    bool chan = norm_op == OP_BATCH_NORM || norm_op == OP_GROUP_NORM;
+    bool chan = norm_op == OP_BATCH_NORM || norm_op == OP_GROUP_NORM || norm_op == OP_INSTANCE_NORM;
     int64_t c = chan ? 6 : 3;
     int w = param(g, "weight", 1, &c), b = param(g, "bias", 1, &c);
     double fa[GRAPH_MAX_FA] = {1e-5, 0.1};
@@ -235,7 +235,8 @@ static int b_norm(graph *g) {
     case OP_LAYER_NORM: y = graph_op(g, norm_op, 3, (int[]){x, w, b}, NULL, fa); break;
     case OP_RMS_NORM: y = graph_op(g, norm_op, 2, (int[]){x, w}, NULL, fa); break;
     case OP_GROUP_NORM:
-        ia[0] = 3;
+    case OP_INSTANCE_NORM: // a group a channel: ia0 the 6 channels
+        ia[0] = norm_op == OP_GROUP_NORM ? 3 : 6;
         y = graph_op(g, norm_op, 3, (int[]){x, w, b}, ia, fa);
         break;
     default: {
@@ -250,8 +251,8 @@ static int b_norm(graph *g) {
 
 static void test_norms(void **state) {
     (void)state;
-    static const enum op ops[] = {OP_SOFTMAX,  OP_LOG_SOFTMAX, OP_LAYER_NORM,
-                                  OP_RMS_NORM, OP_GROUP_NORM,  OP_BATCH_NORM};
+    static const enum op ops[] = {OP_SOFTMAX,    OP_LOG_SOFTMAX, OP_LAYER_NORM,   OP_RMS_NORM,
+                                  OP_GROUP_NORM, OP_BATCH_NORM,  OP_INSTANCE_NORM};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         norm_op = ops[i];
         check_grads(op_name(ops[i]), b_norm);
@@ -411,6 +412,18 @@ static int b_smoothed_ce(graph *g) {
     return g->loss;
 }
 
+// BCELoss on sigmoid probabilities and BCEWithLogitsLoss, soft targets in (0, 1);
+// the target gets no gradient (an input)
+static int b_bce(graph *g) {
+    int x = param(g, "x", SHAPE(4, 5));
+    int t = graph_unary(g, OP_SIGMOID, graph_input(g, "t", DT_F32, 2, (int64_t[]){4, 5}));
+    int64_t logits[GRAPH_MAX_IA] = {1};
+    int l1 = graph_op(g, OP_BCE_LOSS, 2, (int[]){graph_unary(g, OP_SIGMOID, x), t}, NULL, NULL);
+    int l2 = graph_op(g, OP_BCE_LOSS, 2, (int[]){graph_unary(g, OP_TANH, x), t}, logits, NULL);
+    g->loss = graph_binary(g, OP_ADD, l1, graph_scale(g, l2, 2, 0));
+    return g->loss;
+}
+
 static int b_dropout(graph *g) {
     int x = param(g, "x", SHAPE(4, 9));
     int y = graph_op(g, OP_DROPOUT, 1, &x, (int64_t[GRAPH_MAX_IA]){3}, (double[GRAPH_MAX_FA]){0.3});
@@ -422,6 +435,7 @@ static void test_views_losses(void **state) {
     check_grads("views", b_views);
     check_grads("losses", b_losses);
     check_grads("smoothed_ce", b_smoothed_ce);
+    check_grads("bce", b_bce);
     check_grads("dropout", b_dropout);
 }
 

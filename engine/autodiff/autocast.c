@@ -24,8 +24,10 @@ autocast_rule_kind autocast_rule(enum op op) {
     case OP_RMS_NORM:
     case OP_BATCH_NORM:
     case OP_GROUP_NORM:
+    case OP_INSTANCE_NORM:
     case OP_CROSS_ENTROPY:
     case OP_MSE_LOSS:
+    case OP_BCE_LOSS: // with logits (autocast_build refuses the plain form, as torch)
     case OP_SUM:
     case OP_MEAN:
     // no autocast list names the FFTs; torch runs them in the input's dtype,
@@ -142,6 +144,12 @@ int autocast_build_pinned(const graph *in, enum dtype low, const bool *pin, grap
         if (k == OPK_GRAD || (k == OPK_UPDATE && !op_update_readable(n))) {
             snprintf(err, cap, "autocast runs on the forward graph, before autograd (%%%d %s)", i,
                      op_name(n->op));
+            goto done;
+        }
+        if (n->op == OP_BCE_LOSS && !n->ia[0]) { // torch.autocast raises on BCELoss too
+            snprintf(err, cap,
+                     "autocast: bce (BCELoss on probabilities) is unsafe to autocast, as "
+                     "torch.autocast says: a sigmoid in f16 rounds to 0 or 1; use bce_with_logits");
             goto done;
         }
         a.map[i] = k == OPK_SOURCE ? copy_source(&a, i) : copy_op(&a, i);

@@ -220,7 +220,10 @@ static int back_norm(ag *a, const graph_node *n, int y, int dy) {
                                    2, (int[]){dy, y}, n->ia, NULL));
     case OP_LAYER_NORM: gop = OP_LAYER_NORM_GRAD, wop = OP_LAYER_NORM_WGRAD; break;
     case OP_RMS_NORM: gop = OP_RMS_NORM_GRAD, wop = OP_RMS_NORM_WGRAD; break;
-    case OP_GROUP_NORM: gop = OP_GROUP_NORM_GRAD, wop = OP_GROUP_NORM_WGRAD; break;
+    case OP_GROUP_NORM:
+    case OP_INSTANCE_NORM: // ia0 = C: group norm's backward with a group per channel
+        gop = OP_GROUP_NORM_GRAD, wop = OP_GROUP_NORM_WGRAD;
+        break;
     case OP_BATCH_NORM:
         if (!n->ia[0])
             return agfail(a, "batch_norm in eval mode inside a training graph has no backward");
@@ -551,10 +554,11 @@ static int backward(ag *a, int i) {
         }
         return 0;
     case OPK_LOSS:
-        if (n.op == OP_CROSS_ENTROPY)
+        if (n.op == OP_CROSS_ENTROPY || n.op == OP_BCE_LOSS) // the target gets no gradient
             return accumulate(
                 a, n.src[0],
-                graph_op(g, OP_CROSS_ENTROPY_GRAD, 3, (int[]){dy, n.src[0], n.src[1]}, n.ia, n.fa));
+                graph_op(g, n.op == OP_BCE_LOSS ? OP_BCE_LOSS_GRAD : OP_CROSS_ENTROPY_GRAD, 3,
+                         (int[]){dy, n.src[0], n.src[1]}, n.ia, n.fa));
         else {
             int d = graph_op(g, OP_MSE_LOSS_GRAD, 3, (int[]){dy, n.src[0], n.src[1]}, NULL, NULL);
             if (!a->req[n.src[0]]) // only the target needs it: d/db = -d/da

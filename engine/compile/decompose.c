@@ -175,7 +175,8 @@ static int expand_node(dctx *d, const graph_node *n, const int *s) {
         int y = graph_binary(g, OP_MUL, graph_binary(g, OP_SUB, s[0], mean), r);
         return graph_binary(g, OP_ADD, graph_binary(g, OP_MUL, y, w), b);
     }
-    case OP_GROUP_NORM: {
+    case OP_GROUP_NORM:
+    case OP_INSTANCE_NORM: { // instance norm: G = C (ia0)
         // (N, C, ...) -> (N, G, rest) normalized over rest -> back, per-channel affine
         // x's shape copied: the nodes below may move the node array
         graph_node x = *graph_at(g, s[0]);

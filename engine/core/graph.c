@@ -399,6 +399,7 @@ static int infer_grad(graph *g, graph_node *n, const graph_node *const *s, int n
         return 0;
     case OP_CROSS_ENTROPY_GRAD:
     case OP_MSE_LOSS_GRAD:
+    case OP_BCE_LOSS_GRAD:
         if (dy->ndim != 0)
             return fail(g, "%s: the loss gradient must be a scalar", op_name(n->op));
         copy_shape(n, s[1]);
@@ -464,13 +465,16 @@ static int infer_norm(graph *g, graph_node *n, const graph_node *const *s) {
     if ((n->op == OP_SOFTMAX || n->op == OP_LOG_SOFTMAX) && (n->ia[0] < 0 || n->ia[0] >= x->ndim))
         return fail(g, "%s: axis %lld before the last is outside %s", op_name(n->op),
                     (long long)n->ia[0], shape_s(b0, x));
-    if (n->op == OP_BATCH_NORM || n->op == OP_GROUP_NORM) {
+    if (n->op == OP_BATCH_NORM || n->op == OP_GROUP_NORM || n->op == OP_INSTANCE_NORM) {
         if (x->ndim < 2)
             return fail(g, "%s needs (N, C, ...) input, got %s", op_name(n->op), shape_s(b0, x));
         c = x->shape[1];
     }
     if (n->op == OP_GROUP_NORM && (n->ia[0] <= 0 || c % n->ia[0]))
         return fail(g, "group_norm: %lld channels do not split into %lld groups", (long long)c,
+                    (long long)n->ia[0]);
+    if (n->op == OP_INSTANCE_NORM && n->ia[0] != c)
+        return fail(g, "instance_norm: ia0 must be the %lld channels, got %lld", (long long)c,
                     (long long)n->ia[0]);
     for (int i = 1; i < n->nsrc; i++)
         if (s[i]->ndim != 1 || s[i]->shape[0] != c)
@@ -778,10 +782,13 @@ static int infer_loss(graph *g, graph_node *n, const graph_node *const *s) {
     char b0[96], b1[96];
     n->ndim = 0;
     n->dtype = DT_F32;
-    if (n->op == OP_MSE_LOSS) {
+    if (n->op == OP_MSE_LOSS || n->op == OP_BCE_LOSS) {
         if (!same_shape(s[0], s[1]))
-            return fail(g, "mse: prediction %s and target %s differ", shape_s(b0, s[0]),
-                        shape_s(b1, s[1]));
+            return fail(g, "%s: prediction %s and target %s differ", op_name(n->op),
+                        shape_s(b0, s[0]), shape_s(b1, s[1]));
+        if (n->op == OP_BCE_LOSS && (!dtype_is_float(s[0]->dtype) || !dtype_is_float(s[1]->dtype)))
+            return fail(g, "bce_loss: prediction and target must be floating point, got %s and %s",
+                        dtype_name(s[0]->dtype), dtype_name(s[1]->dtype));
         return 0;
     }
     if (s[0]->ndim != 2 || s[1]->ndim != 1 || s[0]->shape[0] != s[1]->shape[0])

@@ -71,6 +71,7 @@ EC_KERNEL(batch_norm,
           n->ia[0] ? cuda_batch_norm_train(C, s[0], s[1], s[2], s[3], s[4], n->fa[0], n->fa[1], y)
                    : cuda_batch_norm(C, s[0], s[1], s[2], s[3], s[4], n->fa[0], y))
 EC_KERNEL(group_norm, cuda_group_norm(C, s[0], s[1], s[2], n->ia[0], n->fa[0], y))
+EC_KERNEL(instance_norm, cuda_group_norm(C, s[0], s[1], s[2], n->ia[0], n->fa[0], y))
 EC_KERNEL(matmul, cuda_matmul(C, s[0], s[1], y))
 EC_KERNEL(linear, cuda_linear(C, s[0], s[1], OPT(2), y))
 EC_KERNEL(conv2d, cuda_conv2d(C, n, s[0], s[1], OPT(2), y))
@@ -87,6 +88,7 @@ EC_KERNEL(fold, cuda_im2col(C, n, s[0], y))
 EC_KERNEL(pad, cuda_pad(C, n, s[0], y))
 EC_KERNEL(cross_entropy, cuda_cross_entropy(C, s[0], s[1], n->ia[0], n->fa[0], y))
 EC_KERNEL(mse_loss, cuda_mse_loss(C, s[0], s[1], y))
+EC_KERNEL(bce_loss, cuda_bce_loss(C, n, s[0], s[1], y))
 EC_KERNEL(attention, cuda_attention(C, n, s[0], s[1], s[2], n->ia[1] ? s[n->ia[1]] : NULL,
                                     n->ia[2] ? s[n->ia[2]] : NULL, y))
 
@@ -119,6 +121,7 @@ EC_KERNEL(slice_grad, cuda_slice_grad(C, n, s[0], y))
 EC_KERNEL(pad_grad, cuda_pad_grad(C, n, s[0], y))
 EC_KERNEL(cross_entropy_grad, cuda_cross_entropy_grad(C, n, s[0], s[1], s[2], y))
 EC_KERNEL(mse_loss_grad, cuda_mse_loss_grad(C, s[0], s[1], s[2], y))
+EC_KERNEL(bce_loss_grad, cuda_bce_loss_grad(C, n, s[0], s[1], s[2], y))
 EC_KERNEL(found_inf, cuda_found_inf(C, n, (const tensor *const *)s, y))
 EC_KERNEL(attention_grad, cuda_attention_grad(C, n, s[0], s[1], s[2], s[3], s[4],
                                               n->ia[1] ? s[n->ia[1]] : NULL,

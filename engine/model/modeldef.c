@@ -606,10 +606,9 @@ static int load_loss_term(modeldef *md, const yd_node *l, bool in_mean, diag *d)
                         "loss is a one-key mapping like {cross_entropy: {target: labels}}");
     const yd_node *k = l->keys[0], *v = l->vals[0];
     if (!nn_loss_known(k->str))
-        return diag_set(d, md->path, k->line, k->col,
-                        "unknown loss '%s'; %s", k->str,
-                        in_mean ? "a mean's terms are cross_entropy or mse"
-                                : "expected cross_entropy, mse or mean");
+        return diag_set(d, md->path, k->line, k->col, "unknown loss '%s'; %s", k->str,
+                        in_mean ? "a mean's terms are cross_entropy, mse, bce or bce_with_logits"
+                                : "expected cross_entropy, mse, bce, bce_with_logits or mean");
     if (yd_expect(md->doc, v, YD_MAP, "the loss", d) < 0)
         return -1;
     const yd_node *t = yd_get(v, "target");

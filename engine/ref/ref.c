@@ -379,6 +379,11 @@ static int ref_group_norm(ref_ctx *c, const graph_node *n, const double *const *
     return 0;
 }
 
+// ia0 holds C: group norm with one channel a group
+static int ref_instance_norm(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    return ref_group_norm(c, n, s, o);
+}
+
 // ---- matrix products ---------------------------------------------------------
 
 static int ref_matmul(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
@@ -831,6 +836,23 @@ static int ref_mse_loss(ref_ctx *c, const graph_node *n, const double *const *s,
     double total = 0;
     for (int64_t i = 0; i < count; i++)
         total += (s[0][i] - s[1][i]) * (s[0][i] - s[1][i]);
+    o[0] = total / (double)count;
+    return 0;
+}
+
+// torch's BCELoss clamps each log at -100; the logits form is
+// max(x, 0) - x t + log(1 + e^-|x|)
+static double bce_term(const graph_node *n, double x, double t) {
+    if (n->ia[0])
+        return fmax(x, 0) - x * t + log1p(exp(-fabs(x)));
+    return -(t * fmax(log(x), -100) + (1 - t) * fmax(log(1 - x), -100));
+}
+
+static int ref_bce_loss(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    int64_t count = graph_node_numel(src(c, n, 0));
+    double total = 0;
+    for (int64_t i = 0; i < count; i++)
+        total += bce_term(n, s[0][i], s[1][i]);
     o[0] = total / (double)count;
     return 0;
 }
@@ -1356,6 +1378,18 @@ static int ref_mse_loss_grad(ref_ctx *c, const graph_node *n, const double *cons
     int64_t count = graph_node_numel(n);
     for (int64_t i = 0; i < count; i++)
         o[i] = s[0][0] * 2 * (s[1][i] - s[2][i]) / (double)count;
+    return 0;
+}
+
+// BCELoss's backward divides by max(p (1 - p), 1e-12), as torch's
+static int ref_bce_loss_grad(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    (void)c;
+    int64_t count = graph_node_numel(n);
+    for (int64_t i = 0; i < count; i++) {
+        double x = s[1][i], t = s[2][i];
+        double d = n->ia[0] ? 1 / (1 + exp(-x)) - t : (x - t) / fmax(x * (1 - x), 1e-12);
+        o[i] = s[0][0] * d / (double)count;
+    }
     return 0;
 }
 

@@ -117,6 +117,10 @@ int cpu_cross_entropy(cpu_ctx *c, const tensor *logits, const tensor *target, in
                       double smoothing, tensor *out);
 // () mean of (a - b)^2
 int cpu_mse_loss(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out);
+// BCE_LOSS (cpu_bce.c): x, target of one shape -> () mean binary cross entropy;
+// n->ia[0] 1: x are logits
+int cpu_bce_loss(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *target,
+                 tensor *out);
 
 // matrix products through cblas_sgemm (cpu_gemm.c), each call single-threaded
 // inside the executor's own OpenMP team (cpu_gemm_par.h), as in the
@@ -226,6 +230,9 @@ int cpu_cross_entropy_grad(cpu_ctx *c, const graph_node *n, const tensor *dloss,
                            const tensor *logits, const tensor *target, tensor *out);
 int cpu_mse_loss_grad(cpu_ctx *c, const tensor *dloss, const tensor *a, const tensor *b,
                       tensor *out);
+// BCE_LOSS_GRAD (cpu_bce.c): dloss (), x, target -> d x
+int cpu_bce_loss_grad(cpu_ctx *c, const graph_node *n, const tensor *dloss, const tensor *x,
+                      const tensor *target, tensor *out);
 // The step of c (0 counts as 1), and a check that t (may be NULL) can be
 // updated in place: contiguous f32, an error naming `what` otherwise.
 uint64_t cpu_step(const cpu_ctx *c);

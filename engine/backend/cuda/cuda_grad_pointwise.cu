@@ -1,5 +1,5 @@
 // Pointwise training kernels (cuda_grad.cu): a >= b, act_grad,
-// slice_grad and mse_loss_grad, cpu_iter's loop nest through pw_make,
+// slice_grad, mse_loss_grad and bce_loss_grad, cpu_iter's loop nest through pw_make,
 // grid-stride, on operands of any strides.
 #include "cuda_grad.cuh"
 
@@ -150,27 +150,33 @@ int cuda_slice_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, tensor *
     }
 }
 
-// ---- MSE_LOSS_GRAD ---------------------------------------------------------------------------
+// ---- MSE_LOSS_GRAD, BCE_LOSS_GRAD -----------------------------------------------------------
 
-// out = k (a - b), k = 2 dloss / numel in double, once a thread
+enum { LG_MSE, LG_BCE, LG_BCE_LOGITS };
+
+// out = k d(a, b), k = dloss / numel in double, once a thread: mse's
+// 2 (a - b); BCELoss's (p - t) / max(p (1 - p), 1e-12), torch's epsilon;
+// the logits form's sigmoid(x) - t
 template <typename T>
 __global__ void __launch_bounds__(PW_BLOCK)
-    mse_grad_k(pw_iter it, const void *dl, int dl16, double numel) {
-    float k = (float)(2.0 * (double)ldv(dl, dl16, 0) / numel);
+    loss_grad_k(pw_iter it, const void *dl, int dl16, double numel, int kind) {
+    float k = (float)((double)ldv(dl, dl16, 0) / numel);
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < it.n;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t o[3];
         pw_offsets<3>(it, i, o);
-        stf((T *)it.data[0], o[0],
-            k * (ldf((const T *)it.data[1], o[1]) - ldf((const T *)it.data[2], o[2])));
+        float a = ldf((const T *)it.data[1], o[1]), b = ldf((const T *)it.data[2], o[2]);
+        float d = kind == LG_MSE   ? 2 * (a - b)
+                  : kind == LG_BCE ? (a - b) / fmaxf(a * (1 - a), 1e-12f)
+                                   : 1.0f / (1.0f + expf(-a)) - b;
+        stf((T *)it.data[0], o[0], k * d);
     }
 }
 
-int cuda_mse_loss_grad(cuda_ctx *c, const tensor *dloss, const tensor *a, const tensor *b,
-                       tensor *out) {
+static int loss_grad(cuda_ctx *c, const char *what, int kind, const tensor *dloss, const tensor *a,
+                     const tensor *b, tensor *out) {
     const tensor *t[3] = {out, a, b};
-    if (grad_need_same(c, "mse_loss_grad", 3, t) < 0 ||
-        grad_need_float(c, "mse_loss_grad", dloss) < 0)
+    if (grad_need_same(c, what, 3, t) < 0 || grad_need_float(c, what, dloss) < 0)
         return -1;
     pw_iter it = pw_make(out, 2, t + 1);
     if (it.n <= 0)
@@ -180,8 +186,18 @@ int cuda_mse_loss_grad(cuda_ctx *c, const tensor *dloss, const tensor *a, const 
     const void *dl = tensor_data(dloss);
     int dl16 = dloss->dtype == DT_F16;
     if (out->dtype == DT_F32)
-        mse_grad_k<float><<<g, PW_BLOCK, 0, c->stream>>>(it, dl, dl16, (double)it.n);
+        loss_grad_k<float><<<g, PW_BLOCK, 0, c->stream>>>(it, dl, dl16, (double)it.n, kind);
     else
-        mse_grad_k<uint16_t><<<g, PW_BLOCK, 0, c->stream>>>(it, dl, dl16, (double)it.n);
-    return CUDA_LAUNCHED(c, "mse_loss_grad<<<>>>");
+        loss_grad_k<uint16_t><<<g, PW_BLOCK, 0, c->stream>>>(it, dl, dl16, (double)it.n, kind);
+    return CUDA_LAUNCHED(c, what);
+}
+
+int cuda_mse_loss_grad(cuda_ctx *c, const tensor *dloss, const tensor *a, const tensor *b,
+                       tensor *out) {
+    return loss_grad(c, "mse_loss_grad", LG_MSE, dloss, a, b, out);
+}
+
+int cuda_bce_loss_grad(cuda_ctx *c, const graph_node *n, const tensor *dloss, const tensor *x,
+                       const tensor *target, tensor *out) {
+    return loss_grad(c, "bce_loss_grad", n->ia[0] ? LG_BCE_LOGITS : LG_BCE, dloss, x, target, out);
 }

@@ -444,6 +444,53 @@ __global__ void sq_diff_partial(const T *a, const T *b, int64_t n, float *part) 
         part[blockIdx.x] = s;
 }
 
+// block partial sums of binary cross entropy: logits, or probabilities with
+// each log clamped at -100 (torch's binary_cross_entropy)
+template <typename T>
+__global__ void bce_partial(const T *x, const T *t, int64_t n, int logits, float *part) {
+    __shared__ float sh[32];
+    float s = 0.0f;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float v = ldf(x, i), y = ldf(t, i);
+        s += logits ? fmaxf(v, 0.0f) - v * y + log1pf(expf(-fabsf(v)))
+                    : -(y * fmaxf(logf(v), -100.0f) + (1 - y) * fmaxf(logf(1 - v), -100.0f));
+    }
+    s = tc_block_sum(s, sh);
+    if (threadIdx.x == 0)
+        part[blockIdx.x] = s;
+}
+
+int cuda_bce_loss(cuda_ctx *c, const graph_node *nd, const tensor *x, const tensor *t,
+                  tensor *out) {
+    if ((x->dtype != DT_F32 && x->dtype != DT_F16) || t->dtype != x->dtype)
+        return cuda_pw_fail(c, "bce_loss", x->dtype);
+    tensor *xc = cuda_contiguous(c, x), *tc = xc ? cuda_contiguous(c, t) : NULL;
+    int64_t n = tensor_numel(x), blocks = (n + 1023) / 1024;
+    blocks = blocks > 1024 ? 1024 : blocks < 1 ? 1 : blocks;
+    float *part = tc ? (float *)cuda_scratch_get(c, (size_t)blocks * sizeof(float)) : NULL;
+    int rc = -1, logits = (int)nd->ia[0];
+    if (part) {
+        if (x->dtype == DT_F32)
+            bce_partial<float><<<(unsigned)blocks, 256, 0, c->stream>>>(
+                (const float *)tensor_data(xc), (const float *)tensor_data(tc), n, logits, part);
+        else
+            bce_partial<uint16_t><<<(unsigned)blocks, 256, 0, c->stream>>>(
+                (const uint16_t *)tensor_data(xc), (const uint16_t *)tensor_data(tc), n, logits,
+                part);
+        rc = CUDA_LAUNCHED(c, "bce_partial<<<>>>");
+        if (rc == 0) {
+            finalize_mean<<<1, 1024, 0, c->stream>>>(part, NULL, blocks, (double)n,
+                                                     (float *)tensor_data(out));
+            rc = CUDA_LAUNCHED(c, "finalize_mean<<<>>>");
+        }
+        cuda_scratch_put(c, part);
+    }
+    cuda_tensor_free(c, xc);
+    cuda_tensor_free(c, tc);
+    return rc;
+}
+
 int cuda_mse_loss(cuda_ctx *c, const tensor *a, const tensor *b, tensor *out) {
     if ((a->dtype != DT_F32 && a->dtype != DT_F16) || b->dtype != a->dtype)
         return cuda_pw_fail(c, "mse_loss", a->dtype);

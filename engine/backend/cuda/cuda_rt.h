@@ -187,6 +187,9 @@ int cuda_group_norm(cuda_ctx *c, const tensor *x, const tensor *w, const tensor 
 int cuda_cross_entropy(cuda_ctx *c, const tensor *logits, const tensor *target, int64_t ignore,
                        double smoothing, tensor *out);
 int cuda_mse_loss(cuda_ctx *c, const tensor *a, const tensor *b, tensor *out);
+// BCE_LOSS: x, target of one shape and dtype (f32 or f16) -> () f32 mean; n->ia[0] 1: logits
+int cuda_bce_loss(cuda_ctx *c, const graph_node *n, const tensor *x, const tensor *target,
+                  tensor *out);
 int cuda_upsample_nearest(cuda_ctx *c, const tensor *x, int64_t scale, tensor *out);
 // table (V, D), indices i32/i64 -> (..., D); bad indices as cross_entropy's targets
 int cuda_embedding(cuda_ctx *c, const tensor *table, const tensor *idx, tensor *out);
@@ -259,6 +262,9 @@ int cuda_pad_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, tensor *ou
 // n->ia[0]; a bad target is reported by the next cuda_ctx_sync
 int cuda_cross_entropy_grad(cuda_ctx *c, const graph_node *n, const tensor *dloss,
                             const tensor *logits, const tensor *target, tensor *out);
+// BCE_LOSS_GRAD: dloss (), x, target -> d x, any strides
+int cuda_bce_loss_grad(cuda_ctx *c, const graph_node *n, const tensor *dloss, const tensor *x,
+                       const tensor *target, tensor *out);
 int cuda_mse_loss_grad(cuda_ctx *c, const tensor *dloss, const tensor *a, const tensor *b,
                        tensor *out);
 // FOUND_INF: out () f32 = 1 when an element of in[1 or 2 ..] times 1 / in[0]

@@ -34,6 +34,9 @@ int nn_batch_norm(nn_ctx *x);
 int nn_layer_norm(nn_ctx *x);
 int nn_rms_norm(nn_ctx *x);
 int nn_group_norm(nn_ctx *x);
+int nn_instance_norm(nn_ctx *x);
+int nn_bce(nn_ctx *x);
+int nn_bce_with_logits(nn_ctx *x);
 int nn_activation(nn_ctx *x);
 int nn_dropout(nn_ctx *x);
 int nn_pool(nn_ctx *x);
@@ -42,6 +45,7 @@ int nn_mean(nn_ctx *x);
 int nn_upsample(nn_ctx *x);
 int nn_flatten(nn_ctx *x);
 int nn_reshape(nn_ctx *x);
+int nn_tile(nn_ctx *x);
 int nn_permute(nn_ctx *x);
 int nn_binary(nn_ctx *x);
 int nn_add_buffer(nn_ctx *x);
@@ -109,6 +113,11 @@ static const nn_layer nn_layers[] = {
     {"layer_norm", 1, 1, nn_layer_norm, {{"eps", 'f', false}}},
     {"rms_norm", 1, 1, nn_rms_norm, {{"eps", 'f', false}}},
     {"group_norm", 1, 1, nn_group_norm, {{"groups", 'i', true}, {"eps", 'f', false}}},
+    {"instance_norm",
+     1,
+     1,
+     nn_instance_norm,
+     {{"affine", 'b', false}, {"track_running_stats", 'b', false}, {"eps", 'f', false}}},
     {"layer_norm2d", 1, 1, nn_layer_norm2d, {{"eps", 'f', false}}},
     {"layer_scale", 1, 1, nn_layer_scale, {{"init", 'f', false}, {"channels_first", 'b', false}}},
     {"drop_path", 1, 1, nn_drop_path, {{"p", 'f', false}}},
@@ -182,6 +191,7 @@ static const nn_layer nn_layers[] = {
     {"upsample", 1, 1, nn_upsample, {{"scale", 'i', true}, {"mode", 's', false}}},
     {"flatten", 1, 1, nn_flatten, {{"start", 'i', false}, {"end", 'i', false}}},
     {"reshape", 1, 1, nn_reshape, {{"shape", 'l', true}}},
+    {"tile", 1, 1, nn_tile, {{"reps", 'l', true}}},
     {"permute", 1, 1, nn_permute, {{"dims", 'l', true}}},
     {"add", 1, 2, nn_binary, {{"value", 'f', false}}},
     {"mul", 1, 2, nn_binary, {{"value", 'f', false}}},
@@ -270,6 +280,8 @@ static const nn_layer nn_losses[] = {
      nn_cross_entropy,
      {{"ignore_index", 'i', false}, {"label_smoothing", 'f', false}}},
     {"mse", 2, 2, nn_mse, {{0}}},
+    {"bce", 2, 2, nn_bce, {{0}}},
+    {"bce_with_logits", 2, 2, nn_bce_with_logits, {{0}}},
 };
 
 #define COUNT(a) (int)(sizeof(a) / sizeof((a)[0]))

@@ -339,6 +339,16 @@ static int norm_params(nn_ctx *x, int64_t C, int *w, int *b) {
     return b && *b < 0 ? -1 : 0;
 }
 
+// buffers running_mean (zeros) and running_var (ones), (C)
+static int running_stats(nn_ctx *x, int64_t C, int *rm, int *rv) {
+    char name[256];
+    nn_pname(x, "running_mean", name, sizeof name);
+    *rm = nn_check(x, graph_buffer(x->g, name, DT_F32, 1, &C, INIT_ZEROS, 0));
+    nn_pname(x, "running_var", name, sizeof name);
+    *rv = nn_check(x, graph_buffer(x->g, name, DT_F32, 1, &C, INIT_ONES, 0));
+    return *rm < 0 || *rv < 0 ? -1 : 0;
+}
+
 int nn_batch_norm(nn_ctx *x) {
     // (N, C, ...) with running statistics (inference) as buffers
     int64_t C = channels(x, 0);
@@ -349,15 +359,8 @@ int nn_batch_norm(nn_ctx *x) {
                        "batch_norm in a shared repeat: its running statistics would be "
                        "shared by every repetition, which is not built; leave it out "
                        "of the shared body");
-    int w, b;
-    if (norm_params(x, C, &w, &b) < 0)
-        return -1;
-    char name[256];
-    nn_pname(x, "running_mean", name, sizeof name);
-    int rm = nn_check(x, graph_buffer(x->g, name, DT_F32, 1, &C, INIT_ZEROS, 0));
-    nn_pname(x, "running_var", name, sizeof name);
-    int rv = nn_check(x, graph_buffer(x->g, name, DT_F32, 1, &C, INIT_ONES, 0));
-    if (rm < 0 || rv < 0)
+    int w, b, rm, rv;
+    if (norm_params(x, C, &w, &b) < 0 || running_stats(x, C, &rm, &rv) < 0)
         return -1;
     double fa[GRAPH_MAX_FA] = {nn_float(x, "eps", 1e-5), nn_float(x, "momentum", 0.1)};
     // training: batch statistics, and the running ones updated (train mode)
@@ -400,6 +403,44 @@ int nn_group_norm(nn_ctx *x) {
     double fa[GRAPH_MAX_FA] = {nn_float(x, "eps", 1e-5)};
     int64_t ia[GRAPH_MAX_IA] = {G};
     return nn_emit(x, graph_op(x->g, OP_GROUP_NORM, 3, (int[]){X0, w, b}, ia, fa));
+}
+
+// nn.InstanceNorm2d: each (sample, channel) normalized over its own H x W,
+// one instance_norm kernel as torch's; not affine (the class's default):
+// constant weight 1 and bias 0, no parameters. With track_running_stats
+// (StarGAN) the class keeps running_mean and running_var buffers and, in
+// eval mode, normalizes by them: batch_norm's inference kernel on them here.
+// Training normalizes by the instance's statistics and leaves the buffers
+// as they are (torch also updates them: a few small kernels not built).
+int nn_instance_norm(nn_ctx *x) {
+    int64_t C = channels(x, 0);
+    if (C <= 0 || nn_node(x, X0)->ndim < 3)
+        return nn_fail(x, NULL, "instance_norm needs (N, C, H, ...) input");
+    bool affine = nn_bool(x, "affine", false), track = nn_bool(x, "track_running_stats", false);
+    int w, b;
+    if (affine && norm_params(x, C, &w, &b) < 0)
+        return -1;
+    if (!affine) {
+        w = nn_check(x, graph_full(x->g, 1, DT_F32, 1, &C));
+        b = nn_check(x, graph_full(x->g, 0, DT_F32, 1, &C));
+        if (w < 0 || b < 0)
+            return -1;
+    }
+    double fa[GRAPH_MAX_FA] = {nn_float(x, "eps", 1e-5)};
+    if (track) {
+        if (x->c->shared)
+            return nn_fail(x, "track_running_stats",
+                           "instance_norm with running statistics in a shared repeat is not "
+                           "built; leave it out of the shared body");
+        int rm, rv;
+        if (running_stats(x, C, &rm, &rv) < 0)
+            return -1;
+        if (!x->c->training)
+            return nn_emit(x, graph_op(x->g, OP_BATCH_NORM, 5, (int[]){X0, w, b, rm, rv},
+                                       (int64_t[GRAPH_MAX_IA]){0}, fa));
+    }
+    int64_t ia[GRAPH_MAX_IA] = {C};
+    return nn_emit(x, graph_op(x->g, OP_INSTANCE_NORM, 3, (int[]){X0, w, b}, ia, fa));
 }
 
 // The formula op of the same name (core/pointwise.h), its attributes the
@@ -580,6 +621,36 @@ int nn_reshape(nn_ctx *x) {
     if (id < 0)
         return nn_fail(x, "shape", "%s", graph_error(x->g));
     return nn_emit(x, id);
+}
+
+// Tensor.repeat (torch.tile): each dim's size times its count, one copy
+// kernel as torch's: a dim of size 1 is expanded, any other gets a new
+// axis of the count in front of it; the view is copied and reshaped
+int nn_tile(nn_ctx *x) {
+    int64_t r[TENSOR_MAX_DIMS], v[TENSOR_MAX_DIMS], e[TENSOR_MAX_DIMS], out[TENSOR_MAX_DIMS];
+    int n = nn_list(x, "reps", TENSOR_MAX_DIMS, r), k = 0;
+    const graph_node xn = *nn_node(x, X0);
+    if (n < 0)
+        return -1;
+    if (n != xn.ndim)
+        return nn_fail(x, "reps", "tile: %d counts given for a %d-d tensor", n, xn.ndim);
+    for (int d = 0; d < n; d++) {
+        if (r[d] <= 0)
+            return nn_fail(x, "reps", "tile: count %d is %lld; counts must be positive", d,
+                           (long long)r[d]);
+        if (r[d] > 1 && xn.shape[d] > 1) {
+            if (k + 2 > TENSOR_MAX_DIMS - (n - d - 1))
+                return nn_fail(x, "reps", "tile: more than %d dims with the new axes",
+                               TENSOR_MAX_DIMS);
+            v[k] = 1, e[k++] = r[d];
+        }
+        v[k] = xn.shape[d], e[k++] = xn.shape[d] > 1 ? xn.shape[d] : r[d];
+        out[d] = xn.shape[d] * r[d];
+    }
+    int id = graph_reshape(x->g, X0, k, v);
+    id = graph_op_shaped(x->g, OP_EXPAND, 1, &id, NULL, NULL, k, e);
+    id = graph_op(x->g, OP_CONTIGUOUS, 1, &id, NULL, NULL);
+    return nn_emit(x, graph_reshape(x->g, id, n, out));
 }
 
 int nn_permute(nn_ctx *x) {
@@ -763,6 +834,21 @@ int nn_cross_entropy(nn_ctx *x) {
 int nn_mse(nn_ctx *x) {
     return nn_emit(x, graph_op(x->g, OP_MSE_LOSS, 2, (int[]){X0, nn_in(x, 1)}, NULL, NULL));
 }
+
+// BCELoss on probabilities, BCEWithLogitsLoss on logits: mean over every
+// element. A 0/1 integer target (an input drawn without a range) is cast
+// to f32 first, one kernel, as a float label tensor would be made
+static int bce(nn_ctx *x, int logits) {
+    int t = nn_in(x, 1);
+    const graph_node *tn = nn_node(x, t);
+    if (tn->dtype == DT_I32 || tn->dtype == DT_I64 || tn->dtype == DT_BOOL)
+        t = graph_cast(x->g, t, DT_F32);
+    int64_t ia[GRAPH_MAX_IA] = {logits};
+    return nn_emit(x, graph_op(x->g, OP_BCE_LOSS, 2, (int[]){X0, t}, ia, NULL));
+}
+
+int nn_bce(nn_ctx *x) { return bce(x, 0); }
+int nn_bce_with_logits(nn_ctx *x) { return bce(x, 1); }
 
 // nn.Identity: its input, no kernel; names a block's input for the layers
 // that read it later (`- identity: {as: hidden}`)
