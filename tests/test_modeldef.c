@@ -1354,6 +1354,60 @@ static void test_train_needs(void **state) {
                  "train_needs must be a word");
 }
 
+// The outputs' mean as the loss (a suite's `loss: output_mean`): each
+// floating output's mean over all its elements, averaged; the model's own
+// `loss:` is left out, and a model without one trains. The `output_mean`
+// loss term is the same mean of one tensor, and takes no target.
+static void test_output_mean_loss(void **state) {
+    (void)state;
+    const char *text = "name: om\n"
+                       "inputs: {x: {shape: [$batch, 3, 4]}}\n"
+                       "body:\n"
+                       "  - linear: {out: 5, as: a}\n"
+                       "  - linear: {out: 2, input: x, as: b}\n"
+                       "outputs: [a, b]\n";
+    const char *path = write_model("om.yaml", text);
+    modeldef *md;
+    diag d = {0};
+    assert_int_equal(modeldef_load(path, &md, &d), 0);
+    model *m = NULL;
+    assert_int_equal(modeldef_build(md, NULL, 0, 2,
+                                    &(modeldef_opts){.training = true, .output_mean_loss = true},
+                                    &m, &d),
+                     0);
+    const graph *g = m->g;
+    const graph_node *l = &g->nodes[g->loss];
+    assert_int_equal(l->ndim, 0);
+    assert_int_equal(l->op, OP_SCALE); // (mean a + mean b) / 2
+    assert_true(l->fa[0] == 0.5);
+    const graph_node *sum = &g->nodes[l->src[0]];
+    assert_int_equal(sum->op, OP_ADD);
+    for (int i = 0; i < 2; i++) {
+        const graph_node *r = &g->nodes[sum->src[i]]; // the mean reshaped to a scalar
+        const graph_node *mean = &g->nodes[r->src[0]];
+        assert_int_equal(mean->op, OP_MEAN);
+        assert_int_equal(g->nodes[mean->src[0]].ndim, 1); // over every element
+        assert_int_equal(g->nodes[mean->src[0]].shape[0], i == 0 ? 2 * 3 * 5 : 2 * 3 * 2);
+    }
+    model_free(m);
+    // without the option the model has no loss: none is built
+    assert_int_equal(modeldef_build(md, NULL, 0, 2, &(modeldef_opts){.training = true}, &m, &d), 0);
+    assert_int_equal(m->g->loss, -1);
+    model_free(m);
+    modeldef_free(md);
+    // the loss term: one input's mean
+    model *t = build_ok("name: t\ninputs: {x: {shape: [$batch, 4]}}\n"
+                        "body: [{linear: {out: 3, as: y}}]\n"
+                        "loss: {output_mean: {input: y}}\n",
+                        NULL, 0, 2, true);
+    assert_int_equal(t->g->nodes[t->g->loss].ndim, 0);
+    model_free(t);
+    expect_error("name: t\ninputs: {x: {shape: [$batch, 4]}}\n"
+                 "body: [{linear: {out: 3, as: y}}]\n"
+                 "loss: {output_mean: {input: y, target: x}}\n",
+                 4, 40, "loss 'output_mean' takes no 'target:'");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expr),
@@ -1385,6 +1439,7 @@ int main(void) {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_unbuilt),
         cmocka_unit_test(test_train_needs),
+        cmocka_unit_test(test_output_mean_loss),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -365,12 +365,36 @@ static void test_tolerance(void **state) {
                  23, "tolerance must be a mapping");
 }
 
+// `loss: output_mean | model` in defaults and cases (a case's over the
+// suite's); anything else is a located error.
+static void test_loss(void **state) {
+    (void)state;
+    suite *s = load_ok("defaults: {loss: output_mean}\n"
+                       "cases:\n"
+                       "  - {name: a, model: tiny, batch: 1}\n"
+                       "  - {name: b, model: tiny, batch: 1, loss: model}\n",
+                       NULL);
+    assert_true(s->output_mean_loss);
+    assert_true(s->cases[0].output_mean_loss);
+    assert_false(s->cases[1].output_mean_loss);
+    suite_free(s);
+    s = load_ok("cases:\n  - {model: tiny, batch: 1}\n  - {name: b, model: tiny, batch: 1, "
+                "loss: output_mean}\n",
+                NULL);
+    assert_false(s->cases[0].output_mean_loss);
+    assert_true(s->cases[1].output_mean_loss);
+    suite_free(s);
+    expect_error("cases:\n  - {model: tiny, batch: 1, loss: mse}\n", NULL, 2, 35,
+                 "loss is model (the model's own) or output_mean, got 'mse'");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cases),       cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_sizes),       cmocka_unit_test(test_size_override_error),
         cmocka_unit_test(test_model_paths), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_study),       cmocka_unit_test(test_tolerance),
+        cmocka_unit_test(test_loss),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -77,7 +77,8 @@ int measure_group_setup(const bench_plan *p, const bench_group *gr, const bench_
                        .weight_bits = train ? 0 : p->cfg.weight_bits,
                        .weight_group = p->cfg.weight_group,
                        .weight_scales = p->cfg.weight_scales,
-                       .fused_attention = p->cfg.fused_attention};
+                       .fused_attention = p->cfg.fused_attention,
+                       .output_mean_loss = bc->c->output_mean_loss};
     char err[600];
     int device = p->tasks[gr->first].axis[BENCH_AXIS_DEVICE];
     if (device == BENCH_DEV_CPU && group_fits(p, bc, &prep, rs, n) < 0)
@@ -85,7 +86,13 @@ int measure_group_setup(const bench_plan *p, const bench_group *gr, const bench_
     enum model_prep_step s = model_prepare(bc->md, bc->c->overrides, bc->c->noverrides, bc->batch,
                                            &prep, mp, err, sizeof err);
     if (s != MODEL_PREP_DONE) {
-        set_all(rs, n, s == MODEL_PREP_VALUES ? BENCH_OOM : BENCH_ERROR, err);
+        // an autocast refusal (BCELoss on probabilities, as torch.autocast
+        // raises) stops eager AMP itself: the study's eager_fail_to_run
+        set_all(rs, n,
+                s == MODEL_PREP_VALUES     ? BENCH_OOM
+                : s == MODEL_PREP_AUTOCAST ? BENCH_EAGER_FAIL_TO_RUN
+                                           : BENCH_ERROR,
+                err);
         return -1;
     }
     model *m = *mp;

@@ -39,7 +39,9 @@ enum model_prep_step model_prepare_built(model *m, const model_prep *o, char *er
 enum model_prep_step model_prepare(const modeldef *md, const modeldef_override *ov, int nov,
                                    int64_t batch, const model_prep *o, model **out, char *err,
                                    size_t cap) {
-    modeldef_opts mo = {.training = o->train != NULL, .fused_attention = o->fused_attention};
+    modeldef_opts mo = {.training = o->train != NULL,
+                        .fused_attention = o->fused_attention,
+                        .output_mean_loss = o->output_mean_loss};
     diag d = {0};
     *out = NULL;
     model *m;

@@ -36,6 +36,7 @@ typedef struct model_prep {
     enum dtype weight_scales;
     model_quant_stats *quant; // out, may be NULL: what quantization did
     bool fused_attention;    // modeldef_opts.fused_attention (--attention sdpa)
+    bool output_mean_loss;   // modeldef_opts.output_mean_loss (a suite's `loss: output_mean`)
 } model_prep;
 
 // The step that failed: a bad definition, a pass that refused the graph

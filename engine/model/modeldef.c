@@ -607,13 +607,19 @@ static int load_loss_term(modeldef *md, const yd_node *l, bool in_mean, diag *d)
     const yd_node *k = l->keys[0], *v = l->vals[0];
     if (!nn_loss_known(k->str))
         return diag_set(d, md->path, k->line, k->col, "unknown loss '%s'; %s", k->str,
-                        in_mean ? "a mean's terms are cross_entropy, mse, bce or bce_with_logits"
-                                : "expected cross_entropy, mse, bce, bce_with_logits or mean");
+                        in_mean ? "a mean's terms are cross_entropy, mse, bce, bce_with_logits "
+                                  "or output_mean"
+                                : "expected cross_entropy, mse, bce, bce_with_logits, "
+                                  "output_mean or mean");
     if (yd_expect(md->doc, v, YD_MAP, "the loss", d) < 0)
         return -1;
     const yd_node *t = yd_get(v, "target");
-    if (!t)
+    bool no_target = !strcmp(k->str, "output_mean"); // the output alone
+    if (!t && !no_target)
         return diag_set(d, md->path, v->line, v->col, "loss '%s' needs 'target:'", k->str);
+    if (t && no_target)
+        return diag_set(d, md->path, t->line, t->col,
+                        "loss 'output_mean' takes no 'target:' (the mean of its input)");
     for (int i = 0; i < v->n; i++) {
         const char *key = v->keys[i]->str;
         bool name = !strcmp(key, "input") || !strcmp(key, "target");

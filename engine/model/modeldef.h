@@ -41,6 +41,11 @@ typedef struct modeldef_opts {
     // attention layers emit one ATTENTION node (ops.def) in place of the
     // matmul-softmax-matmul chain (--attention sdpa)
     bool fused_attention;
+    // training: the loss is the mean of each floating output's elements,
+    // averaged over the outputs (PyTorch's harness's reduce_to_scalar_loss,
+    // which it trains TorchBench's models with), in place of the model's
+    // `loss:`; a model without one trains too (a suite's `loss: output_mean`)
+    bool output_mean_loss;
 } modeldef_opts;
 
 int modeldef_load(const char *path, modeldef **out, diag *d);

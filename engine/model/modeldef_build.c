@@ -890,15 +890,44 @@ static int build_loss_term(md_build *b, md_scope *root, const yd_node *l, const 
     *out = -1;
     if (in ? resolve(b, root, in, &ids[0]) < 0 : (ids[0] = root->prev) < 0)
         return -1;
-    if (resolve(b, root, tg, &ids[1]) < 0)
+    if (tg && resolve(b, root, tg, &ids[1]) < 0)
         return -1;
     if (!b->training)
         return 0;
     nn_result r;
-    if (call_nn(b, type, type->str, prefix, v, ids, 2,
+    if (call_nn(b, type, type->str, prefix, v, ids, tg ? 2 : 1,
                 (const char *const[]){"input", "target", NULL}, &r) < 0)
         return -1;
     *out = r.out[0];
+    return 0;
+}
+
+// modeldef_opts.output_mean_loss: the loss is PyTorch's benchmark harness's
+// reduce_to_scalar_loss over the model's outputs, whatever its `loss:` says:
+// each floating output's mean over all its elements, averaged over them
+static int build_output_mean_loss(md_build *b) {
+    graph *g = b->g;
+    int sum = -1, n = 0;
+    for (int i = 0; i < g->noutputs; i++) {
+        int o = g->outputs[i];
+        if (!dtype_is_float(g->nodes[o].dtype))
+            continue;
+        int flat = g->nodes[o].ndim == 1 ? o : graph_reshape(g, o, 1, (int64_t[]){-1});
+        int m = flat < 0 ? -1 : graph_reduce(g, OP_MEAN, flat, 0);
+        m = m < 0 ? -1 : graph_reshape(g, m, 0, NULL);
+        sum = m < 0 ? -1 : sum < 0 ? m : graph_binary(g, OP_ADD, sum, m);
+        if (sum < 0)
+            return diag_set(b->d, b->md->path, 0, 0, "the outputs' mean as the loss: %s",
+                            graph_error(g));
+        n++;
+    }
+    if (!n)
+        return diag_set(b->d, b->md->path, 0, 0,
+                        "the outputs' mean as the loss: the model has no floating output");
+    if (n > 1 && (sum = graph_scale(g, sum, 1.0 / n, 0)) < 0)
+        return diag_set(b->d, b->md->path, 0, 0, "the outputs' mean as the loss: %s",
+                        graph_error(g));
+    g->loss = sum;
     return 0;
 }
 
@@ -1008,7 +1037,9 @@ int modeldef_build(const modeldef *md, const modeldef_override *ov, int nov, int
         rc = build_outputs(&b, &root);
     if (rc == 0 && b.gen)
         rc = build_gen_outputs(&b);
-    if (rc == 0 && md->loss)
+    if (rc == 0 && b.training && opts && opts->output_mean_loss)
+        rc = build_output_mean_loss(&b);
+    else if (rc == 0 && md->loss)
         rc = build_loss(&b, &root);
     if (rc == 0 && !(opts && opts->graph_only))
         rc = check_memory(&b);

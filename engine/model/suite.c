@@ -11,10 +11,11 @@
 
 static const char *const suite_keys[] = {"name", "defaults", "cases", NULL};
 static const char *const defaults_keys[] = {"modes",     "precisions", "workloads", "optimizer",
-                                            "processes", "tolerance",  NULL};
+                                            "processes", "tolerance",  "loss",      NULL};
 static const char *const case_keys[] = {"name",      "model",  "batch",      "params",
                                         "sizes",     "optimizer", "prompt_len", "new_tokens",
-                                        "rounds",    "study",     "tolerance",  NULL};
+                                        "rounds",    "study",     "tolerance",  "loss",
+                                        NULL};
 static const char *const tolerance_keys[] = {"infer", "train", NULL};
 static const char *const adamw_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay", NULL};
 static const char *const sgd_keys[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov",
@@ -312,6 +313,18 @@ static int parse_tolerance(suite_ctx *x, const yd_node *n, suite_tolerance *t) {
     return 0;
 }
 
+// loss: model (the model's own `loss:`) or output_mean (the mean of its
+// outputs, as PyTorch's harness trains TorchBench's models)
+static int parse_loss(suite_ctx *x, const yd_node *v, bool *output_mean) {
+    if (v->kind != YD_SCALAR || yd_is_null(v) ||
+        (strcmp(v->str, "model") && strcmp(v->str, "output_mean")))
+        return diag_set(x->d, x->doc->path, v->line, v->col,
+                        "loss is model (the model's own) or output_mean, got '%s'",
+                        v->kind == YD_SCALAR ? v->str : "a collection");
+    *output_mean = !strcmp(v->str, "output_mean");
+    return 0;
+}
+
 static int parse_case(suite_ctx *x, suite *s, const yd_node *n, const char *size, bool *size_seen) {
     if (yd_expect(x->doc, n, YD_MAP, "a case", x->d) < 0 ||
         yd_check_keys(x->doc, n, "a case", case_keys, x->d) < 0)
@@ -370,6 +383,10 @@ static int parse_case(suite_ctx *x, suite *s, const yd_node *n, const char *size
     const yd_node *opt = yd_get(n, "optimizer");
     c->optim = s->optim;
     if (opt && parse_optimizer(x, opt, &c->optim) < 0)
+        return -1;
+    const yd_node *loss = yd_get(n, "loss");
+    c->output_mean_loss = s->output_mean_loss;
+    if (loss && parse_loss(x, loss, &c->output_mean_loss) < 0)
         return -1;
     const yd_node *tol = yd_get(n, "tolerance");
     c->tol = s->tol;
@@ -462,6 +479,8 @@ static int parse_suite(suite_ctx *x, suite *s, const yd_node *root, const char *
         if ((v = yd_get(def, "processes")) && parse_processes(x, v, &s->processes) < 0)
             return -1;
         if ((v = yd_get(def, "tolerance")) && parse_tolerance(x, v, &s->tol) < 0)
+            return -1;
+        if ((v = yd_get(def, "loss")) && parse_loss(x, v, &s->output_mean_loss) < 0)
             return -1;
     }
     const yd_node *cases = yd_get(root, "cases");

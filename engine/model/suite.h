@@ -46,6 +46,9 @@ typedef struct suite_case {
     bool study;    // one of the PyTorch 2.0 study's own models (`study: true`)
     train_opts optim; // the training workload's optimizer (suite default, or the case's)
     suite_tolerance tol; // the suite's defaults.tolerance, then the case's keys over it
+    // `loss: output_mean`: train on the mean of the model's outputs
+    // (modeldef_opts.output_mean_loss), not its `loss:`
+    bool output_mean_loss;
 } suite_case;
 
 typedef struct suite {
@@ -62,6 +65,7 @@ typedef struct suite {
     int nworkloads;
     train_opts optim; // defaults.optimizer; AdamW, lr 0.01 when unset
     suite_tolerance tol; // defaults.tolerance; 0s when unset
+    bool output_mean_loss; // defaults.loss: output_mean
     // defaults.processes: child processes per group for this suite's cases
     // when the run does not say (--processes); 0: not given
     int processes;

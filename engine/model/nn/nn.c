@@ -63,6 +63,7 @@ int nn_pad(nn_ctx *x);
 int nn_fft2_real(nn_ctx *x);
 int nn_cross_entropy(nn_ctx *x);
 int nn_mse(nn_ctx *x);
+int nn_output_mean(nn_ctx *x);
 int nn_matmul(nn_ctx *x);
 int nn_parameter(nn_ctx *x);
 int nn_relative_sinusoid(nn_ctx *x);
@@ -282,6 +283,7 @@ static const nn_layer nn_losses[] = {
     {"mse", 2, 2, nn_mse, {{0}}},
     {"bce", 2, 2, nn_bce, {{0}}},
     {"bce_with_logits", 2, 2, nn_bce_with_logits, {{0}}},
+    {"output_mean", 1, 1, nn_output_mean, {{0}}},
 };
 
 #define COUNT(a) (int)(sizeof(a) / sizeof((a)[0]))

@@ -835,6 +835,15 @@ int nn_mse(nn_ctx *x) {
     return nn_emit(x, graph_op(x->g, OP_MSE_LOSS, 2, (int[]){X0, nn_in(x, 1)}, NULL, NULL));
 }
 
+// The mean of every element of the output, as PyTorch's benchmark harness
+// trains TorchBench's models (reduce_to_scalar_loss: out.sum() / out.numel()):
+// one reduction over the flattened output, a scalar
+int nn_output_mean(nn_ctx *x) {
+    int flat = flatten_rows(x, X0, 0);
+    int r = flat < 0 ? -1 : graph_reduce(x->g, OP_MEAN, flat, 0);
+    return nn_emit(x, r < 0 ? r : graph_reshape(x->g, r, 0, NULL));
+}
+
 // BCELoss on probabilities, BCEWithLogitsLoss on logits: mean over every
 // element. A 0/1 integer target (an input drawn without a range) is cast
 // to f32 first, one kernel, as a float label tensor would be made
