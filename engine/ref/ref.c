@@ -1710,3 +1710,90 @@ void ref_session_free(ref_session *s) {
     free(s->src);
     free(s);
 }
+
+// One LSTM layer and direction in fp64, step by step: the gates i, f, g, o
+// of x_t w_ih^T + b_ih + h_prev w_hh^T + b_hh, c = f c_prev + i g,
+// h = o tanh(c); (K, B, T, H) with the training slabs c, i, f, g, o.
+static int ref_lstm(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    int64_t K = n->shape[0], B = n->shape[1], T = n->shape[2], H = n->shape[3];
+    int64_t I = src(c, n, 0)->shape[2], BTH = B * T * H;
+    double *cs = malloc((size_t)BTH * sizeof *cs);
+    if (!cs)
+        return fail(c, "lstm: out of memory for the cell states");
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t st = 0; st < T; st++) {
+            int64_t t = n->ia[0] ? T - 1 - st : st, tp = n->ia[0] ? t + 1 : t - 1;
+            for (int64_t j = 0; j < H; j++) {
+                double a[4];
+                for (int q = 0; q < 4; q++) {
+                    int64_t row = q * H + j;
+                    double v = s[3][row] + s[4][row];
+                    for (int64_t k = 0; k < I; k++)
+                        v += s[0][(b * T + t) * I + k] * s[1][row * I + k];
+                    for (int64_t k = 0; st > 0 && k < H; k++)
+                        v += o[(b * T + tp) * H + k] * s[2][row * H + k];
+                    a[q] = v;
+                }
+                double ig = 1 / (1 + exp(-a[0])), fg = 1 / (1 + exp(-a[1])), gg = tanh(a[2]);
+                double og = 1 / (1 + exp(-a[3]));
+                double cv = fg * (st > 0 ? cs[(b * T + tp) * H + j] : 0) + ig * gg;
+                double v[6] = {og * tanh(cv), cv, ig, fg, gg, og};
+                cs[(b * T + t) * H + j] = cv;
+                for (int q = 0; q < K; q++)
+                    o[q * BTH + (b * T + t) * H + j] = v[q];
+            }
+        }
+    free(cs);
+    return 0;
+}
+
+// LSTM's backward through time in fp64 from its saved slabs: per step
+// back from the last, dh = dy + the recurrence's, dc = dh o (1 - tanh^2 c)
+// + the next step's dc f; the gate gradients, then dx, d w_ih, d w_hh, d b.
+static int ref_lstm_grad(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    const graph_node *y = src(c, n, 4);
+    int64_t B = y->shape[1], T = y->shape[2], H = y->shape[3], I = src(c, n, 1)->shape[2];
+    int64_t G = 4 * H, BTH = B * T * H;
+    const double *dy = s[0], *x = s[1], *wi = s[2], *wh = s[3], *ys = s[4];
+    double *dx = o, *dwi = dx + B * T * I, *dwh = dwi + G * I, *db = dwh + G * H;
+    memset(o, 0, (size_t)graph_node_numel(n) * sizeof *o);
+    double *dg = malloc((size_t)(G + 2 * H) * sizeof *dg);
+    if (!dg)
+        return fail(c, "lstm_grad: out of memory");
+    double *dh = dg + G, *dc = dh + H;
+    for (int64_t b = 0; b < B; b++) {
+        memset(dh, 0, (size_t)(2 * H) * sizeof *dh);
+        for (int64_t st = T - 1; st >= 0; st--) {
+            int64_t t = n->ia[0] ? T - 1 - st : st, tp = n->ia[0] ? t + 1 : t - 1;
+            int64_t r = (b * T + t) * H, rp = (b * T + tp) * H;
+            for (int64_t j = 0; j < H; j++) {
+                double cv = ys[BTH + r + j], ig = ys[2 * BTH + r + j], fg = ys[3 * BTH + r + j];
+                double gg = ys[4 * BTH + r + j], og = ys[5 * BTH + r + j], th = tanh(cv);
+                double cp = st > 0 ? ys[BTH + rp + j] : 0, dhv = dy[r + j] + dh[j];
+                double dcv = dhv * og * (1 - th * th) + dc[j];
+                dg[j] = dcv * gg * ig * (1 - ig);
+                dg[H + j] = dcv * cp * fg * (1 - fg);
+                dg[2 * H + j] = dcv * ig * (1 - gg * gg);
+                dg[3 * H + j] = dhv * th * og * (1 - og);
+                dc[j] = dcv * fg;
+            }
+            for (int64_t k = 0; k < H; k++) {
+                double v = 0;
+                for (int64_t q = 0; q < G; q++)
+                    v += dg[q] * wh[q * H + k];
+                dh[k] = st > 0 ? v : 0;
+            }
+            for (int64_t q = 0; q < G; q++) {
+                db[q] += dg[q];
+                for (int64_t k = 0; k < I; k++) {
+                    dx[(b * T + t) * I + k] += dg[q] * wi[q * I + k];
+                    dwi[q * I + k] += dg[q] * x[(b * T + t) * I + k];
+                }
+                for (int64_t k = 0; st > 0 && k < H; k++)
+                    dwh[q * H + k] += dg[q] * ys[rp + k];
+            }
+        }
+    }
+    free(dg);
+    return 0;
+}

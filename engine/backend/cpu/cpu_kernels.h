@@ -185,6 +185,9 @@ int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor
 int cpu_attention_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *q,
                        const tensor *k, const tensor *v, const tensor *y, const tensor *bias,
                        const tensor *len, tensor *out);
+// LSTM, LSTM_GRAD (ops.def; cpu_lstm.c): in the op's five inputs in order
+int cpu_lstm(cpu_ctx *c, const graph_node *n, const tensor *const *in, tensor *out);
+int cpu_lstm_grad(cpu_ctx *c, const graph_node *n, const tensor *const *in, tensor *out);
 int cpu_concat(cpu_ctx *c, int axis, int nin, const tensor *const *in, tensor *out);
 // x rolled by shifts[d] in [0, size) along each axis d (torch.roll), any strides
 int cpu_roll(cpu_ctx *c, const int64_t *shifts, const tensor *x, tensor *out);
