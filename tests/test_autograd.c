@@ -310,12 +310,29 @@ static int b_pad(graph *g) {
     return weighted_loss(g, graph_op(g, OP_PAD, 1, &y, ia, NULL));
 }
 
+// An LSTM layer's backward through time, forward then reverse (a
+// bidirectional layer's two directions stacked): slab 0, the h of each step
+static int lstm_layer(graph *g, int x, int64_t H, bool rev) {
+    int64_t I = g->nodes[x].shape[2], B = g->nodes[x].shape[0], T = g->nodes[x].shape[1];
+    int src[5] = {x, param(g, "w_ih", SHAPE(4 * H, I)), param(g, "w_hh", SHAPE(4 * H, H)),
+                  param(g, "b_ih", SHAPE(4 * H)), param(g, "b_hh", SHAPE(4 * H))};
+    int64_t ia[GRAPH_MAX_IA] = {rev, 1};
+    int y = graph_slice(g, graph_op(g, OP_LSTM, 5, src, ia, NULL), 0, 0, 1);
+    return graph_reshape(g, y, 3, (int64_t[]){B, T, H});
+}
+
+static int b_lstm(graph *g) {
+    int h = lstm_layer(g, param(g, "x", SHAPE(2, 4, 3)), 5, false);
+    return weighted_loss(g, h < 0 ? -1 : lstm_layer(g, h, 3, true));
+}
+
 static void test_gemm(void **state) {
     (void)state;
     check_grads("roll", b_roll);
     check_grads("unfold", b_unfold);
     check_grads("fold", b_fold);
     check_grads("pad", b_pad);
+    check_grads("lstm", b_lstm);
     check_grads("fft2_real", b_fft2_real);
     check_grads("matmul", b_matmul);
     check_grads("linear", b_linear);
