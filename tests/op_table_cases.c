@@ -352,6 +352,32 @@ static int b_lstm_grad(graph *g, const op_case *tc) {
     return out(g, graph_op(g, OP_LSTM_GRAD, 5, gs, ia, NULL));
 }
 
+// F.ctc_loss over log_probs (shape: T, B, C), targets (B, shape2[0]) in
+// [1, C) (blank 0) and lengths in [0, shape2[0]]; ia as ctc_loss's
+static int ctc_inputs(graph *g, const op_case *tc, int *src) {
+    int64_t B = tc->shape[1], S = tc->shape2[0];
+    src[0] = in(g, "x", tc->dt, 3, tc->shape);
+    src[1] = in_int(g, DT_I32, 2, (int64_t[]){B, S}, 1, tc->shape[2]);
+    src[2] = in_int(g, DT_I64, 1, &B, 0, S + 1);
+    return src[2];
+}
+
+static int b_ctc(graph *g, const op_case *tc) {
+    int src[3];
+    if (ctc_inputs(g, tc, src) < 0)
+        return -1;
+    return out(g, graph_op(g, OP_CTC_LOSS, 3, src, tc->ia, NULL));
+}
+
+// its backward: a dloss () input, then ctc_loss's inputs
+static int b_ctc_grad(graph *g, const op_case *tc) {
+    int src[4];
+    src[0] = in(g, "dy", DT_F32, 0, NULL);
+    if (ctc_inputs(g, tc, src + 1) < 0)
+        return -1;
+    return out(g, graph_op(g, OP_CTC_LOSS_GRAD, 4, src, tc->ia, NULL));
+}
+
 static int b_reshape(graph *g, const op_case *tc) {
     int x = in(g, "x", tc->dt, tc->nd, tc->shape);
     return out(g, graph_reshape(g, x, tc->nd2, tc->shape2));
@@ -2282,6 +2308,13 @@ const op_case op_cases[] = {
      .kernels = 23, .half = HALF_F16},
     {"lstm_grad_reverse", b_lstm_grad, OP_LSTM_GRAD, S3(2, 4, 3), .nd2 = 1, .shape2 = {5},
      IA(1), GEMM(20), .kernels = 19},
+    // CTC (blank 0 here; doctr's is the last class), zero_infinity: targets of up to 3 labels
+    // (repeats need a blank between) over 7 steps, lengths from 0; its alpha-beta backward.
+    // AMP runs it in f32, so no 16-bit rows
+    {"ctc_loss", b_ctc, OP_CTC_LOSS, S3(7, 4, 5), .nd2 = 1, .shape2 = {3}, IA(0, 1),
+     .rtol = 1e-5, .atol = 1e-5, ONE},
+    {"ctc_loss_grad", b_ctc_grad, OP_CTC_LOSS_GRAD, S3(7, 4, 5), .nd2 = 1, .shape2 = {3},
+     IA(0, 1), .rtol = 1e-4, .atol = 1e-5, ONE},
 };
 
 const int op_ncases = (int)(sizeof op_cases / sizeof op_cases[0]);

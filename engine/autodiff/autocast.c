@@ -26,6 +26,7 @@ autocast_rule_kind autocast_rule(enum op op) {
     case OP_BATCH_NORM:
     case OP_GROUP_NORM:
     case OP_CROSS_ENTROPY:
+    case OP_CTC_LOSS:
     case OP_MSE_LOSS:
     case OP_SUM:
     case OP_MEAN:

@@ -576,6 +576,10 @@ static int backward(ag *a, int i) {
             return accumulate(a, n.src[0],
                               graph_op(g, OP_CROSS_ENTROPY_GRAD, 3, (int[]){dy, n.src[0], n.src[1]},
                                        n.ia, NULL));
+        if (n.op == OP_CTC_LOSS) // the log_probs' gradient; the integers get none
+            return accumulate(a, n.src[0],
+                              graph_op(g, OP_CTC_LOSS_GRAD, 4,
+                                       (int[]){dy, n.src[0], n.src[1], n.src[2]}, n.ia, NULL));
         else {
             int d = graph_op(g, OP_MSE_LOSS_GRAD, 3, (int[]){dy, n.src[0], n.src[1]}, NULL, NULL);
             if (!a->req[n.src[0]]) // only the target needs it: d/db = -d/da

@@ -440,6 +440,7 @@ static int infer_grad(graph *g, graph_node *n, const graph_node *const *s, int n
             return fail(g, "found_inf: a chained flag needs tensors to check as well");
         return 0;
     case OP_CROSS_ENTROPY_GRAD:
+    case OP_CTC_LOSS_GRAD:
     case OP_MSE_LOSS_GRAD:
         if (dy->ndim != 0)
             return fail(g, "%s: the loss gradient must be a scalar", op_name(n->op));
@@ -816,6 +817,24 @@ static int infer_copy(graph *g, graph_node *n, const graph_node *const *s) {
     return 0;
 }
 
+// CTC_LOSS: log_probs (T, B, C) float, targets (B, S) and lengths (B) integers
+static int infer_ctc(graph *g, const graph_node *n, const graph_node *const *s) {
+    char b0[96], b1[96], b2[96];
+    const graph_node *lp = s[0], *tg = s[1], *len = s[2];
+    if (lp->ndim != 3 || tg->ndim != 2 || len->ndim != 1 || tg->shape[0] != lp->shape[1] ||
+        len->shape[0] != lp->shape[1] || !dtype_is_float(lp->dtype))
+        return fail(g, "ctc_loss: needs float log_probs (T, B, C), targets (B, S), lengths (B); "
+                       "got %s, %s, %s", shape_s(b0, lp), shape_s(b1, tg), shape_s(b2, len));
+    for (int k = 1; k <= 2; k++)
+        if (s[k]->dtype != DT_I32 && s[k]->dtype != DT_I64)
+            return fail(g, "ctc_loss: targets and lengths must be integers, input %d is %s", k,
+                        dtype_name(s[k]->dtype));
+    if (n->ia[0] < 0 || n->ia[0] >= lp->shape[2])
+        return fail(g, "ctc_loss: blank %lld is not a class of %lld", (long long)n->ia[0],
+                    (long long)lp->shape[2]);
+    return 0;
+}
+
 static int infer_loss(graph *g, graph_node *n, const graph_node *const *s) {
     char b0[96], b1[96];
     n->ndim = 0;
@@ -826,6 +845,8 @@ static int infer_loss(graph *g, graph_node *n, const graph_node *const *s) {
                         shape_s(b1, s[1]));
         return 0;
     }
+    if (n->op == OP_CTC_LOSS)
+        return infer_ctc(g, n, s);
     if (s[0]->ndim != 2 || s[1]->ndim != 1 || s[0]->shape[0] != s[1]->shape[0])
         return fail(g, "cross_entropy: logits %s and targets %s must be (N, C) and (N)",
                     shape_s(b0, s[0]), shape_s(b1, s[1]));

@@ -1797,3 +1797,108 @@ static int ref_lstm_grad(ref_ctx *c, const graph_node *n, const double *const *s
     free(dg);
     return 0;
 }
+
+// CTC in fp64 over probabilities scaled per step (Graves' rescaling, not
+// the kernels' log space): alpha over the extended target (blank, l1,
+// blank, ..., lL, blank), its per-step sums' logs adding up to log p; the
+// gradient from beta: d(-log p)/d lp[t, c] = -sum_{s: l'_s = c} alpha beta /
+// (p y_t(c)) in the scaled form.
+static double ctc_ref_sample(const graph_node *n, const double *const *s, int64_t b,
+                             const graph_node *lpn, int64_t S, double *al, double *be,
+                             double *grad, double gscale) {
+    int64_t T = lpn->shape[0], B = lpn->shape[1], C = lpn->shape[2], L = (int64_t)s[2][b];
+    int64_t E = 2 * L + 1, blank = n->ia[0];
+    int64_t lab[2 * S + 1];
+    for (int64_t k = 0; k < E; k++)
+        lab[k] = k % 2 ? (int64_t)s[1][b * S + k / 2] : blank;
+    double logp = 0;
+    for (int64_t t = 0; t < T; t++) {
+        double sum = 0;
+        for (int64_t k = 0; k < E; k++) {
+            double v;
+            if (t == 0)
+                v = k < 2 ? 1 : 0;
+            else {
+                const double *p = al + (t - 1) * E;
+                v = p[k] + (k >= 1 ? p[k - 1] : 0) +
+                    (k >= 2 && k % 2 && lab[k - 2] != lab[k] ? p[k - 2] : 0);
+            }
+            al[t * E + k] = v * exp(s[0][(t * B + b) * C + lab[k]]);
+            sum += al[t * E + k];
+        }
+        for (int64_t k = 0; k < E && sum > 0; k++)
+            al[t * E + k] /= sum;
+        logp += log(sum);
+    }
+    double last = al[(T - 1) * E + E - 1] + (E > 1 ? al[(T - 1) * E + E - 2] : 0);
+    logp += log(last);
+    if (!grad || !(last > 0))
+        return -logp;
+    for (int64_t t = T - 1; t >= 0; t--) {
+        double sum = 0;
+        for (int64_t k = 0; k < E; k++) {
+            double v;
+            if (t == T - 1)
+                v = k >= E - 2 ? 1 : 0;
+            else {
+                const double *q = be + (t + 1) * E;
+                v = q[k] + (k + 1 < E ? q[k + 1] : 0) +
+                    (k + 2 < E && k % 2 && lab[k + 2] != lab[k] ? q[k + 2] : 0);
+            }
+            be[t * E + k] = v * exp(s[0][(t * B + b) * C + lab[k]]);
+            sum += be[t * E + k];
+        }
+        for (int64_t k = 0; k < E && sum > 0; k++)
+            be[t * E + k] /= sum;
+    }
+    // alpha_t beta_t / y_t summed over k is p up to the step's scales: normalize per t
+    for (int64_t t = 0; t < T; t++) {
+        double z = 0;
+        for (int64_t k = 0; k < E; k++)
+            z += al[t * E + k] * be[t * E + k] / exp(s[0][(t * B + b) * C + lab[k]]);
+        for (int64_t k = 0; k < E && z > 0; k++)
+            grad[(t * B + b) * C + lab[k]] -=
+                gscale * al[t * E + k] * be[t * E + k] / exp(s[0][(t * B + b) * C + lab[k]]) / z;
+    }
+    return -logp;
+}
+
+// The loss, or (grad) its gradient times dloss; -1 with a bad target
+static int ctc_ref(ref_ctx *c, const graph_node *n, const double *const *s, double *loss,
+                   double *grad, double dloss) {
+    const graph_node *lpn = src(c, n, 0), *tg = src(c, n, 1);
+    int64_t T = lpn->shape[0], B = lpn->shape[1], C = lpn->shape[2], S = tg->shape[1];
+    double *al = malloc((size_t)(2 * T * (2 * S + 1)) * sizeof *al);
+    if (!al)
+        return fail(c, "ctc_loss: out of memory");
+    double total = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t L = (int64_t)s[2][b];
+        bool ok = L >= 0 && L <= S;
+        for (int64_t k = 0; ok && k < L; k++)
+            ok = s[1][b * S + k] >= 0 && s[1][b * S + k] < C && s[1][b * S + k] != n->ia[0];
+        if (!ok) {
+            free(al);
+            return fail(c, "ctc_loss: sample %lld has a bad target", (long long)b);
+        }
+        double per = 1.0 / (double)(L > 1 ? L : 1) / (double)B;
+        double nll = ctc_ref_sample(n, s, b, lpn, S, al, al + T * (2 * S + 1), grad, dloss * per);
+        total += (isinf(nll) && n->ia[1] ? 0 : nll) * per;
+    }
+    free(al);
+    *loss = total;
+    return 0;
+}
+
+static int ref_ctc_loss(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    return ctc_ref(c, n, s, o, NULL, 0);
+}
+
+static int ref_ctc_loss_grad(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    double loss;
+    memset(o, 0, (size_t)graph_node_numel(n) * sizeof *o);
+    graph_node f = *n; // ctc_loss's sources: the gradient's after dloss
+    for (int k = 0; k < 3; k++)
+        f.src[k] = n->src[k + 1];
+    return ctc_ref(c, &f, s + 1, &loss, o, s[0][0]);
+}

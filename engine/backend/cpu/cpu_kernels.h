@@ -115,6 +115,11 @@ int cpu_group_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b
 // logits (N, C) f32, target (N) i32/i64 -> () mean over targets != ignore
 int cpu_cross_entropy(cpu_ctx *c, const tensor *logits, const tensor *target, int64_t ignore,
                       tensor *out);
+// CTC_LOSS, CTC_LOSS_GRAD (ops.def; cpu_ctc.c): log_probs (T, B, C), targets (B, S), lengths (B)
+int cpu_ctc_loss(cpu_ctx *c, const graph_node *n, const tensor *lp, const tensor *tg,
+                 const tensor *len, tensor *out);
+int cpu_ctc_loss_grad(cpu_ctx *c, const graph_node *n, const tensor *dloss, const tensor *lp,
+                      const tensor *tg, const tensor *len, tensor *out);
 // () mean of (a - b)^2
 int cpu_mse_loss(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out);
 

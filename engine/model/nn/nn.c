@@ -194,6 +194,7 @@ static const nn_layer nn_layers[] = {
      {{"axis", 'i', false}, {"sizes", 'l', false}, {"chunks", 'i', false}}},
     {"slice", 1, 1, nn_slice, {{"axis", 'i', true}, {"start", 'i', false}, {"length", 'i', true}}},
     {"softmax", 1, 1, nn_softmax, {{"axis", 'i', false}}},
+    {"log_softmax", 1, 1, nn_softmax, {{"axis", 'i', false}}},
     {"cls_token", 1, 1, nn_cls_token, {{"dist_token", 'b', false}}},
     {"matmul", 2, 2, nn_matmul, {{0}}},
     {"parameter", 1, 1, nn_parameter, {{"shape", 'l', true}, {"std", 'f', false}}},
@@ -273,6 +274,11 @@ static const nn_layer nn_layers[] = {
 static const nn_layer nn_losses[] = {
     {"cross_entropy", 2, 2, nn_cross_entropy, {{"ignore_index", 'i', false}}},
     {"mse", 2, 2, nn_mse, {{0}}},
+    {"ctc",
+     3,
+     3,
+     nn_ctc,
+     {{"blank", 'i', false}, {"zero_infinity", 'b', false}, {"logits", 'b', false}}},
 };
 
 #define COUNT(a) (int)(sizeof(a) / sizeof((a)[0]))

@@ -65,3 +65,28 @@ int nn_normalize(nn_ctx *x) {
     int y = nn_l2_normalize(x, X0);
     return y < 0 ? -1 : nn_emit(x, y);
 }
+
+// F.ctc_loss(log_probs (T, B, C), targets (B, S), input lengths all T,
+// target lengths (B), blank, reduction='mean', zero_infinity): one op, as
+// PyTorch's one kernel (and one for its backward). `logits: true` takes
+// (B, T, C) scores as doctr's compute_loss does: permuted to (T, B, C) (a
+// view) and log_softmax'd (one kernel) first
+int nn_ctc(nn_ctx *x) {
+    int lp = X0;
+    if (nn_bool(x, "logits", false)) {
+        if (nn_node(x, lp)->ndim != 3)
+            return nn_fail(x, "logits", "ctc: logits must be (B, T, C)");
+        int p = graph_permute(x->g, lp, (int[]){1, 0, 2});
+        lp = nn_check(x, p < 0 ? -1 : graph_unary(x->g, OP_LOG_SOFTMAX, p));
+        if (lp < 0)
+            return -1;
+    }
+    const graph_node *n = nn_node(x, lp);
+    int64_t blank = nn_int(x, "blank", 0);
+    if (n->ndim == 3 && (blank < 0 || blank >= n->shape[2]))
+        return nn_fail(x, "blank", "ctc: blank %lld is not one of the %lld classes",
+                       (long long)blank, (long long)n->shape[2]);
+    int64_t ia[GRAPH_MAX_IA] = {blank, nn_bool(x, "zero_infinity", false)};
+    return nn_emit(x, graph_op(x->g, OP_CTC_LOSS, 3, (int[]){lp, nn_in(x, 1), nn_in(x, 2)}, ia,
+                               NULL));
+}
