@@ -2306,15 +2306,15 @@ const op_case op_cases[] = {
      .kernels = 10, .half = HALF_F16},
     {"lstm_grad", b_lstm_grad, OP_LSTM_GRAD, S3(3, 5, 7), .nd2 = 1, .shape2 = {6}, GEMM(24),
      .kernels = 23, .half = HALF_F16},
-    {"lstm_grad_reverse", b_lstm_grad, OP_LSTM_GRAD, S3(2, 4, 3), .nd2 = 1, .shape2 = {5},
-     IA(1), GEMM(20), .kernels = 19},
+    {"lstm_grad_reverse", b_lstm_grad, OP_LSTM_GRAD, S3(2, 4, 3), .nd2 = 1, .shape2 = {5}, IA(1),
+     GEMM(20), .kernels = 19},
     // CTC (blank 0 here; doctr's is the last class), zero_infinity: targets of up to 3 labels
     // (repeats need a blank between) over 7 steps, lengths from 0; its alpha-beta backward.
     // AMP runs it in f32, so no 16-bit rows
-    {"ctc_loss", b_ctc, OP_CTC_LOSS, S3(7, 4, 5), .nd2 = 1, .shape2 = {3}, IA(0, 1),
-     .rtol = 1e-5, .atol = 1e-5, ONE},
-    {"ctc_loss_grad", b_ctc_grad, OP_CTC_LOSS_GRAD, S3(7, 4, 5), .nd2 = 1, .shape2 = {3},
-     IA(0, 1), .rtol = 1e-4, .atol = 1e-5, ONE},
+    {"ctc_loss", b_ctc, OP_CTC_LOSS, S3(7, 4, 5), .nd2 = 1, .shape2 = {3}, IA(0, 1), .rtol = 1e-5,
+     .atol = 1e-5, ONE},
+    {"ctc_loss_grad", b_ctc_grad, OP_CTC_LOSS_GRAD, S3(7, 4, 5), .nd2 = 1, .shape2 = {3}, IA(0, 1),
+     .rtol = 1e-4, .atol = 1e-5, ONE},
 };
 
 const int op_ncases = (int)(sizeof op_cases / sizeof op_cases[0]);

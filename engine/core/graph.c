@@ -823,8 +823,10 @@ static int infer_ctc(graph *g, const graph_node *n, const graph_node *const *s) 
     const graph_node *lp = s[0], *tg = s[1], *len = s[2];
     if (lp->ndim != 3 || tg->ndim != 2 || len->ndim != 1 || tg->shape[0] != lp->shape[1] ||
         len->shape[0] != lp->shape[1] || !dtype_is_float(lp->dtype))
-        return fail(g, "ctc_loss: needs float log_probs (T, B, C), targets (B, S), lengths (B); "
-                       "got %s, %s, %s", shape_s(b0, lp), shape_s(b1, tg), shape_s(b2, len));
+        return fail(g,
+                    "ctc_loss: needs float log_probs (T, B, C), targets (B, S), lengths (B); "
+                    "got %s, %s, %s",
+                    shape_s(b0, lp), shape_s(b1, tg), shape_s(b2, len));
     for (int k = 1; k <= 2; k++)
         if (s[k]->dtype != DT_I32 && s[k]->dtype != DT_I64)
             return fail(g, "ctc_loss: targets and lengths must be integers, input %d is %s", k,

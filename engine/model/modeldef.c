@@ -580,8 +580,7 @@ static int load_loss_term(modeldef *md, const yd_node *l, bool in_mean, diag *d)
                         "loss is a one-key mapping like {cross_entropy: {target: labels}}");
     const yd_node *k = l->keys[0], *v = l->vals[0];
     if (!nn_loss_known(k->str))
-        return diag_set(d, md->path, k->line, k->col,
-                        "unknown loss '%s'; %s", k->str,
+        return diag_set(d, md->path, k->line, k->col, "unknown loss '%s'; %s", k->str,
                         in_mean ? "a mean's terms are cross_entropy, mse or ctc"
                                 : "expected cross_entropy, mse, ctc or mean");
     if (yd_expect(md->doc, v, YD_MAP, "the loss", d) < 0)

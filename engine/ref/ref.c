@@ -1804,8 +1804,8 @@ static int ref_lstm_grad(ref_ctx *c, const graph_node *n, const double *const *s
 // gradient from beta: d(-log p)/d lp[t, c] = -sum_{s: l'_s = c} alpha beta /
 // (p y_t(c)) in the scaled form.
 static double ctc_ref_sample(const graph_node *n, const double *const *s, int64_t b,
-                             const graph_node *lpn, int64_t S, double *al, double *be,
-                             double *grad, double gscale) {
+                             const graph_node *lpn, int64_t S, double *al, double *be, double *grad,
+                             double gscale) {
     int64_t T = lpn->shape[0], B = lpn->shape[1], C = lpn->shape[2], L = (int64_t)s[2][b];
     int64_t E = 2 * L + 1, blank = n->ia[0];
     int64_t lab[2 * S + 1];

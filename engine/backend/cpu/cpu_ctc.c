@@ -3,16 +3,16 @@
 // target with blanks between and around its labels, in log space; the
 // backward adds the beta recursion and gives each log-probability's
 // gradient from alpha + beta. Samples run in parallel; the sums in double.
-#include "cpu_kernels.h"
 #include "core/op_rules.h"
+#include "cpu_kernels.h"
 
 #include <math.h>
 #include <stdlib.h>
 
 static int64_t int_at(const tensor *t, int64_t i0, int64_t i1) {
-    const char *p = (const char *)tensor_data(t) +
-                    (i0 * t->stride[0] + (t->ndim > 1 ? i1 * t->stride[1] : 0)) *
-                        (int64_t)dtype_size(t->dtype);
+    const char *p =
+        (const char *)tensor_data(t) +
+        (i0 * t->stride[0] + (t->ndim > 1 ? i1 * t->stride[1] : 0)) * (int64_t)dtype_size(t->dtype);
     return t->dtype == DT_I32 ? *(const int32_t *)p : *(const int64_t *)p;
 }
 
@@ -40,7 +40,7 @@ static int ctc_sample(const ctc_job *j, int64_t b, double *la, double *lb, float
         if (ext(j, b, s) < 0 || ext(j, b, s) >= C || ext(j, b, s) == j->blank)
             return -1;
     const float *lp = j->lp + b * C;
-#define LP(t, c) ((double)lp[(t) * B * C + (c)])
+#define LP(t, c) ((double)lp[(t)*B * C + (c)])
     for (int64_t s = 0; s < E; s++)
         la[s] = s < 2 ? LP(0, ext(j, b, s)) : -INFINITY;
     for (int64_t t = 1; t < T; t++)
@@ -54,7 +54,8 @@ static int ctc_sample(const ctc_job *j, int64_t b, double *la, double *lb, float
                 v = op_logaddexp(v, p[s - 2]);
             la[t * E + s] = v + LP(t, l);
         }
-    double nll = -op_logaddexp(la[(T - 1) * E + E - 1], E > 1 ? la[(T - 1) * E + E - 2] : -INFINITY);
+    double nll =
+        -op_logaddexp(la[(T - 1) * E + E - 1], E > 1 ? la[(T - 1) * E + E - 2] : -INFINITY);
     bool inf = isinf(nll);
     *nll_out = inf && j->zero_inf ? 0 : nll;
     if (!g)
@@ -100,8 +101,8 @@ static int ctc_run(cpu_ctx *c, const graph_node *n, const tensor *lpt, const ten
     tensor *lc = cpu_f32_in(c, what, lpt);
     if (!lc)
         return -1;
-    ctc_job j = {tensor_f32(lc), tg, len, lc->shape[0], lc->shape[1], lc->shape[2], tg->shape[1],
-                 n->ia[0], n->ia[1] != 0};
+    ctc_job j = {tensor_f32(lc), tg,           len,      lc->shape[0], lc->shape[1],
+                 lc->shape[2],   tg->shape[1], n->ia[0], n->ia[1] != 0};
     int64_t E = 2 * j.S + 1;
     double *scratch = malloc((size_t)(2 * j.T * E * j.B) * sizeof *scratch);
     if (!scratch) {
@@ -123,8 +124,9 @@ static int ctc_run(cpu_ctx *c, const graph_node *n, const tensor *lpt, const ten
     free(scratch);
     tensor_free(lc);
     if (bad)
-        return cpu_fail(c, "%s: sample %lld's target length or labels are outside [0, %lld] "
-                           "and [0, %lld) without the blank %lld",
+        return cpu_fail(c,
+                        "%s: sample %lld's target length or labels are outside [0, %lld] "
+                        "and [0, %lld) without the blank %lld",
                         what, (long long)(bad - 1), (long long)j.S, (long long)j.C,
                         (long long)j.blank);
     *loss = total;

@@ -7,12 +7,14 @@
 // f32 scratch (cpu_f32_in), so every kernel counted here is one of the
 // f32 path's.
 #include "cpu_kernels.h"
+
 #include <cblas.h>
-#include <omp.h>
-#include "cpu_gemm_par.h"
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "cpu_gemm_par.h" // after cblas.h, which declares cblas_sgemm
 
 static inline float sigm(float v) { return 1.0f / (1.0f + expf(-v)); }
 
@@ -53,7 +55,8 @@ int cpu_lstm(cpu_ctx *c, const graph_node *n, const tensor *const *in, tensor *o
             for (int64_t j = 0; j < H; j++) {
                 float a[4];
                 for (int q = 0; q < 4; q++)
-                    a[q] = gr[q * H + j] + bi[q * H + j] + bh[q * H + j] + (s > 0 ? hr[q * H + j] : 0);
+                    a[q] =
+                        gr[q * H + j] + bi[q * H + j] + bh[q * H + j] + (s > 0 ? hr[q * H + j] : 0);
                 float ig = sigm(a[0]), fg = sigm(a[1]), gg = tanhf(a[2]), og = sigm(a[3]);
                 float cv = ig * gg + (s > 0 ? fg * cr[j] : 0.0f);
                 cr[j] = cv;

@@ -14,9 +14,9 @@ struct ctc_f {
     const char *tg, *len;
     int64_t tg_st0, tg_st1, len_st, T, B, C, S, blank;
     int tg32, len32, zero_inf;
-    double *scratch; // (B, 2, T, 2S + 1)
-    double *nll;     // (B): each sample's loss over its length and B
-    float *g;        // (T, B, C) gradient, or NULL
+    double *scratch;    // (B, 2, T, 2S + 1)
+    double *nll;        // (B): each sample's loss over its length and B
+    float *g;           // (T, B, C) gradient, or NULL
     const float *dloss; // () the loss's gradient, with g
     __device__ int64_t at(const char *p, int is32, int64_t off) const {
         return is32 ? ((const int32_t *)p)[off] : ((const int64_t *)p)[off];
@@ -54,7 +54,8 @@ struct ctc_f {
                     v = op_logaddexp(v, q[s - 2]);
                 la[t * W + s] = v + p[t * BC + l];
             }
-        double v = -op_logaddexp(la[(T - 1) * W + E - 1], E > 1 ? la[(T - 1) * W + E - 2] : -CUDART_INF);
+        double v =
+            -op_logaddexp(la[(T - 1) * W + E - 1], E > 1 ? la[(T - 1) * W + E - 2] : -CUDART_INF);
         bool inf = isinf(v);
         nll[b] = (inf && zero_inf ? 0 : v) * per;
         if (!g || inf)
@@ -77,7 +78,8 @@ struct ctc_f {
                 int64_t l = ext(b, s);
                 double w = la[t * W + s] + lb[t * W + s];
                 if (w > -CUDART_INF)
-                    g[t * BC + b * C + l] -= (float)((double)*dloss * per * exp(w - p[t * BC + l] + v));
+                    g[t * BC + b * C + l] -=
+                        (float)((double)*dloss * per * exp(w - p[t * BC + l] + v));
             }
     }
 };

@@ -105,8 +105,8 @@ static int lstm_fwd(cuda_ctx *c, const graph_node *n, tensor *const *t, tensor *
     E *gx = (E *)ws, *gh = (E *)(ws + (size_t)(B * T * G) * es);
     float *cst = (float *)(ws + (size_t)(B * T * G + B * G) * es);
     E *y = (E *)tensor_data(out);
-    int rc = cuda_gemm(c, dt, false, NI, 0, tensor_data(t[0]), true, NI, 0, tensor_data(t[1]), B * T,
-                       G, NI, 0.0f, gx, 0, 1);
+    int rc = cuda_gemm(c, dt, false, NI, 0, tensor_data(t[0]), true, NI, 0, tensor_data(t[1]),
+                       B * T, G, NI, 0.0f, gx, 0, 1);
     for (int64_t s = 0; rc == 0 && s < T; s++) {
         int64_t tt = step_t(s, T, rev), tp = step_t(s - 1, T, rev);
         if (s > 0)
@@ -141,10 +141,10 @@ static int lstm_bwd(cuda_ctx *c, const graph_node *n, tensor *const *t, tensor *
     int rc = 0;
     for (int64_t s = T - 1; rc == 0 && s >= 0; s--) {
         int64_t tt = step_t(s, T, rev), tp = step_t(s - 1, T, rev);
-        rc = pw_launch(c, B * H,
-                       lstm_cell_back_f<E>{dy, ys, dhr, dg, hp, dc, B, T, H, tt, tp, s == 0,
-                                           s == T - 1},
-                       "lstm_cell_back<<<>>>");
+        rc = pw_launch(
+            c, B * H,
+            lstm_cell_back_f<E>{dy, ys, dhr, dg, hp, dc, B, T, H, tt, tp, s == 0, s == T - 1},
+            "lstm_cell_back<<<>>>");
         if (rc == 0 && s > 0)
             rc = cuda_gemm(c, dt, false, T * G, 0, dg + tt * G, false, H, 0, tensor_data(t[3]), B,
                            H, G, 0.0f, dhr, 0, 1);

@@ -51,8 +51,9 @@ int nn_lstm(nn_ctx *x) {
             continue;
         }
         int bw = lstm_direction(x, h, H, l, true);
-        h = bw < 0 ? -1 : nn_check(x, graph_op(x->g, OP_CONCAT, 2, (int[]){fw, bw},
-                                               (int64_t[GRAPH_MAX_IA]){2}, NULL));
+        h = bw < 0 ? -1
+                   : nn_check(x, graph_op(x->g, OP_CONCAT, 2, (int[]){fw, bw},
+                                          (int64_t[GRAPH_MAX_IA]){2}, NULL));
     }
     if (h >= 0 && !bf)
         h = nn_check(x, graph_permute(x->g, h, (int[]){1, 0, 2}));
@@ -87,6 +88,6 @@ int nn_ctc(nn_ctx *x) {
         return nn_fail(x, "blank", "ctc: blank %lld is not one of the %lld classes",
                        (long long)blank, (long long)n->shape[2]);
     int64_t ia[GRAPH_MAX_IA] = {blank, nn_bool(x, "zero_infinity", false)};
-    return nn_emit(x, graph_op(x->g, OP_CTC_LOSS, 3, (int[]){lp, nn_in(x, 1), nn_in(x, 2)}, ia,
-                               NULL));
+    return nn_emit(x,
+                   graph_op(x->g, OP_CTC_LOSS, 3, (int[]){lp, nn_in(x, 1), nn_in(x, 2)}, ia, NULL));
 }
