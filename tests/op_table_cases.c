@@ -321,6 +321,63 @@ static int b_attention_grad(graph *g, const op_case *tc) {
     return out(g, graph_op(g, OP_ATTENTION_GRAD, tc->ia[1] ? 6 : 5, gs, ia, tc->fa));
 }
 
+// One LSTM layer and direction over x (shape: B, T, I) with hidden
+// shape2[0], ia as lstm's: every operand an input of the case's dtype
+static int lstm_node(graph *g, const op_case *tc, const int64_t *ia, int *src) {
+    int64_t H = tc->shape2[0], I = tc->shape[2];
+    src[0] = in(g, "x", tc->dt, 3, tc->shape);
+    src[1] = in(g, "w", tc->dt, 2, (int64_t[]){4 * H, I});
+    src[2] = in(g, "w", tc->dt, 2, (int64_t[]){4 * H, H});
+    src[3] = in(g, "w", tc->dt, 1, (int64_t[]){4 * H});
+    src[4] = in(g, "w", tc->dt, 1, (int64_t[]){4 * H});
+    return graph_op(g, OP_LSTM, 5, src, ia, NULL);
+}
+
+static int b_lstm(graph *g, const op_case *tc) {
+    int src[5];
+    return out(g, lstm_node(g, tc, tc->ia, src));
+}
+
+// lstm_node in training, then its backward: LSTM_GRAD of a dy input of the
+// forward's (6, B, T, H) shape
+static int b_lstm_grad(graph *g, const op_case *tc) {
+    int64_t ia[GRAPH_MAX_IA] = {tc->ia[0], 1};
+    int src[5];
+    int y = lstm_node(g, tc, ia, src);
+    if (y < 0)
+        return -1;
+    int64_t ys[4];
+    memcpy(ys, g->nodes[y].shape, sizeof ys); // in() may move the nodes
+    int gs[5] = {in(g, "dy", tc->dt, 4, ys), src[0], src[1], src[2], y};
+    return out(g, graph_op(g, OP_LSTM_GRAD, 5, gs, ia, NULL));
+}
+
+// F.ctc_loss over log_probs (shape: T, B, C), targets (B, shape2[0]) in
+// [1, C) (blank 0) and lengths in [0, shape2[0]]; ia as ctc_loss's
+static int ctc_inputs(graph *g, const op_case *tc, int *src) {
+    int64_t B = tc->shape[1], S = tc->shape2[0];
+    src[0] = in(g, "x", tc->dt, 3, tc->shape);
+    src[1] = in_int(g, DT_I32, 2, (int64_t[]){B, S}, 1, tc->shape[2]);
+    src[2] = in_int(g, DT_I64, 1, &B, 0, S + 1);
+    return src[2];
+}
+
+static int b_ctc(graph *g, const op_case *tc) {
+    int src[3];
+    if (ctc_inputs(g, tc, src) < 0)
+        return -1;
+    return out(g, graph_op(g, OP_CTC_LOSS, 3, src, tc->ia, NULL));
+}
+
+// its backward: a dloss () input, then ctc_loss's inputs
+static int b_ctc_grad(graph *g, const op_case *tc) {
+    int src[4];
+    src[0] = in(g, "dy", DT_F32, 0, NULL);
+    if (ctc_inputs(g, tc, src + 1) < 0)
+        return -1;
+    return out(g, graph_op(g, OP_CTC_LOSS_GRAD, 4, src, tc->ia, NULL));
+}
+
 static int b_reshape(graph *g, const op_case *tc) {
     int x = in(g, "x", tc->dt, tc->nd, tc->shape);
     return out(g, graph_reshape(g, x, tc->nd2, tc->shape2));
@@ -2283,6 +2340,27 @@ const op_case op_cases[] = {
      IA(PAD_REFLECT, 0, 0, 0, 0, 4, 1, 2, 5), ONE, ALSO_F16(0, 0)},
     {"pad_grad_constant", b_pad_grad, OP_PAD_GRAD, S3(4, 7, 5), T3(7, 7, 8),
      IA(PAD_CONSTANT, 1, 2, 0, 0, 3, 0), ONE},
+    // one LSTM layer and direction (ia: reverse, training): T steps are 2T kernels (the
+    // input GEMM, a GEMM of h_prev past the first step, a cell each); the training slabs;
+    // the reverse direction; f16 and bf16. Its backward: 2T - 1 more, then dx, d w_ih,
+    // d w_hh, d b; reverse; f16
+    {"lstm", b_lstm, OP_LSTM, S3(3, 5, 7), .nd2 = 1, .shape2 = {6}, GEMM(13), .kernels = 10,
+     .half = HALF_F16 | HALF_BF16},
+    {"lstm_train", b_lstm, OP_LSTM, S3(2, 4, 9), .nd2 = 1, .shape2 = {5}, IA(0, 1), GEMM(14),
+     .kernels = 8},
+    {"lstm_reverse", b_lstm, OP_LSTM, S3(3, 5, 4), .nd2 = 1, .shape2 = {8}, IA(1, 1), GEMM(12),
+     .kernels = 10, .half = HALF_F16},
+    {"lstm_grad", b_lstm_grad, OP_LSTM_GRAD, S3(3, 5, 7), .nd2 = 1, .shape2 = {6}, GEMM(24),
+     .kernels = 23, .half = HALF_F16},
+    {"lstm_grad_reverse", b_lstm_grad, OP_LSTM_GRAD, S3(2, 4, 3), .nd2 = 1, .shape2 = {5}, IA(1),
+     GEMM(20), .kernels = 19},
+    // CTC (blank 0 here; doctr's is the last class), zero_infinity: targets of up to 3 labels
+    // (repeats need a blank between) over 7 steps, lengths from 0; its alpha-beta backward.
+    // AMP runs it in f32, so no 16-bit rows
+    {"ctc_loss", b_ctc, OP_CTC_LOSS, S3(7, 4, 5), .nd2 = 1, .shape2 = {3}, IA(0, 1), .rtol = 1e-5,
+     .atol = 1e-5, ONE},
+    {"ctc_loss_grad", b_ctc_grad, OP_CTC_LOSS_GRAD, S3(7, 4, 5), .nd2 = 1, .shape2 = {3}, IA(0, 1),
+     .rtol = 1e-4, .atol = 1e-5, ONE},
 };
 
 const int op_ncases = (int)(sizeof op_cases / sizeof op_cases[0]);

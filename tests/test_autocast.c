@@ -21,7 +21,8 @@ static void test_rules(void **state) {
         switch (op_kind(op)) {
         case OPK_GEMM:
         case OPK_CONV:
-        case OPK_ATTENTION: want = AC_LOW; break;
+        case OPK_ATTENTION:
+        case OPK_RNN: want = AC_LOW; break;
         case OPK_NORM:
         case OPK_LOSS: want = AC_F32; break;
         case OPK_BINARY:

@@ -311,12 +311,45 @@ static int b_pad(graph *g) {
     return weighted_loss(g, graph_op(g, OP_PAD, 1, &y, ia, NULL));
 }
 
+// An LSTM layer's backward through time, forward then reverse (a
+// bidirectional layer's two directions stacked): slab 0, the h of each step
+static int lstm_layer(graph *g, int x, int64_t H, bool rev) {
+    int64_t I = g->nodes[x].shape[2], B = g->nodes[x].shape[0], T = g->nodes[x].shape[1];
+    int src[5] = {x, param(g, "w_ih", SHAPE(4 * H, I)), param(g, "w_hh", SHAPE(4 * H, H)),
+                  param(g, "b_ih", SHAPE(4 * H)), param(g, "b_hh", SHAPE(4 * H))};
+    int64_t ia[GRAPH_MAX_IA] = {rev, 1};
+    int y = graph_slice(g, graph_op(g, OP_LSTM, 5, src, ia, NULL), 0, 0, 1);
+    return graph_reshape(g, y, 3, (int64_t[]){B, T, H});
+}
+
+static int b_lstm(graph *g) {
+    int h = lstm_layer(g, param(g, "x", SHAPE(2, 4, 3)), 5, false);
+    return weighted_loss(g, h < 0 ? -1 : lstm_layer(g, h, 3, true));
+}
+
+// CTC's alpha-beta gradient through a log_softmax, as doctr's loss: targets
+// of up to 3 labels over 6 steps (blank 4, the last class)
+static int b_ctc(graph *g) {
+    int x = param(g, "x", SHAPE(6, 3, 5));
+    int tg = graph_input(g, "targets", DT_I32, SHAPE(3, 3));
+    int len = graph_input(g, "lengths", DT_I32, SHAPE(3));
+    int64_t r[2][3] = {{0, 4, 1}, {1, 4, 1}};
+    for (int k = 0; k < 2; k++)
+        memcpy(g->nodes[k ? len : tg].ia, r[k], sizeof r[k]);
+    int64_t ia[GRAPH_MAX_IA] = {4, 1};
+    int lp = graph_unary(g, OP_LOG_SOFTMAX, x);
+    g->loss = graph_op(g, OP_CTC_LOSS, 3, (int[]){lp, tg, len}, ia, NULL);
+    return g->loss;
+}
+
 static void test_gemm(void **state) {
     (void)state;
     check_grads("roll", b_roll);
     check_grads("unfold", b_unfold);
     check_grads("fold", b_fold);
     check_grads("pad", b_pad);
+    check_grads("lstm", b_lstm);
+    check_grads("ctc_loss", b_ctc);
     check_grads("fft2_real", b_fft2_real);
     check_grads("matmul", b_matmul);
     check_grads("linear", b_linear);

@@ -12,7 +12,8 @@ autocast_rule_kind autocast_rule(enum op op) {
     case OP_LINEAR:
     case OP_CONV2D:
     case OP_CONV_TRANSPOSE2D:
-    case OP_ATTENTION: return AC_LOW;
+    case OP_ATTENTION:
+    case OP_LSTM: return AC_LOW; // cuDNN's RNNs are on autocast's f16 list
     case OP_EXP:
     case OP_LOG:
     case OP_RSQRT:
@@ -26,6 +27,7 @@ autocast_rule_kind autocast_rule(enum op op) {
     case OP_GROUP_NORM:
     case OP_INSTANCE_NORM:
     case OP_CROSS_ENTROPY:
+    case OP_CTC_LOSS:
     case OP_MSE_LOSS:
     case OP_BCE_LOSS: // with logits (autocast_build refuses the plain form, as torch)
     case OP_SUM:

@@ -389,6 +389,22 @@ static int sum_heads(ag *a, int dt, int like, int64_t G) {
     return s < 0 ? -1 : graph_reshape(a->g, s, 4, l.shape);
 }
 
+// A fused backward's flat output gr sliced into the gradients of xs, in
+// order, each reshaped to its source's shape; the last `share` sources take
+// one slice together (LSTM's two biases).
+static int flat_grads(ag *a, int gr, int nx, const int *xs, int share, const char *what) {
+    int64_t at = 0;
+    for (int i = 0; i < nx; i++) {
+        graph_node xn = node(a, xs[i]);
+        int64_t len = graph_node_numel(&xn);
+        if (a->req[xs[i]] &&
+            accumulate(a, xs[i], reshape_to(a, graph_slice(a->g, gr, 0, at, len), xs[i])) < 0)
+            return chk(a, -1, what);
+        at += i < nx - share ? len : 0;
+    }
+    return 0;
+}
+
 // ATTENTION's backward as one ATTENTION_GRAD node, as PyTorch's fused
 // scaled_dot_product_attention backward: the probabilities recomputed a
 // tile at a time inside it, its flat dq | dk | dv sliced into the three
@@ -406,16 +422,7 @@ static int back_attention_fused(ag *a, const graph_node *n, int y, int dy) {
     int gr = graph_op(g, OP_ATTENTION_GRAD, ns, src, ia, n->fa);
     if (chk(a, gr, "attention") < 0)
         return -1;
-    int64_t at = 0;
-    for (int i = 0; i < 3; i++) {
-        int x = n->src[i];
-        graph_node xn = node(a, x);
-        int64_t len = graph_node_numel(&xn);
-        if (a->req[x] && accumulate(a, x, reshape_to(a, graph_slice(g, gr, 0, at, len), x)) < 0)
-            return chk(a, -1, "attention");
-        at += len;
-    }
-    return 0;
+    return flat_grads(a, gr, 3, n->src, 0, "attention");
 }
 
 // ATTENTION's backward. Fused (above) unless the bias needs a gradient: then
@@ -473,6 +480,20 @@ static int back_attention(ag *a, const graph_node *n, int y, int dy) {
     if (n->ia[1] && a->req[n->src[n->ia[1]]])
         return accumulate(a, n->src[n->ia[1]], sum_to(a, ds, n->src[n->ia[1]]));
     return 0;
+}
+
+// LSTM's backward through time as one LSTM_GRAD node, as PyTorch's
+// _cudnn_rnn_backward: its flat dx | d w_ih | d w_hh | d b sliced into the
+// gradients, d b going to both biases (they are summed in every gate).
+static int back_lstm(ag *a, const graph_node *n, int y, int dy) {
+    graph *g = a->g;
+    if (!n->ia[1])
+        return agfail(a, "lstm: built for inference (no saved gates); build it with ia1 set");
+    int src[5] = {dy, n->src[0], n->src[1], n->src[2], y};
+    int gr = graph_op(g, OP_LSTM_GRAD, 5, src, n->ia, n->fa);
+    if (chk(a, gr, "lstm") < 0)
+        return -1;
+    return flat_grads(a, gr, 5, n->src, 2, "lstm");
 }
 
 // The gradient of forward node i (dy) spread to its inputs.
@@ -559,6 +580,10 @@ static int backward(ag *a, int i) {
                 a, n.src[0],
                 graph_op(g, n.op == OP_BCE_LOSS ? OP_BCE_LOSS_GRAD : OP_CROSS_ENTROPY_GRAD, 3,
                          (int[]){dy, n.src[0], n.src[1]}, n.ia, n.fa));
+        if (n.op == OP_CTC_LOSS) // the log_probs' gradient; the integers get none
+            return accumulate(a, n.src[0],
+                              graph_op(g, OP_CTC_LOSS_GRAD, 4,
+                                       (int[]){dy, n.src[0], n.src[1], n.src[2]}, n.ia, NULL));
         else {
             int d = graph_op(g, OP_MSE_LOSS_GRAD, 3, (int[]){dy, n.src[0], n.src[1]}, NULL, NULL);
             if (!a->req[n.src[0]]) // only the target needs it: d/db = -d/da
@@ -568,6 +593,7 @@ static int backward(ag *a, int i) {
             return a->req[n.src[1]] ? accumulate(a, n.src[1], graph_unary(g, OP_NEG, d)) : 0;
         }
     case OPK_ATTENTION: return back_attention(a, &n, i, dy);
+    case OPK_RNN: return back_lstm(a, &n, i, dy);
     case OPK_FFT: // linear and self-adjoint (the cosine kernel is symmetric): dx = fft2_real(dy)
         return accumulate(a, n.src[0], graph_unary(g, OP_FFT2_REAL, dy));
     case OPK_GRAD:

@@ -180,6 +180,8 @@ static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
     case OP_CROSS_ENTROPY: rc = cuda_cross_entropy(cc, s[0], s[1], n->ia[0], n->fa[0], y); break;
     case OP_MSE_LOSS: rc = cuda_mse_loss(cc, s[0], s[1], y); break;
     case OP_BCE_LOSS: rc = cuda_bce_loss(cc, n, s[0], s[1], y); break;
+    case OP_LSTM: rc = cuda_lstm(cc, n, (const tensor *const *)s, y); break;
+    case OP_CTC_LOSS: rc = cuda_ctc_loss(cc, n, s[0], s[1], s[2], y); break;
     case OP_MATMUL: rc = cuda_matmul(cc, s[0], s[1], y); break;
     case OP_LINEAR: rc = cuda_linear(cc, s[0], s[1], n->nsrc > 2 ? s[2] : NULL, y); break;
     case OP_DEQUANT: rc = cuda_dequant(cc, n, s[0], s[1], y); break;
@@ -216,9 +218,11 @@ static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
     case OP_EMBEDDING_GRAD: rc = cuda_embedding_grad(cc, s[0], s[1], y); break;
     case OP_SLICE_GRAD: rc = cuda_slice_grad(cc, n, s[0], y); break;
     case OP_PAD_GRAD: rc = cuda_pad_grad(cc, n, s[0], y); break;
+    case OP_LSTM_GRAD: rc = cuda_lstm_grad(cc, n, (const tensor *const *)s, y); break;
     case OP_CROSS_ENTROPY_GRAD: rc = cuda_cross_entropy_grad(cc, n, s[0], s[1], s[2], y); break;
     case OP_MSE_LOSS_GRAD: rc = cuda_mse_loss_grad(cc, s[0], s[1], s[2], y); break;
     case OP_BCE_LOSS_GRAD: rc = cuda_bce_loss_grad(cc, n, s[0], s[1], s[2], y); break;
+    case OP_CTC_LOSS_GRAD: rc = cuda_ctc_loss_grad(cc, n, s[0], s[1], s[2], s[3], y); break;
     case OP_FOUND_INF: rc = cuda_found_inf(cc, n, (const tensor *const *)s, y); break;
     case OP_ATTENTION_GRAD:
         rc = cuda_attention_grad(cc, n, s[0], s[1], s[2], s[3], s[4],

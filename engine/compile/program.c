@@ -117,9 +117,11 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
     case OP_EMBEDDING_GRAD: return cpu_embedding_grad(c, s[0], s[1], y);
     case OP_SLICE_GRAD: return cpu_slice_grad(c, n, s[0], y);
     case OP_PAD_GRAD: return cpu_pad_grad(c, n, s[0], y);
+    case OP_LSTM_GRAD: return cpu_lstm_grad(c, n, (const tensor *const *)s, y);
     case OP_CROSS_ENTROPY_GRAD: return cpu_cross_entropy_grad(c, n, s[0], s[1], s[2], y);
     case OP_MSE_LOSS_GRAD: return cpu_mse_loss_grad(c, s[0], s[1], s[2], y);
     case OP_BCE_LOSS_GRAD: return cpu_bce_loss_grad(c, n, s[0], s[1], s[2], y);
+    case OP_CTC_LOSS_GRAD: return cpu_ctc_loss_grad(c, n, s[0], s[1], s[2], s[3], y);
     case OP_ATTENTION_GRAD:
         return cpu_attention_grad(c, n, s[0], s[1], s[2], s[3], s[4],
                                   n->ia[1] ? s[n->ia[1]] : NULL, n->ia[2] ? s[n->ia[2]] : NULL, y);
@@ -159,6 +161,8 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
     case OP_CROSS_ENTROPY: return cpu_cross_entropy(c, s[0], s[1], n->ia[0], n->fa[0], y);
     case OP_MSE_LOSS: return cpu_mse_loss(c, s[0], s[1], y);
     case OP_BCE_LOSS: return cpu_bce_loss(c, n, s[0], s[1], y);
+    case OP_LSTM: return cpu_lstm(c, n, (const tensor *const *)s, y);
+    case OP_CTC_LOSS: return cpu_ctc_loss(c, n, s[0], s[1], s[2], y);
     case OP_MATMUL: return cpu_matmul(c, s[0], s[1], y);
     case OP_LINEAR: return cpu_linear(c, s[0], s[1], n->nsrc > 2 ? s[2] : NULL, y);
     case OP_DEQUANT: return cpu_dequant(c, n, s[0], s[1], y);

@@ -335,6 +335,47 @@ static int infer_grad_shaped(graph *g, graph_node *n, const graph_node *const *s
 // input's), or the weight gradients' (2, C) / (C).
 static int infer_attention_grad(graph *g, graph_node *n, const graph_node *const *s);
 
+// LSTM: x (B, T, I), w_ih (4H, I), w_hh (4H, H), b_ih, b_hh (4H), all of
+// x's float dtype -> (K, B, T, H), K 6 in training (ia1), else 1
+static int infer_rnn(graph *g, graph_node *n, const graph_node *const *s) {
+    char b0[96], b1[96], b2[96];
+    const graph_node *x = s[0], *wi = s[1], *wh = s[2];
+    if (x->ndim != 3 || wi->ndim != 2 || wh->ndim != 2 || wh->shape[0] != 4 * wh->shape[1] ||
+        wi->shape[0] != wh->shape[0] || wi->shape[1] != x->shape[2])
+        return fail(g, "lstm: needs x (B, T, I), w_ih (4H, I), w_hh (4H, H); got %s, %s, %s",
+                    shape_s(b0, x), shape_s(b1, wi), shape_s(b2, wh));
+    for (int k = 0; k < 5; k++) {
+        if (s[k]->dtype != x->dtype || !dtype_is_float(x->dtype))
+            return fail(g, "lstm: every input must have x's float dtype, input %d is %s", k,
+                        dtype_name(s[k]->dtype));
+        if (k >= 3 && (s[k]->ndim != 1 || s[k]->shape[0] != wi->shape[0]))
+            return fail(g, "lstm: the biases must be (%lld), got %s", (long long)wi->shape[0],
+                        shape_s(b0, s[k]));
+    }
+    n->ndim = 4;
+    n->shape[0] = n->ia[1] ? 6 : 1;
+    n->shape[1] = x->shape[0];
+    n->shape[2] = x->shape[1];
+    n->shape[3] = wh->shape[1];
+    return 0;
+}
+
+// LSTM_GRAD: dy, x, w_ih, w_hh, y = lstm's training output -> flat grads
+static int infer_lstm_grad(graph *g, graph_node *n, const graph_node *const *s) {
+    char b0[96], b1[96], b2[96];
+    const graph_node *x = s[1], *wi = s[2], *wh = s[3], *y = s[4];
+    if (x->ndim != 3 || wi->ndim != 2 || wh->ndim != 2 || y->ndim != 4 || y->shape[0] != 6 ||
+        !same_shape(s[0], y) || y->shape[1] != x->shape[0] || y->shape[2] != x->shape[1] ||
+        wh->shape[0] != 4 * y->shape[3] || wh->shape[1] != y->shape[3] ||
+        wi->shape[0] != wh->shape[0] || wi->shape[1] != x->shape[2])
+        return fail(g, "lstm_grad: dy %s and y %s must be lstm's training output over x %s",
+                    shape_s(b0, s[0]), shape_s(b1, y), shape_s(b2, x));
+    int64_t H = wh->shape[1], I = wi->shape[1];
+    n->ndim = 1;
+    n->shape[0] = graph_node_numel(x) + 4 * H * I + 4 * H * H + 4 * H;
+    return 0;
+}
+
 static int infer_grad(graph *g, graph_node *n, const graph_node *const *s, int ndim_hint,
                       const int64_t *shape_hint) {
     const graph_node *dy = s[0];
@@ -386,6 +427,7 @@ static int infer_grad(graph *g, graph_node *n, const graph_node *const *s, int n
         return 0;
     }
     case OP_ATTENTION_GRAD: return infer_attention_grad(g, n, s);
+    case OP_LSTM_GRAD: return infer_lstm_grad(g, n, s);
     case OP_FOUND_INF: // s[0] the scale, s[1] with ia0 an earlier flag
         n->ndim = 0;
         n->dtype = DT_F32;
@@ -398,6 +440,7 @@ static int infer_grad(graph *g, graph_node *n, const graph_node *const *s, int n
             return fail(g, "found_inf: a chained flag needs tensors to check as well");
         return 0;
     case OP_CROSS_ENTROPY_GRAD:
+    case OP_CTC_LOSS_GRAD:
     case OP_MSE_LOSS_GRAD:
     case OP_BCE_LOSS_GRAD:
         if (dy->ndim != 0)
@@ -778,6 +821,26 @@ static int infer_copy(graph *g, graph_node *n, const graph_node *const *s) {
     return 0;
 }
 
+// CTC_LOSS: log_probs (T, B, C) float, targets (B, S) and lengths (B) integers
+static int infer_ctc(graph *g, const graph_node *n, const graph_node *const *s) {
+    char b0[96], b1[96], b2[96];
+    const graph_node *lp = s[0], *tg = s[1], *len = s[2];
+    if (lp->ndim != 3 || tg->ndim != 2 || len->ndim != 1 || tg->shape[0] != lp->shape[1] ||
+        len->shape[0] != lp->shape[1] || !dtype_is_float(lp->dtype))
+        return fail(g,
+                    "ctc_loss: needs float log_probs (T, B, C), targets (B, S), lengths (B); "
+                    "got %s, %s, %s",
+                    shape_s(b0, lp), shape_s(b1, tg), shape_s(b2, len));
+    for (int k = 1; k <= 2; k++)
+        if (s[k]->dtype != DT_I32 && s[k]->dtype != DT_I64)
+            return fail(g, "ctc_loss: targets and lengths must be integers, input %d is %s", k,
+                        dtype_name(s[k]->dtype));
+    if (n->ia[0] < 0 || n->ia[0] >= lp->shape[2])
+        return fail(g, "ctc_loss: blank %lld is not a class of %lld", (long long)n->ia[0],
+                    (long long)lp->shape[2]);
+    return 0;
+}
+
 static int infer_loss(graph *g, graph_node *n, const graph_node *const *s) {
     char b0[96], b1[96];
     n->ndim = 0;
@@ -791,6 +854,8 @@ static int infer_loss(graph *g, graph_node *n, const graph_node *const *s) {
                         dtype_name(s[0]->dtype), dtype_name(s[1]->dtype));
         return 0;
     }
+    if (n->op == OP_CTC_LOSS)
+        return infer_ctc(g, n, s);
     if (s[0]->ndim != 2 || s[1]->ndim != 1 || s[0]->shape[0] != s[1]->shape[0])
         return fail(g, "cross_entropy: logits %s and targets %s must be (N, C) and (N)",
                     shape_s(b0, s[0]), shape_s(b1, s[1]));
@@ -979,6 +1044,7 @@ static int infer(graph *g, graph_node *n, int ndim_hint, const int64_t *shape_hi
         return infer_update(g, n, s);
     case OPK_ATTENTION: return infer_attention(g, n, s);
     case OPK_FFT: return infer_fft(g, n, s[0]);
+    case OPK_RNN: return infer_rnn(g, n, s);
     }
     return fail(g, "unknown op kind");
 }
@@ -1164,6 +1230,11 @@ double graph_flops(const graph *g) {
         case OPK_POOL:
             f += out * (double)(n->op == OP_UPSAMPLE_NEAREST ? 1 : n->ia[4] * n->ia[5]);
             break;
+        case OPK_RNN: { // two GEMMs a step (x w_ih^T, h w_hh^T), the cell's ~10 flops a gate
+            double bt = (double)n->shape[1] * n->shape[2], H = (double)n->shape[3];
+            f += bt * 4 * H * (2 * (double)x->shape[2] + 2 * H + 3);
+            break;
+        }
         case OPK_FFT: // a real-input 2-D FFT: 2.5 N log2(S H), half a complex one's 5 N log2 N
             f += 2.5 * out * log2((double)n->shape[n->ndim - 2] * (double)n->shape[n->ndim - 1]);
             break;

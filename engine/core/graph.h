@@ -44,6 +44,7 @@ enum op_kind {
     OPK_GRAD,   // backward ops (engine/autodiff/autograd.c)
     OPK_UPDATE, // in-place updates of sources (optimizers, running statistics)
     OPK_ATTENTION,
+    OPK_RNN, // recurrent layers over (B, T, I) (lstm)
     OPK_FFT, // transforms over trailing axes that keep the shape (fft2_real)
 };
 

@@ -11,8 +11,26 @@
 #pragma once
 #include "dtype.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+#ifdef __CUDACC__
+#define OP_RULES_HD __host__ __device__
+#else
+#define OP_RULES_HD
+#endif
+
+// log(e^a + e^b) with -inf for an impossible term: the log-space sum of the
+// CTC recursions (the CPU and CUDA kernels)
+static inline OP_RULES_HD double op_logaddexp(double a, double b) {
+    if (a == -INFINITY)
+        return b;
+    if (b == -INFINITY)
+        return a;
+    double m = a > b ? a : b;
+    return m + log(exp(a - m) + exp(b - m));
+}
 
 // splitmix64's finalizer: a bijective 64-bit mix, counter-based, so any
 // element's mask bit is computed alone (threads and vector lanes need no

@@ -89,6 +89,8 @@ EC_KERNEL(pad, cuda_pad(C, n, s[0], y))
 EC_KERNEL(cross_entropy, cuda_cross_entropy(C, s[0], s[1], n->ia[0], n->fa[0], y))
 EC_KERNEL(mse_loss, cuda_mse_loss(C, s[0], s[1], y))
 EC_KERNEL(bce_loss, cuda_bce_loss(C, n, s[0], s[1], y))
+EC_KERNEL(lstm, cuda_lstm(C, n, (const tensor *const *)s, y))
+EC_KERNEL(ctc_loss, cuda_ctc_loss(C, n, s[0], s[1], s[2], y))
 EC_KERNEL(attention, cuda_attention(C, n, s[0], s[1], s[2], n->ia[1] ? s[n->ia[1]] : NULL,
                                     n->ia[2] ? s[n->ia[2]] : NULL, y))
 
@@ -119,9 +121,11 @@ EC_KERNEL(avg_pool2d_grad, cuda_pool2d_grad(C, n, s[0], NULL, y))
 EC_KERNEL(embedding_grad, cuda_embedding_grad(C, s[0], s[1], y))
 EC_KERNEL(slice_grad, cuda_slice_grad(C, n, s[0], y))
 EC_KERNEL(pad_grad, cuda_pad_grad(C, n, s[0], y))
+EC_KERNEL(lstm_grad, cuda_lstm_grad(C, n, (const tensor *const *)s, y))
 EC_KERNEL(cross_entropy_grad, cuda_cross_entropy_grad(C, n, s[0], s[1], s[2], y))
 EC_KERNEL(mse_loss_grad, cuda_mse_loss_grad(C, s[0], s[1], s[2], y))
 EC_KERNEL(bce_loss_grad, cuda_bce_loss_grad(C, n, s[0], s[1], s[2], y))
+EC_KERNEL(ctc_loss_grad, cuda_ctc_loss_grad(C, n, s[0], s[1], s[2], s[3], y))
 EC_KERNEL(found_inf, cuda_found_inf(C, n, (const tensor *const *)s, y))
 EC_KERNEL(attention_grad, cuda_attention_grad(C, n, s[0], s[1], s[2], s[3], s[4],
                                               n->ia[1] ? s[n->ia[1]] : NULL,

@@ -67,6 +67,7 @@ typedef int (*eager_kernel_fn)(void *ctx, const graph_node *n, tensor *const *s,
 #define EAGER_ENTRY_OPK_UPDATE(fn) fn
 #define EAGER_ENTRY_OPK_ATTENTION(fn) fn
 #define EAGER_ENTRY_OPK_FFT(fn)       fn
+#define EAGER_ENTRY_OPK_RNN(fn)       fn
 
 // A device: its kernel table and allocator. ctx is the first argument of
 // every callback.

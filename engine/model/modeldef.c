@@ -607,9 +607,9 @@ static int load_loss_term(modeldef *md, const yd_node *l, bool in_mean, diag *d)
     const yd_node *k = l->keys[0], *v = l->vals[0];
     if (!nn_loss_known(k->str))
         return diag_set(d, md->path, k->line, k->col, "unknown loss '%s'; %s", k->str,
-                        in_mean ? "a mean's terms are cross_entropy, mse, bce, bce_with_logits "
-                                  "or output_mean"
-                                : "expected cross_entropy, mse, bce, bce_with_logits, "
+                        in_mean ? "a mean's terms are cross_entropy, mse, bce, bce_with_logits, "
+                                  "ctc or output_mean"
+                                : "expected cross_entropy, mse, bce, bce_with_logits, ctc, "
                                   "output_mean or mean");
     if (yd_expect(md->doc, v, YD_MAP, "the loss", d) < 0)
         return -1;
@@ -620,9 +620,13 @@ static int load_loss_term(modeldef *md, const yd_node *l, bool in_mean, diag *d)
     if (t && no_target)
         return diag_set(d, md->path, t->line, t->col,
                         "loss 'output_mean' takes no 'target:' (the mean of its input)");
+    if (!strcmp(k->str, "ctc") != !!yd_get(v, "lengths"))
+        return diag_set(d, md->path, v->line, v->col,
+                        "loss '%s' %s 'lengths:' (the target lengths, ctc's alone)", k->str,
+                        strcmp(k->str, "ctc") ? "takes no" : "needs");
     for (int i = 0; i < v->n; i++) {
         const char *key = v->keys[i]->str;
-        bool name = !strcmp(key, "input") || !strcmp(key, "target");
+        bool name = !strcmp(key, "input") || !strcmp(key, "target") || !strcmp(key, "lengths");
         int rc = name ? check_name(md, v->vals[i], key, d) : check_value(md, v->vals[i], d);
         if (rc < 0)
             return -1;

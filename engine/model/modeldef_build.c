@@ -886,17 +886,20 @@ static int build_loss_term(md_build *b, md_scope *root, const yd_node *l, const 
                            int *out) {
     const yd_node *type = l->keys[0], *v = l->vals[0];
     const yd_node *in = yd_get(v, "input"), *tg = yd_get(v, "target");
-    int ids[2];
+    const yd_node *len = yd_get(v, "lengths"); // a third input (ctc's target lengths)
+    int ids[3];
     *out = -1;
     if (in ? resolve(b, root, in, &ids[0]) < 0 : (ids[0] = root->prev) < 0)
         return -1;
     if (tg && resolve(b, root, tg, &ids[1]) < 0)
         return -1;
+    if (len && resolve(b, root, len, &ids[2]) < 0)
+        return -1;
     if (!b->training)
         return 0;
     nn_result r;
-    if (call_nn(b, type, type->str, prefix, v, ids, tg ? 2 : 1,
-                (const char *const[]){"input", "target", NULL}, &r) < 0)
+    if (call_nn(b, type, type->str, prefix, v, ids, len ? 3 : tg ? 2 : 1,
+                (const char *const[]){"input", "target", "lengths", NULL}, &r) < 0)
         return -1;
     *out = r.out[0];
     return 0;

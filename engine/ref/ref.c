@@ -1752,3 +1752,195 @@ void ref_session_free(ref_session *s) {
     free(s->src);
     free(s);
 }
+
+// One LSTM layer and direction in fp64, step by step: the gates i, f, g, o
+// of x_t w_ih^T + b_ih + h_prev w_hh^T + b_hh, c = f c_prev + i g,
+// h = o tanh(c); (K, B, T, H) with the training slabs c, i, f, g, o.
+static int ref_lstm(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    int64_t K = n->shape[0], B = n->shape[1], T = n->shape[2], H = n->shape[3];
+    int64_t I = src(c, n, 0)->shape[2], BTH = B * T * H;
+    double *cs = malloc((size_t)BTH * sizeof *cs);
+    if (!cs)
+        return fail(c, "lstm: out of memory for the cell states");
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t st = 0; st < T; st++) {
+            int64_t t = n->ia[0] ? T - 1 - st : st, tp = n->ia[0] ? t + 1 : t - 1;
+            for (int64_t j = 0; j < H; j++) {
+                double a[4];
+                for (int q = 0; q < 4; q++) {
+                    int64_t row = q * H + j;
+                    double v = s[3][row] + s[4][row];
+                    for (int64_t k = 0; k < I; k++)
+                        v += s[0][(b * T + t) * I + k] * s[1][row * I + k];
+                    for (int64_t k = 0; st > 0 && k < H; k++)
+                        v += o[(b * T + tp) * H + k] * s[2][row * H + k];
+                    a[q] = v;
+                }
+                double ig = 1 / (1 + exp(-a[0])), fg = 1 / (1 + exp(-a[1])), gg = tanh(a[2]);
+                double og = 1 / (1 + exp(-a[3]));
+                double cv = fg * (st > 0 ? cs[(b * T + tp) * H + j] : 0) + ig * gg;
+                double v[6] = {og * tanh(cv), cv, ig, fg, gg, og};
+                cs[(b * T + t) * H + j] = cv;
+                for (int q = 0; q < K; q++)
+                    o[q * BTH + (b * T + t) * H + j] = v[q];
+            }
+        }
+    free(cs);
+    return 0;
+}
+
+// LSTM's backward through time in fp64 from its saved slabs: per step
+// back from the last, dh = dy + the recurrence's, dc = dh o (1 - tanh^2 c)
+// + the next step's dc f; the gate gradients, then dx, d w_ih, d w_hh, d b.
+static int ref_lstm_grad(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    const graph_node *y = src(c, n, 4);
+    int64_t B = y->shape[1], T = y->shape[2], H = y->shape[3], I = src(c, n, 1)->shape[2];
+    int64_t G = 4 * H, BTH = B * T * H;
+    const double *dy = s[0], *x = s[1], *wi = s[2], *wh = s[3], *ys = s[4];
+    double *dx = o, *dwi = dx + B * T * I, *dwh = dwi + G * I, *db = dwh + G * H;
+    memset(o, 0, (size_t)graph_node_numel(n) * sizeof *o);
+    double *dg = malloc((size_t)(G + 2 * H) * sizeof *dg);
+    if (!dg)
+        return fail(c, "lstm_grad: out of memory");
+    double *dh = dg + G, *dc = dh + H;
+    for (int64_t b = 0; b < B; b++) {
+        memset(dh, 0, (size_t)(2 * H) * sizeof *dh);
+        for (int64_t st = T - 1; st >= 0; st--) {
+            int64_t t = n->ia[0] ? T - 1 - st : st, tp = n->ia[0] ? t + 1 : t - 1;
+            int64_t r = (b * T + t) * H, rp = (b * T + tp) * H;
+            for (int64_t j = 0; j < H; j++) {
+                double cv = ys[BTH + r + j], ig = ys[2 * BTH + r + j], fg = ys[3 * BTH + r + j];
+                double gg = ys[4 * BTH + r + j], og = ys[5 * BTH + r + j], th = tanh(cv);
+                double cp = st > 0 ? ys[BTH + rp + j] : 0, dhv = dy[r + j] + dh[j];
+                double dcv = dhv * og * (1 - th * th) + dc[j];
+                dg[j] = dcv * gg * ig * (1 - ig);
+                dg[H + j] = dcv * cp * fg * (1 - fg);
+                dg[2 * H + j] = dcv * ig * (1 - gg * gg);
+                dg[3 * H + j] = dhv * th * og * (1 - og);
+                dc[j] = dcv * fg;
+            }
+            for (int64_t k = 0; k < H; k++) {
+                double v = 0;
+                for (int64_t q = 0; q < G; q++)
+                    v += dg[q] * wh[q * H + k];
+                dh[k] = st > 0 ? v : 0;
+            }
+            for (int64_t q = 0; q < G; q++) {
+                db[q] += dg[q];
+                for (int64_t k = 0; k < I; k++) {
+                    dx[(b * T + t) * I + k] += dg[q] * wi[q * I + k];
+                    dwi[q * I + k] += dg[q] * x[(b * T + t) * I + k];
+                }
+                for (int64_t k = 0; st > 0 && k < H; k++)
+                    dwh[q * H + k] += dg[q] * ys[rp + k];
+            }
+        }
+    }
+    free(dg);
+    return 0;
+}
+
+// CTC in fp64 over probabilities scaled per step (Graves' rescaling, not
+// the kernels' log space): alpha over the extended target (blank, l1,
+// blank, ..., lL, blank), its per-step sums' logs adding up to log p; the
+// gradient from beta: d(-log p)/d lp[t, c] = -sum_{s: l'_s = c} alpha beta /
+// (p y_t(c)) in the scaled form.
+static double ctc_ref_sample(const graph_node *n, const double *const *s, int64_t b,
+                             const graph_node *lpn, int64_t S, double *al, double *be, double *grad,
+                             double gscale) {
+    int64_t T = lpn->shape[0], B = lpn->shape[1], C = lpn->shape[2], L = (int64_t)s[2][b];
+    int64_t E = 2 * L + 1, blank = n->ia[0];
+    int64_t lab[2 * S + 1];
+    for (int64_t k = 0; k < E; k++)
+        lab[k] = k % 2 ? (int64_t)s[1][b * S + k / 2] : blank;
+    double logp = 0;
+    for (int64_t t = 0; t < T; t++) {
+        double sum = 0;
+        for (int64_t k = 0; k < E; k++) {
+            double v;
+            if (t == 0)
+                v = k < 2 ? 1 : 0;
+            else {
+                const double *p = al + (t - 1) * E;
+                v = p[k] + (k >= 1 ? p[k - 1] : 0) +
+                    (k >= 2 && k % 2 && lab[k - 2] != lab[k] ? p[k - 2] : 0);
+            }
+            al[t * E + k] = v * exp(s[0][(t * B + b) * C + lab[k]]);
+            sum += al[t * E + k];
+        }
+        for (int64_t k = 0; k < E && sum > 0; k++)
+            al[t * E + k] /= sum;
+        logp += log(sum);
+    }
+    double last = al[(T - 1) * E + E - 1] + (E > 1 ? al[(T - 1) * E + E - 2] : 0);
+    logp += log(last);
+    if (!grad || !(last > 0))
+        return -logp;
+    for (int64_t t = T - 1; t >= 0; t--) {
+        double sum = 0;
+        for (int64_t k = 0; k < E; k++) {
+            double v;
+            if (t == T - 1)
+                v = k >= E - 2 ? 1 : 0;
+            else {
+                const double *q = be + (t + 1) * E;
+                v = q[k] + (k + 1 < E ? q[k + 1] : 0) +
+                    (k + 2 < E && k % 2 && lab[k + 2] != lab[k] ? q[k + 2] : 0);
+            }
+            be[t * E + k] = v * exp(s[0][(t * B + b) * C + lab[k]]);
+            sum += be[t * E + k];
+        }
+        for (int64_t k = 0; k < E && sum > 0; k++)
+            be[t * E + k] /= sum;
+    }
+    // alpha_t beta_t / y_t summed over k is p up to the step's scales: normalize per t
+    for (int64_t t = 0; t < T; t++) {
+        double z = 0;
+        for (int64_t k = 0; k < E; k++)
+            z += al[t * E + k] * be[t * E + k] / exp(s[0][(t * B + b) * C + lab[k]]);
+        for (int64_t k = 0; k < E && z > 0; k++)
+            grad[(t * B + b) * C + lab[k]] -=
+                gscale * al[t * E + k] * be[t * E + k] / exp(s[0][(t * B + b) * C + lab[k]]) / z;
+    }
+    return -logp;
+}
+
+// The loss, or (grad) its gradient times dloss; -1 with a bad target
+static int ctc_ref(ref_ctx *c, const graph_node *n, const double *const *s, double *loss,
+                   double *grad, double dloss) {
+    const graph_node *lpn = src(c, n, 0), *tg = src(c, n, 1);
+    int64_t T = lpn->shape[0], B = lpn->shape[1], C = lpn->shape[2], S = tg->shape[1];
+    double *al = malloc((size_t)(2 * T * (2 * S + 1)) * sizeof *al);
+    if (!al)
+        return fail(c, "ctc_loss: out of memory");
+    double total = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t L = (int64_t)s[2][b];
+        bool ok = L >= 0 && L <= S;
+        for (int64_t k = 0; ok && k < L; k++)
+            ok = s[1][b * S + k] >= 0 && s[1][b * S + k] < C && s[1][b * S + k] != n->ia[0];
+        if (!ok) {
+            free(al);
+            return fail(c, "ctc_loss: sample %lld has a bad target", (long long)b);
+        }
+        double per = 1.0 / (double)(L > 1 ? L : 1) / (double)B;
+        double nll = ctc_ref_sample(n, s, b, lpn, S, al, al + T * (2 * S + 1), grad, dloss * per);
+        total += (isinf(nll) && n->ia[1] ? 0 : nll) * per;
+    }
+    free(al);
+    *loss = total;
+    return 0;
+}
+
+static int ref_ctc_loss(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    return ctc_ref(c, n, s, o, NULL, 0);
+}
+
+static int ref_ctc_loss_grad(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    double loss;
+    memset(o, 0, (size_t)graph_node_numel(n) * sizeof *o);
+    graph_node f = *n; // ctc_loss's sources: the gradient's after dloss
+    for (int k = 0; k < 3; k++)
+        f.src[k] = n->src[k + 1];
+    return ctc_ref(c, &f, s + 1, &loss, o, s[0][0]);
+}

@@ -115,6 +115,11 @@ int cpu_group_norm(cpu_ctx *c, const tensor *x, const tensor *w, const tensor *b
 // logits (N, C) f32, target (N) i32/i64 -> () mean over targets != ignore
 int cpu_cross_entropy(cpu_ctx *c, const tensor *logits, const tensor *target, int64_t ignore,
                       double smoothing, tensor *out);
+// CTC_LOSS, CTC_LOSS_GRAD (ops.def; cpu_ctc.c): log_probs (T, B, C), targets (B, S), lengths (B)
+int cpu_ctc_loss(cpu_ctx *c, const graph_node *n, const tensor *lp, const tensor *tg,
+                 const tensor *len, tensor *out);
+int cpu_ctc_loss_grad(cpu_ctx *c, const graph_node *n, const tensor *dloss, const tensor *lp,
+                      const tensor *tg, const tensor *len, tensor *out);
 // () mean of (a - b)^2
 int cpu_mse_loss(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out);
 // BCE_LOSS (cpu_bce.c): x, target of one shape -> () mean binary cross entropy;
@@ -189,6 +194,9 @@ int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor
 int cpu_attention_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *q,
                        const tensor *k, const tensor *v, const tensor *y, const tensor *bias,
                        const tensor *len, tensor *out);
+// LSTM, LSTM_GRAD (ops.def; cpu_lstm.c): in the op's five inputs in order
+int cpu_lstm(cpu_ctx *c, const graph_node *n, const tensor *const *in, tensor *out);
+int cpu_lstm_grad(cpu_ctx *c, const graph_node *n, const tensor *const *in, tensor *out);
 int cpu_concat(cpu_ctx *c, int axis, int nin, const tensor *const *in, tensor *out);
 // x rolled by shifts[d] in [0, size) along each axis d (torch.roll), any strides
 int cpu_roll(cpu_ctx *c, const int64_t *shifts, const tensor *x, tensor *out);

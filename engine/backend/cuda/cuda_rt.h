@@ -258,6 +258,16 @@ int cuda_slice_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, tensor *
 // PAD, PAD_GRAD (ops.def; cuda_pad.cu): F.pad constant or reflect, and its backward
 int cuda_pad(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out);
 int cuda_pad_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, tensor *out);
+// LSTM, LSTM_GRAD (ops.def; cuda_lstm.cu): in the op's five inputs in order; cuBLAS GEMMs
+// and one cell kernel a step, as cpu_lstm
+int cuda_lstm(cuda_ctx *c, const graph_node *n, const tensor *const *in, tensor *out);
+int cuda_lstm_grad(cuda_ctx *c, const graph_node *n, const tensor *const *in, tensor *out);
+// CTC_LOSS, CTC_LOSS_GRAD (ops.def; cuda_ctc.cu): log_probs (T, B, C) f32, targets (B, S),
+// lengths (B); a thread a sample runs cpu_ctc.c's recursions
+int cuda_ctc_loss(cuda_ctx *c, const graph_node *n, const tensor *lp, const tensor *tg,
+                  const tensor *len, tensor *out);
+int cuda_ctc_loss_grad(cuda_ctx *c, const graph_node *n, const tensor *dloss, const tensor *lp,
+                       const tensor *tg, const tensor *len, tensor *out);
 // dloss (), logits (N, C), target (N) i32/i64 -> d logits; ignore index
 // n->ia[0]; a bad target is reported by the next cuda_ctx_sync
 int cuda_cross_entropy_grad(cuda_ctx *c, const graph_node *n, const tensor *dloss,

@@ -43,6 +43,10 @@ int nn_in(const nn_ctx *x, int i);
 const graph_node *nn_node(const nn_ctx *x, int id);
 
 // Layer builders, by file.
+int nn_lstm(nn_ctx *x); // nn_rnn.c
+int nn_normalize(nn_ctx *x);
+int nn_ctc(nn_ctx *x);
+int nn_l2_normalize(nn_ctx *x, int t); // nn_xcit.c
 int nn_attention(nn_ctx *x); // nn_attention.c
 int nn_convbert_attention(nn_ctx *x);
 int nn_relative_position_bias(nn_ctx *x);

@@ -771,14 +771,15 @@ int nn_slice(nn_ctx *x) {
 }
 
 int nn_softmax(nn_ctx *x) {
-    // any axis, one kernel, as torch.softmax(x, dim)
+    // any axis, one kernel, as torch.softmax(x, dim) (and log_softmax)
     int64_t axis = nn_int(x, "axis", -1);
     int nd = nn_node(x, X0)->ndim;
     if (axis < -nd || axis >= nd)
-        return nn_fail(x, "axis", "softmax: axis %lld is outside the input's %d dims",
+        return nn_fail(x, "axis", "%s: axis %lld is outside the input's %d dims", x->c->type,
                        (long long)axis, nd);
     int64_t ia[GRAPH_MAX_IA] = {axis < 0 ? -1 - axis : nd - 1 - axis};
-    return nn_emit(x, graph_op(x->g, OP_SOFTMAX, 1, (int[]){X0}, ia, NULL));
+    enum op op = strcmp(x->c->type, "log_softmax") ? OP_SOFTMAX : OP_LOG_SOFTMAX;
+    return nn_emit(x, graph_op(x->g, op, 1, (int[]){X0}, ia, NULL));
 }
 
 int nn_cls_token(nn_ctx *x) {

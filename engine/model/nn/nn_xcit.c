@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 // F.normalize(t, dim=-1): t / max(||t||_2, 1e-12) over the last axis
-static int l2_normalize(nn_ctx *x, int t) {
+int nn_l2_normalize(nn_ctx *x, int t) {
     int nd = nn_node(x, t)->ndim;
     int s = graph_reduce(x->g, OP_SUM, graph_binary(x->g, OP_MUL, t, t), nd - 1);
     int n = graph_unary(x->g, OP_SQRT, s);
@@ -38,8 +38,8 @@ int nn_xca_attention(nn_ctx *x) {
         if ((part[i] = nn_check(x, graph_permute(x->g, s, (int[]){0, 2, 3, 1}))) < 0)
             return -1;
     }
-    int q = l2_normalize(x, part[0]);
-    int k = q < 0 ? -1 : l2_normalize(x, part[1]);
+    int q = nn_l2_normalize(x, part[0]);
+    int k = q < 0 ? -1 : nn_l2_normalize(x, part[1]);
     int temp = k < 0 ? -1 : nn_param(x, "temperature", 3, (int64_t[]){H, 1, 1}, INIT_ONES, 0);
     if (temp < 0)
         return -1;
