@@ -607,6 +607,47 @@ static int b_pad_grad(graph *g, const op_case *tc) {
     return out(g, graph_op_shaped(g, OP_PAD_GRAD, 1, &dy, tc->ia, NULL, tc->nd, tc->shape));
 }
 
+// nn.EmbeddingBag's operands: indices (shape2[0]) in [0, shape[0]), i64
+// when ia1, and offsets (shape2[1] bags) floor(b fa0): a fractional fa0
+// makes bags of uneven sizes, empty ones included
+static void bag_operands(graph *g, const op_case *tc, int *idx, int *off) {
+    enum dtype it = tc->ia[1] ? DT_I64 : DT_I32;
+    *idx = in_int(g, it, 1, tc->shape2, 0, tc->shape[0]);
+    *off = graph_buffer(g, "offsets", it, 1, &tc->shape2[1], INIT_ARANGE, tc->fa[0]);
+}
+
+// table (shape) -> (shape2[1], D) bag sums
+static int b_embedding_bag(graph *g, const op_case *tc) {
+    int t = graph_buffer(g, "table", tc->dt, 2, tc->shape, INIT_NORMAL, 1.0), i, o;
+    bag_operands(g, tc, &i, &o);
+    int64_t ia[GRAPH_MAX_IA] = {EMBEDDING_BAG_SUM};
+    return out(g, graph_op(g, OP_EMBEDDING_BAG, 3, (int[]){t, i, o}, ia, NULL));
+}
+
+// dy (shape2[1], D) -> (shape) the table's gradient
+static int b_embedding_bag_grad(graph *g, const op_case *tc) {
+    int i, o;
+    bag_operands(g, tc, &i, &o);
+    int dy = in(g, "dy", tc->dt, 2, (int64_t[]){tc->shape2[1], tc->shape[1]});
+    return out(g, graph_op_shaped(g, OP_EMBEDDING_BAG_GRAD, 3, (int[]){dy, i, o}, NULL, NULL, 2,
+                                  tc->shape));
+}
+
+// DLRM's pairs of (B, F, F) = shape; of its transpose (a strided view) when ia1
+static int b_tril_gather(graph *g, const op_case *tc) {
+    int z = in(g, "z", tc->dt, 3, tc->shape);
+    if (tc->ia[1])
+        z = graph_permute(g, z, (int[]){0, 2, 1});
+    return out(g, op(g, OP_TRIL_GATHER, 1, &z, tc));
+}
+
+// dy (B, P) back to (B, F, F) = shape
+static int b_tril_gather_grad(graph *g, const op_case *tc) {
+    int64_t F = tc->shape[1], P = F * (F - 1) / 2 + (tc->ia[0] ? F : 0);
+    int dy = in(g, "dy", tc->dt, 2, (int64_t[]){tc->shape[0], P});
+    return out(g, graph_op_shaped(g, OP_TRIL_GATHER_GRAD, 1, &dy, tc->ia, NULL, 3, tc->shape));
+}
+
 // dloss () and logits (N, C), targets in [0, C); ia0 ignored
 static int b_cross_entropy_grad(graph *g, const op_case *tc) {
     int dl = in(g, "dl", DT_F32, 0, NULL);
@@ -1701,6 +1742,8 @@ const op_case op_cases[] = {
     UN(MISH),
     {"leaky_relu", b_unary_wide, OP_LEAKY_RELU, S2(7, 13), .fa = {0.2}, ONE},
     {"elu", b_unary_wide, OP_ELU, S2(7, 13), .fa = {1.3}, ONE},
+    UN(SELU),
+    {"selu_f16_big", b_unary, OP_SELU, BIG, F16, ONE},
     // beta 2, threshold 3: both sides of the cut at x = 1.5
     {"softplus", b_unary_wide, OP_SOFTPLUS, S2(7, 13), .fa = {2.0, 3.0}, ONE},
     {"softplus_default", b_unary_wide, OP_SOFTPLUS, S2(7, 13), .fa = {1.0, 20.0}, ONE},
@@ -1954,6 +1997,7 @@ const op_case op_cases[] = {
      .atol = 1e-5, ONE},
     {"act_grad_ELU", b_act_grad, OP_ACT_GRAD, S2(7, 13), IA(OP_ELU), .fa = {1.3}, .atol = 1e-5,
      ONE},
+    AG(SELU),
     {"act_grad_SOFTPLUS", b_act_grad, OP_ACT_GRAD, S2(7, 13), IA(OP_SOFTPLUS), .fa = {2.0, 3.0},
      .atol = 1e-5, ONE},
     {"act_grad_SCALE", b_act_grad, OP_ACT_GRAD, S2(7, 13), IA(OP_SCALE), .fa = {-1.5, 0.25}, ONE},
@@ -2361,6 +2405,32 @@ const op_case op_cases[] = {
      .atol = 1e-5, ONE},
     {"ctc_loss_grad", b_ctc_grad, OP_CTC_LOSS_GRAD, S3(7, 4, 5), .nd2 = 1, .shape2 = {3}, IA(0, 1),
      .rtol = 1e-4, .atol = 1e-5, ONE},
+    // nn.EmbeddingBag, sum mode (DLRM's sparse features): equal bags of 3; uneven
+    // bags with empty ones (offsets floor(b 1.7), floor(b 0.5)), i64; a table
+    // above the threshold; f16 summed in f32. Its backward: rows read by several
+    // bags (V small) and by none, repeats within a bag
+    {"embedding_bag", b_embedding_bag, OP_EMBEDDING_BAG, S2(11, 6), T2(15, 5), .fa = {3}, ONE},
+    {"embedding_bag_uneven_i64", b_embedding_bag, OP_EMBEDDING_BAG, S2(13, 7), T2(20, 9), IA(0, 1),
+     .fa = {1.7}, ONE},
+    {"embedding_bag_empty", b_embedding_bag, OP_EMBEDDING_BAG, S2(5, 4), T2(3, 7), .fa = {0.5},
+     ONE},
+    {"embedding_bag_big", b_embedding_bag, OP_EMBEDDING_BAG, S2(1000, 64), T2(800, 100), IA(0, 1),
+     .fa = {8}, ONE},
+    {"embedding_bag_f16", b_embedding_bag, OP_EMBEDDING_BAG, S2(11, 6), T2(15, 5), .fa = {3}, ONE,
+     ALSO_F16(0, 0)},
+    {"embedding_bag_grad", b_embedding_bag_grad, OP_EMBEDDING_BAG_GRAD, S2(3, 7), T2(40, 6),
+     .fa = {6.5}, .atol = 1e-5, ONE},
+    {"embedding_bag_grad_uneven_i64", b_embedding_bag_grad, OP_EMBEDDING_BAG_GRAD, S2(13, 5),
+     T2(20, 9), IA(0, 1), .fa = {1.7}, .atol = 1e-5, ONE, ALSO_F16(0, 0)},
+    {"embedding_bag_grad_big", b_embedding_bag_grad, OP_EMBEDDING_BAG_GRAD, S2(1000, 64),
+     T2(800, 100), IA(0, 1), .fa = {8}, .atol = 1e-5, ONE},
+    // DLRM's interaction pairs: below the diagonal (27 features: 351 pairs),
+    // with it (arch_interaction_itself), from a transposed view; the backward
+    {"tril_gather", b_tril_gather, OP_TRIL_GATHER, S3(4, 9, 9), HALF},
+    {"tril_gather_self", b_tril_gather, OP_TRIL_GATHER, S3(3, 5, 5), IA(1), HALF},
+    {"tril_gather_perm_big", b_tril_gather, OP_TRIL_GATHER, S3(128, 27, 27), IA(0, 1), ONE},
+    {"tril_gather_grad", b_tril_gather_grad, OP_TRIL_GATHER_GRAD, S3(4, 9, 9), HALF},
+    {"tril_gather_grad_self", b_tril_gather_grad, OP_TRIL_GATHER_GRAD, S3(3, 5, 5), IA(1), ONE},
 };
 
 const int op_ncases = (int)(sizeof op_cases / sizeof op_cases[0]);

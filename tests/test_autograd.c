@@ -463,8 +463,28 @@ static int b_dropout(graph *g) {
     return weighted_loss(g, graph_unary(g, OP_TANH, y));
 }
 
+// nn.EmbeddingBag (sum): uneven bags (offsets floor(b 2.5)) of 13 rows, some
+// read twice, then DLRM's interaction: T = [x | bags] as (B, F, D), T T^T's
+// pairs below the diagonal after x. The table's gradient scatters each bag's
+// row back; the pairs' put them back in (B, F, F).
+static int b_rec(graph *g) {
+    int t = param(g, "table", SHAPE(13, 3)), x = param(g, "x", SHAPE(4, 3));
+    int idx = graph_input(g, "idx", DT_I64, SHAPE(9));
+    g->nodes[idx].ia[0] = 0, g->nodes[idx].ia[1] = 13, g->nodes[idx].ia[2] = 1;
+    int off = graph_buffer(g, "offsets", DT_I64, SHAPE(4), INIT_ARANGE, 2.5);
+    int64_t sum[GRAPH_MAX_IA] = {EMBEDDING_BAG_SUM}, cat[GRAPH_MAX_IA] = {1};
+    int e = graph_op(g, OP_EMBEDDING_BAG, 3, (int[]){t, idx, off}, sum, NULL);
+    int f = graph_op(g, OP_CONCAT, 2, (int[]){x, e}, cat, NULL);
+    int v = graph_reshape(g, f, SHAPE(4, 2, 3));
+    int z = graph_binary(g, OP_MATMUL, v, graph_permute(g, v, (int[]){0, 2, 1}));
+    int p = graph_op(g, OP_TRIL_GATHER, 1, &z, NULL, NULL);
+    int self = graph_op(g, OP_TRIL_GATHER, 1, &z, (int64_t[GRAPH_MAX_IA]){1}, NULL);
+    return weighted_loss(g, graph_op(g, OP_CONCAT, 3, (int[]){x, p, self}, cat, NULL));
+}
+
 static void test_views_losses(void **state) {
     (void)state;
+    check_grads("embedding_bag, dot interaction", b_rec);
     check_grads("views", b_views);
     check_grads("losses", b_losses);
     check_grads("smoothed_ce", b_smoothed_ce);

@@ -545,6 +545,11 @@ static int backward(ag *a, int i) {
         graph_node t = node(a, n.src[0]);
         if (!a->req[n.src[0]])
             return 0;
+        if (n.op == OP_EMBEDDING_BAG) // each bag's dy row onto every row it summed
+            return accumulate(a, n.src[0],
+                              graph_op_shaped(g, OP_EMBEDDING_BAG_GRAD, 3,
+                                              (int[]){dy, n.src[1], n.src[2]}, n.ia, NULL, 2,
+                                              t.shape));
         return accumulate(a, n.src[0], graph_op_shaped(g, OP_EMBEDDING_GRAD, 2,
                                                        (int[]){dy, n.src[1]}, NULL, NULL, 2,
                                                        t.shape));
@@ -565,6 +570,14 @@ static int backward(ag *a, int i) {
         }
         if (n.op == OP_PAD)
             return back_pad(a, &n, dy);
+        if (n.op == OP_TRIL_GATHER) { // the pairs back in place, zeros elsewhere
+            graph_node z = node(a, n.src[0]);
+            if (!a->req[n.src[0]])
+                return 0;
+            return accumulate(
+                a, n.src[0],
+                graph_op_shaped(g, OP_TRIL_GATHER_GRAD, 1, &dy, n.ia, NULL, 3, z.shape));
+        }
         for (int k = 0, at = 0; k < n.nsrc; k++) { // concat: each input's slice of dy
             graph_node s = node(a, n.src[k]);
             int64_t len = s.shape[n.ia[0]];

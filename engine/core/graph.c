@@ -272,6 +272,9 @@ static int pad_shape(graph *g, const graph_node *n, const graph_node *x, int64_t
     return 0;
 }
 
+// TRIL_GATHER's pair count of F features: below the diagonal, or on it too
+static int64_t tril_pairs(int64_t F, int64_t itself) { return F * (F - 1) / 2 + (itself ? F : 0); }
+
 static int conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
     return (int)((in + 2 * p - d * (k - 1) - 1) / s + 1);
 }
@@ -319,6 +322,18 @@ static int infer_grad_shaped(graph *g, graph_node *n, const graph_node *const *s
             ok = padded[d] == dy->shape[d];
         if (!ok)
             return fail(g, "pad_grad: %s is not %s padded", shape_s(b0, dy), shape_s(b1, n));
+    } else if (n->op == OP_EMBEDDING_BAG_GRAD) {
+        bool ok = n->ndim == 2 && dy->ndim == 2 && dy->shape[1] == n->shape[1];
+        for (int k = 1; k < 3; k++)
+            ok = ok && s[k]->ndim == 1 && (s[k]->dtype == DT_I32 || s[k]->dtype == DT_I64);
+        if (!ok || s[2]->shape[0] != dy->shape[0])
+            return fail(g, "embedding_bag_grad: %s, indices %s and offsets %s do not make %s",
+                        shape_s(b0, dy), shape_s(b1, s[1]), shape_s(b1, s[2]), shape_s(b1, n));
+    } else if (n->op == OP_TRIL_GATHER_GRAD) {
+        if (n->ndim != 3 || n->shape[1] != n->shape[2] || dy->ndim != 2 ||
+            dy->shape[0] != n->shape[0] || dy->shape[1] != tril_pairs(n->shape[1], n->ia[0]))
+            return fail(g, "tril_gather_grad: %s is not the pairs of %s", shape_s(b0, dy),
+                        shape_s(b1, n));
     } else if (n->op == OP_EMBEDDING_GRAD) {
         if (n->ndim != 2 || dy->ndim != s[1]->ndim + 1 || dy->shape[dy->ndim - 1] != n->shape[1] ||
             (s[1]->dtype != DT_I32 && s[1]->dtype != DT_I64))
@@ -676,9 +691,25 @@ static int infer_quant(graph *g, graph_node *n, const graph_node *const *s) {
 }
 
 static int infer_gather(graph *g, graph_node *n, const graph_node *const *s) {
-    char b0[96];
+    char b0[96], b1[96], b2[96];
     if (n->op == OP_DEQUANT || n->op == OP_QLINEAR)
         return infer_quant(g, n, s);
+    if (n->op == OP_EMBEDDING_BAG) {
+        bool ok = s[0]->ndim == 2 && n->ia[0] == EMBEDDING_BAG_SUM;
+        for (int k = 1; k < 3; k++)
+            ok = ok && s[k]->ndim == 1 && (s[k]->dtype == DT_I32 || s[k]->dtype == DT_I64);
+        if (!ok)
+            return fail(g,
+                        "embedding_bag: needs a table (V, D), indices (N) and offsets (B), "
+                        "both i32 or i64, mode sum; got %s, %s %s, %s %s",
+                        shape_s(b0, s[0]), dtype_name(s[1]->dtype), shape_s(b1, s[1]),
+                        dtype_name(s[2]->dtype), shape_s(b2, s[2]));
+        n->ndim = 2;
+        n->shape[0] = s[2]->shape[0];
+        n->shape[1] = s[0]->shape[1];
+        n->dtype = s[0]->dtype;
+        return 0;
+    }
     if (s[0]->ndim != 2)
         return fail(g, "embedding: the table must be 2-d, got %s", shape_s(b0, s[0]));
     if (s[1]->dtype != DT_I32 && s[1]->dtype != DT_I64)
@@ -803,6 +834,14 @@ static int infer_copy(graph *g, graph_node *n, const graph_node *const *s) {
         return infer_im2col(g, n, x);
     if (n->op == OP_PAD)
         return pad_shape(g, n, x, n->shape);
+    if (n->op == OP_TRIL_GATHER) {
+        if (x->ndim != 3 || x->shape[1] != x->shape[2] || (n->ia[0] != 0 && n->ia[0] != 1))
+            return fail(g, "tril_gather: needs (B, F, F) and ia0 0 or 1, got %s and %lld",
+                        shape_s(b0, x), (long long)n->ia[0]);
+        n->ndim = 2;
+        n->shape[1] = tril_pairs(x->shape[1], n->ia[0]);
+        return 0;
+    }
     if (n->op != OP_CONCAT)
         return 0;
     if (norm_axis(g, n->op, n->ia[0], x->ndim, &n->ia[0]) < 0)
@@ -1195,6 +1234,8 @@ double graph_flops(const graph *g) {
         case OPK_GATHER:
             if (n->op == OP_QLINEAR)
                 f += 2 * out * (double)n->ia[2];
+            if (n->op == OP_EMBEDDING_BAG) // one add per gathered element
+                f += (double)graph_node_numel(&g->nodes[n->src[1]]) * (double)n->shape[1];
             break;
         case OPK_GEMM: {
             double k = (double)x->shape[x->ndim - 1];

@@ -52,6 +52,9 @@ enum op_kind {
 enum { PAD_CONSTANT, PAD_REFLECT };
 #define PAD_MAX_DIMS 5 // 1 + 2 * 5 attributes fit graph_node.ia
 
+// OP_EMBEDDING_BAG's modes (ia0): only PyTorch's "sum" so far
+enum { EMBEDDING_BAG_SUM };
+
 const char *op_name(enum op op);
 enum op_kind op_kind(enum op op);
 int op_min_srcs(enum op op);
@@ -67,7 +70,7 @@ enum init_kind {
     INIT_ROPE_COS,    // (T, D): cos(t * theta^(-2(i mod D/2)/D)), fa0 theta
     INIT_ROPE_SIN,
     INIT_REL_SINUSOID, // (2L, D): relative position L - row, [sin | cos](pos * fa0^(-2i/D))
-    INIT_CONSTANT, // every element fa0 (the grad scaler's initial scale)
+    INIT_CONSTANT,     // every element fa0 (the grad scaler's initial scale)
     // (C K, 1, K, 1): output channel o's taps one-hot at o mod K; a grouped
     // conv2d with it is unfold (im2col) over a (K, 1) window (ConvBERT)
     INIT_UNFOLD_TAPS,
@@ -122,6 +125,10 @@ enum init_kind {
     // e = (p + 1) / (size + 1e-6) 2 pi, sin(e / t_k) for even k and cos for
     // odd, t_k = 10000^(2 floor(k / 2) / hid)
     INIT_FOURIER_POS,
+    // int (N): element i holds floor(i fa0), nn.EmbeddingBag's offsets of N
+    // bags of fa0 indices each (what PyTorch makes for a 2-d input); a
+    // fractional fa0 makes bags of uneven sizes, 0 included (the op tests)
+    INIT_ARANGE,
 };
 
 // INIT_REL_INDEX's fa0: span and buckets below 2^16, max position below 2^20,

@@ -33,7 +33,8 @@
     X(SIGMOID, sigmoid, 0, 0) X(RELU, relu, 0, 0) X(RELU6, relu6, 0, 0) X(GELU, gelu, 0, 0)        \
     X(GELU_TANH, gelu_tanh, 0, 0) X(SILU, silu, 0, 0) X(HARDSWISH, hardswish, 0, 0)                \
     X(HARDSIGMOID, hardsigmoid, 0, 0) X(MISH, mish, 0, 0) X(LEAKY_RELU, leaky_relu, 0.01, 0)       \
-    X(ELU, elu, 1.0, 0) X(SOFTPLUS, softplus, 1.0, 20.0) X(SCALE, scale, 1.0, 0)
+    X(ELU, elu, 1.0, 0) X(SOFTPLUS, softplus, 1.0, 20.0) X(SCALE, scale, 1.0, 0)        \
+    X(SELU, selu, 0, 0)
 // clang-format on
 
 // Without a dialect, the table alone (eager.c makes one kernel per row).
@@ -182,6 +183,17 @@ TC_FN float tc_d_leaky_relu(float x, float a, float b) { return (void)b, x > 0 ?
 // a alpha: a (e^x - 1) below 0
 TC_FN float tc_f_elu(float x, float a, float b) { return (void)b, x > 0 ? x : a * tc_expm1f(x); }
 TC_FN float tc_d_elu(float x, float a, float b) { return (void)b, x > 0 ? 1.0f : a * TC_EXP(x); }
+
+// F.selu: scale (x above 0, alpha (e^x - 1) below), with the fixed alpha and
+// scale of Klambauer et al. that PyTorch uses
+#define TC_SELU_ALPHA 1.6732632423543772848170429916717f
+#define TC_SELU_SCALE 1.0507009873554804934193349852946f
+TC_FN float tc_f_selu(float x, float a, float b) {
+    return TC_UNUSED2(a, b), TC_SELU_SCALE * (x > 0 ? x : TC_SELU_ALPHA * tc_expm1f(x));
+}
+TC_FN float tc_d_selu(float x, float a, float b) {
+    return TC_UNUSED2(a, b), x > 0 ? TC_SELU_SCALE : TC_SELU_SCALE * TC_SELU_ALPHA * TC_EXP(x);
+}
 
 // a beta, b the threshold: x where a x > b, else log(1 + e^(a x)) / a
 TC_FN float tc_f_softplus(float x, float a, float b) {

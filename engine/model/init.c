@@ -255,6 +255,7 @@ static void fill(tensor *t, const graph_node *n, uint64_t key) {
             case INIT_REL_POS_2D: v = rel_pos_2d(n, i); break;
             case INIT_SHIFT_MASK: v = shift_mask(n, i); break;
             case INIT_FOURIER_POS: v = fourier_pos(n, i); break;
+            case INIT_ARANGE: v = floor((double)i * n->fa[0]); break;
             case INIT_ROPE_COS:
             case INIT_ROPE_SIN: {
                 int64_t half = S / 2 > 0 ? S / 2 : 1, k = c % half;

@@ -104,6 +104,10 @@ REF_SOURCE(full)
 
 static double clamp6(double v) { return v < 0 ? 0 : v > 6 ? 6 : v; }
 
+// F.selu's fixed constants (Klambauer et al., "Self-Normalizing Neural Networks")
+#define SELU_ALPHA 1.6732632423543772848170429916717
+#define SELU_SCALE 1.0507009873554804934193349852946
+
 #define REF_UNARY(l, expr)                                                                         \
     static int ref_##l(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {       \
         (void)c;                                                                                   \
@@ -136,6 +140,7 @@ REF_UNARY(hardsigmoid, clamp6(x + 3) / 6)
 REF_UNARY(mish, x * tanh(log1p(exp(x)))) // exp overflows to inf, tanh(inf) = 1
 REF_UNARY(leaky_relu, x > 0 ? x : x * n->fa[0])
 REF_UNARY(elu, x > 0 ? x : n->fa[0] * expm1(x))
+REF_UNARY(selu, SELU_SCALE * (x > 0 ? x : SELU_ALPHA * expm1(x)))
 REF_UNARY(softplus, x * n->fa[0] > n->fa[1] ? x : log1p(exp(x * n->fa[0])) / n->fa[0])
 REF_UNARY(scale, x * n->fa[0] + n->fa[1])
 REF_UNARY(cast, n->ia[1] ? x : op_cast_value(n->dtype, x)) // autocast's: exact (graph.h)
@@ -612,6 +617,60 @@ static int ref_embedding(ref_ctx *c, const graph_node *n, const double *const *s
     return 0;
 }
 
+// Bag b's positions [*lo, *hi) in the indices (nn.EmbeddingBag's offsets:
+// the last bag runs to the end); -1 after the error when the offsets do not
+// ascend from 0 within [0, N].
+static int bag_span(ref_ctx *c, const char *what, const double *off, int64_t B, int64_t N,
+                    int64_t b, int64_t *lo, int64_t *hi) {
+    *lo = (int64_t)off[b];
+    *hi = b + 1 < B ? (int64_t)off[b + 1] : N;
+    if (*lo < 0 || *lo > *hi || *hi > N || (b == 0 && *lo != 0))
+        return fail(c, "%s: offsets %lld, %lld of bag %lld are not ascending from 0 to %lld", what,
+                    (long long)*lo, (long long)*hi, (long long)b, (long long)N);
+    return 0;
+}
+
+// The bag sums (back false: o (B, D) from the table v (V, D)) or their
+// backward (back true: o (V, D) from dy v (B, D)); idx and off as the op's.
+static int bag_walk(ref_ctx *c, const graph_node *n, const double *v, const double *idx,
+                    const double *off, double *o, bool back) {
+    const graph_node *b0 = src(c, n, back ? 0 : 2);
+    int64_t V = back ? n->shape[0] : src(c, n, 0)->shape[0], D = n->shape[1], B = b0->shape[0];
+    int64_t N = graph_node_numel(src(c, n, 1)), lo, hi;
+    const char *what = op_name(n->op);
+    memset(o, 0, (size_t)graph_node_numel(n) * sizeof *o);
+    for (int64_t b = 0; b < B; b++) {
+        if (bag_span(c, what, off, B, N, b, &lo, &hi) < 0)
+            return -1;
+        for (int64_t i = lo; i < hi; i++) {
+            if (idx[i] < 0 || idx[i] >= (double)V)
+                return fail(c, "%s: index %lld at position %lld is outside [0, %lld)", what,
+                            (long long)idx[i], (long long)i, (long long)V);
+            int64_t row = (int64_t)idx[i];
+            for (int64_t d = 0; d < D; d++)
+                if (back)
+                    o[row * D + d] += v[b * D + d];
+                else
+                    o[b * D + d] += v[row * D + d];
+        }
+    }
+    return 0;
+}
+
+static int ref_embedding_bag(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    return bag_walk(c, n, s[0], s[1], s[2], o, false);
+}
+
+// DLRM's Z[:, li, lj]: the pairs j < i (j <= i with ia0), row by row
+static int ref_tril_gather(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    int64_t F = src(c, n, 0)->shape[1], B = n->shape[0], k = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < F; i++)
+            for (int64_t j = 0; j < i + n->ia[0]; j++)
+                o[k++] = s[0][(b * F + i) * F + j];
+    return 0;
+}
+
 // Re(DFT2) over the last two axes as two plain DFTs: along H, the cosine
 // and sine sums c, t (S, H); then along S, y = sum_t cos(a) c - sin(a) t, the
 // real part of e^(-ia) (c - i t). Angles from exact integer products mod N.
@@ -1019,6 +1078,7 @@ static bool dact(const graph_node *n, enum op f, double x, double *d) {
     }
     case OP_LEAKY_RELU: *d = x > 0 ? 1 : n->fa[0]; break;
     case OP_ELU: *d = x > 0 ? 1 : n->fa[0] * exp(x); break;
+    case OP_SELU: *d = SELU_SCALE * (x > 0 ? 1 : SELU_ALPHA * exp(x)); break;
     case OP_SOFTPLUS: {
         double z = x * n->fa[0];
         *d = z > n->fa[1] ? 1 : 1 / (1 + exp(-z));
@@ -1324,6 +1384,23 @@ static int ref_embedding_grad(ref_ctx *c, const graph_node *n, const double *con
         for (int64_t d = 0; d < D; d++)
             o[(int64_t)id * D + d] += s[0][i * D + d];
     }
+    return 0;
+}
+
+static int ref_embedding_bag_grad(ref_ctx *c, const graph_node *n, const double *const *s,
+                                  double *o) {
+    return bag_walk(c, n, s[0], s[1], s[2], o, true);
+}
+
+static int ref_tril_gather_grad(ref_ctx *c, const graph_node *n, const double *const *s,
+                                double *o) {
+    (void)c;
+    int64_t F = n->shape[1], B = n->shape[0], k = 0;
+    memset(o, 0, (size_t)graph_node_numel(n) * sizeof *o);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < F; i++)
+            for (int64_t j = 0; j < i + n->ia[0]; j++)
+                o[(b * F + i) * F + j] = s[0][k++];
     return 0;
 }
 

@@ -894,14 +894,15 @@ int cpu_batch_norm_train(cpu_ctx *c, const tensor *x, const tensor *w, const ten
 // The positions of each row are bucketed first (a counting sort: one pass
 // over the indices, which also checks them), then rows are summed in
 // parallel, each by one thread in position order: no races, no atomics,
-// and the same bits for any thread count.
-int cpu_embedding_grad(cpu_ctx *c, const tensor *dy, const tensor *idx, tensor *out) {
+// and the same bits for any thread count. Position i adds dy row bag[i]
+// (an embedding bag's), or row i without bags.
+int cpu_rows_grad(cpu_ctx *c, const char *what, const tensor *dy, const tensor *idx,
+                  const int64_t *bag, tensor *out) {
     if (idx->dtype != DT_I32 && idx->dtype != DT_I64)
-        return cpu_fail(c, "embedding_grad: indices must be i32 or i64, got %s",
-                        dtype_name(idx->dtype));
+        return cpu_fail(c, "%s: indices must be i32 or i64, got %s", what, dtype_name(idx->dtype));
     int64_t V = out->shape[0], D = out->shape[1];
-    tensor *dc = cpu_f32_in(c, "embedding_grad", dy);
-    tensor *oc = dc ? cpu_f32_out(c, "embedding_grad", out) : NULL;
+    tensor *dc = cpu_f32_in(c, what, dy);
+    tensor *oc = dc ? cpu_f32_out(c, what, out) : NULL;
     tensor *ic = oc ? cpu_contiguous(c, idx) : NULL;
     int64_t n = ic ? tensor_numel(ic) : 0;
     int64_t *start = ic ? calloc((size_t)(V + 1), sizeof *start) : NULL;
@@ -909,7 +910,7 @@ int cpu_embedding_grad(cpu_ctx *c, const tensor *dy, const tensor *idx, tensor *
     int64_t *pos = fill ? malloc((size_t)(n ? n : 1) * sizeof *pos) : NULL;
     int rc = 0;
     if (!pos) { // a failed cpu_contiguous has said why already
-        rc = ic ? cpu_fail(c, "embedding_grad: out of memory for %lld rows", (long long)V) : -1;
+        rc = ic ? cpu_fail(c, "%s: out of memory for %lld rows", what, (long long)V) : -1;
         goto done;
     }
     const int32_t *p32 = tensor_data(ic);
@@ -918,7 +919,7 @@ int cpu_embedding_grad(cpu_ctx *c, const tensor *dy, const tensor *idx, tensor *
     for (int64_t i = 0; i < n; i++) {
         int64_t id = i32 ? p32[i] : p64[i];
         if (id < 0 || id >= V) {
-            rc = cpu_fail(c, "embedding_grad: index %lld at position %lld is outside [0, %lld)",
+            rc = cpu_fail(c, "%s: index %lld at position %lld is outside [0, %lld)", what,
                           (long long)id, (long long)i, (long long)V);
             goto done;
         }
@@ -937,7 +938,7 @@ int cpu_embedding_grad(cpu_ctx *c, const tensor *dy, const tensor *idx, tensor *
         float *o = po + v * D;
         memset(o, 0, (size_t)D * sizeof *o);
         for (int64_t k = start[v]; k < start[v + 1]; k++) {
-            const float *row = pd + pos[k] * D;
+            const float *row = pd + (bag ? bag[pos[k]] : pos[k]) * D;
 #pragma omp simd
             for (int64_t d = 0; d < D; d++)
                 o[d] += row[d];
@@ -951,6 +952,10 @@ done:
     tensor_free(ic);
     tensor_free(dc);
     return cpu_f32_done(oc, out, rc);
+}
+
+int cpu_embedding_grad(cpu_ctx *c, const tensor *dy, const tensor *idx, tensor *out) {
+    return cpu_rows_grad(c, "embedding_grad", dy, idx, NULL, out);
 }
 
 // ---- SLICE_GRAD ----------------------------------------------------------------------

@@ -198,6 +198,11 @@ int cpu_attention_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const 
 int cpu_lstm(cpu_ctx *c, const graph_node *n, const tensor *const *in, tensor *out);
 int cpu_lstm_grad(cpu_ctx *c, const graph_node *n, const tensor *const *in, tensor *out);
 int cpu_concat(cpu_ctx *c, int axis, int nin, const tensor *const *in, tensor *out);
+// EMBEDDING_BAG (cpu_rec.c): table (V, D), indices (N), offsets (B) -> (B, D) bag sums
+int cpu_embedding_bag(cpu_ctx *c, const tensor *table, const tensor *idx, const tensor *off,
+                      tensor *out);
+// TRIL_GATHER (cpu_rec.c): (B, F, F), any strides -> (B, P) the pairs below the diagonal
+int cpu_tril_gather(cpu_ctx *c, const graph_node *n, const tensor *z, tensor *out);
 // x rolled by shifts[d] in [0, size) along each axis d (torch.roll), any strides
 int cpu_roll(cpu_ctx *c, const int64_t *shifts, const tensor *x, tensor *out);
 // unfold (im2col) or fold (col2im) by n's op and geometry (ops.def), f32 or f16
@@ -231,7 +236,16 @@ int cpu_norm_grad_stats(cpu_ctx *c, const graph_node *n, const tensor *dy, const
 int cpu_norm_wgrad_stats(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
                          const tensor *stats, tensor *out);
 int cpu_embedding_grad(cpu_ctx *c, const tensor *dy, const tensor *idx, tensor *out);
+// EMBEDDING_GRAD's sums, shared with EMBEDDING_BAG_GRAD (cpu_grad.c): out (V, D)
+// row v sums the dy rows of the positions i where idx[i] = v: row bag[i], or
+// row i when bag is NULL; `what` names the op in errors
+int cpu_rows_grad(cpu_ctx *c, const char *what, const tensor *dy, const tensor *idx,
+                  const int64_t *bag, tensor *out);
 int cpu_slice_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, tensor *out);
+// EMBEDDING_BAG_GRAD, TRIL_GATHER_GRAD (cpu_rec.c): dy back onto the rows / pairs read
+int cpu_embedding_bag_grad(cpu_ctx *c, const tensor *dy, const tensor *idx, const tensor *off,
+                           tensor *out);
+int cpu_tril_gather_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, tensor *out);
 // PAD_GRAD (cpu_pad.c): dy padded -> dx, summed where reflect read one element twice
 int cpu_pad_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, tensor *out);
 int cpu_cross_entropy_grad(cpu_ctx *c, const graph_node *n, const tensor *dloss,

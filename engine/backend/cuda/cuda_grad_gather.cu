@@ -1,4 +1,4 @@
-// Gather-style gradients (cuda_grad.cu): pooling and embedding, one
+// Gather-style gradients (cuda_grad.cu): pooling, embedding and embedding bags, one
 // thread per output element adding its contributions in the CPU's order,
 // with no atomics. embedding_grad first sorts the positions by row with
 // CUB's stable radix sort; a bad index is recorded on the device and
@@ -225,27 +225,47 @@ __device__ __forceinline__ int64_t lower_bound(const uint32_t *k, int64_t n, uin
     return lo;
 }
 
+// the bag holding position p: the last b with off[b] <= p (EMBEDDING_BAG's
+// offsets, ascending from 0)
+__device__ __forceinline__ int64_t bag_of(const char *off, int i64, int64_t B, int64_t p) {
+    int64_t lo = 0, hi = B;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        int64_t o = i64 ? ((const int64_t *)off)[mid] : ((const int32_t *)off)[mid];
+        if (o <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo - 1;
+}
+
 // one block a row v of out (V, D): its positions (sorted, ascending within
-// the row, as the CPU's counting sort leaves them) summed in order
+// the row, as the CPU's counting sort leaves them) summed in order, each
+// position's dy row its own, or with offsets (B bags) its bag's
 template <typename T>
 __global__ void __launch_bounds__(1024)
     emb_grad_k(const T *dy, const uint32_t *key, const int32_t *pos, int64_t n, int64_t V,
-               int64_t D, T *out) {
+               int64_t D, const char *off, int off64, int64_t B, T *out) {
     for (int64_t v = blockIdx.x; v < V; v += gridDim.x) {
         int64_t lo = lower_bound(key, n, (uint32_t)v), hi = lower_bound(key, n, (uint32_t)v + 1);
         for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
             float acc = 0.0f;
-            for (int64_t k = lo; k < hi; k++)
-                acc += ldf(dy, (int64_t)pos[k] * D + d);
+            for (int64_t k = lo; k < hi; k++) {
+                int64_t r = off ? bag_of(off, off64, B, pos[k]) : pos[k];
+                if (r >= 0)
+                    acc += ldf(dy, r * D + d);
+            }
             stf(out, v * D + d, acc);
         }
     }
 }
 
-// keys, positions, the sort and the sum; dc and ic contiguous
+// keys, positions, the sort and the sum; dc, ic and oc (the offsets, or
+// NULL) contiguous
 template <typename T>
-static int emb_grad_run(cuda_ctx *c, const tensor *dc, const tensor *ic, int64_t n, int bits,
-                        tensor *out) {
+static int emb_grad_run(cuda_ctx *c, const tensor *dc, const tensor *ic, const tensor *oc,
+                        int64_t n, int bits, tensor *out) {
     int64_t V = out->shape[0], D = out->shape[1];
     uint32_t *kout = NULL;
     int32_t *pout = NULL;
@@ -282,7 +302,9 @@ static int emb_grad_run(cuda_ctx *c, const tensor *dc, const tensor *ic, int64_t
     }
     if (rc == 0) { // with no positions every row sums nothing: zeros
         emb_grad_k<T><<<grad_grid(V), row_threads(D), 0, c->stream>>>(
-            (const T *)tensor_data(dc), kout, pout, n, V, D, (T *)tensor_data(out));
+            (const T *)tensor_data(dc), kout, pout, n, V, D,
+            oc ? (const char *)tensor_data(oc) : NULL, oc && oc->dtype == DT_I64,
+            oc ? oc->shape[0] : 0, (T *)tensor_data(out));
         rc = CUDA_LAUNCHED(c, "embedding_grad<<<>>>");
     }
     if (buf)
@@ -290,26 +312,27 @@ static int emb_grad_run(cuda_ctx *c, const tensor *dc, const tensor *ic, int64_t
     return rc;
 }
 
-int cuda_embedding_grad(cuda_ctx *c, const tensor *dy, const tensor *idx, tensor *out) {
+// EMBEDDING_GRAD, and EMBEDDING_BAG_GRAD when off (the bags' offsets) is given
+static int rows_grad(cuda_ctx *c, const char *what, const tensor *dy, const tensor *idx,
+                     const tensor *off, tensor *out) {
     if (idx->dtype != DT_I32 && idx->dtype != DT_I64) {
-        snprintf(c->err, sizeof c->err, "embedding_grad: indices must be i32 or i64, got %s",
+        snprintf(c->err, sizeof c->err, "%s: indices must be i32 or i64, got %s", what,
                  dtype_name(idx->dtype));
         return -1;
     }
     const tensor *t[2] = {out, dy};
-    if (grad_need_same(c, "embedding_grad", 2, t) < 0)
+    if (grad_need_same(c, what, 2, t) < 0)
         return -1;
     int64_t V = out->shape[0], n = tensor_numel(idx);
-    if (tensor_numel(dy) != n * out->shape[1]) {
-        snprintf(c->err, sizeof c->err,
-                 "embedding_grad: dy has %lld values for %lld indices of rows of %lld",
-                 (long long)tensor_numel(dy), (long long)n, (long long)out->shape[1]);
+    int64_t rows = off ? off->shape[0] : n;
+    if (tensor_numel(dy) != rows * out->shape[1]) {
+        snprintf(c->err, sizeof c->err, "%s: dy has %lld values for %lld rows of %lld", what,
+                 (long long)tensor_numel(dy), (long long)rows, (long long)out->shape[1]);
         return -1;
     }
     if (V >= INT32_MAX || n >= INT32_MAX) {
-        snprintf(c->err, sizeof c->err,
-                 "embedding_grad: %lld rows and %lld indices: both must stay below 2^31",
-                 (long long)V, (long long)n);
+        snprintf(c->err, sizeof c->err, "%s: %lld rows and %lld indices: both must stay below 2^31",
+                 what, (long long)V, (long long)n);
         return -1;
     }
     if (tensor_numel(out) == 0)
@@ -318,13 +341,29 @@ int cuda_embedding_grad(cuda_ctx *c, const tensor *dy, const tensor *idx, tensor
     while (bits < 32 && ((int64_t)1 << bits) <= V)
         bits++;
     tensor *dc = cuda_contiguous(c, dy), *ic = dc ? cuda_contiguous(c, idx) : NULL;
+    tensor *oc = ic && off ? cuda_contiguous(c, off) : NULL;
     int rc = -1;
-    if (ic)
-        rc = out->dtype == DT_F32 ? emb_grad_run<float>(c, dc, ic, n, bits, out)
-                                  : emb_grad_run<uint16_t>(c, dc, ic, n, bits, out);
+    if (ic && (oc || !off))
+        rc = out->dtype == DT_F32 ? emb_grad_run<float>(c, dc, ic, oc, n, bits, out)
+                                  : emb_grad_run<uint16_t>(c, dc, ic, oc, n, bits, out);
     cuda_tensor_free(c, dc);
     cuda_tensor_free(c, ic);
+    cuda_tensor_free(c, oc);
     return rc;
+}
+
+int cuda_embedding_grad(cuda_ctx *c, const tensor *dy, const tensor *idx, tensor *out) {
+    return rows_grad(c, "embedding_grad", dy, idx, NULL, out);
+}
+
+int cuda_embedding_bag_grad(cuda_ctx *c, const tensor *dy, const tensor *idx, const tensor *off,
+                            tensor *out) {
+    if (off->dtype != idx->dtype) {
+        snprintf(c->err, sizeof c->err, "embedding_bag_grad: offsets %s, indices %s",
+                 dtype_name(off->dtype), dtype_name(idx->dtype));
+        return -1;
+    }
+    return rows_grad(c, "embedding_bag_grad", dy, idx, off, out);
 }
 
 // ---- UNFOLD, FOLD ---------------------------------------------------------------------------

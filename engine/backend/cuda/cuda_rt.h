@@ -268,6 +268,14 @@ int cuda_ctc_loss(cuda_ctx *c, const graph_node *n, const tensor *lp, const tens
                   const tensor *len, tensor *out);
 int cuda_ctc_loss_grad(cuda_ctx *c, const graph_node *n, const tensor *dloss, const tensor *lp,
                        const tensor *tg, const tensor *len, tensor *out);
+// EMBEDDING_BAG, TRIL_GATHER and their backwards (ops.def; cuda_rec.cu): DLRM's
+// bag sums of table rows (sum mode, offsets) and its interaction's lower triangle
+int cuda_embedding_bag(cuda_ctx *c, const tensor *table, const tensor *idx, const tensor *off,
+                       tensor *out);
+int cuda_embedding_bag_grad(cuda_ctx *c, const tensor *dy, const tensor *idx, const tensor *off,
+                            tensor *out);
+int cuda_tril_gather(cuda_ctx *c, const graph_node *n, const tensor *z, tensor *out);
+int cuda_tril_gather_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, tensor *out);
 // dloss (), logits (N, C), target (N) i32/i64 -> d logits; ignore index
 // n->ia[0]; a bad target is reported by the next cuda_ctx_sync
 int cuda_cross_entropy_grad(cuda_ctx *c, const graph_node *n, const tensor *dloss,

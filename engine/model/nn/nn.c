@@ -78,6 +78,8 @@ int nn_window_attention(nn_ctx *x);
 int nn_xca_attention(nn_ctx *x);
 int nn_outlook_attention(nn_ctx *x);
 int nn_fourier_positions(nn_ctx *x);
+int nn_embedding_bag(nn_ctx *x); // nn_rec.c
+int nn_dot_interaction(nn_ctx *x);
 
 #define CONV_KEYS                                                                                  \
     {"out", 'i', true}, {"kernel", 'l', true}, {"stride", 'l', false}, {"padding", 'l', false},    \
@@ -182,6 +184,7 @@ static const nn_layer nn_layers[] = {
     {"mish", 1, 1, nn_activation, {{0}}},
     {"leaky_relu", 1, 1, nn_activation, {{"negative_slope", 'f', false}}},
     {"elu", 1, 1, nn_activation, {{"alpha", 'f', false}}},
+    {"selu", 1, 1, nn_activation, {{0}}},
     {"softplus", 1, 1, nn_activation, {{"beta", 'f', false}, {"threshold", 'f', false}}},
     {"dropout", 1, 1, nn_dropout, {{"p", 'f', false}}},
     {"max_pool2d", 1, 1, nn_pool, {POOL_KEYS, {"ceil_mode", 'b', false}}},
@@ -282,6 +285,12 @@ static const nn_layer nn_layers[] = {
      nn_levit_attention_bias,
      {{"heads", 'i', true}, {"resolution", 'i', true}, {"stride", 'i', false}}},
     {"gpsa", 1, 1, nn_gpsa, {{"heads", 'i', true}}},
+    {"embedding_bag",
+     1,
+     2,
+     nn_embedding_bag,
+     {{"num", 'i', true}, {"dim", 'i', true}, {"mode", 's', false}}},
+    {"dot_interaction", 2, 2, nn_dot_interaction, {{"self", 'b', false}}},
 };
 
 static const nn_layer nn_losses[] = {
