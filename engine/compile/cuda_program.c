@@ -177,6 +177,8 @@ static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
     case OP_UNFOLD:
     case OP_FOLD: rc = cuda_im2col(cc, n, s[0], y); break;
     case OP_PAD: rc = cuda_pad(cc, n, s[0], y); break;
+    case OP_GRID_SAMPLE: rc = cuda_grid_sample(cc, n, s[0], s[1], y); break;
+    case OP_UPSAMPLE_BILINEAR: rc = cuda_grid_sample(cc, n, s[0], NULL, y); break;
     case OP_CROSS_ENTROPY: rc = cuda_cross_entropy(cc, s[0], s[1], n->ia[0], y); break;
     case OP_MSE_LOSS: rc = cuda_mse_loss(cc, s[0], s[1], y); break;
     case OP_MATMUL: rc = cuda_matmul(cc, s[0], s[1], y); break;
@@ -215,6 +217,11 @@ static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
     case OP_EMBEDDING_GRAD: rc = cuda_embedding_grad(cc, s[0], s[1], y); break;
     case OP_SLICE_GRAD: rc = cuda_slice_grad(cc, n, s[0], y); break;
     case OP_PAD_GRAD: rc = cuda_pad_grad(cc, n, s[0], y); break;
+    case OP_GRID_SAMPLE_GRAD: rc = cuda_grid_sample_grad(cc, n, s[0], s[1], y); break;
+    case OP_UPSAMPLE_BILINEAR_GRAD: rc = cuda_grid_sample_grad(cc, n, s[0], NULL, y); break;
+    case OP_GRID_SAMPLE_GRAD_GRID:
+        rc = cuda_grid_sample_grad_grid(cc, n, s[0], s[1], s[2], y);
+        break;
     case OP_CROSS_ENTROPY_GRAD: rc = cuda_cross_entropy_grad(cc, n, s[0], s[1], s[2], y); break;
     case OP_MSE_LOSS_GRAD: rc = cuda_mse_loss_grad(cc, s[0], s[1], s[2], y); break;
     case OP_FOUND_INF: rc = cuda_found_inf(cc, n, (const tensor *const *)s, y); break;

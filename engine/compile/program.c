@@ -117,6 +117,9 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
     case OP_EMBEDDING_GRAD: return cpu_embedding_grad(c, s[0], s[1], y);
     case OP_SLICE_GRAD: return cpu_slice_grad(c, n, s[0], y);
     case OP_PAD_GRAD: return cpu_pad_grad(c, n, s[0], y);
+    case OP_GRID_SAMPLE_GRAD: return cpu_grid_sample_grad(c, n, s[0], s[1], y);
+    case OP_UPSAMPLE_BILINEAR_GRAD: return cpu_grid_sample_grad(c, n, s[0], NULL, y);
+    case OP_GRID_SAMPLE_GRAD_GRID: return cpu_grid_sample_grad_grid(c, n, s[0], s[1], s[2], y);
     case OP_CROSS_ENTROPY_GRAD: return cpu_cross_entropy_grad(c, n, s[0], s[1], s[2], y);
     case OP_MSE_LOSS_GRAD: return cpu_mse_loss_grad(c, s[0], s[1], s[2], y);
     case OP_ATTENTION_GRAD:
@@ -155,6 +158,8 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
     case OP_UNFOLD:
     case OP_FOLD: return cpu_im2col(c, n, s[0], y);
     case OP_PAD: return cpu_pad(c, n, s[0], y);
+    case OP_GRID_SAMPLE: return cpu_grid_sample(c, n, s[0], s[1], y);
+    case OP_UPSAMPLE_BILINEAR: return cpu_grid_sample(c, n, s[0], NULL, y);
     case OP_CROSS_ENTROPY: return cpu_cross_entropy(c, s[0], s[1], n->ia[0], y);
     case OP_MSE_LOSS: return cpu_mse_loss(c, s[0], s[1], y);
     case OP_MATMUL: return cpu_matmul(c, s[0], s[1], y);

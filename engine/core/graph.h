@@ -50,6 +50,8 @@ enum op_kind {
 // OP_PAD's modes (ia0)
 enum { PAD_CONSTANT, PAD_REFLECT };
 #define PAD_MAX_DIMS 5 // 1 + 2 * 5 attributes fit graph_node.ia
+// OP_GRID_SAMPLE's padding modes (ia0)
+enum { GRID_PAD_ZEROS, GRID_PAD_BORDER };
 
 const char *op_name(enum op op);
 enum op_kind op_kind(enum op op);
@@ -66,7 +68,7 @@ enum init_kind {
     INIT_ROPE_COS,    // (T, D): cos(t * theta^(-2(i mod D/2)/D)), fa0 theta
     INIT_ROPE_SIN,
     INIT_REL_SINUSOID, // (2L, D): relative position L - row, [sin | cos](pos * fa0^(-2i/D))
-    INIT_CONSTANT, // every element fa0 (the grad scaler's initial scale)
+    INIT_CONSTANT,     // every element fa0 (the grad scaler's initial scale)
     // (C K, 1, K, 1): output channel o's taps one-hot at o mod K; a grouped
     // conv2d with it is unfold (im2col) over a (K, 1) window (ConvBERT)
     INIT_UNFOLD_TAPS,
@@ -94,6 +96,9 @@ enum init_kind {
     // (align_corners false, A = -0.75, taps clamped at the edges;
     // model_bicubic_weight): y = W x along that axis
     INIT_BICUBIC,
+    // f32 (H, W): each pixel's column (fa0 0) or row (fa0 1), as
+    // torch.meshgrid(arange(W), arange(H), indexing="xy") (Super SloMo's backWarp)
+    INIT_PIXEL_GRID,
     // int (Nq, Nk): LeViT's attention-bias offsets (levit_attention_bias):
     // query q on the grid of side ceil(ia1 / ia2) at (qy, qx) ia2 apart, key k
     // on the grid of side ia1 at (ky, kx): |qy ia2 - ky| ia1 + |qx ia2 - kx|

@@ -255,6 +255,14 @@ int cuda_slice_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, tensor *
 // PAD, PAD_GRAD (ops.def; cuda_pad.cu): F.pad constant or reflect, and its backward
 int cuda_pad(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out);
 int cuda_pad_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, tensor *out);
+// GRID_SAMPLE, its dx and d grid (ops.def; cuda_grid_sample.cu): bilinear F.grid_sample;
+// with grid NULL, UPSAMPLE_BILINEAR and its dx
+int cuda_grid_sample(cuda_ctx *c, const graph_node *n, const tensor *x, const tensor *grid,
+                     tensor *out);
+int cuda_grid_sample_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, const tensor *grid,
+                          tensor *out);
+int cuda_grid_sample_grad_grid(cuda_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
+                               const tensor *grid, tensor *out);
 // dloss (), logits (N, C), target (N) i32/i64 -> d logits; ignore index
 // n->ia[0]; a bad target is reported by the next cuda_ctx_sync
 int cuda_cross_entropy_grad(cuda_ctx *c, const graph_node *n, const tensor *dloss,
