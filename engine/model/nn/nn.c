@@ -200,6 +200,7 @@ static const nn_layer nn_layers[] = {
     {"add", 1, 2, nn_binary, {{"value", 'f', false}}},
     {"mul", 1, 2, nn_binary, {{"value", 'f', false}}},
     {"sub", 1, 2, nn_binary, {{"value", 'f', false}}},
+    {"div", 1, 2, nn_binary, {{"value", 'f', false}}},
     {"add_buffer", 1, 1, nn_add_buffer, {{0}}},
     {"concat", 1, 8, nn_concat, {{"axis", 'i', false}}},
     {"split",

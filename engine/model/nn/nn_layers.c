@@ -667,18 +667,23 @@ int nn_permute(nn_ctx *x) {
 
 int nn_binary(nn_ctx *x) {
     bool add = strcmp(x->c->type, "add") == 0, sub = strcmp(x->c->type, "sub") == 0;
+    bool div = strcmp(x->c->type, "div") == 0;
     if (x->c->ninputs == 2) {
         if (nn_has(x, "value"))
             return nn_fail(x, "value", "%s: give two inputs or one input and a value, not both",
                            x->c->type);
-        enum op op = add ? OP_ADD : sub ? OP_SUB : OP_MUL;
+        enum op op = add ? OP_ADD : sub ? OP_SUB : div ? OP_DIV : OP_MUL;
         return nn_emit(x, graph_binary(x->g, op, X0, nn_in(x, 1)));
     }
     if (!nn_has(x, "value"))
         return nn_fail(x, NULL, "%s needs two inputs (input: [., name]) or a value", x->c->type);
     double v = nn_float(x, "value", 0);
+    if (div && v == 0)
+        return nn_fail(x, "value", "div: the value must not be 0");
     if (sub)
         v = -v;
+    if (div)
+        v = 1 / v;
     return nn_emit(x, add || sub ? graph_scale(x->g, X0, 1, v) : graph_scale(x->g, X0, v, 0));
 }
 
