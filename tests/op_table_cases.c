@@ -648,6 +648,42 @@ static int b_tril_gather_grad(graph *g, const op_case *tc) {
     return out(g, graph_op_shaped(g, OP_TRIL_GATHER_GRAD, 1, &dy, tc->ia, NULL, 3, tc->shape));
 }
 
+// x (shape) sampled at a grid (N, shape2[1], shape2[2], 2) of N(0, 1)
+// coordinates, a third outside [-1, 1]; x a view with H and W swapped when
+// shape2[0] is 1
+static int b_grid_sample(graph *g, const op_case *tc) {
+    const int64_t *s = tc->shape;
+    int x = tc->shape2[0]
+                ? graph_permute(g, in(g, "x", tc->dt, 4, (int64_t[]){s[0], s[1], s[3], s[2]}),
+                                (int[]){0, 1, 3, 2})
+                : in(g, "x", tc->dt, 4, s);
+    int grid = in(g, "grid", tc->dt, 4, (int64_t[]){s[0], tc->shape2[1], tc->shape2[2], 2});
+    return out(g, op(g, OP_GRID_SAMPLE, 2, (int[]){x, grid}, tc));
+}
+
+// dy (N, C, shape2[2], shape2[3]) scattered back to x's shape
+static int b_grid_sample_grad(graph *g, const op_case *tc) {
+    const int64_t *s = tc->shape, *t = tc->shape2;
+    int dy = in(g, "dy", tc->dt, 4, t);
+    int grid = in(g, "grid", tc->dt, 4, (int64_t[]){s[0], t[2], t[3], 2});
+    return out(g,
+               graph_op_shaped(g, OP_GRID_SAMPLE_GRAD, 2, (int[]){dy, grid}, tc->ia, NULL, 4, s));
+}
+
+static int b_grid_sample_grad_grid(graph *g, const op_case *tc) {
+    const int64_t *s = tc->shape, *t = tc->shape2;
+    int dy = in(g, "dy", tc->dt, 4, t), x = in(g, "x", tc->dt, 4, s);
+    int grid = in(g, "grid", tc->dt, 4, (int64_t[]){s[0], t[2], t[3], 2});
+    return out(g, op(g, OP_GRID_SAMPLE_GRAD_GRID, 3, (int[]){dy, x, grid}, tc));
+}
+
+// dy (shape2, upsampled) back to shape
+static int b_upsample_bilinear_grad(graph *g, const op_case *tc) {
+    int dy = in(g, "dy", tc->dt, tc->nd2, tc->shape2);
+    return out(
+        g, graph_op_shaped(g, OP_UPSAMPLE_BILINEAR_GRAD, 1, &dy, tc->ia, NULL, tc->nd, tc->shape));
+}
+
 // dloss () and logits (N, C), targets in [0, C); ia0 ignored
 static int b_cross_entropy_grad(graph *g, const op_case *tc) {
     int dl = in(g, "dl", DT_F32, 0, NULL);
@@ -2431,6 +2467,33 @@ const op_case op_cases[] = {
     {"tril_gather_perm_big", b_tril_gather, OP_TRIL_GATHER, S3(128, 27, 27), IA(0, 1), ONE},
     {"tril_gather_grad", b_tril_gather_grad, OP_TRIL_GATHER_GRAD, S3(4, 9, 9), HALF},
     {"tril_gather_grad_self", b_tril_gather_grad, OP_TRIL_GATHER_GRAD, S3(3, 5, 5), IA(1), ONE},
+    // F.grid_sample, bilinear (ia0 the padding, ia1 align_corners): zeros and border,
+    // both corner rules, x a view with H and W swapped, both backwards (dx scattered,
+    // d grid gathered); f16 and bf16
+    {"grid_sample", b_grid_sample, OP_GRID_SAMPLE, S4(2, 3, 5, 6), T3(0, 4, 7),
+     IA(GRID_PAD_ZEROS, 0), HALF, .rtol16 = 2e-2, .atol16 = 2e-2},
+    {"grid_sample_border", b_grid_sample, OP_GRID_SAMPLE, S4(2, 3, 5, 6), T3(0, 4, 7),
+     IA(GRID_PAD_BORDER, 1), HALF, .rtol16 = 2e-2, .atol16 = 2e-2},
+    {"grid_sample_perm", b_grid_sample, OP_GRID_SAMPLE, S4(1, 4, 6, 5), T3(1, 9, 8),
+     IA(GRID_PAD_BORDER, 0), ONE},
+    {"grid_sample_grad", b_grid_sample_grad, OP_GRID_SAMPLE_GRAD, S4(2, 3, 5, 6), T4(2, 3, 4, 7),
+     IA(GRID_PAD_ZEROS, 0), SOME, ALSO_F16(2e-2, 2e-2)},
+    {"grid_sample_grad_border", b_grid_sample_grad, OP_GRID_SAMPLE_GRAD, S4(2, 3, 5, 6),
+     T4(2, 3, 4, 7), IA(GRID_PAD_BORDER, 1), SOME},
+    {"grid_sample_grad_grid", b_grid_sample_grad_grid, OP_GRID_SAMPLE_GRAD_GRID, S4(2, 3, 5, 6),
+     T4(2, 3, 4, 7), IA(GRID_PAD_ZEROS, 0), ONE, ALSO_F16(3e-2, 3e-2)},
+    {"grid_sample_grad_grid_border", b_grid_sample_grad_grid, OP_GRID_SAMPLE_GRAD_GRID,
+     S4(2, 3, 5, 6), T4(2, 3, 4, 7), IA(GRID_PAD_BORDER, 1), ONE},
+    // F.interpolate bilinear to (ia2, ia3), ia1 align_corners: by 2 (Super SloMo), by 4
+    // aligned (doctr's FPN), to odd sizes and down; its backward
+    {"upsample_bilinear", b_unary, OP_UPSAMPLE_BILINEAR, S4(2, 3, 5, 6), IA(0, 0, 10, 12), HALF},
+    {"upsample_bilinear_align", b_unary, OP_UPSAMPLE_BILINEAR, S4(2, 3, 5, 6), IA(0, 1, 20, 24),
+     HALF},
+    {"upsample_bilinear_odd", b_unary, OP_UPSAMPLE_BILINEAR, S4(1, 2, 7, 5), IA(0, 0, 9, 3), ONE},
+    {"upsample_bilinear_grad", b_upsample_bilinear_grad, OP_UPSAMPLE_BILINEAR_GRAD, S4(2, 3, 5, 6),
+     T4(2, 3, 10, 12), IA(0, 0, 10, 12), ONE, ALSO_F16(0, 0)},
+    {"upsample_bilinear_grad_align", b_upsample_bilinear_grad, OP_UPSAMPLE_BILINEAR_GRAD,
+     S4(1, 2, 7, 5), T4(1, 2, 9, 3), IA(0, 1, 9, 3), ONE},
 };
 
 const int op_ncases = (int)(sizeof op_cases / sizeof op_cases[0]);

@@ -30,7 +30,7 @@ static void test_rules(void **state) {
         default: break;
         }
         if (op == OP_EXP || op == OP_LOG || op == OP_RSQRT || op == OP_RECIP || op == OP_SUM ||
-            op == OP_MEAN || op == OP_SOFTPLUS || op == OP_FFT2_REAL)
+            op == OP_MEAN || op == OP_SOFTPLUS || op == OP_FFT2_REAL || op == OP_GRID_SAMPLE)
             want = AC_F32;
         if (op == OP_CONCAT)
             want = AC_PROMOTE;

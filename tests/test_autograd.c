@@ -342,8 +342,30 @@ static int b_ctc(graph *g) {
     return g->loss;
 }
 
+// grid_sample's backward to x (scattered) and to the grid (the weights'
+// slopes): zeros without, border with align_corners, coordinates N(0, 0.7)
+static int b_grid_sample(graph *g) {
+    int x = param(g, "x", SHAPE(2, 3, 5, 6));
+    int grid = graph_scale(g, param(g, "grid", SHAPE(2, 3, 4, 2)), 0.7, 0);
+    int64_t ia[GRAPH_MAX_IA] = {GRID_PAD_ZEROS, 0};
+    int y = graph_op(g, OP_GRID_SAMPLE, 2, (int[]){x, grid}, ia, NULL);
+    ia[0] = GRID_PAD_BORDER, ia[1] = 1;
+    int z = graph_op(g, OP_GRID_SAMPLE, 2, (int[]){x, grid}, ia, NULL);
+    return weighted_loss(g, graph_binary(g, OP_ADD, y, z));
+}
+
+// bilinear upsampling's backward: by 2 (half-pixel centres) then aligned to an odd size
+static int b_upsample_bilinear(graph *g) {
+    int x = param(g, "x", SHAPE(2, 3, 4, 5));
+    int y = graph_op(g, OP_UPSAMPLE_BILINEAR, 1, &x, (int64_t[GRAPH_MAX_IA]){0, 0, 8, 10}, NULL);
+    return weighted_loss(
+        g, graph_op(g, OP_UPSAMPLE_BILINEAR, 1, &y, (int64_t[GRAPH_MAX_IA]){0, 1, 11, 7}, NULL));
+}
+
 static void test_gemm(void **state) {
     (void)state;
+    check_grads("grid_sample", b_grid_sample);
+    check_grads("upsample_bilinear", b_upsample_bilinear);
     check_grads("roll", b_roll);
     check_grads("unfold", b_unfold);
     check_grads("fold", b_fold);

@@ -35,7 +35,9 @@ autocast_rule_kind autocast_rule(enum op op) {
     // no autocast list names the FFTs; torch runs them in the input's dtype,
     // but its CPU FFT has no f16 and cuFFT's f16 takes powers of two only
     // (FNet's 768 fails), so tcbench runs them in f32 (docs/amp.md)
-    case OP_FFT2_REAL: return AC_F32;
+    case OP_FFT2_REAL:
+    case OP_GRID_SAMPLE: // on autocast's float32 list
+        return AC_F32;
     case OP_ADD:
     case OP_SUB:
     case OP_MUL:

@@ -334,6 +334,10 @@ static int back_pool(ag *a, const graph_node *n, int dy) {
     case OP_AVG_POOL2D:
         return accumulate(a, x, graph_op_shaped(g, OP_AVG_POOL2D_GRAD, 1, &dy, n->ia, NULL,
                                                 xn.ndim, xn.shape));
+    case OP_UPSAMPLE_BILINEAR:
+        return accumulate(
+            a, x,
+            graph_op_shaped(g, OP_UPSAMPLE_BILINEAR_GRAD, 1, &dy, n->ia, NULL, xn.ndim, xn.shape));
     default: { // nearest upsampling by s: each input took s*s copies
         int64_t s = n->ia[0];
         int64_t ia[GRAPH_MAX_IA] = {s, s, 0, 0, s, s};
@@ -513,6 +517,24 @@ static int back_pad(ag *a, const graph_node *n, int dy) {
     return accumulate(a, n->src[0], dy);
 }
 
+// F.grid_sample's backward: dx scattered onto the taps, d grid from the
+// weights' slopes, one kernel each (PyTorch runs one for both)
+static int back_grid_sample(ag *a, const graph_node *n, int dy) {
+    graph *g = a->g;
+    int x = n->src[0], grid = n->src[1];
+    if (a->req[x]) {
+        graph_node xn = node(a, x);
+        if (accumulate(a, x,
+                       graph_op_shaped(g, OP_GRID_SAMPLE_GRAD, 2, (int[]){dy, grid}, n->ia, NULL,
+                                       xn.ndim, xn.shape)) < 0)
+            return -1;
+    }
+    if (!a->req[grid])
+        return 0;
+    return accumulate(a, grid,
+                      graph_op(g, OP_GRID_SAMPLE_GRAD_GRID, 3, (int[]){dy, x, grid}, n->ia, NULL));
+}
+
 static int backward(ag *a, int i) {
     graph_node n = node(a, i);
     int dy = a->grad[i];
@@ -542,6 +564,8 @@ static int backward(ag *a, int i) {
     case OPK_CONV: return back_conv(a, &n, dy);
     case OPK_POOL: return back_pool(a, &n, dy);
     case OPK_GATHER: {
+        if (n.op == OP_GRID_SAMPLE)
+            return back_grid_sample(a, &n, dy);
         graph_node t = node(a, n.src[0]);
         if (!a->req[n.src[0]])
             return 0;

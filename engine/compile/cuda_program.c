@@ -180,6 +180,8 @@ static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
     case OP_CROSS_ENTROPY: rc = cuda_cross_entropy(cc, s[0], s[1], n->ia[0], n->fa[0], y); break;
     case OP_EMBEDDING_BAG: rc = cuda_embedding_bag(cc, s[0], s[1], s[2], y); break;
     case OP_TRIL_GATHER: rc = cuda_tril_gather(cc, n, s[0], y); break;
+    case OP_GRID_SAMPLE: rc = cuda_grid_sample(cc, n, s[0], s[1], y); break;
+    case OP_UPSAMPLE_BILINEAR: rc = cuda_grid_sample(cc, n, s[0], NULL, y); break;
     case OP_MSE_LOSS: rc = cuda_mse_loss(cc, s[0], s[1], y); break;
     case OP_BCE_LOSS: rc = cuda_bce_loss(cc, n, s[0], s[1], y); break;
     case OP_LSTM: rc = cuda_lstm(cc, n, (const tensor *const *)s, y); break;
@@ -223,6 +225,11 @@ static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
     case OP_LSTM_GRAD: rc = cuda_lstm_grad(cc, n, (const tensor *const *)s, y); break;
     case OP_EMBEDDING_BAG_GRAD: rc = cuda_embedding_bag_grad(cc, s[0], s[1], s[2], y); break;
     case OP_TRIL_GATHER_GRAD: rc = cuda_tril_gather_grad(cc, n, s[0], y); break;
+    case OP_GRID_SAMPLE_GRAD: rc = cuda_grid_sample_grad(cc, n, s[0], s[1], y); break;
+    case OP_UPSAMPLE_BILINEAR_GRAD: rc = cuda_grid_sample_grad(cc, n, s[0], NULL, y); break;
+    case OP_GRID_SAMPLE_GRAD_GRID:
+        rc = cuda_grid_sample_grad_grid(cc, n, s[0], s[1], s[2], y);
+        break;
     case OP_CROSS_ENTROPY_GRAD: rc = cuda_cross_entropy_grad(cc, n, s[0], s[1], s[2], y); break;
     case OP_MSE_LOSS_GRAD: rc = cuda_mse_loss_grad(cc, s[0], s[1], s[2], y); break;
     case OP_BCE_LOSS_GRAD: rc = cuda_bce_loss_grad(cc, n, s[0], s[1], s[2], y); break;

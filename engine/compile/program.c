@@ -120,6 +120,9 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
     case OP_LSTM_GRAD: return cpu_lstm_grad(c, n, (const tensor *const *)s, y);
     case OP_EMBEDDING_BAG_GRAD: return cpu_embedding_bag_grad(c, s[0], s[1], s[2], y);
     case OP_TRIL_GATHER_GRAD: return cpu_tril_gather_grad(c, n, s[0], y);
+    case OP_GRID_SAMPLE_GRAD: return cpu_grid_sample_grad(c, n, s[0], s[1], y);
+    case OP_UPSAMPLE_BILINEAR_GRAD: return cpu_grid_sample_grad(c, n, s[0], NULL, y);
+    case OP_GRID_SAMPLE_GRAD_GRID: return cpu_grid_sample_grad_grid(c, n, s[0], s[1], s[2], y);
     case OP_CROSS_ENTROPY_GRAD: return cpu_cross_entropy_grad(c, n, s[0], s[1], s[2], y);
     case OP_MSE_LOSS_GRAD: return cpu_mse_loss_grad(c, s[0], s[1], s[2], y);
     case OP_BCE_LOSS_GRAD: return cpu_bce_loss_grad(c, n, s[0], s[1], s[2], y);
@@ -163,6 +166,8 @@ static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor 
     case OP_CROSS_ENTROPY: return cpu_cross_entropy(c, s[0], s[1], n->ia[0], n->fa[0], y);
     case OP_EMBEDDING_BAG: return cpu_embedding_bag(c, s[0], s[1], s[2], y);
     case OP_TRIL_GATHER: return cpu_tril_gather(c, n, s[0], y);
+    case OP_GRID_SAMPLE: return cpu_grid_sample(c, n, s[0], s[1], y);
+    case OP_UPSAMPLE_BILINEAR: return cpu_grid_sample(c, n, s[0], NULL, y);
     case OP_MSE_LOSS: return cpu_mse_loss(c, s[0], s[1], y);
     case OP_BCE_LOSS: return cpu_bce_loss(c, n, s[0], s[1], y);
     case OP_LSTM: return cpu_lstm(c, n, (const tensor *const *)s, y);

@@ -275,6 +275,21 @@ static int pad_shape(graph *g, const graph_node *n, const graph_node *x, int64_t
 // TRIL_GATHER's pair count of F features: below the diagonal, or on it too
 static int64_t tril_pairs(int64_t F, int64_t itself) { return F * (F - 1) / 2 + (itself ? F : 0); }
 
+// x (N, C, H, W), grid (N, Ho, Wo, 2) of x's float dtype -> (N, C, Ho, Wo)
+static int grid_sample_shape(graph *g, const graph_node *n, const graph_node *x,
+                             const graph_node *grid) {
+    char b0[96], b1[96];
+    if (x->ndim != 4 || grid->ndim != 4 || grid->shape[3] != 2 || grid->shape[0] != x->shape[0])
+        return fail(g, "grid_sample: needs x (N, C, H, W) and grid (N, Ho, Wo, 2), got %s and %s",
+                    shape_s(b0, x), shape_s(b1, grid));
+    if (!dtype_is_float(x->dtype) || grid->dtype != x->dtype)
+        return fail(g, "grid_sample: x and grid must share a float dtype, got %s and %s",
+                    dtype_name(x->dtype), dtype_name(grid->dtype));
+    if (n->ia[0] != GRID_PAD_ZEROS && n->ia[0] != GRID_PAD_BORDER)
+        return fail(g, "grid_sample: unknown padding mode %lld", (long long)n->ia[0]);
+    return 0;
+}
+
 static int conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
     return (int)((in + 2 * p - d * (k - 1) - 1) / s + 1);
 }
@@ -334,6 +349,18 @@ static int infer_grad_shaped(graph *g, graph_node *n, const graph_node *const *s
             dy->shape[0] != n->shape[0] || dy->shape[1] != tril_pairs(n->shape[1], n->ia[0]))
             return fail(g, "tril_gather_grad: %s is not the pairs of %s", shape_s(b0, dy),
                         shape_s(b1, n));
+    } else if (n->op == OP_UPSAMPLE_BILINEAR_GRAD) {
+        if (n->ndim != 4 || dy->ndim != 4 || dy->shape[0] != n->shape[0] ||
+            dy->shape[1] != n->shape[1] || dy->shape[2] != n->ia[2] || dy->shape[3] != n->ia[3])
+            return fail(g, "upsample_bilinear_grad: %s is not %s upsampled", shape_s(b0, dy),
+                        shape_s(b1, n));
+    } else if (n->op == OP_GRID_SAMPLE_GRAD) {
+        if (grid_sample_shape(g, n, n, s[1]) < 0)
+            return -1;
+        if (dy->ndim != 4 || dy->shape[0] != n->shape[0] || dy->shape[1] != n->shape[1] ||
+            dy->shape[2] != s[1]->shape[1] || dy->shape[3] != s[1]->shape[2])
+            return fail(g, "grid_sample_grad: %s is not sampled from %s by grid %s",
+                        shape_s(b0, dy), shape_s(b1, n), shape_s(b1, s[1]));
     } else if (n->op == OP_EMBEDDING_GRAD) {
         if (n->ndim != 2 || dy->ndim != s[1]->ndim + 1 || dy->shape[dy->ndim - 1] != n->shape[1] ||
             (s[1]->dtype != DT_I32 && s[1]->dtype != DT_I64))
@@ -454,6 +481,17 @@ static int infer_grad(graph *g, graph_node *n, const graph_node *const *s, int n
         if (n->ia[0] && n->nsrc < 3)
             return fail(g, "found_inf: a chained flag needs tensors to check as well");
         return 0;
+    case OP_GRID_SAMPLE_GRAD_GRID: {
+        const graph_node *x = s[1], *grid = s[2];
+        if (grid_sample_shape(g, n, x, grid) < 0)
+            return -1;
+        if (dy->ndim != 4 || dy->shape[0] != x->shape[0] || dy->shape[1] != x->shape[1] ||
+            dy->shape[2] != grid->shape[1] || dy->shape[3] != grid->shape[2])
+            return fail(g, "grid_sample_grad_grid: %s is not sampled from %s by grid %s",
+                        shape_s(b0, dy), shape_s(b1, x), shape_s(b1, grid));
+        copy_shape(n, grid);
+        return 0;
+    }
     case OP_CROSS_ENTROPY_GRAD:
     case OP_CTC_LOSS_GRAD:
     case OP_MSE_LOSS_GRAD:
@@ -634,6 +672,13 @@ static int infer_pool(graph *g, graph_node *n, const graph_node *const *s) {
         n->shape[3] *= n->ia[0];
         return 0;
     }
+    if (n->op == OP_UPSAMPLE_BILINEAR) {
+        if (n->ia[2] < 1 || n->ia[3] < 1)
+            return fail(g, "upsample_bilinear: output sizes must be positive");
+        n->shape[2] = n->ia[2];
+        n->shape[3] = n->ia[3];
+        return 0;
+    }
     for (int i = 0; i < 2; i++) {
         if (n->ia[4 + i] <= 0)
             return fail(g, "%s: kernel size must be positive", op_name(n->op));
@@ -708,6 +753,14 @@ static int infer_gather(graph *g, graph_node *n, const graph_node *const *s) {
         n->shape[0] = s[2]->shape[0];
         n->shape[1] = s[0]->shape[1];
         n->dtype = s[0]->dtype;
+        return 0;
+    }
+    if (n->op == OP_GRID_SAMPLE) {
+        if (grid_sample_shape(g, n, s[0], s[1]) < 0)
+            return -1;
+        n->ndim = 4;
+        int64_t shape[4] = {s[0]->shape[0], s[0]->shape[1], s[1]->shape[1], s[1]->shape[2]};
+        memcpy(n->shape, shape, sizeof shape);
         return 0;
     }
     if (s[0]->ndim != 2)
@@ -1234,8 +1287,10 @@ double graph_flops(const graph *g) {
         case OPK_GATHER:
             if (n->op == OP_QLINEAR)
                 f += 2 * out * (double)n->ia[2];
-            if (n->op == OP_EMBEDDING_BAG) // one add per gathered element
+            else if (n->op == OP_EMBEDDING_BAG) // one add per gathered element
                 f += (double)graph_node_numel(&g->nodes[n->src[1]]) * (double)n->shape[1];
+            else if (n->op == OP_GRID_SAMPLE) // four taps, each a multiply-add
+                f += 8 * out;
             break;
         case OPK_GEMM: {
             double k = (double)x->shape[x->ndim - 1];
@@ -1269,7 +1324,9 @@ double graph_flops(const graph *g) {
             break;
         }
         case OPK_POOL:
-            f += out * (double)(n->op == OP_UPSAMPLE_NEAREST ? 1 : n->ia[4] * n->ia[5]);
+            f += out * (double)(n->op == OP_UPSAMPLE_NEAREST    ? 1
+                                : n->op == OP_UPSAMPLE_BILINEAR ? 8 // four multiply-adds
+                                                                : n->ia[4] * n->ia[5]);
             break;
         case OPK_RNN: { // two GEMMs a step (x w_ih^T, h w_hh^T), the cell's ~10 flops a gate
             double bt = (double)n->shape[1] * n->shape[2], H = (double)n->shape[3];

@@ -51,6 +51,8 @@ enum op_kind {
 // OP_PAD's modes (ia0)
 enum { PAD_CONSTANT, PAD_REFLECT };
 #define PAD_MAX_DIMS 5 // 1 + 2 * 5 attributes fit graph_node.ia
+// OP_GRID_SAMPLE's padding modes (ia0)
+enum { GRID_PAD_ZEROS, GRID_PAD_BORDER };
 
 // OP_EMBEDDING_BAG's modes (ia0): only PyTorch's "sum" so far
 enum { EMBEDDING_BAG_SUM };
@@ -102,6 +104,9 @@ enum init_kind {
     // (align_corners false, A = -0.75, taps clamped at the edges;
     // model_bicubic_weight): y = W x along that axis
     INIT_BICUBIC,
+    // f32 (H, W): each pixel's column (fa0 0) or row (fa0 1), as
+    // torch.meshgrid(arange(W), arange(H), indexing="xy") (Super SloMo's backWarp)
+    INIT_PIXEL_GRID,
     // int (Nq, Nk): LeViT's attention-bias offsets (levit_attention_bias):
     // query q on the grid of side ceil(ia1 / ia2) at (qy, qx) ia2 apart, key k
     // on the grid of side ia1 at (ky, kx): |qy ia2 - ky| ia1 + |qx ia2 - kx|

@@ -233,6 +233,7 @@ static void fill(tensor *t, const graph_node *n, uint64_t key) {
                 break;
             }
             case INIT_BICUBIC: v = model_bicubic_weight(r % T, c, T, S); break;
+            case INIT_PIXEL_GRID: v = n->fa[0] != 0 ? (double)(r % T) : (double)c; break;
             case INIT_UNFOLD_TAPS: {
                 int64_t K = n->ndim == 4 ? n->shape[2] : 1;
                 v = (i % K) == (i / K) % K;

@@ -861,6 +861,143 @@ static int ref_pad_grad(ref_ctx *c, const graph_node *n, const double *const *s,
     return 0;
 }
 
+// ---- grid_sample ----------------------------------------------------------------
+
+// F.grid_sample's source coordinate along an axis of `size` samples for the
+// normalized g in [-1, 1], and d coordinate / d g (0 where border padding
+// clamps it, as PyTorch's clip_coordinates_set_grad).
+static double grid_coord(const graph_node *n, double g, int64_t size, double *dg) {
+    double c = n->ia[1] ? (g + 1) / 2 * (double)(size - 1) : ((g + 1) * (double)size - 1) / 2;
+    *dg = n->ia[1] ? (double)(size - 1) / 2 : (double)size / 2;
+    if (n->ia[0] == GRID_PAD_BORDER && (c < 0 || c > (double)(size - 1))) {
+        *dg = 0;
+        c = c < 0 ? 0 : (double)(size - 1);
+    }
+    return c;
+}
+
+// The four bilinear taps of (ix, iy): offsets in an (H, W) plane (-1 outside)
+// and weights nw, ne, sw, se.
+static void grid_taps(double ix, double iy, int64_t H, int64_t W, int64_t *at, double *w) {
+    double x0 = floor(ix), y0 = floor(iy), tx = ix - x0, ty = iy - y0;
+    for (int k = 0; k < 4; k++) {
+        int64_t xi = (int64_t)x0 + (k & 1), yi = (int64_t)y0 + (k >> 1);
+        at[k] = xi < 0 || xi >= W || yi < 0 || yi >= H ? -1 : yi * W + xi;
+        w[k] = ((k & 1) ? tx : 1 - tx) * ((k >> 1) ? ty : 1 - ty);
+    }
+}
+
+// The sampling of output position p (of Ho x Wo) of batch b: by the grid,
+// or with no grid a bilinear upsample's (F.interpolate's source index,
+// clamped to the edges as upsample_bilinear2d does).
+typedef struct grid_pos {
+    int64_t at[4];                 // taps
+    double w[4], tx, ty, dgx, dgy; // weights, fractions, d coordinate / d grid
+} grid_pos;
+
+static double upsample_coord(const graph_node *n, int64_t o, int64_t in, int64_t out) {
+    double c = n->ia[1] ? (out > 1 ? (double)o * (double)(in - 1) / (double)(out - 1) : 0)
+                        : ((double)o + 0.5) * (double)in / (double)out - 0.5;
+    return c < 0 ? 0 : c > (double)(in - 1) ? (double)(in - 1) : c;
+}
+
+static grid_pos grid_at(const graph_node *n, const double *grid, int64_t b, int64_t p, int64_t Wo,
+                        int64_t HoWo, int64_t H, int64_t W) {
+    grid_pos q = {.dgx = 0};
+    double ix, iy;
+    if (grid) {
+        const double *gp = grid + (b * HoWo + p) * 2;
+        ix = grid_coord(n, gp[0], W, &q.dgx), iy = grid_coord(n, gp[1], H, &q.dgy);
+    } else {
+        ix = upsample_coord(n, p % Wo, W, Wo), iy = upsample_coord(n, p / Wo, H, HoWo / Wo);
+    }
+    grid_taps(ix, iy, H, W, q.at, q.w);
+    q.tx = ix - floor(ix), q.ty = iy - floor(iy);
+    return q;
+}
+
+// x (N, C, H, W) sampled at grid (or upsampled when NULL) into o (N, C, Ho, Wo)
+static void sample(const graph_node *n, const double *x, const double *grid, const int64_t *xs,
+                   int64_t Ho, int64_t Wo, double *o) {
+    int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], HoWo = Ho * Wo;
+    for (int64_t b = 0; b < N; b++)
+        for (int64_t p = 0; p < HoWo; p++) {
+            grid_pos q = grid_at(n, grid, b, p, Wo, HoWo, H, W);
+            for (int64_t ch = 0; ch < C; ch++) {
+                const double *plane = x + (b * C + ch) * H * W;
+                double v = 0;
+                for (int k = 0; k < 4; k++)
+                    v += q.at[k] < 0 ? 0 : q.w[k] * plane[q.at[k]];
+                o[(b * C + ch) * HoWo + p] = v;
+            }
+        }
+}
+
+// dx (N, C, H, W): each dy element added onto its four taps with their weights
+static void sample_grad(const graph_node *n, const double *dy, const double *grid,
+                        const int64_t *xs, int64_t Ho, int64_t Wo, double *o) {
+    int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], HoWo = Ho * Wo;
+    memset(o, 0, (size_t)(N * C * H * W) * sizeof *o);
+    for (int64_t b = 0; b < N; b++)
+        for (int64_t p = 0; p < HoWo; p++) {
+            grid_pos q = grid_at(n, grid, b, p, Wo, HoWo, H, W);
+            for (int64_t ch = 0; ch < C; ch++)
+                for (int k = 0; k < 4; k++)
+                    if (q.at[k] >= 0)
+                        o[(b * C + ch) * H * W + q.at[k]] += q.w[k] * dy[(b * C + ch) * HoWo + p];
+        }
+}
+
+static int ref_grid_sample(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    sample(n, s[0], s[1], src(c, n, 0)->shape, n->shape[2], n->shape[3], o);
+    return 0;
+}
+
+static int ref_upsample_bilinear(ref_ctx *c, const graph_node *n, const double *const *s,
+                                 double *o) {
+    sample(n, s[0], NULL, src(c, n, 0)->shape, n->shape[2], n->shape[3], o);
+    return 0;
+}
+
+static int ref_grid_sample_grad(ref_ctx *c, const graph_node *n, const double *const *s,
+                                double *o) {
+    const graph_node *dy = src(c, n, 0);
+    sample_grad(n, s[0], s[1], n->shape, dy->shape[2], dy->shape[3], o);
+    return 0;
+}
+
+static int ref_upsample_bilinear_grad(ref_ctx *c, const graph_node *n, const double *const *s,
+                                      double *o) {
+    const graph_node *dy = src(c, n, 0);
+    sample_grad(n, s[0], NULL, n->shape, dy->shape[2], dy->shape[3], o);
+    return 0;
+}
+
+// d grid: the weights' derivatives in the fractions tx, ty, summed over the
+// channels, times d coordinate / d grid
+static int ref_grid_sample_grad_grid(ref_ctx *c, const graph_node *n, const double *const *s,
+                                     double *o) {
+    const graph_node *x = src(c, n, 1);
+    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
+    int64_t HoWo = n->shape[1] * n->shape[2];
+    for (int64_t b = 0; b < N; b++)
+        for (int64_t p = 0; p < HoWo; p++) {
+            grid_pos q = grid_at(n, s[2], b, p, n->shape[2], HoWo, H, W);
+            double gx = 0, gy = 0;
+            for (int64_t ch = 0; ch < C; ch++) {
+                const double *plane = s[1] + (b * C + ch) * H * W;
+                double v[4], d = s[0][(b * C + ch) * HoWo + p];
+                for (int k = 0; k < 4; k++)
+                    v[k] = q.at[k] < 0 ? 0 : plane[q.at[k]];
+                gx += d * ((1 - q.ty) * (v[1] - v[0]) + q.ty * (v[3] - v[2]));
+                gy += d * ((1 - q.tx) * (v[2] - v[0]) + q.tx * (v[3] - v[1]));
+            }
+            o[(b * HoWo + p) * 2] = gx * q.dgx;
+            o[(b * HoWo + p) * 2 + 1] = gy * q.dgy;
+        }
+    return 0;
+}
+
 // ---- losses --------------------------------------------------------------------
 
 static int ref_cross_entropy(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {

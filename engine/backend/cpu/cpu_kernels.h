@@ -209,6 +209,10 @@ int cpu_roll(cpu_ctx *c, const int64_t *shifts, const tensor *x, tensor *out);
 int cpu_im2col(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out);
 // PAD (ops.def; cpu_pad.c): x -> out padded by n's ia, constant fa0 or reflect; any dtype
 int cpu_pad(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out);
+// GRID_SAMPLE (ops.def; cpu_grid_sample.c): x (N, C, H, W), grid (N, Ho, Wo, 2) -> (N, C, Ho, Wo);
+// with grid NULL, UPSAMPLE_BILINEAR to out's (Ho, Wo) (and the same for the _GRAD ops)
+int cpu_grid_sample(cpu_ctx *c, const graph_node *n, const tensor *x, const tensor *grid,
+                    tensor *out);
 // KV_WRITE: cache (B, KVH, S, D) contiguous, written in place at rows
 // [pos, pos + T) of axis 2 from rows (B, KVH, T, D), any strides; pos an
 // i32 or i64 scalar read now (the run's position)
@@ -248,6 +252,11 @@ int cpu_embedding_bag_grad(cpu_ctx *c, const tensor *dy, const tensor *idx, cons
 int cpu_tril_gather_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, tensor *out);
 // PAD_GRAD (cpu_pad.c): dy padded -> dx, summed where reflect read one element twice
 int cpu_pad_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, tensor *out);
+// GRID_SAMPLE_GRAD, GRID_SAMPLE_GRAD_GRID (cpu_grid_sample.c): dx and d grid
+int cpu_grid_sample_grad(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *grid,
+                         tensor *out);
+int cpu_grid_sample_grad_grid(cpu_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
+                              const tensor *grid, tensor *out);
 int cpu_cross_entropy_grad(cpu_ctx *c, const graph_node *n, const tensor *dloss,
                            const tensor *logits, const tensor *target, tensor *out);
 int cpu_mse_loss_grad(cpu_ctx *c, const tensor *dloss, const tensor *a, const tensor *b,

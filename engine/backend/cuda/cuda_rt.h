@@ -276,6 +276,14 @@ int cuda_embedding_bag_grad(cuda_ctx *c, const tensor *dy, const tensor *idx, co
                             tensor *out);
 int cuda_tril_gather(cuda_ctx *c, const graph_node *n, const tensor *z, tensor *out);
 int cuda_tril_gather_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, tensor *out);
+// GRID_SAMPLE, its dx and d grid (ops.def; cuda_grid_sample.cu): bilinear F.grid_sample;
+// with grid NULL, UPSAMPLE_BILINEAR and its dx
+int cuda_grid_sample(cuda_ctx *c, const graph_node *n, const tensor *x, const tensor *grid,
+                     tensor *out);
+int cuda_grid_sample_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, const tensor *grid,
+                          tensor *out);
+int cuda_grid_sample_grad_grid(cuda_ctx *c, const graph_node *n, const tensor *dy, const tensor *x,
+                               const tensor *grid, tensor *out);
 // dloss (), logits (N, C), target (N) i32/i64 -> d logits; ignore index
 // n->ia[0]; a bad target is reported by the next cuda_ctx_sync
 int cuda_cross_entropy_grad(cuda_ctx *c, const graph_node *n, const tensor *dloss,

@@ -537,19 +537,44 @@ int nn_mean(nn_ctx *x) {
     return nn_emit(x, graph_reshape(x->g, r, nd - 1, shape));
 }
 
+// (N, C, H, W) -> (N, C, size[0], size[1]), F.interpolate's bilinear mode as
+// one kernel (upsample_bilinear2d's, op upsample_bilinear)
+static int bilinear(nn_ctx *x, const int64_t *size) {
+    int64_t ia[GRAPH_MAX_IA] = {0, nn_bool(x, "align_corners", false), size[0], size[1]};
+    return nn_emit(x, graph_op(x->g, OP_UPSAMPLE_BILINEAR, 1, (int[]){X0}, ia, NULL));
+}
+
+// A resizing layer's mode: 1 bilinear, 0 its other mode (the default), -1
+// an error; align_corners only with bilinear, as F.interpolate says.
+static int resize_mode(nn_ctx *x, const char *layer, const char *other) {
+    const char *mode = nn_str(x, "mode", other);
+    bool lin = strcmp(mode, "bilinear") == 0;
+    if (strcmp(mode, other) != 0 && !lin)
+        return nn_fail(x, "mode", "%s: mode '%s' is not supported; use %s or bilinear", layer, mode,
+                       other);
+    if (!lin && nn_has(x, "align_corners"))
+        return nn_fail(x, "align_corners", "%s: align_corners is for the bilinear mode", layer);
+    return lin;
+}
+
 int nn_upsample(nn_ctx *x) {
-    const char *mode = nn_str(x, "mode", "nearest");
-    if (strcmp(mode, "nearest") != 0)
-        return nn_fail(x, "mode", "upsample: mode '%s' is not supported; use nearest", mode);
+    int lin = resize_mode(x, "upsample", "nearest");
+    if (lin < 0)
+        return -1;
     int64_t s = nn_int(x, "scale", 2);
     if (s < 1)
         return nn_fail(x, "scale", "upsample: scale must be a positive integer");
+    const graph_node *in = nn_node(x, X0);
+    if (lin && in->ndim != 4)
+        return nn_fail(x, NULL, "upsample: bilinear needs (N, C, H, W) input");
+    if (lin)
+        return bilinear(x, (int64_t[]){in->shape[2] * s, in->shape[3] * s});
     int64_t ia[GRAPH_MAX_IA] = {s};
     return nn_emit(x, graph_op(x->g, OP_UPSAMPLE_NEAREST, 1, (int[]){X0}, ia, NULL));
 }
 
 int nn_interpolate(nn_ctx *x) {
-    // (N, C, H, W) -> (N, C, Ho, Wo), torch's bicubic F.interpolate (size
+    // (N, C, H, W) -> (N, C, Ho, Wo). bilinear: one kernel. bicubic (size
     // given, align_corners false) as Wh (Ho, H) @ x @ Ww^T (W, Wo): two GEMMs
     // with constant weight tables (INIT_BICUBIC) where torch runs one
     // kernel; an axis already at its size is left alone, a same-size
@@ -557,14 +582,16 @@ int nn_interpolate(nn_ctx *x) {
     const graph_node *in = nn_node(x, X0);
     if (in->ndim != 4)
         return nn_fail(x, NULL, "interpolate needs (N, C, H, W) input");
-    const char *mode = nn_str(x, "mode", "bicubic");
-    if (strcmp(mode, "bicubic") != 0)
-        return nn_fail(x, "mode", "interpolate: mode '%s' is not supported; use bicubic", mode);
+    int lin = resize_mode(x, "interpolate", "bicubic");
+    if (lin < 0)
+        return -1;
     int64_t size[2];
     if (nn_ints(x, "size", 2, size, 0) < 0)
         return -1;
     if (size[0] < 1 || size[1] < 1)
         return nn_fail(x, "size", "interpolate: sizes must be positive");
+    if (lin)
+        return bilinear(x, size);
     int y = X0;
     for (int axis = 0; axis < 2; axis++) {
         int64_t n_in = in->shape[2 + axis], n_out = size[axis];
@@ -581,6 +608,50 @@ int nn_interpolate(nn_ctx *x) {
             return -1;
     }
     return nn_emit(x, y);
+}
+
+int nn_grid_sample(nn_ctx *x) {
+    // x (N, C, H, W) sampled at grid (N, Ho, Wo, 2) -> (N, C, Ho, Wo),
+    // F.grid_sample's bilinear mode: one kernel (op grid_sample)
+    const char *pad = nn_str(x, "padding", "zeros");
+    bool border = strcmp(pad, "border") == 0;
+    if (strcmp(pad, "zeros") != 0 && !border)
+        return nn_fail(x, "padding",
+                       "grid_sample: padding '%s' is not supported; use zeros or border", pad);
+    const graph_node *in = nn_node(x, X0), *grid = nn_node(x, nn_in(x, 1));
+    if (in->ndim != 4 || grid->ndim != 4 || grid->shape[3] != 2 || grid->shape[0] != in->shape[0])
+        return nn_fail(x, NULL,
+                       "grid_sample needs x (N, C, H, W) and a grid (N, Ho, Wo, 2) of the same N");
+    int64_t ia[GRAPH_MAX_IA] = {border ? GRID_PAD_BORDER : GRID_PAD_ZEROS,
+                                nn_bool(x, "align_corners", false)};
+    return nn_emit(x, graph_op(x->g, OP_GRID_SAMPLE, 2, (int[]){X0, nn_in(x, 1)}, ia, NULL));
+}
+
+int nn_flow_grid(nn_ctx *x) {
+    // Super SloMo's backWarp grid: flow (N, 2, H, W) in pixels -> (N, H, W, 2)
+    // of 2 ((pixel + flow) / size - 0.5) per axis: x from channel 0 and the
+    // column, y from channel 1 and the row (shared (H, W) buffers
+    // pixel_grid.{x,y}.HxW); one add and one scale per axis, then a concat
+    const graph_node *in = nn_node(x, X0);
+    if (in->ndim != 4 || in->shape[1] != 2)
+        return nn_fail(x, NULL, "flow_grid needs a flow (N, 2, H, W)");
+    int64_t N = in->shape[0], H = in->shape[2], W = in->shape[3], side[2] = {W, H};
+    int axes[2];
+    for (int a = 0; a < 2; a++) {
+        char name[64];
+        snprintf(name, sizeof name, "pixel_grid.%c.%lldx%lld", a ? 'y' : 'x', (long long)H,
+                 (long long)W);
+        int pix = nn_shared_buffer(x, name, DT_F32, 2, (int64_t[]){H, W}, INIT_PIXEL_GRID, a);
+        if (pix < 0)
+            return -1;
+        int u = graph_reshape(x->g, graph_slice(x->g, X0, 1, a, 1), 4, (int64_t[]){N, H, W, 1});
+        int p = graph_reshape(x->g, pix, 3, (int64_t[]){H, W, 1});
+        axes[a] = graph_scale(x->g, graph_binary(x->g, OP_ADD, p, u), 2.0 / (double)side[a], -1);
+        if (nn_check(x, axes[a]) < 0)
+            return -1;
+    }
+    int64_t ia[GRAPH_MAX_IA] = {3};
+    return nn_emit(x, graph_op(x->g, OP_CONCAT, 2, axes, ia, NULL));
 }
 
 int nn_flatten(nn_ctx *x) {
@@ -672,20 +743,23 @@ int nn_permute(nn_ctx *x) {
 
 int nn_binary(nn_ctx *x) {
     bool add = strcmp(x->c->type, "add") == 0, sub = strcmp(x->c->type, "sub") == 0;
-    if (strcmp(x->c->type, "div") == 0) // two inputs only (nn.c): one kernel, as torch's a / b
-        return nn_emit(x, graph_binary(x->g, OP_DIV, X0, nn_in(x, 1)));
+    bool div = strcmp(x->c->type, "div") == 0;
     if (x->c->ninputs == 2) {
         if (nn_has(x, "value"))
             return nn_fail(x, "value", "%s: give two inputs or one input and a value, not both",
                            x->c->type);
-        enum op op = add ? OP_ADD : sub ? OP_SUB : OP_MUL;
+        enum op op = add ? OP_ADD : sub ? OP_SUB : div ? OP_DIV : OP_MUL;
         return nn_emit(x, graph_binary(x->g, op, X0, nn_in(x, 1)));
     }
     if (!nn_has(x, "value"))
         return nn_fail(x, NULL, "%s needs two inputs (input: [., name]) or a value", x->c->type);
     double v = nn_float(x, "value", 0);
+    if (div && v == 0)
+        return nn_fail(x, "value", "div: the value must not be 0");
     if (sub)
         v = -v;
+    if (div)
+        v = 1 / v;
     return nn_emit(x, add || sub ? graph_scale(x->g, X0, 1, v) : graph_scale(x->g, X0, v, 0));
 }
 
