@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tcbench needs to build, test and draw charts
-# (and clang with its libFuzzer runtime, libclang-rt-dev, for scripts/fuzz.sh).
+# (and clang with its libFuzzer runtime, libclang-rt-dev, for scripts/fuzz.sh;
+# ccache, which meson puts before the C compiler: a rebuild in a fresh clone
+# compiles only what changed).
 # Safe to run again: apt-get skips what is already there. `--list` prints
 # the packages, one a line, and installs nothing (scripts/check-deps.sh
 # proves the list complete).
@@ -10,7 +12,8 @@ pkgs=(build-essential meson ninja-build pkg-config cmake
       libxxhash-dev libcmocka-dev gnuplot-nox
       libfftw3-dev
       ocl-icd-opencl-dev
-      clang libclang-rt-dev)
+      clang libclang-rt-dev
+      ccache)
 if [ "${1:-}" = --list ]; then
   printf '%s\n' "${pkgs[@]}"
   exit 0

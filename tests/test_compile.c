@@ -657,11 +657,14 @@ static void check_modes(const model *m, const char *cache, const char *what) {
 
 // A convolution with a bias, an activation and a residual add is one
 // oneDNN primitive (bias argument + post-ops); with batch norm after it the
-// epilogue needs the generated loop. Both match the fp64 reference.
+// epilogue needs the generated loop. A residual add followed by two scales
+// (dm_nfnet_f0's block end: gamma, then the next block's beta) is one
+// primitive too, the scales one linear post-op (oneDNN's blocked kernels
+// compute binary, linear, linear wrongly). All match the fp64 reference.
 static void test_conv_post_ops(void **state) {
     char cache[512];
     cache_of(state, cache, sizeof cache);
-    for (int bn = 0; bn < 2; bn++) {
+    for (int bn = 0; bn < 3; bn++) {
         graph *g = graph_new();
         int x = in(g, "x", 4, (int64_t[]){2, 3, 9, 9});
         int r = in(g, "r", 4, (int64_t[]){2, 8, 9, 9});
@@ -669,7 +672,7 @@ static void test_conv_post_ops(void **state) {
         int b = graph_param(g, "b", 1, (int64_t[]){8}, INIT_NORMAL, 0.3);
         int64_t ia[GRAPH_MAX_IA] = {1, 1, 1, 1, 1, 1, 1};
         int y = graph_op(g, OP_CONV2D, 3, (int[]){x, w, b}, ia, NULL);
-        if (bn) {
+        if (bn == 1) {
             int gw = graph_param(g, "g", 1, (int64_t[]){8}, INIT_NORMAL, 1.0);
             int gb = graph_param(g, "gb", 1, (int64_t[]){8}, INIT_NORMAL, 0.3);
             int rm = graph_buffer(g, "rm", DT_F32, 1, (int64_t[]){8}, INIT_NORMAL, 0.3);
@@ -677,7 +680,10 @@ static void test_conv_post_ops(void **state) {
             y = graph_op(g, OP_BATCH_NORM, 5, (int[]){y, gw, gb, rm, rv}, NULL,
                          (double[GRAPH_MAX_FA]){1e-5, 0.1});
         }
-        y = graph_binary(g, OP_ADD, graph_unary(g, OP_RELU6, y), r);
+        if (bn == 2)
+            y = graph_scale(g, graph_scale(g, graph_binary(g, OP_ADD, y, r), 1.7, 0.1), 0.6, -0.2);
+        else
+            y = graph_binary(g, OP_ADD, graph_unary(g, OP_RELU6, y), r);
         graph_output(g, y);
         model *m = model_of(g);
         assert_int_equal(model_init_values(m, 7), 0);
@@ -687,8 +693,12 @@ static void test_conv_post_ops(void **state) {
         int gi = group_of(p, OP_CONV2D, 0);
         conv_post posts[CONV_POST_MAX];
         int np = compile_conv_posts(p, &p->groups[gi], posts);
-        if (bn) {
+        if (bn == 1) {
             assert_int_equal(np, -1); // batch norm's per-channel ops: the loop
+        } else if (bn == 2) {
+            assert_int_equal(np, 4); // bias, residual add, scale, scale
+            assert_true(posts[1].op == OP_ADD && !posts[1].per_channel);
+            assert_true(posts[2].op == OP_SCALE && posts[3].op == OP_SCALE);
         } else {
             assert_int_equal(np, 3); // bias, relu6, residual add
             assert_true(posts[0].per_channel && posts[0].op == OP_ADD);
@@ -696,7 +706,8 @@ static void test_conv_post_ops(void **state) {
             assert_true(!posts[2].per_channel && posts[2].operand >= 0);
         }
         prog_free(p);
-        check_modes(m, cache, bn ? "conv + batch norm" : "conv + bias");
+        check_modes(m, cache,
+                    bn == 1 ? "conv + batch norm" : bn == 2 ? "conv + add, two scales" : "conv + bias");
         model_free(m);
     }
 }

@@ -247,6 +247,16 @@ static int conv_with_posts(compiled *c, int gi, const graph_node *n, tensor *x, 
             bias = &ts[i];
             continue;
         }
+        if (m->op == OP_SCALE && npost > 0 && post[npost - 1].op == OP_SCALE) {
+            // two scales in a row are one linear post-op, a2 (a1 x + b1) + b2:
+            // oneDNN 2.6's blocked convolutions compute a binary post-op
+            // followed by two linear ones wrongly (dm_nfnet_f0's residual add,
+            // then GammaAct's gamma and the next block's beta)
+            cpu_post *q = &post[npost - 1];
+            q->beta = (float)(m->fa[0] * q->beta + m->fa[1]);
+            q->alpha = (float)(m->fa[0] * q->alpha);
+            continue;
+        }
         int j = npost++;
         post[j] = (cpu_post){.op = m->op, .alpha = (float)m->fa[0], .beta = (float)m->fa[1],
                              .per_channel = cp->per_channel};
