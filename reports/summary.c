@@ -242,6 +242,100 @@ static void executive(const rp_set *set, rdoc *d) {
     }
 }
 
+// The study's own figures (reference facts: PyTorch 2.0 on one A100, at the
+// suites' full sizes): the AMP dashboard snapshot per suite and the
+// training headline.
+static const struct {
+    const char *suite;
+    int passed, total;
+    double geomean, compile_s;
+} study_amp[] = {
+    {"huggingface", 34, 44, 1.60, 120},
+    {"timm", 45, 61, 1.23, 427},
+    {"torchbench", 48, 55, 1.38, 278},
+};
+#define STUDY_FP32 1.21
+#define STUDY_AMP  1.51
+
+// Ours beside the study's, for the suites of the study this run has: its
+// subset (study: true) of each, in AMP training, and the headline.
+static void against_study(const rp_set *set, rdoc *d) {
+    const char *devs[RP_MAX_VALUES];
+    rp_sel all = {0};
+    all.v[RP_MODE] = set->primary;
+    int nd = rp_values(set, &all, RP_DEVICE, devs, RP_MAX_VALUES);
+    int have[3] = {0}, any = 0;
+    for (int k = 0; k < 3; k++) {
+        rp_sel s = all;
+        s.v[RP_SUITE] = study_amp[k].suite;
+        s.study = true;
+        for (int i = 0; i < set->n && !have[k]; i++)
+            have[k] = rp_match(set->e[i], &s);
+        any += have[k];
+    }
+    if (!any)
+        return;
+    rdoc_heading(d, 2, "Against the study");
+    rdoc_para(d,
+              "The study's figures are PyTorch 2.0's own: torch.compile against PyTorch eager "
+              "on one NVIDIA A100, at the suites' full sizes, as its release and its dashboard "
+              "reported them (the AMP columns are the dashboard's snapshot of the time). Ours "
+              "are %s against tcbench's eager in these results, on this machine, at the size "
+              "they were run at, over the study's own models (study: true). They sit side by "
+              "side to compare shape, not to meet: the hardware, the sizes and the compilers "
+              "differ.",
+              set->primary);
+    for (int di = 0; di < nd; di++) {
+        rp_sel s = all;
+        s.v[RP_DEVICE] = devs[di];
+        s.v[RP_WORKLOAD] = "train";
+        s.study = true;
+        rdoc_heading(d, 3, "Training headline (%s)", devs[di]);
+        rp_headline h;
+        rp_headline_compute(set, &s, &h);
+        rdoc_table(d, 3, "", "ours (study's models)", "the study's (A100)");
+        char f[32], a[32], v[48];
+        rp_fmt(f, sizeof f, "%.2fx", h.fp32);
+        rp_fmt(a, sizeof a, "%.2fx", h.amp);
+        rp_fmt(v, sizeof v, "%.2fx", h.value);
+        rdoc_cell(d, "fp32 geomean");
+        rdoc_cell(d, "%s", *f ? f : "none");
+        rdoc_cell(d, "%.2fx", STUDY_FP32);
+        rdoc_cell(d, "AMP geomean");
+        rdoc_cell(d, "%s", *a ? a : "none");
+        rdoc_cell(d, "%.2fx", STUDY_AMP);
+        rdoc_cell(d, "0.75 x AMP + 0.25 x fp32");
+        if (h.nboth)
+            rdoc_cell(d, "%s over %d models in both", v, h.nboth);
+        else
+            rdoc_cell(d, "none");
+        rdoc_cell(d, "%.3fx (the release: 43%% faster)", report_headline(STUDY_AMP, STUDY_FP32));
+        rdoc_heading(d, 3, "AMP training per suite (%s)", devs[di]);
+        rdoc_table(d, 7, "suite", "pass rate: ours", "the study's", "geomean: ours", "the study's",
+                   "mean compile s: ours", "the study's");
+        s.v[RP_PRECISION] = "amp";
+        for (int k = 0; k < 3; k++) {
+            if (!have[k])
+                continue;
+            s.v[RP_SUITE] = study_amp[k].suite;
+            rp_agg g;
+            rp_agg_compute(set, &s, &g);
+            char pr[64], spr[64], gm[32], cs[32];
+            report_pass_rate(g.passed, g.total, pr, sizeof pr);
+            report_pass_rate(study_amp[k].passed, study_amp[k].total, spr, sizeof spr);
+            rp_fmt(gm, sizeof gm, "%.2fx", g.geomean);
+            rp_fmt(cs, sizeof cs, "%.2f", g.compile_s);
+            rdoc_cell(d, "%s", study_amp[k].suite);
+            rdoc_cell(d, "%s", *pr ? pr : "none");
+            rdoc_cell(d, "%s", spr);
+            rdoc_cell(d, "%s", *gm ? gm : "none");
+            rdoc_cell(d, "%.2fx", study_amp[k].geomean);
+            rdoc_cell(d, "%s", *cs ? cs : "none");
+            rdoc_cell(d, "%.0f", study_amp[k].compile_s);
+        }
+    }
+}
+
 static void warnings(const rp_set *set, rdoc *d) {
     rdoc_heading(d, 2, "Warnings");
     int n = 0;
@@ -513,6 +607,7 @@ void summary_build(const rp_set *set, const rp_charts *charts, rdoc *d) {
     sources(set, d);
     if (set->primary) {
         headline(set, d);
+        against_study(set, d);
         executive(set, d);
     } else if (set->n == 0) {
         rdoc_para(d, "These results have no entries.");

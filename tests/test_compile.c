@@ -14,6 +14,7 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <sched.h>
 #include <ftw.h>
 #include <inttypes.h>
 #include <math.h>
@@ -1851,6 +1852,85 @@ static void test_kcache_concurrent(void **state) {
     assert_int_equal(tmp, 0);
 }
 
+// A source in kcache's parts form (kcache.h): a prelude, three kernels of
+// about 40 KB each (comments make the bytes), a tail calling them.
+static char *parts_src(const char *broken_kernel_line) {
+    size_t cap = 200000, n = 0;
+    char *s = malloc(cap);
+    assert_non_null(s);
+    n += (size_t)snprintf(s + n, cap - n,
+                          "static inline int tc_base(void) { return 100; }\n"
+                          "#ifdef TC_PARTS\n#define TC_KERNEL __attribute__((visibility(\"hidden\")))\n"
+                          "#else\n#define TC_KERNEL static\n#endif\n");
+    for (int k = 0; k < 3; k++) {
+        n += (size_t)snprintf(s + n, cap - n, "\n" KCACHE_PART
+                              "TC_KERNEL int k%d(void) { return tc_base() + %d; }\n%s", k, k,
+                              k == 1 && broken_kernel_line ? broken_kernel_line : "");
+        for (int line = 0; line < 500; line++)
+            n += (size_t)snprintf(s + n, cap - n, "// %d.%03d: padding so the kernel is worth a part\n", k, line);
+    }
+    n += (size_t)snprintf(s + n, cap - n,
+                          "\n" KCACHE_TAIL "TC_KERNEL int k0(void);\nTC_KERNEL int k1(void);\n"
+                          "TC_KERNEL int k2(void);\n"
+                          "int tc_answer(void) { return k0() + 10 * k1() + 100 * k2(); }\n");
+    assert_true(n < cap - 1);
+    return s;
+}
+
+static void test_kcache_parts(void **state) {
+    char cache[300], cc[300], log[300], err[600];
+    cpu_set_t set;
+    assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+    int cpus = CPU_COUNT(&set);
+    private_cache_of(state, cache, sizeof cache);
+    snprintf(log, sizeof log, "%s/log", (const char *)*state);
+    setenv("TCBENCH_CC", wrapper(state, false, cc, sizeof cc), 1);
+    char *src = parts_src(NULL);
+    const int want = 100 + 10 * 101 + 100 * 102;
+    // whole, then in parts: one key, one answer
+    setenv("TCBENCH_CC_JOBS", "1", 1);
+    kcache_result r;
+    if (kcache_build(src, cache, &r, err, sizeof err) < 0)
+        fail_msg("whole: %s", err);
+    int (*f)(void) = (int (*)(void))dlsym(r.handle, "tc_answer");
+    assert_non_null(f);
+    assert_int_equal(f(), want);
+    assert_int_equal(r.parts, 1);
+    assert_null(dlsym(r.handle, "k1")); // static when whole
+    dlclose(r.handle);
+    assert_int_equal(unlink(r.path), 0);
+    setenv("TCBENCH_CC_JOBS", "3", 1);
+    int calls = count_lines(log);
+    kcache_result r2;
+    if (kcache_build(src, cache, &r2, err, sizeof err) < 0)
+        fail_msg("in parts: %s", err);
+    assert_string_equal(r2.path, r.path);
+    int np = cpus < 3 ? cpus : 3;
+    assert_int_equal(r2.parts, np);
+    f = (int (*)(void))dlsym(r2.handle, "tc_answer");
+    assert_non_null(f);
+    assert_int_equal(f(), want);
+    assert_null(dlsym(r2.handle, "k1")); // hidden across parts
+    dlclose(r2.handle);
+    // a compile per part and, when split, one link
+    assert_int_equal(count_lines(log) - calls, np == 1 ? 1 : np + 1);
+    free(src);
+    // a part that fails: its compiler's words, and nothing left behind
+    src = parts_src("#error the second part is broken\n");
+    if (np > 1) {
+        assert_int_equal(kcache_build(src, cache, &r2, err, sizeof err), -1);
+        if (!strstr(err, "the second part is broken") || !strstr(err, "failed (exit 1)"))
+            fail_msg("error does not carry the compiler's words: %s", err);
+    }
+    int so, tmp;
+    count_entries(cache, &so, &tmp);
+    assert_int_equal(so, 1);
+    assert_int_equal(tmp, 0);
+    free(src);
+    unsetenv("TCBENCH_CC_JOBS");
+    unsetenv("TCBENCH_CC");
+}
+
 static void expect_refused(const char *dir, const char *arg) {
     char err[600];
     kcache_result r;
@@ -2486,7 +2566,9 @@ static void test_train_refused(void **state) {
     model_free(m);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 1) // one test by name (a glob)
+        cmocka_set_test_filter(argv[1]);
     saved_cc = getenv("TCBENCH_CC") ? strdup(getenv("TCBENCH_CC")) : NULL;
     saved_xdg = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -2515,6 +2597,7 @@ int main(void) {
         T(test_kcache_miss_then_hit),
         T(test_kcache_corrupt_entry),
         T(test_kcache_concurrent),
+        T(test_kcache_parts),
         T(test_kcache_unsafe_dir),
         T(test_broken_compiler),
         T(test_opts_from_env),

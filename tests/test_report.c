@@ -801,6 +801,8 @@ static void test_study_subset(void **state) {
     assert_int_equal(all.passed, 2);
     assert_int_equal(st.total, 3);
     expect timm = from_json(doc, "timm", "fp32", "infer");
+    expect sat = from_json(subset, "huggingface", "amp", "train");
+    assert_true(sat.total > 0);
     json_decref(subset);
     resfile *f = dump_and_load(doc, "study.json");
     report_quiet(f, "study");
@@ -822,6 +824,22 @@ static void test_study_subset(void **state) {
     expect_row(md, "### compiled, fp32, inference, cpu",
                "- Not in the geomean: huggingface/t5, \"large\" (model_fail_to_load)");
     assert_non_null(strstr(md, "(eager_fail_to_run)"));
+    // ours beside the study's A100 figures: only huggingface has study cases
+    char sp[32], sg[32];
+    report_pass_rate(sat.passed, sat.total, sp, sizeof sp);
+    fmt_x(sg, sizeof sg, sat.geomean);
+    snprintf(row, sizeof row, "| huggingface | %s | 77%%, 34/44 | %s | 1.60x |", sp,
+             *sg ? sg : "none");
+    expect_row(md, "### AMP training per suite (cpu)", row);
+    const char *per = strstr(md, "### AMP training per suite (cpu)");
+    const char *next = per ? strstr(per, "\n## ") : NULL;
+    assert_non_null(next);
+    const char *timm_row = strstr(per, "| timm |");
+    assert_true(!timm_row || timm_row > next); // no study cases: no row
+    expect_row(md, "### Training headline (cpu)", "| AMP geomean |");
+    expect_row(md, "### Training headline (cpu)",
+               "| 0.75 x AMP + 0.25 x fp32 | ");
+    assert_non_null(strstr(md, "1.435x (the release: 43% faster)"));
     free(md);
     char *csv = out_file("study/results.csv");
     assert_non_null(csv);

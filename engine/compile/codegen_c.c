@@ -10,6 +10,7 @@
 // group index those calls name. Loops: the outer one parallel (OpenMP, on
 // one thread below PAR_MIN elements, the same threshold the eager kernels
 // use), the inner one `omp simd` over unit or broadcast strides.
+#include "kcache.h"
 #include "lower.h"
 
 #include <math.h>
@@ -651,6 +652,10 @@ char *compile_codegen_c(cprog *p) {
     sbuf_puts(&out, tc_abi);
     // eager's GEMM threading (after tc_abi's cblas_sgemm declaration)
     prelude_put(&out, compile_prelude_gemm);
+    // kcache may compile the kernels in parts, in parallel (kcache.h): each
+    // kernel then links across parts, hidden from outside the library
+    sbuf_puts(&out, "#ifdef TC_PARTS\n#define TC_KERNEL __attribute__((visibility(\"hidden\")))\n"
+                    "#else\n#define TC_KERNEL static\n#endif\n");
     for (int gi = 0; gi < p->ngroups; gi++) {
         kgroup *k = &p->groups[gi];
         sbuf_reset(&body);
@@ -662,12 +667,15 @@ char *compile_codegen_c(cprog *p) {
             goto fail;
         if (added)
             sbuf_printf(&out,
-                        "\n// %s\nstatic void k%d(char *const *a, const tc_rt *rt, int gi) {\n"
+                        "\n" KCACHE_PART "// %s\nTC_KERNEL void k%d(char *const *a, const tc_rt *rt, int gi) {\n"
                         "    (void)rt;\n    (void)gi;\n%s}\n",
                         op_name(p->g->nodes[k->anchor >= 0 ? k->anchor : k->nodes[0]].op), found,
                         bodies[found]);
         k->kernel = found;
     }
+    sbuf_puts(&out, "\n" KCACHE_TAIL);
+    for (int i = 0; i < nk; i++)
+        sbuf_printf(&out, "TC_KERNEL void k%d(char *const *, const tc_rt *, int);\n", i);
     sbuf_puts(&out, "\ntypedef void (*tc_kernel)(char *const *, const tc_rt *, int);\n");
     sbuf_puts(&out, "const tc_kernel tc_kernels[] = {");
     for (int i = 0; i < nk; i++)

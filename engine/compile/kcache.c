@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +230,214 @@ static const char *cpu_signature(void) {
     return sig;
 }
 
+// A part below this many bytes of kernels does not repay its prelude.
+#define KCACHE_PART_MIN 32768
+#define KCACHE_MAX_PARTS 16
+
+// How many compilers to run at once: the CPUs this process may run on,
+// capped by $TCBENCH_CC_JOBS.
+static int cc_jobs(void) {
+    cpu_set_t set;
+    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    const char *e = getenv("TCBENCH_CC_JOBS");
+    if (e && *e) {
+        int j = atoi(e);
+        if (j >= 1 && j < n)
+            n = j;
+    }
+    return n < 1 ? 1 : n > KCACHE_MAX_PARTS ? KCACHE_MAX_PARTS : n;
+}
+
+// The parts src compiles in (kcache.h): part i's kernels are
+// src[cut[i], cut[i + 1]), after the prelude src[0, cut[0]); the last part
+// runs to the end, tail included. 1: compile src whole.
+static int plan_parts(const char *src, int jobs, size_t cut[KCACHE_MAX_PARTS + 1]) {
+    const char *first = strstr(src, KCACHE_PART);
+    const char *tail = first ? strstr(first, KCACHE_TAIL) : NULL;
+    if (!tail || jobs < 2)
+        return 1;
+    size_t a = (size_t)(first - src), t = (size_t)(tail - src);
+    size_t want = (t - a) / KCACHE_PART_MIN;
+    int np = want < (size_t)jobs ? (int)want : jobs;
+    if (np < 2)
+        return 1;
+    int k = 0;
+    cut[k++] = a;
+    for (int i = 1; i < np; i++) {
+        size_t target = a + (t - a) * (size_t)i / (size_t)np;
+        if (target <= cut[k - 1])
+            continue;
+        const char *m = strstr(src + target, KCACHE_PART);
+        if (!m || (size_t)(m - src) >= t)
+            break;
+        cut[k++] = (size_t)(m - src);
+    }
+    cut[k] = strlen(src);
+    return k < 2 ? 1 : k;
+}
+
+// The compiler's argv: its words, the flags, then extra (NULL-ended);
+// words and flags are split into the buffers given.
+static void cc_argv(char *argv[KCACHE_MAX_ARGV], char words[256], char flags[256],
+                    const char *const *extra) {
+    snprintf(words, 256, "%s", compiler_words());
+    snprintf(flags, 256, "%s", kcache_flags());
+    int argc = split_words(words, argv, KCACHE_MAX_ARGV);
+    argc += split_words(flags, argv + argc, KCACHE_MAX_ARGV - argc);
+    for (int i = 0; extra[i] && argc < KCACHE_MAX_ARGV - 1; i++)
+        argv[argc++] = (char *)extra[i];
+    argv[argc] = NULL;
+}
+
+static int cc_failed(int rc, char *out, char *err, size_t cap) {
+    first_lines(out);
+    snprintf(err, cap, "the C compiler '%s' failed (exit %d): %.400s", compiler_words(), rc, out);
+    return -1;
+}
+
+// src whole into the library tso.
+static int build_whole(const char *src, const char *base, const char *tso, char *err, size_t cap) {
+    char tsrc[1100];
+    snprintf(tsrc, sizeof tsrc, "%s.c", base);
+    if (write_file(tsrc, src, err, cap) < 0)
+        return -1;
+    char words[256], flags[256], *argv[KCACHE_MAX_ARGV];
+    cc_argv(argv, words, flags, (const char *const[]){"-o", tso, tsrc, NULL});
+    char *out = malloc(16384);
+    if (!out) {
+        unlink(tsrc);
+        snprintf(err, cap, "out of memory");
+        return -1;
+    }
+    int rc = run_capture(argv, out, 16384);
+    unlink(tsrc);
+    if (rc != 0)
+        cc_failed(rc, out, err, cap);
+    free(out);
+    return rc != 0 ? -1 : 0;
+}
+
+// Starts argv with stdout and stderr into the file log; the child's pid,
+// or -1 with err.
+static pid_t spawn_logged(char *const *argv, const char *log, char *err, size_t cap) {
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, cap, "fork: %s", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execvp(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s", argv[0], strerror(errno));
+        _exit(127);
+    }
+    return pid;
+}
+
+static int wait_exit(pid_t pid) {
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// The file's first cap - 1 bytes into out (empty when unreadable).
+static void read_log(const char *path, char *out, size_t cap) {
+    out[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = 0;
+    fclose(f);
+}
+
+// src in np parts compiled at once (plan_parts), then linked into tso.
+static int build_parts(const char *src, const size_t *cut, int np, const char *base,
+                       const char *tso, char *err, size_t cap) {
+    char csrc[KCACHE_MAX_PARTS][1100], obj[KCACHE_MAX_PARTS][1100], log[KCACHE_MAX_PARTS][1100];
+    pid_t pid[KCACHE_MAX_PARTS];
+    int started = 0, rc = 0, failed = -1;
+    err[0] = 0;
+    for (int i = 0; i < np; i++) {
+        snprintf(csrc[i], sizeof csrc[i], "%s-%d.c", base, i);
+        snprintf(obj[i], sizeof obj[i], "%s-%d.o", base, i);
+        snprintf(log[i], sizeof log[i], "%s-%d.log", base, i);
+    }
+    for (int i = 0; i < np && rc == 0; i++) {
+        static const char def[] = "#define TC_PARTS 1\n";
+        size_t pre = cut[0], len = cut[i + 1] - cut[i];
+        char *text = malloc(sizeof def + pre + len);
+        if (!text) {
+            snprintf(err, cap, "out of memory");
+            rc = -1;
+            break;
+        }
+        memcpy(text, def, sizeof def - 1);
+        memcpy(text + sizeof def - 1, src, pre);
+        memcpy(text + sizeof def - 1 + pre, src + cut[i], len);
+        text[sizeof def - 1 + pre + len] = 0;
+        rc = write_file(csrc[i], text, err, cap);
+        free(text);
+        if (rc < 0)
+            break;
+        char words[256], flags[256], *argv[KCACHE_MAX_ARGV];
+        cc_argv(argv, words, flags, (const char *const[]){"-c", "-o", obj[i], csrc[i], NULL});
+        if ((pid[i] = spawn_logged(argv, log[i], err, cap)) < 0) {
+            rc = -1;
+            break;
+        }
+        started = i + 1;
+    }
+    for (int i = 0; i < started; i++) {
+        int st = wait_exit(pid[i]);
+        if (st != 0 && failed < 0 && rc == 0) {
+            failed = i;
+            rc = st;
+        }
+    }
+    char *out = malloc(16384);
+    if (!out && rc == 0) {
+        snprintf(err, cap, "out of memory");
+        rc = -1;
+    }
+    if (failed >= 0 && out) {
+        read_log(log[failed], out, 16384);
+        cc_failed(rc, out, err, cap);
+    } else if (failed >= 0) {
+        snprintf(err, cap, "the C compiler '%s' failed (exit %d)", compiler_words(), rc);
+    }
+    if (rc == 0) { // link
+        const char *extra[KCACHE_MAX_PARTS + 3];
+        int e = 0;
+        extra[e++] = "-o";
+        extra[e++] = tso;
+        for (int i = 0; i < np; i++)
+            extra[e++] = obj[i];
+        extra[e] = NULL;
+        char words[256], flags[256], *argv[KCACHE_MAX_ARGV];
+        cc_argv(argv, words, flags, extra);
+        int lrc = run_capture(argv, out, 16384);
+        if (lrc != 0) {
+            cc_failed(lrc, out, err, cap);
+            rc = -1;
+        }
+    }
+    free(out);
+    for (int i = 0; i < np; i++) {
+        unlink(csrc[i]);
+        unlink(obj[i]);
+        unlink(log[i]);
+    }
+    return rc != 0 ? -1 : 0;
+}
+
 int kcache_build(const char *src, const char *cache_dir, kcache_result *r, char *err, size_t cap) {
     memset(r, 0, sizeof *r);
     char dir[900];
@@ -260,39 +469,18 @@ int kcache_build(const char *src, const char *cache_dir, kcache_result *r, char 
         }
         unlink(r->path); // corrupt or truncated: build it again
     }
-    char tsrc[1024], tso[1024];
+    char base[1024], tso[1100];
     unsigned salt = (unsigned)getpid() ^ (unsigned)time(NULL) ^ (unsigned)(uintptr_t)r;
-    snprintf(tsrc, sizeof tsrc, "%s/tmp-%d-%x.c", dir, (int)getpid(), salt);
-    snprintf(tso, sizeof tso, "%s/tmp-%d-%x.so", dir, (int)getpid(), salt);
-    if (write_file(tsrc, src, err, cap) < 0)
-        return -1;
-    char words[256], flags[256];
-    snprintf(words, sizeof words, "%s", compiler_words());
-    snprintf(flags, sizeof flags, "%s", kcache_flags());
-    char *argv[KCACHE_MAX_ARGV];
-    int argc = split_words(words, argv, KCACHE_MAX_ARGV);
-    argc += split_words(flags, argv + argc, KCACHE_MAX_ARGV - argc - 4);
-    argv[argc++] = "-o";
-    argv[argc++] = tso;
-    argv[argc++] = tsrc;
-    argv[argc] = NULL;
-    char *out = malloc(16384);
-    if (!out) {
-        unlink(tsrc);
-        snprintf(err, cap, "out of memory");
-        return -1;
-    }
-    int rc = run_capture(argv, out, 16384);
-    unlink(tsrc);
-    if (rc != 0) {
-        first_lines(out);
-        snprintf(err, cap, "the C compiler '%s' failed (exit %d): %.400s", compiler_words(), rc,
-                 out);
-        free(out);
+    snprintf(base, sizeof base, "%s/tmp-%d-%x", dir, (int)getpid(), salt);
+    snprintf(tso, sizeof tso, "%s.so", base);
+    size_t cut[KCACHE_MAX_PARTS + 1];
+    int np = plan_parts(src, cc_jobs(), cut);
+    if ((np == 1 ? build_whole(src, base, tso, err, cap)
+                 : build_parts(src, cut, np, base, tso, err, cap)) < 0) {
         unlink(tso);
         return -1;
     }
-    free(out);
+    r->parts = np;
     if (rename(tso, r->path) < 0) {
         snprintf(err, cap, "rename %s: %s", tso, strerror(errno));
         unlink(tso);

@@ -14,13 +14,26 @@
 // is refused. Entries are written to a temporary file and renamed into
 // place, so concurrent runs never see half a file; an entry that fails to
 // load is rebuilt.
+//
+// A large source compiles in parts at once, one per CPU this process may run
+// on ($TCBENCH_CC_JOBS caps it; 1 compiles whole): when the source marks its
+// kernels with KCACHE_PART lines and its closing code with a KCACHE_TAIL
+// line, each part is the text before the first mark (the prelude), with
+// TC_PARTS defined, followed by a contiguous run of kernels (the last part
+// also takes the tail); the objects are then linked into one library. The
+// source itself must make its kernels non-static under TC_PARTS and
+// declare them before the tail uses them. The key is the same either way.
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
 
+#define KCACHE_PART "//@tc-part\n"
+#define KCACHE_TAIL "//@tc-tail\n"
+
 typedef struct kcache_result {
     void *handle;   // dlopen handle
     bool hit;       // loaded from the cache without compiling
+    int parts;      // translation units compiled (0 on a hit)
     char path[1024];
 } kcache_result;
 
