@@ -1853,9 +1853,9 @@ static void test_kcache_concurrent(void **state) {
 }
 
 // A source in kcache's parts form (kcache.h): a prelude, three kernels of
-// about 40 KB each (comments make the bytes), a tail calling them.
+// about 44 KB each (comments make the bytes), a tail calling them.
 static char *parts_src(const char *broken_kernel_line) {
-    size_t cap = 200000, n = 0;
+    size_t cap = 300000, n = 0;
     char *s = malloc(cap);
     assert_non_null(s);
     n += (size_t)snprintf(s + n, cap - n,
@@ -1866,7 +1866,7 @@ static char *parts_src(const char *broken_kernel_line) {
         n += (size_t)snprintf(s + n, cap - n, "\n" KCACHE_PART
                               "TC_KERNEL int k%d(void) { return tc_base() + %d; }\n%s", k, k,
                               k == 1 && broken_kernel_line ? broken_kernel_line : "");
-        for (int line = 0; line < 500; line++)
+        for (int line = 0; line < 800; line++)
             n += (size_t)snprintf(s + n, cap - n, "// %d.%03d: padding so the kernel is worth a part\n", k, line);
     }
     n += (size_t)snprintf(s + n, cap - n,
@@ -1905,7 +1905,7 @@ static void test_kcache_parts(void **state) {
     if (kcache_build(src, cache, &r2, err, sizeof err) < 0)
         fail_msg("in parts: %s", err);
     assert_string_equal(r2.path, r.path);
-    int np = cpus < 3 ? cpus : 3;
+    int np = cpus >= 2 ? 3 : 1; // one part a kernel: at most three a compiler
     assert_int_equal(r2.parts, np);
     f = (int (*)(void))dlsym(r2.handle, "tc_answer");
     assert_non_null(f);

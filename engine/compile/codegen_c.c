@@ -623,17 +623,21 @@ static int emit_group(cprog *p, kgroup *k, sbuf *b) {
     return rc;
 }
 
-// The pointer expression for operand node v in tc_step.
-static void pointer_of(const cprog *p, int v, char *buf, size_t cap) {
+// Where operand node v lives in tc_step: *base, the ext slot (sources and
+// constants, filled by the runtime) or -1 for the arena, and a byte offset.
+static void operand_of(const cprog *p, int v, int *base, int64_t *off) {
     const cnode *c = &p->info[v];
-    int base = c->store == CS_VIEW ? c->base : v;
+    int b = c->store == CS_VIEW ? c->base : v;
     int64_t eoff = c->store == CS_VIEW ? c->lay.offset : 0;
-    size_t es = dtype_size(p->g->nodes[v].dtype);
-    const cnode *bc = &p->info[base];
-    if (bc->store == CS_SOURCE || bc->store == CS_CONST) // constants: filled by the runtime
-        snprintf(buf, cap, "ext[%d] + %lld", base, (long long)(eoff * (int64_t)es));
-    else
-        snprintf(buf, cap, "arena + %lld", (long long)(bc->offset + eoff * (int64_t)es));
+    int64_t es = (int64_t)dtype_size(p->g->nodes[v].dtype);
+    const cnode *bc = &p->info[b];
+    if (bc->store == CS_SOURCE || bc->store == CS_CONST) {
+        *base = b;
+        *off = eoff * es;
+    } else {
+        *base = -1;
+        *off = (int64_t)bc->offset + eoff * es;
+    }
 }
 
 char *compile_codegen_c(cprog *p) {
@@ -681,26 +685,56 @@ char *compile_codegen_c(cprog *p) {
     for (int i = 0; i < nk; i++)
         sbuf_printf(&out, "%sk%d", i ? ", " : "", i);
     sbuf_printf(&out, "};\nconst int tc_nkernels = %d;\n\n", nk);
-    sbuf_puts(&out, "void tc_step(char *const *ext, char *arena, const tc_rt *rt) {\n");
-    sbuf_puts(&out, "    (void)ext;\n    (void)arena;\n");
+    // tc_step walks a table of the groups and their operands (an ext index,
+    // or -1 for the arena, and a byte offset each): one straight-line call
+    // per group made a function that took the C compiler longer than all
+    // the kernels of a large model, for no faster a step
+    int maxops = 1;
+    sbuf_puts(&out, "static const int64_t tc_ops[][2] = {\n");
+    int nall = 0;
     for (int gi = 0; gi < p->ngroups; gi++) {
         kgroup *k = &p->groups[gi];
-        sbuf_puts(&out, "    {\n        char *const a[] = {");
         int nops = compile_group_operands(p, k, NULL, 0);
         int *ops = malloc((size_t)(nops ? nops : 1) * sizeof *ops);
         if (!ops)
             goto fail;
         compile_group_operands(p, k, ops, nops);
         for (int i = 0; i < nops; i++) {
-            char ptr[96];
-            pointer_of(p, ops[i], ptr, sizeof ptr);
-            sbuf_printf(&out, "%s%s", i ? ", " : "", ptr);
+            int base;
+            int64_t off;
+            operand_of(p, ops[i], &base, &off);
+            sbuf_printf(&out, "{%d,%lld},", base, (long long)off);
+            if (++nall % 8 == 0)
+                sbuf_puts(&out, "\n");
         }
         free(ops);
-        if (nops == 0)
-            sbuf_puts(&out, "0");
-        sbuf_printf(&out, "};\n        k%d(a, rt, %d);\n    }\n", k->kernel, gi);
+        if (nops > maxops)
+            maxops = nops;
     }
+    if (nall == 0)
+        sbuf_puts(&out, "{0,0}");
+    sbuf_puts(&out, "};\n// per group: its kernel, its first operand in tc_ops, how many\n"
+                    "static const int32_t tc_groups[][3] = {\n");
+    for (int gi = 0, first = 0; gi < p->ngroups; gi++) {
+        kgroup *k = &p->groups[gi];
+        int nops = compile_group_operands(p, k, NULL, 0);
+        sbuf_printf(&out, "{%d,%d,%d},%s", k->kernel, first, nops, gi % 8 == 7 ? "\n" : "");
+        first += nops;
+    }
+    if (p->ngroups == 0)
+        sbuf_puts(&out, "{0,0,0}");
+    sbuf_printf(&out,
+                "};\n\nvoid tc_step(char *const *ext, char *arena, const tc_rt *rt) {\n"
+                "    char *a[%d] = {0};\n"
+                "    for (int gi = 0; gi < %d; gi++) {\n"
+                "        const int32_t *g = tc_groups[gi];\n"
+                "        for (int i = 0; i < g[2]; i++) {\n"
+                "            const int64_t *o = tc_ops[g[1] + i];\n"
+                "            a[i] = (o[0] < 0 ? arena : ext[o[0]]) + o[1];\n"
+                "        }\n"
+                "        tc_kernels[g[0]](a, rt, gi);\n"
+                "    }\n",
+                maxops, p->ngroups);
     sbuf_puts(&out, "}\n");
     lower_kernel_keys_free(bodies, nk);
     free(body.s);

@@ -257,8 +257,12 @@ static int plan_parts(const char *src, int jobs, size_t cut[KCACHE_MAX_PARTS + 1
     if (!tail || jobs < 2)
         return 1;
     size_t a = (size_t)(first - src), t = (size_t)(tail - src);
-    size_t want = (t - a) / KCACHE_PART_MIN;
-    int np = want < (size_t)jobs ? (int)want : jobs;
+    // three parts a compiler: kernels' compile times differ more than their
+    // sizes, and a compiler that finishes early takes the next part
+    size_t want = (t - a) / KCACHE_PART_MIN, most = 3 * (size_t)jobs;
+    if (most > KCACHE_MAX_PARTS)
+        most = KCACHE_MAX_PARTS;
+    int np = (int)(want < most ? want : most);
     if (np < 2)
         return 1;
     int k = 0;
@@ -339,14 +343,6 @@ static pid_t spawn_logged(char *const *argv, const char *log, char *err, size_t 
     return pid;
 }
 
-static int wait_exit(pid_t pid) {
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 // The file's first cap - 1 bytes into out (empty when unreadable).
 static void read_log(const char *path, char *out, size_t cap) {
     out[0] = 0;
@@ -359,17 +355,18 @@ static void read_log(const char *path, char *out, size_t cap) {
 }
 
 // src in np parts compiled at once (plan_parts), then linked into tso.
-static int build_parts(const char *src, const size_t *cut, int np, const char *base,
+static int build_parts(const char *src, const size_t *cut, int np, int jobs, const char *base,
                        const char *tso, char *err, size_t cap) {
     char csrc[KCACHE_MAX_PARTS][1100], obj[KCACHE_MAX_PARTS][1100], log[KCACHE_MAX_PARTS][1100];
     pid_t pid[KCACHE_MAX_PARTS];
-    int started = 0, rc = 0, failed = -1;
+    int rc = 0, failed = -1;
     err[0] = 0;
     for (int i = 0; i < np; i++) {
         snprintf(csrc[i], sizeof csrc[i], "%s-%d.c", base, i);
         snprintf(obj[i], sizeof obj[i], "%s-%d.o", base, i);
         snprintf(log[i], sizeof log[i], "%s-%d.log", base, i);
     }
+    // write every part, then keep `jobs` compilers busy until all are done
     for (int i = 0; i < np && rc == 0; i++) {
         static const char def[] = "#define TC_PARTS 1\n";
         size_t pre = cut[0], len = cut[i + 1] - cut[i];
@@ -385,21 +382,45 @@ static int build_parts(const char *src, const size_t *cut, int np, const char *b
         text[sizeof def - 1 + pre + len] = 0;
         rc = write_file(csrc[i], text, err, cap);
         free(text);
-        if (rc < 0)
-            break;
-        char words[256], flags[256], *argv[KCACHE_MAX_ARGV];
-        cc_argv(argv, words, flags, (const char *const[]){"-c", "-o", obj[i], csrc[i], NULL});
-        if ((pid[i] = spawn_logged(argv, log[i], err, cap)) < 0) {
-            rc = -1;
-            break;
-        }
-        started = i + 1;
     }
-    for (int i = 0; i < started; i++) {
-        int st = wait_exit(pid[i]);
-        if (st != 0 && failed < 0 && rc == 0) {
+    int running = 0, next = 0;
+    while (running > 0 || (rc == 0 && next < np)) {
+        if (rc == 0 && next < np && running < jobs) {
+            char words[256], flags[256], *argv[KCACHE_MAX_ARGV];
+            cc_argv(argv, words, flags,
+                    (const char *const[]){"-c", "-o", obj[next], csrc[next], NULL});
+            if ((pid[next] = spawn_logged(argv, log[next], err, cap)) < 0) {
+                rc = -1;
+                continue;
+            }
+            next++;
+            running++;
+            continue;
+        }
+        // one compiler done: poll ours only (another child of this
+        // process is its owner's to reap)
+        int st = 0, i = -1;
+        bool reaped = false;
+        for (int k = 0; k < next && i < 0; k++) {
+            if (pid[k] <= 0)
+                continue;
+            pid_t w = waitpid(pid[k], &st, WNOHANG);
+            if (w == pid[k] || (w < 0 && errno != EINTR)) {
+                i = k;
+                reaped = w == pid[k];
+            }
+        }
+        if (i < 0) {
+            nanosleep(&(struct timespec){0, 2000000}, NULL);
+            continue;
+        }
+        pid[i] = 0;
+        running--;
+        // reaped by someone else (w < 0): its object decides, at the link
+        int code = reaped ? (WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)) : 0;
+        if (code != 0 && failed < 0 && rc == 0) {
             failed = i;
-            rc = st;
+            rc = code;
         }
     }
     char *out = malloc(16384);
@@ -474,9 +495,10 @@ int kcache_build(const char *src, const char *cache_dir, kcache_result *r, char 
     snprintf(base, sizeof base, "%s/tmp-%d-%x", dir, (int)getpid(), salt);
     snprintf(tso, sizeof tso, "%s.so", base);
     size_t cut[KCACHE_MAX_PARTS + 1];
-    int np = plan_parts(src, cc_jobs(), cut);
+    int jobs = cc_jobs();
+    int np = plan_parts(src, jobs, cut);
     if ((np == 1 ? build_whole(src, base, tso, err, cap)
-                 : build_parts(src, cut, np, base, tso, err, cap)) < 0) {
+                 : build_parts(src, cut, np, jobs, base, tso, err, cap)) < 0) {
         unlink(tso);
         return -1;
     }
