@@ -264,13 +264,15 @@ static void against_study(const rp_set *set, rdoc *d) {
     rp_sel all = {0};
     all.v[RP_MODE] = set->primary;
     int nd = rp_values(set, &all, RP_DEVICE, devs, RP_MAX_VALUES);
-    int have[3] = {0}, any = 0;
+    const char *suites[RP_MAX_VALUES];
+    rp_sel study = all;
+    study.study = true;
+    int ns = rp_values(set, &study, RP_SUITE, suites, RP_MAX_VALUES);
+    bool have[3] = {false};
+    int any = 0;
     for (int k = 0; k < 3; k++) {
-        rp_sel s = all;
-        s.v[RP_SUITE] = study_amp[k].suite;
-        s.study = true;
-        for (int i = 0; i < set->n && !have[k]; i++)
-            have[k] = rp_match(set->e[i], &s);
+        for (int j = 0; j < ns && !have[k]; j++)
+            have[k] = !strcmp(suites[j], study_amp[k].suite);
         any += have[k];
     }
     if (!any)

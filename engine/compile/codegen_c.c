@@ -641,7 +641,7 @@ static void operand_of(const cprog *p, int v, int *base, int64_t *off) {
 }
 
 char *compile_codegen_c(cprog *p) {
-    sbuf out = {0}, body = {0};
+    sbuf out = {0}, body = {0}, groups = {0};
     char **bodies = calloc((size_t)p->ngroups + 1, sizeof *bodies);
     int nk = 0;
     if (!bodies)
@@ -689,9 +689,10 @@ char *compile_codegen_c(cprog *p) {
     // or -1 for the arena, and a byte offset each): one straight-line call
     // per group made a function that took the C compiler longer than all
     // the kernels of a large model, for no faster a step
-    int maxops = 1;
+    int maxops = 1, nall = 0;
     sbuf_puts(&out, "static const int64_t tc_ops[][2] = {\n");
-    int nall = 0;
+    // per group: its kernel, its first operand in tc_ops, how many
+    sbuf_puts(&groups, "static const int32_t tc_groups[][3] = {\n");
     for (int gi = 0; gi < p->ngroups; gi++) {
         kgroup *k = &p->groups[gi];
         int nops = compile_group_operands(p, k, NULL, 0);
@@ -699,6 +700,7 @@ char *compile_codegen_c(cprog *p) {
         if (!ops)
             goto fail;
         compile_group_operands(p, k, ops, nops);
+        sbuf_printf(&groups, "{%d,%d,%d},%s", k->kernel, nall, nops, gi % 8 == 7 ? "\n" : "");
         for (int i = 0; i < nops; i++) {
             int base;
             int64_t off;
@@ -711,20 +713,11 @@ char *compile_codegen_c(cprog *p) {
         if (nops > maxops)
             maxops = nops;
     }
-    if (nall == 0)
-        sbuf_puts(&out, "{0,0}");
-    sbuf_puts(&out, "};\n// per group: its kernel, its first operand in tc_ops, how many\n"
-                    "static const int32_t tc_groups[][3] = {\n");
-    for (int gi = 0, first = 0; gi < p->ngroups; gi++) {
-        kgroup *k = &p->groups[gi];
-        int nops = compile_group_operands(p, k, NULL, 0);
-        sbuf_printf(&out, "{%d,%d,%d},%s", k->kernel, first, nops, gi % 8 == 7 ? "\n" : "");
-        first += nops;
-    }
-    if (p->ngroups == 0)
-        sbuf_puts(&out, "{0,0,0}");
+    sbuf_puts(&out, nall ? "};\n" : "{0,0}};\n");
+    sbuf_puts(&groups, p->ngroups ? "};\n" : "{0,0,0}};\n");
+    sbuf_puts(&out, groups.s);
     sbuf_printf(&out,
-                "};\n\nvoid tc_step(char *const *ext, char *arena, const tc_rt *rt) {\n"
+                "\nvoid tc_step(char *const *ext, char *arena, const tc_rt *rt) {\n"
                 "    char *a[%d] = {0};\n"
                 "    for (int gi = 0; gi < %d; gi++) {\n"
                 "        const int32_t *g = tc_groups[gi];\n"
@@ -738,6 +731,9 @@ char *compile_codegen_c(cprog *p) {
     sbuf_puts(&out, "}\n");
     lower_kernel_keys_free(bodies, nk);
     free(body.s);
+    if (groups.oom)
+        out.oom = true;
+    free(groups.s);
     if (out.oom) {
         free(out.s);
         return NULL;
@@ -746,6 +742,7 @@ char *compile_codegen_c(cprog *p) {
 fail:
     lower_kernel_keys_free(bodies, nk);
     free(body.s);
+    free(groups.s);
     free(out.s);
     return NULL;
 }

@@ -36,6 +36,19 @@ static int split_words(char *s, char **argv, int max) {
     return n;
 }
 
+// In a forked child: stdout and stderr into fd, then argv (no shell).
+static _Noreturn void exec_into(int fd, char *const *argv) {
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        if (fd > 2)
+            close(fd);
+    }
+    execvp(argv[0], argv);
+    fprintf(stderr, "cannot run %s: %s", argv[0], strerror(errno));
+    _exit(127);
+}
+
 // Run argv (no shell), stdout and stderr into out; returns the exit status,
 // or -1 when it could not be started (out says why).
 static int run_capture(char *const *argv, char *out, size_t cap) {
@@ -52,13 +65,8 @@ static int run_capture(char *const *argv, char *out, size_t cap) {
         return -1;
     }
     if (pid == 0) {
-        dup2(fd[1], 1);
-        dup2(fd[1], 2);
         close(fd[0]);
-        close(fd[1]);
-        execvp(argv[0], argv);
-        fprintf(stderr, "cannot run %s: %s", argv[0], strerror(errno));
-        _exit(127);
+        exec_into(fd[1], argv);
     }
     close(fd[1]);
     size_t len = 0;
@@ -329,17 +337,8 @@ static pid_t spawn_logged(char *const *argv, const char *log, char *err, size_t 
         snprintf(err, cap, "fork: %s", strerror(errno));
         return -1;
     }
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        execvp(argv[0], argv);
-        fprintf(stderr, "cannot run %s: %s", argv[0], strerror(errno));
-        _exit(127);
-    }
+    if (pid == 0)
+        exec_into(open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600), argv);
     return pid;
 }
 
@@ -400,15 +399,17 @@ static int build_parts(const char *src, const size_t *cut, int np, int jobs, con
         // one compiler done: poll ours only (another child of this
         // process is its owner's to reap)
         int st = 0, i = -1;
-        bool reaped = false;
         for (int k = 0; k < next && i < 0; k++) {
             if (pid[k] <= 0)
-                continue;
+                continue; // done already
             pid_t w = waitpid(pid[k], &st, WNOHANG);
-            if (w == pid[k] || (w < 0 && errno != EINTR)) {
-                i = k;
-                reaped = w == pid[k];
+            bool lost = w < 0 && errno != EINTR;
+            if (lost && rc == 0) { // as run_capture says it
+                snprintf(err, cap, "waitpid: %s", strerror(errno));
+                rc = -1;
             }
+            if (w == pid[k] || lost)
+                i = k;
         }
         if (i < 0) {
             nanosleep(&(struct timespec){0, 2000000}, NULL);
@@ -416,9 +417,8 @@ static int build_parts(const char *src, const size_t *cut, int np, int jobs, con
         }
         pid[i] = 0;
         running--;
-        // reaped by someone else (w < 0): its object decides, at the link
-        int code = reaped ? (WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)) : 0;
-        if (code != 0 && failed < 0 && rc == 0) {
+        int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (rc == 0 && code != 0) {
             failed = i;
             rc = code;
         }
