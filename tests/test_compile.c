@@ -1853,8 +1853,10 @@ static void test_kcache_concurrent(void **state) {
 }
 
 // A source in kcache's parts form (kcache.h): a prelude, three kernels of
-// about 44 KB each (comments make the bytes), a tail calling them.
-static char *parts_src(const char *broken_kernel_line) {
+// about 44 KB each (comments make the bytes), a tail calling them (and
+// adding `extra` to the answer: another tail, the same kernels); k1 adds
+// k1_add (1 in the plain source; another digit changes that part alone).
+static char *parts_src_tail(const char *broken_kernel_line, int extra, int k1_add) {
     size_t cap = 300000, n = 0;
     char *s = malloc(cap);
     assert_non_null(s);
@@ -1864,7 +1866,8 @@ static char *parts_src(const char *broken_kernel_line) {
                           "#else\n#define TC_KERNEL static\n#endif\n");
     for (int k = 0; k < 3; k++) {
         n += (size_t)snprintf(s + n, cap - n, "\n" KCACHE_PART
-                              "TC_KERNEL int k%d(void) { return tc_base() + %d; }\n%s", k, k,
+                              "TC_KERNEL int k%d(void) { return tc_base() + %d; }\n%s", k,
+                              k == 1 ? k1_add : k,
                               k == 1 && broken_kernel_line ? broken_kernel_line : "");
         for (int line = 0; line < 800; line++)
             n += (size_t)snprintf(s + n, cap - n, "// %d.%03d: padding so the kernel is worth a part\n", k, line);
@@ -1872,9 +1875,25 @@ static char *parts_src(const char *broken_kernel_line) {
     n += (size_t)snprintf(s + n, cap - n,
                           "\n" KCACHE_TAIL "TC_KERNEL int k0(void);\nTC_KERNEL int k1(void);\n"
                           "TC_KERNEL int k2(void);\n"
-                          "int tc_answer(void) { return k0() + 10 * k1() + 100 * k2(); }\n");
+                          "int tc_answer(void) { return k0() + 10 * k1() + 100 * k2() + %d; }\n",
+                          extra);
     assert_true(n < cap - 1);
     return s;
+}
+
+static char *parts_src(const char *broken_kernel_line) {
+    return parts_src_tail(broken_kernel_line, 0, 1);
+}
+
+// The .o files in dir: the kept objects of parts.
+static int count_objects(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strncmp(e->d_name, "tmp-", 4) && strstr(e->d_name, ".o") && !strstr(e->d_name, ".so");
+    closedir(d);
+    return n;
 }
 
 static void test_kcache_parts(void **state) {
@@ -1912,9 +1931,71 @@ static void test_kcache_parts(void **state) {
     assert_int_equal(f(), want);
     assert_null(dlsym(r2.handle, "k1")); // hidden across parts
     dlclose(r2.handle);
-    // a compile per part and, when split, one link
-    assert_int_equal(count_lines(log) - calls, np == 1 ? 1 : np + 1);
+    // a compile per part and the tail and, when split, one link; each
+    // part's object kept
+    assert_int_equal(count_lines(log) - calls, np == 1 ? 1 : np + 2);
+    assert_int_equal(r2.reused, 0);
+    assert_int_equal(count_objects(cache), np == 1 ? 0 : np + 1);
     free(src);
+    if (np > 1) {
+        // the same kernels, another tail: only the tail compiles, the
+        // kernel parts' objects are linked as they are
+        src = parts_src_tail(NULL, 7, 1);
+        calls = count_lines(log);
+        kcache_result r3;
+        if (kcache_build(src, cache, &r3, err, sizeof err) < 0)
+            fail_msg("another tail: %s", err);
+        assert_false(r3.hit);
+        assert_string_not_equal(r3.path, r.path);
+        assert_int_equal(r3.reused, np);
+        assert_int_equal(count_lines(log) - calls, 2);
+        f = (int (*)(void))dlsym(r3.handle, "tc_answer");
+        assert_non_null(f);
+        assert_int_equal(f(), want + 7);
+        dlclose(r3.handle);
+        free(src);
+        // a kernel changed (its part's bytes alike in length): that part
+        // compiles, the other parts and the tail (built just before) not
+        src = parts_src_tail(NULL, 7, 5);
+        calls = count_lines(log);
+        if (kcache_build(src, cache, &r3, err, sizeof err) < 0)
+            fail_msg("a part changed: %s", err);
+        assert_int_equal(r3.reused, np);
+        assert_int_equal(count_lines(log) - calls, 2);
+        f = (int (*)(void))dlsym(r3.handle, "tc_answer");
+        assert_non_null(f);
+        assert_int_equal(f(), want + 7 + 10 * 4);
+        dlclose(r3.handle);
+        free(src);
+        // a kept object that is damaged does not link: the error is the
+        // linker's, the object goes, and the next build compiles it anew
+        DIR *d = opendir(cache);
+        assert_non_null(d);
+        for (struct dirent *e; (e = readdir(d));)
+            if (strstr(e->d_name, ".o") && !strstr(e->d_name, ".so")) {
+                char p[700];
+                snprintf(p, sizeof p, "%s/%s", cache, e->d_name);
+                FILE *o = fopen(p, "w");
+                assert_non_null(o);
+                fputs("not an object\n", o);
+                fclose(o);
+            }
+        closedir(d);
+        src = parts_src_tail(NULL, 8, 1);
+        assert_int_equal(kcache_build(src, cache, &r3, err, sizeof err), -1);
+        if (!strstr(err, "failed"))
+            fail_msg("a damaged object: %s", err);
+        calls = count_lines(log);
+        if (kcache_build(src, cache, &r3, err, sizeof err) < 0)
+            fail_msg("after a damaged object: %s", err);
+        assert_int_equal(r3.reused, 1); // the tail, good: it compiled the time before
+        assert_int_equal(count_lines(log) - calls, np + 1);
+        f = (int (*)(void))dlsym(r3.handle, "tc_answer");
+        assert_non_null(f);
+        assert_int_equal(f(), want + 8);
+        dlclose(r3.handle);
+        free(src);
+    }
     // a part that fails: its compiler's words, and nothing left behind
     src = parts_src("#error the second part is broken\n");
     if (np > 1) {
@@ -1924,7 +2005,7 @@ static void test_kcache_parts(void **state) {
     }
     int so, tmp;
     count_entries(cache, &so, &tmp);
-    assert_int_equal(so, 1);
+    assert_int_equal(so, np == 1 ? 1 : 4);
     assert_int_equal(tmp, 0);
     free(src);
     unsetenv("TCBENCH_CC_JOBS");

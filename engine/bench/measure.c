@@ -59,11 +59,11 @@ int measure_mode_cache(const char *kcache, const char *mode, char *dir, size_t d
     return base_mkdtemp("tcbench-kcache", dir, dcap, err, cap);
 }
 
-// Compiles mr's mode cold (an empty kernel cache of its own) and warm (the
-// same cache: the program kept). On the GPU, which has no kernel cache yet,
-// once: the cold time, no warm one. -1 with err: the compiler's words.
-static int compile_mode(const bench_plan *p, const bench_case *bc, const model *m, mode_run *mr,
-                        const char *kcache, char *err, size_t cap) {
+// Compiles mr's mode cold, into its empty kernel cache `cache`
+// (measure_mode_cache), and throws the executor away: cold_s. -1 with err:
+// the compiler's words.
+static int compile_cold(const bench_plan *p, const bench_case *bc, const model *m, mode_run *mr,
+                        const char *cache, char *err, size_t cap) {
     compile_opts o = mode_compile_opts(mr->mode);
     const bench_exec_opts xo = exec_opts(p, task_device(p, mr->r));
     const char *mode = bench_axis_value(BENCH_AXIS_MODE, mr->mode);
@@ -74,8 +74,44 @@ static int compile_mode(const bench_plan *p, const bench_case *bc, const model *
             return -1;
         o.dump_dir = dump;
     }
+    o.cache_dir = cache;
+    bench_exec *cold = NULL;
+    double t0 = base_now();
+    int rc = bench_exec_compile(m, &o, &xo, &cold, err, cap);
+    mr->r->compile.cold_s = base_now() - t0;
+    bench_exec_free(cold);
+    return rc;
+}
+
+// mr's mode again from the cache compile_cold filled (the program kept):
+// warm_s, and the executor kept in mr.
+static int compile_warm(const bench_plan *p, const model *m, mode_run *mr, const char *cache,
+                        char *err, size_t cap) {
+    compile_opts o = mode_compile_opts(mr->mode);
+    const bench_exec_opts xo = exec_opts(p, task_device(p, mr->r));
+    o.cache_dir = cache;
+    bench_compile *bc_out = &mr->r->compile;
+    double t0 = base_now();
+    int rc = bench_exec_compile(m, &o, &xo, &mr->x, err, cap);
+    bc_out->warm_s = base_now() - t0;
+    if (rc < 0)
+        return -1;
+    size_t arena;
+    bench_exec_compile_info(mr->x, &bc_out->cache_hit, &arena);
+    bc_out->done = true;
+    mr->r->arena_bytes = (int64_t)arena;
+    return 0;
+}
+
+// Compiles mr's mode cold (an empty kernel cache of its own) and warm (the
+// same cache: the program kept). On the GPU, which has no kernel cache yet,
+// once: the cold time, no warm one. -1 with err: the compiler's words.
+static int compile_mode(const bench_plan *p, const bench_case *bc, const model *m, mode_run *mr,
+                        const char *kcache, char *err, size_t cap) {
+    const bench_exec_opts xo = exec_opts(p, task_device(p, mr->r));
     bench_compile *bc_out = &mr->r->compile;
     if (xo.device == BENCH_DEV_CUDA) {
+        compile_opts o = mode_compile_opts(mr->mode);
         double t0 = base_now();
         int rc = bench_exec_compile(m, &o, &xo, &mr->x, err, cap);
         bc_out->cold_s = base_now() - t0;
@@ -87,29 +123,15 @@ static int compile_mode(const bench_plan *p, const bench_case *bc, const model *
         return 0;
     }
     char cache[1024];
+    const char *mode = bench_axis_value(BENCH_AXIS_MODE, mr->mode);
     if (measure_mode_cache(kcache, mode, cache, sizeof cache, err, cap) < 0)
         return -1;
-    o.cache_dir = cache;
-    bench_exec *cold = NULL;
-    double t0 = base_now();
-    int rc = bench_exec_compile(m, &o, &xo, &cold, err, cap);
-    bc_out->cold_s = base_now() - t0;
-    bench_exec_free(cold);
-    if (rc == 0) {
-        o.dump_dir = NULL;
-        t0 = base_now();
-        rc = bench_exec_compile(m, &o, &xo, &mr->x, err, cap);
-        bc_out->warm_s = base_now() - t0;
-    }
+    int rc = compile_cold(p, bc, m, mr, cache, err, cap);
+    if (rc == 0)
+        rc = compile_warm(p, m, mr, cache, err, cap);
     if (!kcache) // else KCACHE/MODE, the parent's to remove
         bench_remove_tree(cache);
-    if (rc < 0)
-        return -1;
-    size_t arena;
-    bench_exec_compile_info(mr->x, &bc_out->cache_hit, &arena);
-    bc_out->done = true;
-    mr->r->arena_bytes = (int64_t)arena;
-    return 0;
+    return rc;
 }
 
 // Statuses and memory once everything is measured (bench_group_judge then
@@ -160,11 +182,14 @@ static void result_init(bench_result *r, int task) {
     r->stab.load_start = r->stab.load_end = NAN;
 }
 
-// Training, in two parts on the CPU. The check (measure_check_train) runs a graph
-// that also returns every gradient, compiled once per mode into the kernel
-// cache. The measured graph returns only the loss, so that a gradient can
-// die at its update (it differs from the checked one in its outputs alone);
-// its compile latency, kernels and peak memory come from its first step.
+// Training, in three parts on the CPU. The measured graph returns only the
+// loss, so that a gradient can die at its update; each mode compiles it
+// first, cold, into the mode's empty kernel cache. The check
+// (measure_check_train) runs a graph that also returns every gradient: it
+// differs from the measured one in its outputs alone, so its kernels are
+// the same and only its tail compiles (kcache keeps each part's object).
+// Then the measured graph again, from the cache (warm), its first step
+// (kernels and peak memory), and the timing.
 // On the GPU, whose executors keep the parameters on the device and return
 // the step's outputs alone, the measured graph is checked itself: the loss
 // after the check's steps, against eager's and the fp64 reference's (it
@@ -177,13 +202,34 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
     bench_exec *e = NULL;
     mode_run runs[BENCH_MODE_COUNT] = {{0}};
     bool dead[BENCH_MODE_COUNT] = {0};
+    char cache[BENCH_MODE_COUNT][1024];
+    for (int k = 0; k < n; k++)
+        cache[k][0] = '\0';
     if (!cuda) {
+        if (measure_group_setup(p, gr, bc, true, false, rs, n, &m, &e, runs) < 0)
+            goto done;
+        for (int k = 1; k < n; k++) {
+            char err[512];
+            const char *mode = bench_axis_value(BENCH_AXIS_MODE, runs[k].mode);
+            if (measure_mode_cache(kcache, mode, cache[k], sizeof cache[k], err, sizeof err) < 0) {
+                cache[k][0] = '\0';
+                dead[k] = true;
+            } else if (compile_cold(p, bc, m, &runs[k], cache[k], err, sizeof err) < 0) {
+                dead[k] = true;
+            }
+            if (dead[k])
+                set_status(&rs[k], mode_fail_status(), "%s", err);
+        }
+        measure_group_teardown(m, e, runs, n);
+        m = NULL, e = NULL;
+
         if (measure_group_setup(p, gr, bc, true, true, rs, n, &m, &e, runs) < 0)
             goto done;
         for (int k = 1; k < n; k++) {
             compile_opts o = mode_compile_opts(runs[k].mode);
+            o.cache_dir = cache[k];
             char err[512];
-            if (bench_exec_compile(m, &o, &xo, &runs[k].x, err, sizeof err) < 0)
+            if (!dead[k] && bench_exec_compile(m, &o, &xo, &runs[k].x, err, sizeof err) < 0)
                 set_status(&rs[k], mode_fail_status(), "%s", err);
         }
         int rc = measure_check_train(p, bc, m, runs, n, tol);
@@ -192,14 +238,15 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
         measure_group_teardown(m, e, runs, n);
         m = NULL, e = NULL;
         if (rc < 0)
-            return;
+            goto done;
     }
 
     if (measure_group_setup(p, gr, bc, true, false, rs, n, &m, &e, runs) < 0)
         goto done;
     for (int k = 1; k < n; k++) {
         char err[512];
-        if (!dead[k] && compile_mode(p, bc, m, &runs[k], kcache, err, sizeof err) < 0)
+        if (!dead[k] && (cuda ? compile_mode(p, bc, m, &runs[k], kcache, err, sizeof err)
+                              : compile_warm(p, m, &runs[k], cache[k], err, sizeof err)) < 0)
             set_status(&rs[k], mode_fail_status(), "%s", err);
     }
     if (cuda) { // the check's steps give kernels and peak memory
@@ -228,6 +275,9 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
     bench_group_judge(rs, n, p->cfg.threads);
 done:
     measure_group_teardown(m, e, runs, n);
+    for (int k = 1; k < n && !kcache; k++) // else KCACHE/MODE, the parent's to remove
+        if (cache[k][0])
+            bench_remove_tree(cache[k]);
 }
 
 // A later process of the group (bench_group_measure, process > 0): build,

@@ -256,9 +256,12 @@ static int cc_jobs(void) {
     return n < 1 ? 1 : n > KCACHE_MAX_PARTS ? KCACHE_MAX_PARTS : n;
 }
 
-// The parts src compiles in (kcache.h): part i's kernels are
-// src[cut[i], cut[i + 1]), after the prelude src[0, cut[0]); the last part
-// runs to the end, tail included. 1: compile src whole.
+// The parts src compiles in (kcache.h): kernel part i is
+// src[cut[i], cut[i + 1]), after the prelude src[0, cut[0]); the tail,
+// src[cut[np], end), is a part of its own, so that two programs with the
+// same kernels and different tails (a training step with and without its
+// gradients as outputs) share every kernel part's object. 1: compile src
+// whole.
 static int plan_parts(const char *src, int jobs, size_t cut[KCACHE_MAX_PARTS + 1]) {
     const char *first = strstr(src, KCACHE_PART);
     const char *tail = first ? strstr(first, KCACHE_TAIL) : NULL;
@@ -284,7 +287,7 @@ static int plan_parts(const char *src, int jobs, size_t cut[KCACHE_MAX_PARTS + 1
             break;
         cut[k++] = (size_t)(m - src);
     }
-    cut[k] = strlen(src);
+    cut[k] = t;
     return k < 2 ? 1 : k;
 }
 
@@ -353,42 +356,86 @@ static void read_log(const char *path, char *out, size_t cap) {
     fclose(f);
 }
 
-// src in np parts compiled at once (plan_parts), then linked into tso.
-static int build_parts(const char *src, const size_t *cut, int np, int jobs, const char *base,
-                       const char *tso, char *err, size_t cap) {
-    char csrc[KCACHE_MAX_PARTS][1100], obj[KCACHE_MAX_PARTS][1100], log[KCACHE_MAX_PARTS][1100];
-    pid_t pid[KCACHE_MAX_PARTS];
-    int rc = 0, failed = -1;
+// The cache's name for text compiled by this compiler, with these flags,
+// for this CPU: DIR/<XXH3-128 in hex><suffix>. 0, or -1 with err.
+static int key_path(const char *dir, const char *const *text, const size_t *len, int ntext,
+                    const char *suffix, char *out, size_t outcap, char *err, size_t cap) {
+    XXH3_state_t *st = XXH3_createState();
+    if (!st) {
+        snprintf(err, cap, "XXH3_createState: out of memory");
+        return -1;
+    }
+    XXH3_128bits_reset(st);
+    for (int i = 0; i < ntext; i++)
+        XXH3_128bits_update(st, text[i], len[i]);
+    XXH3_128bits_update(st, kcache_flags(), strlen(kcache_flags()));
+    XXH3_128bits_update(st, version_cache, strlen(version_cache));
+    XXH3_128bits_update(st, compiler_words(), strlen(compiler_words()));
+    XXH3_128bits_update(st, cpu_signature(), strlen(cpu_signature()));
+    XXH128_hash_t h = XXH3_128bits_digest(st);
+    XXH3_freeState(st);
+    snprintf(out, outcap, "%s/%016llx%016llx%s", dir, (unsigned long long)h.high64,
+             (unsigned long long)h.low64, suffix);
+    return 0;
+}
+
+// src in np kernel parts and its tail (plan_parts) compiled at once, then
+// linked into tso. Each part's object is kept in the cache under its own
+// text's key (DIR/KEY.o): a part some earlier program had is linked as it
+// is, and only the others compile. *reused: how many were.
+static int build_parts(const char *src, const size_t *cut, int np, int jobs, const char *dir,
+                       const char *base, const char *tso, int *reused, char *err, size_t cap) {
+    enum { MAXT = KCACHE_MAX_PARTS + 1 };
+    static const char def[] = "#define TC_PARTS 1\n";
+    char csrc[MAXT][1100], obj[MAXT][1100], log[MAXT][1100], keep[MAXT][1100];
+    pid_t pid[MAXT] = {0};
+    bool build[MAXT] = {0};
+    int rc = 0, failed = -1, nt = np + 1;
+    *reused = 0;
     err[0] = 0;
-    for (int i = 0; i < np; i++) {
+    // write every part not in the cache, then keep `jobs` compilers busy
+    // until all are done
+    for (int i = 0; i < nt; i++) {
         snprintf(csrc[i], sizeof csrc[i], "%s-%d.c", base, i);
         snprintf(obj[i], sizeof obj[i], "%s-%d.o", base, i);
         snprintf(log[i], sizeof log[i], "%s-%d.log", base, i);
     }
-    // write every part, then keep `jobs` compilers busy until all are done
-    for (int i = 0; i < np && rc == 0; i++) {
-        static const char def[] = "#define TC_PARTS 1\n";
-        size_t pre = cut[0], len = cut[i + 1] - cut[i];
-        char *text = malloc(sizeof def + pre + len);
-        if (!text) {
+    for (int i = 0; i < nt && rc == 0; i++) {
+        size_t from = cut[i], to = i < np ? cut[i + 1] : strlen(src);
+        const char *text[3] = {def, src, src + from};
+        size_t len[3] = {sizeof def - 1, cut[0], to - from};
+        if ((rc = key_path(dir, text, len, 3, ".o", keep[i], sizeof keep[i], err, cap)) < 0)
+            break;
+        if (access(keep[i], R_OK) == 0) {
+            ++*reused;
+            continue;
+        }
+        build[i] = true;
+        char *t = malloc(len[0] + len[1] + len[2] + 1);
+        if (!t) {
             snprintf(err, cap, "out of memory");
             rc = -1;
             break;
         }
-        memcpy(text, def, sizeof def - 1);
-        memcpy(text + sizeof def - 1, src, pre);
-        memcpy(text + sizeof def - 1 + pre, src + cut[i], len);
-        text[sizeof def - 1 + pre + len] = 0;
-        rc = write_file(csrc[i], text, err, cap);
-        free(text);
+        memcpy(t, text[0], len[0]);
+        memcpy(t + len[0], text[1], len[1]);
+        memcpy(t + len[0] + len[1], text[2], len[2]);
+        t[len[0] + len[1] + len[2]] = 0;
+        rc = write_file(csrc[i], t, err, cap);
+        free(t);
     }
     int running = 0, next = 0;
-    while (running > 0 || (rc == 0 && next < np)) {
-        if (rc == 0 && next < np && running < jobs) {
+    while (running > 0 || (rc == 0 && next < nt)) {
+        if (rc == 0 && next < nt && !build[next]) {
+            next++;
+            continue;
+        }
+        if (rc == 0 && next < nt && running < jobs) {
             char words[256], flags[256], *argv[KCACHE_MAX_ARGV];
             cc_argv(argv, words, flags,
                     (const char *const[]){"-c", "-o", obj[next], csrc[next], NULL});
             if ((pid[next] = spawn_logged(argv, log[next], err, cap)) < 0) {
+                pid[next] = 0;
                 rc = -1;
                 continue;
             }
@@ -401,7 +448,7 @@ static int build_parts(const char *src, const size_t *cut, int np, int jobs, con
         int st = 0, i = -1;
         for (int k = 0; k < next && i < 0; k++) {
             if (pid[k] <= 0)
-                continue; // done already
+                continue; // done already, or not compiled
             pid_t w = waitpid(pid[k], &st, WNOHANG);
             bool lost = w < 0 && errno != EINTR;
             if (lost && rc == 0) { // as run_capture says it
@@ -422,6 +469,12 @@ static int build_parts(const char *src, const size_t *cut, int np, int jobs, con
             failed = i;
             rc = code;
         }
+        // into the cache under its key, whole or not at all (a reader
+        // never sees half an object)
+        if (code == 0 && rename(obj[i], keep[i]) < 0 && rc == 0) {
+            snprintf(err, cap, "rename %s: %s", obj[i], strerror(errno));
+            rc = -1;
+        }
     }
     char *out = malloc(16384);
     if (!out && rc == 0) {
@@ -435,12 +488,12 @@ static int build_parts(const char *src, const size_t *cut, int np, int jobs, con
         snprintf(err, cap, "the C compiler '%s' failed (exit %d)", compiler_words(), rc);
     }
     if (rc == 0) { // link
-        const char *extra[KCACHE_MAX_PARTS + 3];
+        const char *extra[MAXT + 3];
         int e = 0;
         extra[e++] = "-o";
         extra[e++] = tso;
-        for (int i = 0; i < np; i++)
-            extra[e++] = obj[i];
+        for (int i = 0; i < nt; i++)
+            extra[e++] = keep[i];
         extra[e] = NULL;
         char words[256], flags[256], *argv[KCACHE_MAX_ARGV];
         cc_argv(argv, words, flags, extra);
@@ -448,10 +501,17 @@ static int build_parts(const char *src, const size_t *cut, int np, int jobs, con
         if (lrc != 0) {
             cc_failed(lrc, out, err, cap);
             rc = -1;
+            // a kept object that would not link (damaged on disk?) is
+            // compiled again next time
+            for (int i = 0; i < nt; i++)
+                if (!build[i])
+                    unlink(keep[i]);
         }
     }
     free(out);
-    for (int i = 0; i < np; i++) {
+    for (int i = 0; i < nt; i++) {
+        if (!build[i])
+            continue;
         unlink(csrc[i]);
         unlink(obj[i]);
         unlink(log[i]);
@@ -466,21 +526,10 @@ int kcache_build(const char *src, const char *cache_dir, kcache_result *r, char 
         return -1;
     if (compiler_version(err, cap) < 0)
         return -1;
-    XXH3_state_t *st = XXH3_createState();
-    if (!st) {
-        snprintf(err, cap, "XXH3_createState: out of memory");
+    size_t n = strlen(src);
+    if (key_path(dir, (const char *const[]){src}, &n, 1, ".so", r->path, sizeof r->path, err,
+                 cap) < 0)
         return -1;
-    }
-    XXH3_128bits_reset(st);
-    XXH3_128bits_update(st, src, strlen(src));
-    XXH3_128bits_update(st, kcache_flags(), strlen(kcache_flags()));
-    XXH3_128bits_update(st, version_cache, strlen(version_cache));
-    XXH3_128bits_update(st, compiler_words(), strlen(compiler_words()));
-    XXH3_128bits_update(st, cpu_signature(), strlen(cpu_signature()));
-    XXH128_hash_t h = XXH3_128bits_digest(st);
-    XXH3_freeState(st);
-    snprintf(r->path, sizeof r->path, "%s/%016llx%016llx.so", dir, (unsigned long long)h.high64,
-             (unsigned long long)h.low64);
     if (access(r->path, R_OK) == 0) {
         char lerr[512];
         r->handle = load(r->path, lerr, sizeof lerr);
@@ -498,7 +547,7 @@ int kcache_build(const char *src, const char *cache_dir, kcache_result *r, char 
     int jobs = cc_jobs();
     int np = plan_parts(src, jobs, cut);
     if ((np == 1 ? build_whole(src, base, tso, err, cap)
-                 : build_parts(src, cut, np, jobs, base, tso, err, cap)) < 0) {
+                 : build_parts(src, cut, np, jobs, dir, base, tso, &r->reused, err, cap)) < 0) {
         unlink(tso);
         return -1;
     }

@@ -33,7 +33,8 @@
 typedef struct kcache_result {
     void *handle;   // dlopen handle
     bool hit;       // loaded from the cache without compiling
-    int parts;      // translation units compiled (0 on a hit)
+    int parts;      // kernel parts (1: compiled whole; 0 on a hit)
+    int reused;     // of the parts and the tail, those whose object the cache had
     char path[1024];
 } kcache_result;
 
