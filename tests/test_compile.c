@@ -891,6 +891,77 @@ static void test_formula_ops(void **state) {
         }
 }
 
+// ---- shape-generic kernels ------------------------------------------------------
+
+// What is lifted out of a kernel's text, and what C needs constant.
+static void test_lift_literals(void **state) {
+    (void)state;
+    const char *body = "    float *p0 = (float *)a[0];\n"
+                       "    uint16_t *p2 = (uint16_t *)a[2];\n"
+                       "#pragma omp parallel for if (4032 >= 32768) schedule(dynamic, 8)\n"
+                       "    for (int64_t r = 0; r < 8; r++) {\n"
+                       "        float s1[256];\n"
+                       "        int64_t o0 = r * 906, k = 0x10;\n"
+                       "        p0[o0 + 1] = 1e-05f * 2.5f + s1[17] + 7u; // 99 in a comment\n"
+                       "    }\n";
+    char *text;
+    int64_t *vals;
+    int n;
+    assert_int_equal(compile_lift_literals(body, &text, &vals, &n), 0);
+    const char *want = "    float *p0 = (float *)a[0];\n"
+                       "    uint16_t *p2 = (uint16_t *)a[2];\n"
+                       "#pragma omp parallel for if (tc_P[0] >= tc_P[1]) schedule(dynamic, 8)\n"
+                       "    for (int64_t r = 0; r < tc_P[2]; r++) {\n"
+                       "        float s1[256];\n"
+                       "        int64_t o0 = r * tc_P[3], k = 0x10;\n"
+                       "        p0[o0 + 1] = 1e-05f * 2.5f + s1[tc_P[4]] + 7u; // 99 in a comment\n"
+                       "    }\n";
+    assert_string_equal(text, want);
+    assert_int_equal(n, 5);
+    const int64_t v[] = {4032, 32768, 8, 906, 17};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(vals[i], v[i]);
+    free(text);
+    free(vals);
+}
+
+// The same pointwise chain and the same softmax on tensors of three
+// shapes: one kernel each form, not three, and every mode still matches
+// the fp64 reference; with TCBENCH_DISABLE_SHAPE_GENERIC=1 a kernel each.
+static void test_shape_generic_kernels(void **state) {
+    char cache[512];
+    cache_of(state, cache, sizeof cache);
+    graph *g = graph_new();
+    const int64_t shapes[3][2] = {{4, 100}, {3, 300}, {5, 37}};
+    for (int i = 0; i < 3; i++) {
+        int x = in(g, "x", 2, shapes[i]);
+        graph_output(g, graph_unary(g, OP_TANH, graph_unary(g, OP_SIGMOID, x)));
+        graph_output(g, graph_op(g, OP_SOFTMAX, 1, &x, NULL, NULL));
+    }
+    model *m = model_of(g);
+    assert_int_equal(model_init_values(m, 3), 0);
+    int kernels[2];
+    for (int off = 0; off < 2; off++) {
+        if (off)
+            setenv("TCBENCH_DISABLE_SHAPE_GENERIC", "1", 1);
+        cprog *p = passes(m, true);
+        char *src = compile_codegen_c(p);
+        assert_non_null(src);
+        kernels[off] = 0;
+        for (const char *s = src; (s = strstr(s, "TC_KERNEL void k")); s++) {
+            const char *nl = strchr(s, '\n');
+            kernels[off] += nl && nl[-1] == '{'; // a definition, not the tail's declaration
+        }
+        free(src);
+        prog_free(p);
+        check_modes(m, cache, off ? "shape-specific kernels" : "shape-generic kernels");
+        unsetenv("TCBENCH_DISABLE_SHAPE_GENERIC");
+    }
+    assert_int_equal(kernels[0], 2);
+    assert_int_equal(kernels[1], 6);
+    model_free(m);
+}
+
 // A small value that broadcasts into one reader but is read at its own size
 // by another stays stored, and so does everything computed from it: a
 // recomputed node must never read a stored one (it would run before the
@@ -1915,6 +1986,7 @@ static void test_kcache_parts(void **state) {
     assert_non_null(f);
     assert_int_equal(f(), want);
     assert_int_equal(r.parts, 1);
+    assert_true(r.whole);
     assert_null(dlsym(r.handle, "k1")); // static when whole
     dlclose(r.handle);
     assert_int_equal(unlink(r.path), 0);
@@ -1926,6 +1998,7 @@ static void test_kcache_parts(void **state) {
     assert_string_equal(r2.path, r.path);
     int np = cpus >= 2 ? 3 : 1; // one part a kernel: at most three a compiler
     assert_int_equal(r2.parts, np);
+    assert_int_equal(r2.whole, np == 1);
     f = (int (*)(void))dlsym(r2.handle, "tc_answer");
     assert_non_null(f);
     assert_int_equal(f(), want);
@@ -2003,9 +2076,29 @@ static void test_kcache_parts(void **state) {
         if (!strstr(err, "the second part is broken") || !strstr(err, "failed (exit 1)"))
             fail_msg("error does not carry the compiler's words: %s", err);
     }
+    if (np > 1) {
+        // a source of small kernels: one kernel part and the tail, side by side
+        const char *small = "static inline int tc_base(void) { return 100; }\n"
+                            "#ifdef TC_PARTS\n#define TC_KERNEL __attribute__((visibility(\"hidden\")))\n"
+                            "#else\n#define TC_KERNEL static\n#endif\n"
+                            "\n" KCACHE_PART "TC_KERNEL int k0(void) { return tc_base() + 5; }\n"
+                            "\n" KCACHE_TAIL "TC_KERNEL int k0(void);\n"
+                            "int tc_answer(void) { return k0(); }\n";
+        calls = count_lines(log);
+        kcache_result r4;
+        if (kcache_build(small, cache, &r4, err, sizeof err) < 0)
+            fail_msg("a small source: %s", err);
+        assert_int_equal(r4.parts, 1);
+        assert_false(r4.whole);
+        assert_int_equal(count_lines(log) - calls, 3);
+        f = (int (*)(void))dlsym(r4.handle, "tc_answer");
+        assert_non_null(f);
+        assert_int_equal(f(), 105);
+        dlclose(r4.handle);
+    }
     int so, tmp;
     count_entries(cache, &so, &tmp);
-    assert_int_equal(so, np == 1 ? 1 : 4);
+    assert_int_equal(so, np == 1 ? 1 : 5);
     assert_int_equal(tmp, 0);
     free(src);
     unsetenv("TCBENCH_CC_JOBS");
@@ -2679,6 +2772,8 @@ int main(int argc, char **argv) {
         T(test_kcache_corrupt_entry),
         T(test_kcache_concurrent),
         T(test_kcache_parts),
+        T(test_lift_literals),
+        T(test_shape_generic_kernels),
         T(test_kcache_unsafe_dir),
         T(test_broken_compiler),
         T(test_opts_from_env),

@@ -22,6 +22,23 @@
 #include <string.h>
 #include <sys/stat.h>
 
+void measure_phase(const bench_plan *p, const bench_group *gr, const char *what, double *t0) {
+    static int on = -1;
+    if (on < 0) {
+        const char *l = getenv("TCBENCH_LOG");
+        on = l && strstr(l, "phases");
+    }
+    double now = base_now();
+    if (on) {
+        const bench_task *t = &p->tasks[gr->first];
+        fprintf(stderr, "phases: %s %s %s: %s %.2f s\n", p->cases[t->case_index].c->name,
+                bench_axis_value(BENCH_AXIS_PRECISION, t->axis[BENCH_AXIS_PRECISION]),
+                bench_axis_value(BENCH_AXIS_WORKLOAD, t->axis[BENCH_AXIS_WORKLOAD]), what,
+                now - *t0);
+    }
+    *t0 = now;
+}
+
 // A compiled-family mode's switches: the kill switches hold in every mode.
 static compile_opts mode_compile_opts(int mode) {
     compile_opts o = compile_opts_default();
@@ -205,9 +222,11 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
     char cache[BENCH_MODE_COUNT][1024];
     for (int k = 0; k < n; k++)
         cache[k][0] = '\0';
+    double t0 = base_now();
     if (!cuda) {
         if (measure_group_setup(p, gr, bc, true, false, rs, n, &m, &e, runs) < 0)
             goto done;
+        measure_phase(p, gr, "build", &t0);
         for (int k = 1; k < n; k++) {
             char err[512];
             const char *mode = bench_axis_value(BENCH_AXIS_MODE, runs[k].mode);
@@ -220,11 +239,13 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
             if (dead[k])
                 set_status(&rs[k], mode_fail_status(), "%s", err);
         }
+        measure_phase(p, gr, "compile cold", &t0);
         measure_group_teardown(m, e, runs, n);
         m = NULL, e = NULL;
 
         if (measure_group_setup(p, gr, bc, true, true, rs, n, &m, &e, runs) < 0)
             goto done;
+        measure_phase(p, gr, "build checked graph", &t0);
         for (int k = 1; k < n; k++) {
             compile_opts o = mode_compile_opts(runs[k].mode);
             o.cache_dir = cache[k];
@@ -232,9 +253,11 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
             if (!dead[k] && bench_exec_compile(m, &o, &xo, &runs[k].x, err, sizeof err) < 0)
                 set_status(&rs[k], mode_fail_status(), "%s", err);
         }
-        int rc = measure_check_train(p, bc, m, runs, n, tol);
+        measure_phase(p, gr, "compile checked graph", &t0);
+        int rc = measure_check_train(p, gr, bc, m, runs, n, tol);
         for (int k = 1; k < n; k++)
             dead[k] = !runs[k].x;
+        measure_phase(p, gr, "check", &t0);
         measure_group_teardown(m, e, runs, n);
         m = NULL, e = NULL;
         if (rc < 0)
@@ -243,14 +266,16 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
 
     if (measure_group_setup(p, gr, bc, true, false, rs, n, &m, &e, runs) < 0)
         goto done;
+    measure_phase(p, gr, "build", &t0);
     for (int k = 1; k < n; k++) {
         char err[512];
         if (!dead[k] && (cuda ? compile_mode(p, bc, m, &runs[k], kcache, err, sizeof err)
                               : compile_warm(p, m, &runs[k], cache[k], err, sizeof err)) < 0)
             set_status(&rs[k], mode_fail_status(), "%s", err);
     }
+    measure_phase(p, gr, cuda ? "compile" : "compile warm", &t0);
     if (cuda) { // the check's steps give kernels and peak memory
-        if (measure_check_train(p, bc, m, runs, n, tol) < 0)
+        if (measure_check_train(p, gr, bc, m, runs, n, tol) < 0)
             goto done;
     } else { // the first step: kernels and peak memory of each mode
         bench_exec_stats st;
@@ -268,8 +293,10 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
             if (runs[k].x && mode_step(&runs[k]) < 0)
                 mode_failed(&runs[k]);
     }
+    measure_phase(p, gr, cuda ? "check" : "first step", &t0);
     if (measure_time_modes(p, runs, n) < 0)
         goto done;
+    measure_phase(p, gr, "time", &t0);
     finish(runs, n, tol);
     measure_eager_thread_check(p, runs);
     bench_group_judge(rs, n, p->cfg.threads);
@@ -386,20 +413,26 @@ void bench_group_measure(const bench_plan *p, int group, int process, const char
     bench_exec *e = NULL;
     mode_run runs[BENCH_MODE_COUNT] = {{0}};
     reference ref = {0};
+    double t0 = base_now();
     if (measure_group_setup(p, gr, bc, false, false, rs, n, &m, &e, runs) < 0)
         goto done;
+    measure_phase(p, gr, "build", &t0);
     if (measure_check_eager(p, bc, m, runs, n, tol, &ref) < 0)
         goto done;
+    measure_phase(p, gr, "eager and fp64 reference", &t0);
     for (int k = 1; k < n; k++) {
         char err[512];
         if (compile_mode(p, bc, m, &runs[k], kcache, err, sizeof err) < 0)
             set_status(&rs[k], mode_fail_status(), "%s", err);
     }
+    measure_phase(p, gr, "compile cold and warm", &t0);
     measure_check_compiled(p, runs, n, tol, &ref);
     measure_reference_free(&ref);
     ref = (reference){0};
+    measure_phase(p, gr, "check", &t0);
     if (measure_time_modes(p, runs, n) < 0)
         goto done;
+    measure_phase(p, gr, "time", &t0);
     finish(runs, n, tol);
     measure_eager_thread_check(p, runs);
     bench_group_judge(rs, n, p->cfg.threads);

@@ -3,6 +3,8 @@
 // fp64 by PyTorch's rule; training through train_check.h.
 #include "measure_internal.h"
 
+#include "base/clock.h"
+
 #include "ref/ref.h"
 #include "train_check.h"
 
@@ -396,9 +398,10 @@ static int train_modes(const bench_plan *p, const model *m, mode_run *runs, int 
 // compiled-family mode against eager's by PyTorch's rule. Kernels and peak
 // memory come from the second step. The values are put back after. -1 when
 // the group cannot go on (every status set).
-int measure_check_train(const bench_plan *p, const bench_case *bc, const model *m, mode_run *runs,
-                        int n, double tol) {
+int measure_check_train(const bench_plan *p, const bench_group *gr, const bench_case *bc,
+                        const model *m, mode_run *runs, int n, double tol) {
     train_state t = {0};
+    double t0 = base_now();
     char err[512] = "";
     int rc = -1;
     if (train_state_init(&t, m, tol) < 0) {
@@ -409,9 +412,10 @@ int measure_check_train(const bench_plan *p, const bench_case *bc, const model *
         if (t.have_fp64 && train_reference(m, t.steps, t.ref, err, sizeof err) < 0) {
             for (int i = 0; i < n; i++)
                 set_status(runs[i].r, BENCH_ERROR, "fp64 reference: %s", err);
-        } else if (train_eager(p, m, runs, n, &t) == 0 &&
-                   train_eager_vs_fp64(p, m, runs, n, &t) == 0 &&
-                   train_modes(p, m, runs, n, &t) == 0) {
+        } else if ((measure_phase(p, gr, "check: fp64 reference", &t0),
+                    train_eager(p, m, runs, n, &t) == 0 &&
+                        train_eager_vs_fp64(p, m, runs, n, &t) == 0) &&
+                   (measure_phase(p, gr, "check: eager", &t0), train_modes(p, m, runs, n, &t) == 0)) {
             rc = 0;
         }
     }

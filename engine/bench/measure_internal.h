@@ -124,6 +124,10 @@ typedef struct reference {
     int noutputs;
 } reference;
 
+// TCBENCH_LOG=phases: what each part of a group's measuring took (from *t0
+// to now; *t0 becomes now), a line on stderr.
+void measure_phase(const bench_plan *p, const bench_group *gr, const char *what, double *t0);
+
 // measure_prepare.c
 int measure_group_setup(const bench_plan *p, const bench_group *gr, const bench_case *bc,
                         bool train, bool keep_grads, bench_result *rs, int n, model **mp,
@@ -136,8 +140,8 @@ int measure_check_eager(const bench_plan *p, const bench_case *bc, const model *
                         int n, double tol, reference *ref);
 void measure_check_compiled(const bench_plan *p, mode_run *runs, int n, double tol,
                             const reference *ref);
-int measure_check_train(const bench_plan *p, const bench_case *bc, const model *m, mode_run *runs,
-                        int n, double tol);
+int measure_check_train(const bench_plan *p, const bench_group *gr, const bench_case *bc,
+                        const model *m, mode_run *runs, int n, double tol);
 
 // measure_generate.c: the generate workload, start to end (check: the fp64
 // reference's decode and each mode against it)

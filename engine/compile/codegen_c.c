@@ -623,6 +623,155 @@ static int emit_group(cprog *p, kgroup *k, sbuf *b) {
     return rc;
 }
 
+// Shape-generic kernels. A pointwise, row or copy kernel's plain decimal
+// integers (sizes, strides, offsets, tile bounds, the parallel test) are
+// lifted out of its text: each occurrence becomes tc_P[i], a row of
+// tc_kp that belongs to the group, so layers of one form and different
+// shapes share one compiled kernel (rexnet_100's AMP training step: 540
+// kernels, 74 forms). What C needs constant stays: preprocessor lines but
+// an OpenMP `if` clause, array declarators, 0 and 1 (loop starts, unit
+// strides), and floats, hex and suffixed numbers.
+typedef struct lifted {
+    sbuf text;
+    int64_t *vals; // this kernel's lifted values, in order
+    int n, cap;
+} lifted;
+
+static bool ident_char(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (c >= '0' && c <= '9'); }
+
+static bool type_word(const char *w, size_t n) {
+    static const char *const types[] = {"float", "double", "int", "int64_t", "int32_t", "uint8_t",
+                                        "uint16_t", "uint32_t", "uint64_t", "char", "short",
+                                        "long", "unsigned", "size_t", "_Float16", NULL};
+    for (int i = 0; types[i]; i++)
+        if (strlen(types[i]) == n && !strncmp(types[i], w, n))
+            return true;
+    return false;
+}
+
+static int lift_push(lifted *l, int64_t v) {
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        int64_t *nv = realloc(l->vals, (size_t)cap * sizeof *nv);
+        if (!nv)
+            return -1;
+        l->vals = nv, l->cap = cap;
+    }
+    l->vals[l->n++] = v;
+    return 0;
+}
+
+// body's text into l->text with its liftable integers as tc_P[i], their
+// values into l->vals. -1 when memory runs out.
+static int lift_literals(const char *body, lifted *l) {
+    sbuf_reset(&l->text);
+    l->n = 0;
+    for (const char *line = body; *line;) {
+        const char *eol = strchr(line, '\n');
+        const char *end = eol ? eol + 1 : line + strlen(line);
+        const char *q = line;
+        while (q < end && (*q == ' ' || *q == '\t'))
+            q++;
+        bool pragma = *q == '#';
+        // a line C wants constant throughout
+        bool keep = false;
+        for (const char *w = line; !pragma && w < end && !keep; w++)
+            keep = !strncmp(w, "static", 6) || !strncmp(w, "__attribute__", 13) ||
+                   !strncmp(w, "_Alignas", 8) || !strncmp(w, "case ", 5) ||
+                   !strncmp(w, "__builtin", 9);
+        int if_depth = 0, decl_depth = 0;
+        bool in_if = false;
+        const char *prev = NULL, *prev2 = NULL; // the last two words
+        size_t prevn = 0, prev2n = 0;
+        for (const char *c = line; c < end;) {
+            if (c[0] == '/' && c + 1 < end && c[1] == '/') { // a comment: the rest
+                sbuf_printf(&l->text, "%.*s", (int)(end - c), c);
+                break;
+            }
+            if (*c == '"' || *c == '\'') { // a string or character constant, whole
+                const char *e = c + 1;
+                while (e < end && *e != *c)
+                    e += *e == '\\' ? 2 : 1;
+                e = e < end ? e + 1 : end;
+                sbuf_printf(&l->text, "%.*s", (int)(e - c), c);
+                c = e;
+                continue;
+            }
+            if (ident_char(*c) && !(*c >= '0' && *c <= '9')) { // a word
+                const char *e = c;
+                while (e < end && ident_char(*e))
+                    e++;
+                sbuf_printf(&l->text, "%.*s", (int)(e - c), c);
+                if (pragma && e - c == 2 && !strncmp(c, "if", 2) && !in_if) {
+                    const char *o = e;
+                    while (o < end && *o == ' ')
+                        o++;
+                    in_if = o < end && *o == '(';
+                    if_depth = 0;
+                }
+                prev2 = prev, prev2n = prevn;
+                prev = c, prevn = (size_t)(e - c);
+                c = e;
+                continue;
+            }
+            if ((*c >= '0' && *c <= '9') || (*c == '.' && c + 1 < end && c[1] >= '0' && c[1] <= '9')) {
+                const char *e = c;
+                bool plain = true;
+                while (e < end && (ident_char(*e) || *e == '.' ||
+                                   ((*e == '+' || *e == '-') && e > c &&
+                                    (e[-1] == 'e' || e[-1] == 'E' || e[-1] == 'p' || e[-1] == 'P')))) {
+                    plain &= *e >= '0' && *e <= '9';
+                    e++;
+                }
+                size_t n = (size_t)(e - c);
+                bool unit = n == 1 && (*c == '0' || *c == '1');
+                bool lift = plain && !unit && n <= 18 && !keep && decl_depth == 0 &&
+                            (pragma ? in_if && if_depth > 0 : true);
+                if (lift) {
+                    if (lift_push(l, strtoll(c, NULL, 10)) < 0)
+                        return -1;
+                    sbuf_printf(&l->text, "tc_P[%d]", l->n - 1);
+                } else {
+                    sbuf_printf(&l->text, "%.*s", (int)n, c);
+                }
+                prev = prev2 = NULL;
+                c = e;
+                continue;
+            }
+            if (*c == '(' && in_if)
+                if_depth++;
+            if (*c == ')' && in_if && --if_depth == 0)
+                in_if = false;
+            // `type name[`: a declarator, constant inside; and a[i], the
+            // operand slots, the kernel's form itself
+            if (*c == '[' && (decl_depth > 0 || (prev && prev2 && type_word(prev2, prev2n)) ||
+                              (prev && prevn == 1 && *prev == 'a')))
+                decl_depth++;
+            else if (*c == ']' && decl_depth > 0)
+                decl_depth--;
+            if (*c != ' ' && *c != '*' && *c != '[' && *c != ']')
+                prev = prev2 = NULL;
+            sbuf_printf(&l->text, "%c", *c);
+            c++;
+        }
+        line = end;
+    }
+    return l->text.oom ? -1 : 0;
+}
+
+int compile_lift_literals(const char *body, char **text, int64_t **vals, int *n) {
+    lifted l = {0};
+    int rc = lift_literals(body, &l);
+    *text = rc == 0 ? l.text.s : NULL;
+    *vals = rc == 0 ? l.vals : NULL;
+    *n = rc == 0 ? l.n : 0;
+    if (rc < 0) {
+        free(l.text.s);
+        free(l.vals);
+    }
+    return rc;
+}
+
 // Where operand node v lives in tc_step: *base, the ext slot (sources and
 // constants, filled by the runtime) or -1 for the arena, and a byte offset.
 static void operand_of(const cprog *p, int v, int *base, int64_t *off) {
@@ -641,11 +790,19 @@ static void operand_of(const cprog *p, int v, int *base, int64_t *off) {
 }
 
 char *compile_codegen_c(cprog *p) {
-    sbuf out = {0}, body = {0}, groups = {0};
+    sbuf out = {0}, body = {0}, groups = {0}, kp = {0};
+    lifted lf = {0};
     char **bodies = calloc((size_t)p->ngroups + 1, sizeof *bodies);
-    int nk = 0;
-    if (!bodies)
+    int32_t *kpo = calloc((size_t)p->ngroups + 1, sizeof *kpo);
+    int nk = 0, nkp = 0;
+    // TCBENCH_DISABLE_SHAPE_GENERIC=1: every kernel keeps its integers
+    const char *off = getenv("TCBENCH_DISABLE_SHAPE_GENERIC");
+    bool lift_on = !(off && *off && strcmp(off, "0"));
+    if (!bodies || !kpo) {
+        free(bodies);
+        free(kpo);
         return NULL;
+    }
     sbuf_printf(&out,
                 "// Generated by tcbench for model '%s': %d kernel groups.\n"
                 "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n#include <omp.h>\n\n",
@@ -660,24 +817,94 @@ char *compile_codegen_c(cprog *p) {
     // kernel then links across parts, hidden from outside the library
     sbuf_puts(&out, "#ifdef TC_PARTS\n#define TC_KERNEL __attribute__((visibility(\"hidden\")))\n"
                     "#else\n#define TC_KERNEL static\n#endif\n");
-    for (int gi = 0; gi < p->ngroups; gi++) {
+    // the lifted integers of the shape-generic kernels, defined in the tail
+    sbuf_puts(&out, "#define TC_KDATA __attribute__((visibility(\"hidden\")))\n"
+                    "extern TC_KDATA const int64_t tc_kp[];\n"
+                    "extern TC_KDATA const int32_t tc_kpo[];\n");
+    // pass 1: each group's text as emitted, and for the kinds that may be
+    // shape-generic its lifted form, each deduplicated (sk, lk: the
+    // distinct texts); a lifted form serves only where two or more distinct
+    // kernels share it, the others keep their constants
+    int G = p->ngroups, nsk = 0, nlk = 0;
+    char **sk = calloc((size_t)G + 1, sizeof *sk), **lk = calloc((size_t)G + 1, sizeof *lk);
+    int *sid = calloc((size_t)G + 1, sizeof *sid), *lid = calloc((size_t)G + 1, sizeof *lid);
+    int *lfirst = calloc((size_t)G + 1, sizeof *lfirst), *ln = calloc((size_t)G + 1, sizeof *ln);
+    bool *lmulti = calloc((size_t)G + 1, sizeof *lmulti);
+    int64_t **lv = calloc((size_t)G + 1, sizeof *lv);
+    int rc = sk && lk && sid && lid && lfirst && ln && lmulti && lv ? 0 : -1;
+    for (int gi = 0; gi < G && rc == 0; gi++) {
         kgroup *k = &p->groups[gi];
         sbuf_reset(&body);
-        if (emit_group(p, k, &body) < 0 || body.oom || p->err[0])
-            goto fail;
+        if (emit_group(p, k, &body) < 0 || body.oom || p->err[0]) {
+            rc = -1;
+            break;
+        }
         bool added;
-        int found = lower_kernel_key(bodies, &nk, body.s ? body.s : "", &added);
-        if (found < 0)
-            goto fail;
+        if ((sid[gi] = lower_kernel_key(sk, &nsk, body.s ? body.s : "", &added)) < 0) {
+            rc = -1;
+            break;
+        }
+        lid[gi] = -1;
+        if (!lift_on || !(k->kind == KG_POINTWISE || k->kind == KG_ROWREDUCE || k->kind == KG_COPY))
+            continue;
+        if (lift_literals(body.s ? body.s : "", &lf) < 0 ||
+            (lid[gi] = lower_kernel_key(lk, &nlk, lf.text.s ? lf.text.s : "", &added)) < 0 ||
+            (lf.n && !(lv[gi] = malloc((size_t)lf.n * sizeof *lv[gi])))) {
+            rc = -1;
+            break;
+        }
+        if (lf.n)
+            memcpy(lv[gi], lf.vals, (size_t)lf.n * sizeof *lv[gi]);
+        ln[gi] = lf.n;
+        if (added)
+            lfirst[lid[gi]] = sid[gi];
+        else if (lfirst[lid[gi]] != sid[gi])
+            lmulti[lid[gi]] = true;
+    }
+    // pass 2: the kernels, in order of first use
+    for (int gi = 0; gi < G && rc == 0; gi++) {
+        kgroup *k = &p->groups[gi];
+        bool generic = lid[gi] >= 0 && lmulti[lid[gi]];
+        const char *text = generic ? lk[lid[gi]] : sk[sid[gi]];
+        kpo[gi] = nkp;
+        for (int i = 0; generic && i < ln[gi]; i++)
+            sbuf_printf(&kp, "%lld,%s", (long long)lv[gi][i], ++nkp % 16 ? "" : "\n");
+        bool added;
+        int found = lower_kernel_key(bodies, &nk, text, &added);
+        if (found < 0) {
+            rc = -1;
+            break;
+        }
         if (added)
             sbuf_printf(&out,
                         "\n" KCACHE_PART "// %s\nTC_KERNEL void k%d(char *const *a, const tc_rt *rt, int gi) {\n"
-                        "    (void)rt;\n    (void)gi;\n%s}\n",
+                        "    (void)rt;\n    (void)gi;\n%s%s}\n",
                         op_name(p->g->nodes[k->anchor >= 0 ? k->anchor : k->nodes[0]].op), found,
+                        generic ? "    const int64_t *const restrict tc_P = tc_kp + tc_kpo[gi];\n" : "",
                         bodies[found]);
         k->kernel = found;
     }
+    if (sk)
+        lower_kernel_keys_free(sk, nsk);
+    if (lk)
+        lower_kernel_keys_free(lk, nlk);
+    for (int gi = 0; lv && gi < G; gi++)
+        free(lv[gi]);
+    free(lv);
+    free(sid);
+    free(lid);
+    free(lfirst);
+    free(ln);
+    free(lmulti);
+    if (rc < 0)
+        goto fail;
     sbuf_puts(&out, "\n" KCACHE_TAIL);
+    // the lifted values: each group's row of tc_kp starts at tc_kpo[gi]
+    sbuf_printf(&out, "TC_KDATA const int64_t tc_kp[] = {%s};\n", nkp ? kp.s : "0");
+    sbuf_puts(&out, "TC_KDATA const int32_t tc_kpo[] = {");
+    for (int gi = 0; gi < p->ngroups; gi++)
+        sbuf_printf(&out, "%d,%s", kpo[gi], gi % 16 == 15 ? "\n" : "");
+    sbuf_puts(&out, p->ngroups ? "};\n" : "0};\n");
     for (int i = 0; i < nk; i++)
         sbuf_printf(&out, "TC_KERNEL void k%d(char *const *, const tc_rt *, int);\n", i);
     sbuf_puts(&out, "\ntypedef void (*tc_kernel)(char *const *, const tc_rt *, int);\n");
@@ -731,8 +958,12 @@ char *compile_codegen_c(cprog *p) {
     sbuf_puts(&out, "}\n");
     lower_kernel_keys_free(bodies, nk);
     free(body.s);
-    if (groups.oom)
+    free(kpo);
+    free(lf.text.s);
+    free(lf.vals);
+    if (groups.oom || kp.oom)
         out.oom = true;
+    free(kp.s);
     free(groups.s);
     if (out.oom) {
         free(out.s);
@@ -742,6 +973,10 @@ char *compile_codegen_c(cprog *p) {
 fail:
     lower_kernel_keys_free(bodies, nk);
     free(body.s);
+    free(kpo);
+    free(lf.text.s);
+    free(lf.vals);
+    free(kp.s);
     free(groups.s);
     free(out.s);
     return NULL;

@@ -147,6 +147,10 @@ void compile_prog_free(cprog *p);
 size_t compile_sources_bytes(const graph *g);
 // The C translation unit for the program; caller frees.
 char *compile_codegen_c(cprog *p);
+// A kernel body with its liftable integers as tc_P[i] (codegen_c.c,
+// "Shape-generic kernels"): *text and *vals (n of them) are the caller's to
+// free. -1 when memory runs out.
+int compile_lift_literals(const char *body, char **text, int64_t **vals, int *n);
 
 // The layout of view node v over its base, from its source's layout; false
 // when strides cannot express it.

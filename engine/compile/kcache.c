@@ -260,13 +260,14 @@ static int cc_jobs(void) {
 // src[cut[i], cut[i + 1]), after the prelude src[0, cut[0]); the tail,
 // src[cut[np], end), is a part of its own, so that two programs with the
 // same kernels and different tails (a training step with and without its
-// gradients as outputs) share every kernel part's object. 1: compile src
-// whole.
+// gradients as outputs) share every kernel part's object: a small source
+// too is one kernel part and its tail, compiled side by side. 0: compile src
+// whole (one compiler at a time, or no marks).
 static int plan_parts(const char *src, int jobs, size_t cut[KCACHE_MAX_PARTS + 1]) {
     const char *first = strstr(src, KCACHE_PART);
     const char *tail = first ? strstr(first, KCACHE_TAIL) : NULL;
     if (!tail || jobs < 2)
-        return 1;
+        return 0;
     size_t a = (size_t)(first - src), t = (size_t)(tail - src);
     // three parts a compiler: kernels' compile times differ more than their
     // sizes, and a compiler that finishes early takes the next part
@@ -274,8 +275,8 @@ static int plan_parts(const char *src, int jobs, size_t cut[KCACHE_MAX_PARTS + 1
     if (most > KCACHE_MAX_PARTS)
         most = KCACHE_MAX_PARTS;
     int np = (int)(want < most ? want : most);
-    if (np < 2)
-        return 1;
+    if (np < 1)
+        np = 1;
     int k = 0;
     cut[k++] = a;
     for (int i = 1; i < np; i++) {
@@ -288,7 +289,7 @@ static int plan_parts(const char *src, int jobs, size_t cut[KCACHE_MAX_PARTS + 1
         cut[k++] = (size_t)(m - src);
     }
     cut[k] = t;
-    return k < 2 ? 1 : k;
+    return k;
 }
 
 // The compiler's argv: its words, the flags, then extra (NULL-ended);
@@ -546,12 +547,13 @@ int kcache_build(const char *src, const char *cache_dir, kcache_result *r, char 
     size_t cut[KCACHE_MAX_PARTS + 1];
     int jobs = cc_jobs();
     int np = plan_parts(src, jobs, cut);
-    if ((np == 1 ? build_whole(src, base, tso, err, cap)
+    if ((np == 0 ? build_whole(src, base, tso, err, cap)
                  : build_parts(src, cut, np, jobs, dir, base, tso, &r->reused, err, cap)) < 0) {
         unlink(tso);
         return -1;
     }
-    r->parts = np;
+    r->parts = np ? np : 1;
+    r->whole = np == 0;
     if (rename(tso, r->path) < 0) {
         snprintf(err, cap, "rename %s: %s", tso, strerror(errno));
         unlink(tso);

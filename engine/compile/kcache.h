@@ -15,14 +15,17 @@
 // place, so concurrent runs never see half a file; an entry that fails to
 // load is rebuilt.
 //
-// A large source compiles in parts at once, one per CPU this process may run
-// on ($TCBENCH_CC_JOBS caps it; 1 compiles whole): when the source marks its
+// A source compiles in parts at once, one per CPU this process may run on
+// ($TCBENCH_CC_JOBS caps it; 1 compiles whole): when the source marks its
 // kernels with KCACHE_PART lines and its closing code with a KCACHE_TAIL
 // line, each part is the text before the first mark (the prelude), with
-// TC_PARTS defined, followed by a contiguous run of kernels (the last part
-// also takes the tail); the objects are then linked into one library. The
-// source itself must make its kernels non-static under TC_PARTS and
-// declare them before the tail uses them. The key is the same either way.
+// TC_PARTS defined, followed by a contiguous run of kernels of at least
+// 32 KB (one part when the kernels are fewer), and the tail is a part of
+// its own; the objects are then linked into one library. Each part's object
+// stays in the cache under its own text's key, so a later source that
+// shares a part links it without compiling. The source itself must make
+// its kernels non-static under TC_PARTS and declare them before the tail
+// uses them. The library's key is the same either way.
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -33,7 +36,8 @@
 typedef struct kcache_result {
     void *handle;   // dlopen handle
     bool hit;       // loaded from the cache without compiling
-    int parts;      // kernel parts (1: compiled whole; 0 on a hit)
+    int parts;      // kernel parts (1 also when compiled whole; 0 on a hit)
+    bool whole;     // compiled as one translation unit, not in parts and a tail
     int reused;     // of the parts and the tail, those whose object the cache had
     char path[1024];
 } kcache_result;
