@@ -23,13 +23,8 @@
 #include <sys/stat.h>
 
 void measure_phase(const bench_plan *p, const bench_group *gr, const char *what, double *t0) {
-    static int on = -1;
-    if (on < 0) {
-        const char *l = getenv("TCBENCH_LOG");
-        on = l && strstr(l, "phases");
-    }
     double now = base_now();
-    if (on) {
+    if (measure_log("phases")) {
         const bench_task *t = &p->tasks[gr->first];
         fprintf(stderr, "phases: %s %s %s: %s %.2f s\n", p->cases[t->case_index].c->name,
                 bench_axis_value(BENCH_AXIS_PRECISION, t->axis[BENCH_AXIS_PRECISION]),
@@ -254,10 +249,9 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
                 set_status(&rs[k], mode_fail_status(), "%s", err);
         }
         measure_phase(p, gr, "compile checked graph", &t0);
-        int rc = measure_check_train(p, gr, bc, m, runs, n, tol);
+        int rc = measure_check_train(p, gr, bc, m, runs, n, tol, &t0);
         for (int k = 1; k < n; k++)
             dead[k] = !runs[k].x;
-        measure_phase(p, gr, "check", &t0);
         measure_group_teardown(m, e, runs, n);
         m = NULL, e = NULL;
         if (rc < 0)
@@ -275,7 +269,7 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
     }
     measure_phase(p, gr, cuda ? "compile" : "compile warm", &t0);
     if (cuda) { // the check's steps give kernels and peak memory
-        if (measure_check_train(p, gr, bc, m, runs, n, tol) < 0)
+        if (measure_check_train(p, gr, bc, m, runs, n, tol, &t0) < 0)
             goto done;
     } else { // the first step: kernels and peak memory of each mode
         bench_exec_stats st;
@@ -292,8 +286,8 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
         for (int k = 1; k < n; k++)
             if (runs[k].x && mode_step(&runs[k]) < 0)
                 mode_failed(&runs[k]);
+        measure_phase(p, gr, "first step", &t0);
     }
-    measure_phase(p, gr, cuda ? "check" : "first step", &t0);
     if (measure_time_modes(p, runs, n) < 0)
         goto done;
     measure_phase(p, gr, "time", &t0);

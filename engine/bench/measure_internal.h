@@ -21,6 +21,8 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static inline void set_status(bench_result *r, enum bench_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -124,6 +126,12 @@ typedef struct reference {
     int noutputs;
 } reference;
 
+// Whether $TCBENCH_LOG names what (docs/cli.md).
+static inline bool measure_log(const char *what) {
+    const char *l = getenv("TCBENCH_LOG");
+    return l && strstr(l, what);
+}
+
 // TCBENCH_LOG=phases: what each part of a group's measuring took (from *t0
 // to now; *t0 becomes now), a line on stderr.
 void measure_phase(const bench_plan *p, const bench_group *gr, const char *what, double *t0);
@@ -140,8 +148,9 @@ int measure_check_eager(const bench_plan *p, const bench_case *bc, const model *
                         int n, double tol, reference *ref);
 void measure_check_compiled(const bench_plan *p, mode_run *runs, int n, double tol,
                             const reference *ref);
+// t0: the phases' clock (measure_phase), its fp64, eager and compiled parts
 int measure_check_train(const bench_plan *p, const bench_group *gr, const bench_case *bc,
-                        const model *m, mode_run *runs, int n, double tol);
+                        const model *m, mode_run *runs, int n, double tol, double *t0);
 
 // measure_generate.c: the generate workload, start to end (check: the fp64
 // reference's decode and each mode against it)

@@ -13,6 +13,7 @@
 #include "kcache.h"
 #include "lower.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -637,7 +638,7 @@ typedef struct lifted {
     int n, cap;
 } lifted;
 
-static bool ident_char(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (c >= '0' && c <= '9'); }
+static bool ident_char(char c) { return isalnum((unsigned char)c) || c == '_'; }
 
 static bool type_word(const char *w, size_t n) {
     static const char *const types[] = {"float", "double", "int", "int64_t", "int32_t", "uint8_t",
@@ -662,10 +663,11 @@ static int lift_push(lifted *l, int64_t v) {
 }
 
 // body's text into l->text with its liftable integers as tc_P[i], their
-// values into l->vals. -1 when memory runs out.
+// values appended to l->vals (i counts from this body's first). -1 when
+// memory runs out.
 static int lift_literals(const char *body, lifted *l) {
     sbuf_reset(&l->text);
-    l->n = 0;
+    int first = l->n;
     for (const char *line = body; *line;) {
         const char *eol = strchr(line, '\n');
         const char *end = eol ? eol + 1 : line + strlen(line);
@@ -697,7 +699,7 @@ static int lift_literals(const char *body, lifted *l) {
                 c = e;
                 continue;
             }
-            if (ident_char(*c) && !(*c >= '0' && *c <= '9')) { // a word
+            if (ident_char(*c) && !isdigit((unsigned char)*c)) { // a word
                 const char *e = c;
                 while (e < end && ident_char(*e))
                     e++;
@@ -714,13 +716,13 @@ static int lift_literals(const char *body, lifted *l) {
                 c = e;
                 continue;
             }
-            if ((*c >= '0' && *c <= '9') || (*c == '.' && c + 1 < end && c[1] >= '0' && c[1] <= '9')) {
+            if (isdigit((unsigned char)*c) || (*c == '.' && c + 1 < end && isdigit((unsigned char)c[1]))) {
                 const char *e = c;
                 bool plain = true;
                 while (e < end && (ident_char(*e) || *e == '.' ||
                                    ((*e == '+' || *e == '-') && e > c &&
                                     (e[-1] == 'e' || e[-1] == 'E' || e[-1] == 'p' || e[-1] == 'P')))) {
-                    plain &= *e >= '0' && *e <= '9';
+                    plain &= isdigit((unsigned char)*e) != 0;
                     e++;
                 }
                 size_t n = (size_t)(e - c);
@@ -730,7 +732,7 @@ static int lift_literals(const char *body, lifted *l) {
                 if (lift) {
                     if (lift_push(l, strtoll(c, NULL, 10)) < 0)
                         return -1;
-                    sbuf_printf(&l->text, "tc_P[%d]", l->n - 1);
+                    sbuf_printf(&l->text, "tc_P[%d]", l->n - 1 - first);
                 } else {
                     sbuf_printf(&l->text, "%.*s", (int)n, c);
                 }
@@ -789,20 +791,97 @@ static void operand_of(const cprog *p, int v, int *base, int64_t *off) {
     }
 }
 
-char *compile_codegen_c(cprog *p) {
-    sbuf out = {0}, body = {0}, groups = {0}, kp = {0};
+// Every group's kernel into out, in order of first use (k->kernel set).
+// Pass 1 emits each group's text and, for the kinds that may be
+// shape-generic, its lifted form, each deduplicated (sk, lk: the distinct
+// texts); pass 2 takes a lifted form only where two or more distinct texts
+// share it, the others keep their constants, and writes the group's lifted
+// values to kp from kpo[gi]. *nk: the kernels. -1 on failure (p->err, or
+// out of memory).
+static int emit_kernels(cprog *p, bool lift_on, sbuf *out, sbuf *kp, int32_t *kpo, int *nk) {
+    int G = p->ngroups, nsk = 0, nlk = 0, nkp = 0;
+    size_t n1 = (size_t)G + 1;
+    sbuf body = {0};
     lifted lf = {0};
-    char **bodies = calloc((size_t)p->ngroups + 1, sizeof *bodies);
+    char **sk = calloc(n1, sizeof *sk), **lk = calloc(n1, sizeof *lk);
+    int *sid = calloc(n1, sizeof *sid), *lid = calloc(n1, sizeof *lid);
+    int *voff = calloc(n1, sizeof *voff), *vn = calloc(n1, sizeof *vn);
+    int *lfirst = calloc(n1, sizeof *lfirst), *skern = malloc(n1 * sizeof *skern),
+        *lkern = malloc(n1 * sizeof *lkern);
+    bool *lmulti = calloc(n1, sizeof *lmulti);
+    int rc = sk && lk && sid && lid && voff && vn && lfirst && skern && lkern && lmulti ? 0 : -1;
+    for (int i = 0; rc == 0 && i <= G; i++)
+        skern[i] = lkern[i] = -1; // not emitted yet
+    *nk = 0;
+    for (int gi = 0; gi < G && rc == 0; gi++) {
+        kgroup *k = &p->groups[gi];
+        bool added;
+        sbuf_reset(&body);
+        lid[gi] = -1;
+        if (emit_group(p, k, &body) < 0 || body.oom || p->err[0] ||
+            (sid[gi] = lower_kernel_key(sk, &nsk, body.s ? body.s : "", &added)) < 0) {
+            rc = -1;
+            break;
+        }
+        if (!lift_on || !(k->kind == KG_POINTWISE || k->kind == KG_ROWREDUCE || k->kind == KG_COPY))
+            continue;
+        voff[gi] = lf.n;
+        if (lift_literals(body.s ? body.s : "", &lf) < 0 ||
+            (lid[gi] = lower_kernel_key(lk, &nlk, lf.text.s ? lf.text.s : "", &added)) < 0) {
+            rc = -1;
+            break;
+        }
+        vn[gi] = lf.n - voff[gi];
+        if (added)
+            lfirst[lid[gi]] = sid[gi];
+        else if (lfirst[lid[gi]] != sid[gi])
+            lmulti[lid[gi]] = true;
+    }
+    for (int gi = 0; gi < G && rc == 0; gi++) {
+        kgroup *k = &p->groups[gi];
+        bool generic = lid[gi] >= 0 && lmulti[lid[gi]];
+        int *kern = generic ? &lkern[lid[gi]] : &skern[sid[gi]];
+        kpo[gi] = nkp;
+        for (int i = 0; generic && i < vn[gi]; i++)
+            sbuf_printf(kp, "%lld,%s", (long long)lf.vals[voff[gi] + i], ++nkp % 16 ? "" : "\n");
+        if (*kern < 0) {
+            *kern = (*nk)++;
+            sbuf_printf(out,
+                        "\n" KCACHE_PART "// %s\nTC_KERNEL void k%d(char *const *a, const tc_rt *rt, int gi) {\n"
+                        "    (void)rt;\n    (void)gi;\n%s%s}\n",
+                        op_name(p->g->nodes[k->anchor >= 0 ? k->anchor : k->nodes[0]].op), *kern,
+                        generic ? "    const int64_t *const restrict tc_P = tc_kp + tc_kpo[gi];\n" : "",
+                        generic ? lk[lid[gi]] : sk[sid[gi]]);
+        }
+        k->kernel = *kern;
+    }
+    if (sk)
+        lower_kernel_keys_free(sk, nsk);
+    if (lk)
+        lower_kernel_keys_free(lk, nlk);
+    free(body.s);
+    free(lf.text.s);
+    free(lf.vals);
+    free(sid);
+    free(lid);
+    free(voff);
+    free(vn);
+    free(lfirst);
+    free(skern);
+    free(lkern);
+    free(lmulti);
+    return rc;
+}
+
+char *compile_codegen_c(cprog *p) {
+    sbuf out = {0}, groups = {0}, kp = {0};
     int32_t *kpo = calloc((size_t)p->ngroups + 1, sizeof *kpo);
-    int nk = 0, nkp = 0;
+    int nk = 0;
     // TCBENCH_DISABLE_SHAPE_GENERIC=1: every kernel keeps its integers
     const char *off = getenv("TCBENCH_DISABLE_SHAPE_GENERIC");
     bool lift_on = !(off && *off && strcmp(off, "0"));
-    if (!bodies || !kpo) {
-        free(bodies);
-        free(kpo);
+    if (!kpo)
         return NULL;
-    }
     sbuf_printf(&out,
                 "// Generated by tcbench for model '%s': %d kernel groups.\n"
                 "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n#include <omp.h>\n\n",
@@ -821,86 +900,11 @@ char *compile_codegen_c(cprog *p) {
     sbuf_puts(&out, "#define TC_KDATA __attribute__((visibility(\"hidden\")))\n"
                     "extern TC_KDATA const int64_t tc_kp[];\n"
                     "extern TC_KDATA const int32_t tc_kpo[];\n");
-    // pass 1: each group's text as emitted, and for the kinds that may be
-    // shape-generic its lifted form, each deduplicated (sk, lk: the
-    // distinct texts); a lifted form serves only where two or more distinct
-    // kernels share it, the others keep their constants
-    int G = p->ngroups, nsk = 0, nlk = 0;
-    char **sk = calloc((size_t)G + 1, sizeof *sk), **lk = calloc((size_t)G + 1, sizeof *lk);
-    int *sid = calloc((size_t)G + 1, sizeof *sid), *lid = calloc((size_t)G + 1, sizeof *lid);
-    int *lfirst = calloc((size_t)G + 1, sizeof *lfirst), *ln = calloc((size_t)G + 1, sizeof *ln);
-    bool *lmulti = calloc((size_t)G + 1, sizeof *lmulti);
-    int64_t **lv = calloc((size_t)G + 1, sizeof *lv);
-    int rc = sk && lk && sid && lid && lfirst && ln && lmulti && lv ? 0 : -1;
-    for (int gi = 0; gi < G && rc == 0; gi++) {
-        kgroup *k = &p->groups[gi];
-        sbuf_reset(&body);
-        if (emit_group(p, k, &body) < 0 || body.oom || p->err[0]) {
-            rc = -1;
-            break;
-        }
-        bool added;
-        if ((sid[gi] = lower_kernel_key(sk, &nsk, body.s ? body.s : "", &added)) < 0) {
-            rc = -1;
-            break;
-        }
-        lid[gi] = -1;
-        if (!lift_on || !(k->kind == KG_POINTWISE || k->kind == KG_ROWREDUCE || k->kind == KG_COPY))
-            continue;
-        if (lift_literals(body.s ? body.s : "", &lf) < 0 ||
-            (lid[gi] = lower_kernel_key(lk, &nlk, lf.text.s ? lf.text.s : "", &added)) < 0 ||
-            (lf.n && !(lv[gi] = malloc((size_t)lf.n * sizeof *lv[gi])))) {
-            rc = -1;
-            break;
-        }
-        if (lf.n)
-            memcpy(lv[gi], lf.vals, (size_t)lf.n * sizeof *lv[gi]);
-        ln[gi] = lf.n;
-        if (added)
-            lfirst[lid[gi]] = sid[gi];
-        else if (lfirst[lid[gi]] != sid[gi])
-            lmulti[lid[gi]] = true;
-    }
-    // pass 2: the kernels, in order of first use
-    for (int gi = 0; gi < G && rc == 0; gi++) {
-        kgroup *k = &p->groups[gi];
-        bool generic = lid[gi] >= 0 && lmulti[lid[gi]];
-        const char *text = generic ? lk[lid[gi]] : sk[sid[gi]];
-        kpo[gi] = nkp;
-        for (int i = 0; generic && i < ln[gi]; i++)
-            sbuf_printf(&kp, "%lld,%s", (long long)lv[gi][i], ++nkp % 16 ? "" : "\n");
-        bool added;
-        int found = lower_kernel_key(bodies, &nk, text, &added);
-        if (found < 0) {
-            rc = -1;
-            break;
-        }
-        if (added)
-            sbuf_printf(&out,
-                        "\n" KCACHE_PART "// %s\nTC_KERNEL void k%d(char *const *a, const tc_rt *rt, int gi) {\n"
-                        "    (void)rt;\n    (void)gi;\n%s%s}\n",
-                        op_name(p->g->nodes[k->anchor >= 0 ? k->anchor : k->nodes[0]].op), found,
-                        generic ? "    const int64_t *const restrict tc_P = tc_kp + tc_kpo[gi];\n" : "",
-                        bodies[found]);
-        k->kernel = found;
-    }
-    if (sk)
-        lower_kernel_keys_free(sk, nsk);
-    if (lk)
-        lower_kernel_keys_free(lk, nlk);
-    for (int gi = 0; lv && gi < G; gi++)
-        free(lv[gi]);
-    free(lv);
-    free(sid);
-    free(lid);
-    free(lfirst);
-    free(ln);
-    free(lmulti);
-    if (rc < 0)
+    if (emit_kernels(p, lift_on, &out, &kp, kpo, &nk) < 0)
         goto fail;
     sbuf_puts(&out, "\n" KCACHE_TAIL);
     // the lifted values: each group's row of tc_kp starts at tc_kpo[gi]
-    sbuf_printf(&out, "TC_KDATA const int64_t tc_kp[] = {%s};\n", nkp ? kp.s : "0");
+    sbuf_printf(&out, "TC_KDATA const int64_t tc_kp[] = {%s};\n", kp.s ? kp.s : "0");
     sbuf_puts(&out, "TC_KDATA const int32_t tc_kpo[] = {");
     for (int gi = 0; gi < p->ngroups; gi++)
         sbuf_printf(&out, "%d,%s", kpo[gi], gi % 16 == 15 ? "\n" : "");
@@ -956,11 +960,7 @@ char *compile_codegen_c(cprog *p) {
                 "    }\n",
                 maxops, p->ngroups);
     sbuf_puts(&out, "}\n");
-    lower_kernel_keys_free(bodies, nk);
-    free(body.s);
     free(kpo);
-    free(lf.text.s);
-    free(lf.vals);
     if (groups.oom || kp.oom)
         out.oom = true;
     free(kp.s);
@@ -971,11 +971,7 @@ char *compile_codegen_c(cprog *p) {
     }
     return out.s;
 fail:
-    lower_kernel_keys_free(bodies, nk);
-    free(body.s);
     free(kpo);
-    free(lf.text.s);
-    free(lf.vals);
     free(kp.s);
     free(groups.s);
     free(out.s);
