@@ -869,6 +869,14 @@ static int g_dropout(graph *g, const op_case *tc) {
     return out(g, op1(g, OP_DROPOUT, x, IAV(7), FAV(0.3)));
 }
 
+// noise inside a pointwise chain, which is cut around it (never fused)
+static int g_noise(graph *g, const op_case *tc) {
+    int x = in(g, "x", tc->dt, 3, S(4, 33, 65));
+    out(g, op1(g, OP_NOISE, x, IAV(7), FAV(0.3)));
+    int y = op1(g, OP_NOISE, graph_unary(g, OP_TANH, x), IAV(8), FAV(0.3));
+    return out(g, graph_unary(g, OP_RELU, y));
+}
+
 // A layer of engine/model/nn as a model file calls it (one input, prefix its name)
 static int nn_layer(graph *g, const char *type, int x, bool training, int nargs,
                     const nn_arg *args) {
@@ -1819,6 +1827,10 @@ const op_case op_cases[] = {
     {"dropout", b_unary, OP_DROPOUT, BIG, .fa = {0.3}, IA(7), ONE},
     {"dropout_p0", b_unary, OP_DROPOUT, S2(7, 13), ONE},
     {"dropout_f16", b_unary, OP_DROPOUT, S2(7, 13), F16, .fa = {0.5}, IA(3), ONE},
+    // noise: so is the normal draw, up to the f32 rounding of x + (float)(std z)
+    {"noise", b_unary, OP_NOISE, BIG, .fa = {0.5}, IA(7), ONE},
+    {"noise_std0", b_unary, OP_NOISE, S2(7, 13), ONE},
+    {"noise_f16", b_unary, OP_NOISE, S2(7, 13), F16, .fa = {0.25}, IA(3), ONE},
     // binary with broadcasting
     {"add", b_binary, OP_ADD, S2(7, 13), T2(7, 13), ONE},
     {"sub_row", b_binary, OP_SUB, S3(3, 7, 13), T1(13), ONE},
@@ -2223,6 +2235,7 @@ const op_case op_cases[] = {
     // rounding (the pair is folded to x)
     {"ops_cast", .build = g_cast, SOME, .known_fail = OPM_BIT(OPM_COMPILED) | OPM_BIT(OPM_FUSED)},
     {"ops_dropout", .build = g_dropout, SOME, ALSO_F16(0, 0)},
+    {"ops_noise", .build = g_noise, SOME, ALSO_F16(0, 0)},
     {"ops_binary", .build = g_binary, SOME, ALSO_F16(0, 0)},
     {"ops_binary_big", .build = g_binary_big, SOME},
     {"ops_binary_int", .build = g_binary_int, SOME, .dt = DT_I32},

@@ -1,7 +1,7 @@
 // The tests of tests/test_op_table.c that are not rows of the op table:
 // eager and reference errors (bad data, unsupported dtypes, a model with no
-// values), dropout's rate and masks, training ops over several steps
-// against a reference session, and on a GPU the CUDA eager executor's
+// values), dropout's rate and masks, noise's draws, training ops over
+// several steps against a reference session, and on a GPU the CUDA eager executor's
 // device-side errors, TF32 GEMMs and every smoke model (eager_cuda against
 // the CPU, the compiled mode and its ablations against eager_cuda, a
 // training step in f32 and under AMP).
@@ -271,26 +271,25 @@ static void test_batch_norm_training_steps(void **state) {
     model_free(m);
 }
 
-// The dropout mask is a function of (stream, step, element): the same pair
-// gives the same mask in eager and in the reference, another step or
-// another stream a different one.
-static int64_t mask_diff(const tensor *a, const tensor *b) {
+// A dropout mask and a noise draw are functions of (stream, step, element):
+// the same pair gives the same values in eager and in the reference, another
+// step or another stream different ones.
+static int64_t values_diff(const tensor *a, const tensor *b) {
     int64_t d = 0;
     for (int64_t i = 0; i < tensor_numel(a); i++)
-        d += (tensor_get_flat(a, i) == 0) != (tensor_get_flat(b, i) == 0);
+        d += tensor_get_flat(a, i) != tensor_get_flat(b, i);
     return d;
 }
 
-static void test_dropout_steps(void **state) {
-    (void)state;
+static void check_steps(enum op op, double fa0) {
     graph *g = graph_new();
     int64_t shape[] = {64, 100};
     int x = graph_input(g, "x", DT_F32, 2, shape);
     int64_t s5[GRAPH_MAX_IA] = {5}, s6[GRAPH_MAX_IA] = {6};
-    double p[GRAPH_MAX_FA] = {0.5};
-    graph_output(g, graph_op(g, OP_DROPOUT, 1, &x, s5, p));
-    graph_output(g, graph_op(g, OP_DROPOUT, 1, &x, s6, p));
-    model *m = model_new(g, "dropout_steps", "test", 1);
+    double p[GRAPH_MAX_FA] = {fa0};
+    graph_output(g, graph_op(g, op, 1, &x, s5, p));
+    graph_output(g, graph_op(g, op, 1, &x, s6, p));
+    model *m = model_new(g, op_name(op), "test", 1);
     assert_int_equal(model_init_values(m, 5), 0);
     eager *e = eager_new(m);
     char err[256];
@@ -305,15 +304,15 @@ static void test_dropout_steps(void **state) {
     assert_int_equal(eager_run(e, c, NULL), 0);
     assert_int_equal(ref_session_run(rs, 2, r, err, sizeof err), 0);
     int64_t n = tensor_numel(a[0]);
-    assert_int_equal(mask_diff(a[0], b[0]), 0);
-    assert_int_equal(mask_diff(a[1], b[1]), 0);
-    // independent masks of p = 0.5 differ in about half the places
-    assert_true(mask_diff(a[0], c[0]) > n / 3);
-    assert_true(mask_diff(a[0], a[1]) > n / 3);
-    assert_true(mask_diff(c[0], c[1]) > n / 3);
+    assert_int_equal(values_diff(a[0], b[0]), 0);
+    assert_int_equal(values_diff(a[1], b[1]), 0);
+    // independent masks of p = 0.5 differ in about half the places, draws in all
+    assert_true(values_diff(a[0], c[0]) > n / 3);
+    assert_true(values_diff(a[0], a[1]) > n / 3);
+    assert_true(values_diff(c[0], c[1]) > n / 3);
     for (int k = 0; k < 2; k++) {
-        for (int64_t i = 0; i < n; i++)
-            assert_true((tensor_get_flat(c[k], i) == 0) == (r[k][i] == 0));
+        for (int64_t i = 0; i < n; i++) // f32 rounding of x + std z at most
+            assert_true(fabs(tensor_get_flat(c[k], i) - r[k][i]) <= 1e-6 * (1 + fabs(r[k][i])));
         tensor_free(a[k]);
         tensor_free(b[k]);
         tensor_free(c[k]);
@@ -322,6 +321,16 @@ static void test_dropout_steps(void **state) {
     ref_session_free(rs);
     eager_free(e);
     model_free(m);
+}
+
+static void test_dropout_steps(void **state) {
+    (void)state;
+    check_steps(OP_DROPOUT, 0.5);
+}
+
+static void test_noise_steps(void **state) {
+    (void)state;
+    check_steps(OP_NOISE, 1.0);
 }
 
 // Rows named by several positions get the sum of those positions' rows;
@@ -665,6 +674,7 @@ static const struct CMUnitTest extra[] = {
     cmocka_unit_test(test_dropout_steps), cmocka_unit_test(test_embedding_grad_repeats),
     cmocka_unit_test(test_bad_indices),   cmocka_unit_test(test_tf32),
     cmocka_unit_test(test_smoke_models),  cmocka_unit_test(test_smoke_training),
+    cmocka_unit_test(test_noise_steps),
 };
 
 const struct CMUnitTest *const op_extra_tests = extra;

@@ -21,6 +21,7 @@
 
 #include "autodiff/autograd.h"
 #include "compile/compile.h"
+#include "core/op_rules.h"
 #include "core/pointwise.h"
 #include "eager/eager.h"
 #include "model/model_prepare.h"
@@ -759,6 +760,222 @@ static void test_smoke_vs_reference(void **state) {
     cache_done(cache);
 }
 
+// ---- DP-SGD: per-sample gradients -------------------------------------------------
+
+enum { DPB = 3 };
+static int dp_batch = DPB;
+
+// conv2d (groups 2, bias) -> group_norm (2 groups) -> relu -> linear (bias)
+// -> cross entropy: every per-sample rule, the batch folded into groups
+static int b_dp(graph *g) {
+    int64_t B = dp_batch;
+    int x = graph_input(g, "x", DT_F32, 4, (int64_t[]){B, 2, 5, 5});
+    int t = graph_input(g, "t", DT_I32, 1, (int64_t[]){B});
+    g->nodes[t].ia[0] = 0, g->nodes[t].ia[1] = 3, g->nodes[t].ia[2] = 1;
+    int64_t ia[GRAPH_MAX_IA] = {1, 1, 1, 1, 1, 1, 2};
+    int y = graph_op(g, OP_CONV2D, 3,
+                     (int[]){x, param(g, "conv.w", SHAPE(4, 1, 3, 3)), param(g, "conv.b", SHAPE(4))},
+                     ia, NULL);
+    y = graph_op(g, OP_GROUP_NORM, 3,
+                 (int[]){y, param(g, "gn.w", SHAPE(4)), param(g, "gn.b", SHAPE(4))},
+                 (int64_t[GRAPH_MAX_IA]){2}, (double[GRAPH_MAX_FA]){1e-5});
+    y = graph_reshape(g, graph_unary(g, OP_RELU, y), 2, (int64_t[]){B, 100});
+    y = graph_op(g, OP_LINEAR, 3,
+                 (int[]){y, param(g, "fc.w", SHAPE(3, 100)), param(g, "fc.b", SHAPE(3))}, NULL,
+                 NULL);
+    g->loss = graph_op(g, OP_CROSS_ENTROPY, 2, (int[]){y, t}, (int64_t[GRAPH_MAX_IA]){-100}, NULL);
+    return g->loss;
+}
+
+// b_dp's training step with these options (SGD, lr 1, no momentum: a
+// parameter moves by exactly what its update takes), values from seed 5
+static model *dp_model(int batch, const train_opts *o) {
+    dp_batch = batch;
+    graph *g = graph_new();
+    assert_non_null(g);
+    if (b_dp(g) < 0)
+        fail_msg("b_dp: %s", graph_error(g));
+    model *m = model_new(g, "dp", "test", 1);
+    assert_non_null(m);
+    char err[400];
+    enum model_prep_step s = model_prepare_built(
+        m, &(model_prep){.train = o, .keep_grads = true, .seed = 5}, err, sizeof err);
+    if (s != MODEL_PREP_DONE)
+        fail_msg("dp: %s: %s", model_prep_step_name(s), err);
+    return m;
+}
+
+// The clipped, summed per-sample gradients against the ordinary backward
+// run on each sample alone (batch 1, the same values), in fp64: some
+// samples clipped, one not; with noise the update moves each parameter by
+// that sum plus noise of the stated deviation; eager and compiled agree
+// with the reference; a parameter used elsewhere is refused by name.
+static void test_dp_sgd(void **state) {
+    (void)state;
+    train_opts plain = train_opts_sgd();
+    plain.lr = 1, plain.momentum = 0;
+    model *mb = dp_model(DPB, &plain); // for its values: the inputs and parameters
+    int nfwd = 0;
+    while (mb->g->nodes[nfwd].op != OP_CROSS_ENTROPY)
+        nfwd++;
+    char err[400];
+    // each sample alone: its own loss's gradient, and its norm
+    double *gs[DPB][8] = {{0}}, norm[DPB] = {0};
+    int nparam = 0;
+    for (int b = 0; b < DPB; b++) {
+        model *m1 = dp_model(1, &plain);
+        for (int i = 0; i < nfwd; i++) {
+            tensor *src = mb->values[i], *dst = m1->values[i];
+            if (!src)
+                continue;
+            size_t row = tensor_nbytes(dst);
+            memcpy(tensor_data(dst),
+                   (char *)tensor_data(src) + (mb->g->nodes[i].op == OP_PARAM ? 0 : b * row),
+                   row);
+        }
+        double **out = calloc((size_t)m1->g->noutputs, sizeof *out);
+        assert_non_null(out);
+        if (ref_run(m1, out, err, sizeof err) < 0)
+            fail_msg("per sample %d: %s", b, err);
+        nparam = m1->g->noutputs - 1;
+        assert_true(nparam <= 8);
+        for (int k = 1; k <= nparam; k++) {
+            int p = autograd_param_of_output(m1->g, k);
+            int64_t n = graph_node_numel(&m1->g->nodes[p]);
+            for (int64_t i = 0; i < n; i++)
+                norm[b] += out[k][i] * out[k][i];
+            gs[b][k - 1] = out[k];
+        }
+        norm[b] = sqrt(norm[b]);
+        free(out[0]);
+        free(out);
+        model_free(m1);
+    }
+    double lo = fmin(norm[0], fmin(norm[1], norm[2])), hi = fmax(norm[0], fmax(norm[1], norm[2]));
+    assert_true(hi > lo * 1.01);
+    train_opts dp = plain;
+    dp.dp_max_grad_norm = (lo + hi) / 2; // the smallest unclipped, the largest clipped
+    for (int noisy = 0; noisy < 2; noisy++) {
+        dp.dp_noise_multiplier = noisy ? 0.5 : 0;
+        model *m = dp_model(DPB, &dp);
+        double **out = calloc((size_t)m->g->noutputs, sizeof *out);
+        assert_non_null(out);
+        assert_int_equal(m->g->noutputs, nparam + 1);
+        if (ref_run(m, out, err, sizeof err) < 0)
+            fail_msg("dp: %s", err);
+        double sd = dp.dp_noise_multiplier * dp.dp_max_grad_norm / DPB, ns = 0, nss = 0;
+        int64_t count = 0;
+        eager *e = eager_new(m);
+        tensor **eo = calloc((size_t)m->g->noutputs, sizeof *eo);
+        assert_non_null(e);
+        assert_non_null(eo);
+        eager_set_step(e, 1);
+        if (eager_run(e, eo, NULL) < 0)
+            fail_msg("dp eager: %s", eager_error(e));
+        for (int k = 1; k <= nparam; k++) {
+            int p = autograd_param_of_output(m->g, k);
+            assert_true(p >= 0);
+            int64_t n = graph_node_numel(&m->g->nodes[p]);
+            const float *after = tensor_f32(m->values[p]), *before = tensor_f32(mb->values[p]);
+            for (int64_t i = 0; i < n; i++) {
+                double want = 0, scale = 0;
+                for (int b = 0; b < DPB; b++) {
+                    double f = fmin(1, dp.dp_max_grad_norm / (norm[b] + 1e-6));
+                    want += f * gs[b][k - 1][i] / DPB;
+                    scale += fabs(gs[b][k - 1][i]) / DPB;
+                }
+                if (fabs(out[k][i] - want) > 1e-6 * scale + 1e-12)
+                    fail_msg("dp: %s[%lld]: clipped sum %.9g, from each sample alone %.9g",
+                             m->g->nodes[p].name, (long long)i, out[k][i], want);
+                double ev = tensor_f32(eo[k])[i];
+                if (fabs(ev - want) > 1e-4 * scale + 1e-7)
+                    fail_msg("dp eager: %s[%lld]: %.9g, want %.9g", m->g->nodes[p].name,
+                             (long long)i, ev, want);
+                // eager's step moved the parameter by the sum plus the noise:
+                // the draw of the noise op fed by this gradient output
+                double z = (double)before[i] - after[i] - ev, want_z = 0;
+                for (int j = 0; j < m->g->n; j++) {
+                    const graph_node *nz = &m->g->nodes[j];
+                    if (nz->op == OP_NOISE && nz->src[0] == m->g->outputs[k])
+                        want_z = nz->fa[0] * op_noise_normal(op_noise_key(nz->ia[0], 1),
+                                                             (uint64_t)i);
+                }
+                if (fabs(z - want_z) > 1e-5 * (1 + fabs(before[i])))
+                    fail_msg("dp noise: %s[%lld] moved by %.9g beyond the sum, its draw is %.9g",
+                             m->g->nodes[p].name, (long long)i, z, want_z);
+                ns += z, nss += z * z, count++;
+            }
+        }
+        if (noisy) { // compiled: the same sums, and the same noise (the same draws)
+            char cache[600];
+            cache_new(cache, sizeof cache);
+            model *mc = dp_model(DPB, &dp);
+            compile_opts co = compile_opts_default();
+            co.cache_dir = cache;
+            compiled *c;
+            if (compile_model(mc, &co, &c, err, sizeof err) < 0)
+                fail_msg("dp compile: %s", err);
+            tensor **xo = calloc((size_t)mc->g->noutputs, sizeof *xo);
+            assert_non_null(xo);
+            compiled_set_step(c, 1);
+            if (compiled_run(c, xo, NULL) < 0)
+                fail_msg("dp compiled: %s", compiled_error(c));
+            for (int k = 1; k <= nparam; k++) {
+                int p = autograd_param_of_output(mc->g, k);
+                int64_t n = graph_node_numel(&mc->g->nodes[p]);
+                for (int64_t i = 0; i < n; i++) {
+                    double ev = tensor_f32(eo[k])[i], cv = tensor_f32(xo[k])[i];
+                    double ea = tensor_f32(m->values[p])[i], ca = tensor_f32(mc->values[p])[i];
+                    if (fabs(cv - ev) > 1e-4 * fabs(ev) + 1e-6 || fabs(ca - ea) > 1e-5 * (1 + fabs(ea)))
+                        fail_msg("dp compiled: %s[%lld]: sum %.9g (eager %.9g), after the step "
+                                 "%.9g (eager %.9g)",
+                                 mc->g->nodes[p].name, (long long)i, cv, ev, ca, ea);
+                }
+            }
+            for (int k = 0; k < mc->g->noutputs; k++)
+                tensor_free(xo[k]);
+            free(xo);
+            compiled_free(c);
+            model_free(mc);
+            cache_done(cache);
+        }
+        double mean = ns / (double)count, dev = sqrt(nss / (double)count - mean * mean);
+        print_message("dp noise %.2f: %lld elements, mean %.3g, deviation %.4g (want %.4g)\n",
+                      dp.dp_noise_multiplier, (long long)count, mean, dev, sd);
+        if (noisy ? !(fabs(dev / sd - 1) < 0.25) : !(dev < 1e-5)) // 351 draws: about 4% noise
+            fail_msg("dp noise: deviation %.4g, mean %.3g, want %.4g", dev, mean, sd);
+        for (int k = 0; k < m->g->noutputs; k++) {
+            free(out[k]);
+            tensor_free(eo[k]);
+        }
+        free(out);
+        free(eo);
+        eager_free(e);
+        model_free(m);
+    }
+    for (int b = 0; b < DPB; b++)
+        for (int k = 0; k < nparam; k++)
+            free(gs[b][k]);
+    model_free(mb);
+    // a parameter that reaches the loss another way has no per-sample rule
+    graph *g = graph_new();
+    int x = graph_input(g, "x", DT_F32, 2, (int64_t[]){3, 4});
+    int t = graph_input(g, "t", DT_I32, 1, (int64_t[]){3});
+    g->nodes[t].ia[1] = 4, g->nodes[t].ia[2] = 1;
+    int y = graph_binary(g, OP_MUL, x, param(g, "scale", SHAPE(4)));
+    g->loss = graph_op(g, OP_CROSS_ENTROPY, 2, (int[]){y, t}, (int64_t[GRAPH_MAX_IA]){-100}, NULL);
+    dp.dp_noise_multiplier = 1;
+    assert_int_equal(autograd_build(g, &dp, true, err, sizeof err), -1);
+    assert_non_null(strstr(err, "per-sample gradients: mul reads parameter scale"));
+    graph_free(g);
+    dp.dp_max_grad_norm = -1;
+    g = graph_new();
+    assert_true(b_dp(g) >= 0);
+    assert_int_equal(autograd_build(g, &dp, true, err, sizeof err), -1);
+    assert_non_null(strstr(err, "dp_sgd: max_grad_norm -1"));
+    graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unary),
@@ -768,6 +985,7 @@ int main(void) {
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_conv_pool),
         cmocka_unit_test(test_views_losses),
+        cmocka_unit_test(test_dp_sgd),
         cmocka_unit_test(test_smoke_graphs),
         cmocka_unit_test(test_smoke_vs_reference),
         cmocka_unit_test(test_smoke_training),

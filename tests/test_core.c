@@ -1,4 +1,5 @@
-// Core: dtypes, tensor views, graph shape inference, and the layer library.
+// Core: dtypes, tensor views, graph shape inference, the noise op's normal
+// draws, and the layer library.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "core/graph.h"
+#include "core/op_rules.h"
 #include "model/model.h"
 #include "model/nn/nn.h"
 #include "core/tensor.h"
@@ -232,6 +234,39 @@ static void test_rel_index(void **state) {
     }
 }
 
+// op_noise_normal is a standard normal (moments and the mass within one
+// sd), the same for the same (stream, step, element) and unrelated across
+// steps, streams and dropout's mask; pinned, so a change of the generator
+// (every recorded noisy run with it) is a decision.
+static void test_noise_normal(void **state) {
+    (void)state;
+    const int n = 200000;
+    uint64_t k1 = op_noise_key(3, 1), k2 = op_noise_key(3, 2), k3 = op_noise_key(4, 1);
+    assert_true(k1 != k2 && k1 != k3 && k1 != op_dropout_key(3, 1));
+    double sum = 0, sq = 0, inside = 0, c12 = 0, c13 = 0, top = 0;
+    for (int i = 0; i < n; i++) {
+        double z = op_noise_normal(k1, (uint64_t)i);
+        double z2 = op_noise_normal(k2, (uint64_t)i), z3 = op_noise_normal(k3, (uint64_t)i);
+        assert_true(isfinite(z) && z != z2 && z != z3);
+        sum += z;
+        sq += z * z;
+        inside += fabs(z) < 1;
+        c12 += z * z2;
+        c13 += z * z3;
+        top = fmax(top, fabs(z));
+    }
+    double mean = sum / n, var = sq / n - mean * mean;
+    if (fabs(mean) > 0.01 || fabs(var - 1) > 0.02 || fabs(inside / n - 0.6827) > 0.005)
+        fail_msg("noise: mean %.4f, variance %.4f, P(|z| < 1) %.4f; want 0, 1, 0.6827", mean, var,
+                 inside / n);
+    assert_true(fabs(c12 / n) < 0.01 && fabs(c13 / n) < 0.01);
+    assert_true(top > 4 && top < 5.78); // sqrt(-2 log 2^-24) bounds |z|
+    // float arithmetic: a fused multiply-add here and not there moves the
+    // last bits, so the pins hold to 1e-6
+    assert_true(fabs(op_noise_normal(k1, 0) - 0.82115668058395386) < 1e-6);
+    assert_true(fabs(op_noise_normal(k2, 7) - -0.61109650135040283) < 1e-6);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f16_round_trip),
@@ -240,6 +275,7 @@ int main(void) {
         cmocka_unit_test(test_nn_layers),
         cmocka_unit_test(test_model_init_deterministic),
         cmocka_unit_test(test_rel_index),
+        cmocka_unit_test(test_noise_normal),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

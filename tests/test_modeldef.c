@@ -1335,10 +1335,10 @@ static void test_train_needs(void **state) {
     path = write_model("tp.yaml", "name: tp\n"
                                   "inputs: {x: {shape: [$batch, 8]}}\n"
                                   "body: [{linear: {out: 4}}]\n"
-                                  "train_needs: per_sample_gradients\n");
+                                  "train_needs: inference_only\n");
     assert_int_equal(modeldef_load(path, &md, &d), 0);
     assert_true(modeldef_train_unbuilt(md, &why));
-    assert_non_null(strstr(why.msg, "training needs per-sample gradients: "));
+    assert_non_null(strstr(why.msg, "no training: "));
     modeldef_free(md);
     // a model without it trains as usual
     path = write_model("tq.yaml", "name: tq\ninputs: {x: {shape: [2, 8]}}\nbody: [relu]\n");

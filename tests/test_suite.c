@@ -388,13 +388,39 @@ static void test_loss(void **state) {
                  "loss is model (the model's own) or output_mean, got 'mse'");
 }
 
+// dp_sgd: {max_grad_norm, noise_multiplier} on a case, after its optimizer
+static void test_dp_sgd(void **state) {
+    (void)state;
+    suite *s = load_ok("cases:\n"
+                       "  - {name: a, model: tiny, batch: 2}\n"
+                       "  - {name: b, model: tiny, batch: 2, optimizer: {adamw: {lr: 0.001}},\n"
+                       "     dp_sgd: {max_grad_norm: 1.5, noise_multiplier: 0.5}}\n",
+                       NULL);
+    assert_true(s->cases[0].optim.dp_max_grad_norm == 0);
+    assert_true(s->cases[1].optim.dp_max_grad_norm == 1.5);
+    assert_true(s->cases[1].optim.dp_noise_multiplier == 0.5);
+    assert_true(s->cases[1].optim.lr == 0.001);
+    suite_free(s);
+    expect_error("cases:\n  - {model: tiny, batch: 1, dp_sgd: {max_grad_norm: 1}}\n", NULL, 2, 37,
+                 "dp_sgd needs 'noise_multiplier:'");
+    expect_error("cases:\n  - {model: tiny, batch: 1, dp_sgd: {max_grad_norm: 0, "
+                 "noise_multiplier: 1}}\n",
+                 NULL, 2, 53, "max_grad_norm must be above 0");
+    expect_error("cases:\n  - {model: tiny, batch: 1, dp_sgd: {max_grad_norm: 1, "
+                 "noise_multiplier: -1}}\n",
+                 NULL, 2, 74, "noise_multiplier must be a non-negative number");
+    expect_error("cases:\n  - {model: tiny, batch: 1, dp_sgd: {max_norm: 1}}\n", NULL, 2, 38,
+                 "max_norm");
+    expect_error("cases:\n  - {model: tiny, batch: 1, dp_sgd: 1}\n", NULL, 2, 37, "dp_sgd");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cases),       cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_sizes),       cmocka_unit_test(test_size_override_error),
         cmocka_unit_test(test_model_paths), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_study),       cmocka_unit_test(test_tolerance),
-        cmocka_unit_test(test_loss),
+        cmocka_unit_test(test_loss),        cmocka_unit_test(test_dp_sgd),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -13,7 +13,7 @@
 //   promote  binary ops, where, concat: floating inputs of different dtypes
 //            cast to the widest
 //   keep     everything else (activations, views, pooling, embedding,
-//            dropout, casts): runs in its input's dtype
+//            dropout, noise, casts): runs in its input's dtype
 // Parameters stay f32 (master weights). A value is cast to a dtype once and
 // the copy shared by every reader, so a weight's f16 copy is made once per
 // step however often it is used. Integer and bool inputs are never cast.

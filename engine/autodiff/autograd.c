@@ -35,6 +35,11 @@ typedef struct ag {
     int nfwd;       // forward nodes: ids below this
     bool *req;      // forward node needs a gradient (depends on a parameter)
     int *grad;      // accumulated gradient of each forward node, -1 none yet
+    // Per-sample gradients (DP-SGD): psb the batch, 0 when off; wlike marks a
+    // trained parameter and the casts of one, whose gradients keep the batch
+    // axis in front: (psb, shape...), one gradient per sample.
+    int64_t psb;
+    bool *wlike;
     char *err;
     size_t cap;
 } ag;
@@ -77,6 +82,8 @@ static int sum_to(ag *a, int t, int like) {
 
 static int zero(ag *a, enum dtype t) { return graph_full(a->g, 0.0, t, 0, NULL); }
 
+static bool per_sample(const ag *a, int x) { return a->psb && a->wlike[x]; }
+
 // Adds contribution c to the gradient of forward node x.
 static int accumulate(ag *a, int x, int c) {
     if (c < 0)
@@ -84,6 +91,14 @@ static int accumulate(ag *a, int x, int c) {
     if (!a->req[x])
         return 0;
     graph_node xn = node(a, x), cn = node(a, c);
+    if (per_sample(a, x)) { // the batch axis in front
+        if (xn.ndim + 1 > TENSOR_MAX_DIMS)
+            return agfail(a, "per-sample gradients: %s has too many dimensions",
+                          xn.name ? xn.name : op_name(xn.op));
+        memmove(xn.shape + 1, xn.shape, (size_t)xn.ndim * sizeof *xn.shape);
+        xn.shape[0] = a->psb;
+        xn.ndim++;
+    }
     if (!same_shape(&cn, xn.ndim, xn.shape))
         return agfail(a, "internal: gradient of %%%d %s has the wrong shape", x, op_name(xn.op));
     if (a->grad[x] < 0) {
@@ -132,6 +147,7 @@ static int back_unary(ag *a, const graph_node *n, int y, int dy) {
     case OP_EXP: return accumulate(a, x, graph_binary(g, OP_MUL, dy, y)); // grad * result
     case OP_DROPOUT: // the same mask (stream, element, step): dy * mask / (1 - p)
         return accumulate(a, x, graph_op(g, OP_DROPOUT, 1, &dy, n->ia, n->fa));
+    case OP_NOISE: return accumulate(a, x, dy); // x + noise: the noise does not depend on x
     default: {
         int64_t ia[GRAPH_MAX_IA] = {n->op};
         double fa[GRAPH_MAX_FA];
@@ -207,6 +223,140 @@ static int back_reduce(ag *a, const graph_node *n, int y, int dy) {
     }
 }
 
+// ---- per-sample gradients (DP-SGD) ----------------------------------------
+// A weight's ordinary gradient sums the batch; these keep one per sample,
+// batched as opacus and functorch compute them: linear's as a batched
+// matmul over each sample's rows, conv2d's and group_norm's with the batch
+// folded into the groups (a sample's channels are groups of their own).
+
+// A bias's per-sample gradient: dy summed over every axis but the batch and
+// axis `ax` (linear's last, conv2d's channels), (B, C).
+static int ps_bias(ag *a, int dy, int ax, int b) {
+    graph_node dn = node(a, dy);
+    int64_t shape[TENSOR_MAX_DIMS];
+    for (int i = 0; i < dn.ndim; i++)
+        shape[i] = i == 0 || i == ax ? dn.shape[i] : 1;
+    int s = graph_op_shaped(a->g, OP_SUM_TO, 1, &dy, NULL, NULL, dn.ndim, shape);
+    return accumulate(a, b, graph_reshape(a->g, s, 2, (int64_t[]){a->psb, dn.shape[ax]}));
+}
+
+static bool leads_with_batch(ag *a, int x, const char *what) {
+    graph_node xn = node(a, x);
+    if (xn.ndim >= 2 && xn.shape[0] == a->psb)
+        return true;
+    char buf[96];
+    graph_shape_str(xn.ndim, xn.shape, buf, sizeof buf);
+    agfail(a, "per-sample gradients: %s's input %s does not lead with the batch (%lld)", what,
+           buf, (long long)a->psb);
+    return false;
+}
+
+// linear: sample b's rows (x (B, R, K), dy (B, R, N)) give dW_b = dy_b^T x_b
+static int ps_linear(ag *a, const graph_node *n, int dy) {
+    graph *g = a->g;
+    int x = n->src[0], w = n->src[1];
+    graph_node xn = node(a, x), wn = node(a, w);
+    if (!leads_with_batch(a, x, "linear"))
+        return -1;
+    int64_t B = a->psb, N = wn.shape[0], K = wn.shape[1], R = graph_node_numel(&xn) / K / B;
+    int d3 = chk(a, graph_reshape(g, dy, 3, (int64_t[]){B, R, N}), "per-sample linear");
+    if (d3 < 0)
+        return -1;
+    if (a->req[w]) {
+        int x3 = graph_reshape(g, x, 3, (int64_t[]){B, R, K}), t = transpose(a, d3);
+        if (accumulate(a, w, x3 < 0 || t < 0 ? -1 : graph_binary(g, OP_MATMUL, t, x3)) < 0)
+            return -1;
+    }
+    return n->nsrc == 3 && a->req[n->src[2]] ? ps_bias(a, d3, 2, n->src[2]) : 0;
+}
+
+// x (B, C, ...) as (1, B C, ...): groups stay within a sample
+static int fold_batch(ag *a, int x) {
+    graph_node xn = node(a, x);
+    int64_t shape[TENSOR_MAX_DIMS];
+    memcpy(shape, xn.shape, sizeof shape);
+    shape[0] = 1;
+    shape[1] = xn.shape[0] * xn.shape[1];
+    return graph_reshape(a->g, x, xn.ndim, shape);
+}
+
+// conv2d: the weight gradient of one (1, B C, H, W) image with B times the
+// groups is every sample's, (B O, C / g, kh, kw)
+static int ps_conv(ag *a, const graph_node *n, int dy) {
+    graph *g = a->g;
+    int x = n->src[0], w = n->src[1];
+    graph_node wn = node(a, w);
+    if (!leads_with_batch(a, x, "conv2d"))
+        return -1;
+    if (a->req[w]) {
+        int64_t ia[GRAPH_MAX_IA], B = a->psb;
+        memcpy(ia, n->ia, sizeof ia);
+        ia[6] *= B;
+        int d1 = fold_batch(a, dy), x1 = fold_batch(a, x);
+        int wg = d1 < 0 || x1 < 0
+                     ? -1
+                     : graph_op_shaped(g, OP_CONV2D_GRAD_WEIGHT, 2, (int[]){d1, x1}, ia, NULL, 4,
+                                       (int64_t[]){B * wn.shape[0], wn.shape[1], wn.shape[2],
+                                                   wn.shape[3]});
+        int64_t shape[5] = {B, wn.shape[0], wn.shape[1], wn.shape[2], wn.shape[3]};
+        if (accumulate(a, w, wg < 0 ? -1 : graph_reshape(g, wg, 5, shape)) < 0)
+            return -1;
+    }
+    return n->nsrc == 3 && a->req[n->src[2]] ? ps_bias(a, dy, 1, n->src[2]) : 0;
+}
+
+// group_norm: the affine gradients of (1, B C, ...) with B times the groups,
+// (2, B C) as (2, B, C)
+static int ps_group_norm(ag *a, const graph_node *n, int dy) {
+    graph *g = a->g;
+    int x = n->src[0], w = n->src[1], b = n->src[2];
+    if (!leads_with_batch(a, x, "group_norm"))
+        return -1;
+    int64_t ia[GRAPH_MAX_IA], B = a->psb, C = node(a, x).shape[1];
+    memcpy(ia, n->ia, sizeof ia);
+    ia[0] *= B;
+    int d1 = fold_batch(a, dy), x1 = fold_batch(a, x);
+    int wg = d1 < 0 || x1 < 0 ? -1
+                              : graph_op(g, OP_GROUP_NORM_WGRAD, 2, (int[]){d1, x1}, ia, n->fa);
+    int w3 = chk(a, wg < 0 ? -1 : graph_reshape(g, wg, 3, (int64_t[]){2, B, C}),
+                 "per-sample group_norm");
+    if (w3 < 0)
+        return -1;
+    for (int r = 0; r < 2; r++) {
+        int p = r ? b : w;
+        if (!a->req[p])
+            continue;
+        int s = graph_slice(g, w3, 0, r, 1);
+        if (accumulate(a, p, s < 0 ? -1 : graph_reshape(g, s, 2, (int64_t[]){B, C})) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+// Whether op reads a per-sample source k by a rule above (or a cast's).
+static bool ps_rule(enum op op, int k) {
+    return k >= 1 ? op == OP_LINEAR || op == OP_CONV2D || op == OP_GROUP_NORM : op == OP_CAST;
+}
+
+// Per-sample mode: every gradient into a parameter goes through a rule above.
+static int ps_guard(ag *a, const graph_node *n) {
+    for (int k = 0; k < n->nsrc; k++) {
+        int s = n->src[k];
+        if (!a->req[s])
+            continue;
+        graph_node sn = node(a, s);
+        if (a->wlike[s] && !ps_rule(n->op, k))
+            return agfail(a,
+                          "per-sample gradients: %s reads parameter %s; only linear, conv2d "
+                          "and group_norm weights (and their casts) have per-sample rules",
+                          op_name(n->op), sn.name ? sn.name : op_name(sn.op));
+        if (!a->wlike[s] && k >= 1 && ps_rule(n->op, k))
+            return agfail(a, "per-sample gradients: %s's weight is computed, not a parameter",
+                          op_name(n->op));
+    }
+    return 0;
+}
+
 // A norm's dx, and its weight (and bias) gradients from one (2, C) or (C) node.
 static int back_norm(ag *a, const graph_node *n, int y, int dy) {
     graph *g = a->g;
@@ -236,6 +386,8 @@ static int back_norm(ag *a, const graph_node *n, int y, int dy) {
         return -1;
     if (!a->req[w] && (b < 0 || !a->req[b]))
         return 0;
+    if (a->psb && n->op == OP_GROUP_NORM)
+        return ps_group_norm(a, n, dy);
     int wg = graph_op(g, wop, 2, (int[]){dy, x}, n->ia, n->fa);
     if (wg < 0)
         return -1;
@@ -263,6 +415,8 @@ static int back_gemm(ag *a, const graph_node *n, int dy) {
             if (accumulate(a, x, dx) < 0)
                 return -1;
         }
+        if (a->psb)
+            return ps_linear(a, n, dy);
         int64_t N = wn.shape[0], K = wn.shape[1], M = graph_node_numel(&xn) / K;
         if (a->req[w]) {
             int d2 = graph_reshape(g, dy, 2, (int64_t[]){M, N});
@@ -300,6 +454,8 @@ static int back_conv(ag *a, const graph_node *n, int dy) {
                                                           (int[]){dy, w}, ia, NULL, xn.ndim,
                                                           xn.shape)) < 0)
             return -1;
+        if (a->psb)
+            return ps_conv(a, n, dy);
         if (a->req[w] && accumulate(a, w, graph_op_shaped(g, OP_CONV2D_GRAD_WEIGHT, 2,
                                                           (int[]){dy, x}, ia, NULL, wn.ndim,
                                                           wn.shape)) < 0)
@@ -539,6 +695,8 @@ static int backward(ag *a, int i) {
     graph_node n = node(a, i);
     int dy = a->grad[i];
     graph *g = a->g;
+    if (a->psb && ps_guard(a, &n) < 0)
+        return -1;
     switch (op_kind(n.op)) {
     case OPK_SOURCE: return 0;
     case OPK_UNARY: return back_unary(a, &n, i, dy);
@@ -708,6 +866,63 @@ static int optimizer(ag *a, const train_opts *o, int p, int gr, const scaler *sc
     return chk(a, graph_op(a->g, op, n, src, ia, fa), op_name(op));
 }
 
+// DP-SGD's step (opacus' PrivacyEngine, functorch's vmap(grad) recipe in
+// TorchBench): a.grad holds every parameter's per-sample gradients (B,
+// shape...) of the mean loss, so sample b's own loss has B times (over the
+// loss scale) its row. Each sample's gradient over all parameters is
+// clipped to norm C = dp_max_grad_norm (times min(1, C / (|g_b| + 1e-6))),
+// the clipped ones summed and divided by B: that sum becomes a.grad[i] (the
+// checked gradient, unscaled). The update takes it plus Gaussian noise of
+// standard deviation noise_multiplier C / B drawn by the seeded generator
+// (upd[i], times the scale again under the scaler, whose update unscales).
+static int dp_sgd(ag *a, const train_opts *o, const scaler *sc, int *upd) {
+    graph *g = a->g;
+    int64_t B = a->psb;
+    double C = o->dp_max_grad_norm;
+    int total = -1, inv = -1;
+    for (int i = 0; i < a->nfwd; i++) {
+        upd[i] = -1;
+        if (g->nodes[i].op != OP_PARAM || a->grad[i] < 0)
+            continue;
+        int64_t numel = graph_node_numel(&g->nodes[i]);
+        int g2 = graph_reshape(g, a->grad[i], 2, (int64_t[]){B, numel});
+        int sq = g2 < 0 ? -1 : graph_reduce(g, OP_SUM, graph_binary(g, OP_MUL, g2, g2), 1);
+        if ((total = chk(a, total < 0 || sq < 0 ? sq : graph_binary(g, OP_ADD, total, sq),
+                         "per-sample norms")) < 0)
+            return -1;
+        upd[i] = g2;
+    }
+    // |g_b| of the sample's own loss; the clip factor C / max(|g_b| + 1e-6, C)
+    int norm = graph_unary(g, OP_SQRT, total);
+    if (sc && (inv = chk(a, graph_unary(g, OP_RECIP, sc->scale), "unscale")) < 0)
+        return -1;
+    norm = inv >= 0 ? graph_binary(g, OP_MUL, graph_scale(g, norm, (double)B, 0), inv)
+                    : graph_scale(g, norm, (double)B, 0);
+    int den = graph_binary(g, OP_MAXIMUM, graph_scale(g, norm, 1, 1e-6),
+                           graph_full(g, C, DT_F32, 0, NULL));
+    int f = graph_scale(g, graph_unary(g, OP_RECIP, den), C, 0);
+    // each sample's weight in the sum: f B / (scale B)
+    int w = chk(a, graph_reshape(g, inv >= 0 ? graph_binary(g, OP_MUL, f, inv) : f, 2,
+                                 (int64_t[]){1, B}),
+                "clip factors");
+    if (w < 0)
+        return -1;
+    for (int i = 0; i < a->nfwd; i++) {
+        if (upd[i] < 0)
+            continue;
+        const graph_node *p = &g->nodes[i];
+        int sum = graph_reshape(g, graph_binary(g, OP_MATMUL, w, upd[i]), p->ndim, p->shape);
+        int64_t ia[GRAPH_MAX_IA] = {g->n}; // the noise's stream: unique per parameter
+        double fa[GRAPH_MAX_FA] = {o->dp_noise_multiplier * C / (double)B};
+        int noisy = sum < 0 ? -1 : graph_op(g, OP_NOISE, 1, &sum, ia, fa);
+        if ((a->grad[i] = chk(a, sum, "clipped sum")) < 0 ||
+            (upd[i] = chk(a, sc && noisy >= 0 ? graph_binary(g, OP_MUL, noisy, sc->scale) : noisy,
+                          "noise")) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int scaler_check_opts(const train_opts *o, char *err, size_t cap) {
     if (!(o->init_scale > 0 && isfinite((float)o->init_scale)) || !(o->growth_factor > 1) ||
         !(o->backoff_factor > 0 && o->backoff_factor < 1) || o->growth_interval < 1) {
@@ -734,12 +949,23 @@ int autograd_build(graph *g, const train_opts *o, bool keep_grads, char *err, si
         }
     if (o->grad_scaler && scaler_check_opts(o, err, cap) < 0)
         return -1;
+    bool dp = o->dp_max_grad_norm != 0;
+    if (dp && (!(o->dp_max_grad_norm > 0 && isfinite(o->dp_max_grad_norm)) ||
+               !(o->dp_noise_multiplier >= 0 && isfinite(o->dp_noise_multiplier)))) {
+        snprintf(err, cap,
+                 "dp_sgd: max_grad_norm %g, noise_multiplier %g: need a finite norm above 0 "
+                 "and a finite multiplier of at least 0",
+                 o->dp_max_grad_norm, o->dp_noise_multiplier);
+        return -1;
+    }
     ag a = {.g = g, .nfwd = g->n, .err = err, .cap = cap};
     size_t nn = g->n > 0 ? (size_t)g->n : 1;
     a.req = calloc(nn, sizeof *a.req);
     a.grad = malloc(nn * sizeof *a.grad);
+    a.wlike = calloc(nn, sizeof *a.wlike);
+    int *upd = dp ? malloc(nn * sizeof *upd) : NULL;
     int rc = -1;
-    if (!a.req || !a.grad) {
+    if (!a.req || !a.grad || !a.wlike || (dp && !upd)) {
         snprintf(err, cap, "out of memory building the backward");
         goto done;
     }
@@ -748,10 +974,12 @@ int autograd_build(graph *g, const train_opts *o, bool keep_grads, char *err, si
         const graph_node *n = &g->nodes[i];
         a.grad[i] = -1;
         if (n->op == OP_PARAM) { // a frozen one is a constant here (graph.h)
-            a.req[i] = n->ia[1] != GRAPH_PARAM_FROZEN;
+            a.req[i] = a.wlike[i] = n->ia[1] != GRAPH_PARAM_FROZEN;
             nparams += a.req[i];
             continue;
         }
+        if (n->op == OP_CAST)
+            a.wlike[i] = a.wlike[n->src[0]];
         if (!dtype_is_float(n->dtype) || op_kind(n->op) == OPK_SOURCE)
             continue;
         for (int k = 0; k < n->nsrc; k++)
@@ -760,6 +988,18 @@ int autograd_build(graph *g, const train_opts *o, bool keep_grads, char *err, si
     if (!nparams || !a.req[g->loss]) {
         snprintf(err, cap, "the loss does not depend on any parameter");
         goto done;
+    }
+    if (dp) { // per-sample gradients over the batch of the loss op's input (a mean)
+        int l = g->loss;
+        while (g->nodes[l].op == OP_RESHAPE || g->nodes[l].op == OP_CAST)
+            l = g->nodes[l].src[0];
+        const graph_node *ls = &g->nodes[g->nodes[l].src[0]];
+        if (op_kind(g->nodes[l].op) != OPK_LOSS || ls->ndim < 1) {
+            snprintf(err, cap, "dp_sgd: the loss must be one loss op over a batch (got %s)",
+                     op_name(g->nodes[l].op));
+            goto done;
+        }
+        a.psb = ls->shape[0];
     }
     scaler sc = {-1, -1, -1, -1};
     graph_node ln = g->nodes[g->loss];
@@ -789,12 +1029,16 @@ int autograd_build(graph *g, const train_opts *o, bool keep_grads, char *err, si
             goto done;
         }
     }
+    if (dp && dp_sgd(&a, o, o->grad_scaler ? &sc : NULL, upd) < 0)
+        goto done;
     // outputs: the loss, then each trained parameter's gradient (unscaled:
-    // times 1/scale); then the scaler's check, the updates, the scaler's update
+    // times 1/scale; DP-SGD's clipped sum is); then the scaler's check, the
+    // updates, the scaler's update
     g->noutputs = 0;
     graph_output(g, g->loss);
-    int inv = o->grad_scaler && keep_grads ? graph_unary(g, OP_RECIP, sc.scale) : -1;
-    if (o->grad_scaler && keep_grads && chk(&a, inv, "unscale") < 0)
+    bool unscale = o->grad_scaler && keep_grads && !dp;
+    int inv = unscale ? graph_unary(g, OP_RECIP, sc.scale) : -1;
+    if (unscale && chk(&a, inv, "unscale") < 0)
         goto done;
     for (int i = 0; i < a.nfwd; i++)
         if (keep_grads && g->nodes[i].op == OP_PARAM && a.grad[i] >= 0) {
@@ -812,7 +1056,7 @@ int autograd_build(graph *g, const train_opts *o, bool keep_grads, char *err, si
         goto done;
     for (int i = 0; i < a.nfwd; i++)
         if (g->nodes[i].op == OP_PARAM && a.grad[i] >= 0 &&
-            optimizer(&a, o, i, a.grad[i], o->grad_scaler ? &sc : NULL) < 0)
+            optimizer(&a, o, i, dp ? upd[i] : a.grad[i], o->grad_scaler ? &sc : NULL) < 0)
             goto done;
     if (o->grad_scaler &&
         chk(&a,
@@ -825,6 +1069,8 @@ int autograd_build(graph *g, const train_opts *o, bool keep_grads, char *err, si
 done:
     free(a.req);
     free(a.grad);
+    free(a.wlike);
+    free(upd);
     return rc;
 }
 
@@ -837,9 +1083,14 @@ int autograd_param_of_output(const graph *g, int output) {
         const graph_node *n = &g->nodes[i];
         if (n->op != OP_ADAMW && n->op != OP_SGD)
             continue;
-        // under the grad scaler the output is the gradient times 1/scale
-        if (n->src[1] == gr ||
-            (graph_scaler_src(n) >= 0 && o->op == OP_MUL && o->src[0] == n->src[1]))
+        // under the grad scaler the output is the gradient times 1/scale;
+        // DP-SGD updates with the output plus noise (times the scale)
+        int u = n->src[1];
+        if (g->nodes[u].op == OP_MUL && g->nodes[g->nodes[u].src[0]].op == OP_NOISE)
+            u = g->nodes[u].src[0];
+        if (g->nodes[u].op == OP_NOISE)
+            u = g->nodes[u].src[0];
+        if (u == gr || (graph_scaler_src(n) >= 0 && o->op == OP_MUL && o->src[0] == u))
             return n->src[0];
     }
     return -1;

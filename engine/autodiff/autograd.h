@@ -55,6 +55,15 @@ typedef struct train_opts {
     double growth_factor;  // 2: the scale after growth_interval good steps in a row
     double backoff_factor; // 0.5: the scale after a step with an inf or NaN gradient
     int growth_interval;   // 2000
+    // DP-SGD (opacus' PrivacyEngine; functorch's per-sample recipe): off
+    // when dp_max_grad_norm is 0. Otherwise the backward keeps one gradient
+    // per sample (linear, conv2d and group_norm weights; any other use of a
+    // parameter is an error), clips each sample's to this norm over all
+    // parameters, sums them over the batch and adds Gaussian noise of
+    // standard deviation dp_noise_multiplier * dp_max_grad_norm / batch
+    // (OP_NOISE, the seeded generator). The gradient outputs are the clipped
+    // sums before the noise.
+    double dp_max_grad_norm, dp_noise_multiplier;
 } train_opts;
 
 // AdamW with PyTorch's defaults (betas 0.9, 0.999; eps 1e-8; weight decay

@@ -155,7 +155,8 @@ static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
         goto done;
     switch (n->op) {
     case OP_CAST:
-    case OP_DROPOUT: rc = cuda_unary(cc, n, s[0], y); break;
+    case OP_DROPOUT:
+    case OP_NOISE: rc = cuda_unary(cc, n, s[0], y); break;
     case OP_SUM:
     case OP_MEAN:
     case OP_MAX: rc = cuda_reduce(cc, n, s[0], y); break;
@@ -434,13 +435,13 @@ static int make_table(cuda_program *c, int gi, char *err, size_t cap) {
 }
 
 // A library kernel that takes the training step as a launch argument (an
-// update the generator leaves to the eager kernel; dropout, were it one): a
-// captured graph would keep the step it was recorded with.
+// update the generator leaves to the eager kernel, noise, and dropout were it
+// not generated): a captured graph would keep the step it was recorded with.
 static bool launch_reads_step(const cprog *p, const kgroup *k, const cuda_launch *l) {
     if (l->lib != CUDA_LIB_EXTERN)
         return false;
     enum op op = p->g->nodes[k->anchor].op;
-    return op == OP_SGD || op == OP_ADAMW || op == OP_DROPOUT;
+    return op == OP_SGD || op == OP_ADAMW || op == OP_DROPOUT || op == OP_NOISE;
 }
 
 // Sources and the constants a library call reads, on the device.

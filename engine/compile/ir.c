@@ -58,9 +58,9 @@ bool compile_is_pointwise(const graph_node *n) {
     enum op_kind k = op_kind(n->op);
     if (n->op == OP_ACT_GRAD)
         return has_formula(n->ia[0]);
-    // dropout needs the element's flat index and stays a library kernel
+    // dropout and noise need the element's flat index and stay library kernels
     return (k == OPK_UNARY || k == OPK_BINARY || k == OPK_WHERE || n->op == OP_CONTIGUOUS) &&
-           n->op != OP_DROPOUT;
+           n->op != OP_DROPOUT && n->op != OP_NOISE;
 }
 
 bool compile_writes(const graph_node *n, int s) {

@@ -87,7 +87,8 @@ static void wrap_arg(const cprog *p, int v, char *ptr, tensor *t, tensor_storage
 static int extern_run(cpu_ctx *c, const graph_node *n, tensor *const *s, tensor *y) {
     switch (n->op) {
     case OP_CAST:
-    case OP_DROPOUT: return cpu_unary(c, n, s[0], y);
+    case OP_DROPOUT:
+    case OP_NOISE: return cpu_unary(c, n, s[0], y);
     case OP_GE: return cpu_binary(c, n, s[0], s[1], y);
     case OP_BATCH_NORM:
         if (n->ia[0])

@@ -125,7 +125,7 @@ int compile_simplify(cprog *p) {
         for (int j = 0; j < nd->nsrc; j++)
             all_const &= g->nodes[s[j]].op == OP_FULL;
         if (all_const && (compile_is_pointwise(nd) || op_kind(nd->op) == OPK_VIEW) &&
-            nd->op != OP_DROPOUT && !op_has_side_effect(nd)) {
+            nd->op != OP_DROPOUT && nd->op != OP_NOISE && !op_has_side_effect(nd)) {
             double in[GRAPH_MAX_SRCS];
             for (int j = 0; j < nd->nsrc; j++)
                 in[j] = g->nodes[s[j]].fa[0];

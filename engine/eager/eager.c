@@ -39,6 +39,7 @@ TC_POINTWISE_OPS(X) // core/pointwise.h
 #undef X
 UNARY(cast)
 UNARY(dropout)
+UNARY(noise)
 #undef UNARY
 
 #define BINARY(l) EAGER_KERNEL(l, cpu_binary(CPU, n, s[0], s[1], y))

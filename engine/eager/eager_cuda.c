@@ -45,6 +45,7 @@ TC_POINTWISE_OPS(X) // core/pointwise.h
 #undef X
 UNARY(cast)
 UNARY(dropout)
+UNARY(noise)
 #undef UNARY
 
 #define BINARY(l) EC_KERNEL(l, cuda_binary(C, n, s[0], s[1], y))

@@ -17,15 +17,12 @@ static const char *const model_keys[] = {"name", "family", "params",  "inputs", 
 // What a model's training may need that the engine does not build
 // (`train_needs:`): its train entries end model_fail_to_load with the reason,
 // its inference entries run.
-static const char *const train_needs_names[] = {"second_order_gradients", "per_sample_gradients",
-                                                "inference_only", NULL};
+static const char *const train_needs_names[] = {"second_order_gradients", "inference_only",
+                                                NULL};
 static const char *const train_needs_reasons[] = {
     "training needs second-order gradients: the loss differentiates a gradient (MAML's "
     "meta-gradient through an inner SGD loop), and the engine's backward pass is not itself "
     "differentiable; not built yet",
-    "training needs per-sample gradients: each sample's gradient clipped to a norm and noised "
-    "before they are summed (DP-SGD), and the engine's backward pass only sums over the batch; "
-    "not built yet",
     "no training: the benchmark runs this model for inference only (no parameters, no loss)",
 };
 static const char *const block_keys[] = {"params", "inputs", "body", NULL};
@@ -656,8 +653,8 @@ static int load_loss(modeldef *md, const yd_node *l, diag *d) {
 static int load_train_needs(modeldef *md, const yd_node *v, diag *d) {
     if (v->kind != YD_SCALAR || yd_is_null(v))
         return diag_set(d, md->path, v->line, v->col,
-                        "train_needs must be a word: second_order_gradients, "
-                        "per_sample_gradients or inference_only");
+                        "train_needs must be a word: second_order_gradients or "
+                        "inference_only");
     for (int i = 0; train_needs_names[i]; i++)
         if (!strcmp(v->str, train_needs_names[i])) {
             md->train_needs = v;
@@ -669,8 +666,8 @@ static int load_train_needs(modeldef *md, const yd_node *v, diag *d) {
                         "unknown train_needs '%s'; did you mean '%s'?", v->str,
                         train_needs_names[best]);
     return diag_set(d, md->path, v->line, v->col,
-                    "unknown train_needs '%s'; expected second_order_gradients, "
-                    "per_sample_gradients or inference_only",
+                    "unknown train_needs '%s'; expected second_order_gradients or "
+                    "inference_only",
                     v->str);
 }
 

@@ -15,11 +15,12 @@ static const char *const defaults_keys[] = {"modes",     "precisions", "workload
 static const char *const case_keys[] = {"name",      "model",  "batch",      "params",
                                         "sizes",     "optimizer", "prompt_len", "new_tokens",
                                         "rounds",    "study",     "tolerance",  "loss",
-                                        NULL};
+                                        "dp_sgd",    NULL};
 static const char *const tolerance_keys[] = {"infer", "train", NULL};
 static const char *const adamw_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay", NULL};
 static const char *const sgd_keys[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov",
                                        NULL};
+static const char *const dp_keys[] = {"max_grad_norm", "noise_multiplier", NULL};
 static const char *const size_keys[] = {"params", "batch", "prompt_len", "new_tokens", "rounds",
                                         NULL};
 
@@ -293,6 +294,27 @@ static int parse_optimizer(suite_ctx *x, const yd_node *n, train_opts *o) {
     return 0;
 }
 
+// dp_sgd: {max_grad_norm: 1.0, noise_multiplier: 1.0}: training as DP-SGD
+// (per-sample gradients clipped and noised; autograd.h), both keys needed
+static int parse_dp(suite_ctx *x, const yd_node *n, train_opts *o) {
+    if (yd_expect(x->doc, n, YD_MAP, "dp_sgd", x->d) < 0 ||
+        yd_check_keys(x->doc, n, "dp_sgd", dp_keys, x->d) < 0)
+        return -1;
+    for (int i = 0; dp_keys[i]; i++) {
+        const yd_node *v = yd_get(n, dp_keys[i]);
+        if (!v)
+            return diag_set(x->d, x->doc->path, n->line, n->col, "dp_sgd needs '%s:'",
+                            dp_keys[i]);
+        double *dst = i ? &o->dp_noise_multiplier : &o->dp_max_grad_norm;
+        if (parse_rate(x, v, dp_keys[i], dst) < 0)
+            return -1;
+        if (!i && *dst == 0)
+            return diag_set(x->d, x->doc->path, v->line, v->col,
+                            "max_grad_norm must be above 0");
+    }
+    return 0;
+}
+
 // tolerance: {infer: 1e-3, train: 2e-2}: the accuracy checks' tolerance for
 // those workloads in both precisions, over the built-in ones (a key left out
 // keeps what *t had)
@@ -383,6 +405,9 @@ static int parse_case(suite_ctx *x, suite *s, const yd_node *n, const char *size
     const yd_node *opt = yd_get(n, "optimizer");
     c->optim = s->optim;
     if (opt && parse_optimizer(x, opt, &c->optim) < 0)
+        return -1;
+    const yd_node *dp = yd_get(n, "dp_sgd");
+    if (dp && parse_dp(x, dp, &c->optim) < 0)
         return -1;
     const yd_node *loss = yd_get(n, "loss");
     c->output_mean_loss = s->output_mean_loss;

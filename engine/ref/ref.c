@@ -155,6 +155,14 @@ static int ref_dropout(ref_ctx *c, const graph_node *n, const double *const *s, 
     return 0;
 }
 
+static int ref_noise(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {
+    uint64_t key = op_noise_key(n->ia[0], c->step);
+    int64_t count = graph_node_numel(n);
+    for (int64_t i = 0; i < count; i++)
+        o[i] = s[0][i] + n->fa[0] * op_noise_normal(key, (uint64_t)i);
+    return 0;
+}
+
 // ---- binary and where --------------------------------------------------------
 
 static int binary(ref_ctx *c, const graph_node *n, const double *const *s, double *o) {

@@ -83,7 +83,7 @@ int cpu_f32_done(tensor *o32, tensor *out, int rc);
 int cpu_need_same_float(cpu_ctx *c, const char *what, int n, const tensor *const *t);
 
 // pointwise (cpu_pointwise.c)
-// UNARY ops, SCALE, CAST and DROPOUT; x has out's shape.
+// UNARY ops, SCALE, CAST, DROPOUT and NOISE; x has out's shape.
 int cpu_unary(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out);
 // ADD, SUB, MUL, DIV, MAXIMUM with broadcasting; GE (any dtype) into bool.
 int cpu_binary(cpu_ctx *c, const graph_node *n, const tensor *a, const tensor *b, tensor *out);

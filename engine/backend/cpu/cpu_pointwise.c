@@ -1,7 +1,7 @@
 // Pointwise kernels: unary math, broadcasting binary ops, where, cast,
-// dropout and strided copies (cpu_kernels.h). Each op is a 1-d segment loop
-// specialized on unit and zero strides; cpu_iter supplies the segments and
-// the threads.
+// dropout, noise and strided copies (cpu_kernels.h). Each op is a 1-d
+// segment loop specialized on unit and zero strides; cpu_iter supplies the
+// segments and the threads.
 #include "core/op_rules.h"
 #include "cpu_f16.h"
 #include "cpu_iter.h"
@@ -32,8 +32,9 @@ int cpu_fail(cpu_ctx *c, const char *fmt, ...) {
 
 typedef struct unary_prm {
     float a, b;   // a formula's fa0 and fa1; DROPOUT: a = 1 / (1 - p)
-    uint64_t key; // DROPOUT stream key
+    uint64_t key; // DROPOUT and NOISE stream key
     uint32_t thr; // DROPOUT threshold
+    double sd;    // NOISE: fa0, the standard deviation
 } unary_prm;
 
 // o[i] = f(x[i * sx]) for i < n; flat0 is o[0]'s index in the output.
@@ -59,7 +60,7 @@ typedef void (*unary_fn)(int64_t n, float *restrict o, const float *restrict x, 
     }
 
 // Every op of core/pointwise.h's table by its formula there; sqrt and
-// rsqrt are replaced below, dropout is not a formula.
+// rsqrt are replaced below, dropout and noise are not formulas.
 #define X(U, l, a0, b0) UNARY(f_##l, tc_f_##l(x, p->a, p->b))
 TC_POINTWISE_OPS(X)
 #undef X
@@ -110,6 +111,21 @@ static void un_dropout(int64_t n, float *restrict o, const float *restrict a, in
         o[i] = op_dropout_keep(key, (uint64_t)(flat0 + i), thr) ? a[i * sa] * s : 0.0f;
 }
 
+// The draw, like dropout's mask, depends on the element's flat index only.
+static void un_noise(int64_t n, float *restrict o, const float *restrict a, int64_t sa,
+                     const unary_prm *p, int64_t flat0) {
+    uint64_t key = p->key;
+    float sd = (float)p->sd;
+    if (sa == 1) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++)
+            o[i] = a[i] + sd * op_noise_normal(key, (uint64_t)(flat0 + i));
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            o[i] = a[i * sa] + sd * op_noise_normal(key, (uint64_t)(flat0 + i));
+    }
+}
+
 static const unary_fn formula_table[OP_COUNT] = {
 #define X(U, l, a0, b0) [OP_##U] = un_f_##l,
     TC_POINTWISE_OPS(X)
@@ -117,7 +133,8 @@ static const unary_fn formula_table[OP_COUNT] = {
 };
 
 // The kernel of a unary op: the square roots by the instruction, unrolled
-// by hand (above), dropout by its mask, the others by their formula.
+// by hand (above), dropout by its mask, noise by its draw, the others by
+// their formula.
 static unary_fn unary_of(enum op op) {
     if (op == OP_SQRT)
         return un_sqrt;
@@ -125,6 +142,8 @@ static unary_fn unary_of(enum op op) {
         return un_rsqrt;
     if (op == OP_DROPOUT)
         return un_dropout;
+    if (op == OP_NOISE)
+        return un_noise;
     return op >= 0 && op < OP_COUNT ? formula_table[op] : NULL;
 }
 
@@ -339,13 +358,16 @@ int cpu_unary(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
     unary_job j = {.fn = unary_of(n->op), .t = x->dtype};
     if (!j.fn)
         return cpu_fail(c, "%s is not a unary op", op_name(n->op));
-    if (n->op != OP_DROPOUT) { // a formula's attributes (core/pointwise.h)
-        j.p.a = (float)n->fa[0];
-        j.p.b = (float)n->fa[1];
-    } else {
+    if (n->op == OP_DROPOUT) {
         j.p.key = op_dropout_key(n->ia[0], c->step ? c->step : 1);
         j.p.thr = op_dropout_threshold(n->fa[0]);
         j.p.a = (float)(1.0 / (1.0 - n->fa[0]));
+    } else if (n->op == OP_NOISE) {
+        j.p.key = op_noise_key(n->ia[0], c->step ? c->step : 1);
+        j.p.sd = n->fa[0];
+    } else { // a formula's attributes (core/pointwise.h)
+        j.p.a = (float)n->fa[0];
+        j.p.b = (float)n->fa[1];
     }
     if (x->dtype != out->dtype)
         return cpu_fail(c, "%s: input %s and output %s differ in dtype", op_name(n->op),

@@ -1,10 +1,10 @@
 // Pointwise eager kernels (cuda_rt.h): unary math, broadcasting binary ops,
-// where, cast, dropout and strided copies. The loop nest is cpu_iter's
+// where, cast, dropout, noise and strided copies. The loop nest is cpu_iter's
 // (size-1 dims dropped, dims that every operand walks contiguously merged),
 // run as a grid-stride loop with 4 elements a thread, as PyTorch's
 // elementwise kernels: when every operand is contiguous an element's offset
 // is its index; otherwise offsets come from the merged shape, in 32-bit
-// arithmetic when every offset fits. One instantiation per (op, dtype): 36
+// arithmetic when every offset fits. One instantiation per (op, dtype): 48
 // unary, 10 float binary, 2 integer binary, 4 where, 4 copy and 1 cast.
 #include "cuda_rt.h"
 
@@ -49,11 +49,13 @@ pw_iter pw_make(tensor *out, int nin, const tensor *const *in) {
 
 struct un_prm {
     float a, b;   // a formula's fa0 and fa1; DROPOUT: a = 1 / (1 - p)
-    uint64_t key; // DROPOUT
+    uint64_t key; // DROPOUT and NOISE
     uint32_t thr;
+    double sd; // NOISE: fa0, the standard deviation
 };
 
-// A formula op of core/pointwise.h at x; dropout's mask is applied apart.
+// A formula op of core/pointwise.h at x; dropout's mask and noise's draw
+// are applied apart.
 template <int OP> __device__ __forceinline__ float un_op(float x, const un_prm &p) {
 #define X(U, l, a0, b0)                                                                                    \
     if constexpr (OP == OP_##U)                                                                    \
@@ -73,13 +75,15 @@ template <typename T, int OP> struct unary_f {
         float v = ldf((const T *)it.data[1], o[1]);
         if constexpr (OP == OP_DROPOUT) // the flat output index, as op_rules.h
             v = tc_dropout_keep(p.key, (uint64_t)i, p.thr) ? v * p.a : 0.0f;
+        else if constexpr (OP == OP_NOISE)
+            v += (float)(p.sd * op_noise_normal(p.key, (uint64_t)i));
         else
             v = un_op<OP>(v, p);
         stf((T *)it.data[0], o[0], v);
     }
 };
 
-#define UNARY_OPS(X) TC_POINTWISE_OPS(X) X(DROPOUT, dropout, 0, 0)
+#define UNARY_OPS(X) TC_POINTWISE_OPS(X) X(DROPOUT, dropout, 0, 0) X(NOISE, noise, 0, 0)
 
 template <typename T>
 static int unary_typed(cuda_ctx *c, enum op op, const pw_iter &it, const un_prm &p) {
@@ -141,13 +145,16 @@ int cuda_unary(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
     if (n->op == OP_CAST)
         return pw_launch(c, it.n, cast_f{it, (int)x->dtype, (int)out->dtype}, "cast<<<>>>");
     un_prm p = {};
-    if (n->op != OP_DROPOUT) { // a formula's attributes (core/pointwise.h)
-        p.a = (float)n->fa[0];
-        p.b = (float)n->fa[1];
-    } else {
+    if (n->op == OP_DROPOUT) {
         p.key = op_dropout_key(n->ia[0], c->step ? c->step : 1);
         p.thr = op_dropout_threshold(n->fa[0]);
         p.a = (float)(1.0 / (1.0 - n->fa[0]));
+    } else if (n->op == OP_NOISE) {
+        p.key = op_noise_key(n->ia[0], c->step ? c->step : 1);
+        p.sd = n->fa[0];
+    } else { // a formula's attributes (core/pointwise.h)
+        p.a = (float)n->fa[0];
+        p.b = (float)n->fa[1];
     }
     if (x->dtype == DT_F32)
         return unary_typed<float>(c, n->op, it, p);

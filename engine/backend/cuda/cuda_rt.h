@@ -162,7 +162,7 @@ void *cuda_scratch_get(cuda_ctx *c, size_t bytes);
 void cuda_scratch_put(cuda_ctx *c, void *p);
 
 // ---- eager kernels (cuda_pointwise.cu, cuda_reduce.cu, cuda_gather.cu) ------
-// UNARY ops, SCALE, CAST and DROPOUT; x has out's shape.
+// UNARY ops, SCALE, CAST, DROPOUT and NOISE; x has out's shape.
 int cuda_unary(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out);
 // ADD, SUB, MUL, DIV, MAXIMUM with broadcasting (f32, f16; i32, i64 but DIV).
 int cuda_binary(cuda_ctx *c, const graph_node *n, const tensor *a, const tensor *b, tensor *out);
