@@ -2,7 +2,8 @@
 // subcommand; each parses its options (getopt_long), calls the engine and
 // reports. Nothing here measures or builds anything itself. Two programs:
 // tcbench (main.c: report, compare, export) and tcbench-engine
-// (engine_main.c: run, list, check, calibrate), which main.c execs.
+// (engine_main.c: run, list, check, calibrate, plan, weights), which main.c
+// execs.
 //
 //   int main(int argc, char **argv) -> cmd_run(argc - 1, argv + 1, argc, argv)
 //
@@ -23,6 +24,7 @@ int cmd_list(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
+int cmd_weights(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_export(int argc, char **argv);

@@ -31,8 +31,10 @@ int main(int argc, char **argv) {
         return cmd_plan(argc - 1, argv + 1);
     if (!strcmp(cmd, "calibrate"))
         return cmd_calibrate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "weights"))
+        return cmd_weights(argc - 1, argv + 1);
     fprintf(stderr,
-            "tcbench-engine: '%s' is none of run, list, check, calibrate, plan; this program is "
+            "tcbench-engine: '%s' is none of run, list, check, calibrate, plan, weights; this program is "
             "run by tcbench for those (see tcbench --help)\n",
             cmd);
     return 2;

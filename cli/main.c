@@ -27,6 +27,8 @@ static const char usage[] =
     "  plan SUITE...        the memory-budget study: the longest context each mode of a\n"
     "                       decoder reaches within --memory, planned without running\n"
     "  calibrate            measure memory bandwidth and GEMM rate for the roofline\n"
+    "  weights SUITE... -o DIR  each case's seeded weights, inputs and eager outputs as\n"
+    "                       safetensors, for PyTorch to load (docs/torch.md)\n"
     "  report RESULTS...    the study's tables and charts (md, csv, html, gnuplot)\n"
     "  compare BASE CUR     the regression gate: a verdict per entry, exit 1 on a regression\n"
     "  export RESULTS       results as Google Benchmark JSON (--format gbench)\n"
@@ -34,8 +36,8 @@ static const char usage[] =
     "  tcbench COMMAND --help   options of a command\n"
     "  tcbench --version        version and git commit\n"
     "\n"
-    "run, list, check, calibrate and plan are carried out by the program tcbench-engine,\n"
-    "found beside tcbench or in " TCBENCH_LIBEXEC_DIR ";\n"
+    "run, list, check, calibrate, plan and weights are carried out by the program\n"
+    "tcbench-engine, found beside tcbench or in " TCBENCH_LIBEXEC_DIR ";\n"
     "exit 2 with one line naming it when it cannot be run.\n";
 
 // run == NULL: the command is tcbench-engine's.
@@ -44,7 +46,7 @@ static const struct command {
     int (*run)(int argc, char **argv);
 } commands[] = {
     {"run", NULL},          {"list", NULL},           {"check", NULL},        {"calibrate", NULL},
-    {"plan", NULL},
+    {"plan", NULL},         {"weights", NULL},
     {"report", cmd_report}, {"compare", cmd_compare}, {"export", cmd_export},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
