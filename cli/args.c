@@ -2,18 +2,13 @@
 #include "cli.h"
 
 #include "bench/plan.h"
+#include "bench/shard.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-void cli_diag(const char *cmd, const diag *d) {
-    if (!d->file[0])
-        fprintf(stderr, "tcbench %s: ", cmd);
-    diag_print(d, stderr);
-}
 
 int cli_parse_int(const char *cmd, const char *opt, const char *s, long long min, long long max,
                   long long *out) {
@@ -112,6 +107,43 @@ int cli_parse_bytes(const char *cmd, const char *opt, const char *s, size_t *out
              "GiB, TiB, kB, MB, GB, TB): 6GiB, 512MiB, 1e9",
              opt, s);
     return -1;
+}
+
+// Decimal digits alone, as a number up to 10^9; -1 otherwise.
+static long shard_number(const char *s, const char **end) {
+    long v = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9' && p - s < 9; p++)
+        v = 10 * v + (*p - '0');
+    *end = p;
+    return p > s ? v : -1;
+}
+
+int cli_parse_shard(const char *cmd, const char *s, int *index, int *count) {
+    const char *p;
+    long k = shard_number(s, &p), n = -1;
+    if (k >= 0 && *p == '/')
+        n = shard_number(p + 1, &p);
+    if (k < 0 || n < 0 || *p) {
+        cli_fail(cmd, "--shard %s: expected K/N, shard K of N shards, K from 1 to N (--shard 1/4)",
+                 s);
+        return -1;
+    }
+    if (n < 1 || n > BENCH_SHARD_MAX) {
+        cli_fail(cmd, "--shard %s: N, the number of shards, must be between 1 and %d", s,
+                 BENCH_SHARD_MAX);
+        return -1;
+    }
+    if (k < 1 || k > n) {
+        cli_fail(cmd,
+                 "--shard %s: K must be between 1 and N (%ld): shards count from 1, as with "
+                 "Slurm's --array=1-%ld",
+                 s, n, n);
+        return -1;
+    }
+    *index = (int)k;
+    *count = (int)n;
+    return 0;
 }
 
 int cli_parse_axis(const char *cmd, enum bench_axis a, const char *list, bench_config *cfg) {

@@ -28,6 +28,7 @@ int cmd_weights(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
 
 // "tcbench run: <message>" on stderr; returns 2 for `return cli_fail(...)`.
 int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -50,6 +51,8 @@ int cli_parse_seconds_or_zero(const char *cmd, const char *opt, const char *s, d
 // A byte count: a number above 0 (1e9, 1.5) with an optional unit, KiB,
 // MiB, GiB, TiB (powers of 1024) or kB, MB, GB, TB (of 1000): 6GiB, 512MiB.
 int cli_parse_bytes(const char *cmd, const char *opt, const char *s, size_t *out);
+// --shard K/N: shard K (1 .. N) of N; -1 with one line naming the option.
+int cli_parse_shard(const char *cmd, const char *s, int *index, int *count);
 // The weight-only quantization and attention options run and plan share:
 // opt is "--weights" (f32, int8, int4 into *bits), "--weight-group" (32, 64,
 // 128 into *group), "--weight-scales" (f32, f16 into *scales) or

@@ -5,6 +5,7 @@
 #include "base/files.h"
 #include "bench/estimate.h"
 #include "bench/resume.h"
+#include "bench/shard.h"
 #include "reports/runtable.h"
 #include "tcbench_config.h"
 
@@ -38,6 +39,10 @@ static const char usage[] =
     "                       new_tokens; default 32)\n"
     "  --rounds N           chat workload: N rounds of a user turn (the prompt length)\n"
     "                       and its answer (the new tokens); over rounds; default 4\n"
+    "  --shard K/N          only shard K of N (1 <= K <= N): a share of the selection,\n"
+    "                       balanced by estimated cost, the same on every machine\n"
+    "                       (Slurm: --shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT\n"
+    "                       with --array=1-N); tcbench merge joins the shards' results\n"
     "what to run:\n"
     "  --mode LIST          eager, compiled, fused (fusion only), captured (capture only);\n"
     "                       any compiled-family mode brings eager along as its baseline\n"
@@ -141,7 +146,8 @@ enum {
     OPT_MAX_TIME,
     OPT_PROCESSES,
     OPT_PIN,
-    OPT_RESUME
+    OPT_RESUME,
+    OPT_SHARD
 };
 
 // the axis options are consecutive, in axis order, for `c - OPT_MODE`
@@ -186,6 +192,7 @@ static const struct option long_opts[] = {
     {"processes", required_argument, NULL, OPT_PROCESSES},
     {"pin", no_argument, NULL, OPT_PIN},
     {"resume", required_argument, NULL, OPT_RESUME},
+    {"shard", required_argument, NULL, OPT_SHARD},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -443,6 +450,10 @@ static int parse(int argc, char **argv, run_args *a) {
             if (cli_parse_bytes(cmd, "--memory-limit", optarg, &a->cfg.memory_limit) < 0)
                 return 2;
             break;
+        case OPT_SHARD:
+            if (cli_parse_shard(cmd, optarg, &a->cfg.shard_index, &a->cfg.shard_count) < 0)
+                return 2;
+            break;
         case 'q': a->quiet = true; break;
         case OPT_RESUME: a->resume = optarg; break;
         case 'h': fputs(usage, stdout); return 1;
@@ -513,6 +524,24 @@ static void warn_long_run(const bench_plan *p) {
                 : "--size cpu runs the same architectures, smaller");
 }
 
+// What --shard K/N runs of the selection; an empty shard (more shards than
+// groups) still writes its results, with no entries, for merge.
+static void shard_note(const bench_plan *p) {
+    const bench_shard *s = p->shard;
+    if (p->ngroups == 0) {
+        fprintf(stderr,
+                "tcbench run: --shard %d/%d: no entries (the selection has %d group%s of a case's "
+                "modes for %d shards); the results will hold none\n",
+                s->index, s->count, s->ngroups, s->ngroups == 1 ? "" : "s", s->count);
+        return;
+    }
+    fprintf(stderr,
+            "tcbench run: --shard %d/%d: %d of %d entries (%d of %d groups), %.0f%% of the "
+            "estimated cost\n",
+            s->index, s->count, p->ntasks, s->ntasks, p->ngroups, s->ngroups,
+            s->cost_ms > 0 ? 100.0 * (double)s->shard_cost_ms / (double)s->cost_ms : 0.0);
+}
+
 static int run(run_args *a, const bench_journal *j) {
     bench_plan *p;
     diag d = {0};
@@ -532,7 +561,7 @@ static int run(run_args *a, const bench_journal *j) {
         cli_fail("run", "--dump %s: %s", a->cfg.dump_dir, err);
         goto done;
     }
-    if (p->ntasks == 0) {
+    if (p->ntasks == 0 && (!p->shard || p->shard->ntasks == 0)) {
         cli_fail("run", "nothing to run: no selected case has a mode, precision and workload "
                         "this build can run");
         goto done;
@@ -548,6 +577,8 @@ static int run(run_args *a, const bench_journal *j) {
         rc = k == -2 ? 2 : 3;
         goto done;
     }
+    if (p->shard && !a->quiet) // after --resume's check, so that a refusal is one line
+        shard_note(p);
     double load;
     int cores;
     // even under -q: it says the figures that follow may not hold (after
@@ -576,7 +607,7 @@ static int run(run_args *a, const bench_journal *j) {
         goto done;
     }
     rc = failed ? 1 : 0;
-    if (print_table(rep) < 0)
+    if (rep->nresults > 0 && print_table(rep) < 0)
         rc = 1;
     if (bench_report_write(rep, err, sizeof err) < 0) {
         printf("total wall time %.1f s\n", rep->wall_s);

@@ -1,6 +1,6 @@
 // The one-line messages every subcommand prints on bad usage (cli.h).
 // Linked by both programs, tcbench and tcbench-engine, so it uses nothing
-// but the C library and getopt's globals.
+// but the C library, getopt's globals and base/diag.
 #include "cli.h"
 
 #include <getopt.h>
@@ -16,6 +16,12 @@ int cli_fail(const char *cmd, const char *fmt, ...) {
     fputc('\n', stderr);
     va_end(ap);
     return 2;
+}
+
+void cli_diag(const char *cmd, const diag *d) {
+    if (!d->file[0])
+        fprintf(stderr, "tcbench %s: ", cmd);
+    diag_print(d, stderr);
 }
 
 int cli_bad_option(const char *cmd, int c, char **argv) {

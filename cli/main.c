@@ -32,6 +32,7 @@ static const char usage[] =
     "  report RESULTS...    the study's tables and charts (md, csv, html, gnuplot)\n"
     "  compare BASE CUR     the regression gate: a verdict per entry, exit 1 on a regression\n"
     "  export RESULTS       results as Google Benchmark JSON (--format gbench)\n"
+    "  merge SHARD... -o F  the results of a run's shards (run --shard K/N) as one file\n"
     "\n"
     "  tcbench COMMAND --help   options of a command\n"
     "  tcbench --version        version and git commit\n"
@@ -45,9 +46,9 @@ static const struct command {
     const char *name;
     int (*run)(int argc, char **argv);
 } commands[] = {
-    {"run", NULL},          {"list", NULL},           {"check", NULL},        {"calibrate", NULL},
-    {"plan", NULL},         {"weights", NULL},
-    {"report", cmd_report}, {"compare", cmd_compare}, {"export", cmd_export},
+    {"run", NULL},          {"list", NULL},       {"check", NULL},        {"calibrate", NULL},
+    {"plan", NULL},         {"weights", NULL},    {"report", cmd_report}, {"compare", cmd_compare},
+    {"export", cmd_export}, {"merge", cmd_merge},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 
@@ -117,8 +118,8 @@ int main(int argc, char **argv) {
         return commands[i].run(argc - 1, argv + 1);
     }
     fprintf(stderr,
-            "tcbench: unknown command '%s' (commands: run, list, check, calibrate, report, "
-            "compare, export; see tcbench --help)\n",
+            "tcbench: unknown command '%s' (commands: run, list, check, calibrate, plan, "
+            "weights, report, compare, export, merge; see tcbench --help)\n",
             cmd);
     return 2;
 }

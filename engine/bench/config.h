@@ -71,6 +71,9 @@ typedef struct bench_config {
     // "" when it did (it found a usable GPU), recorded in the results; NULL
     // when the devices were named
     const char *device_auto;
+    // --shard K/N: run shard K (1 .. N) of the selection's N shards
+    // (shard.h); shard_count 0: the whole selection
+    int shard_index, shard_count;
     int argc; // the command line, recorded in the results
     char *const *argv;
 } bench_config;

@@ -26,3 +26,6 @@ typedef struct bench_estimate {
 } bench_estimate;
 
 void bench_plan_estimate(const bench_plan *p, const bench_calibration *c, bench_estimate *e);
+// One task's share of that: its least seconds at c's roofline; -1 when its
+// case (or its training) does not build, so it runs nothing.
+double bench_task_seconds(const bench_plan *p, int task, const bench_calibration *c);

@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "base/files.h"
 #include "host.h"
+#include "shard.h"
 #include "results/journal.h"
 #include "../exec.h" // the executor registry (not bench/exec.h)
 #include "tcbench_config.h"
@@ -164,6 +165,13 @@ json_t *bench_config_json(const bench_plan *p) {
                                                          c->device_auto[0] ? "cpu" : "cuda",
                                                          "reason", c->device_auto)
                                              : json_null());
+    if (p->shard) { // what `tcbench merge` checks the other shards against
+        char k[48];
+        snprintf(k, sizeof k, "%d/%d", p->shard->index, p->shard->count);
+        rc |= json_object_set_new(j, "shard", json_string(k));
+        json_t *plan = bench_shard_plan_json(p);
+        rc |= plan ? json_object_set_new(j, "shard_plan", plan) : -1;
+    }
     if (rc) {
         json_decref(j);
         return NULL;

@@ -1,6 +1,7 @@
 // Planning a run: suites, case selection, model checks, axes (plan.h).
 #include "plan.h"
 #include "generate.h"
+#include "shard.h"
 
 #include "../exec.h" // the executor registry (not bench/exec.h)
 #include "accuracy.h"
@@ -59,6 +60,7 @@ void bench_plan_free(bench_plan *p) {
     free(p->cases);
     free(p->tasks);
     free(p->groups);
+    bench_shard_free(p->shard);
     free(p);
 }
 
@@ -357,6 +359,7 @@ static int plan_suite(bench_plan *p, const suite *s, const regex_t *filter, cons
                 bc->param_count = graph_param_count(m->g);
                 bc->flops = graph_flops(m->g);
                 bc->min_bytes = graph_min_bytes(m->g);
+                bc->nodes = m->g->n;
                 model_free(m);
                 if (check_generate(p, bc, vals, nvals, d) < 0)
                     return -1;
@@ -484,6 +487,8 @@ int bench_plan_new(const bench_config *cfg, bench_plan **out, diag *d) {
         if (g == p->ngroups - 1)
             p->cfg.processes = p->groups[0].processes;
     }
+    if (cfg->shard_count > 0 && bench_plan_shard(p, cfg->shard_index, cfg->shard_count, d) < 0)
+        goto done;
     rc = 0;
 done:
     if (has_filter)

@@ -42,6 +42,7 @@ typedef struct bench_case {
     int64_t param_count; // of the inference graph
     double flops;        // per inference step
     double min_bytes;    // fewest bytes a step must move (graph_min_bytes)
+    int nodes;           // of the inference graph (what compiling costs; shard.h)
     // The model names a layer not built yet (modeldef_unbuilt): the located
     // message every task of the case ends model_fail_to_load with; "" when
     // it builds. param_count is then -1 and the figures NAN.
@@ -80,9 +81,14 @@ typedef struct bench_plan {
     bool used[BENCH_AXIS_COUNT][BENCH_AXIS_MAX]; // values some task runs
     // Suite defaults this build cannot run yet: "mode compiled; precision amp", or "".
     char skipped[256];
+    // --shard K/N: the whole selection's partition (shard.h); tasks and
+    // groups above are then shard K's alone (used keeps the selection's).
+    // NULL without --shard.
+    struct bench_shard *shard;
 } bench_plan;
 
-// 0 on success; -1 on bad input with a located message in d.
+// 0 on success; -1 on bad input with a located message in d. With
+// cfg->shard_count, the plan is cut to shard cfg->shard_index (shard.h).
 int bench_plan_new(const bench_config *cfg, bench_plan **out, diag *d);
 void bench_plan_free(bench_plan *p);
 // Loads a case's model and builds its inference graph; the caller frees

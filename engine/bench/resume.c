@@ -1,6 +1,7 @@
 // Going on with a run from its journal (resume.h).
 #include "resume.h"
 
+#include "results/configdiff.h"
 #include "results/journal.h"
 
 #include <errno.h>
@@ -93,89 +94,15 @@ int bench_journal_load(const char *path, bench_journal **out, FILE *warn, diag *
     return 0;
 }
 
-// The option a config key comes from, for the message.
-static const char *config_option(const char *key) {
-    static const char *const names[][2] = {
-        {"size", "--size"},
-        {"seed", "--seed"},
-        {"batch_size", "--batch-size"},
-        {"repeat", "--repeat"},
-        {"warmup", "--warmup"},
-        {"min_time_s", "--min-time"},
-        {"max_time_s", "--max-time"},
-        {"processes", "--processes"},
-        {"pin", "--pin"},
-        {"threads", "--threads"},
-        {"timeout_s", "--timeout"},
-        {"modes", "--mode"},
-        {"precisions", "--precision"},
-        {"workloads", "--workload"},
-        {"devices", "--device"},
-        {"device", "--device"},
-        {"check_accuracy", "accuracy checks (--no-accuracy)"},
-        {"grad_scaler", "--grad-scaler"},
-        {"amp_dtype", "--amp-dtype"},
-        {"weights", "--weights"},
-        {"weight_group", "--weight-group"},
-        {"prompt_len", "--prompt-len"},
-        {"new_tokens", "--new-tokens"},
-        {"chat_rounds", "--rounds"},
-        {"weight_scales", "--weight-scales"},
-        {"attention", "--attention"},
-        {"only", "--only"},
-        {"filter", "--filter"},
-        {"exclude", "--exclude"},
-        {"dump_dir", "--dump"},
-        {"tf32", "--tf32"},
-        {"flush_l2", "--flush-l2"},
-        {"memory_limit", "--memory-limit"},
-        {"disabled", "TCBENCH_DISABLE_*"},
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(names[i][0], key))
-            return names[i][1];
-    return key;
-}
-
-// A config value as the user would write it: strings bare, lists of
-// strings comma-separated, null as "(none)", anything else as JSON.
-static void value_str(const json_t *v, char *buf, size_t cap) {
-    if (!v) {
-        snprintf(buf, cap, "(no such setting)");
-    } else if (json_is_null(v)) {
-        snprintf(buf, cap, "(none)");
-    } else if (json_is_string(v)) {
-        snprintf(buf, cap, "%s", json_string_value(v));
-    } else if (json_is_array(v) && json_array_size(v) > 0 && json_is_string(json_array_get(v, 0))) {
-        size_t o = 0;
-        buf[0] = '\0';
-        for (size_t i = 0; i < json_array_size(v) && o < cap; i++) {
-            const char *s = json_string_value(json_array_get(v, i));
-            o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? "," : "", s ? s : "?");
-        }
-    } else {
-        char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(10));
-        snprintf(buf, cap, "%s", t ? t : "?");
-        free(t);
-    }
-}
-
 // The first key (the journal's order, then this run's new ones) whose
 // value differs: 0 when none, -2 with err.
 static int config_compare(const json_t *was, const json_t *now, const char *path, char *err,
                           size_t cap) {
-    const char *key = NULL;
-    const json_t *v;
-    json_object_foreach((json_t *)was, key, v) if (!json_equal(v, json_object_get(now, key))) break;
-    if (!key)
-        json_object_foreach((json_t *)now, key, v) if (!json_object_get(was, key)) break;
-    if (!key)
+    results_config_diff df;
+    if (!results_config_diff_find(was, now, NULL, &df))
         return 0;
-    char a[256], b[256];
-    value_str(json_object_get(was, key), a, sizeof a);
-    value_str(json_object_get(now, key), b, sizeof b);
-    const char *opt = config_option(key);
-    snprintf(err, cap, "--resume %s: the journal's run had %s %s, this one %s", path, opt, a, b);
+    snprintf(err, cap, "--resume %s: the journal's run had %s %s, this one %s", path, df.option,
+             df.a, df.b);
     return -2;
 }
 
