@@ -63,6 +63,14 @@ every_mode() {
     [ "$n" -eq "$want" ] && ok || bad "$want compiled entries pass in the results, found $n"
 }
 
+# entries FILE: "suite name mode precision workload device batch", one a
+# line, sorted, of the cases of a results file (keys six spaces in)
+entries() {
+    awk '/^      "suite": /{s = $2; r = 1; next}
+        r && /^      "(name|mode|precision|workload|device)": /{s = s " " $2; next}
+        r && /^      "batch": /{print s " " $2; r = 0}' "$1" | tr -d '",' | sort
+}
+
 sh_lib_end() { # sh_lib_end NAME: the summary, and the exit status
     echo "$1: $pass passed, $fail failed"
     [ "$fail" -eq 0 ]

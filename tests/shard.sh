@@ -43,14 +43,6 @@ exited() {
     fi
 }
 
-# entries FILE: "suite name mode precision workload device batch", one a
-# line, sorted, of the cases of a results file (keys six spaces in)
-entries() {
-    awk '/^      "suite": /{s = $2; r = 1; next}
-        r && /^      "(name|mode|precision|workload|device)": /{s = s " " $2; next}
-        r && /^      "batch": /{print s " " $2; r = 0}' "$1" | tr -d '",' | sort
-}
-
 # --- bad values -----------------------------------------------------------------
 for bad in 5/4 0/0 a/b 1/0 0/4 1/ /4 1/4/2 -1/4; do
     expect 2 "--shard $bad" "$EXE" run "$SMOKE" "$@" --shard "$bad" -o "$TMP/bad.json"
