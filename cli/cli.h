@@ -29,6 +29,7 @@ int cmd_report(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
+int cmd_history(int argc, char **argv);
 
 // "tcbench run: <message>" on stderr; returns 2 for `return cli_fail(...)`.
 int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -33,6 +33,7 @@ static const char usage[] =
     "  compare BASE CUR     the regression gate: a verdict per entry, exit 1 on a regression\n"
     "  export RESULTS       results as Google Benchmark JSON (--format gbench)\n"
     "  merge SHARD... -o F  the results of a run's shards (run --shard K/N) as one file\n"
+    "  history ACTION       results across commits in SQLite: add, list, show, report\n"
     "\n"
     "  tcbench COMMAND --help   options of a command\n"
     "  tcbench --version        version and git commit\n"
@@ -46,9 +47,10 @@ static const struct command {
     const char *name;
     int (*run)(int argc, char **argv);
 } commands[] = {
-    {"run", NULL},          {"list", NULL},       {"check", NULL},        {"calibrate", NULL},
-    {"plan", NULL},         {"weights", NULL},    {"report", cmd_report}, {"compare", cmd_compare},
-    {"export", cmd_export}, {"merge", cmd_merge},
+    {"run", NULL},          {"list", NULL},           {"check", NULL},
+    {"calibrate", NULL},    {"plan", NULL},           {"weights", NULL},
+    {"report", cmd_report}, {"compare", cmd_compare}, {"export", cmd_export},
+    {"merge", cmd_merge},   {"history", cmd_history},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 
@@ -119,7 +121,7 @@ int main(int argc, char **argv) {
     }
     fprintf(stderr,
             "tcbench: unknown command '%s' (commands: run, list, check, calibrate, plan, "
-            "weights, report, compare, export, merge; see tcbench --help)\n",
+            "weights, report, compare, export, merge, history; see tcbench --help)\n",
             cmd);
     return 2;
 }

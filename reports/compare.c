@@ -430,6 +430,15 @@ int compare_main(const char *base_path, const char *cur_path, const compare_opti
         resfile_free(base);
         return 2;
     }
+    int rc = compare_loaded(base, cur, o, out, err);
+    resfile_free(base);
+    resfile_free(cur);
+    return rc;
+}
+
+int compare_loaded(const resfile *base, const resfile *cur, const compare_options *o, FILE *out,
+                   FILE *err) {
+    const char *base_path = base->path, *cur_path = cur->path;
     int rc = 2;
     char machines[512], msg[1024];
     const resfile *bad = base->ninvalid ? base : cur->ninvalid ? cur : NULL;
@@ -443,8 +452,6 @@ int compare_main(const char *base_path, const char *cur_path, const compare_opti
                 "verdict on such a file\n",
                 bad->path, e->index, msg, e->message, bad->ninvalid,
                 bad->ninvalid == 1 ? "y" : "ies");
-        resfile_free(base);
-        resfile_free(cur);
         return 2;
     }
     compare_machines(base, cur, machines, sizeof machines);
@@ -469,7 +476,5 @@ int compare_main(const char *base_path, const char *cur_path, const compare_opti
             rc = compare_result_failed(&r) ? 1 : 0;
         compare_result_free(&r);
     }
-    resfile_free(base);
-    resfile_free(cur);
     return rc;
 }

@@ -128,3 +128,7 @@ int compare_write(const compare_result *r, FILE *out);
 // on err).
 int compare_main(const char *base_path, const char *cur_path, const compare_options *o, FILE *out,
                  FILE *err);
+// The same on files already loaded (a baseline built from the history,
+// history.h); their paths name them in messages.
+int compare_loaded(const resfile *base, const resfile *cur, const compare_options *o, FILE *out,
+                   FILE *err);

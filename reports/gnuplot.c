@@ -87,8 +87,8 @@ static bool exists(const char *dir, const char *stem, const char *ext) {
     return access(path, F_OK) == 0;
 }
 
-int charts_draw(rp_charts *c, const char *dir, const char *gnuplot, FILE *warn, char *err,
-                size_t cap) {
+int charts_draw(rp_charts *c, const char *dir, const char *gnuplot, const char *who, FILE *warn,
+                char *err, size_t cap) {
     for (int i = 0; i < c->n; i++) {
         int status = 0;
         child_failure f;
@@ -96,10 +96,10 @@ int charts_draw(rp_charts *c, const char *dir, const char *gnuplot, FILE *warn, 
             return -1;
         if (f.call == CHILD_EXECVP && (f.err == ENOENT || f.err == EACCES)) {
             fprintf(warn,
-                    "tcbench report: warning: %s not found on PATH (%s): tables written, no "
+                    "%s: warning: %s not found on PATH (%s): tables written, no "
                     "charts drawn; the scripts are kept in %s (install gnuplot-nox and run "
                     "gnuplot NAME.gp there)\n",
-                    gnuplot, strerror(f.err), dir);
+                    who, gnuplot, strerror(f.err), dir);
             return 0;
         }
         if (f.call >= 0) {
@@ -110,8 +110,8 @@ int charts_draw(rp_charts *c, const char *dir, const char *gnuplot, FILE *warn, 
         char log[4400];
         snprintf(log, sizeof log, "%s/%s.log", dir, c->c[i].stem);
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            fprintf(warn, "tcbench report: warning: %s failed on %s/%s.gp (%s %d); see %s\n",
-                    gnuplot, dir, c->c[i].stem, WIFEXITED(status) ? "exit" : "signal",
+            fprintf(warn, "%s: warning: %s failed on %s/%s.gp (%s %d); see %s\n", who, gnuplot, dir,
+                    c->c[i].stem, WIFEXITED(status) ? "exit" : "signal",
                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), log);
             continue;
         }

@@ -358,7 +358,7 @@ int plan_report_write(const planfile *p, const report_options *o, char *err, siz
     if (rc == 0)
         rc = tokens_chart(&v, chart_dir, &charts, err, cap);
     if (rc == 0)
-        rc = charts_draw(&charts, chart_dir, o->gnuplot ? o->gnuplot : "gnuplot",
+        rc = charts_draw(&charts, chart_dir, o->gnuplot ? o->gnuplot : "gnuplot", "tcbench report",
                          o->warn ? o->warn : stderr, err, cap);
     plan_src src = {&v, &charts, o->outdir};
     if (rc == 0)

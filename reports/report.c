@@ -450,7 +450,7 @@ int report_write(resfile *const *files, int nfiles, const report_options *o, cha
     if (rc == 0)
         rc = charts_write(&set, chart_dir, &charts, err, cap);
     if (rc == 0)
-        rc = charts_draw(&charts, chart_dir, o->gnuplot ? o->gnuplot : "gnuplot",
+        rc = charts_draw(&charts, chart_dir, o->gnuplot ? o->gnuplot : "gnuplot", "tcbench report",
                          o->warn ? o->warn : stderr, err, cap);
     rp_doc_src src = {&set, &charts, o->outdir};
     if (rc == 0)

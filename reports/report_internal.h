@@ -2,6 +2,7 @@
 // csv.c, charts.c). Not for other modules: use report.h.
 #pragma once
 #include "base/sbuf.h"
+#include "chart.h"
 #include "rdoc.h"
 #include "report.h"
 
@@ -90,22 +91,8 @@ bool rp_swept(const rp_set *set, const resfile_entry *e);
 // has several suites, with " b=N" when the case was swept.
 void rp_label(const rp_set *set, const resfile_entry *e, char *buf, size_t cap);
 
-typedef struct rp_chart {
-    char stem[160];
-    char caption[400];
-    bool drawn; // gnuplot made STEM.png
-} rp_chart;
-
-typedef struct rp_charts {
-    rp_chart *c;
-    int n, cap;
-} rp_charts;
-
 // Writes STEM.gp and STEM.dat of every chart the data allows into dir.
 int charts_write(const rp_set *set, const char *dir, rp_charts *out, char *err, size_t cap);
-// Runs gnuplot on each; without gnuplot, one line on warn and nothing drawn.
-int charts_draw(rp_charts *c, const char *dir, const char *gnuplot, FILE *warn, char *err,
-                size_t cap);
 
 // Writes dir/name with fn(ctx, f, ...); 0, or -1 with err naming the failed call.
 typedef int (*rp_writer_fn)(const void *ctx, FILE *f, char *err, size_t cap);

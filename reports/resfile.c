@@ -578,6 +578,19 @@ static int entries_alloc(resfile *f, size_t n, diag *d) {
     return 0;
 }
 
+// The whole document as one tree (taken): its fields, then every case.
+static int tree_load(resfile *f, json_t *root, diag *d) {
+    if (doc_take(f, root, d) < 0)
+        return -1;
+    const json_t *cases = json_object_get(root, "cases");
+    if (entries_alloc(f, json_array_size(cases), d) < 0)
+        return -1;
+    for (size_t i = 0; i < json_array_size(cases); i++)
+        if (entry_take(f, json_array_get(cases, i), d) < 0)
+            return -1;
+    return 0;
+}
+
 static int json_file_load(resfile *f, const char *b, size_t n, diag *d) {
     size_t open = 0, close = 0, count = 0;
     int found = find_cases(b, n, &open, &close, &count);
@@ -602,15 +615,7 @@ static int json_file_load(resfile *f, const char *b, size_t n, diag *d) {
     json_t *root = json_loadb(b, n, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return json_failed(f, &je, je.line, je.column, d);
-    if (doc_take(f, root, d) < 0)
-        return -1;
-    const json_t *cases = json_object_get(root, "cases");
-    if (entries_alloc(f, json_array_size(cases), d) < 0)
-        return -1;
-    for (size_t i = 0; i < json_array_size(cases); i++)
-        if (entry_take(f, json_array_get(cases, i), d) < 0)
-            return -1;
-    return 0;
+    return tree_load(f, root, d);
 }
 
 static const char *not_a_file(mode_t m) {
@@ -657,6 +662,25 @@ int resfile_load(const char *path, resfile **out, diag *d) {
             munmap(map, n);
     }
     if (rc < 0) {
+        resfile_free(f);
+        return -1;
+    }
+    *out = f;
+    return 0;
+}
+
+int resfile_from_json(json_t *root, const char *label, resfile **out, diag *d) {
+    *out = NULL;
+    resfile *f = calloc(1, sizeof *f);
+    if (!f || !(f->store = resfile_store_new())) {
+        free(f);
+        json_decref(root);
+        return diag_set(d, label, 0, 0, "calloc: out of memory");
+    }
+    snprintf(f->path, sizeof f->path, "%s", label);
+    if (tree_load(f, root, d) < 0) {
+        if (!f->root) // doc_take did not take it
+            json_decref(root);
         resfile_free(f);
         return -1;
     }

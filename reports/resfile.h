@@ -133,6 +133,9 @@ typedef struct resfile {
 // 0, or -1 with d set (the file, and line and column for a JSON error).
 int resfile_load(const char *path, resfile **out, diag *d);
 void resfile_free(resfile *f);
+// The same from a document built in memory (root is taken, even on
+// failure); label stands for the path in messages ("history:main").
+int resfile_from_json(json_t *root, const char *label, resfile **out, diag *d);
 
 // A pool of strings, each kept once (what the entries' strings live in;
 // other readers may keep theirs in one too). NULL: out of memory.

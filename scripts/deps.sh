@@ -11,6 +11,7 @@ pkgs=(build-essential meson ninja-build pkg-config cmake
       libyaml-dev libjansson-dev libopenblas-openmp-dev libdnnl-dev
       libxxhash-dev libcmocka-dev gnuplot-nox
       libfftw3-dev
+      libsqlite3-dev
       ocl-icd-opencl-dev
       clang libclang-rt-dev
       ccache)

@@ -22,7 +22,11 @@ out=$("$src/scripts/check-deps.sh" "$build" --without libyaml-dev 2>&1); rc=$?
 if [ $rc -ne 1 ] || ! grep -q 'libyaml.so comes from libyaml-dev' <<<"$out"; then
   echo "FAIL: without libyaml-dev: exit $rc: $out"; fail=1
 fi
+out=$("$src/scripts/check-deps.sh" "$build" --without libsqlite3-dev 2>&1); rc=$?
+if [ $rc -ne 1 ] || ! grep -q 'libsqlite3.so comes from libsqlite3-dev' <<<"$out"; then
+  echo "FAIL: without libsqlite3-dev (tcbench history): exit $rc: $out"; fail=1
+fi
 out=$("$src/scripts/check-deps.sh" "$build" --bogus 2>&1); rc=$?
 if [ $rc -ne 2 ]; then echo "FAIL: a bad option: exit $rc, expected 2"; fail=1; fi
-[ $fail -eq 0 ] && echo "check_deps: 4 checks passed" || echo "check_deps: some checks failed"
+[ $fail -eq 0 ] && echo "check_deps: 5 checks passed" || echo "check_deps: some checks failed"
 exit $fail

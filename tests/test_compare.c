@@ -24,20 +24,13 @@
 #include <unistd.h>
 
 #include "reports/compare.h"
+#include "splitmix.h"
 
 static char dir[256];
 
 static bool xml_well_formed(const char *s, int *testcases, int *failures); // below
 
-// splitmix64 and Box-Muller: the same noise on every machine
-static uint64_t rng_state;
-static double uniform(void) {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return ((z >> 11) + 0.5) / 9007199254740992.0;
-}
+// Box-Muller on splitmix64: the same noise on every machine
 static double gauss(void) { return sqrt(-2 * log(uniform())) * cos(2 * M_PI * uniform()); }
 // lognormal around median m with coefficient of variation about cv
 static double lognormal(double m, double cv) { return m * exp(gauss() * sqrt(log1p(cv * cv))); }
