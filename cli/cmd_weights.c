@@ -22,7 +22,8 @@ static const char usage[] =
     "under the model's names, the inputs as input.NAME, all from the seed a run\n"
     "uses; eager's fp32 inference outputs as output.K; and, where the case trains,\n"
     "one eager training step from those values: train.loss and train.grad.PARAM\n"
-    "(each parameter's gradient; the clipped sum for a dp_sgd case).\n"
+    "(each parameter's gradient; for a dp_sgd case the clipped per-sample sum over the\n"
+    "batch size, before the noise).\n"
     "\n"
     "  -o, --output DIR     the folder (created)\n"
     "  --only NAMES         these cases only (comma-separated exact names; repeatable)\n"
@@ -126,15 +127,16 @@ static void free_outs(tensor **out, int n) {
 // The case's training step from the same seed: train.loss and
 // train.grad.PARAM into w (tr and its outputs kept for w's pointers).
 // *why says why there is none (no loss, train_needs).
-static int add_train(const bench_case *bc, uint64_t seed, wlist *w, model **tr, tensor ***tout,
-                     char *why, size_t wcap, char *err, size_t cap) {
+static int add_train(const bench_case *bc, uint64_t seed, const model *from, wlist *w, model **tr,
+                     tensor ***tout, char *streams, size_t scap, char *why, size_t wcap, char *err,
+                     size_t cap) {
     diag d = {0};
     if (bc->train_fail_to_load[0] || modeldef_train_unbuilt(bc->md, &d)) {
         snprintf(why, wcap, "%s", bc->train_fail_to_load[0] ? bc->train_fail_to_load : d.msg);
         return 0;
     }
     train_opts o = bc->c->optim;
-    model_prep prep = {.train = &o, .keep_grads = true, .seed = seed,
+    model_prep prep = {.train = &o, .keep_grads = true, .seed = seed, .no_values = true,
                        .output_mean_loss = bc->c->output_mean_loss};
     char perr[600];
     if (model_prepare(bc->md, bc->c->overrides, bc->c->noverrides, bc->batch, &prep, tr, perr,
@@ -142,6 +144,29 @@ static int add_train(const bench_case *bc, uint64_t seed, wlist *w, model **tr, 
         snprintf(why, wcap, "%s", perr);
         return 0;
     }
+    // the parameters and buffers the file holds (by name), not the ones the
+    // training graph's own node ids would draw
+    if (model_init_values_from(*tr, seed, from) < 0)
+        return snprintf(err, cap, "out of memory"), -1;
+    // own copies: the step's optimizer updates its parameters in place
+    for (int i = 0; i < (*tr)->g->n; i++) {
+        tensor *v = (*tr)->values[i];
+        if (!v)
+            continue;
+        tensor *c = tensor_contiguous(v);
+        if (!c)
+            return snprintf(err, cap, "out of memory"), -1;
+        tensor_free(v);
+        (*tr)->values[i] = c;
+    }
+    // each dropout site's mask stream (op_rules.h), in graph order: the
+    // forward's sites come before the loss, the backward reuses them
+    size_t so = 0;
+    streams[0] = 0;
+    for (int i = 0; i < (*tr)->g->loss && so < scap; i++)
+        if ((*tr)->g->nodes[i].op == OP_DROPOUT)
+            so += (size_t)snprintf(streams + so, scap - so, "%s%lld", so ? "," : "",
+                                   (long long)(*tr)->g->nodes[i].ia[0]);
     int n = (*tr)->g->noutputs;
     *tout = calloc((size_t)n, sizeof **tout);
     if (!*tout)
@@ -202,8 +227,9 @@ static int write_case(const bench_case *bc, const char *dir, const char *size, u
             goto done;
         }
     }
-    char why[1200] = "";
-    if (add_train(bc, seed, &w, &tr, &tout, why, sizeof why, err, cap) < 0)
+    char why[1200] = "", streams[4096] = "";
+    if (add_train(bc, seed, m, &w, &tr, &tout, streams, sizeof streams, why, sizeof why, err,
+                  cap) < 0)
         goto done;
     char batch[32], seeds[32], nout[32];
     snprintf(batch, sizeof batch, "%lld", (long long)bc->batch);
@@ -219,7 +245,8 @@ static int write_case(const bench_case *bc, const char *dir, const char *size, u
                           "seed", seeds,
                           "outputs", nout,
                           "train", why[0] ? why : "one eager step (step 1) from these values",
-                          "optimizer", optim_name(bc->c->optim.optim)};
+                          "optimizer", optim_name(bc->c->optim.optim),
+                          "dropout_streams", streams};
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.safetensors", dir, bc->c->name);
     rc = safetensors_write(path, w.t, w.n, meta, (int)(sizeof meta / sizeof meta[0]) / 2, err,

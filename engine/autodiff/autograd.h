@@ -62,7 +62,7 @@ typedef struct train_opts {
     // parameters, sums them over the batch and adds Gaussian noise of
     // standard deviation dp_noise_multiplier * dp_max_grad_norm / batch
     // (OP_NOISE, the seeded generator). The gradient outputs are the clipped
-    // sums before the noise.
+    // sums divided by the batch, before the noise.
     double dp_max_grad_norm, dp_noise_multiplier;
 } train_opts;
 
