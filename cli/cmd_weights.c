@@ -148,10 +148,12 @@ static int add_train(const bench_case *bc, uint64_t seed, const model *from, wli
     // training graph's own node ids would draw
     if (model_init_values_from(*tr, seed, from) < 0)
         return snprintf(err, cap, "out of memory"), -1;
-    // own copies: the step's optimizer updates its parameters in place
+    // own copies of what it shares with `from`: the step's optimizer (and a
+    // training batch norm) updates parameters and buffers in place
     for (int i = 0; i < (*tr)->g->n; i++) {
         tensor *v = (*tr)->values[i];
-        if (!v)
+        enum op op = (*tr)->g->nodes[i].op;
+        if (!v || (op != OP_PARAM && op != OP_BUFFER))
             continue;
         tensor *c = tensor_contiguous(v);
         if (!c)

@@ -135,23 +135,21 @@ def parse_expr(text):
             return e
         raise ValueError("unexpected token")
 
-    def product():
+    def level(operand, ops):
+        # operand (op operand)*, left to right, for the operators in ops
         nonlocal i
-        e = primary()
-        while peek() in (("op", "*"), ("op", "/")):
+        e = operand()
+        while peek()[0] == "op" and peek()[1] in ops:
             op = peek()[1]
             i += 1
-            e = (op, e, primary())
+            e = (op, e, operand())
         return e
 
+    def product():
+        return level(primary, ("*", "/"))
+
     def sum_():
-        nonlocal i
-        e = product()
-        while peek() in (("op", "+"), ("op", "-")):
-            op = peek()[1]
-            i += 1
-            e = (op, e, product())
-        return e
+        return level(product, ("+", "-"))
 
     try:
         e = sum_()

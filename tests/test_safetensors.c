@@ -16,7 +16,7 @@
 
 #include "results/safetensors.h"
 
-static char dir[] = "/tmp/tcbench-st-XXXXXX";
+static char dir[256];
 
 static void path_of(char *buf, size_t cap, const char *name) {
     snprintf(buf, cap, "%s/%s", dir, name);
@@ -66,7 +66,7 @@ static void test_round_trip(void **state) {
         {"empty", "F32", 2, {0, 4}, NULL, 0},
     };
     const char *meta[] = {"case", "mlp", "seed", "0"};
-    char path[300], err[600];
+    char path[320], err[600];
     path_of(path, sizeof path, "a.safetensors");
     assert_int_equal(safetensors_write(path, t, 9, meta, 2, err, sizeof err), 0);
     st_file *f;
@@ -115,7 +115,7 @@ static void test_round_trip(void **state) {
 
 static void test_damaged(void **state) {
     (void)state;
-    char path[300];
+    char path[320];
     path_of(path, sizeof path, "bad.safetensors");
     expect_read_error("/nonexistent-dir/y.safetensors", "fopen");
     put_file(path, "abc", 3);
@@ -166,12 +166,14 @@ static void test_damaged(void **state) {
 
 static int setup(void **state) {
     (void)state;
+    const char *t = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/tcbench-test-st-XXXXXX", t && *t ? t : "/tmp");
     return mkdtemp(dir) ? 0 : -1;
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[400];
+    char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     return system(cmd) == 0 ? 0 : -1;
 }

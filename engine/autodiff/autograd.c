@@ -962,10 +962,10 @@ int autograd_build(graph *g, const train_opts *o, bool keep_grads, char *err, si
     size_t nn = g->n > 0 ? (size_t)g->n : 1;
     a.req = calloc(nn, sizeof *a.req);
     a.grad = malloc(nn * sizeof *a.grad);
-    a.wlike = calloc(nn, sizeof *a.wlike);
+    a.wlike = dp ? calloc(nn, sizeof *a.wlike) : NULL;
     int *upd = dp ? malloc(nn * sizeof *upd) : NULL;
     int rc = -1;
-    if (!a.req || !a.grad || !a.wlike || (dp && !upd)) {
+    if (!a.req || !a.grad || (dp && (!a.wlike || !upd))) {
         snprintf(err, cap, "out of memory building the backward");
         goto done;
     }
@@ -974,11 +974,13 @@ int autograd_build(graph *g, const train_opts *o, bool keep_grads, char *err, si
         const graph_node *n = &g->nodes[i];
         a.grad[i] = -1;
         if (n->op == OP_PARAM) { // a frozen one is a constant here (graph.h)
-            a.req[i] = a.wlike[i] = n->ia[1] != GRAPH_PARAM_FROZEN;
+            a.req[i] = n->ia[1] != GRAPH_PARAM_FROZEN;
             nparams += a.req[i];
+            if (dp)
+                a.wlike[i] = a.req[i];
             continue;
         }
-        if (n->op == OP_CAST)
+        if (dp && n->op == OP_CAST)
             a.wlike[i] = a.wlike[n->src[0]];
         if (!dtype_is_float(n->dtype) || op_kind(n->op) == OPK_SOURCE)
             continue;

@@ -8,7 +8,7 @@
 //   y[i] = op_dropout_keep(key, i, thr) ? x[i] / (1 - p) : 0;
 //
 //   uint64_t nk = op_noise_key(n->ia[0], step);       // stream id, training step
-//   y[i] = x[i] + (float)(n->fa[0] * op_noise_normal(nk, i)); // std fa0
+//   y[i] = x[i] + (float)n->fa[0] * op_noise_normal(nk, i);   // std fa0
 //
 //   double v = op_cast_value(DT_I32, -2.7);           // -2: what a cast stores
 #pragma once

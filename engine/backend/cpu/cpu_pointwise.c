@@ -31,10 +31,9 @@ int cpu_fail(cpu_ctx *c, const char *fmt, ...) {
 // ---- unary ---------------------------------------------------------------
 
 typedef struct unary_prm {
-    float a, b;   // a formula's fa0 and fa1; DROPOUT: a = 1 / (1 - p)
+    float a, b;   // a formula's fa0 and fa1; DROPOUT: a = 1 / (1 - p); NOISE: a = sd
     uint64_t key; // DROPOUT and NOISE stream key
     uint32_t thr; // DROPOUT threshold
-    double sd;    // NOISE: fa0, the standard deviation
 } unary_prm;
 
 // o[i] = f(x[i * sx]) for i < n; flat0 is o[0]'s index in the output.
@@ -112,19 +111,7 @@ static void un_dropout(int64_t n, float *restrict o, const float *restrict a, in
 }
 
 // The draw, like dropout's mask, depends on the element's flat index only.
-static void un_noise(int64_t n, float *restrict o, const float *restrict a, int64_t sa,
-                     const unary_prm *p, int64_t flat0) {
-    uint64_t key = p->key;
-    float sd = (float)p->sd;
-    if (sa == 1) {
-#pragma omp simd
-        for (int64_t i = 0; i < n; i++)
-            o[i] = a[i] + sd * op_noise_normal(key, (uint64_t)(flat0 + i));
-    } else {
-        for (int64_t i = 0; i < n; i++)
-            o[i] = a[i * sa] + sd * op_noise_normal(key, (uint64_t)(flat0 + i));
-    }
-}
+UNARY(noise, x + p->a * op_noise_normal(p->key, (uint64_t)(flat0 + i)))
 
 static const unary_fn formula_table[OP_COUNT] = {
 #define X(U, l, a0, b0) [OP_##U] = un_f_##l,
@@ -364,7 +351,7 @@ int cpu_unary(cpu_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
         j.p.a = (float)(1.0 / (1.0 - n->fa[0]));
     } else if (n->op == OP_NOISE) {
         j.p.key = op_noise_key(n->ia[0], c->step ? c->step : 1);
-        j.p.sd = n->fa[0];
+        j.p.a = (float)n->fa[0];
     } else { // a formula's attributes (core/pointwise.h)
         j.p.a = (float)n->fa[0];
         j.p.b = (float)n->fa[1];

@@ -48,10 +48,9 @@ pw_iter pw_make(tensor *out, int nin, const tensor *const *in) {
 // ---- unary -----------------------------------------------------------------
 
 struct un_prm {
-    float a, b;   // a formula's fa0 and fa1; DROPOUT: a = 1 / (1 - p)
+    float a, b;   // a formula's fa0 and fa1; DROPOUT: a = 1 / (1 - p); NOISE: a = sd
     uint64_t key; // DROPOUT and NOISE
     uint32_t thr;
-    double sd; // NOISE: fa0, the standard deviation
 };
 
 // A formula op of core/pointwise.h at x; dropout's mask and noise's draw
@@ -76,7 +75,7 @@ template <typename T, int OP> struct unary_f {
         if constexpr (OP == OP_DROPOUT) // the flat output index, as op_rules.h
             v = tc_dropout_keep(p.key, (uint64_t)i, p.thr) ? v * p.a : 0.0f;
         else if constexpr (OP == OP_NOISE)
-            v += (float)(p.sd * op_noise_normal(p.key, (uint64_t)i));
+            v += p.a * op_noise_normal(p.key, (uint64_t)i);
         else
             v = un_op<OP>(v, p);
         stf((T *)it.data[0], o[0], v);
@@ -151,7 +150,7 @@ int cuda_unary(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out) {
         p.a = (float)(1.0 / (1.0 - n->fa[0]));
     } else if (n->op == OP_NOISE) {
         p.key = op_noise_key(n->ia[0], c->step ? c->step : 1);
-        p.sd = n->fa[0];
+        p.a = (float)n->fa[0];
     } else { // a formula's attributes (core/pointwise.h)
         p.a = (float)n->fa[0];
         p.b = (float)n->fa[1];
