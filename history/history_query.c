@@ -192,11 +192,15 @@ static json_t *pool(json_t *const *c, int n) {
     "WITH cand AS (SELECT * FROM run WHERE branch = ?1 AND host_fp = ?2 AND NOT (timestamp = ?4 "  \
     "AND hostname = ?5)) "
 
-// The newest ?3 candidates with the newest one's threads; their entries by
-// key, newest run first.
+// The candidates in the order the baseline takes them: the current run's
+// threads (?6) first, then the newest.
+#define BY_THREADS "ORDER BY (threads_used IS ?6) DESC, timestamp DESC, id DESC "
+
+// The newest ?3 candidates with the current run's threads, or the newest
+// one's when none has them; their entries by key, newest run first.
 static const char baseline_sql[] =
     CANDIDATES ", pick AS (SELECT id, timestamp FROM cand WHERE threads_used IS (SELECT "
-               "threads_used FROM cand ORDER BY timestamp DESC, id DESC LIMIT 1) ORDER BY "
+               "threads_used FROM cand " BY_THREADS "LIMIT 1) ORDER BY "
                "timestamp DESC, id DESC LIMIT ?3) "
                "SELECT e.key, e.case_json, p.id FROM entry e JOIN pick p ON p.id = e.run_id "
                "ORDER BY e.key, p.timestamp DESC, p.id DESC";
@@ -208,8 +212,8 @@ static json_t *baseline_doc(history_db *h, const char *branch, const hval *v, ch
     sqlite3_stmt *st;
     if (hdb_prepare(h,
                     CANDIDATES "SELECT host_json, config_json, timestamp, commit_sha, tool_version "
-                               "FROM cand ORDER BY timestamp DESC, id DESC LIMIT 1",
-                    v, 5, &st, err, cap) < 0)
+                               "FROM cand " BY_THREADS "LIMIT 1",
+                    v, 6, &st, err, cap) < 0)
         return NULL;
     int rc = hdb_step(h, st, err, cap);
     json_t *doc = NULL;
@@ -276,8 +280,8 @@ int history_baseline(history_db *h, const char *branch, const resfile *cur, int 
     history_fingerprint(cur, desc, sizeof desc);
     history_hash(desc, fp, sizeof fp);
     *out = NULL;
-    hval v[] = {HV_TEXT(branch), HV_TEXT(fp), HV_INT(runs), HV_TEXT(cur->timestamp),
-                HV_TEXT(cur->hostname)};
+    hval v[] = {HV_TEXT(branch), HV_TEXT(fp),           HV_INT(runs),
+                HV_TEXT(cur->timestamp), HV_TEXT(cur->hostname), HV_INT(cur->threads_used)};
     json_t *doc = baseline_doc(h, branch, v, err, cap);
     if (!doc) {
         size_t len = strlen(err);
@@ -285,7 +289,7 @@ int history_baseline(history_db *h, const char *branch, const resfile *cur, int 
         return -1;
     }
     sqlite3_stmt *st;
-    int rc = hdb_prepare(h, baseline_sql, v, 5, &st, err, cap);
+    int rc = hdb_prepare(h, baseline_sql, v, 6, &st, err, cap);
     if (rc == 0) {
         rc = baseline_cases(h, st, json_object_get(doc, "cases"), err, cap);
         rc = hdb_finalize(h, st, rc, err, cap);

@@ -520,7 +520,7 @@ int charts_write(const rp_set *set, const char *dir, rp_charts *out, char *err, 
     static const chart_fn per_group[] = {chart_speedup, chart_compile, chart_breakeven,
                                          chart_memory, sweep_chart};
     for (int mi = 0; mi < nm; mi++) {
-        if (!strcmp(modes[mi], "eager"))
+        if (!resfile_mode_compiled(modes[mi]))
             continue;
         rp_sel s = {0};
         s.v[RP_MODE] = modes[mi];
@@ -545,5 +545,5 @@ int charts_write(const rp_set *set, const char *dir, rp_charts *out, char *err, 
     for (int fi = 0; fi < set->nfiles; fi++)
         if (roofline_chart(set, fi, dir, out, err, cap) < 0)
             return -1;
-    return 0;
+    return set->foreign ? side_charts(set, dir, out, err, cap) : 0;
 }

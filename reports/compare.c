@@ -156,14 +156,19 @@ void compare_machines(const resfile *a, const resfile *b, char *buf, size_t cap)
         DIFFER("cpu_model '%s' vs '%s'", a->cpu_model, b->cpu_model);
     if (a->cores != b->cores)
         DIFFER("cores %lld vs %lld", (long long)a->cores, (long long)b->cores);
-    if (a->threads_used != b->threads_used)
-        DIFFER("threads_used %lld vs %lld", (long long)a->threads_used, (long long)b->threads_used);
     char ga[512], gb[512];
     gpus_text(a, ga, sizeof ga);
     gpus_text(b, gb, sizeof gb);
     if (strcmp(ga, gb) != 0)
         DIFFER("gpus '%s' vs '%s'", ga, gb);
 #undef DIFFER
+}
+
+void compare_settings(const resfile *a, const resfile *b, char *buf, size_t cap) {
+    buf[0] = '\0';
+    if (a->threads_used != b->threads_used)
+        snprintf(buf, cap, "threads_used %lld vs %lld", (long long)a->threads_used,
+                 (long long)b->threads_used);
 }
 
 // Indexes f's entries by identity into x; -1 with err when one is there
@@ -455,6 +460,8 @@ int compare_loaded(const resfile *base, const resfile *cur, const compare_option
         return 2;
     }
     compare_machines(base, cur, machines, sizeof machines);
+    char settings[256];
+    compare_settings(base, cur, settings, sizeof settings);
     compare_result r;
     if (machines[0] && !o->force) {
         fprintf(err,
@@ -469,6 +476,13 @@ int compare_loaded(const resfile *base, const resfile *cur, const compare_option
                     "tcbench compare: warning: different machines, compared under --force (%s)\n",
                     machines);
             snprintf(r.machines, sizeof r.machines, "%s", machines);
+        }
+        if (settings[0]) {
+            fprintf(err,
+                    "tcbench compare: warning: run with other settings (%s); their times are "
+                    "compared as they are, so a change may be the settings'\n",
+                    settings);
+            snprintf(r.settings, sizeof r.settings, "%s", settings);
         }
         if (compare_write(&r, out) < 0)
             fprintf(err, "tcbench compare: writing the verdicts: %s\n", strerror(errno));

@@ -37,9 +37,10 @@
 //                interval does not confirm it (rerun with more --repeat)
 //   same         no change beyond the threshold, or failing on both sides
 //   missing      in the baseline only;   new   in the current file only
-// Results of different machines (host cpu_model, cores, threads_used, and
-// the GPUs' names and drivers when there are any) are refused unless
-// o.force.
+// Results of different machines (host cpu_model, cores, and the GPUs'
+// names and drivers when there are any) are refused unless o.force. Runs
+// of one machine with other settings (threads_used) are compared, with a
+// warning: a slower run with fewer threads is a regression of that run.
 #pragma once
 #include "resfile.h"
 
@@ -99,6 +100,7 @@ typedef struct compare_result {
     int nrows;
     int count[CMP_VERDICT_COUNT];
     char machines[512]; // how the machines differ ("" when they do not)
+    char settings[256]; // how the runs' settings differ ("" when they do not)
     struct resfile_store *pool; // the rows' reasons
 } compare_result;
 
@@ -115,6 +117,9 @@ double compare_mann_whitney(const double *a, int na, const double *b, int nb);
 void compare_bh_adjust(const double *p, int n, double *q);
 // How the machines of two results differ, into buf ("" when they do not).
 void compare_machines(const resfile *a, const resfile *b, char *buf, size_t cap);
+// How the settings of two runs of one machine differ (threads_used), into
+// buf ("" when they do not).
+void compare_settings(const resfile *a, const resfile *b, char *buf, size_t cap);
 
 // 0, or -1 with err (out of memory, the same entry twice in one file).
 // Does not look at the machines; compare_main does.

@@ -95,6 +95,8 @@ static void write_text(const compare_result *r, sbuf *b, FILE *out) {
     sbuf_printf(b, "tcbench compare: %s -> %s\n", r->base->path, r->cur->path);
     if (r->machines[0])
         sbuf_printf(b, "different machines, compared under --force: %s\n", r->machines);
+    if (r->settings[0])
+        sbuf_printf(b, "other settings, compared as they are: %s\n", r->settings);
     size_t w = strlen("entry");
     cells c;
     for (int i = 0; i < r->nrows; i++) {
@@ -159,6 +161,11 @@ static void write_md(const compare_result *r, sbuf *b, FILE *out) {
         esc_md(b, r->machines);
         sbuf_puts(b, "\n\n");
     }
+    if (r->settings[0]) {
+        sbuf_puts(b, "Other settings, compared as they are: ");
+        esc_md(b, r->settings);
+        sbuf_puts(b, "\n\n");
+    }
     if (r->nrows > r->count[CMP_SAME] + r->count[CMP_NOISY]) {
         md_table(r, b, out, MD_NOTABLE);
         sbuf_puts(b, "\n");
@@ -215,10 +222,11 @@ static int write_json(const compare_result *r, FILE *out) {
         }
     }
     json_t *doc = json_pack(
-        "{s:s, s:s, s:s, s:f, s:f, s:f, s:b, s:o, s:o, s:o, s:o}", "baseline", r->base->path,
+        "{s:s, s:s, s:s, s:f, s:f, s:f, s:b, s:o, s:o, s:o, s:o, s:o}", "baseline", r->base->path,
         "current", r->cur->path, "result", compare_result_failed(r) ? "fail" : "pass", "threshold",
         r->opts.threshold, "alpha", r->opts.alpha, "noise_cap", r->opts.noise_cap, "fail_on_noisy",
         r->opts.fail_on_noisy, "machines", r->machines[0] ? json_string(r->machines) : json_null(),
+        "settings", r->settings[0] ? json_string(r->settings) : json_null(),
         "counts", counts, "entries", rows, "noisy", noisy);
     if (!doc)
         return -1;

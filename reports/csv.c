@@ -55,6 +55,9 @@ int csv_write(const rp_set *set, FILE *f, char *err, size_t cap) {
     sbuf b = {0};
     for (size_t c = 0; c < sizeof columns / sizeof columns[0]; c++)
         sbuf_printf(&b, "%s%s", c ? "," : "", columns[c]);
+    // only beside PyTorch's entries, so that tcbench's files alone keep their columns
+    if (set->foreign)
+        sbuf_puts(&b, ",time_vs_torch");
     sbuf_puts(&b, "\r\n"); // RFC 4180 ends records with CRLF, as Python's csv module does
     for (int i = 0; i < set->n; i++) {
         const resfile_entry *e = set->e[i];
@@ -101,6 +104,8 @@ int csv_write(const rp_set *set, FILE *f, char *err, size_t cap) {
         text(&b, steps);
         sbuf_puts(&b, !e->compiled ? "," : rp_in_geomean(set, i) ? ",true" : ",false");
         sbuf_puts(&b, e->study ? ",true" : ",false");
+        if (set->foreign)
+            num(&b, rp_peer_ratio(set, e, false));
         sbuf_puts(&b, "\r\n");
     }
     return rp_sbuf_flush(&b, f, "results.csv", err, cap);

@@ -299,9 +299,11 @@ static void machines_warn(const merge_input *in, int n, FILE *warn) {
         char why[512];
         compare_machines(in[0].f, in[i].f, why, sizeof why);
         if (!why[0])
+            compare_settings(in[0].f, in[i].f, why, sizeof why);
+        if (!why[0])
             continue;
         fprintf(warn,
-                "tcbench merge: warning: %s and %s ran on different machines (%s); the merged "
+                "tcbench merge: warning: %s and %s ran on different machines or settings (%s); the merged "
                 "file's host is %s's, each entry's is inputs[its \"input\"].host\n",
                 in[0].path, in[i].path, why, in[0].path);
         return;

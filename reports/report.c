@@ -226,11 +226,12 @@ double report_breakeven(double cold_s, double eager_s, double mode_s) {
 
 const resfile_entry *rp_eager_of(const rp_set *set, const resfile_entry *e) {
     const resfile_entry *found = NULL;
+    const char *base = resfile_entry_baseline(e);
     int lo, hi;
     case_span(set, e, &lo, &hi);
-    for (int i = lo; i < hi; i++) {
+    for (int i = lo; base && i < hi; i++) {
         const resfile_entry *x = set->e[i];
-        if (!x->compiled && x->batch == e->batch && same_case(x, e)) {
+        if (!strcmp(x->mode, base) && x->batch == e->batch && same_case(x, e)) {
             if (x->file == e->file)
                 return x; // measured in the same run, interleaved: the real baseline
             found = found ? found : x;
@@ -317,6 +318,7 @@ static int set_index(rp_set *set, char *err, size_t cap) {
             k++;
         set->pos[set->first[k] + e->index] = i;
         resfile_index_put(&set->ids, e);
+        set->foreign |= bench_mode_foreign(e->mode);
     }
     for (int i = 0; i < set->n;) {
         int j = i + 1;
@@ -439,7 +441,7 @@ int report_write(resfile *const *files, int nfiles, const report_options *o, cha
     const char *modes[RP_MAX_VALUES];
     int nmodes = rp_values(&set, &(rp_sel){0}, RP_MODE, modes, RP_MAX_VALUES);
     for (int m = 0; m < nmodes && !set.primary; m++)
-        if (strcmp(modes[m], "eager") != 0)
+        if (resfile_mode_compiled(modes[m]))
             set.primary = modes[m]; // "compiled" sorts first of the compiled family
 
     char chart_dir[4200];

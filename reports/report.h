@@ -13,7 +13,9 @@
 //                fp32 over the models that have both, the kill switches,
 //                warnings (failed and unstable entries by name), the ablation
 //                split, per-model tables with noise and compile break-even,
-//                sweeps
+//                sweeps; beside PyTorch's entries (torch-eager, torch-compile:
+//                scripts/torch_side_by_side.py), both speedups, the time
+//                ratios to PyTorch and both compile times
 //   results.csv  one row per entry, PyTorch's column names where it has one
 //   index.html   the same document as one self-contained page, charts inline
 //   charts/      NAME.gp and NAME.dat per chart, and NAME.png / NAME.svg

@@ -27,6 +27,7 @@ typedef struct rp_set {
     int *case_start; // suite, name, precision, workload, device: adjacent once sorted)
     resfile_index ids; // every entry by identity
     bool several_suites;
+    bool foreign; // another harness's entries (torch-eager, torch-compile) are in the set
 } rp_set;
 
 // A selection: NULL matches anything; study: only the study's own cases
@@ -102,6 +103,19 @@ int rp_write_file(const char *dir, const char *name, rp_writer_fn fn, const void
 // Writes what b holds to f (name: for messages) and frees it; 0, or -1 with
 // err when b ran out of memory or fwrite failed.
 int rp_sbuf_flush(sbuf *b, FILE *f, const char *name, char *err, size_t cap);
+
+// Side by side with PyTorch (side_by_side.c), where set->foreign: e's peer
+// (bench_mode_peer: torch-eager for eager, torch-compile for compiled, and
+// back) of the same case and batch, or NULL.
+const resfile_entry *rp_peer_of(const rp_set *set, const resfile_entry *e);
+// A tcbench entry's median step over its peer's (below 1: tcbench is
+// faster); NAN unless both are ok or pass, timed, and stable when stable.
+double rp_peer_ratio(const rp_set *set, const resfile_entry *e, bool stable);
+// The summary's section: per suite x precision x workload x device with
+// PyTorch's entries, both speedups, both time ratios and both compile times.
+void side_summary(const rp_set *set, rdoc *d);
+// Per such group, the two speedups and the two time ratios per model.
+int side_charts(const rp_set *set, const char *dir, rp_charts *out, char *err, size_t cap);
 
 int csv_write(const rp_set *set, FILE *f, char *err, size_t cap);
 void summary_build(const rp_set *set, const rp_charts *charts, rdoc *d);

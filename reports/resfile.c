@@ -9,6 +9,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -250,7 +251,7 @@ static int entry_fill(resfile *f, resfile_entry *e, const results_entry *res, di
     e->batch = id->batch;
     e->suite_batch = id->suite_batch;
     e->study = id->study;
-    e->compiled = strcmp(e->mode, "eager") != 0;
+    e->compiled = resfile_mode_compiled(e->mode);
     e->good = !strcmp(e->status, "ok") || !strcmp(e->status, "pass");
     e->stats = r->stats;
     resfile_extra x = {.iterations_per_sample = r->iters_per_sample,
@@ -751,7 +752,21 @@ void resfile_entry_label(const resfile_entry *e, char *buf, size_t cap) {
              e->workload, e->device, (long long)e->batch);
 }
 
+bool resfile_mode_compiled(const char *mode) {
+    // a mode no table knows is measured against eager, as the readers always took it
+    return bench_mode_baseline(mode) || bench_mode_rank(mode) < 0;
+}
+
+const char *resfile_entry_baseline(const resfile_entry *e) {
+    const char *b = bench_mode_baseline(e->mode);
+    return b ? b : e->compiled ? "eager" : NULL;
+}
+
 int resfile_rank(const char *axis, const char *value) {
+    if (!strcmp(axis, "mode")) {
+        int r = bench_mode_rank(value);
+        return r >= 0 ? r : INT_MAX;
+    }
     for (int a = 0; a < BENCH_AXIS_COUNT; a++)
         if (!strcmp(bench_axis_name(a), axis)) {
             int v = bench_axis_parse(a, value);

@@ -82,7 +82,7 @@ typedef struct resfile_entry {
     int index;                  // position in the file's cases
     int nsamples;               // of samples
     int nreasons;               // of reasons
-    bool compiled;              // a compiled-family mode (anything but eager)
+    bool compiled;              // measured against a baseline: anything but eager, torch-eager
     bool good;                  // status ok or pass: ran, and its accuracy counts
     // stability (read by stability_load; a file without it reads as stable):
     // whether the entry's timing can be trusted, and why not (reasons)
@@ -168,6 +168,14 @@ const resfile_entry *resfile_index_find(const resfile_index *x, const resfile_en
 void resfile_index_free(resfile_index *x);
 // "smoke/gpt2 compiled fp32 infer cpu batch 2", for messages.
 void resfile_entry_label(const resfile_entry *e, char *buf, size_t cap);
+// Whether a mode is measured against a baseline (resfile_entry.compiled):
+// compiled, fused, captured, torch-compile, and a mode no table knows.
+bool resfile_mode_compiled(const char *mode);
+// The mode e's speedup is over (bench_mode_baseline: "eager", or
+// "torch-eager" for torch-compile; "eager" for a mode no table knows), or
+// NULL for a baseline.
+const char *resfile_entry_baseline(const resfile_entry *e);
 // Sort order of axis values: the schema's order (eager, compiled, fused,
-// captured; fp32, amp; infer, train; cpu, cuda), unknown values after.
+// captured, then torch-eager, torch-compile; fp32, amp; infer, train; cpu,
+// cuda), unknown values after.
 int resfile_rank(const char *axis, const char *value);

@@ -184,7 +184,7 @@ static void executive(const rp_set *set, rdoc *d) {
         *wls[RP_MAX_VALUES], *suites[RP_MAX_VALUES];
     int nm = rp_values(set, &(rp_sel){0}, RP_MODE, modes, RP_MAX_VALUES);
     for (int mi = 0; mi < nm; mi++) {
-        if (!strcmp(modes[mi], "eager"))
+        if (!resfile_mode_compiled(modes[mi]))
             continue;
         rp_sel s = {0};
         s.v[RP_MODE] = modes[mi];
@@ -426,9 +426,11 @@ static void ablation_group(const rp_set *set, const rp_sel *g, rdoc *d, void *us
         for (int m = 0; m < nm; m++)
             if (!strcmp(modes[m], order[k]))
                 cm[ncm++] = modes[m];
+    // (of tcbench's: another harness's modes are not measured against its eager)
     for (int m = 0; m < nm; m++)
-        if (strcmp(modes[m], "eager") && strcmp(modes[m], "fused") &&
-            strcmp(modes[m], "captured") && strcmp(modes[m], "compiled"))
+        if (resfile_mode_compiled(modes[m]) && !bench_mode_foreign(modes[m]) &&
+            strcmp(modes[m], "fused") && strcmp(modes[m], "captured") &&
+            strcmp(modes[m], "compiled"))
             cm[ncm++] = modes[m];
     bool ablation = false;
     for (int m = 0; m < ncm; m++)
@@ -617,6 +619,8 @@ void summary_build(const rp_set *set, const rp_charts *charts, rdoc *d) {
         rdoc_para(d, "Only eager was measured: there are no speedups. Run a compiled-family "
                      "mode (tcbench run --mode eager,compiled) for the study's tables.");
     }
+    if (set->foreign)
+        side_summary(set, d);
     warnings(set, d);
     bool any = false;
     each_group(set, d, ablation_group, &any);

@@ -172,6 +172,19 @@ has "$TMP/stdout" "same" "compare: same"
 mkrun "$TMP/slow.json" 2026-04-01T00:00:00Z c0000009 1.5 301
 expect 1 "compare history:main, slowed" "$EXE" compare --baseline history:main "$TMP/slow.json" --db "$S" --history-runs 3
 has "$TMP/stdout" "regression" "compare: the slowed run is a regression"
+# The same machine with fewer threads: compared, with a warning, and caught
+sed 's/"threads_used": 2/"threads_used": 1/; s/"threads": 2/"threads": 1/' "$TMP/slow.json" >"$TMP/slow1.json"
+expect 1 "compare history:main, one thread" "$EXE" compare history:main "$TMP/slow1.json" --db "$S" --history-runs 3
+has "$TMP/stderr" "warning: run with other settings \(threads_used 2 vs 1\)" "compare: the thread count is named"
+has "$TMP/stdout" "regression" "compare: the one-thread run is a regression"
+# ... unless the branch has runs with that thread count: those are the baseline
+cp "$S" "$TMP/s1.sqlite"
+mkrun "$TMP/t1.json" 2026-03-31T00:00:00Z c0000008 1.5 302
+sed -i 's/"threads_used": 2/"threads_used": 1/; s/"threads": 2/"threads": 1/' "$TMP/t1.json"
+"$EXE" history add "$TMP/t1.json" --db "$TMP/s1.sqlite" --branch main >/dev/null || bad "add t1"
+expect 0 "compare history:main, one thread, one-thread history" "$EXE" compare history:main "$TMP/slow1.json" --db "$TMP/s1.sqlite"
+has "$TMP/stdout" "same" "compare: one thread against one thread"
+if grep -q "other settings" "$TMP/stderr"; then bad "one thread against one thread warns"; else ok; fi
 expect 2 "compare history:nope" "$EXE" compare history:nope "$TMP/same.json" --db "$S"
 one_line "no run of branch 'nope' on this machine" "compare history:nope"
 expect 2 "compare --history-runs 0" "$EXE" compare history:main "$TMP/same.json" --db "$S" --history-runs 0

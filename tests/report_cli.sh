@@ -14,7 +14,10 @@
 # a sample that is no plausible time (report marks it invalid); and a run's
 # journal (tests/gen_results.c --journal) with a cut line as input. A
 # hand-written plan file (the memory-budget study): its report, and its
-# refusals at FILE:LINE:COL. Two
+# refusals at FILE:LINE:COL. tcbench's results beside PyTorch's
+# (tests/fixtures/side_tcbench.json, side_torch.json): the summary's
+# section, the CSV column and the charts; compare of PyTorch's entries, a
+# slower torch-compile a regression; run refuses the torch modes. Two
 # separate runs are compared too, but only
 # printed: on a shared machine load can move a median between runs by more
 # than any threshold, and that is what the gate is for, not a test failure.
@@ -348,6 +351,39 @@ has "$TMP/fx.gbench.json" '"error_message": "fail_to_run: the C compiler' "expor
 has "$TMP/fx.gbench.json" '"error_occurred": true' "export: error_occurred"
 has "$TMP/fx.gbench.json" '"label": "unstable: ' "export: the unstable entry's label"
 if tr -d ' \n' <"$TMP/fx.gbench.json" | grep -q '"load_avg":\[0\.42\]'; then ok; else bad "export: load_avg"; fi
+
+# --- side by side with PyTorch: tcbench's file and the script's, together ----
+SIDE="$SRC/tests/fixtures/side_tcbench.json" TORCH="$SRC/tests/fixtures/side_torch.json"
+expect 0 "report beside PyTorch" "$EXE" report "$SIDE" "$TORCH" -o "$TMP/side"
+has "$TMP/side/summary.md" '^## Side by side with PyTorch$' "side by side: the section"
+has "$TMP/side/summary.md" '^\| smoke: fp32, inference, cpu \| 4\.00x \(4 models\) \| 2\.00x \(3 models\) \| 0\.50x \(3 models\) \| 0\.25x \(3 models\) \|' \
+    "side by side: speedups and time ratios"
+has "$TMP/side/results.csv" ',study,time_vs_torch' "side by side: the csv column"
+for f in torch-speedup-smoke-fp32-infer-cpu torch-time-smoke-fp32-infer-cpu; do
+    exists "$TMP/side/charts/$f.gp" "side by side"
+    exists "$TMP/side/charts/$f.dat" "side by side"
+    if command -v gnuplot >/dev/null 2>&1; then exists "$TMP/side/charts/$f.png" "side by side drawn"; fi
+done
+if ls "$TMP/side/charts/"*.log >/dev/null 2>&1; then
+    bad "side by side: gnuplot complained: $(cat "$TMP/side/charts/"*.log | head -5)"
+else
+    ok
+fi
+if grep -q 'time_vs_torch\|Side by side' "$TMP/fx/results.csv" "$TMP/fx/summary.md"; then
+    bad "tcbench's file alone: a side-by-side column or section"
+else
+    ok
+fi
+# the gate takes PyTorch's entries as any other: torch-compile made slower is a regression
+expect 0 "compare of PyTorch's entries" "$EXE" compare "$TORCH" "$TORCH"
+has "$TMP/stdout" '^same +smoke/mlp torch-compile fp32 infer cpu batch 2 ' "compare: torch-compile"
+sed '/"mode": "torch-compile"/s/"samples_s": \[[^]]*\]/"samples_s": [0.03, 0.0301, 0.0302, 0.0303, 0.0304, 0.0305, 0.0306, 0.0307, 0.0308, 0.0309]/' \
+    "$TORCH" >"$TMP/torch-slow.json"
+expect 1 "compare of a slower torch-compile" "$EXE" compare "$TORCH" "$TMP/torch-slow.json"
+has "$TMP/stdout" '^regression +smoke/mlp torch-compile ' "compare: the slower torch-compile"
+# read, never run
+expect 2 "run --mode torch-eager" "$EXE" run --mode torch-eager --only mlp -q -o "$TMP/never.json"
+one_line 'unknown mode; expected one of eager, compiled, fused, captured' "run --mode torch-eager"
 
 # --- calibrate keeps one calibration per thread count ---------------------------
 expect 0 "calibrate --threads 1" "$EXE" calibrate --threads 1

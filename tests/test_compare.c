@@ -548,6 +548,34 @@ static void test_different_machine(void **state) {
     free(err);
 }
 
+// One machine, fewer threads: compared (with a warning), and the slower
+// run is a regression, not another machine.
+static void test_other_threads(void **state) {
+    (void)state;
+    rng_state = 9;
+    fake fa[] = {FAKE("mlp", "pass", 1e-3, 0.02, 12)}, fb[] = {FAKE("mlp", "pass", 1.6e-3, 0.02, 12)};
+    char a[512], b[512];
+    path_of(a, sizeof a, "t2.json");
+    path_of(b, sizeof b, "t1.json");
+    write_results(a, "cpu A", fa, 1);
+    write_results(b, "cpu A", fb, 1);
+    json_t *doc = json_load_file(b, 0, NULL);
+    assert_non_null(doc);
+    json_object_set_new(json_object_get(doc, "host"), "threads_used", json_integer(1));
+    assert_int_equal(json_dump_file(doc, b, JSON_INDENT(1)), 0);
+    json_decref(doc);
+    compare_options o;
+    compare_options_init(&o);
+    char *out, *err;
+    assert_int_equal(run_compare("t2.json", "t1.json", &o, &out, &err), 1);
+    assert_non_null(strstr(err, "warning: run with other settings (threads_used 2 vs 1)"));
+    assert_null(strstr(err, "different machines"));
+    assert_non_null(strstr(out, "other settings, compared as they are: threads_used 2 vs 1"));
+    assert_non_null(strstr(out, "regression"));
+    free(out);
+    free(err);
+}
+
 static void test_corrupt_json(void **state) {
     (void)state;
     const char *src = getenv("TCBENCH_SOURCE_DIR");
@@ -770,6 +798,7 @@ int main(void) {
         cmocka_unit_test(test_real_regression),
         cmocka_unit_test(test_noise_with_outliers),
         cmocka_unit_test(test_different_machine),
+        cmocka_unit_test(test_other_threads),
         cmocka_unit_test(test_corrupt_json),
         cmocka_unit_test(test_status_regression),
         cmocka_unit_test(test_junit),

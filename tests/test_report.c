@@ -751,16 +751,18 @@ static resfile *dump_and_load(json_t *doc, const char *name) {
     return f;
 }
 
-// The report of f into SUB under the output directory, its warning dropped.
-static void report_quiet(resfile *f, const char *sub) {
+// The report of n files into SUB under the output directory, its warning dropped.
+static void report_files(resfile *const *f, int n, const char *sub) {
     char dir[400], err[512];
     snprintf(dir, sizeof dir, "%s/%s", outdir, sub);
     FILE *warn = fopen("/dev/null", "w");
     assert_non_null(warn);
     report_options o = {.outdir = dir, .gnuplot = "tcbench-no-such-gnuplot", .warn = warn};
-    assert_int_equal(report_write(&f, 1, &o, err, sizeof err), 0);
+    assert_int_equal(report_write(f, n, &o, err, sizeof err), 0);
     fclose(warn);
 }
+
+static void report_quiet(resfile *f, const char *sub) { report_files(&f, 1, sub); }
 
 // A results file of before stability and kill switches were recorded loads
 // as stable with none disabled; a sweep without suite_batch counts at its
@@ -845,6 +847,192 @@ static void test_study_subset(void **state) {
     assert_non_null(csv);
     assert_non_null(strstr(csv, ",in_geomean,study\r\n"));
     free(csv);
+}
+
+// --- side by side with PyTorch ------------------------------------------------
+// tests/fixtures/side_tcbench.json (eager and compiled: mlp, gpt2, resnet,
+// bert) and side_torch.json (torch-eager and torch-compile: the same but
+// bert), reported together. The figures are recomputed here from the
+// samples of both files.
+
+static double samples_median(json_t *c) {
+    json_t *a = json_object_get(c, "samples_s");
+    size_t n = json_array_size(a);
+    double v[64];
+    assert_true(n > 0 && n <= 64);
+    for (size_t i = 0; i < n; i++) { // insertion sort
+        double x = json_number_value(json_array_get(a, i));
+        size_t k = i;
+        for (; k > 0 && v[k - 1] > x; k--)
+            v[k] = v[k - 1];
+        v[k] = x;
+    }
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The case of doc with this name and mode, or NULL.
+static json_t *case_of(json_t *doc, const char *name, const char *mode) {
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(doc, "cases"), i, c) {
+        if (!strcmp(jstr(c, "name"), name) && !strcmp(jstr(c, "mode"), mode))
+            return c;
+    }
+    return NULL;
+}
+
+static json_t *side_json(const char *name) {
+    char path[4200];
+    const char *src = getenv("TCBENCH_SOURCE_DIR");
+    snprintf(path, sizeof path, "%s/tests/fixtures/%s", src ? src : ".", name);
+    char *text = slurp(path);
+    json_t *doc = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    assert_non_null(doc);
+    return doc;
+}
+
+// The side-by-side figures from the two files: speedup geomeans (every
+// model of each), and over the models of both the time ratios and the mean
+// compile times.
+typedef struct side_expect {
+    double ours, theirs, eager, compiled, cold[2];
+    int nours, ntheirs, nboth;
+} side_expect;
+
+static side_expect side_from_json(json_t *tc, json_t *th) {
+    side_expect x = {0};
+    double lo = 0, lt = 0, le = 0, lc = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(tc, "cases"), i, c) {
+        if (strcmp(jstr(c, "mode"), "compiled"))
+            continue;
+        lo += log(json_number_value(json_object_get(json_object_get(c, "speedup"), "median")));
+        x.nours++;
+        json_t *te = case_of(th, jstr(c, "name"), "torch-eager"),
+               *tcm = case_of(th, jstr(c, "name"), "torch-compile"),
+               *e = case_of(tc, jstr(c, "name"), "eager");
+        if (!te || !tcm)
+            continue;
+        lt += log(json_number_value(json_object_get(json_object_get(tcm, "speedup"), "median")));
+        x.ntheirs++;
+        le += log(samples_median(e) / samples_median(te));
+        lc += log(samples_median(c) / samples_median(tcm));
+        x.cold[0] += json_number_value(json_object_get(json_object_get(c, "compile"), "cold_s"));
+        x.cold[1] += json_number_value(json_object_get(json_object_get(tcm, "compile"), "cold_s"));
+        x.nboth++;
+    }
+    x.ours = exp(lo / x.nours);
+    x.theirs = exp(lt / x.ntheirs);
+    x.eager = exp(le / x.nboth);
+    x.compiled = exp(lc / x.nboth);
+    x.cold[0] /= x.nboth;
+    x.cold[1] /= x.nboth;
+    return x;
+}
+
+// The two reported together: the summary's section with the figures above
+// and the models each covers, torch-compile gated against torch-eager (its
+// own executive table and break-even) and torch-eager counted nowhere as
+// a compiled mode, results.csv's time_vs_torch, the two charts, and
+// index.html. The modes: read, never run.
+static void test_side_by_side(void **state) {
+    (void)state;
+    json_t *tc = side_json("side_tcbench.json"), *th = side_json("side_torch.json");
+    side_expect x = side_from_json(tc, th);
+    // the hand-picked values, so that a wrong pairing cannot pass unseen
+    assert_true(fabs(x.ours - 4) < 1e-9 && fabs(x.theirs - 2) < 1e-9);
+    assert_true(fabs(x.eager - 0.5) < 1e-9 && fabs(x.compiled - 0.25) < 1e-9);
+    assert_int_equal(x.nours, 4);
+    assert_int_equal(x.nboth, 3);
+    char path[2][4200];
+    resfile *f[2];
+    diag d;
+    const char *src = getenv("TCBENCH_SOURCE_DIR");
+    for (int k = 0; k < 2; k++) {
+        snprintf(path[k], sizeof path[k], "%s/tests/fixtures/%s", src ? src : ".",
+                 k ? "side_torch.json" : "side_tcbench.json");
+        assert_int_equal(resfile_load(path[k], &f[k], &d), 0);
+    }
+    report_files(f, 2, "side");
+    char *md = out_file("side/summary.md");
+    assert_non_null(md);
+    char row[512];
+    snprintf(row, sizeof row,
+             "| smoke: fp32, inference, cpu | %.2fx (%d models) | %.2fx (%d models) | %.2fx (%d "
+             "models) | %.2fx (%d models) | %.2f (%d models) | %.2f (%d models) |",
+             x.ours, x.nours, x.theirs, x.ntheirs, x.eager, x.nboth, x.compiled, x.nboth, x.cold[0],
+             x.nboth, x.cold[1], x.nboth);
+    expect_row(md, "## Side by side with PyTorch", row);
+    expect_row(md, "## Side by side with PyTorch", "(time; lower is better) |");
+    // tcbench's executive table counts its own four, PyTorch's its three
+    expect_row(md, "### compiled, fp32, inference, cpu", "| Pass rate | 100%, 4/4 |");
+    expect_row(md, "### torch-compile, fp32, inference, cpu", "| Pass rate | 100%, 3/3 |");
+    assert_null(strstr(md, "### torch-eager"));
+    // torch-compile's break-even is over torch-eager: 10 s / (2 ms - 1 ms)
+    json_t *mlp = case_of(th, "mlp", "torch-compile");
+    double be = ceil(json_number_value(json_object_get(json_object_get(mlp, "compile"), "cold_s")) /
+                     (samples_median(case_of(th, "mlp", "torch-eager")) - samples_median(mlp)));
+    snprintf(row, sizeof row,
+             "| mlp | 2 | torch-compile | pass | 2.00x [1.96, 2.04] | 1.0000 | "
+             "0.0%% | 10.00 /  | %.0f |",
+             be);
+    expect_row(md, "### smoke: fp32, inference, cpu", row);
+    free(md);
+    // results.csv: the last column, tcbench's time over its peer's
+    char *csv = out_file("side/results.csv");
+    assert_non_null(csv);
+    assert_non_null(strstr(csv, ",in_geomean,study,time_vs_torch\r\n"));
+    static const char *const names[] = {"mlp", "gpt2", "resnet"}, *const modes[] = {"eager",
+                                                                                    "compiled"};
+    for (int n = 0; n < 3; n++)
+        for (int m = 0; m < 2; m++) {
+            double r = samples_median(case_of(tc, names[n], modes[m])) /
+                       samples_median(case_of(th, names[n], m ? "torch-compile" : "torch-eager"));
+            snprintf(row, sizeof row, ",smoke,%s,%s,fp32,infer,", names[n], modes[m]);
+            const char *at = strstr(csv, row), *end = at ? strstr(at, "\r\n") : NULL;
+            assert_non_null(end);
+            char want[64];
+            snprintf(want, sizeof want, ",%.6g\r\n", r);
+            assert_memory_equal(end + 2 - strlen(want), want, strlen(want));
+        }
+    const char *bert = strstr(csv, ",smoke,bert,compiled,");
+    assert_non_null(bert);
+    assert_memory_equal(strstr(bert, "\r\n") - 7, ",false,", 7); // no peer: blank
+    free(csv);
+    // the charts: both speedups and both ratios per model; bert has no PyTorch side
+    static const char *const files[][2] = {
+        {"torch-speedup-smoke-fp32-infer-cpu.gp", "('bert' 0, 'gpt2' 1, 'mlp' 2, 'resnet' 3)"},
+        {"torch-speedup-smoke-fp32-infer-cpu.gp", "'torch.compile / PyTorch eager'"},
+        {"torch-speedup-smoke-fp32-infer-cpu.dat", "\n0 4 ?\n1 4 2\n2 2 2\n3 8 2\n"},
+        {"torch-time-smoke-fp32-infer-cpu.dat", "\n0 0.5 0.25\n1 0.5 0.5\n2 0.5 0.125\n"},
+        {"../index.html", "Side by side with PyTorch"},
+        {"../index.html", "torch-time-smoke-fp32-infer-cpu"},
+    };
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+        snprintf(row, sizeof row, "side/charts/%s", files[k][0]);
+        char *text = out_file(row);
+        assert_non_null(text);
+        assert_non_null(strstr(text, files[k][1]));
+        free(text);
+    }
+    // tcbench's files alone: no such section, column or chart
+    md = out_file("summary.md");
+    assert_null(strstr(md, "PyTorch's entries"));
+    free(md);
+    // the modes: tcbench's in the axis, PyTorch's read beside them
+    for (int m = 0; m < BENCH_MODE_COUNT; m++)
+        assert_int_equal(bench_mode_rank(bench_axis_value(BENCH_AXIS_MODE, m)), m);
+    assert_int_equal(bench_axis_parse(BENCH_AXIS_MODE, "torch-eager"), -1);
+    assert_string_equal(bench_mode_baseline("torch-compile"), "torch-eager");
+    assert_null(bench_mode_baseline("torch-eager"));
+    assert_string_equal(bench_mode_peer("compiled"), "torch-compile");
+    assert_true(bench_mode_foreign("torch-eager") && !bench_mode_foreign("compiled"));
+    for (int k = 0; k < 2; k++)
+        resfile_free(f[k]);
+    json_decref(tc);
+    json_decref(th);
 }
 
 static void test_older_file(void **state) {
@@ -1198,6 +1386,7 @@ int main(void) {
         cmocka_unit_test(test_runtable),
         cmocka_unit_test(test_older_file),
         cmocka_unit_test(test_study_subset),
+        cmocka_unit_test(test_side_by_side),
         cmocka_unit_test(test_no_gnuplot_one_warning),
         cmocka_unit_test(test_invalid_samples),
         cmocka_unit_test(test_not_a_file),

@@ -28,6 +28,26 @@ static_assert(BENCH_MODE_COUNT <= BENCH_AXIS_MAX && BENCH_PREC_COUNT <= BENCH_AX
                   BENCH_WL_COUNT <= BENCH_AXIS_MAX && BENCH_DEV_COUNT <= BENCH_AXIS_MAX,
               "BENCH_AXIS_MAX covers every axis");
 
+// Every mode a results file may hold: tcbench's, in the mode axis's
+// order, then another harness's (read beside them, never run). baseline:
+// what the mode's speedup is over; peer: the other harness's mode that
+// does the same thing.
+typedef struct mode_row {
+    const char *name, *baseline, *peer;
+} mode_row;
+
+#define BENCH_FOREIGN_MODES 2
+static const mode_row mode_rows[] = {
+    [BENCH_MODE_EAGER] = {"eager", NULL, "torch-eager"},
+    [BENCH_MODE_COMPILED] = {"compiled", "eager", "torch-compile"},
+    [BENCH_MODE_FUSED] = {"fused", "eager", NULL},
+    [BENCH_MODE_CAPTURED] = {"captured", "eager", NULL},
+    [BENCH_MODE_COUNT] = {"torch-eager", NULL, "eager"},
+    [BENCH_MODE_COUNT + 1] = {"torch-compile", "torch-eager", "compiled"},
+};
+static_assert(sizeof mode_rows / sizeof mode_rows[0] == BENCH_MODE_COUNT + BENCH_FOREIGN_MODES,
+              "one row per mode, tcbench's and the other harnesses'");
+
 static const char *const status_names[] = {
     [BENCH_OK] = "ok",
     [BENCH_PASS] = "pass",
@@ -66,3 +86,22 @@ int bench_status_parse(const char *s) {
             return i;
     return -1;
 }
+
+int bench_mode_rank(const char *mode) {
+    for (int k = 0; k < (int)(sizeof mode_rows / sizeof mode_rows[0]); k++)
+        if (!strcmp(mode_rows[k].name, mode))
+            return k;
+    return -1;
+}
+
+const char *bench_mode_baseline(const char *mode) {
+    int k = bench_mode_rank(mode);
+    return k < 0 ? NULL : mode_rows[k].baseline;
+}
+
+const char *bench_mode_peer(const char *mode) {
+    int k = bench_mode_rank(mode);
+    return k < 0 ? NULL : mode_rows[k].peer;
+}
+
+bool bench_mode_foreign(const char *mode) { return bench_mode_rank(mode) >= BENCH_MODE_COUNT; }

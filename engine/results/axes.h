@@ -75,3 +75,24 @@ int bench_status_parse(const char *s);              // -1 when unknown
 bool bench_status_good(enum bench_status s);        // ok or pass
 // compiled, fused, captured: modes that compile the model (and need eager beside them)
 bool bench_mode_compiled(int mode);
+
+// Modes by name, tcbench's and those another harness writes into results
+// files (scripts/torch_side_by_side.py: torch-eager, torch-compile). The
+// readers take all of them; tcbench runs only its own (bench_axis_parse,
+// where torch-eager is unknown).
+//
+//   bench_mode_baseline("torch-compile");   // "torch-eager": its speedup is over that
+//   bench_mode_peer("compiled");            // "torch-compile": the same step in PyTorch
+//
+// The mode a mode's speedup is measured over ("eager" for compiled, fused
+// and captured, "torch-eager" for torch-compile); NULL for a baseline
+// (eager, torch-eager) and for a mode no table knows.
+const char *bench_mode_baseline(const char *mode);
+// The other harness's mode that does what mode does (eager <-> torch-eager,
+// compiled <-> torch-compile), or NULL.
+const char *bench_mode_peer(const char *mode);
+// Whether mode is another harness's (torch-eager, torch-compile).
+bool bench_mode_foreign(const char *mode);
+// Sort order of modes: tcbench's (eager, compiled, fused, captured), then
+// the other harnesses'; -1 for a mode no table knows.
+int bench_mode_rank(const char *mode);
