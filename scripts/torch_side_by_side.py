@@ -3,7 +3,7 @@
 
     tcbench weights suites/smoke.yaml -o weights/
     python scripts/torch_side_by_side.py suites/smoke.yaml weights/ [--only gpt2,bert]
-        [--size NAME] [--threads 2] [--time] [-o results/torch.json]
+        [--size NAME] [--threads 2] [--time [--precision fp32,amp]] [-o results/torch.json]
 
 Builds each case's model as a torch.nn.Module layer by layer from the same
 suite and model YAML (docs/yaml.md), with parameter and buffer names equal to
@@ -17,7 +17,8 @@ checks PyTorch eager against it:
   against train.grad.NAME, relative L2 error at most 1e-3.
 
 With --time it also times PyTorch eager and torch.compile (Inductor, default
-mode), inference and one training step, as interleaved rounds, and writes
+mode), inference and one training step, in fp32 and/or AMP (float16
+autocast, as tcbench's), as interleaved rounds, and writes
 the entries (modes `torch-eager`, `torch-compile`) in tcbench's results
 schema (docs/results-schema.md).
 
@@ -25,6 +26,7 @@ Optional: needs torch, numpy, safetensors and PyYAML (requirements-torch.txt).
 Nothing in tcbench's build or tests depends on it.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -377,6 +379,19 @@ class YamlModel(nn.Module):
             raise BuildError("two layers named %s" % prefix)
         cur._modules[parts[-1]] = module
         return module
+
+    def register_shared(self, name, module):
+        """The module at name made by the first layer that names it (`share:`),
+        used by every other; a layer needing another shape is an error."""
+        try:
+            holder, _ = self.lookup_tensor(name + ".weight")
+        except BuildError:
+            return self.register(name, module)
+        for (n1, t1), (n2, t2) in zip(holder.state_dict().items(), module.state_dict().items()):
+            if n1 != n2 or t1.shape != t2.shape:
+                raise BuildError("the shared '%s.%s' is %s, and this layer needs %s"
+                                 % (name, n1, tuple(t1.shape), tuple(t2.shape)))
+        return holder
 
     def lookup_tensor(self, full):
         """A parameter or buffer by its full name (tie:, share:)."""
@@ -862,25 +877,51 @@ def _linear(M, prefix, k, xs):
     return M.register(prefix, nn.Linear(xs[0].shape[-1], out, bias=bias)), 1
 
 
-def _conv(transpose):
+class StdConv2d(nn.Conv2d):
+    """timm's ScaledStdConv2d (NFNet): the weight standardized per output
+    channel every call (a batch norm over (1, out, fan_in), biased
+    variance), times gain * gamma / sqrt(fan_in)."""
+
+    def __init__(self, *a, gamma=1.0, eps=1e-6, **kw):
+        super().__init__(*a, **kw)
+        self.gain = nn.Parameter(torch.ones(self.out_channels, 1, 1, 1))
+        self.scale = gamma * self.weight[0].numel() ** -0.5
+        self.eps = eps
+
+    def forward(self, x):
+        w = F.batch_norm(self.weight.reshape(1, self.out_channels, -1), None, None,
+                         weight=(self.gain * self.scale).reshape(-1), training=True,
+                         momentum=0.0, eps=self.eps).reshape_as(self.weight)
+        return F.conv2d(x, w, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+def _conv(typ):
+    extra = {"conv2d": {"share"}, "conv_transpose2d": {"output_padding"},
+             "std_conv2d": {"gamma", "eps"}}[typ]
+
     def b(M, prefix, k, xs):
-        check_keys("conv2d", k, {"out", "kernel", "stride", "padding", "dilation", "groups",
-                                 "bias"} | ({"output_padding"} if transpose else set()))
+        check_keys(typ, k, {"out", "kernel", "stride", "padding", "dilation", "groups",
+                            "bias"} | extra)
         C = xs[0].shape[1]
         args = dict(kernel_size=pair(k["kernel"]), stride=pair(k.get("stride", 1)),
                     padding=pair(k.get("padding", 0)), dilation=pair(k.get("dilation", 1)),
                     groups=int(k.get("groups", 1)), bias=k.get("bias", True))
-        if transpose:
+        if typ == "conv_transpose2d":
             mod = nn.ConvTranspose2d(C, int(k["out"]),
                                      output_padding=pair(k.get("output_padding", 0)), **args)
+        elif typ == "std_conv2d":
+            mod = StdConv2d(C, int(k["out"]), gamma=float(k.get("gamma", 1.0)),
+                            eps=float(k.get("eps", 1e-6)), **args)
         else:
             mod = nn.Conv2d(C, int(k["out"]), **args)
+        if k.get("share"):
+            return M.register_shared(str(k["share"]), mod), 1
         return M.register(prefix, mod), 1
     return b
 
 
-LAYERS["conv2d"] = _conv(False)
-LAYERS["conv_transpose2d"] = _conv(True)
+for _n in ("conv2d", "conv_transpose2d", "std_conv2d"):
+    LAYERS[_n] = _conv(_n)
 
 
 @layer("batch_norm")
@@ -915,6 +956,31 @@ def _gn(M, prefix, k, xs):
     check_keys("group_norm", k, {"groups", "eps"})
     return M.register(prefix, nn.GroupNorm(int(k["groups"]), xs[0].shape[1],
                                            eps=float(k.get("eps", 1e-5)))), 1
+
+
+class LayerNorm2d(nn.LayerNorm):
+    """timm's LayerNorm2d: a layer norm over the channels of (N, C, H, W)."""
+
+    def forward(self, x):
+        x = x.permute(0, 2, 3, 1)
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias,
+                            self.eps).permute(0, 3, 1, 2)
+
+
+@layer("layer_norm2d")
+def _ln2d(M, prefix, k, xs):
+    check_keys("layer_norm2d", k, {"eps"})
+    return M.register(prefix, LayerNorm2d(xs[0].shape[1], eps=float(k.get("eps", 1e-6)))), 1
+
+
+@layer("instance_norm")
+def _in(M, prefix, k, xs):
+    check_keys("instance_norm", k, {"affine", "track_running_stats", "eps"})
+    cls = {3: nn.InstanceNorm1d, 4: nn.InstanceNorm2d, 5: nn.InstanceNorm3d}[xs[0].dim()]
+    m = cls(xs[0].shape[1], eps=float(k.get("eps", 1e-5)), affine=bool(k.get("affine", False)),
+            track_running_stats=bool(k.get("track_running_stats", False)))
+    m.num_batches_tracked = None  # as batch_norm's: tcbench keeps the two statistics
+    return M.register(prefix, m), 1
 
 
 class LayerScale(nn.Module):
@@ -1041,14 +1107,20 @@ class Attention(nn.Module):
     times v, the output projection."""
 
     def __init__(self, M, D, Dk, Dv, H, KVH, hd, qkv_bias, out_bias, causal, rope, theta, scale,
-                 fused, per_head, T, S, window, rdims, interleaved, sep):
+                 fused, per_head, T, S, window, rdims, interleaved, sep, k_bias=True):
         super().__init__()
         self.H, self.KVH, self.hd = H, KVH, hd
         self.causal, self.rope, self.scale = causal, rope, scale
         self.fused, self.per_head, self.sep = fused, per_head, sep
         self.rdims, self.interleaved = rdims, interleaved
         self.sdpa = M.attention_impl == "sdpa"
-        if fused:
+        self.k_zeros = None
+        if fused and not k_bias:  # BEiT's q_bias and v_bias, a zero k bias
+            self.qkv = nn.Linear(D, 3 * H * hd, bias=False)
+            self.q_bias = nn.Parameter(torch.zeros(H * hd))
+            self.v_bias = nn.Parameter(torch.zeros(H * hd))
+            self.k_zeros = M.shared_buffer("zeros.%d" % (H * hd), lambda: torch.zeros(H * hd))
+        elif fused:
             self.qkv = nn.Linear(D, (H + 2 * KVH) * hd, bias=qkv_bias)
         else:
             self.q = nn.Linear(D, H * hd, bias=qkv_bias)
@@ -1101,7 +1173,11 @@ class Attention(nn.Module):
         bias = more[nk] if len(more) > nk else None
         B, T, _ = x.shape
         if self.fused:
-            qkv = self.qkv(x)
+            if self.k_zeros is None:
+                qkv = self.qkv(x)
+            else:
+                qkv = F.linear(x, self.qkv.weight,
+                               torch.cat((self.q_bias, self.k_zeros(), self.v_bias)))
             if self.per_head:
                 qkv = qkv.reshape(B, T, self.H, 3 * self.hd).permute(0, 2, 1, 3)
                 q, k, v = qkv.split(self.hd, dim=-1)
@@ -1161,7 +1237,7 @@ def _attention(M, prefix, k, xs):
     check_keys("attention", k, {"heads", "kv_heads", "head_dim", "causal", "rotary", "rope_theta",
                                 "bias", "qkv_bias", "out_bias", "fused_qkv", "qkv_per_head",
                                 "scale", "window", "rotary_dims", "rotary_interleaved",
-                                "separate_values"})
+                                "separate_values", "k_bias"})
     x = xs[0]
     sep = bool(k.get("separate_values", False))
     mem = xs[1] if len(xs) > 1 else x
@@ -1177,7 +1253,7 @@ def _attention(M, prefix, k, xs):
                     bool(k.get("rotary", False)), k.get("rope_theta", 10000.0), scale,
                     bool(k.get("fused_qkv", False)), bool(k.get("qkv_per_head", False)), T, S,
                     int(k.get("window", 0)), int(k.get("rotary_dims", hd)),
-                    bool(k.get("rotary_interleaved", False)), sep)
+                    bool(k.get("rotary_interleaved", False)), sep, bool(k.get("k_bias", True)))
     return M.register(prefix, mod), 1
 
 
@@ -1197,6 +1273,504 @@ class RelativePositionBias(nn.Module):
     def forward(self, x, mem=None):
         b = F.embedding(self.table().long(), self.weight)  # (T, S, H)
         return b.permute(2, 0, 1).unsqueeze(0)
+
+
+def unfold_taps(A, K):
+    """tcbench's one-hot taps (A K, 1, K, 1) that unfold as a grouped
+    convolution: channel c's tap j at c K + j."""
+    t = torch.zeros(A * K, 1, K, 1)
+    t[torch.arange(A * K), 0, torch.arange(A * K) % K, 0] = 1
+    return t
+
+
+class ConvBertAttention(nn.Module):
+    """Hugging Face's ConvBertSelfAttention: H self-attention heads (query,
+    key, value; no output projection) beside H span-based dynamic
+    convolution heads (key_conv, a separable convolution over time, times
+    the queries -> conv_kernel, softmax over the K taps, over conv_out's
+    values unfolded), concatenated attention heads first. The separable
+    convolution's weights are held 4-D as tcbench's, (D, 1, K, 1) and (A,
+    D, 1, 1): Conv2d over (B, D, T, 1), the class's Conv1d."""
+
+    def __init__(self, M, D, heads, hd, K):
+        super().__init__()
+        A = heads * hd
+        self.H, self.hd, self.K = heads, hd, K
+        self.query, self.key, self.value = (nn.Linear(D, A) for _ in range(3))
+        self.key_conv = Node()
+        self.key_conv.depthwise = nn.Conv2d(D, D, (K, 1), padding=(K // 2, 0), groups=D,
+                                            bias=False)
+        self.key_conv.pointwise = nn.Conv2d(D, A, 1, bias=False)
+        self.key_conv.bias = nn.Parameter(torch.zeros(A, 1))
+        self.conv_kernel = nn.Linear(A, heads * K)
+        self.conv_out = nn.Linear(D, A)
+        M.shared_buffer("unfold_taps.%dx%d" % (A, K), lambda: unfold_taps(A, K))  # named only
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        H, hd, K = self.H, self.hd, self.K
+        A = H * hd
+        q = self.query(x)
+        kc = self.key_conv.pointwise(self.key_conv.depthwise(x.transpose(1, 2).unsqueeze(-1)))
+        kc = (kc.squeeze(-1) + self.key_conv.bias).transpose(1, 2)
+        kern = self.conv_kernel(kc * q).reshape(-1, K, 1).softmax(dim=1)
+        co = self.conv_out(x).transpose(1, 2).contiguous().unsqueeze(-1)
+        co = F.unfold(co, kernel_size=[K, 1], padding=[(K - 1) // 2, 0])
+        co = co.transpose(1, 2).reshape(B, -1, A, K).reshape(-1, hd, K)
+        co = torch.matmul(co, kern).reshape(B, -1, H, hd)
+        qh, kh, vh = (t.view(B, T, H, hd).permute(0, 2, 1, 3)
+                      for t in (q, self.key(x), self.value(x)))
+        p = (qh @ kh.transpose(-1, -2) / math.sqrt(hd)).softmax(dim=-1)
+        ctx = (p @ vh).permute(0, 2, 1, 3)
+        return torch.cat([ctx, co], 2).reshape(B, T, 2 * A)
+
+
+@layer("convbert_attention")
+def _convbert(M, prefix, k, xs):
+    check_keys("convbert_attention", k, {"heads", "head_dim", "kernel"})
+    D, H = xs[0].shape[-1], int(k["heads"])
+    return M.register(prefix, ConvBertAttention(M, D, H, int(k.get("head_dim", D // H // 2)),
+                                                int(k.get("kernel", 9)))), 1
+
+
+class DisentangledAttention(nn.Module):
+    """Hugging Face's DisentangledSelfAttention (deberta, deberta_v2) with
+    relative_attention off, then the output linear `o`: version 1 one
+    in_proj (rows per head [q_h | k_h | v_h]) and q_bias, v_bias, the query
+    divided by sqrt(head_dim); version 2 q, k, v with biases, the
+    transposed keys divided."""
+
+    def __init__(self, D, heads, version):
+        super().__init__()
+        self.H, self.version = heads, version
+        if version == 1:
+            self.in_proj = nn.Linear(D, 3 * D, bias=False)
+            self.q_bias = nn.Parameter(torch.zeros(D))
+            self.v_bias = nn.Parameter(torch.zeros(D))
+        else:
+            self.q, self.k, self.v = (nn.Linear(D, D) for _ in range(3))
+        self.o = nn.Linear(D, D)
+
+    def heads(self, t):  # (..., T, H hd) -> (B, H, T, hd), transpose_for_scores
+        return t.view(t.shape[:-1] + (self.H, -1)).permute(0, 2, 1, 3)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        scale = math.sqrt(D // self.H)
+        if self.version == 1:
+            q, k, v = self.heads(self.in_proj(x)).chunk(3, dim=-1)
+            q = (q + self.heads(self.q_bias[None, None, :])) / scale
+            v = v + self.heads(self.v_bias[None, None, :])
+            scores = q @ k.transpose(-1, -2)
+        else:
+            q, k, v = self.heads(self.q(x)), self.heads(self.k(x)), self.heads(self.v(x))
+            scores = q @ (k.transpose(-1, -2) / scale)
+        ctx = scores.softmax(dim=-1) @ v
+        return self.o(ctx.permute(0, 2, 1, 3).reshape(B, T, D))
+
+
+@layer("disentangled_attention")
+def _disentangled(M, prefix, k, xs):
+    check_keys("disentangled_attention", k, {"heads", "version"})
+    return M.register(prefix, DisentangledAttention(xs[0].shape[-1], int(k["heads"]),
+                                                    int(k.get("version", 1)))), 1
+
+
+def window_index(wh, ww, cls):
+    """timm's relative_position_index of a wh x ww window (N, N): each token
+    pair's 2-D offset as a row of the table; with cls (BEiT's
+    gen_relative_position_index) token 0 takes its last three rows."""
+    c = torch.stack(torch.meshgrid(torch.arange(wh), torch.arange(ww), indexing="ij")).flatten(1)
+    rel = (c[:, :, None] - c[:, None, :]).permute(1, 2, 0)
+    idx = (rel[:, :, 0] + wh - 1) * (2 * ww - 1) + rel[:, :, 1] + ww - 1
+    if not cls:
+        return idx.int()
+    n, rows = wh * ww + 1, (2 * wh - 1) * (2 * ww - 1) + 3
+    out = torch.zeros(n, n, dtype=idx.dtype)
+    out[1:, 1:] = idx
+    out[0, 0:] = rows - 3
+    out[0:, 0] = rows - 2
+    out[0, 0] = rows - 1
+    return out.int()
+
+
+class WindowPositionBias(nn.Module):
+    """(1, heads, N, N): relative_position_bias_table gathered at the
+    window's relative_position_index (shared by the layers of one window).
+    Swin's window attention holds the table itself, as timm's classes."""
+
+    def __init__(self, M, wh, ww, heads, cls):
+        super().__init__()
+        rows = (2 * wh - 1) * (2 * ww - 1) + 3 * cls
+        self.relative_position_bias_table = nn.Parameter(torch.zeros(rows, heads))
+        self.index = M.shared_buffer("relative_position_index.%dx%d%s" % (
+            wh, ww, ".cls" if cls else ""), lambda: window_index(wh, ww, cls))
+
+    def forward(self, x=None):
+        idx = self.index().long()
+        b = self.relative_position_bias_table[idx.view(-1)].view(idx.shape + (-1,))
+        return b.permute(2, 0, 1).contiguous().unsqueeze(0)
+
+
+@layer("window_position_bias")
+def _window_bias(M, prefix, k, xs):
+    check_keys("window_position_bias", k, {"window", "heads", "cls"})
+    wh, ww = pair(k["window"])
+    return M.register(prefix, WindowPositionBias(M, int(wh), int(ww), int(k["heads"]),
+                                                 bool(k.get("cls", False)))), 1
+
+
+def shift_mask(H, W, wh, ww, sh, sw):
+    """timm's Swin attn_mask (nW, N, N): 0 within a region of the rolled
+    map, -100 across."""
+    img = torch.zeros(1, H, W, 1)
+    cnt = 0
+    for hs in (slice(0, -wh), slice(-wh, -sh), slice(-sh, None)):
+        for ws in (slice(0, -ww), slice(-ww, -sw), slice(-sw, None)):
+            img[:, hs, ws, :] = cnt
+            cnt += 1
+    mw = window_partition(img, wh, ww).view(-1, wh * ww)
+    m = mw.unsqueeze(1) - mw.unsqueeze(2)
+    return m.masked_fill(m != 0, -100.0).masked_fill(m == 0, 0.0)
+
+
+def window_partition(x, wh, ww):
+    B, H, W, C = x.shape
+    x = x.view(B, H // wh, wh, W // ww, ww, C).permute(0, 1, 3, 2, 4, 5)
+    return x.contiguous().view(-1, wh, ww, C)
+
+
+def window_reverse(w, wh, ww, H, W):
+    C = w.shape[-1]
+    x = w.view(-1, H // wh, W // ww, wh, ww, C).permute(0, 1, 3, 2, 4, 5)
+    return x.contiguous().view(-1, H, W, C)
+
+
+class WindowAttention(WindowPositionBias):
+    """timm's SwinTransformerBlock attention on (B, H, W, C): roll by -shift,
+    windows, WindowAttention (qkv, q scaled, + the position bias, + the
+    shift mask, softmax, v, proj), windows merged, roll back. A window past
+    the map shrinks to it, unshifted (_calc_window_shift)."""
+
+    def __init__(self, M, C, H, W, heads, window, shift, qkv_bias):
+        wh, ww = (window if H > window else H), (window if W > window else W)
+        super().__init__(M, wh, ww, heads, False)
+        self.win = [wh, ww]
+        self.shift = [shift if H > window else 0, shift if W > window else 0]
+        self.heads = heads
+        self.qkv = nn.Linear(C, 3 * C, bias=qkv_bias)
+        self.proj = nn.Linear(C, C)
+        self.mask = None
+        if any(self.shift):
+            self.mask = M.shared_buffer("shift_mask.%dx%d.%dx%d.%dx%d" % (
+                H, W, self.win[0], self.win[1], self.shift[0], self.shift[1]),
+                lambda: shift_mask(H, W, self.win[0], self.win[1], *self.shift))
+
+    def forward(self, x):
+        _, H, W, C = x.shape
+        (wh, ww), (sh, sw) = self.win, self.shift
+        if sh or sw:
+            x = torch.roll(x, shifts=(-sh, -sw), dims=(1, 2))
+        xw = window_partition(x, wh, ww).view(-1, wh * ww, C)
+        Bw, N, _ = xw.shape
+        q, k, v = self.qkv(xw).reshape(Bw, N, 3, self.heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        attn = (q * (C // self.heads) ** -0.5) @ k.transpose(-2, -1)
+        attn = attn + super().forward()
+        if self.mask is not None:
+            m = self.mask()
+            attn = (attn.view(-1, m.shape[0], self.heads, N, N) + m.unsqueeze(1).unsqueeze(0))
+            attn = attn.view(-1, self.heads, N, N)
+        o = self.proj((attn.softmax(dim=-1) @ v).transpose(1, 2).reshape(Bw, N, -1))
+        x = window_reverse(o.view(-1, wh, ww, C), wh, ww, H, W)
+        if sh or sw:
+            x = torch.roll(x, shifts=(sh, sw), dims=(1, 2))
+        return x
+
+
+@layer("window_attention")
+def _window_attention(M, prefix, k, xs):
+    check_keys("window_attention", k, {"heads", "window", "shift", "qkv_bias"})
+    _, H, W, C = xs[0].shape
+    return M.register(prefix, WindowAttention(M, C, H, W, int(k["heads"]), int(k["window"]),
+                                              int(k.get("shift", 0)),
+                                              bool(k.get("qkv_bias", True)))), 1
+
+
+def convit_rel(side):
+    """timm's GPSA.get_rel_indices: (1, N, N, 3) of [dx, dy, dx^2 + dy^2]."""
+    ind = torch.arange(side).view(1, -1) - torch.arange(side).view(-1, 1)
+    indx = ind.repeat(side, side)
+    indy = ind.repeat_interleave(side, dim=0).repeat_interleave(side, dim=1)
+    return torch.stack((indx, indy, indx ** 2 + indy ** 2), dim=-1).float().unsqueeze(0)
+
+
+class GPSA(nn.Module):
+    """timm's GPSA (ConViT): content scores and positional scores (pos_proj
+    of the relative indices), each softmaxed, mixed per head by
+    sigmoid(gating_param), renormalized, times v, proj."""
+
+    def __init__(self, M, D, N, heads):
+        super().__init__()
+        self.H = heads
+        self.qk = nn.Linear(D, 2 * D, bias=False)
+        self.v = nn.Linear(D, D, bias=False)
+        self.proj = nn.Linear(D, D)
+        self.pos_proj = nn.Linear(3, heads)
+        self.gating_param = nn.Parameter(torch.ones(heads))
+        side = int(round(math.sqrt(N)))
+        self.rel = M.shared_buffer("convit_rel.%d" % N, lambda: convit_rel(side))
+
+    def forward(self, x):
+        B, N, C = x.shape
+        qk = self.qk(x).reshape(B, N, 2, self.H, C // self.H).permute(2, 0, 3, 1, 4)
+        q, k = qk[0], qk[1]
+        pos = self.pos_proj(self.rel().expand(B, -1, -1, -1)).permute(0, 3, 1, 2)
+        patch = ((q @ k.transpose(-2, -1)) * (C // self.H) ** -0.5).softmax(dim=-1)
+        g = torch.sigmoid(self.gating_param.view(1, -1, 1, 1))
+        attn = (1.0 - g) * patch + g * pos.softmax(dim=-1)
+        attn = attn / attn.sum(dim=-1).unsqueeze(-1)
+        v = self.v(x).reshape(B, N, self.H, C // self.H).permute(0, 2, 1, 3)
+        return self.proj((attn @ v).transpose(1, 2).reshape(B, N, C))
+
+
+@layer("gpsa")
+def _gpsa(M, prefix, k, xs):
+    check_keys("gpsa", k, {"heads"})
+    return M.register(prefix, GPSA(M, xs[0].shape[-1], xs[0].shape[1], int(k["heads"]))), 1
+
+
+def levit_offsets(res, stride):
+    """timm's LeViT attention_bias_idxs (Nq, Nk): |dy| res + |dx| between a
+    query on every stride-th row and column and each key of the grid."""
+    def grid(step):
+        a = torch.arange(0, res, step)
+        return torch.stack(torch.meshgrid(a, a, indexing="ij")).flatten(1)
+    rel = (grid(stride)[..., :, None] - grid(1)[..., None, :]).abs()
+    return (rel[0] * res + rel[1]).int()
+
+
+class LevitAttentionBias(nn.Module):
+    """(H, Nq, Nk): LeViT's attention_biases[:, attention_bias_idxs], the
+    table held (res^2, H) as tcbench's (the class's transposed)."""
+
+    def __init__(self, M, heads, res, stride):
+        super().__init__()
+        self.attention_biases = nn.Parameter(torch.zeros(res * res, heads))
+        self.idx = M.shared_buffer("levit_offsets.%d.%d" % (res, stride),
+                                   lambda: levit_offsets(res, stride))
+
+    def forward(self, x=None):
+        return self.attention_biases[self.idx().long()].permute(2, 0, 1)
+
+
+@layer("levit_attention_bias")
+def _levit_bias(M, prefix, k, xs):
+    check_keys("levit_attention_bias", k, {"heads", "resolution", "stride"})
+    return M.register(prefix, LevitAttentionBias(M, int(k["heads"]), int(k["resolution"]),
+                                                 int(k.get("stride", 1)))), 1
+
+
+class OutlookAttention(nn.Module):
+    """timm's OutlookAttention (VOLO) on (B, H, W, C): v unfolded into each
+    pooled position's k x k neighbourhood, attention weights from `attn` on
+    the average-pooled map, folded back (overlaps summed), proj."""
+
+    def __init__(self, C, heads, kernel, padding, stride):
+        super().__init__()
+        self.heads, self.k, self.pad, self.stride = heads, kernel, padding, stride
+        self.v = nn.Linear(C, C, bias=False)
+        self.attn = nn.Linear(C, kernel ** 4 * heads)
+        self.proj = nn.Linear(C, C)
+
+    def forward(self, x):
+        B, H, W, C = x.shape
+        nh, k, st = self.heads, self.k, self.stride
+        h, w = math.ceil(H / st), math.ceil(W / st)
+        v = F.unfold(self.v(x).permute(0, 3, 1, 2), k, padding=self.pad, stride=st)
+        v = v.reshape(B, nh, C // nh, k * k, h * w).permute(0, 1, 4, 3, 2)
+        a = F.avg_pool2d(x.permute(0, 3, 1, 2), st, st, ceil_mode=True).permute(0, 2, 3, 1)
+        a = self.attn(a).reshape(B, h * w, nh, k * k, k * k).permute(0, 2, 1, 3, 4)
+        a = (a * (C // nh) ** -0.5).softmax(dim=-1)
+        o = (a @ v).permute(0, 1, 4, 3, 2).reshape(B, C * k * k, h * w)
+        o = F.fold(o, output_size=(H, W), kernel_size=k, padding=self.pad, stride=st)
+        return self.proj(o.permute(0, 2, 3, 1))
+
+
+@layer("outlook_attention")
+def _outlook(M, prefix, k, xs):
+    check_keys("outlook_attention", k, {"heads", "kernel", "padding", "stride"})
+    return M.register(prefix, OutlookAttention(xs[0].shape[-1], int(k["heads"]),
+                                               int(k.get("kernel", 3)), int(k.get("padding", 1)),
+                                               int(k.get("stride", 2)))), 1
+
+
+class XCA(nn.Module):
+    """timm's XCA (XCiT): attention over channels, q and k L2-normalized
+    over the tokens, times temperature (heads, 1, 1), proj."""
+
+    def __init__(self, C, heads, qkv_bias):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(C, 3 * C, bias=qkv_bias)
+        self.temperature = nn.Parameter(torch.ones(heads, 1, 1))
+        self.proj = nn.Linear(C, C)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        q, k, v = self.qkv(x).reshape(B, N, 3, self.heads, C // self.heads).permute(
+            2, 0, 3, 4, 1).unbind(0)
+        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+        attn = ((q @ k.transpose(-2, -1)) * self.temperature).softmax(dim=-1)
+        return self.proj((attn @ v).permute(0, 3, 1, 2).reshape(B, N, C))
+
+
+@layer("xca_attention")
+def _xca(M, prefix, k, xs):
+    check_keys("xca_attention", k, {"heads", "qkv_bias"})
+    return M.register(prefix, XCA(xs[0].shape[-1], int(k["heads"]),
+                                  bool(k.get("qkv_bias", True)))), 1
+
+
+def fourier_positions(hidden, H, W):
+    """timm's PositionalEncodingFourier before its token_projection:
+    (1, 2 hidden, H, W), the rows' features then the columns'."""
+    y = torch.arange(1, H + 1).float().view(1, H, 1).expand(1, H, W)
+    x = torch.arange(1, W + 1).float().view(1, 1, W).expand(1, H, W)
+    y = y / (y[:, -1:, :] + 1e-6) * (2 * math.pi)
+    x = x / (x[:, :, -1:] + 1e-6) * (2 * math.pi)
+    dim_t = 10000 ** (2 * torch.div(torch.arange(hidden), 2, rounding_mode="floor").float()
+                      / hidden)
+
+    def feats(e):
+        p = e[:, :, :, None] / dim_t
+        return torch.stack([p[..., 0::2].sin(), p[..., 1::2].cos()], dim=4).flatten(3)
+    return torch.cat((feats(y), feats(x)), dim=3).permute(0, 3, 1, 2).contiguous()
+
+
+@layer("fourier_positions")
+def _fourier(M, prefix, k, xs):
+    check_keys("fourier_positions", k, {"hidden", "grid"})
+    hid, (h, w) = int(k.get("hidden", 32)), pair(k["grid"])
+    t = M.shared_buffer("fourier_positions.%d.%dx%d" % (hid, h, w),
+                        lambda: fourier_positions(hid, int(h), int(w)))
+    return (lambda x: t()), 1
+
+
+def make_divisible(v, divisor=8):
+    """timm's make_divisible (min_value the divisor, round_limit 0.9)."""
+    n = max(divisor, int(v + divisor / 2) // divisor * divisor)
+    return n + divisor if n < 0.9 * v else n
+
+
+def rel_logits_1d(q, rel_k, other, permute):
+    """timm's rel_logits_1d: q (B, H, W, d) against the relative table
+    (2 win - 1, d) of the keys along W, by its pad/flatten/pad/reshape/slice
+    trick; expanded over the `other` axis' keys and permuted to (B, qh, qw,
+    kh, kw)."""
+    B, H, W, _ = q.shape
+    R = rel_k.shape[0]
+    win = (R + 1) // 2
+    x = (q @ rel_k.transpose(-1, -2)).reshape(-1, W, R)
+    x = F.pad(F.pad(x, [0, 1]).flatten(1), [0, R - W]).reshape(-1, W + 1, R)
+    x = x[:, :W, win - 1:].reshape(B, H, 1, W, win).expand(-1, -1, other, -1, -1)
+    return x.permute(permute)
+
+
+class PosEmbedRel(nn.Module):
+    """timm's PosEmbedRel (BoTNet's and HaloNet's): relative logits of the
+    queries of a bh x bw block against the keys of a kh x kw window."""
+
+    def __init__(self, kh, kw, d):
+        super().__init__()
+        self.height_rel = nn.Parameter(torch.zeros(2 * kh - 1, d))
+        self.width_rel = nn.Parameter(torch.zeros(2 * kw - 1, d))
+
+    def forward(self, q, bh, bw):
+        kh, kw = (self.height_rel.shape[0] + 1) // 2, (self.width_rel.shape[0] + 1) // 2
+        lead = q.shape[:-2]
+        q = q.reshape(-1, bh, bw, q.shape[-1])
+        rw = rel_logits_1d(q, self.width_rel, kh, (0, 1, 3, 2, 4))
+        rh = rel_logits_1d(q.transpose(1, 2), self.height_rel, kw, (0, 3, 1, 4, 2))
+        return (rh + rw).reshape(lead + (bh * bw, kh * kw))
+
+
+def _map_attention_dims(k, C, heads):
+    """(heads, qk head dim, v head dim) of timm's BottleneckAttn and HaloAttn."""
+    out = int(k.get("out", C))
+    dqk = int(k.get("dim_head", 0)) or make_divisible(out) // heads
+    return heads, dqk, out // heads
+
+
+class BottleneckAttn(nn.Module):
+    """timm's BottleneckAttn (BoTNet): global self-attention over a fixed
+    H x W map, relative position logits, 2x2 average pool for stride 2."""
+
+    def __init__(self, C, H, W, heads, dqk, dv, stride):
+        super().__init__()
+        self.heads, self.dqk, self.dv, self.stride = heads, dqk, dv, stride
+        self.qkv = nn.Conv2d(C, heads * (2 * dqk + dv), 1, bias=False)
+        self.pos_embed = PosEmbedRel(H, W, dqk)
+
+    def forward(self, x):
+        B, _, H, W = x.shape
+        nh = self.heads
+        q, k, v = torch.split(self.qkv(x), [nh * self.dqk, nh * self.dqk, nh * self.dv], dim=1)
+        q = q.reshape(B * nh, self.dqk, -1).transpose(-1, -2)
+        k = k.reshape(B * nh, self.dqk, -1)
+        v = v.reshape(B * nh, self.dv, -1).transpose(-1, -2)
+        attn = (q @ k) * self.dqk ** -0.5 + self.pos_embed(q, H, W)
+        out = (attn.softmax(dim=-1) @ v).transpose(-1, -2).reshape(B, nh * self.dv, H, W)
+        return F.avg_pool2d(out, 2, 2) if self.stride == 2 else out
+
+
+@layer("bottleneck_attention")
+def _bottleneck(M, prefix, k, xs):
+    check_keys("bottleneck_attention", k, {"heads", "dim_head", "out", "stride"})
+    _, C, H, W = xs[0].shape
+    heads, dqk, dv = _map_attention_dims(k, C, int(k.get("heads", 4)))
+    return M.register(prefix, BottleneckAttn(C, H, W, heads, dqk, dv,
+                                             int(k.get("stride", 1)))), 1
+
+
+class HaloAttn(nn.Module):
+    """timm's HaloAttn (HaloNet): block x block query blocks, each against
+    its window of block + 2 halo keys a side in the zero-padded map."""
+
+    def __init__(self, C, heads, dqk, dv, stride, block, halo):
+        super().__init__()
+        self.heads, self.dqk, self.dv = heads, dqk, dv
+        self.block, self.halo, self.win = block, halo, block + 2 * halo
+        self.pool = stride > 1 and block % stride != 0
+        self.bstride = 1 if stride == 1 or self.pool else stride
+        self.bds = block // self.bstride
+        self.q = nn.Conv2d(C, heads * dqk, 1, stride=self.bstride, bias=False)
+        self.kv = nn.Conv2d(C, heads * (dqk + dv), 1, bias=False)
+        self.pos_embed = PosEmbedRel(self.win, self.win, dqk)
+
+    def forward(self, x):
+        B, _, H, W = x.shape
+        nh, bs, bds, win = self.heads, self.block, self.bds, self.win
+        nhb, nwb = H // bs, W // bs
+        nb = nhb * nwb
+        q = self.q(x).reshape(-1, self.dqk, nhb, bds, nwb, bds).permute(0, 1, 3, 5, 2, 4)
+        q = q.reshape(B * nh, self.dqk, -1, nb).transpose(1, 3)
+        kv = F.pad(self.kv(x), [self.halo] * 4)
+        kv = kv.unfold(2, win, bs).unfold(3, win, bs).reshape(
+            B * nh, self.dqk + self.dv, nb, -1).permute(0, 2, 3, 1)
+        k, v = torch.split(kv, [self.dqk, self.dv], dim=-1)
+        attn = (q @ k.transpose(-1, -2)) * self.dqk ** -0.5 + self.pos_embed(q, bds, bds)
+        out = (attn.softmax(dim=-1) @ v).transpose(1, 3)
+        out = out.reshape(-1, bds, bds, nhb, nwb).permute(0, 3, 1, 4, 2).contiguous().view(
+            B, nh * self.dv, H // self.bstride, W // self.bstride)
+        return F.avg_pool2d(out, 2, 2) if self.pool else out
+
+
+@layer("halo_attention")
+def _halo(M, prefix, k, xs):
+    check_keys("halo_attention", k, {"heads", "dim_head", "out", "stride", "block", "halo"})
+    heads, dqk, dv = _map_attention_dims(k, xs[0].shape[1], int(k.get("heads", 8)))
+    return M.register(prefix, HaloAttn(xs[0].shape[1], heads, dqk, dv, int(k.get("stride", 1)),
+                                       int(k.get("block", 8)), int(k.get("halo", 3)))), 1
 
 
 def relative_buckets(T, S, nb, md, bi):
@@ -1493,6 +2067,142 @@ def _upsample(M, prefix, k, xs):
     return (lambda x: F.interpolate(x, scale_factor=s, mode=mode, align_corners=ac)), 1
 
 
+def bicubic_table(n_out, n_in):
+    """F.interpolate's bicubic weights (align_corners false) along one axis,
+    (n_out, n_in): the resize of an identity image along that axis."""
+    eye = torch.eye(n_in).reshape(1, 1, n_in, n_in)
+    return F.interpolate(eye, size=(n_out, n_in), mode="bicubic",
+                         align_corners=False)[0, 0]
+
+
+@layer("interpolate")
+def _interpolate(M, prefix, k, xs):
+    check_keys("interpolate", k, {"size", "mode", "align_corners"})
+    size, mode = tuple(pair(k["size"])), str(k.get("mode", "bicubic"))
+    if mode == "bilinear":
+        ac = bool(k.get("align_corners", False))
+        return (lambda x: F.interpolate(x, size=size, mode="bilinear", align_corners=ac)), 1
+    # tcbench resizes by two GEMMs with constant tables (buffers
+    # bicubic.OUTxIN, an axis at its size skipped); torch, as CrossViT, by
+    # F.interpolate: the tables are held (and compared) only
+    for n_in, n_out in zip(xs[0].shape[2:], size):
+        if n_in != n_out:
+            M.shared_buffer("bicubic.%dx%d" % (n_out, n_in),
+                            lambda n_out=n_out, n_in=n_in: bicubic_table(n_out, n_in))
+    if tuple(xs[0].shape[2:]) == size:
+        return (lambda x: x), 1
+    return (lambda x: F.interpolate(x, size=size, mode="bicubic", align_corners=False)), 1
+
+
+class EmbeddingBag(nn.EmbeddingBag):
+    """nn.EmbeddingBag in sum mode; indices (B, L) are bags of L, by the
+    offsets 0, L, 2L, ... PyTorch makes for them (tcbench's shared buffer
+    embedding_bag.offsets_B_L)."""
+
+    def __init__(self, M, num, dim, ids):
+        super().__init__(num, dim, mode="sum")
+        self.offsets = None
+        if ids.dim() == 2:
+            B, L = ids.shape
+            self.offsets = M.shared_buffer("embedding_bag.offsets_%d_%d" % (B, L),
+                                           lambda: torch.arange(B, dtype=ids.dtype) * L)
+
+    def forward(self, ids, offsets=None):
+        if self.offsets is not None:
+            ids, offsets = ids.flatten(), self.offsets()
+        return F.embedding_bag(ids, self.weight, offsets, mode="sum")
+
+
+@layer("embedding_bag")
+def _embedding_bag(M, prefix, k, xs):
+    check_keys("embedding_bag", k, {"num", "dim", "mode"})
+    if str(k.get("mode", "sum")) != "sum":
+        raise BuildError("embedding_bag: mode %s (tcbench builds sum only)" % k["mode"])
+    return M.register(prefix, EmbeddingBag(M, int(k["num"]), int(k["dim"]), xs[0])), 1
+
+
+@layer("dot_interaction")
+def _dot_interaction(M, prefix, k, xs):
+    """DLRM's interact_features (dot): the features (B, F D) as T (B, F, D),
+    T T^T's pairs below the diagonal (on it too with `self`) after the
+    dense features (B, D)."""
+    check_keys("dot_interaction", k, {"self"})
+    off = 1 if k.get("self", False) else 0
+    n = xs[0].shape[1] // xs[1].shape[1]
+    li = torch.tensor([i for i in range(n) for j in range(i + off)])
+    lj = torch.tensor([j for i in range(n) for j in range(i + off)])
+
+    def f(t, x):
+        T = t.view(x.shape[0], -1, x.shape[1])
+        return torch.cat([x, torch.bmm(T, T.transpose(1, 2))[:, li, lj]], dim=1)
+    return f, 1
+
+
+class FlowGrid(nn.Module):
+    """Super SloMo's backWarp grid: flow (N, 2, H, W) in pixels -> (N, H, W,
+    2) of 2 ((pixel + flow) / size - 0.5), x from channel 0 and the column, y
+    from channel 1 and the row (shared buffers pixel_grid.{x,y}.HxW)."""
+
+    def __init__(self, M, H, W):
+        super().__init__()
+        gy, gx = torch.meshgrid(torch.arange(H).float(), torch.arange(W).float(), indexing="ij")
+        self.gx = M.shared_buffer("pixel_grid.x.%dx%d" % (H, W), lambda: gx.contiguous())
+        self.gy = M.shared_buffer("pixel_grid.y.%dx%d" % (H, W), lambda: gy.contiguous())
+
+    def forward(self, flow):
+        H, W = flow.shape[2:]
+        x = 2 * ((self.gx().unsqueeze(0).expand_as(flow[:, 0]) + flow[:, 0]) / W - 0.5)
+        y = 2 * ((self.gy().unsqueeze(0).expand_as(flow[:, 1]) + flow[:, 1]) / H - 0.5)
+        return torch.stack((x, y), dim=3)
+
+
+@layer("flow_grid")
+def _flow_grid(M, prefix, k, xs):
+    check_keys("flow_grid", k, set())
+    return M.register(prefix, FlowGrid(M, xs[0].shape[2], xs[0].shape[3])), 1
+
+
+@layer("grid_sample")
+def _grid_sample(M, prefix, k, xs):
+    check_keys("grid_sample", k, {"padding", "align_corners"})
+    pad, ac = str(k.get("padding", "zeros")), bool(k.get("align_corners", False))
+    return (lambda x, g: F.grid_sample(x, g, mode="bilinear", padding_mode=pad,
+                                       align_corners=ac)), 1
+
+
+def relative_sinusoid_table(T, dim):
+    """XLNet's relative_positional_encoding (attn_type bi, no memory): row
+    p is relative position T - p, [sin | cos] of it times 10000^(-2i/dim)."""
+    inv_freq = 1 / torch.pow(10000, torch.arange(0, dim, 2.0) / dim)
+    s = torch.einsum("i,d->id", torch.arange(T, -T, -1.0), inv_freq)
+    return torch.cat([torch.sin(s), torch.cos(s)], dim=-1)
+
+
+@layer("relative_sinusoid")
+def _relative_sinusoid(M, prefix, k, xs):
+    check_keys("relative_sinusoid", k, {"dim"})
+    T, dim = xs[0].shape[-2], int(k.get("dim", xs[0].shape[-1]))
+    table = M.shared_buffer("relative_sinusoid.%dx%d" % (2 * T, dim),
+                            lambda: relative_sinusoid_table(T, dim))
+    return (lambda x: table()), 1
+
+
+class LSTM(nn.LSTM):
+    """nn.LSTM's output sequence from a zero state."""
+
+    def forward(self, x):
+        return super().forward(x)[0]
+
+
+@layer("lstm")
+def _lstm(M, prefix, k, xs):
+    check_keys("lstm", k, {"hidden", "layers", "bidirectional", "batch_first"})
+    return M.register(prefix, LSTM(xs[0].shape[-1], int(k["hidden"]),
+                                   num_layers=int(k.get("layers", 1)),
+                                   bidirectional=bool(k.get("bidirectional", False)),
+                                   batch_first=bool(k.get("batch_first", True)))), 1
+
+
 @layer("pad")
 def _pad(M, prefix, k, xs):
     mode, val = str(k.get("mode", "constant")), float(k.get("value", 0))
@@ -1591,6 +2301,18 @@ def build_loaded(case, tensors, args, notes=None):
     if notes is not None:
         notes["missing"], notes["unexpected"], notes["buffers"] = missing, unexpected, bnotes
     return model, case_inputs(model, tensors)
+
+
+def snapshot(model):
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def restore(model, state):
+    """Copies a snapshot back in place (BatchNorm's loader would add
+    num_batches_tracked)."""
+    with torch.no_grad():
+        for k, v in model.state_dict().items():
+            v.copy_(state[k])
 
 
 def train_pass(model, xs, masks, dp=None):
@@ -1709,7 +2431,7 @@ def check_case(case, wdir, args):
     # one training step, from the same values (restored afterwards: batch
     # norm's running statistics move)
     if "train.loss" in tensors:
-        state0 = {k: v.clone() for k, v in model.state_dict().items()}
+        state0 = snapshot(model)
         streams = parse_streams(meta, args.dropout_streams, case["name"])
         masks, step = None, int(meta.get("dropout_step", 1))
         if model.dropout_sites:
@@ -1723,9 +2445,7 @@ def check_case(case, wdir, args):
                 masks = {site: tcbench_dropout_scale(st, step, shape, p)
                          for (site, p, shape, _), st in zip(model.dropout_sites, streams)}
         loss, grads = train_pass(model, xs, masks, case.get("dp_sgd"))
-        with torch.no_grad():  # in place: BatchNorm's loader would add num_batches_tracked
-            for k, v in model.state_dict().items():
-                v.copy_(state0[k])
+        restore(model, state0)
         r["loss"] = rel_err(loss, tensors["train.loss"])
         refs = {n: tensors["train.grad." + n] for n in grads if "train.grad." + n in tensors}
         for n in grads:
@@ -1833,25 +2553,36 @@ def bootstrap_ratio(base, mode, seed=0, n=2000):
     return float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))
 
 
-def time_case(case, model, xs, args, workload, tensors):
+def autocast(precision):
+    """tcbench's `amp` on the CPU: float16 autocast around the forward and
+    the loss (docs/amp.md); `fp32`: nothing."""
+    if precision == "amp":
+        return torch.autocast(device_type="cpu", dtype=torch.float16)
+    return contextlib.nullcontext()
+
+
+def time_case(case, model, xs, args, workload, tensors, precision="fp32"):
     """Interleaved rounds of PyTorch eager and torch.compile for one
-    workload: (samples per mode, compile latency s, error message per mode)."""
+    workload and precision: (samples per mode, compile latency s, error
+    message per mode). No GradScaler under amp: tcbench's `--grad-scaler` is
+    off by default, as in PyTorch's harness."""
+    # Dynamo from scratch: every YamlModel shares one forward (and every
+    # timing one step function), so without a reset each case, precision
+    # and workload is a recompile of the same code, and past Dynamo's
+    # recompile limit (8) torch.compile silently runs eager
+    torch._dynamo.reset()
     eager = model
     fns, errors, compile_s = {}, {}, None
     if workload == "infer":
         eager.eval()
-
-        def step_e():
-            with torch.no_grad():
-                return eager(*xs)
-        fns["torch-eager"] = step_e
+        fwds = {"torch-eager": eager}
         if not args.no_compile:
-            comp = torch.compile(eager)
-
-            def step_c():
-                with torch.no_grad():
-                    return comp(*xs)
-            fns["torch-compile"] = step_c
+            fwds["torch-compile"] = torch.compile(eager)
+        for mode, fwd in fwds.items():
+            def step(fwd=fwd):
+                with torch.no_grad(), autocast(precision):
+                    return fwd(*xs)
+            fns[mode] = step
     else:
         models = {"torch-eager": eager}
         if not args.no_compile:
@@ -1862,7 +2593,8 @@ def time_case(case, model, xs, args, workload, tensors):
 
             def step(m=m, opt=opt):
                 opt.zero_grad(set_to_none=True)
-                loss = m.forward_loss(*xs)
+                with autocast(precision):
+                    loss = m.forward_loss(*xs)
                 loss.backward()
                 opt.step()
                 return loss
@@ -1933,18 +2665,23 @@ def written(v):
     return t[1] if t is not None and t[0] == "num" else str(v)
 
 
-def entries_for(case, model, workload, samples, iters, compile_s, errors, timed, chk):
+def entries_for(case, model, workload, samples, iters, compile_s, errors, timed, chk,
+                precision="fp32"):
     out = []
     pc = sum(p.numel() for p in model.parameters())
     base = samples.get("torch-eager")
     tol = TOL_INFER if workload == "infer" else TOL_TRAIN
+    if precision != "fp32":  # the file holds tcbench's fp32 step only
+        chk, why = None, "%s: tcbench's file holds its fp32 outputs and step only" % precision
+    else:
+        why = "" if chk is not None else "no tcbench weights"
     for mode in ("torch-eager", "torch-compile"):
         if mode not in samples and mode not in errors:
             continue
         s = samples.get(mode, [])
         st = stats_of(s) if s else None
         e = {"suite": case["suite"], "name": case["name"], "model": model.name_,
-             "family": model.family, "device": "cpu", "mode": mode, "precision": "fp32",
+             "family": model.family, "device": "cpu", "mode": mode, "precision": precision,
              "workload": workload, "batch": case["batch"], "suite_batch": case["batch"],
              "study": case["study"], "params": {k: written(v) for k, v in case["params"].items()},
              "status": "ok" if mode == "torch-eager" else "pass", "message": "",
@@ -1952,7 +2689,7 @@ def entries_for(case, model, workload, samples, iters, compile_s, errors, timed,
              "iterations_per_sample": iters.get(mode, 1), "param_count": pc,
              "flops": None, "peak_bytes": None, "kernels": None, "cast_kernels": 0,
              "accuracy": {"checked": mode == "torch-eager" and chk is not None,
-                          "reason": "" if chk is not None else "no tcbench weights",
+                          "reason": why,
                           "rel_l2": None, "max_abs": None, "rmse": None, "cosine": None,
                           "outputs": [], "tolerance": tol, "cosine_fallback": False,
                           "vs_tcbench_eager": None},
@@ -2023,6 +2760,8 @@ def main(argv=None):
                     help="no fp64 PyTorch reference for items beyond the training tolerance")
     ap.add_argument("--time", action="store_true", help="time PyTorch eager and torch.compile")
     ap.add_argument("--workload", default="infer,train", help="with --time: infer, train or both")
+    ap.add_argument("--precision", default="fp32",
+                    help="with --time: fp32, amp (float16 autocast, as tcbench's) or both")
     ap.add_argument("--rounds", type=int, default=10, help="with --time: interleaved rounds")
     ap.add_argument("--warmup", type=int, default=5, help="with --time: warm-up steps per mode")
     ap.add_argument("--no-compile", action="store_true", help="with --time: PyTorch eager only")
@@ -2030,8 +2769,13 @@ def main(argv=None):
                     help="with --time: keep Inductor's own cache (default: a fresh empty one, so "
                          "that the first call's time is a cold compile)")
     ap.add_argument("-o", "--output", help="with --time: the results JSON to write")
+    ap.add_argument("--strict", action="store_true",
+                    help="a SKIP fails too (exit status 1): every case must be PASS or PASS*")
     ap.add_argument("-v", "--verbose", action="store_true", help="print each case's notes")
     args = ap.parse_args(argv)
+    precisions = [p for p in args.precision.split(",") if p]
+    if not precisions or any(p not in ("fp32", "amp") for p in precisions):
+        ap.error("--precision: fp32, amp or fp32,amp")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     if args.time and not args.no_compile:
@@ -2080,20 +2824,23 @@ def main(argv=None):
         if args.verbose or r["status"] not in ("PASS", "SKIP"):
             for n in r["notes"]:
                 print("    %s" % n)
-        if r["status"] not in ("PASS", "PASS*", "SKIP"):
+        if r["status"] not in ("PASS", "PASS*") + (() if args.strict else ("SKIP",)):
             rc = 1
         if args.time and built is not None:
             model, xs, meta, tensors = built
-            for wl in [w for w in args.workload.split(",") if w]:
+            state0 = snapshot(model)
+            for prec, wl in [(p, w) for p in precisions for w in args.workload.split(",") if w]:
                 if wl == "train" and model.loss_spec is None:
                     continue
-                samples, iters, cs, errs, timed = time_case(case, model, xs, args, wl, tensors)
-                es = entries_for(case, model, wl, samples, iters, cs, errs, timed, r)
+                restore(model, state0)  # each timing starts from the file's values
+                samples, iters, cs, errs, timed = time_case(case, model, xs, args, wl, tensors,
+                                                            prec)
+                es = entries_for(case, model, wl, samples, iters, cs, errs, timed, r, prec)
                 entries.extend(es)
                 for e in es:
                     st = e["stats"]
-                    print("    %-5s %-13s %s%s%s" % (
-                        wl, e["mode"], "median %.3f ms" % (st["median_s"] * 1e3) if st else
+                    print("    %-4s %-5s %-13s %s%s%s" % (
+                        prec, wl, e["mode"], "median %.3f ms" % (st["median_s"] * 1e3) if st else
                         e["status"] + " " + e["message"],
                         "  compile %.1f s" % e["compile"]["cold_s"] if e["compile"] else "",
                         "  speedup %.2fx" % e["speedup"]["median"] if e["speedup"] else ""),
@@ -2108,7 +2855,8 @@ def main(argv=None):
                           "repeat": args.rounds, "warmup": args.warmup, "processes": 1,
                           "pin": False, "order": "rotate", "threads": args.threads,
                           "modes": ["torch-eager"] + ([] if args.no_compile else ["torch-compile"]),
-                          "precisions": ["fp32"], "workloads": args.workload.split(","),
+                          "precisions": precisions, "workloads": args.workload.split(","),
+                          "amp_dtype": "fp16", "grad_scaler": False,
                           "devices": ["cpu"], "device": "cpu", "attention": args.attention,
                           "check_accuracy": True, "only": only, "torch_compile_mode": "default"},
                "cases": entries, "wall_s": time.perf_counter() - t_run}
