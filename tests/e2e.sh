@@ -11,7 +11,7 @@ EXE=${TCBENCH_EXE:?set TCBENCH_EXE to the tcbench binary}
 SRC=${TCBENCH_SOURCE_DIR:?set TCBENCH_SOURCE_DIR to the source tree}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/tcbench-e2e-XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
-unset TCBENCH_TEST_FAULT TCBENCH_TEST_NOISE TCBENCH_MODELS TCBENCH_SUITES_DIR NO_COLOR TCBENCH_CC \
+unset TCBENCH_TEST_FAULT TCBENCH_TEST_NOISE TCBENCH_TEST_POISON TCBENCH_MODELS TCBENCH_SUITES_DIR NO_COLOR TCBENCH_CC \
     TCBENCH_LOG
 # every kill switch off: the results record those in effect (config.disabled)
 for v in $(env | sed -n 's/^\(TCBENCH_DISABLE_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
@@ -268,6 +268,15 @@ has "$TMP/stdout" '^warning: first \[compiled\]: unstable, left out of the geome
 has "$TMP/stderr" '\] first \[compiled\]: pass .*, unstable$' "the progress line says unstable"
 has "$TMP/noise.json" '"unstable": true,' "unstable recorded"
 has "$TMP/noise.json" '"noise [0-9.]+% > 10%"' "the reason recorded"
+
+# TCBENCH_TEST_POISON: with every intermediate NaN before each step (the
+# arena, the fused mode's buffers), a kernel that reads memory it did not
+# write turns the step NaN; AMP training of a convnet and a transformer passes
+expect 0 "run with poisoned memory" env TCBENCH_TEST_POISON=1 "$EXE" run "$SRC/suites/smoke.yaml" \
+    --only resnet,gpt2 --mode fused,compiled --precision amp --workload train --repeat 2 \
+    --processes 1 --min-time 0 --max-time 0.01 -o "$TMP/poison.json"
+has "$TMP/stdout" '^fused amp train: pass rate 2/2 ' "fused passes on poisoned memory"
+has "$TMP/stdout" '^compiled amp train: pass rate 2/2 ' "compiled passes on poisoned memory"
 
 # --device: cuda asks the driver first, auto (the default) takes cuda when a
 # usable GPU is there and cpu otherwise. Whether this machine has one: with

@@ -26,6 +26,7 @@ typedef void (*tc_step_fn)(char *const *ext, char *arena, const tc_rt *rt);
 struct compiled {
     cprog p;
     bool capture;
+    bool poison; // TCBENCH_TEST_POISON: intermediate memory is NaN before each step
     void *so;
     tc_step_fn step;
     const tc_kernel *kernels;
@@ -410,6 +411,8 @@ int compile_model(const model *m, const compile_opts *o, compiled **out, char *e
         return snprintf(err, cap, "out of memory"), -1;
     cprog *p = &c->p;
     c->capture = o->capture;
+    const char *poison = getenv("TCBENCH_TEST_POISON");
+    c->poison = poison && *poison && strcmp(poison, "0") != 0;
     if (compile_passes(p, m, o) < 0)
         return fail(c, err, cap, p->err);
     // under --memory-limit the arena must fit beside the sources, as the
@@ -567,6 +570,8 @@ int compiled_run(compiled *c, tensor **outputs, compiled_stats *st) {
         if (p->src_of[i] >= 0)
             c->ext[p->src_of[i]] = (char *)tensor_data(p->m->values[i]);
     if (c->capture) {
+        if (c->poison && c->arena) // all-ones bytes: a NaN in every float type
+            memset(c->arena, 0xff, p->arena_bytes);
         c->step(c->ext, c->arena, &c->rt);
     } else {
         c->prof_runs++;
@@ -588,6 +593,8 @@ int compiled_run(compiled *c, tensor **outputs, compiled_stats *st) {
                              tensor_mem_limit() ? " (--memory-limit)" : "");
                     return -1;
                 }
+                if (c->poison)
+                    memset(tensor_data(c->bufs[v]), 0xff, graph_node_bytes(&g->nodes[v]));
             }
             int nops = compile_group_operands(p, k, c->ops, c->maxops);
             for (int i = 0; i < nops; i++)
