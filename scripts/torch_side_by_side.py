@@ -356,17 +356,22 @@ class YamlModel(nn.Module):
         self.nslots += 1
         return self.nslots - 1
 
-    def register(self, prefix, module):
-        """Puts module at the dotted prefix, making scopes on the way; in a
-        shared repeat the first repetition's module is reused."""
-        parts = prefix.split(".")
+    def scope(self, names):
+        """The module at the dotted path names (a list), made on the way."""
         cur = self
-        for p in parts[:-1]:
+        for p in names:
             nxt = _child(cur, p)
             if nxt is None:
                 nxt = Node()
                 cur._modules[p] = nxt
             cur = nxt
+        return cur
+
+    def register(self, prefix, module):
+        """Puts module at the dotted prefix, making scopes on the way; in a
+        shared repeat the first repetition's module is reused."""
+        parts = prefix.split(".")
+        cur = self.scope(parts[:-1])
         old = _child(cur, parts[-1])
         if old is not None:
             if self.b_shared and type(old) is type(module):
@@ -412,13 +417,7 @@ class YamlModel(nn.Module):
         """A buffer every layer that asks for the same name shares
         (causal_mask.TxS, rope_cos.LxD): held under that exact name."""
         parts = name.split(".")
-        cur = self
-        for p in parts[:-1]:
-            nxt = _child(cur, p)
-            if nxt is None:
-                nxt = Node()
-                cur._modules[p] = nxt
-            cur = nxt
+        cur = self.scope(parts[:-1])
         if parts[-1] not in cur._buffers:
             cur._buffers[parts[-1]] = make()
         holder, key = cur, parts[-1]
