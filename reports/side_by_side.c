@@ -13,6 +13,8 @@
 
 #include "results/stats.h"
 
+#include <jansson.h>
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +123,41 @@ static int side_row(const rp_set *set, const rp_sel *g, int lo, int hi, void *ct
     return 0;
 }
 
+// A line per PyTorch file (its version and torch.compile's mode), and a
+// warning when the files ran amp in different low dtypes (PyTorch's f16 and
+// tcbench's bf16 are not the same arithmetic).
+static void side_files(const rp_set *set, rdoc *d) {
+    const char *amp0 = NULL;
+    bool amp_differs = false;
+    for (int k = 0; k < set->nfiles; k++) {
+        json_t *root = set->files[k]->root, *cfg = json_object_get(root, "config");
+        const char *mode = json_string_value(json_object_get(cfg, "torch_compile_mode"));
+        const char *amp = json_string_value(json_object_get(cfg, "amp_dtype"));
+        const char *version = json_string_value(
+            json_object_get(json_object_get(json_object_get(root, "host"), "torch"), "version"));
+        amp = amp ? amp : "fp16"; // files from before --amp-dtype ran fp16
+        amp_differs |= amp0 && strcmp(amp0, amp) != 0;
+        amp0 = amp0 ? amp0 : amp;
+        if (version) // PyTorch's file; one written before the mode was recorded ran the default
+            rdoc_para(d, "%s: PyTorch %s, torch.compile mode %s, amp as %s.", set->files[k]->path,
+                      version, mode ? mode : "default", amp);
+    }
+    if (!amp_differs)
+        return;
+    char list[2048] = "";
+    size_t n = 0;
+    for (int k = 0; k < set->nfiles && n < sizeof list; k++) {
+        const char *amp = json_string_value(
+            json_object_get(json_object_get(set->files[k]->root, "config"), "amp_dtype"));
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s %s", k ? ", " : "",
+                              set->files[k]->path, amp ? amp : "fp16");
+    }
+    rdoc_para(d,
+              "Warning: the files ran amp in different low dtypes (%s), so their amp rows "
+              "compare different arithmetic.",
+              list);
+}
+
 void side_summary(const rp_set *set, rdoc *d) {
     rdoc_heading(d, 2, "Side by side with PyTorch");
     rdoc_para(d, "PyTorch's entries (torch-eager: PyTorch eager; torch-compile: torch.compile; "
@@ -134,6 +171,7 @@ void side_summary(const rp_set *set, rdoc *d) {
                  "included) over the models where both compiled modes passed. Each cell names "
                  "the models it covers. In the other tables torch-compile's speedup, break-even "
                  "and warnings are against torch-eager.");
+    side_files(set, d);
     rdoc_table(d, 7, "suite: precision, workload, device", "tcbench compiled / eager (speedup)",
                "torch.compile / PyTorch eager (speedup)",
                "tcbench eager / PyTorch eager (time; lower is better)",

@@ -18,7 +18,7 @@ checks PyTorch eager against it:
 
 With --time it also times PyTorch eager and torch.compile (Inductor, default
 mode), inference and one training step, in fp32 and/or AMP (float16
-autocast, as tcbench's), as interleaved rounds, and writes
+autocast, as tcbench's), as interleaved rounds by tcbench's measuring rules, and writes
 the entries (modes `torch-eager`, `torch-compile`) in tcbench's results
 schema (docs/results-schema.md).
 
@@ -2552,12 +2552,55 @@ def bootstrap_ratio(base, mode, seed=0, n=2000):
     return float(np.percentile(r, 2.5)), float(np.percentile(r, 97.5))
 
 
-def autocast(precision):
-    """tcbench's `amp` on the CPU: float16 autocast around the forward and
-    the loss (docs/amp.md); `fp32`: nothing."""
+def autocast(precision, amp_dtype="fp16"):
+    """tcbench's `amp` on the CPU: float16 (or bfloat16, `--amp-dtype
+    bf16`) autocast around the forward and the loss (docs/amp.md); `fp32`:
+    nothing."""
     if precision == "amp":
-        return torch.autocast(device_type="cpu", dtype=torch.float16)
+        return torch.autocast(device_type="cpu",
+                              dtype=torch.bfloat16 if amp_dtype == "bf16" else torch.float16)
     return contextlib.nullcontext()
+
+
+# tcbench's measuring budget (engine/bench/config.h, timing.h), so that both
+# sides are measured alike: timed rounds go on until each mode has 0.1 s of
+# samples and the speedup's 95% interval is within 5% of it, with no extra
+# round past 1 s of one mode's samples
+TIME_MIN_S, TIME_MAX_S, TIME_CI_TARGET, TIME_MAX_ROUNDS = 0.1, 1.0, 0.05, 10000
+WARMUP_ITERS, WARMUP_S, WARMUP_MAX_S, SAMPLE_MIN_S = 3, 0.2, 1.0, 1e-3
+WINDOW_ITERS, WINDOW_S, WINDOW_MAX, SETTLE = 3, 0.02, 256, 0.03
+# torch.compile's modes that mean something on a CPU (the others add CUDA graphs)
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+
+
+def warm_up(f, fixed=None):
+    """tcbench's warm-up rule (engine/bench/timing.h): steps in windows (at
+    least 3 steps, ending at 20 ms or 256 steps) until at least 3 steps and
+    0.2 s have run and a window's median step is no more than 3% below the
+    window's before, or 1 s has run; `fixed` steps instead when given. The
+    fastest step sets the steps per sample (at least 1 ms of them)."""
+    start, fastest, prev, window = time.perf_counter(), float("inf"), None, []
+    n, t_window = 0, start
+    while True:
+        t0 = time.perf_counter()
+        f()
+        now = time.perf_counter()
+        fastest, n = min(fastest, now - t0), n + 1
+        if fixed:
+            if n >= fixed:
+                break
+            continue
+        window.append(now - t0)
+        minimum = n >= WARMUP_ITERS and now - start >= WARMUP_S
+        full = now - t_window >= WINDOW_S or len(window) == WINDOW_MAX
+        if len(window) >= WINDOW_ITERS and full:
+            med = statistics.median(window)
+            if minimum and prev is not None and med >= (1 - SETTLE) * prev:
+                break
+            prev, window, t_window = med, [], now
+        if minimum and now - start >= WARMUP_MAX_S:
+            break
+    return max(1, int(math.ceil(SAMPLE_MIN_S / max(fastest, 1e-9))))
 
 
 def time_case(case, model, xs, args, workload, tensors, precision="fp32"):
@@ -2576,10 +2619,10 @@ def time_case(case, model, xs, args, workload, tensors, precision="fp32"):
         eager.eval()
         fwds = {"torch-eager": eager}
         if not args.no_compile:
-            fwds["torch-compile"] = torch.compile(eager)
+            fwds["torch-compile"] = torch.compile(eager, mode=args.compile_mode)
         for mode, fwd in fwds.items():
             def step(fwd=fwd):
-                with torch.no_grad(), autocast(precision):
+                with torch.no_grad(), autocast(precision, args.amp_dtype):
                     return fwd(*xs)
             fns[mode] = step
     else:
@@ -2592,12 +2635,14 @@ def time_case(case, model, xs, args, workload, tensors, precision="fp32"):
 
             def step(m=m, opt=opt):
                 opt.zero_grad(set_to_none=True)
-                with autocast(precision):
+                with autocast(precision, args.amp_dtype):
                     loss = m.forward_loss(*xs)
                 loss.backward()
                 opt.step()
                 return loss
-            fns[mode] = torch.compile(step) if mode == "torch-compile" else step
+            if mode == "torch-compile":
+                step = torch.compile(step, mode=args.compile_mode)
+            fns[mode] = step
     # first calls: compile latency, then warm-up
     for mode, f in list(fns.items()):
         t0 = time.perf_counter()
@@ -2609,18 +2654,24 @@ def time_case(case, model, xs, args, workload, tensors, precision="fp32"):
             continue
         if mode == "torch-compile":
             compile_s = time.perf_counter() - t0
-    iters = {}
-    for mode, f in fns.items():  # warm-up; a sample is at least 1 ms of steps
-        ts = []
-        for _ in range(max(1, args.warmup)):
-            t0 = time.perf_counter()
-            f()
-            ts.append(time.perf_counter() - t0)
-        iters[mode] = max(1, int(math.ceil(1e-3 / max(statistics.median(ts), 1e-9))))
+    iters = {mode: warm_up(f, args.warmup) for mode, f in fns.items()}
     samples = {m: [] for m in fns}
     modes = list(fns)
     t_start = time.perf_counter()
-    for r in range(args.rounds):
+    r, look = 0, max(1, args.rounds)
+    while True:
+        if r >= look:  # tcbench's rule for more rounds (engine/bench/timing.h)
+            spent = [sum(samples[m]) * iters[m] for m in modes]
+            if r >= TIME_MAX_ROUNDS or max(spent) >= TIME_MAX_S:
+                break
+            if min(spent) >= TIME_MIN_S:
+                if len(modes) < 2:
+                    break
+                lo, hi = bootstrap_ratio(samples[modes[0]], samples[modes[1]], n=500)
+                mid = statistics.median(samples[modes[0]]) / statistics.median(samples[modes[1]])
+                if hi - lo <= TIME_CI_TARGET * mid:
+                    break
+                look = r + max(1, r // 2)  # look again once the rounds have grown by half
         order = modes[r % len(modes):] + modes[:r % len(modes)]
         for mode in order:
             f, n = fns[mode], iters[mode]
@@ -2628,6 +2679,7 @@ def time_case(case, model, xs, args, workload, tensors, precision="fp32"):
             for _ in range(n):
                 f()
             samples[mode].append((time.perf_counter() - t0) / n)
+        r += 1
     timed = time.perf_counter() - t_start
     return samples, iters, compile_s, errors, timed
 
@@ -2761,9 +2813,19 @@ def main(argv=None):
     ap.add_argument("--workload", default="infer,train", help="with --time: infer, train or both")
     ap.add_argument("--precision", default="fp32",
                     help="with --time: fp32, amp (float16 autocast, as tcbench's) or both")
-    ap.add_argument("--rounds", type=int, default=10, help="with --time: interleaved rounds")
-    ap.add_argument("--warmup", type=int, default=5, help="with --time: warm-up steps per mode")
+    ap.add_argument("--amp-dtype", default="fp16", choices=("fp16", "bf16"),
+                    help="with --time: amp's low dtype, as tcbench's --amp-dtype (default fp16)")
+    ap.add_argument("--rounds", type=int, default=10,
+                    help="with --time: interleaved rounds at least (more while the speedup's "
+                         "95%% interval is wider than 5%%, as tcbench)")
+    ap.add_argument("--warmup", type=int, default=None,
+                    help="with --time: exactly N warm-up steps per mode (default: tcbench's "
+                         "rule, until the step time settles)")
     ap.add_argument("--no-compile", action="store_true", help="with --time: PyTorch eager only")
+    ap.add_argument("--compile-mode", default="default", choices=COMPILE_MODES,
+                    help="with --time: torch.compile's mode (default: Inductor's default; "
+                         "max-autotune-no-cudagraphs: Inductor also benchmarks GEMM and "
+                         "convolution templates at compile time)")
     ap.add_argument("--warm-cache", action="store_true",
                     help="with --time: keep Inductor's own cache (default: a fresh empty one, so "
                          "that the first call's time is a cold compile)")
@@ -2851,13 +2913,15 @@ def main(argv=None):
                "command_line": [sys.argv[0]] + (argv if argv is not None else sys.argv[1:]),
                "host": host,
                "config": {"suites": [args.suite], "size": args.size, "seed": 0, "batch_size": 0,
-                          "repeat": args.rounds, "warmup": args.warmup, "processes": 1,
+                          "repeat": args.rounds, "warmup": args.warmup, "min_time_s": TIME_MIN_S,
+                          "max_time_s": TIME_MAX_S, "processes": 1,
                           "pin": False, "order": "rotate", "threads": args.threads,
                           "modes": ["torch-eager"] + ([] if args.no_compile else ["torch-compile"]),
                           "precisions": precisions, "workloads": args.workload.split(","),
-                          "amp_dtype": "fp16", "grad_scaler": False,
+                          "amp_dtype": args.amp_dtype, "grad_scaler": False,
                           "devices": ["cpu"], "device": "cpu", "attention": args.attention,
-                          "check_accuracy": True, "only": only, "torch_compile_mode": "default"},
+                          "check_accuracy": True, "only": only,
+                          "torch_compile_mode": args.compile_mode},
                "cases": entries, "wall_s": time.perf_counter() - t_run}
         d = os.path.dirname(os.path.abspath(args.output))
         os.makedirs(d, exist_ok=True)

@@ -966,6 +966,9 @@ static void test_side_by_side(void **state) {
              x.nboth, x.cold[1], x.nboth);
     expect_row(md, "## Side by side with PyTorch", row);
     expect_row(md, "## Side by side with PyTorch", "(time; lower is better) |");
+    expect_row(md, "## Side by side with PyTorch",
+               "side_torch.json: PyTorch 2.15.0, torch.compile mode max-autotune-no-cudagraphs, "
+               "amp as fp16.");
     // tcbench's executive table counts its own four, PyTorch's its three
     expect_row(md, "### compiled, fp32, inference, cpu", "| Pass rate | 100%, 4/4 |");
     expect_row(md, "### torch-compile, fp32, inference, cpu", "| Pass rate | 100%, 3/3 |");
@@ -1029,6 +1032,24 @@ static void test_side_by_side(void **state) {
     assert_null(bench_mode_baseline("torch-eager"));
     assert_string_equal(bench_mode_peer("compiled"), "torch-compile");
     assert_true(bench_mode_foreign("torch-eager") && !bench_mode_foreign("compiled"));
+    // the same files, PyTorch's amp as bf16: warned, and said on its line
+    md = out_file("side/summary.md");
+    assert_null(strstr(md, "Warning: the files ran amp"));
+    free(md);
+    json_t *bf = json_deep_copy(th);
+    json_object_set_new(json_object_get(bf, "config"), "amp_dtype", json_string("bf16"));
+    resfile *two[2] = {f[0], NULL};
+    assert_int_equal(resfile_from_json(bf, "torch-bf16", &two[1], &d), 0);
+    report_files(two, 2, "side-bf16");
+    md = out_file("side-bf16/summary.md");
+    expect_row(md, "## Side by side with PyTorch",
+               "torch-bf16: PyTorch 2.15.0, torch.compile mode max-autotune-no-cudagraphs, amp as "
+               "bf16.");
+    expect_row(md, "## Side by side with PyTorch",
+               "Warning: the files ran amp in different low dtypes (");
+    assert_non_null(strstr(md, "side_tcbench.json fp16, torch-bf16 bf16)"));
+    free(md);
+    resfile_free(two[1]);
     for (int k = 0; k < 2; k++)
         resfile_free(f[k]);
     json_decref(tc);
