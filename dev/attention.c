@@ -10,7 +10,7 @@
 // backward into ATTENTION_GRAD against the chain left unfused; the forward
 // alone is timed beside it, so that the backward's share can be read off.
 //
-//   ninja -C build && OMP_NUM_THREADS=2 ./build/dev/attention [head_dim] [train]
+//   ninja -C build && OMP_NUM_THREADS=2 ./build/dev/attention [head_dim] [train [shortest T]]
 #include "autodiff/autograd.h"
 #include "base/clock.h"
 #include "compile/compile.h"
@@ -128,11 +128,13 @@ static void row(const char *what, int64_t T, int64_t S, int64_t D, bool train) {
 int main(int argc, char **argv) {
     int64_t D = argc > 1 ? atoll(argv[1]) : 64;
     bool train = argc > 2 && !strcmp(argv[2], "train");
+    int64_t T0 = argc > 3 ? atoll(argv[3]) : 512; // train: the shortest length (doubling to 1024)
+    setenv("TCBENCH_ATTENTION_TRAIN_MIN_TS", "0", 1); // "fused" fuses at every length
     printf("attention, compiled, batch %d, heads %d, kv heads %d, head dim %lld, causal, %d "
            "threads, median of %d\n",
            B, H, KVH, (long long)D, omp_get_max_threads(), train ? 7 : RUNS);
     if (train) {
-        for (int64_t T = 512; T <= 1024; T *= 2) {
+        for (int64_t T = T0 > 0 ? T0 : 512; T <= 1024; T *= 2) {
             row("forward", T, T, D, false);
             row("train", T, T, D, true);
         }

@@ -711,6 +711,9 @@ static void count_externs(const char *dir, const char *name, int *fwd, int *bwd)
 // is larger (the probabilities kept for the backward).
 static void test_train_pattern(void **state) {
     (void)state;
+    // the smoke models' chains (T = S = 32) are below the length where a
+    // training chain fuses by default: fuse every one here
+    setenv("TCBENCH_ATTENTION_TRAIN_MIN_TS", "0", 1);
     suite *s = load_smoke_suite();
     char dir[256];
     const char *t = getenv("TMPDIR");
@@ -789,6 +792,36 @@ static void test_train_pattern(void **state) {
         free(want);
         model_free(em);
     }
+    // the default: gpt2's chains (T x S = 32 x 32) stay unfused in training,
+    // and the threshold is "above": at 1024 elements unfused, at 1023 fused
+    const struct {
+        const char *min;
+        int want;
+    } rule[] = {{NULL, 0}, {"1024", 0}, {"1023", 2}};
+    const suite_case *sc = smoke_case(s, "gpt2");
+    for (size_t i = 0; i < sizeof rule / sizeof rule[0]; i++) {
+        if (rule[i].min)
+            setenv("TCBENCH_ATTENTION_TRAIN_MIN_TS", rule[i].min, 1);
+        else
+            unsetenv("TCBENCH_ATTENTION_TRAIN_MIN_TS");
+        model *m = train_build(sc, 0);
+        compile_opts o = compile_opts_default();
+        o.dump_dir = dir;
+        compiled *c;
+        char err[600];
+        if (compile_model(m, &o, &c, err, sizeof err) < 0)
+            fail_msg("gpt2: compile_model: %s", err);
+        int fwd, bwd;
+        count_externs(dir, m->name, &fwd, &bwd);
+        print_message("gpt2 training, TCBENCH_ATTENTION_TRAIN_MIN_TS=%s: %d attention, %d "
+                      "attention_grad\n",
+                      rule[i].min ? rule[i].min : "(default)", fwd, bwd);
+        assert_int_equal(fwd, rule[i].want);
+        assert_int_equal(bwd, rule[i].want);
+        compiled_free(c);
+        model_free(m);
+    }
+    unsetenv("TCBENCH_ATTENTION_TRAIN_MIN_TS");
     rmdir(dir);
     suite_free(s);
 }

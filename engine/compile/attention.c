@@ -35,6 +35,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+// T x S per head above which a training chain is fused (512 x 512): the
+// break-even of dev/attention's training step (docs/compiler.md)
+#define ATTENTION_TRAIN_MIN_TS ((int64_t)512 * 512)
+
 static const graph_node *at(const graph *g, int id) { return &g->nodes[id]; }
 
 // The chain's nodes match_backward looks at.
@@ -283,6 +287,24 @@ int compile_attention_find(const graph *g, bool fusion, FILE *log, compile_atten
     const char *off = getenv("TCBENCH_DISABLE_FUSED_ATTENTION");
     if (!fusion || (off && *off && strcmp(off, "0")))
         return 0;
+    // A training chain fuses (attention and attention_grad) only when its
+    // scores are larger than this many elements per head: below, the
+    // backward's extra tile products cost more than the (T, S) passes they
+    // save (docs/compiler.md, "In training"). TCBENCH_ATTENTION_TRAIN_MIN_TS
+    // sets it (0: every training chain).
+    int64_t train_min_ts = ATTENTION_TRAIN_MIN_TS;
+    const char *mts = getenv("TCBENCH_ATTENTION_TRAIN_MIN_TS");
+    if (mts && *mts) {
+        char *end;
+        long long v = strtoll(mts, &end, 10);
+        if (*end == 0 && v >= 0)
+            train_min_ts = v;
+        else
+            fprintf(stderr,
+                    "tcbench: TCBENCH_ATTENTION_TRAIN_MIN_TS=%s is not a count of "
+                    "elements; %lld is used\n",
+                    mts, (long long)train_min_ts);
+    }
     // forward readers only (nodes up to the loss); the backward's are
     // match_backward's business
     int *uses = calloc((size_t)(g->n ? g->n : 1), sizeof *uses);
@@ -314,6 +336,16 @@ int compile_attention_find(const graph *g, bool fusion, FILE *log, compile_atten
             if (log)
                 fprintf(log, "attention: %%%d left unfused: its values have readers in the "
                              "backward other than its own gradient's\n", o);
+            continue;
+        }
+        int64_t T = at(g, a.q)->shape[2], S = at(g, a.k)->shape[2];
+        if (a.dy >= 0 && T * S <= train_min_ts) {
+            if (log)
+                fprintf(log,
+                        "attention: %%%d left unfused: a training chain of T %lld x S %lld, "
+                        "where the chain's GEMMs beat attention_grad's recomputation "
+                        "(fused above T x S = %lld)\n",
+                        o, (long long)T, (long long)S, (long long)train_min_ts);
             continue;
         }
         out[o] = a;
