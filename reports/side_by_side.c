@@ -123,19 +123,26 @@ static int side_row(const rp_set *set, const rp_sel *g, int lo, int hi, void *ct
     return 0;
 }
 
-// A line per PyTorch file (its version and torch.compile's mode), and a
-// warning when the files ran amp in different low dtypes (PyTorch's f16 and
-// tcbench's bf16 are not the same arithmetic).
+// A file's amp low dtype: config.amp_dtype, "fp16" in files from before
+// --amp-dtype (they ran fp16).
+static const char *file_amp(const resfile *f) {
+    const char *amp =
+        json_string_value(json_object_get(json_object_get(f->root, "config"), "amp_dtype"));
+    return amp ? amp : "fp16";
+}
+
+// A line per PyTorch file (its version, torch.compile's mode, amp's dtype),
+// and a warning when the files ran amp in different low dtypes (PyTorch's
+// f16 and tcbench's bf16 are not the same arithmetic).
 static void side_files(const rp_set *set, rdoc *d) {
     const char *amp0 = NULL;
     bool amp_differs = false;
     for (int k = 0; k < set->nfiles; k++) {
         json_t *root = set->files[k]->root, *cfg = json_object_get(root, "config");
         const char *mode = json_string_value(json_object_get(cfg, "torch_compile_mode"));
-        const char *amp = json_string_value(json_object_get(cfg, "amp_dtype"));
+        const char *amp = file_amp(set->files[k]);
         const char *version = json_string_value(
             json_object_get(json_object_get(json_object_get(root, "host"), "torch"), "version"));
-        amp = amp ? amp : "fp16"; // files from before --amp-dtype ran fp16
         amp_differs |= amp0 && strcmp(amp0, amp) != 0;
         amp0 = amp0 ? amp0 : amp;
         if (version) // PyTorch's file; one written before the mode was recorded ran the default
@@ -146,12 +153,9 @@ static void side_files(const rp_set *set, rdoc *d) {
         return;
     char list[2048] = "";
     size_t n = 0;
-    for (int k = 0; k < set->nfiles && n < sizeof list; k++) {
-        const char *amp = json_string_value(
-            json_object_get(json_object_get(set->files[k]->root, "config"), "amp_dtype"));
+    for (int k = 0; k < set->nfiles && n < sizeof list; k++)
         n += (size_t)snprintf(list + n, sizeof list - n, "%s%s %s", k ? ", " : "",
-                              set->files[k]->path, amp ? amp : "fp16");
-    }
+                              set->files[k]->path, file_amp(set->files[k]));
     rdoc_para(d,
               "Warning: the files ran amp in different low dtypes (%s), so their amp rows "
               "compare different arithmetic.",
