@@ -2656,15 +2656,15 @@ def time_case(case, model, xs, args, workload, tensors, precision="fp32"):
             compile_s = time.perf_counter() - t0
     iters = {mode: warm_up(f, args.warmup) for mode, f in fns.items()}
     samples = {m: [] for m in fns}
+    spent = {m: 0.0 for m in fns}  # each mode's timed seconds
     modes = list(fns)
     t_start = time.perf_counter()
     r, look = 0, max(1, args.rounds)
     while True:
         if r >= look:  # tcbench's rule for more rounds (engine/bench/timing.h)
-            spent = [sum(samples[m]) * iters[m] for m in modes]
-            if r >= TIME_MAX_ROUNDS or max(spent) >= TIME_MAX_S:
+            if r >= TIME_MAX_ROUNDS or max(spent.values()) >= TIME_MAX_S:
                 break
-            if min(spent) >= TIME_MIN_S:
+            if min(spent.values()) >= TIME_MIN_S:
                 if len(modes) < 2:
                     break
                 lo, hi = bootstrap_ratio(samples[modes[0]], samples[modes[1]], n=500)
@@ -2678,7 +2678,9 @@ def time_case(case, model, xs, args, workload, tensors, precision="fp32"):
             t0 = time.perf_counter()
             for _ in range(n):
                 f()
-            samples[mode].append((time.perf_counter() - t0) / n)
+            dt = time.perf_counter() - t0
+            samples[mode].append(dt / n)
+            spent[mode] += dt
         r += 1
     timed = time.perf_counter() - t_start
     return samples, iters, compile_s, errors, timed

@@ -702,6 +702,17 @@ static void count_externs(const char *dir, const char *name, int *fwd, int *bwd)
     remove(path);
 }
 
+// m compiled with its graph and source dumped into dir (count_externs reads them).
+static compiled *compile_dumped(model *m, const char *dir, const char *what) {
+    compile_opts o = compile_opts_default();
+    o.dump_dir = dir;
+    compiled *c;
+    char err[600];
+    if (compile_model(m, &o, &c, err, sizeof err) < 0)
+        fail_msg("%s: compile_model: %s", what, err);
+    return c;
+}
+
 // Compiled training (two SGD steps) of gpt2 (causal MHA) and llama (causal
 // GQA, 2 kv heads) from the smoke suite: each layer's chain becomes one
 // ATTENTION and its backward one ATTENTION_GRAD (counted in the compiled
@@ -747,12 +758,7 @@ static void test_train_pattern(void **state) {
             if (off)
                 setenv("TCBENCH_DISABLE_FUSED_ATTENTION", "1", 1);
             model *m = train_build(sc, models[i].kvh);
-            compile_opts o = compile_opts_default();
-            o.dump_dir = dir;
-            compiled *c;
-            char err[600];
-            if (compile_model(m, &o, &c, err, sizeof err) < 0)
-                fail_msg("%s: compile_model: %s", sc->name, err);
+            compiled *c = compile_dumped(m, dir, sc->name);
             unsetenv("TCBENCH_DISABLE_FUSED_ATTENTION");
             for (int step = 1; step <= 2; step++) {
                 compiled_set_step(c, (uint64_t)step);
@@ -805,12 +811,7 @@ static void test_train_pattern(void **state) {
         else
             unsetenv("TCBENCH_ATTENTION_TRAIN_MIN_TS");
         model *m = train_build(sc, 0);
-        compile_opts o = compile_opts_default();
-        o.dump_dir = dir;
-        compiled *c;
-        char err[600];
-        if (compile_model(m, &o, &c, err, sizeof err) < 0)
-            fail_msg("gpt2: compile_model: %s", err);
+        compiled *c = compile_dumped(m, dir, "gpt2");
         int fwd, bwd;
         count_externs(dir, m->name, &fwd, &bwd);
         print_message("gpt2 training, TCBENCH_ATTENTION_TRAIN_MIN_TS=%s: %d attention, %d "
