@@ -9,8 +9,12 @@
 // T = S = 512 and 1024, the pass fusing its forward into ATTENTION and its
 // backward into ATTENTION_GRAD against the chain left unfused; the forward
 // alone is timed beside it, so that the backward's share can be read off.
+// With "bf16": q, k and v in bf16 and the chain as autocast runs it (bf16
+// matmuls, the softmax in f32, its probabilities cast back), prefill at
+// T = S = 128 .. 1024, then decode.
 //
-//   ninja -C build && OMP_NUM_THREADS=2 ./build/dev/attention [head_dim] [train [shortest T]]
+//   ninja -C build && OMP_NUM_THREADS=2 ./build/dev/attention [head_dim] [train [T0] | bf16]
+// (T0: the shortest T of "train", doubling to 1024)
 #include "autodiff/autograd.h"
 #include "base/clock.h"
 #include "compile/compile.h"
@@ -23,6 +27,8 @@
 #include <string.h>
 
 enum { B = 1, H = 8, KVH = 2, RUNS = 15 };
+
+static enum dtype DT = DT_F32; // q, k and v ("bf16": DT_BF16)
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -46,9 +52,9 @@ static model *build(int64_t T, int64_t S, int64_t D, bool fused, bool train) {
         k = graph_param(g, "k", 4, (int64_t[]){B, KVH, S, D}, INIT_NORMAL, 1);
         v = graph_param(g, "v", 4, (int64_t[]){B, KVH, S, D}, INIT_NORMAL, 1);
     } else {
-        q = graph_input(g, "q", DT_F32, 4, (int64_t[]){B, H, T, D});
-        k = graph_input(g, "k", DT_F32, 4, (int64_t[]){B, KVH, S, D});
-        v = graph_input(g, "v", DT_F32, 4, (int64_t[]){B, KVH, S, D});
+        q = graph_input(g, "q", DT, 4, (int64_t[]){B, H, T, D});
+        k = graph_input(g, "k", DT, 4, (int64_t[]){B, KVH, S, D});
+        v = graph_input(g, "v", DT, 4, (int64_t[]){B, KVH, S, D});
     }
     double sc = 1 / sqrt((double)D);
     int y;
@@ -59,9 +65,13 @@ static model *build(int64_t T, int64_t S, int64_t D, bool fused, bool train) {
         int kt = graph_permute(g, repeat(g, k, S, D), (int[]){0, 1, 3, 2});
         int s = graph_scale(g, graph_binary(g, OP_MATMUL, q, kt), sc, 0);
         int mask = graph_buffer(g, "mask", DT_BOOL, 2, (int64_t[]){T, S}, INIT_CAUSAL_MASK, 0);
-        int low = graph_full(g, -FLT_MAX, DT_F32, 0, NULL);
+        int low = graph_full(g, DT == DT_F32 ? -FLT_MAX : -3.0e38, DT, 0, NULL);
         s = graph_op(g, OP_WHERE, 3, (int[]){mask, s, low}, NULL, NULL);
-        y = graph_binary(g, OP_MATMUL, graph_unary(g, OP_SOFTMAX, s), repeat(g, v, S, D));
+        if (DT != DT_F32) // autocast: the softmax in f32, its result cast back
+            s = graph_cast(g, graph_unary(g, OP_SOFTMAX, graph_cast(g, s, DT_F32)), DT);
+        else
+            s = graph_unary(g, OP_SOFTMAX, s);
+        y = graph_binary(g, OP_MATMUL, s, repeat(g, v, S, D));
     }
     if (y < 0) {
         fprintf(stderr, "attention: %s\n", graph_error(g));
@@ -129,10 +139,12 @@ int main(int argc, char **argv) {
     int64_t D = argc > 1 ? atoll(argv[1]) : 64;
     bool train = argc > 2 && !strcmp(argv[2], "train");
     int64_t T0 = argc > 3 ? atoll(argv[3]) : 512; // train: the shortest length (doubling to 1024)
+    bool sweep = argc > 2 && !strcmp(argv[2], "bf16");
+    DT = sweep ? DT_BF16 : DT_F32;
     setenv("TCBENCH_ATTENTION_TRAIN_MIN_TS", "0", 1); // "fused" fuses at every length
-    printf("attention, compiled, batch %d, heads %d, kv heads %d, head dim %lld, causal, %d "
+    printf("attention, compiled, %s, batch %d, heads %d, kv heads %d, head dim %lld, causal, %d "
            "threads, median of %d\n",
-           B, H, KVH, (long long)D, omp_get_max_threads(), train ? 7 : RUNS);
+           dtype_name(DT), B, H, KVH, (long long)D, omp_get_max_threads(), train ? 7 : RUNS);
     if (train) {
         for (int64_t T = T0 > 0 ? T0 : 512; T <= 1024; T *= 2) {
             row("forward", T, T, D, false);
@@ -140,7 +152,8 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
-    row("prefill", 1024, 1024, D, false);
+    for (int64_t T = sweep ? 128 : 1024; T <= 1024; T *= 2)
+        row("prefill", T, T, D, false);
     for (int64_t S = 128; S <= 4096; S *= 2)
         row("decode", 1, S, D, false);
     return 0;

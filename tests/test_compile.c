@@ -695,7 +695,14 @@ static void test_conv_post_ops(void **state) {
         conv_post posts[CONV_POST_MAX];
         int np = compile_conv_posts(p, &p->groups[gi], posts);
         if (bn == 1) {
-            assert_int_equal(np, -1); // batch norm's per-channel ops: the loop
+            assert_int_equal(np, -1); // batch norm's per-channel ops: the loop,
+            // over (N, C) rows of whole H x W planes: the convolution's input
+            // and weight (other shapes) do not stop the merge
+            char *src = compile_codegen_c(p);
+            assert_non_null(src);
+            if (!strstr(src, "for (int64_t r = 0; r < 16; r++)"))
+                fail_msg("the batch norm epilogue does not walk 16 planes:\n%s", src);
+            free(src);
         } else if (bn == 2) {
             assert_int_equal(np, 4); // bias, residual add, scale, scale
             assert_true(posts[1].op == OP_ADD && !posts[1].per_channel);
@@ -711,6 +718,78 @@ static void test_conv_post_ops(void **state) {
                     bn == 1 ? "conv + batch norm" : bn == 2 ? "conv + add, two scales" : "conv + bias");
         model_free(m);
     }
+}
+
+// A group that only casts one contiguous operand between f32 and f16 or
+// bf16 converts from operand to operand (tc_f2b_n(p1 + j0, p0 + j0, ...)),
+// not through a tile; a cast of a transposed view keeps the tile. The
+// compiled and fused modes' outputs equal eager's bit for bit.
+static void test_direct_casts(void **state) {
+    char cache[512];
+    cache_of(state, cache, sizeof cache);
+    graph *g = graph_new();
+    int x = in(g, "x", 2, (int64_t[]){3, 1001});
+    int h = graph_input(g, "h", DT_BF16, 2, (int64_t[]){7, 333});
+    int hh = graph_input(g, "hh", DT_F16, 1, (int64_t[]){40000});
+    int xt = graph_permute(g, in(g, "xt", 2, (int64_t[]){33, 17}), (int[]){1, 0});
+    graph_output(g, graph_cast(g, x, DT_BF16));
+    graph_output(g, graph_cast(g, x, DT_F16));
+    graph_output(g, graph_cast(g, h, DT_F32));
+    graph_output(g, graph_cast(g, hh, DT_F32));
+    graph_output(g, graph_cast(g, xt, DT_BF16));
+    model *m = model_of(g);
+    assert_int_equal(model_init_values(m, 5), 0);
+    cprog *p = passes(m, true);
+    char *src = compile_codegen_c(p);
+    assert_non_null(src);
+    int direct = 0;
+    for (const char *q = src; (q = strstr(q, "_n(p")); q++) {
+        const char *nl = strchr(q, '\n'), *j0 = strstr(q, " + j0, p");
+        direct += j0 && nl && j0 < nl;
+    }
+    if (direct != 4 || !strstr(src, "tc_f2b_n(p") || !strstr(src, "tc_b2f_n(p") ||
+        !strstr(src, "tc_f2h_n(p") || !strstr(src, "tc_h2f_n(p"))
+        fail_msg("%d direct conversions, 4 wanted:\n%s", direct, src);
+    free(src);
+    prog_free(p);
+    eager *e = eager_new(m);
+    assert_non_null(e);
+    tensor *want[5];
+    eager_stats est;
+    if (eager_run(e, want, &est) < 0)
+        fail_msg("eager: %s", eager_error(e));
+    for (size_t i = 0; i < 2; i++) { // compiled and fused
+        compile_opts o = compile_opts_default();
+        o.fusion = modes[i].fusion;
+        o.capture = modes[i].capture;
+        o.cache_dir = cache;
+        compiled *c;
+        char why[600];
+        if (compile_model(m, &o, &c, why, sizeof why) < 0)
+            fail_msg("%s: %s", modes[i].name, why);
+        tensor *got[5];
+        compiled_stats st;
+        if (compiled_run(c, got, &st) < 0)
+            fail_msg("%s: %s", modes[i].name, compiled_error(c));
+        for (int k = 0; k < 5; k++) {
+            tensor *a = tensor_contiguous(want[k]), *b = tensor_contiguous(got[k]);
+            assert_non_null(a);
+            assert_non_null(b);
+            assert_int_equal(a->dtype, b->dtype);
+            assert_int_equal(tensor_numel(a), tensor_numel(b));
+            size_t bytes = (size_t)tensor_numel(a) * dtype_size(a->dtype);
+            if (memcmp(tensor_data(a), tensor_data(b), bytes))
+                fail_msg("%s: output %d differs from eager's", modes[i].name, k);
+            tensor_free(a);
+            tensor_free(b);
+            tensor_free(got[k]);
+        }
+        compiled_free(c);
+    }
+    for (int k = 0; k < 5; k++)
+        tensor_free(want[k]);
+    eager_free(e);
+    model_free(m);
 }
 
 // Rows in place (plan.c): a GEMM whose output rows are at least twice as
@@ -2755,6 +2834,7 @@ int main(int argc, char **argv) {
         T(test_fuse_captured_keeps_ops_apart),
         T(test_fuse_diamond),
         T(test_conv_post_ops),
+        T(test_direct_casts),
         T(test_gemm_rows_in_place),
         T(test_conv_layouts),
         T(test_recompute_reads_no_buffer),

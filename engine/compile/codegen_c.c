@@ -138,7 +138,37 @@ static void loop_open(lgen *g) {
     inner_begin(g, &g->body);
 }
 
+// A group that only casts one contiguous operand between f32 and a 16-bit
+// type (an AMP weight or activation cast): the conversion runs straight
+// between the operands, as eager's does, instead of staging the 16-bit side
+// in a tile and copying element by element. The output's operand index, or
+// -1 when the group is not one.
+static int plain_cast_out(const lgen *g) {
+    const kgroup *k = g->k;
+    if (k->n != 1 || k->nargs != 2 || g->row_level || g->nd != 1 ||
+        g->p->g->nodes[k->nodes[0]].op != OP_CAST || g->st[0][0] != 1 || g->st[1][0] != 1)
+        return -1;
+    int o = k->args[0] == k->nodes[0] ? 0 : k->args[1] == k->nodes[0] ? 1 : -1;
+    if (o < 0)
+        return -1;
+    enum dtype to = g->p->g->nodes[k->args[o]].dtype, from = g->p->g->nodes[k->args[1 - o]].dtype;
+    bool half_to = dtype_is_half(to) && from == DT_F32,
+         half_from = dtype_is_half(from) && to == DT_F32;
+    return half_to || half_from ? o : -1;
+}
+
 static void loop_close(lgen *g) {
+    int o = plain_cast_out(g);
+    if (o >= 0) { // the body lowered is dropped
+        g->b = g->outer;
+        g->inner = false;
+        int i = 1 - o;
+        bool to_half = lower_arg_is_half(g, o);
+        sbuf_printf(g->b, "        tc_%s%s_n(p%d + j0, p%d + j0, j1 - j0);\n",
+                    to_half ? "f2" : tag(g, i), to_half ? tag(g, o) : "2f", o, i);
+        sbuf_puts(g->b, "    }\n");
+        return;
+    }
     inner_end(g, &g->body, "    ", g->lo, g->hi, "");
     sbuf_puts(g->b, "    }\n");
 }
@@ -381,12 +411,11 @@ static int emit_gemm(lgen *g) {
 // Convolution by the runtime (oneDNN), its epilogue as post-ops when they
 // can say it, else as a loop over the convolution's output.
 static int emit_library_anchor(lgen *g, int target) {
-    const graph_node *an = &g->p->g->nodes[g->k->anchor];
     lower_decl_args(g);
     sbuf_puts(g->b, "    rt->call(rt->ctx, gi, a);\n");
     if (g->k->n == 1)
         return 0;
-    lower_set_iteration(g, an->ndim, an->shape);
+    lower_epilogue_iteration(g);
     lower_order_by_store(g, 0);
     lower_coalesce(g);
     return lower_epilogue_loop(g, target);

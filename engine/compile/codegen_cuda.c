@@ -106,7 +106,6 @@ static void row_loop_close(lgen *g, int64_t L, const int *red, int nred) {
 static int emit_epilogue(lgen *g) {
     cprog *p = g->p;
     kgroup *k = g->k;
-    const graph_node *an = &p->g->nodes[k->anchor];
     if (k->rows_in_place) // cuBLAS would write output rows over input rows it has yet to read
         return compile_fail(p, "codegen_cuda: a GEMM planned with its input inside its output "
                                "(plan with gemm_rows_in_place off for CUDA)");
@@ -115,15 +114,7 @@ static int emit_epilogue(lgen *g) {
         return -1;
     if (k->n == 1)
         return 0;
-    lower_set_iteration(g, an->ndim, an->shape);
-    for (int a = 0; a < 2; a++) {
-        g->used[a] = false;
-        for (int m = 1; m < k->n; m++) {
-            const graph_node *n = &p->g->nodes[k->nodes[m]];
-            for (int s = 0; s < n->nsrc; s++)
-                g->used[a] |= n->src[s] == k->args[a];
-        }
-    }
+    lower_epilogue_iteration(g);
     lower_coalesce(g);
     lower_decl_args(g);
     return lower_epilogue_loop(g, target);

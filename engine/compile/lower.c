@@ -557,6 +557,20 @@ int lower_anchor_args(lgen *g) {
     return lower_collect_args(g, 1) < 0 ? -1 : target;
 }
 
+void lower_epilogue_iteration(lgen *g) {
+    const kgroup *k = g->k;
+    const graph_node *an = &g->p->g->nodes[k->anchor];
+    lower_set_iteration(g, an->ndim, an->shape);
+    for (int a = 0; a < 2; a++) {
+        g->used[a] = false;
+        for (int m = 1; m < k->n; m++) {
+            const graph_node *n = &g->p->g->nodes[k->nodes[m]];
+            for (int s = 0; s < n->nsrc; s++)
+                g->used[a] |= n->src[s] == k->args[a];
+        }
+    }
+}
+
 int lower_epilogue_body(lgen *g, int target) {
     char x[128];
     lower_load(g, compile_arg_of(g->k, target), x, sizeof x);

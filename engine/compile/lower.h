@@ -109,6 +109,10 @@ int lower_anchor_target(const lgen *g);
 // it writes (each in its own slot even when both operands are one node,
 // x @ x), then the epilogue's operands. The target, or -1.
 int lower_anchor_args(lgen *g);
+// An epilogue's iteration: the anchor's output shape, the strides of every
+// operand over it; slots 0 and 1 (the library call's inputs, of other
+// shapes) take part in coalescing only where a member reads them.
+void lower_epilogue_iteration(lgen *g);
 // An epilogue at the current point: v0 the target's value, then members 1.. .
 int lower_epilogue_body(lgen *g, int target);
 // The epilogue over the iteration in the dialect's elementwise loop.

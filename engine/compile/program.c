@@ -644,9 +644,41 @@ void compiled_info(const compiled *c, compiled_stats *st) { *st = c->st; }
 
 // TCBENCH_PROFILE=compiled: the fused mode's time per kernel kind and first
 // op, added up over the program's life (the eager profile's counterpart)
+static const char *const profile_kinds[] = {"pointwise", "row",  "gemm",  "conv",
+                                            "extern",    "copy", "update"};
+
+static const char *profile_kind(const kgroup *k) {
+    return (unsigned)k->kind < sizeof profile_kinds / sizeof profile_kinds[0]
+               ? profile_kinds[k->kind]
+               : "?";
+}
+
+// TCBENCH_PROFILE=compiled-groups: each group's time, its members and the
+// shape of what it computes, in program order
+static void print_profile_groups(const compiled *c) {
+    const cprog *p = &c->p;
+    double runs = (double)(c->prof_runs ? c->prof_runs : 1);
+    for (int gi = 0; gi < p->ngroups; gi++) {
+        const kgroup *k = &p->groups[gi];
+        const graph_node *a = &p->g->nodes[k->anchor >= 0 ? k->anchor : k->nodes[0]];
+        char what[160] = "", shape[96] = "";
+        size_t o = 0, so = 0;
+        for (int m = 0; m < k->n && o < sizeof what; m++)
+            o += (size_t)snprintf(what + o, sizeof what - o, "%s%s", m ? " " : "",
+                                  op_name(p->g->nodes[k->nodes[m]].op));
+        for (int d = 0; d < a->ndim && so < sizeof shape; d++)
+            so += (size_t)snprintf(shape + so, sizeof shape - so, "%s%lld", d ? "x" : "",
+                                   (long long)a->shape[d]);
+        fprintf(stderr, "compiled profile: group %4d %-9s %8.4f ms  %s %s [%s]\n", gi,
+                profile_kind(k), c->prof[gi] * 1e3 / runs, dtype_name(a->dtype), shape, what);
+    }
+}
+
 static void print_profile(const compiled *c) {
     const cprog *p = &c->p;
-    static const char *kinds[] = {"pointwise", "row", "gemm", "conv", "extern", "copy", "update"};
+    const char *pf = getenv("TCBENCH_PROFILE");
+    if (pf && strstr(pf, "compiled-groups"))
+        print_profile_groups(c);
     for (int gi = 0; gi < p->ngroups; gi++) {
         const kgroup *k = &p->groups[gi];
         int lead = k->anchor >= 0 ? k->anchor : k->nodes[0];
@@ -667,8 +699,7 @@ static void print_profile(const compiled *c) {
                 sum += c->prof[gj], n++;
         }
         fprintf(stderr, "compiled profile: %-9s %-20s %4d groups %8.4f ms a step\n",
-                (unsigned)k->kind < sizeof kinds / sizeof kinds[0] ? kinds[k->kind] : "?",
-                op_name(p->g->nodes[lead].op), n,
+                profile_kind(k), op_name(p->g->nodes[lead].op), n,
                 sum * 1e3 / (double)(c->prof_runs ? c->prof_runs : 1));
     }
 }

@@ -94,6 +94,7 @@ typedef struct eager_walk {
     int *left;     // the step's countdown of uses
     tensor **vals; // the step's value of each node (sources: borrowed)
     double *prof;  // seconds per op (eager_walk_init's profile), printed by eager_walk_free
+    double *prof_node; // seconds per node, TCBENCH_PROFILE=eager-nodes
     int64_t prof_runs;
 } eager_walk;
 

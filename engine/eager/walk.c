@@ -16,8 +16,12 @@ int eager_walk_init(eager_walk *w, const graph *g, bool profile) {
     w->uses = graph_use_counts(g);
     w->left = calloc(n, sizeof *w->left);
     w->vals = calloc(n, sizeof *w->vals);
-    if (profile)
+    if (profile) {
         w->prof = calloc(OP_COUNT, sizeof *w->prof);
+        const char *pf = getenv("TCBENCH_PROFILE");
+        if (pf && strstr(pf, "eager-nodes") && !(w->prof_node = calloc(n, sizeof *w->prof_node)))
+            w->prof = (free(w->prof), NULL);
+    }
     if (!w->uses || !w->left || !w->vals || (profile && !w->prof)) {
         eager_walk_free(w);
         return -1;
@@ -25,7 +29,27 @@ int eager_walk_init(eager_walk *w, const graph *g, bool profile) {
     return 0;
 }
 
+// TCBENCH_PROFILE=eager-nodes: each computing node's time and shape, in
+// graph order
+static void print_profile_nodes(const eager_walk *w) {
+    double runs = (double)(w->prof_runs ? w->prof_runs : 1);
+    for (int i = 0; i < w->g->n; i++) {
+        const graph_node *n = &w->g->nodes[i];
+        if (w->prof_node[i] <= 0 || op_kind(n->op) == OPK_SOURCE || op_kind(n->op) == OPK_VIEW)
+            continue;
+        char shape[96] = "";
+        size_t so = 0;
+        for (int d = 0; d < n->ndim && so < sizeof shape; d++)
+            so += (size_t)snprintf(shape + so, sizeof shape - so, "%s%lld", d ? "x" : "",
+                                   (long long)n->shape[d]);
+        fprintf(stderr, "eager profile: node %5d %-14s %8.4f ms  %s %s\n", i, op_name(n->op),
+                w->prof_node[i] * 1e3 / runs, dtype_name(n->dtype), shape);
+    }
+}
+
 void eager_walk_free(eager_walk *w) {
+    if (w->prof_node)
+        print_profile_nodes(w);
     if (w->prof) {
         for (int o = 0; o < OP_COUNT; o++)
             if (w->prof[o] > 0)
@@ -36,6 +60,7 @@ void eager_walk_free(eager_walk *w) {
     free(w->left);
     free(w->vals);
     free(w->prof);
+    free(w->prof_node);
     memset(w, 0, sizeof *w);
 }
 
@@ -177,8 +202,12 @@ int eager_walk_step(eager_walk *w, const eager_device *d, tensor *const *sources
         char why[160] = "";
         double t0 = w->prof ? base_now() : 0;
         int rc = node_run(w, d, sources, i, s, &w->vals[i], why, sizeof why);
-        if (w->prof)
-            w->prof[n->op] += base_now() - t0;
+        if (w->prof) {
+            double dt = base_now() - t0;
+            w->prof[n->op] += dt;
+            if (w->prof_node)
+                w->prof_node[i] += dt;
+        }
         if (rc < 0) {
             snprintf(err, cap, "%%%d %s: %s", i, op_name(n->op), why[0] ? why : d->err);
             release_all(w, d);

@@ -13,6 +13,13 @@
 // too little to do (decoding: T = 1, S long) the key range is also split into
 // chunks, each producing its rows' (m, l, acc), merged at the end
 // (flash-decoding).
+// bf16 q, k and v on a CPU with AVX512-BF16 (the build's -march=native):
+// k and v are packed as bf16 pairs instead, as a bf16 GEMM packs them, and
+// both tile products multiply pairs (vdpbf16ps, f32 sums) at twice the
+// f32 rate; the queries (scaled) and the probabilities are rounded to bf16
+// for them, as autocast's bf16 matmuls round their operands. The online
+// softmax stays f32.
+//
 // gcc 12 if-converts cpu_expf's selects, and so vectorizes the loops that
 // call it, only when float compares may not trap: an option that changes no
 // result, for this file (cpu_math.h's functions included, so they inline).
@@ -24,6 +31,12 @@
 
 #include <math.h>
 #include <omp.h>
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#define AT_BF16 1
+#else
+#define AT_BF16 0
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +53,11 @@ typedef struct at_job {
     int64_t nkt;        // key tiles
     float *kpack;       // (B, KVH, nkt, D, AT_TK): k packed, each tile transposed
     float *vpack;       // (B, KVH, S, Dv): v packed
+    // bf16 pairs (AT_BF16, q, k and v bf16): kpack and vpack are NULL
+    bool bf16;
+    int64_t Dp;      // D rounded up to even
+    uint32_t *kpair; // (B, KVH, nkt, Dp / 2, AT_TK): k[c][2i], k[c][2i + 1] in one word
+    uint32_t *vpair; // (B, KVH, nkt * AT_TK / 2, Dv): v[2i][e], v[2i + 1][e] likewise
 } at_job;
 
 // Per-thread scratch for one query tile.
@@ -48,18 +66,102 @@ typedef struct at_scratch {
     float *s;   // (AT_TQ, AT_TK) scores, then probabilities
     float *acc; // (AT_TQ, Dv)
     float m[AT_TQ], l[AT_TQ];
+    uint16_t *q16, *p16; // bf16 pairs: q (AT_TQ, Dp) and the probabilities (AT_TQ, AT_TK)
 } at_scratch;
 
 static float *scratch_new(const at_job *j, at_scratch *w) {
     size_t n = (size_t)(AT_TQ * j->D + AT_TQ * AT_TK + AT_TQ * j->Dv);
-    float *p = malloc(n * sizeof *p);
+    size_t n16 = j->bf16 ? (size_t)(AT_TQ * j->Dp + AT_TQ * AT_TK) : 0;
+    float *p = malloc(n * sizeof *p + n16 * sizeof(uint16_t));
     if (!p)
         return NULL;
     w->q = p;
     w->s = w->q + AT_TQ * j->D;
     w->acc = w->s + AT_TQ * AT_TK;
+    w->q16 = (uint16_t *)(w->acc + AT_TQ * j->Dv);
+    w->p16 = w->q16 + AT_TQ * j->Dp;
     return p;
 }
+
+#if AT_BF16
+// s (rows, 16 nb) = q (rows, Dp) . k, both bf16 pairs (kt: (Dp / 2, AT_TK)
+// words), rows a multiple of AT_R: AT_R x 16 nb f32 sums in registers; nb
+// a constant where it is inlined.
+static inline void scores_bf16_blocks(const uint32_t *q32, const uint32_t *kt, int64_t np, int rows,
+                                      float *s, int nb) {
+    for (int i0 = 0; i0 < rows; i0 += AT_R) {
+        __m512 acc[AT_R][AT_TK / 16];
+        for (int r = 0; r < AT_R; r++)
+            for (int c = 0; c < nb; c++)
+                acc[r][c] = _mm512_setzero_ps();
+        for (int64_t i = 0; i < np; i++) {
+            __m512bh kv[AT_TK / 16];
+            for (int c = 0; c < nb; c++)
+                kv[c] = (__m512bh)_mm512_loadu_si512(kt + i * AT_TK + c * 16);
+            for (int r = 0; r < AT_R; r++) {
+                __m512bh qb = (__m512bh)_mm512_set1_epi32((int)q32[(i0 + r) * np + i]);
+                for (int c = 0; c < nb; c++)
+                    acc[r][c] = _mm512_dpbf16_ps(acc[r][c], qb, kv[c]);
+            }
+        }
+        for (int r = 0; r < AT_R; r++)
+            for (int c = 0; c < nb; c++)
+                _mm512_storeu_ps(s + (i0 + r) * AT_TK + c * 16, acc[r][c]);
+    }
+}
+
+// The scores of the tile's first nk keys (columns up to the next multiple
+// of 16; a short last tile, T or S just past a multiple of AT_TK, costs
+// what it holds).
+static void tile_scores_bf16(const uint16_t *q, const uint32_t *kt, int64_t Dp, int rows, int nk,
+                             float *s) {
+    const uint32_t *q32 = (const uint32_t *)q;
+    _Static_assert(AT_TK == 64, "four blocks of 16 keys");
+    switch ((nk + 15) / 16) {
+    case 1: scores_bf16_blocks(q32, kt, Dp / 2, rows, s, 1); break;
+    case 2: scores_bf16_blocks(q32, kt, Dp / 2, rows, s, 2); break;
+    case 3: scores_bf16_blocks(q32, kt, Dp / 2, rows, s, 3); break;
+    default: scores_bf16_blocks(q32, kt, Dp / 2, rows, s, 4); break;
+    }
+}
+
+// acc (rows, Dv) += p (rows, AT_TK, bf16) . v (the tile's pairs of keys,
+// (AT_TK / 2, Dv) words), over the first ceil(nk / 2) pairs (p is zero past
+// nk, v past S): AT_R rows x 64 columns a block, the last one masked.
+static void tile_pv_bf16(const uint16_t *p, const uint32_t *v, int64_t Dv, int rows, int nk,
+                         float *acc) {
+    const uint32_t *p32 = (const uint32_t *)p;
+    int np = (nk + 1) / 2;
+    enum { NB = 4 }; // 16-column vectors a block
+    for (int i0 = 0; i0 < rows; i0 += AT_R)
+        for (int64_t e0 = 0; e0 < Dv; e0 += NB * 16) {
+            __mmask16 mk[NB];
+            for (int b = 0; b < NB; b++) {
+                int64_t left = Dv - e0 - b * 16;
+                mk[b] = left >= 16  ? (__mmask16)0xffff
+                        : left <= 0 ? (__mmask16)0
+                                    : (__mmask16)((1u << left) - 1);
+            }
+            __m512 o[AT_R][NB];
+            for (int r = 0; r < AT_R; r++)
+                for (int b = 0; b < NB; b++)
+                    o[r][b] = _mm512_maskz_loadu_ps(mk[b], acc + (i0 + r) * Dv + e0 + b * 16);
+            for (int c = 0; c < np; c++) {
+                __m512bh vv[NB];
+                for (int b = 0; b < NB; b++)
+                    vv[b] = (__m512bh)_mm512_maskz_loadu_epi32(mk[b], v + c * Dv + e0 + b * 16);
+                for (int r = 0; r < AT_R; r++) {
+                    __m512bh pb = (__m512bh)_mm512_set1_epi32((int)p32[(i0 + r) * (AT_TK / 2) + c]);
+                    for (int b = 0; b < NB; b++)
+                        o[r][b] = _mm512_dpbf16_ps(o[r][b], pb, vv[b]);
+                }
+            }
+            for (int r = 0; r < AT_R; r++)
+                for (int b = 0; b < NB; b++)
+                    _mm512_mask_storeu_ps(acc + (i0 + r) * Dv + e0 + b * 16, mk[b], o[r][b]);
+        }
+}
+#endif
 
 // The keys query t of batch row b may see: [0, end).
 static int64_t key_end(const at_job *j, int64_t b, int64_t t) {
@@ -95,6 +197,11 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t h, int64
         } else {
             memset(qi, 0, (size_t)D * sizeof *qi);
         }
+        if (j->bf16) { // rounded to bf16 pairs, the odd D's last pair padded
+            cpu_bf16_store(D, qi, w->q16 + i * j->Dp, 1);
+            if (j->Dp > D)
+                w->q16[i * j->Dp + D] = 0;
+        }
         w->m[i] = -INFINITY;
         w->l[i] = 0;
     }
@@ -103,7 +210,13 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t h, int64
     for (int64_t s0 = k0; s0 < last; s0 += AT_TK) {
         int nk = (int)(last - s0 < AT_TK ? last - s0 : AT_TK);
         int64_t bg = b * j->KVH + kvh;
-        at_tile_scores(w->q, j->kpack + (bg * j->nkt + s0 / AT_TK) * D * AT_TK, D, rows, w->s);
+#if AT_BF16
+        if (j->bf16)
+            tile_scores_bf16(w->q16, j->kpair + (bg * j->nkt + s0 / AT_TK) * (j->Dp / 2) * AT_TK,
+                             j->Dp, rows, nk, w->s);
+        else
+#endif
+            at_tile_scores(w->q, j->kpack + (bg * j->nkt + s0 / AT_TK) * D * AT_TK, D, rows, w->s);
         // each row's new max (masked columns set to -inf); the rescaling
         // factors of all rows at once; then the exponentials, a row at a time
         float mnew[AT_TQ], corr[AT_TQ];
@@ -148,6 +261,15 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t h, int64
                 for (int64_t e = 0; e < Dv; e++)
                     w->acc[i * Dv + e] *= corr[i];
         }
+#if AT_BF16
+        if (j->bf16) {
+            for (int i = 0; i < rows; i++)
+                cpu_bf16_store(AT_TK, w->s + i * AT_TK, w->p16 + i * AT_TK, 1);
+            tile_pv_bf16(w->p16, j->vpair + (bg * j->nkt * AT_TK + s0) / 2 * Dv, Dv, rows, nk,
+                         w->acc);
+            continue;
+        }
+#endif
         at_tile_pv(w->s, j->vpack + (bg * j->S + s0) * Dv, Dv, rows, nk, w->acc);
     }
 }
@@ -176,7 +298,60 @@ static void store_rows(tensor *y, int64_t off, const float *acc, const float *l,
 // Every query tile and every query head of a kv group then reads them in
 // place (GQA's sharing for free); the copy is the size of k and v in f32.
 // Called inside a parallel region: its loop is shared among the threads.
+#if AT_BF16
+// The bf16 form of pack_kv: a key tile as (Dp / 2, AT_TK) words, each the
+// pair of a key's consecutive dims; values as (AT_TK / 2, Dv) words, each
+// the pair of consecutive keys' values of one dim. Past S and D: zeros.
+static void pack_kv_bf16(const at_job *j) {
+    int64_t D = j->D, Dv = j->Dv, np = j->Dp / 2, n = j->B * j->KVH * j->nkt;
+    const uint16_t *k = (const uint16_t *)j->k.data, *v = (const uint16_t *)j->v.data;
+    const int64_t *ks = j->k.st, *vs = j->v.st;
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        int64_t bg = i / j->nkt, s0 = i % j->nkt * AT_TK, b = bg / j->KVH, g = bg % j->KVH;
+        uint32_t *kt = j->kpair + i * np * AT_TK, *vt = j->vpair + i * (AT_TK / 2) * Dv;
+        for (int64_t c = 0; c < AT_TK; c++) {
+            int64_t s = s0 + c;
+            const uint16_t *kr = k + b * ks[0] + g * ks[1] + s * ks[2];
+            if (s < j->S && ks[3] == 1 && D % 2 == 0) { // the row's pairs as they lie
+                for (int64_t d = 0; d < np; d++) {
+                    uint32_t w;
+                    memcpy(&w, kr + 2 * d, sizeof w);
+                    kt[d * AT_TK + c] = w;
+                }
+                continue;
+            }
+            for (int64_t d = 0; d < np; d++) {
+                uint32_t lo = s < j->S ? kr[2 * d * ks[3]] : 0;
+                uint32_t hi = s < j->S && 2 * d + 1 < D ? kr[(2 * d + 1) * ks[3]] : 0;
+                kt[d * AT_TK + c] = lo | hi << 16;
+            }
+        }
+        for (int64_t c = 0; c < AT_TK; c += 2) {
+            int64_t s = s0 + c;
+            const uint16_t *v0 = v + b * vs[0] + g * vs[1] + s * vs[2], *v1 = v0 + vs[2];
+            uint32_t *o = vt + c / 2 * Dv;
+            if (s + 1 < j->S && vs[3] == 1) {
+#pragma omp simd
+                for (int64_t e = 0; e < Dv; e++)
+                    o[e] = (uint32_t)v0[e] | (uint32_t)v1[e] << 16;
+                continue;
+            }
+            for (int64_t e = 0; e < Dv; e++)
+                o[e] = (s < j->S ? v0[e * vs[3]] : 0u) |
+                       (uint32_t)(s + 1 < j->S ? v1[e * vs[3]] : 0u) << 16;
+        }
+    }
+}
+#endif
+
 static void pack_kv(const at_job *j) {
+#if AT_BF16
+    if (j->bf16) {
+        pack_kv_bf16(j);
+        return;
+    }
+#endif
     int64_t D = j->D, Dv = j->Dv, n = j->B * j->KVH * j->nkt;
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; i++) {
@@ -325,9 +500,19 @@ int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor
     }
     float *part = NULL; // split-K: per (row, chunk) m, l and acc
     j.nkt = (j.S + AT_TK - 1) / AT_TK;
-    j.kpack = malloc((size_t)(j.B * j.KVH * j.nkt * j.D * AT_TK + 1) * sizeof *j.kpack);
-    j.vpack = malloc((size_t)(j.B * j.KVH * j.S * j.Dv + 1) * sizeof *j.vpack);
-    int rc = j.kpack && j.vpack ? 0 : -1;
+    j.bf16 = AT_BF16 && q->dtype == DT_BF16 && k->dtype == DT_BF16 && v->dtype == DT_BF16;
+    j.Dp = (j.D + 1) / 2 * 2;
+    int rc;
+    if (j.bf16) {
+        size_t kv = (size_t)(j.B * j.KVH * j.nkt) * AT_TK / 2;
+        j.kpair = malloc((kv * (size_t)j.Dp + 1) * sizeof *j.kpair);
+        j.vpair = malloc((kv * (size_t)j.Dv + 1) * sizeof *j.vpair);
+        rc = j.kpair && j.vpair ? 0 : -1;
+    } else {
+        j.kpack = malloc((size_t)(j.B * j.KVH * j.nkt * j.D * AT_TK + 1) * sizeof *j.kpack);
+        j.vpack = malloc((size_t)(j.B * j.KVH * j.S * j.Dv + 1) * sizeof *j.vpack);
+        rc = j.kpack && j.vpack ? 0 : -1;
+    }
     if (rc == 0 && j.nsplit > 1 &&
         !(part = malloc((size_t)(j.B * j.H * j.T * j.nsplit * (2 + j.Dv)) * sizeof *part)))
         rc = -1;
@@ -338,6 +523,8 @@ int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor
     free(part);
     free(j.kpack);
     free(j.vpack);
+    free(j.kpair);
+    free(j.vpair);
     free(L);
     c->kernels++;
     return rc < 0 ? cpu_fail(c, "attention: out of memory") : 0;
