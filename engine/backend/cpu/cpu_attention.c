@@ -216,7 +216,8 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t h, int64
                              j->Dp, rows, nk, w->s);
         else
 #endif
-            at_tile_scores(w->q, j->kpack + (bg * j->nkt + s0 / AT_TK) * D * AT_TK, D, rows, w->s);
+            at_tile_scores(w->q, j->kpack + (bg * j->nkt + s0 / AT_TK) * D * AT_TK, D, rows, nk,
+                           w->s);
         // each row's new max (masked columns set to -inf); the rescaling
         // factors of all rows at once; then the exponentials, a row at a time
         float mnew[AT_TQ], corr[AT_TQ];

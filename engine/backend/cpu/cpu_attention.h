@@ -80,10 +80,13 @@ static inline int64_t *at_lengths(cpu_ctx *c, const char *what, const tensor *le
 }
 
 // s (rows, AT_TK) = q (rows, D) . kt (D, AT_TK), rows a multiple of AT_R:
-// AT_R x AT_C accumulators stay in registers over the whole dot product
-static inline void at_tile_scores(const float *q, const float *kt, int64_t D, int rows, float *s) {
+// AT_R x AT_C accumulators stay in registers over the whole dot product.
+// Only the blocks of columns below ncols are computed (a short last key
+// tile costs what it holds; the other columns keep what they held).
+static inline void at_tile_scores(const float *q, const float *kt, int64_t D, int rows, int ncols,
+                                  float *s) {
     for (int i0 = 0; i0 < rows; i0 += AT_R)
-        for (int c0 = 0; c0 < AT_TK; c0 += AT_C) {
+        for (int c0 = 0; c0 < ncols && c0 < AT_TK; c0 += AT_C) {
             float acc[AT_R][AT_C] = {{0}};
             for (int64_t d = 0; d < D; d++) {
                 const float *kd = kt + d * AT_TK + c0;

@@ -96,7 +96,8 @@ static int round_rows(int n) { return (n + AT_R - 1) / AT_R * AT_R; }
 static void scores(const ag_job *j, ag_scratch *w, int64_t b, int64_t h, int64_t t0, int nq,
                    int64_t s0, int nk) {
     float row[AT_TK];
-    at_tile_scores(j->q + ((b * j->H + h) * j->T + t0) * j->D, w->kt, j->D, round_rows(nq), w->s);
+    at_tile_scores(j->q + ((b * j->H + h) * j->T + t0) * j->D, w->kt, j->D, round_rows(nq), AT_TK,
+                   w->s);
     for (int i = 0; i < nq; i++) {
         float *si = w->s + i * AT_TK;
         int64_t vis = key_end(j, b, t0 + i) - s0;
@@ -118,7 +119,7 @@ static void scores(const ag_job *j, ag_scratch *w, int64_t b, int64_t h, int64_t
 // from nq up to a multiple of AT_R are zeros in both.
 static void probs_ds(const ag_job *j, ag_scratch *w, int64_t b, int64_t h, int64_t t0, int nq) {
     int64_t r0 = (b * j->H + h) * j->T + t0;
-    at_tile_scores(j->dy + r0 * j->Dv, w->vt, j->Dv, round_rows(nq), w->dp);
+    at_tile_scores(j->dy + r0 * j->Dv, w->vt, j->Dv, round_rows(nq), AT_TK, w->dp);
     for (int i = 0; i < round_rows(nq); i++) {
         float *si = w->s + i * AT_TK, *dpi = w->dp + i * AT_TK;
         float lse = i < nq ? j->lse[r0 + i] : -INFINITY, dd = i < nq ? j->dd[r0 + i] : 0.0f;
