@@ -84,10 +84,18 @@ static float *scratch_new(const at_job *j, at_scratch *w) {
 }
 
 #if AT_BF16
+// The pair of bf16 values at p (p[0] low) broadcast to every 32-bit lane;
+// read through memcpy, as the scratch is written as uint16_t.
+static inline __m512bh pair_bcast(const uint16_t *p) {
+    uint32_t w;
+    memcpy(&w, p, sizeof w);
+    return (__m512bh)_mm512_set1_epi32((int)w);
+}
+
 // s (rows, 16 nb) = q (rows, Dp) . k, both bf16 pairs (kt: (Dp / 2, AT_TK)
 // words), rows a multiple of AT_R: AT_R x 16 nb f32 sums in registers; nb
 // a constant where it is inlined.
-static inline void scores_bf16_blocks(const uint32_t *q32, const uint32_t *kt, int64_t np, int rows,
+static inline void scores_bf16_blocks(const uint16_t *q, const uint32_t *kt, int64_t np, int rows,
                                       float *s, int nb) {
     for (int i0 = 0; i0 < rows; i0 += AT_R) {
         __m512 acc[AT_R][AT_TK / 16];
@@ -99,7 +107,7 @@ static inline void scores_bf16_blocks(const uint32_t *q32, const uint32_t *kt, i
             for (int c = 0; c < nb; c++)
                 kv[c] = (__m512bh)_mm512_loadu_si512(kt + i * AT_TK + c * 16);
             for (int r = 0; r < AT_R; r++) {
-                __m512bh qb = (__m512bh)_mm512_set1_epi32((int)q32[(i0 + r) * np + i]);
+                __m512bh qb = pair_bcast(q + 2 * ((i0 + r) * np + i));
                 for (int c = 0; c < nb; c++)
                     acc[r][c] = _mm512_dpbf16_ps(acc[r][c], qb, kv[c]);
             }
@@ -115,13 +123,12 @@ static inline void scores_bf16_blocks(const uint32_t *q32, const uint32_t *kt, i
 // what it holds).
 static void tile_scores_bf16(const uint16_t *q, const uint32_t *kt, int64_t Dp, int rows, int nk,
                              float *s) {
-    const uint32_t *q32 = (const uint32_t *)q;
     _Static_assert(AT_TK == 64, "four blocks of 16 keys");
     switch ((nk + 15) / 16) {
-    case 1: scores_bf16_blocks(q32, kt, Dp / 2, rows, s, 1); break;
-    case 2: scores_bf16_blocks(q32, kt, Dp / 2, rows, s, 2); break;
-    case 3: scores_bf16_blocks(q32, kt, Dp / 2, rows, s, 3); break;
-    default: scores_bf16_blocks(q32, kt, Dp / 2, rows, s, 4); break;
+    case 1: scores_bf16_blocks(q, kt, Dp / 2, rows, s, 1); break;
+    case 2: scores_bf16_blocks(q, kt, Dp / 2, rows, s, 2); break;
+    case 3: scores_bf16_blocks(q, kt, Dp / 2, rows, s, 3); break;
+    default: scores_bf16_blocks(q, kt, Dp / 2, rows, s, 4); break;
     }
 }
 
@@ -130,7 +137,6 @@ static void tile_scores_bf16(const uint16_t *q, const uint32_t *kt, int64_t Dp, 
 // nk, v past S): AT_R rows x 64 columns a block, the last one masked.
 static void tile_pv_bf16(const uint16_t *p, const uint32_t *v, int64_t Dv, int rows, int nk,
                          float *acc) {
-    const uint32_t *p32 = (const uint32_t *)p;
     int np = (nk + 1) / 2;
     enum { NB = 4 }; // 16-column vectors a block
     for (int i0 = 0; i0 < rows; i0 += AT_R)
@@ -151,7 +157,7 @@ static void tile_pv_bf16(const uint16_t *p, const uint32_t *v, int64_t Dv, int r
                 for (int b = 0; b < NB; b++)
                     vv[b] = (__m512bh)_mm512_maskz_loadu_epi32(mk[b], v + c * Dv + e0 + b * 16);
                 for (int r = 0; r < AT_R; r++) {
-                    __m512bh pb = (__m512bh)_mm512_set1_epi32((int)p32[(i0 + r) * (AT_TK / 2) + c]);
+                    __m512bh pb = pair_bcast(p + (i0 + r) * AT_TK + 2 * c);
                     for (int b = 0; b < NB; b++)
                         o[r][b] = _mm512_dpbf16_ps(o[r][b], pb, vv[b]);
                 }
