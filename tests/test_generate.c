@@ -559,11 +559,12 @@ static void test_check_fails(void **state) {
 
 // AMP's tolerance still fails a wrong decode: an AMP run that passes
 // against the reference fails it once every weight is scaled by 0.5 or 1.5
-// (the step models share them), at a step that is no near tie.
-static void test_check_fails_amp(void **state) {
-    (void)state;
+// (the step models share them), at a step that is no near tie; in f16 and
+// in bf16 at its 8x wider tolerance (gen_check_tol).
+static void check_fails_amp(enum dtype amp) {
     gen_opts o = amp_opts(1, 5, 6);
-    double tol = bench_tolerance(BENCH_PREC_AMP, BENCH_WL_GENERATE);
+    o.amp = amp;
+    double tol = gen_check_tol(bench_tolerance(BENCH_PREC_AMP, BENCH_WL_GENERATE), amp);
     forced f;
     forced_run(&f, &cases[1], &o);
     char why[300] = "";
@@ -581,6 +582,13 @@ static void test_check_fails_amp(void **state) {
     assert_int_equal(gen_check(&f.r, &f.ref, tol, true, NULL, why, sizeof why), 1);
     assert_non_null(strstr(why, "its top two logits"));
     forced_free(&f);
+}
+
+static void test_check_fails_amp(void **state) {
+    (void)state;
+    assert_true(gen_check_tol(1e-3, DT_BF16) == 8e-3 && gen_check_tol(1e-3, DT_F16) == 1e-3);
+    check_fails_amp(DT_F16);
+    check_fails_amp(DT_BF16);
 }
 
 // A context past the model's positions, a prompt of 0, a model that is

@@ -581,6 +581,8 @@ done:
     return rc;
 }
 
+double gen_check_tol(double tol, enum dtype amp) { return amp == DT_BF16 ? 8 * tol : tol; }
+
 int gen_check(const gen_out *r, const gen_ref *ref, double tol, bool cosine_fallback, double *worst,
               char *why, size_t cap) {
     int64_t B = ref->batch, N = ref->new_tokens, V = ref->vocab;

@@ -141,6 +141,11 @@ void gen_ref_free(gen_ref *ref);
 // NULL): the largest relative L2 of any step's logits.
 int gen_check(const gen_out *r, const gen_ref *ref, double tol, bool cosine_fallback, double *worst,
               char *why, size_t cap);
+// gen_check's tol for a decode in dtype amp (DT_F32: fp32) from the
+// workload's tolerance (AMP's is f16's): bf16 rounds 8x coarser (8
+// significant bits to f16's 11), so its logits sit about 8x further from
+// fp64 and a near tie may flip at an 8x wider gap.
+double gen_check_tol(double tol, enum dtype amp);
 
 // ---- the memory-budget study (tcbench plan) ---------------------------------
 //

@@ -265,9 +265,10 @@ void measure_generate(const bench_plan *p, const bench_group *gr, const bench_ca
         }
         char why[400] = "";
         double worst = NAN;
-        int bad = gen_check(&tk[k].out, &ref, tol, o.amp != DT_F32, &worst, why, sizeof why);
+        double gtol = gen_check_tol(tol, o.amp);
+        int bad = gen_check(&tk[k].out, &ref, gtol, o.amp != DT_F32, &worst, why, sizeof why);
         a->checked = true;
-        a->tol = tol;
+        a->tol = gtol;
         a->rel_l2 = worst;
         snprintf(a->rule, sizeof a->rule, "%s%s", bad ? "failed: " : "greedy tokens",
                  bad ? why : "");
