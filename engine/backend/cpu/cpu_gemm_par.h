@@ -65,9 +65,14 @@ static inline cpu_gemm_split cpu_gemm_split_plan(int64_t M, int64_t N, int64_t K
 static inline void cpu_sgemm_par(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *a,
                                  int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                                  int64_t ldc) {
-    cpu_gemm_split s = {1, 1};
-    if (!omp_in_parallel())
-        s = cpu_gemm_split_plan(M, N, K, omp_get_max_threads());
+    if (omp_in_parallel()) { // one thread's GEMM: no region of its own (an
+        // inactive nested one costs libgomp more than a batched matmul's
+        // tiny matrices take: ConvBERT's 256 (16 x 9) @ (9 x 1) products)
+        cblas_sgemm(101, ta, tb, (int)M, (int)N, (int)K, 1.0f, a, (int)lda, b, (int)ldb, beta, c,
+                    (int)ldc);
+        return;
+    }
+    cpu_gemm_split s = cpu_gemm_split_plan(M, N, K, omp_get_max_threads());
     int parts = s.rows * s.cols;
 #pragma omp parallel for if (parts > 1) schedule(static)
     for (int t = 0; t < parts; t++) {
