@@ -718,6 +718,26 @@ static void test_conv_post_ops(void **state) {
                     bn == 1 ? "conv + batch norm" : bn == 2 ? "conv + add, two scales" : "conv + bias");
         model_free(m);
     }
+    // a strided 1x1 convolution (oneDNN's GEMM convolution) with a bias and
+    // a residual add: the bias is the primitive's, the add the loop's
+    graph *g = graph_new();
+    int x = in(g, "x", 4, (int64_t[]){2, 8, 9, 9});
+    int r = in(g, "r", 4, (int64_t[]){2, 16, 5, 5});
+    int w = graph_param(g, "w", 4, (int64_t[]){16, 8, 1, 1}, INIT_NORMAL, 0.3);
+    int b = graph_param(g, "b", 1, (int64_t[]){16}, INIT_NORMAL, 0.3);
+    int64_t ia[GRAPH_MAX_IA] = {2, 2, 0, 0, 1, 1, 1};
+    int y = graph_op(g, OP_CONV2D, 3, (int[]){x, w, b}, ia, NULL);
+    graph_output(g, graph_binary(g, OP_ADD, y, r));
+    model *m = model_of(g);
+    assert_int_equal(model_init_values(m, 7), 0);
+    cprog *p = passes(m, true);
+    check_prog(p);
+    assert_int_equal(count_kind(p, KG_CONV), 1);
+    conv_post posts[CONV_POST_MAX];
+    assert_int_equal(compile_conv_posts(p, &p->groups[group_of(p, OP_CONV2D, 0)], posts), -1);
+    prog_free(p);
+    check_modes(m, cache, "1x1 conv + bias + residual add");
+    model_free(m);
 }
 
 // A group that only casts one contiguous operand between f32 and f16 or

@@ -251,12 +251,21 @@ static int emit_gemm_rows_in_place(lgen *g, int target, int64_t M, int64_t N, in
     while (left > 1 && left * K > limit)
         left = (left * K + N - 1) / N;
     bool tb = strcmp(TB, "112") == 0; // B(k, n) = W[n, k]
-    sbuf_puts(b, "    int nt = omp_get_max_threads();\n");
-    sbuf_printf(b, "    int64_t parts = (nt > 1 && %d) ? nt : 1;\n",
-                (double)M * N * K >= PAR_MIN * 8.0);
+    // too little work for threads: no parallel region at all, not an
+    // inactive one (OpenBLAS threads a GEMV called there, and libgomp makes
+    // that nested team anew each call: 0.1 ms for deeprecommender's
+    // (4 x 32) @ (32 x 512)); the `omp for`s below then run on this thread
+    bool par = (double)M * N * K >= PAR_MIN * 8.0;
+    if (par)
+        sbuf_puts(b, "    int nt = omp_get_max_threads();\n"
+                     "    int64_t parts = nt > 1 ? nt : 1;\n");
+    else
+        sbuf_puts(b, "    int64_t parts = 1;\n");
     sbuf_printf(b, "    float rows0[%lld];\n", (long long)(left * K));
     sbuf_printf(b, "    memcpy(rows0, p0, sizeof rows0);\n");
-    sbuf_puts(b, "#pragma omp parallel if (parts > 1)\n    {\n");
+    if (par)
+        sbuf_puts(b, "#pragma omp parallel if (parts > 1)\n");
+    sbuf_puts(b, "    {\n");
     sbuf_printf(b, "    for (int64_t r1 = %lld, r0; r1 > %lld; r1 = r0) {\n", (long long)M,
                 (long long)left);
     sbuf_printf(b, "        r0 = (r1 * %lld + %lld) / %lld;\n", (long long)K, (long long)(N - 1),

@@ -46,6 +46,18 @@ static int operand_kind(const cprog *p, int v, const graph_node *out) {
     return 2;
 }
 
+// A convolution (not transposed) of a 1x1 kernel in one group whose input
+// is plain NCHW: oneDNN 2.6 runs it as a GEMM (x64:gemm:jit); on a
+// channels-last input (layout.c, inference) it is brgconv_1x1.
+static bool gemm_1x1(const cprog *p, const graph_node *an) {
+    const graph_node *w = &p->g->nodes[an->src[1]], *x = &p->g->nodes[an->src[0]];
+    const cnode *xc = &p->info[an->src[0]];
+    bool cl =
+        xc->store == CS_BUFFER && xc->lay.ndim == 4 && xc->lay.stride[1] == 1 && x->shape[1] > 1;
+    return an->op == OP_CONV2D && w->ndim == 4 && w->shape[2] == 1 && w->shape[3] == 1 &&
+           w->shape[1] == x->shape[1] && !cl;
+}
+
 int compile_conv_posts(const cprog *p, const kgroup *k, conv_post *out) {
     if (k->kind != KG_CONV || k->n - 1 > CONV_POST_MAX)
         return -1;
@@ -86,6 +98,13 @@ int compile_conv_posts(const cprog *p, const kgroup *k, conv_post *out) {
             // convolution apply post-ops element by element, far slower
             // than the generated loop: those epilogues keep the loop
             if (kind == 1 && !(m == 1 && n->op == OP_ADD && p->info[other].store != CS_RECOMPUTE))
+                return -1;
+            // so does a tensor operand (a residual add) of a GEMM 1x1
+            // convolution: phlippe_resnet's strided 1x1 shortcut with its add
+            // as a post-op made the compiled training step 0.81x of eager,
+            // 1.09x as the loop (brgconv_1x1's post-ops are fast: resnet50's
+            // inference keeps them)
+            if (kind == 2 && gemm_1x1(p, an))
                 return -1;
             po->operand = other;
             po->per_channel = kind == 1;
