@@ -656,6 +656,19 @@ static void check_modes(const model *m, const char *cache, const char *what) {
         free(ref[i]);
 }
 
+// A convolution of input x (2, C, 9, 9) to O channels with a bias, a k x k
+// kernel ("same" padding) and stride s; *r an input of its output's shape
+// (a residual).
+static int conv_bias(graph *g, int64_t C, int64_t O, int64_t k, int64_t s, int *r) {
+    int64_t H = (9 + 2 * (k / 2) - k) / s + 1;
+    int x = in(g, "x", 4, (int64_t[]){2, C, 9, 9});
+    *r = in(g, "r", 4, (int64_t[]){2, O, H, H});
+    int w = graph_param(g, "w", 4, (int64_t[]){O, C, k, k}, INIT_NORMAL, 0.3);
+    int b = graph_param(g, "b", 1, (int64_t[]){O}, INIT_NORMAL, 0.3);
+    int64_t ia[GRAPH_MAX_IA] = {s, s, k / 2, k / 2, 1, 1, 1};
+    return graph_op(g, OP_CONV2D, 3, (int[]){x, w, b}, ia, NULL);
+}
+
 // A convolution with a bias, an activation and a residual add is one
 // oneDNN primitive (bias argument + post-ops); with batch norm after it the
 // epilogue needs the generated loop. A residual add followed by two scales
@@ -667,12 +680,7 @@ static void test_conv_post_ops(void **state) {
     cache_of(state, cache, sizeof cache);
     for (int bn = 0; bn < 3; bn++) {
         graph *g = graph_new();
-        int x = in(g, "x", 4, (int64_t[]){2, 3, 9, 9});
-        int r = in(g, "r", 4, (int64_t[]){2, 8, 9, 9});
-        int w = graph_param(g, "w", 4, (int64_t[]){8, 3, 3, 3}, INIT_NORMAL, 0.3);
-        int b = graph_param(g, "b", 1, (int64_t[]){8}, INIT_NORMAL, 0.3);
-        int64_t ia[GRAPH_MAX_IA] = {1, 1, 1, 1, 1, 1, 1};
-        int y = graph_op(g, OP_CONV2D, 3, (int[]){x, w, b}, ia, NULL);
+        int r, y = conv_bias(g, 3, 8, 3, 1, &r);
         if (bn == 1) {
             int gw = graph_param(g, "g", 1, (int64_t[]){8}, INIT_NORMAL, 1.0);
             int gb = graph_param(g, "gb", 1, (int64_t[]){8}, INIT_NORMAL, 0.3);
@@ -721,12 +729,7 @@ static void test_conv_post_ops(void **state) {
     // a strided 1x1 convolution (oneDNN's GEMM convolution) with a bias and
     // a residual add: the bias is the primitive's, the add the loop's
     graph *g = graph_new();
-    int x = in(g, "x", 4, (int64_t[]){2, 8, 9, 9});
-    int r = in(g, "r", 4, (int64_t[]){2, 16, 5, 5});
-    int w = graph_param(g, "w", 4, (int64_t[]){16, 8, 1, 1}, INIT_NORMAL, 0.3);
-    int b = graph_param(g, "b", 1, (int64_t[]){16}, INIT_NORMAL, 0.3);
-    int64_t ia[GRAPH_MAX_IA] = {2, 2, 0, 0, 1, 1, 1};
-    int y = graph_op(g, OP_CONV2D, 3, (int[]){x, w, b}, ia, NULL);
+    int r, y = conv_bias(g, 8, 16, 1, 2, &r);
     graph_output(g, graph_binary(g, OP_ADD, y, r));
     model *m = model_of(g);
     assert_int_equal(model_init_values(m, 7), 0);
