@@ -12,19 +12,17 @@
 // take the layout as it is (cpu_channels_last).
 //
 // A 4-d f32 buffer goes channels-last when a convolution or pooling writes
-// or reads it, or a loop writes it from a channels-last buffer, and every
-// kernel that touches it is one that honours strides: a convolution group (as its input x, a full-size post-op
-// operand, or in its generated epilogue), a pooling, a pointwise or row
-// group. Not: graph outputs (returned plain), buffers under views (their
-// strides were fixed from the base's), GEMM operands, other library
-// kernels. Inference graphs only: the convolution gradients (oneDNN) and
-// batch norm's statistics and gradients take channels-last operands as
-// well (cpu_dnnl_grad.c, cpu_grad.c), but on the smoke convnets a
-// channels-last training step, with honours() taking those kernels too,
-// measured no faster (resnet) or slower (mobilenet_v2: 0.90x to 0.93x of
-// eager against 1.00x plain): narrow channel counts (4 to 24) make the
-// per-channel loops short.
-// TCBENCH_DISABLE_LAYOUTS=1 keeps every buffer plain (an ablation).
+// or reads it, or a loop writes it from a channels-last buffer (a copy of
+// a view writes it so when a loop also reads it), and every
+// kernel that touches it is one that honours strides: a convolution group (as its input x, a
+// full-size post-op operand, or in its generated epilogue), a pooling, a pointwise or row group.
+// Not: graph outputs (returned plain), buffers under views (their strides were fixed from the
+// base's), GEMM operands, other library kernels. Inference graphs only: the convolution gradients
+// (oneDNN) and batch norm's statistics and gradients take channels-last operands as well
+// (cpu_dnnl_grad.c, cpu_grad.c), but on the smoke convnets a channels-last training step, with
+// honours() taking those kernels too, measured no faster (resnet) or slower (mobilenet_v2: 0.90x to
+// 0.93x of eager against 1.00x plain): narrow channel counts (4 to 24) make the per-channel loops
+// short. TCBENCH_DISABLE_LAYOUTS=1 keeps every buffer plain (an ablation).
 #include "compile_internal.h"
 
 #include <stdio.h>
@@ -69,6 +67,11 @@ static bool honours(const cprog *p, int gi, int v, int reader, bool *conv) {
             return false;
         *conv = true;
         return true;
+    case KG_COPY:
+        // a copy of a view (a slice made contiguous) writes its buffer by
+        // the buffer's strides (lower_copy), a reshape's copy plain; as a
+        // reader a copy is left plain
+        return reader < 0 && p->g->nodes[k->anchor].op != OP_RESHAPE;
     case KG_EXTERN: {
         const graph_node *a = &p->g->nodes[k->anchor];
         if (a->dtype != DT_F32)
@@ -82,6 +85,25 @@ static bool honours(const cprog *p, int gi, int v, int reader, bool *conv) {
     default:
         return false;
     }
+}
+
+// Group gi reads v in a generated loop (a pointwise or row group, or a
+// convolution's epilogue), not only as a library kernel's input.
+static bool loop_reads(const cprog *p, int gi, int v) {
+    if (gi < 0)
+        return false;
+    const kgroup *k = &p->groups[gi];
+    if (k->kind == KG_POINTWISE || k->kind == KG_ROWREDUCE)
+        return true;
+    if (k->kind != KG_CONV)
+        return false;
+    for (int m = 0; m < k->n; m++) {
+        const graph_node *n = &p->g->nodes[k->nodes[m]];
+        for (int s = 0; s < n->nsrc && k->nodes[m] != k->anchor; s++)
+            if (n->src[s] == v)
+                return true;
+    }
+    return false;
 }
 
 int compile_layouts(cprog *p) {
@@ -107,6 +129,12 @@ int compile_layouts(cprog *p) {
             n->shape[1] == 1 || n->shape[2] * n->shape[3] == 1)
             continue;
         bool conv = false, ok = honours(p, c->group, v, -1, &conv);
+        // a copy goes channels-last (transposing its plain source) only for
+        // a loop that would otherwise read it across the grain: CSPNet's
+        // residual in its convolution's epilogue (cspdarknet53's inference
+        // 0.54x of eager before), not for convolutions alone (mixnet_l's
+        // channel groups: 0.75x with every copy transposed, 1.05x plain)
+        bool copy = c->group >= 0 && p->groups[c->group].kind == KG_COPY, looped = false;
         for (int u = 0; u < g->n && ok; u++) {
             const graph_node *un = &g->nodes[u];
             for (int s = 0; s < un->nsrc && ok; s++) {
@@ -114,9 +142,10 @@ int compile_layouts(cprog *p) {
                     continue;
                 ok = p->info[u].store != CS_VIEW && p->info[u].store != CS_RECOMPUTE &&
                      honours(p, p->info[u].group, v, u, &conv);
+                looped |= copy && loop_reads(p, p->info[u].group, v);
             }
         }
-        if (!ok || !conv)
+        if (!ok || !conv || (copy && !looped))
             continue;
         int64_t C = n->shape[1], H = n->shape[2], W = n->shape[3];
         c->lay.stride[0] = H * W * C;
