@@ -108,8 +108,9 @@ static void write_text(const char *path, const char *text, mode_t mode) {
 
 static char fail_ctx[64]; // the random graph's seed, for failure messages
 
-// The passes compile_model runs, up to the plan, on m (not taken).
-static cprog *passes(const model *m, bool fusion) {
+// The passes compile_model runs, up to the plan, on m (not taken); with
+// layouts the layout pass as well (channels-last buffers).
+static cprog *passes_layouts(const model *m, bool fusion, bool layouts) {
     cprog *p = calloc(1, sizeof *p);
     assert_non_null(p);
     p->m = m;
@@ -117,12 +118,14 @@ static cprog *passes(const model *m, bool fusion) {
     p->gemm_rows_in_place = true; // as compile_model sets it (plan.c)
     p->log = compile_opts_default().log;
     if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
-        compile_plan(p) < 0) {
+        (layouts && compile_layouts(p) < 0) || compile_plan(p) < 0) {
         graph_print(m->g, stderr);
         fail_msg("%spasses (fusion %d): %s", fail_ctx, fusion, p->err);
     }
     return p;
 }
+
+static cprog *passes(const model *m, bool fusion) { return passes_layouts(m, fusion, false); }
 
 static void prog_free(cprog *p) {
     compile_prog_free(p);
@@ -916,14 +919,7 @@ static void test_conv_layouts(void **state) {
     graph_output(g, graph_unary(g, OP_TANH, y));
     model *m = model_of(g);
     assert_int_equal(model_init_values(m, 11), 0);
-    cprog *p = calloc(1, sizeof *p);
-    assert_non_null(p);
-    p->m = m;
-    p->fusion = true;
-    p->log = compile_opts_default().log;
-    if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
-        compile_layouts(p) < 0 || compile_plan(p) < 0)
-        fail_msg("passes: %s", p->err);
+    cprog *p = passes_layouts(m, true, true);
     check_prog(p);
     int nhwc = 0;
     for (int v = 0; v < p->g->n; v++) {
@@ -975,14 +971,7 @@ static void test_slice_copy_layout(void **state) {
                              (int64_t[GRAPH_MAX_IA]){1, 1, 1, 1, 1, 1, 1}, NULL));
     model *m = model_of(g);
     assert_int_equal(model_init_values(m, 5), 0);
-    cprog *p = calloc(1, sizeof *p);
-    assert_non_null(p);
-    p->m = m;
-    p->fusion = true;
-    p->log = compile_opts_default().log;
-    if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
-        compile_layouts(p) < 0 || compile_plan(p) < 0)
-        fail_msg("passes: %s", p->err);
+    cprog *p = passes_layouts(m, true, true);
     check_prog(p);
     int copies = 0;
     for (int gi = 0; gi < p->ngroups; gi++) {
