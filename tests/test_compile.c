@@ -973,15 +973,18 @@ static void test_slice_copy_layout(void **state) {
     assert_int_equal(model_init_values(m, 5), 0);
     cprog *p = passes_layouts(m, true, true);
     check_prog(p);
-    int copies = 0;
+    int copies = 0, plain = 0; // the slice's channels-last, the reshape's plain
     for (int gi = 0; gi < p->ngroups; gi++) {
         const kgroup *k = &p->groups[gi];
-        if (k->kind != KG_COPY || p->g->nodes[k->anchor].shape[1] != 4)
+        if (k->kind != KG_COPY || p->g->nodes[k->anchor].ndim != 4)
             continue;
         const cnode *c = &p->info[k->anchor];
-        copies += c->store == CS_BUFFER && c->lay.stride[1] == 1;
+        bool cl = c->store == CS_BUFFER && c->lay.stride[1] == 1;
+        copies += p->g->nodes[k->anchor].shape[1] == 4 && cl;
+        plain += p->g->nodes[k->anchor].op == OP_RESHAPE && !cl;
     }
     assert_int_equal(copies, 1);
+    assert_int_equal(plain, 1);
     prog_free(p);
     check_modes(m, cache, "copies and layouts");
     model_free(m);

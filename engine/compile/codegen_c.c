@@ -254,7 +254,7 @@ static int emit_gemm_rows_in_place(lgen *g, int target, int64_t M, int64_t N, in
     // too little work for threads: no parallel region at all, not an
     // inactive one (OpenBLAS threads a GEMV called there, and libgomp makes
     // that nested team anew each call: 0.1 ms for deeprecommender's
-    // (4 x 32) @ (32 x 512)); the `omp for`s below then run on this thread
+    // (4 x 32) @ (32 x 512)), and plain loops
     bool par = (double)M * N * K >= PAR_MIN * 8.0;
     if (par)
         sbuf_puts(b, "    int nt = omp_get_max_threads();\n"
@@ -272,7 +272,8 @@ static int emit_gemm_rows_in_place(lgen *g, int target, int64_t M, int64_t N, in
                 (long long)N);
     sbuf_printf(b, "        if (r0 < %lld)\n            r0 = %lld;\n", (long long)left,
                 (long long)left);
-    sbuf_puts(b, "#pragma omp for schedule(static)\n");
+    if (par)
+        sbuf_puts(b, "#pragma omp for schedule(static)\n");
     sbuf_puts(b, "        for (int64_t t = 0; t < parts; t++) {\n");
     sbuf_puts(b, "        int64_t m0 = r0 + (r1 - r0) * t / parts, m1 = r0 + (r1 - r0) * (t + 1) "
                  "/ parts;\n");
@@ -285,7 +286,8 @@ static int emit_gemm_rows_in_place(lgen *g, int target, int64_t M, int64_t N, in
         return -1;
     sbuf_puts(b, "        }\n    }\n");
     // the copied rows, once every chunk has read its rows
-    sbuf_puts(b, "#pragma omp for schedule(static)\n");
+    if (par)
+        sbuf_puts(b, "#pragma omp for schedule(static)\n");
     sbuf_printf(b, "    for (int64_t ri = 0; ri < %lld; ri++) {\n", (long long)left);
     if (tb)
         sbuf_printf(b,

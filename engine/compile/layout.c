@@ -87,8 +87,9 @@ static bool honours(const cprog *p, int gi, int v, int reader, bool *conv) {
     }
 }
 
-// Group gi reads v in a generated loop (a pointwise or row group, or a
-// convolution's epilogue), not only as a library kernel's input.
+// Group gi reads v element by element (a pointwise or row group, or a
+// convolution's epilogue, as a generated loop or a oneDNN post-op), not
+// only as a library kernel's input.
 static bool loop_reads(const cprog *p, int gi, int v) {
     if (gi < 0)
         return false;
@@ -98,8 +99,10 @@ static bool loop_reads(const cprog *p, int gi, int v) {
     if (k->kind != KG_CONV)
         return false;
     for (int m = 0; m < k->n; m++) {
+        if (k->nodes[m] == k->anchor)
+            continue;
         const graph_node *n = &p->g->nodes[k->nodes[m]];
-        for (int s = 0; s < n->nsrc && k->nodes[m] != k->anchor; s++)
+        for (int s = 0; s < n->nsrc; s++)
             if (n->src[s] == v)
                 return true;
     }

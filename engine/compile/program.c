@@ -661,14 +661,12 @@ static void print_profile_groups(const compiled *c) {
     for (int gi = 0; gi < p->ngroups; gi++) {
         const kgroup *k = &p->groups[gi];
         const graph_node *a = &p->g->nodes[k->anchor >= 0 ? k->anchor : k->nodes[0]];
-        char what[160] = "", shape[96] = "";
-        size_t o = 0, so = 0;
+        char what[160] = "", shape[96];
+        size_t o = 0;
         for (int m = 0; m < k->n && o < sizeof what; m++)
             o += (size_t)snprintf(what + o, sizeof what - o, "%s%s", m ? " " : "",
                                   op_name(p->g->nodes[k->nodes[m]].op));
-        for (int d = 0; d < a->ndim && so < sizeof shape; d++)
-            so += (size_t)snprintf(shape + so, sizeof shape - so, "%s%lld", d ? "x" : "",
-                                   (long long)a->shape[d]);
+        graph_shape_str(a->ndim, a->shape, shape, sizeof shape);
         fprintf(stderr, "compiled profile: group %4d %-9s %8.4f ms  %s %s [%s]\n", gi,
                 profile_kind(k), c->prof[gi] * 1e3 / runs, dtype_name(a->dtype), shape, what);
     }

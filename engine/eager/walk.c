@@ -37,11 +37,8 @@ static void print_profile_nodes(const eager_walk *w) {
         const graph_node *n = &w->g->nodes[i];
         if (w->prof_node[i] <= 0 || op_kind(n->op) == OPK_SOURCE || op_kind(n->op) == OPK_VIEW)
             continue;
-        char shape[96] = "";
-        size_t so = 0;
-        for (int d = 0; d < n->ndim && so < sizeof shape; d++)
-            so += (size_t)snprintf(shape + so, sizeof shape - so, "%s%lld", d ? "x" : "",
-                                   (long long)n->shape[d]);
+        char shape[96];
+        graph_shape_str(n->ndim, n->shape, shape, sizeof shape);
         fprintf(stderr, "eager profile: node %5d %-14s %8.4f ms  %s %s\n", i, op_name(n->op),
                 w->prof_node[i] * 1e3 / runs, dtype_name(n->dtype), shape);
     }

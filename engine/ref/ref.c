@@ -1126,10 +1126,10 @@ static int ref_attention(ref_ctx *c, const graph_node *n, const double *const *s
                 const double *qr = s[0] + ((b * H + h) * T + t) * D;
                 double *out = o + ((b * H + h) * T + t) * Dv;
                 att_probs(c, n, s, qr, kb, T, L, b, h, t, p);
-                for (int64_t e = 0; e < Dv; e++) {
+                for (int64_t e = 0; e < Dv; e++) { // keys no row sees are not read
                     double acc = 0;
                     for (int64_t j = 0; j < S; j++)
-                        acc += p[j] * vb[j * Dv + e];
+                        acc += p[j] != 0 ? p[j] * vb[j * Dv + e] : 0;
                     out[e] = acc;
                 }
             }

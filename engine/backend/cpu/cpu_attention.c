@@ -133,29 +133,37 @@ static void tile_scores_bf16(const uint16_t *q, const uint32_t *kt, int64_t Dp, 
 }
 
 // acc (rows, Dv) += p (rows, AT_TK, bf16) . v (the tile's pairs of keys,
-// (AT_TK / 2, Dv) words), over the first ceil(nk / 2) pairs (p is zero past
-// nk, v past S): AT_R rows x 64 columns a block, the last one masked.
+// (AT_TK / 2, Dv) words), over the first ceil(nk / 2) pairs: AT_R rows x 64
+// columns a block, the last one masked. p is zero past nk, but for an odd
+// nk the last pair's second key is a key no row here sees (a static
+// cache's unwritten row, NaN or inf): its half of the words is cleared, as
+// 0 x NaN would be NaN.
 static void tile_pv_bf16(const uint16_t *p, const uint32_t *v, int64_t Dv, int rows, int nk,
                          float *acc) {
     int np = (nk + 1) / 2;
     enum { NB = 4 }; // 16-column vectors a block
-    for (int i0 = 0; i0 < rows; i0 += AT_R)
-        for (int64_t e0 = 0; e0 < Dv; e0 += NB * 16) {
-            __mmask16 mk[NB];
-            for (int b = 0; b < NB; b++) {
-                int64_t left = Dv - e0 - b * 16;
-                mk[b] = left >= 16  ? (__mmask16)0xffff
-                        : left <= 0 ? (__mmask16)0
-                                    : (__mmask16)((1u << left) - 1);
-            }
+    const __m512i low = _mm512_set1_epi32(0xffff);
+    for (int64_t e0 = 0; e0 < Dv; e0 += NB * 16) {
+        __mmask16 mk[NB];
+        for (int b = 0; b < NB; b++) {
+            int64_t left = Dv - e0 - b * 16;
+            mk[b] = left >= 16  ? (__mmask16)0xffff
+                    : left <= 0 ? (__mmask16)0
+                                : (__mmask16)((1u << left) - 1);
+        }
+        for (int i0 = 0; i0 < rows; i0 += AT_R) {
             __m512 o[AT_R][NB];
             for (int r = 0; r < AT_R; r++)
                 for (int b = 0; b < NB; b++)
                     o[r][b] = _mm512_maskz_loadu_ps(mk[b], acc + (i0 + r) * Dv + e0 + b * 16);
             for (int c = 0; c < np; c++) {
                 __m512bh vv[NB];
-                for (int b = 0; b < NB; b++)
-                    vv[b] = (__m512bh)_mm512_maskz_loadu_epi32(mk[b], v + c * Dv + e0 + b * 16);
+                for (int b = 0; b < NB; b++) {
+                    __m512i w = _mm512_maskz_loadu_epi32(mk[b], v + c * Dv + e0 + b * 16);
+                    if (2 * c + 1 == nk)
+                        w = _mm512_and_si512(w, low);
+                    vv[b] = (__m512bh)w;
+                }
                 for (int r = 0; r < AT_R; r++) {
                     __m512bh pb = pair_bcast(p + (i0 + r) * AT_TK + 2 * c);
                     for (int b = 0; b < NB; b++)
@@ -166,6 +174,7 @@ static void tile_pv_bf16(const uint16_t *p, const uint32_t *v, int64_t Dv, int r
                 for (int b = 0; b < NB; b++)
                     _mm512_mask_storeu_ps(acc + (i0 + r) * Dv + e0 + b * 16, mk[b], o[r][b]);
         }
+    }
 }
 #endif
 
@@ -319,8 +328,13 @@ static void pack_kv_bf16(const at_job *j) {
         uint32_t *kt = j->kpair + i * np * AT_TK, *vt = j->vpair + i * (AT_TK / 2) * Dv;
         for (int64_t c = 0; c < AT_TK; c++) {
             int64_t s = s0 + c;
+            if (s >= j->S) { // past the keys: zeros
+                for (int64_t d = 0; d < np; d++)
+                    kt[d * AT_TK + c] = 0;
+                continue;
+            }
             const uint16_t *kr = k + b * ks[0] + g * ks[1] + s * ks[2];
-            if (s < j->S && ks[3] == 1 && D % 2 == 0) { // the row's pairs as they lie
+            if (ks[3] == 1 && D % 2 == 0) { // the row's pairs as they lie
                 for (int64_t d = 0; d < np; d++) {
                     uint32_t w;
                     memcpy(&w, kr + 2 * d, sizeof w);
@@ -329,24 +343,27 @@ static void pack_kv_bf16(const at_job *j) {
                 continue;
             }
             for (int64_t d = 0; d < np; d++) {
-                uint32_t lo = s < j->S ? kr[2 * d * ks[3]] : 0;
-                uint32_t hi = s < j->S && 2 * d + 1 < D ? kr[(2 * d + 1) * ks[3]] : 0;
+                uint32_t lo = kr[2 * d * ks[3]], hi = 2 * d + 1 < D ? kr[(2 * d + 1) * ks[3]] : 0;
                 kt[d * AT_TK + c] = lo | hi << 16;
             }
         }
         for (int64_t c = 0; c < AT_TK; c += 2) {
             int64_t s = s0 + c;
-            const uint16_t *v0 = v + b * vs[0] + g * vs[1] + s * vs[2], *v1 = v0 + vs[2];
             uint32_t *o = vt + c / 2 * Dv;
+            if (s >= j->S) { // past the keys: zeros
+                memset(o, 0, (size_t)Dv * sizeof *o);
+                continue;
+            }
+            const uint16_t *v0 = v + b * vs[0] + g * vs[1] + s * vs[2];
             if (s + 1 < j->S && vs[3] == 1) {
+                const uint16_t *v1 = v0 + vs[2];
 #pragma omp simd
                 for (int64_t e = 0; e < Dv; e++)
                     o[e] = (uint32_t)v0[e] | (uint32_t)v1[e] << 16;
                 continue;
             }
             for (int64_t e = 0; e < Dv; e++)
-                o[e] = (s < j->S ? v0[e * vs[3]] : 0u) |
-                       (uint32_t)(s + 1 < j->S ? v1[e * vs[3]] : 0u) << 16;
+                o[e] = v0[e * vs[3]] | (uint32_t)(s + 1 < j->S ? v0[vs[2] + e * vs[3]] : 0u) << 16;
         }
     }
 }

@@ -131,7 +131,8 @@ static void probs_ds(const ag_job *j, ag_scratch *w, int64_t b, int64_t h, int64
 #pragma omp simd
         for (int c = 0; c < AT_TK; c++) {
             si[c] = cpu_expf(si[c] - lse);
-            dpi[c] = si[c] * (dpi[c] - dd);
+            // a key no row sees (a cache's unwritten row, NaN) gives 0, not 0 x NaN
+            dpi[c] = si[c] != 0 ? si[c] * (dpi[c] - dd) : 0.0f;
         }
     }
 }

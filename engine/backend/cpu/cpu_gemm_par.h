@@ -61,20 +61,24 @@ static inline cpu_gemm_split cpu_gemm_split_plan(int64_t M, int64_t N, int64_t K
 
 // c (M, N) = a (M, K) @ b (K, N) + beta * c, operands as cblas_sgemm takes
 // them (ta, tb: 111 or 112), over the calling team's threads. Inside a
-// parallel region it is one single-threaded GEMM.
+// parallel region it is one single-threaded GEMM. A GEMM of one part (too
+// little work for threads, or one thread; inside an active region too) is
+// a plain call, without a region of its own: an inactive one costs libgomp
+// more than a batched matmul's tiny matrices take (ConvBERT's 256
+// (16 x 9) @ (9 x 1) products, 0.87x of eager with it).
 static inline void cpu_sgemm_par(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *a,
                                  int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                                  int64_t ldc) {
-    if (omp_in_parallel()) { // one thread's GEMM: no region of its own (an
-        // inactive nested one costs libgomp more than a batched matmul's
-        // tiny matrices take: ConvBERT's 256 (16 x 9) @ (9 x 1) products)
+    cpu_gemm_split s = {1, 1};
+    if (!omp_in_parallel())
+        s = cpu_gemm_split_plan(M, N, K, omp_get_max_threads());
+    int parts = s.rows * s.cols;
+    if (parts == 1) {
         cblas_sgemm(101, ta, tb, (int)M, (int)N, (int)K, 1.0f, a, (int)lda, b, (int)ldb, beta, c,
                     (int)ldc);
         return;
     }
-    cpu_gemm_split s = cpu_gemm_split_plan(M, N, K, omp_get_max_threads());
-    int parts = s.rows * s.cols;
-#pragma omp parallel for if (parts > 1) schedule(static)
+#pragma omp parallel for schedule(static)
     for (int t = 0; t < parts; t++) {
         int64_t i = t / s.cols, j = t % s.cols;
         int64_t m0 = M * i / s.rows, m1 = M * (i + 1) / s.rows;
