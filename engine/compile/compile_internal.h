@@ -135,6 +135,9 @@ int compile_simplify(cprog *p);
 int compile_quant(cprog *p);
 int compile_fuse(cprog *p);
 // CPU only, after fuse: convolution activations channels-last (layout.c)
+// Buffer v is channels-last (NHWC strides over its NCHW shape), as
+// compile_layouts makes the ones it picks.
+bool compile_channels_last(const cprog *p, int v);
 int compile_layouts(cprog *p);
 int compile_plan(cprog *p);
 // The CPU pipeline up to the memory plan, on m's graph as o asks (fusion,

@@ -51,11 +51,8 @@ static int operand_kind(const cprog *p, int v, const graph_node *out) {
 // channels-last input (layout.c, inference) it is brgconv_1x1.
 static bool gemm_1x1(const cprog *p, const graph_node *an) {
     const graph_node *w = &p->g->nodes[an->src[1]], *x = &p->g->nodes[an->src[0]];
-    const cnode *xc = &p->info[an->src[0]];
-    bool cl =
-        xc->store == CS_BUFFER && xc->lay.ndim == 4 && xc->lay.stride[1] == 1 && x->shape[1] > 1;
     return an->op == OP_CONV2D && w->ndim == 4 && w->shape[2] == 1 && w->shape[3] == 1 &&
-           w->shape[1] == x->shape[1] && !cl;
+           w->shape[1] == x->shape[1] && !compile_channels_last(p, an->src[0]);
 }
 
 int compile_conv_posts(const cprog *p, const kgroup *k, conv_post *out) {

@@ -12,17 +12,20 @@
 // take the layout as it is (cpu_channels_last).
 //
 // A 4-d f32 buffer goes channels-last when a convolution or pooling writes
-// or reads it, or a loop writes it from a channels-last buffer (a copy of
-// a view writes it so when a loop also reads it), and every
-// kernel that touches it is one that honours strides: a convolution group (as its input x, a
-// full-size post-op operand, or in its generated epilogue), a pooling, a pointwise or row group.
-// Not: graph outputs (returned plain), buffers under views (their strides were fixed from the
-// base's), GEMM operands, other library kernels. Inference graphs only: the convolution gradients
-// (oneDNN) and batch norm's statistics and gradients take channels-last operands as well
-// (cpu_dnnl_grad.c, cpu_grad.c), but on the smoke convnets a channels-last training step, with
-// honours() taking those kernels too, measured no faster (resnet) or slower (mobilenet_v2: 0.90x to
-// 0.93x of eager against 1.00x plain): narrow channel counts (4 to 24) make the per-channel loops
-// short. TCBENCH_DISABLE_LAYOUTS=1 keeps every buffer plain (an ablation).
+// or reads it, or a loop writes it from a channels-last buffer (a copy of a
+// view writes it so when a loop also reads it), and every kernel that
+// touches it is one that honours strides: a convolution group (as its input
+// x, a full-size post-op operand, or in its generated epilogue), a pooling,
+// a pointwise or row group. Not: graph outputs (returned plain), buffers
+// under views (their strides were fixed from the base's), GEMM operands,
+// other library kernels. Inference graphs only: the convolution gradients
+// (oneDNN) and batch norm's statistics and gradients take channels-last
+// operands as well (cpu_dnnl_grad.c, cpu_grad.c), but on the smoke convnets
+// a channels-last training step, with honours() taking those kernels too,
+// measured no faster (resnet) or slower (mobilenet_v2: 0.90x to 0.93x of
+// eager against 1.00x plain): narrow channel counts (4 to 24) make the
+// per-channel loops short.
+// TCBENCH_DISABLE_LAYOUTS=1 keeps every buffer plain (an ablation).
 #include "compile_internal.h"
 
 #include <stdio.h>
@@ -34,7 +37,7 @@ static bool f32_conv2d(const cprog *p, int anchor) {
     return a->op == OP_CONV2D && a->dtype == DT_F32 && p->g->nodes[a->src[0]].dtype == DT_F32;
 }
 
-static bool channels_last(const cprog *p, int v) {
+bool compile_channels_last(const cprog *p, int v) {
     const cnode *c = &p->info[v];
     return c->store == CS_BUFFER && c->lay.ndim == 4 && c->lay.stride[1] == 1 &&
            p->g->nodes[v].shape[1] > 1;
@@ -56,7 +59,7 @@ static bool honours(const cprog *p, int gi, int v, int reader, bool *conv) {
             for (int m = 0; m < k->n && !*conv; m++) {
                 const graph_node *n = &p->g->nodes[k->nodes[m]];
                 for (int s = 0; s < n->nsrc; s++)
-                    *conv |= channels_last(p, n->src[s]);
+                    *conv |= compile_channels_last(p, n->src[s]);
             }
         return true;
     case KG_CONV:

@@ -346,12 +346,9 @@ int lower_copy(lgen *g) {
     // reshape's: its iteration is its source's shape)
     int64_t cst[TENSOR_MAX_DIMS];
     tensor_strides_contiguous(g->nd, g->shape, cst);
-    const clayout *ol = &p->info[v].lay;
-    bool cl = n->op != OP_RESHAPE && in.ndim == 4 && n->ndim == 4 && ol->ndim == 4 &&
-              p->info[v].store == CS_BUFFER && ol->stride[1] == 1 && ol->stride[3] == n->shape[1] &&
-              ol->stride[2] == n->shape[1] * n->shape[3];
+    bool cl = n->op != OP_RESHAPE && in.ndim == 4 && compile_channels_last(p, v);
     for (int i = 0; i < g->nd; i++)
-        g->st[1][i] = cl ? (g->shape[i] == 1 ? 0 : ol->stride[i]) : cst[i];
+        g->st[1][i] = cl ? (g->shape[i] == 1 ? 0 : p->info[v].lay.stride[i]) : cst[i];
     g->used[0] = g->used[1] = true;
     if (cl && g->d->order_by_store) // store unit-stride: walk C innermost
         lower_order_by_store(g, 0);

@@ -343,6 +343,20 @@ static int fail(compiled *c, char *err, size_t cap, const char *msg) {
     return -1;
 }
 
+// A group's kind, as the dump and the profile name it.
+static const char *group_kind(const kgroup *k) {
+    static const char *const kinds[] = {"pointwise", "row",  "gemm",  "conv",
+                                        "extern",    "copy", "update"};
+    return (unsigned)k->kind < sizeof kinds / sizeof kinds[0] ? kinds[k->kind] : "?";
+}
+
+// " op%id" for each member of k, "*" after the ones it stores.
+static void group_members(FILE *f, const cprog *p, const kgroup *k) {
+    for (int m = 0; m < k->n; m++)
+        fprintf(f, " %s%%%d%s", op_name(p->g->nodes[k->nodes[m]].op), k->nodes[m],
+                p->info[k->nodes[m]].store == CS_BUFFER ? "*" : "");
+}
+
 static void dump(const compile_opts *o, const cprog *p, const char *src) {
     if (!o->dump_dir)
         return;
@@ -360,12 +374,8 @@ static void dump(const compile_opts *o, const cprog *p, const char *src) {
         return;
     for (int gi = 0; gi < p->ngroups; gi++) {
         const kgroup *k = &p->groups[gi];
-        static const char *kinds[] = {"pointwise", "row", "gemm", "conv", "extern", "copy",
-                                      "update"};
-        fprintf(f, "group %d (%s, kernel k%d):", gi, kinds[k->kind], k->kernel);
-        for (int m = 0; m < k->n; m++)
-            fprintf(f, " %s%%%d%s", op_name(p->g->nodes[k->nodes[m]].op), k->nodes[m],
-                    p->info[k->nodes[m]].store == CS_BUFFER ? "*" : "");
+        fprintf(f, "group %d (%s, kernel k%d):", gi, group_kind(k), k->kernel);
+        group_members(f, p, k);
         fputc('\n', f);
     }
     fprintf(f, "arena %zu bytes\n", p->arena_bytes);
@@ -644,15 +654,6 @@ void compiled_info(const compiled *c, compiled_stats *st) { *st = c->st; }
 
 // TCBENCH_PROFILE=compiled: the fused mode's time per kernel kind and first
 // op, added up over the program's life (the eager profile's counterpart)
-static const char *const profile_kinds[] = {"pointwise", "row",  "gemm",  "conv",
-                                            "extern",    "copy", "update"};
-
-static const char *profile_kind(const kgroup *k) {
-    return (unsigned)k->kind < sizeof profile_kinds / sizeof profile_kinds[0]
-               ? profile_kinds[k->kind]
-               : "?";
-}
-
 // TCBENCH_PROFILE=compiled-groups: each group's time, its members and the
 // shape of what it computes, in program order
 static void print_profile_groups(const compiled *c) {
@@ -661,14 +662,12 @@ static void print_profile_groups(const compiled *c) {
     for (int gi = 0; gi < p->ngroups; gi++) {
         const kgroup *k = &p->groups[gi];
         const graph_node *a = &p->g->nodes[k->anchor >= 0 ? k->anchor : k->nodes[0]];
-        char what[160] = "", shape[96];
-        size_t o = 0;
-        for (int m = 0; m < k->n && o < sizeof what; m++)
-            o += (size_t)snprintf(what + o, sizeof what - o, "%s%s", m ? " " : "",
-                                  op_name(p->g->nodes[k->nodes[m]].op));
+        char shape[96];
         graph_shape_str(a->ndim, a->shape, shape, sizeof shape);
-        fprintf(stderr, "compiled profile: group %4d %-9s %8.4f ms  %s %s [%s]\n", gi,
-                profile_kind(k), c->prof[gi] * 1e3 / runs, dtype_name(a->dtype), shape, what);
+        fprintf(stderr, "compiled profile: group %4d %-9s %8.4f ms  %s %s:", gi, group_kind(k),
+                c->prof[gi] * 1e3 / runs, dtype_name(a->dtype), shape);
+        group_members(stderr, p, k);
+        fputc('\n', stderr);
     }
 }
 
@@ -696,8 +695,8 @@ static void print_profile(const compiled *c) {
                 p->g->nodes[o->anchor >= 0 ? o->anchor : o->nodes[0]].op == p->g->nodes[lead].op)
                 sum += c->prof[gj], n++;
         }
-        fprintf(stderr, "compiled profile: %-9s %-20s %4d groups %8.4f ms a step\n",
-                profile_kind(k), op_name(p->g->nodes[lead].op), n,
+        fprintf(stderr, "compiled profile: %-9s %-20s %4d groups %8.4f ms a step\n", group_kind(k),
+                op_name(p->g->nodes[lead].op), n,
                 sum * 1e3 / (double)(c->prof_runs ? c->prof_runs : 1));
     }
 }

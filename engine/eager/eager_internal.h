@@ -14,7 +14,7 @@
 //                     .reset_peak = my_reset_peak, .peak_bytes = my_peak,
 //                     .launched = &ctx.kernels, .err = ctx.err};
 //   eager_walk w;
-//   if (eager_walk_init(&w, g, false) < 0) ...             // out of memory
+//   if (eager_walk_init(&w, g, EAGER_PROFILE_OFF) < 0) ...             // out of memory
 //   if (eager_walk_step(&w, &d, sources, outs, &st, err, sizeof err) < 0) ...
 //   eager_walk_free(&w);
 //
@@ -98,9 +98,16 @@ typedef struct eager_walk {
     int64_t prof_runs;
 } eager_walk;
 
-// 0, or -1 out of memory. profile: time every op (host time: on an
-// asynchronous device, the launch).
-int eager_walk_init(eager_walk *w, const graph *g, bool profile);
+// What eager_walk_init's profile times (host time: on an asynchronous
+// device, the launch): nothing, each op kind, or each node as well.
+typedef enum eager_profile {
+    EAGER_PROFILE_OFF,
+    EAGER_PROFILE_OPS,
+    EAGER_PROFILE_NODES
+} eager_profile;
+
+// 0, or -1 out of memory.
+int eager_walk_init(eager_walk *w, const graph *g, eager_profile profile);
 void eager_walk_free(eager_walk *w);
 
 // One step over w->g on device d. sources[id] is the value of each source

@@ -122,7 +122,7 @@ static int plan_peak_of(const graph *g, size_t (*round)(size_t bytes), bool cpu_
     tensor **outs = calloc((size_t)(g->noutputs ? g->noutputs : 1), sizeof *outs);
     eager_walk w;
     int rc = -1;
-    if (!src || !outs || eager_walk_init(&w, g, false) < 0) {
+    if (!src || !outs || eager_walk_init(&w, g, EAGER_PROFILE_OFF) < 0) {
         snprintf(err, cap, "out of host memory planning the eager step");
         free(src);
         free(outs);

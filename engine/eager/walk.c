@@ -9,20 +9,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-int eager_walk_init(eager_walk *w, const graph *g, bool profile) {
+int eager_walk_init(eager_walk *w, const graph *g, eager_profile profile) {
     memset(w, 0, sizeof *w);
     w->g = g;
     size_t n = (size_t)(g->n ? g->n : 1);
     w->uses = graph_use_counts(g);
     w->left = calloc(n, sizeof *w->left);
     w->vals = calloc(n, sizeof *w->vals);
-    if (profile) {
+    if (profile != EAGER_PROFILE_OFF)
         w->prof = calloc(OP_COUNT, sizeof *w->prof);
-        const char *pf = getenv("TCBENCH_PROFILE");
-        if (pf && strstr(pf, "eager-nodes") && !(w->prof_node = calloc(n, sizeof *w->prof_node)))
-            w->prof = (free(w->prof), NULL);
-    }
-    if (!w->uses || !w->left || !w->vals || (profile && !w->prof)) {
+    if (profile == EAGER_PROFILE_NODES)
+        w->prof_node = calloc(n, sizeof *w->prof_node);
+    if (!w->uses || !w->left || !w->vals || (profile != EAGER_PROFILE_OFF && !w->prof) ||
+        (profile == EAGER_PROFILE_NODES && !w->prof_node)) {
         eager_walk_free(w);
         return -1;
     }

@@ -269,6 +269,8 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t h, int64
 #pragma omp simd reduction(+ : sum)
             for (int c = 0; c < AT_TK; c++)
                 sum += si[c];
+            if (j->bf16) // the row as bf16 pairs for tile_pv_bf16, while in cache
+                cpu_bf16_store(AT_TK, si, w->p16 + i * AT_TK, 1);
             if (!vis[i])
                 continue;
             w->m[i] = mnew[i];
@@ -279,8 +281,6 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t h, int64
         }
 #if AT_BF16
         if (j->bf16) {
-            for (int i = 0; i < rows; i++)
-                cpu_bf16_store(AT_TK, w->s + i * AT_TK, w->p16 + i * AT_TK, 1);
             tile_pv_bf16(w->p16, j->vpair + (bg * j->nkt * AT_TK + s0) / 2 * Dv, Dv, rows, nk,
                          w->acc);
             continue;
