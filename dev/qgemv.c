@@ -7,8 +7,11 @@
 // is bound by memory: int4 reads an eighth of f32's bytes (plus scales).
 // int4/p is int4 without the AVX2 unpacking (TCBENCH_DISABLE_QGEMV_SIMD=1).
 // Then M = 128 (a prefill), where the fused kernel's tile form runs.
+// Arguments NxK replace the shapes with M = 1 products of those (the
+// generate suite's llama at --size cpu: 256x256 64x256 688x256 256x688
+// 8192x256).
 //
-//   ninja -C build && OMP_NUM_THREADS=2 ./build/dev/qgemv
+//   ninja -C build && OMP_NUM_THREADS=2 ./build/dev/qgemv [NxK ...]
 #include "backend/cpu/cpu_quant.h"
 #include "base/clock.h"
 
@@ -53,20 +56,33 @@ static double median(const job *j, int bits) {
     return (t[RUNS / 2 - 1] + t[RUNS / 2]) / 2;
 }
 
-int main(void) {
-    const int64_t shapes[][3] = {{1, 2048, 2048}, {1, 5632, 2048}, {128, 2048, 2048}}; // M, N, K
+int main(int argc, char **argv) {
+    int64_t shapes[16][3] = {{1, 2048, 2048}, {1, 5632, 2048}, {128, 2048, 2048}}; // M, N, K
+    int nshapes = 3;
+    if (argc > 1)
+        nshapes = 0;
+    for (int a = 1; a < argc && nshapes < 16; a++) {
+        long long n, k;
+        if (sscanf(argv[a], "%lldx%lld", &n, &k) != 2 || n < 1 || k < 1) {
+            fprintf(stderr, "qgemv: %s: want NxK, as 688x256\n", argv[a]);
+            return 2;
+        }
+        shapes[nshapes][0] = 1, shapes[nshapes][1] = n, shapes[nshapes][2] = k;
+        nshapes++;
+    }
     printf("quantized linears, group %d, f32 scales, %d threads, median of %d\n", GROUP,
            omp_get_max_threads(), RUNS);
     printf("%-20s %-6s %10s %12s %10s\n", "M x N x K", "weight", "median us", "weight MB",
            "vs f32");
-    for (int si = 0; si < 3; si++) {
+    for (int si = 0; si < nshapes; si++) {
         int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
         job j = {.M = M, .N = N, .K = K};
         float *w = malloc((size_t)(N * K) * sizeof *w), *x = malloc((size_t)(M * K) * sizeof *x);
         j.y = malloc((size_t)(M * N) * sizeof *j.y);
+        int64_t G = (K + GROUP - 1) / GROUP;
         void *q8 = malloc((size_t)(N * K)), *q4 = malloc((size_t)(N * K) / 2 + (size_t)N);
-        float *s8 = malloc((size_t)(N * K / GROUP) * sizeof *s8);
-        float *s4 = malloc((size_t)(N * K / GROUP) * sizeof *s4);
+        float *s8 = malloc((size_t)(N * G) * sizeof *s8);
+        float *s4 = malloc((size_t)(N * G) * sizeof *s4);
         if (!w || !x || !j.y || !q8 || !q4 || !s8 || !s4) {
             fprintf(stderr, "qgemv: out of memory\n");
             return 1;
@@ -86,7 +102,7 @@ int main(void) {
             double t = b == 0 ? f32 : median(&j, bits[b]);
             unsetenv("TCBENCH_DISABLE_QGEMV_SIMD");
             double bytes = (double)N * K * (bits[b] == 0 ? 4 : bits[b] / 8.0) +
-                           (bits[b] ? (double)N * K / GROUP * 4 : 0);
+                           (bits[b] ? (double)N * G * 4 : 0);
             printf("%3lld x %5lld x %-6lld %-6s %10.1f %12.2f %9.2fx\n", (long long)M, (long long)N,
                    (long long)K,
                    bits[b] == 0   ? "f32"

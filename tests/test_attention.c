@@ -189,6 +189,10 @@ static const att_case cases[] = {
     {"mqa", 1, 4, 1, 20, 97, 16, 16, false, 0, 0, false, DT_F32},
     {"f16", 2, 4, 2, 40, 70, 16, 16, true, 0, 0, false, DT_F16},
     {"f16_decode", 1, 4, 1, 1, 600, 32, 32, false, 0, 0, false, DT_F16},
+    // a tile of one key/value head's query heads (T * heads per group at
+    // most AT_TQ rows): causal rows of several queries, a bias, lengths
+    {"gqa_decode_rows", 2, 8, 2, 3, 77, 16, 12, true, 2, 0, false, DT_F32},
+    {"mqa_decode_lens", 3, 6, 1, 2, 130, 8, 20, true, 0, 1, true, DT_F32},
     {"strided_q", 2, 3, 3, 21, 21, 8, 8, true, 0, 0, true, DT_F32},
     // bf16: on a CPU with AVX512-BF16 the pair kernels (odd D, Dv past a
     // 64-column block and not a multiple of 16, odd S, split-K, lengths)

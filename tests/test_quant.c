@@ -126,11 +126,14 @@ static void test_error_bound(void **state) {
 // ---- 2. the fused GEMM against fp64 on the dequantized weights ------------------
 
 // y = x @ dq(q(w))^T (+ b) by the form asked (TCBENCH_QGEMM), within
-// rounding of fp64 on the dequantized weights. K = 100 with groups of 32
-// (a short tail); tile: weight rows a tile holds, 0 for the default.
-static void check_qgemm(int bits, enum dtype sdt, int64_t M, int64_t N, bool bias, const char *form,
-                        int tile) {
-    enum { K = 100, GRP = 32, G = 4 };
+// rounding of fp64 on the dequantized weights, groups of 32: K = 100 (a
+// short last group, past the AVX-512 kernels' multiple of 32 or 16) or
+// 120 (int8's kernel ends inside a group); tile: weight rows a tile holds,
+// 0 for the default.
+static void check_qgemm_k(int bits, enum dtype sdt, int64_t M, int64_t N, bool bias,
+                          const char *form, int tile, int64_t K) {
+    enum { GRP = 32 };
+    int64_t G = (K + GRP - 1) / GRP;
     float *w = malloc(sizeof(float) * (size_t)(N * K)),
           *dq = malloc(sizeof(float) * (size_t)(N * K));
     float *sc = malloc(sizeof(float) * (size_t)(N * G)), *b = malloc(sizeof(float) * (size_t)N);
@@ -158,11 +161,16 @@ static void check_qgemm(int bits, enum dtype sdt, int64_t M, int64_t N, bool bia
                 mag += fabs((double)x[m * K + k] * dq[n * K + k]);
             }
             if (fabs(y[m * N + n] - r) > 1e-5 * mag + 1e-6)
-                fail_msg("int%d %s M %lld %s%s: y(%lld, %lld) %g, fp64 %g", bits, dtype_name(sdt),
-                         (long long)M, bias ? "bias " : "", form, (long long)m, (long long)n,
-                         y[m * N + n], r);
+                fail_msg("int%d %s M %lld K %lld %s%s: y(%lld, %lld) %g, fp64 %g", bits,
+                         dtype_name(sdt), (long long)M, (long long)K, bias ? "bias " : "", form,
+                         (long long)m, (long long)n, y[m * N + n], r);
         }
     free(w), free(dq), free(sc), free(b), free(x), free(y), free(q);
+}
+
+static void check_qgemm(int bits, enum dtype sdt, int64_t M, int64_t N, bool bias, const char *form,
+                        int tile) {
+    check_qgemm_k(bits, sdt, M, N, bias, form, tile, 100);
 }
 
 static void test_qgemm(void **state) {
@@ -183,6 +191,9 @@ static void test_qgemm(void **state) {
     // work enough for the tiles to split over the threads
     check_qgemm(4, DT_F32, 64, 83, true, "tiles", 16);
     check_qgemm(8, DT_F16, 64, 83, false, "auto", 0);
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (int64_t M = 1; M <= 2; M++)
+            check_qgemm_k(bits, DT_F16, M, 7, true, "gemv", 0, 120);
 }
 
 // ---- 3. the model rewrite, eager, compiled and the fusion -----------------------

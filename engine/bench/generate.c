@@ -208,6 +208,12 @@ static int build_step(const modeldef *md, const modeldef_override *ov, int nov, 
         rc = bench_exec_eager(s->m, &xo, &s->x, err, cap);
     } else {
         compile_opts co = g->o.compile ? *g->o.compile : compile_opts_default();
+        char dump[4096];
+        if (co.dump_dir) { // --dump: each step model in a folder of its own
+            snprintf(dump, sizeof dump, "%s/step-T%lld-past%lld", co.dump_dir, (long long)T,
+                     (long long)past);
+            co.dump_dir = dump;
+        }
         rc = bench_exec_compile(s->m, &co, &xo, &s->x, err, cap);
         g->compile_s += base_now() - t0;
     }

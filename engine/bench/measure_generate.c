@@ -6,6 +6,8 @@
 // token and the tokens a second go beside it.
 #include "measure_internal.h"
 
+#include "base/files.h"
+
 #include "generate.h"
 #include "timing.h"
 
@@ -86,10 +88,22 @@ static enum dtype gen_amp(const bench_plan *p, const bench_group *gr) {
     return amp ? p->cfg.amp_dtype : DT_F32;
 }
 
-static compile_opts gen_compile_opts(int mode) {
+// A compiled mode's options; with --dump, its steps' code goes under
+// DIR/CASE/MODE (dir: the caller's buffer for that path).
+static compile_opts gen_compile_opts(const bench_plan *p, const bench_case *bc, int mode, char *dir,
+                                     size_t dcap) {
     compile_opts o = compile_opts_default();
     o.capture = mode != BENCH_MODE_FUSED && o.capture;
     o.fusion = mode != BENCH_MODE_CAPTURED && o.fusion;
+    char err[600];
+    if (p->cfg.dump_dir && mode != BENCH_MODE_EAGER) {
+        snprintf(dir, dcap, "%s/%s/%s", p->cfg.dump_dir, bc->c->name,
+                 bench_axis_value(BENCH_AXIS_MODE, mode));
+        if (base_mkdir_p(dir, 0777, err, sizeof err) == 0)
+            o.dump_dir = dir;
+        else
+            fprintf(stderr, "warning: --dump: %s\n", err);
+    }
     return o;
 }
 
@@ -177,6 +191,7 @@ void measure_generate(const bench_plan *p, const bench_group *gr, const bench_ca
     gen_task tk[BENCH_MODE_COUNT] = {{0}};
     compile_opts co[BENCH_MODE_COUNT];
     char cache[BENCH_MODE_COUNT][1024] = {{0}}; // each mode compiles cold, into its own
+    char dump[BENCH_MODE_COUNT][1024];
     gen_ref ref = {0};
     int32_t *prompt = NULL;
     char err[600];
@@ -186,7 +201,7 @@ void measure_generate(const bench_plan *p, const bench_group *gr, const bench_ca
                                 .tokens_per_s = NAN, .weight_error = NAN};
         int mode = p->tasks[gr->first + k].axis[BENCH_AXIS_MODE];
         gen_opts mo = o;
-        co[k] = gen_compile_opts(mode);
+        co[k] = gen_compile_opts(p, bc, mode, dump[k], sizeof dump[k]);
         mo.compile = &co[k];
         if (mode != BENCH_MODE_EAGER) {
             char name[64];
@@ -380,6 +395,7 @@ void measure_chat(const bench_plan *p, const bench_group *gr, const bench_case *
     chat_task tk[2 * BENCH_MODE_COUNT] = {{0}};
     compile_opts co[BENCH_MODE_COUNT];
     char cache[BENCH_MODE_COUNT][1024] = {{0}};
+    char dump[BENCH_MODE_COUNT][1024];
     int32_t *turns = malloc((size_t)(R * B * U) * sizeof *turns);
     char err[600];
     if (!turns) {
@@ -391,7 +407,7 @@ void measure_chat(const bench_plan *p, const bench_group *gr, const bench_case *
         if (k % 2 == 1 && !tk[k - 1].c)
             continue; // the mode failed already
         gen_opts mo = o;
-        co[m] = gen_compile_opts(mode);
+        co[m] = gen_compile_opts(p, bc, mode, dump[m], sizeof dump[m]);
         if (mode != BENCH_MODE_EAGER && k % 2 == 0) {
             char name[64];
             snprintf(name, sizeof name, "%s-chat", bench_axis_value(BENCH_AXIS_MODE, mode));

@@ -235,8 +235,8 @@ static int emit_library_anchor(lgen *g, int target);
 // r0 = ceil(r1 K / N) occupy bytes from r0 N on, past input rows [0, r1), so
 // chunks from the last row down never write over a row not yet read. Once
 // the rows left hold at most ROWS_COPY_MAX input floats (and at most an
-// eighth of the input), they are copied to the stack and done last, a
-// matrix-vector product a row (no packing of the weight for a few rows:
+// eighth of the input), they are copied to the stack and done last by the
+// matrix-vector kernels (no packing of the weight for a few rows:
 // measured against a second GEMM call, which packs all of it again). The
 // chunks before are row blocks over the threads with their epilogue, as the
 // plain GEMM's.
@@ -250,7 +250,6 @@ static int emit_gemm_rows_in_place(lgen *g, int target, int64_t M, int64_t N, in
     int64_t limit = M * K / 8 < ROWS_COPY_MAX ? M * K / 8 : ROWS_COPY_MAX;
     while (left > 1 && left * K > limit)
         left = (left * K + N - 1) / N;
-    bool tb = strcmp(TB, "112") == 0; // B(k, n) = W[n, k]
     // too little work for threads: no parallel region at all, not an
     // inactive one (OpenBLAS threads a GEMV called there, and libgomp makes
     // that nested team anew each call: 0.1 ms for deeprecommender's
@@ -285,23 +284,31 @@ static int emit_gemm_rows_in_place(lgen *g, int target, int64_t M, int64_t N, in
     if (epi && emit_epilogue_rows(g, target, "m0", "m1", N) < 0)
         return -1;
     sbuf_puts(b, "        }\n    }\n");
-    // the copied rows, once every chunk has read its rows
+    // the copied rows, once every chunk has read its rows: the
+    // matrix-vector kernels (cpu_gemm_par.h), CPU_GEMV_ROWS rows at a time,
+    // their columns over the threads; then their epilogue, a row a thread
+    sbuf_printf(b, "    for (int64_t r0 = 0; r0 < %lld; r0 += CPU_GEMV_ROWS) {\n", (long long)left);
+    sbuf_printf(b, "        int64_t nr = %lld - r0 < CPU_GEMV_ROWS ? %lld - r0 : CPU_GEMV_ROWS;\n",
+                (long long)left, (long long)left);
     if (par)
         sbuf_puts(b, "#pragma omp for schedule(static)\n");
-    sbuf_printf(b, "    for (int64_t ri = 0; ri < %lld; ri++) {\n", (long long)left);
-    if (tb)
-        sbuf_printf(b,
-                    "        cblas_sgemv(101, 111, %lld, %lld, 1.0f, p1, %lld, rows0 + ri * %lld, "
-                    "1, 0.0f, p2 + ri * %lld, 1);\n",
-                    (long long)N, (long long)K, (long long)ldb, (long long)K, (long long)N);
-    else
-        sbuf_printf(b,
-                    "        cblas_sgemv(101, 112, %lld, %lld, 1.0f, p1, %lld, rows0 + ri * %lld, "
-                    "1, 0.0f, p2 + ri * %lld, 1);\n",
-                    (long long)K, (long long)N, (long long)ldb, (long long)K, (long long)N);
-    if (epi && emit_epilogue_rows(g, target, "ri", "ri + 1", N) < 0)
-        return -1;
-    sbuf_puts(b, "    }\n    }\n");
+    sbuf_puts(b, "        for (int64_t t = 0; t < parts; t++)\n");
+    sbuf_printf(b,
+                "            cpu_gemv(%s, nr, %lld / 16 * t / parts * 16, t == parts - 1 ? %lld : "
+                "%lld / 16 * (t + 1) / parts * 16, %lld, rows0 + r0 * %lld, %lld, p1, %lld, "
+                "0.0f, p2 + r0 * %lld, %lld);\n",
+                TB, (long long)N, (long long)N, (long long)N, (long long)K, (long long)K,
+                (long long)K, (long long)ldb, (long long)N, (long long)N);
+    sbuf_puts(b, "    }\n");
+    if (epi) {
+        if (par)
+            sbuf_puts(b, "#pragma omp for schedule(static)\n");
+        sbuf_printf(b, "    for (int64_t ri = 0; ri < %lld; ri++) {\n", (long long)left);
+        if (emit_epilogue_rows(g, target, "ri", "ri + 1", N) < 0)
+            return -1;
+        sbuf_puts(b, "    }\n");
+    }
+    sbuf_puts(b, "    }\n");
     return 0;
 }
 

@@ -12,7 +12,13 @@
 // Work is split over (batch, head, query tile); when that gives the threads
 // too little to do (decoding: T = 1, S long) the key range is also split into
 // chunks, each producing its rows' (m, l, acc), merged at the end
-// (flash-decoding).
+// (flash-decoding). A tile's rows are a run of the (head, query) rows of
+// one batch row: when the query heads that share a key/value head (GQA,
+// MQA) have few queries (decoding), one tile holds all of their rows, so
+// the register blocks of AT_R rows are full rather than one real row and
+// three zeros, and the group's keys are read once. f32 values with
+// unit-stride rows are read where they lie (a static cache's rows);
+// others are packed.
 // bf16 q, k and v on a CPU with AVX512-BF16 (the build's -march=native):
 // k and v are packed as bf16 pairs instead, as a bf16 GEMM packs them, and
 // both tile products multiply pairs (vdpbf16ps, f32 sums) at twice the
@@ -47,12 +53,15 @@ typedef struct at_job {
     at_operand q, k, v, bias;
     bool has_bias;
     const int64_t *len; // (B) valid keys per batch row
-    int64_t nqt;        // query tiles
+    int64_t nqt;        // query tiles per head (grouped: unused)
+    int64_t group;      // query heads per key/value head
+    bool grouped;       // a tile: all T * group rows of one key/value head
+    int64_t ntile;      // tiles per batch row
     int64_t nsplit;     // key chunks per query tile (1: no split)
     int64_t chunk;      // keys per chunk (a multiple of AT_TK)
     int64_t nkt;        // key tiles
     float *kpack;       // (B, KVH, nkt, D, AT_TK): k packed, each tile transposed
-    float *vpack;       // (B, KVH, S, Dv): v packed
+    float *vpack;       // (B, KVH, S, Dv): v packed, or NULL: v read in place
     // bf16 pairs (AT_BF16, q, k and v bf16): kpack and vpack are NULL
     bool bf16;
     int64_t Dp;      // D rounded up to even
@@ -194,19 +203,48 @@ static void exp_row(float *x, float shift, int64_t n) {
         x[i] = cpu_expf(x[i] - shift);
 }
 
-// Queries [t0, t0 + nq) of (b, h) against keys [k0, k1): fills w->m, w->l
-// and w->acc (unnormalized) from scratch. Rows past nq, up to a multiple of
+// Tile qi of a batch row: its first (head, query) row f0 (h = f0 / T,
+// t = f0 % T) and its row count.
+static void tile_rows(const at_job *j, int64_t qi, int64_t *f0, int *n) {
+    if (j->grouped) {
+        *f0 = qi * j->group * j->T;
+        *n = (int)(j->group * j->T);
+        return;
+    }
+    int64_t h = qi / j->nqt, t0 = qi % j->nqt * AT_TQ;
+    *f0 = h * j->T + t0;
+    *n = (int)(j->T - t0 < AT_TQ ? j->T - t0 : AT_TQ);
+}
+
+// v's rows of (b, key/value head g) from key s0 and their stride: in
+// place, or packed.
+static const float *v_rows(const at_job *j, int64_t b, int64_t g, int64_t s0, int64_t *ld) {
+    if (j->vpack) {
+        *ld = j->Dv;
+        return j->vpack + ((b * j->KVH + g) * j->S + s0) * j->Dv;
+    }
+    *ld = j->v.st[2];
+    return (const float *)j->v.data + b * j->v.st[0] + g * j->v.st[1] + s0 * j->v.st[2];
+}
+
+// Rows [f0, f0 + nq) of batch row b (row f: head f / T, query f % T; all
+// of one key/value head) against keys [k0, k1): fills w->m, w->l and
+// w->acc (unnormalized) from scratch. Rows past nq, up to a multiple of
 // AT_R, are zeros that the blocked loops carry along.
-static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t h, int64_t t0, int nq,
-                     int64_t k0, int64_t k1) {
-    int64_t D = j->D, Dv = j->Dv, kvh = h / (j->H / j->KVH);
+static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t f0, int nq, int64_t k0,
+                     int64_t k1) {
+    int64_t D = j->D, Dv = j->Dv, T = j->T, kvh = f0 / T / j->group;
     int rows = (nq + AT_R - 1) / AT_R * AT_R;
+    int64_t end[AT_TQ], last = 0; // each row's visible keys, and the most of any
     float row[AT_TK];
     for (int i = 0; i < rows; i++) {
         float *qi = w->q + i * D;
+        end[i] = 0;
         if (i < nq) {
-            at_load_row(&j->q, b * j->q.st[0] + h * j->q.st[1] + (t0 + i) * j->q.st[2],
-                        j->q.st[3], D, qi);
+            int64_t h = (f0 + i) / T, t = (f0 + i) % T;
+            end[i] = key_end(j, b, t);
+            last = end[i] > last ? end[i] : last;
+            at_load_row(&j->q, b * j->q.st[0] + h * j->q.st[1] + t * j->q.st[2], j->q.st[3], D, qi);
             for (int64_t d = 0; d < D; d++)
                 qi[d] *= j->scale;
         } else {
@@ -221,7 +259,7 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t h, int64
         w->l[i] = 0;
     }
     memset(w->acc, 0, (size_t)(rows * Dv) * sizeof *w->acc);
-    int64_t last = k1 < key_end(j, b, t0 + nq - 1) ? k1 : key_end(j, b, t0 + nq - 1);
+    last = k1 < last ? k1 : last;
     for (int64_t s0 = k0; s0 < last; s0 += AT_TK) {
         int nk = (int)(last - s0 < AT_TK ? last - s0 : AT_TK);
         int64_t bg = b * j->KVH + kvh;
@@ -239,13 +277,13 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t h, int64
         int vis[AT_TQ];
         for (int i = 0; i < rows; i++) {
             float *si = w->s + i * AT_TK;
-            int64_t end = i < nq ? key_end(j, b, t0 + i) : 0;
-            int v = (int)(end - s0 < nk ? end - s0 : nk); // this row's visible keys in the tile
+            int v = (int)(end[i] - s0 < nk ? end[i] - s0 : nk); // this row's visible keys here
             v = v < 0 ? 0 : v;
             if (v && j->has_bias) {
                 const at_operand *o = &j->bias;
-                at_load_row(o, b * o->st[0] + h * o->st[1] + (t0 + i) * o->st[2] + s0 * o->st[3],
-                            o->st[3], v, row);
+                int64_t h = (f0 + i) / T, t = (f0 + i) % T;
+                at_load_row(o, b * o->st[0] + h * o->st[1] + t * o->st[2] + s0 * o->st[3], o->st[3],
+                            v, row);
                 for (int c = 0; c < v; c++)
                     si[c] += row[c];
             }
@@ -286,7 +324,9 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t h, int64
             continue;
         }
 #endif
-        at_tile_pv(w->s, j->vpack + (bg * j->S + s0) * Dv, Dv, rows, nk, w->acc);
+        int64_t ldv;
+        const float *vr = v_rows(j, b, kvh, s0, &ldv);
+        at_tile_pv(w->s, vr, ldv, Dv, rows, nk, w->acc);
     }
 }
 
@@ -392,7 +432,7 @@ static void pack_kv(const at_job *j) {
                 for (int64_t d = 0; d < nd; d++)
                     kt[(d0 + d) * AT_TK + c] = row[d];
             }
-            if (s < j->S)
+            if (s < j->S && j->vpack)
                 at_load_row(&j->v, b * j->v.st[0] + g * j->v.st[1] + s * j->v.st[2], j->v.st[3],
                             Dv, j->vpack + (bg * j->S + s) * Dv);
         }
@@ -404,7 +444,7 @@ static void pack_kv(const at_job *j) {
 // NULL) each task writes its rows to y; with one, its rows' m, l and acc
 // go to part, (row, chunk) entries of 2 + Dv floats.
 static int run_tasks(const at_job *j, tensor *y, float *part) {
-    int64_t P = j->nsplit, Dv = j->Dv, tasks = j->B * j->H * j->nqt * P;
+    int64_t P = j->nsplit, Dv = j->Dv, tasks = j->B * j->ntile * P;
     int bad = 0;
 #pragma omp parallel
     {
@@ -419,17 +459,18 @@ static int run_tasks(const at_job *j, tensor *y, float *part) {
         for (int64_t task = 0; task < tasks; task++) {
             if (!mem)
                 continue;
-            int64_t p = task % P, rest = task / P, qt = rest % j->nqt, bh = rest / j->nqt;
-            int64_t b = bh / j->H, h = bh % j->H, t0 = qt * AT_TQ;
-            int nq = (int)(j->T - t0 < AT_TQ ? j->T - t0 : AT_TQ);
+            int64_t p = task % P, rest = task / P, b = rest / j->ntile, f0;
+            int nq;
+            tile_rows(j, rest % j->ntile, &f0, &nq);
+            int64_t r0 = b * j->H * j->T + f0; // the tile's first row of y
             int64_t k0 = p * j->chunk, k1 = k0 + j->chunk < j->S ? k0 + j->chunk : j->S;
-            tile_run(j, &w, b, h, t0, nq, k0, k1);
+            tile_run(j, &w, b, f0, nq, k0, k1);
             if (!part) {
-                store_rows(y, (bh * j->T + t0) * Dv, w.acc, w.l, nq, Dv);
+                store_rows(y, r0 * Dv, w.acc, w.l, nq, Dv);
                 continue;
             }
             for (int i = 0; i < nq; i++) {
-                float *dst = part + ((bh * j->T + t0 + i) * P + p) * (2 + Dv);
+                float *dst = part + ((r0 + i) * P + p) * (2 + Dv);
                 dst[0] = w.m[i];
                 dst[1] = w.l[i];
                 memcpy(dst + 2, w.acc + i * Dv, (size_t)Dv * sizeof *dst);
@@ -513,9 +554,15 @@ int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor
         visible = L[b] > visible ? L[b] : visible;
     j.S = visible;
     j.nqt = (j.T + AT_TQ - 1) / AT_TQ;
+    if (j.KVH < 1 || j.H % j.KVH)
+        return cpu_fail(c, "attention: %lld query heads do not share %lld key/value heads evenly",
+                        (long long)j.H, (long long)j.KVH);
+    j.group = j.H / j.KVH;
+    j.grouped = j.group > 1 && j.T * j.group <= AT_TQ;
+    j.ntile = j.grouped ? j.KVH : j.H * j.nqt;
     j.nsplit = 1;
     j.chunk = j.S;
-    int64_t tasks = j.B * j.H * j.nqt, want = 4 * (int64_t)omp_get_max_threads();
+    int64_t tasks = j.B * j.ntile, want = 4 * (int64_t)omp_get_max_threads();
     if (tasks < want && j.S >= 4 * AT_TK) {
         int64_t P = (want + tasks - 1) / tasks, most = j.S / (2 * AT_TK);
         P = P < most ? P : most;
@@ -534,8 +581,10 @@ int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor
         rc = j.kpair && j.vpair ? 0 : -1;
     } else {
         j.kpack = malloc((size_t)(j.B * j.KVH * j.nkt * j.D * AT_TK + 1) * sizeof *j.kpack);
-        j.vpack = malloc((size_t)(j.B * j.KVH * j.S * j.Dv + 1) * sizeof *j.vpack);
-        rc = j.kpack && j.vpack ? 0 : -1;
+        bool v_in_place = v->dtype == DT_F32 && j.v.st[3] == 1;
+        if (!v_in_place)
+            j.vpack = malloc((size_t)(j.B * j.KVH * j.S * j.Dv + 1) * sizeof *j.vpack);
+        rc = j.kpack && (v_in_place || j.vpack) ? 0 : -1;
     }
     if (rc == 0 && j.nsplit > 1 &&
         !(part = malloc((size_t)(j.B * j.H * j.T * j.nsplit * (2 + j.Dv)) * sizeof *part)))

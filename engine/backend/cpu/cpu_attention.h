@@ -102,9 +102,10 @@ static inline void at_tile_scores(const float *q, const float *kt, int64_t D, in
         }
 }
 
-// acc (rows, Dv) += p (rows, AT_TK) . v (nk, Dv), blocked as tile_scores
-static inline void at_tile_pv(const float *p, const float *v, int64_t Dv, int rows, int nk,
-                              float *acc) {
+// acc (rows, Dv) += p (rows, AT_TK) . v (nk, Dv), v's rows ldv apart,
+// blocked as tile_scores
+static inline void at_tile_pv(const float *p, const float *v, int64_t ldv, int64_t Dv, int rows,
+                              int nk, float *acc) {
     for (int i0 = 0; i0 < rows; i0 += AT_R) {
         int64_t e0 = 0;
         for (; e0 + AT_C <= Dv; e0 += AT_C) {
@@ -112,7 +113,7 @@ static inline void at_tile_pv(const float *p, const float *v, int64_t Dv, int ro
             for (int r = 0; r < AT_R; r++)
                 memcpy(o[r], acc + (i0 + r) * Dv + e0, sizeof o[r]);
             for (int c = 0; c < nk; c++) {
-                const float *vc = v + c * Dv + e0;
+                const float *vc = v + c * ldv + e0;
                 for (int r = 0; r < AT_R; r++) {
                     float pv = p[(i0 + r) * AT_TK + c];
 #pragma omp simd
@@ -127,7 +128,7 @@ static inline void at_tile_pv(const float *p, const float *v, int64_t Dv, int ro
             for (int c = 0; c < nk; c++) {
                 float pv = p[(i0 + r) * AT_TK + c];
                 for (int64_t e = e0; e < Dv; e++)
-                    acc[(i0 + r) * Dv + e] += pv * v[c * Dv + e];
+                    acc[(i0 + r) * Dv + e] += pv * v[c * ldv + e];
             }
     }
 }

@@ -196,8 +196,8 @@ static void key_grads(const ag_job *j, ag_scratch *w, int64_t b, int64_t kvh, in
             probs_ds(j, w, b, h, t0, nq);
             transpose(w->s, nq, w->pt);
             transpose(w->dp, nq, w->dst);
-            at_tile_pv(w->pt, j->dy + r0 * Dv, Dv, AT_TK, nq, dv);
-            at_tile_pv(w->dst, j->q + r0 * D, D, AT_TK, nq, dk);
+            at_tile_pv(w->pt, j->dy + r0 * Dv, Dv, Dv, AT_TK, nq, dv);
+            at_tile_pv(w->dst, j->q + r0 * D, D, D, AT_TK, nq, dk);
         }
     int64_t row = (b * j->KVH + kvh) * j->S + s0;
     memcpy(j->dk + row * D, dk, (size_t)(nk * D) * sizeof *dk);
@@ -214,7 +214,8 @@ static void query_grads(const ag_job *j, ag_scratch *w, int64_t b, int64_t h, in
         load_tile(j, w, b, kvh, s0, nk);
         scores(j, w, b, h, t0, nq, s0, nk);
         probs_ds(j, w, b, h, t0, nq);
-        at_tile_pv(w->dp, j->k + ((b * j->KVH + kvh) * j->S + s0) * D, D, round_rows(nq), nk, dq);
+        at_tile_pv(w->dp, j->k + ((b * j->KVH + kvh) * j->S + s0) * D, D, D, round_rows(nq), nk,
+                   dq);
     }
     float *out = j->dq + ((b * j->H + h) * j->T + t0) * D;
     for (int64_t i = 0; i < nq * D; i++)

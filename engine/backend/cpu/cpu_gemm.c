@@ -242,8 +242,7 @@ int cpu_matmul(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out) {
         for (int64_t i = 0; i < batch; i++) {
             int64_t oa, ob;
             batch_offsets(out, nb, sa, sb, i, &oa, &ob);
-            cblas_sgemm(CblasRowMajor, TA, TB, (blasint)M, (blasint)N, (blasint)K, 1.0f, pa + oa,
-                        (blasint)lda, pb + ob, (blasint)ldb, 0.0f, po + i * M * N, (blasint)N);
+            cpu_sgemm_one(TA, TB, M, N, K, pa + oa, lda, pb + ob, ldb, 0.0f, po + i * M * N, N);
         }
     }
     tensor_free(ownA);

@@ -27,6 +27,7 @@
 #pragma once
 #include <omp.h>
 #include <stdint.h>
+#include <string.h>
 
 #define CPU_GEMM_PAR_WORK 262144.0 // M*N*K below which one thread does it all
 #define CPU_GEMM_ROWS_MIN 32       // rows per thread for row blocks
@@ -59,6 +60,157 @@ static inline cpu_gemm_split cpu_gemm_split_plan(int64_t M, int64_t N, int64_t K
     return s;
 }
 
+// Matrix-vector products: a GEMM of at most CPU_GEMV_ROWS rows of A
+// (contiguous rows, ta 111) reads each element of B once, straight from
+// memory, with no packing. OpenBLAS's sgemm packs all of B first, and at
+// M = 1 that dominates: a (1 x 256) @ (256 x 688) took 40 us through it and
+// 5 us here, (1 x 256) @ (256 x 8192) 260 us and 45 us on two threads (AMD
+// EPYC, AVX-512), as fast as OpenBLAS's own sgemv, which an eager framework
+// reaches through MKL's or newer OpenBLAS's GEMM at M = 1. Decode is all
+// such products. Plain C on GCC vector types, which the compiler maps to
+// the target's widest registers (the generated C's prelude embeds this).
+#define CPU_GEMV_ROWS     4       // M at most this: the matrix-vector kernels
+#define CPU_GEMV_PAR_WORK 32768.0 // M*N*K from which the columns split over threads
+
+typedef float cpu_v16 __attribute__((vector_size(64)));
+
+static inline cpu_v16 cpu_v16_load(const float *p) {
+    cpu_v16 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline float cpu_v16_sum(cpu_v16 v) {
+    float s = 0.0f;
+    for (int i = 0; i < 16; i++)
+        s += v[i];
+    return s;
+}
+
+// c[m, j] = sum_k a[m, k] w[j, k] + beta c[m, j] for columns j in [n0, n1)
+// (B = w^T, tb 112: a linear's weight), four weight rows at a time, M rows
+// of A against each (MR the compile-time row count).
+static inline __attribute__((always_inline)) void
+cpu_gemv_nt_body(int MR, int64_t n0, int64_t n1, int64_t K, const float *a, int64_t lda,
+                 const float *w, int64_t ldw, float beta, float *c, int64_t ldc) {
+    int64_t K16 = K - K % 16, j = n0;
+    for (; j < n1; j += 4) {
+        int nr = n1 - j < 4 ? (int)(n1 - j) : 4;
+        const float *wr[4];
+        for (int r = 0; r < 4; r++)
+            wr[r] = w + (j + (r < nr ? r : 0)) * ldw;
+        cpu_v16 acc[CPU_GEMV_ROWS][4] = {{{0}}};
+        for (int64_t k = 0; k < K16; k += 16) {
+            cpu_v16 wv[4];
+            for (int r = 0; r < 4; r++)
+                wv[r] = cpu_v16_load(wr[r] + k);
+            for (int m = 0; m < MR; m++) {
+                cpu_v16 xv = cpu_v16_load(a + m * lda + k);
+                for (int r = 0; r < 4; r++)
+                    acc[m][r] += xv * wv[r];
+            }
+        }
+        for (int m = 0; m < MR; m++)
+            for (int r = 0; r < nr; r++) {
+                float s = cpu_v16_sum(acc[m][r]);
+                for (int64_t k = K16; k < K; k++)
+                    s += a[m * lda + k] * wr[r][k];
+                float *o = c + m * ldc + j + r;
+                *o = beta != 0.0f ? s + beta * *o : s;
+            }
+    }
+}
+
+// c[m, j] = sum_k a[m, k] b[k, j] + beta c[m, j] for j in [n0, n1)
+// (tb 111: B row-major): VW vectors of 16 columns at a time.
+static inline __attribute__((always_inline)) void
+cpu_gemv_nn_cols(int MR, int VW, int64_t j, int64_t K, const float *a, int64_t lda, const float *b,
+                 int64_t ldb, float beta, float *c, int64_t ldc) {
+    cpu_v16 acc[CPU_GEMV_ROWS][4] = {{{0}}};
+    for (int64_t k = 0; k < K; k++) {
+        const float *br = b + k * ldb + j;
+        cpu_v16 bv[4];
+        for (int r = 0; r < VW; r++)
+            bv[r] = cpu_v16_load(br + 16 * r);
+        for (int m = 0; m < MR; m++) {
+            float x = a[m * lda + k];
+            for (int r = 0; r < VW; r++)
+                acc[m][r] += x * bv[r];
+        }
+    }
+    for (int m = 0; m < MR; m++)
+        for (int r = 0; r < VW; r++) {
+            float *o = c + m * ldc + j + 16 * r;
+            cpu_v16 v = acc[m][r];
+            if (beta != 0.0f)
+                v += beta * cpu_v16_load(o);
+            memcpy(o, &v, sizeof v);
+        }
+}
+
+static inline __attribute__((always_inline)) void
+cpu_gemv_nn_body(int MR, int64_t n0, int64_t n1, int64_t K, const float *a, int64_t lda,
+                 const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    int64_t j = n0;
+    for (; j + 64 <= n1; j += 64)
+        cpu_gemv_nn_cols(MR, 4, j, K, a, lda, b, ldb, beta, c, ldc);
+    for (; j + 16 <= n1; j += 16)
+        cpu_gemv_nn_cols(MR, 1, j, K, a, lda, b, ldb, beta, c, ldc);
+    if (j == n1)
+        return;
+    // the last columns, fewer than 16: rows of B in order still
+    int w = (int)(n1 - j);
+    float acc[CPU_GEMV_ROWS][16] = {{0}};
+    for (int64_t k = 0; k < K; k++)
+        for (int m = 0; m < MR; m++)
+            for (int i = 0; i < w; i++)
+                acc[m][i] += a[m * lda + k] * b[k * ldb + j + i];
+    for (int m = 0; m < MR; m++)
+        for (int i = 0; i < w; i++) {
+            float *o = c + m * ldc + j + i;
+            *o = beta != 0.0f ? acc[m][i] + beta * *o : acc[m][i];
+        }
+}
+
+// Columns [n0, n1) of c (M, N) = a (M, K) @ B + beta c on the calling
+// thread, M at most CPU_GEMV_ROWS, B = w^T (tb 112) or b (tb 111).
+static inline void cpu_gemv(int tb, int64_t M, int64_t n0, int64_t n1, int64_t K, const float *a,
+                            int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                            int64_t ldc) {
+#define CPU_GEMV_CASE(MR)                                                                          \
+    case MR:                                                                                       \
+        if (tb == 112)                                                                             \
+            cpu_gemv_nt_body(MR, n0, n1, K, a, lda, b, ldb, beta, c, ldc);                         \
+        else                                                                                       \
+            cpu_gemv_nn_body(MR, n0, n1, K, a, lda, b, ldb, beta, c, ldc);                         \
+        break;
+    switch (M) {
+        CPU_GEMV_CASE(1)
+        CPU_GEMV_CASE(2)
+        CPU_GEMV_CASE(3)
+        CPU_GEMV_CASE(4)
+    default: break;
+    }
+#undef CPU_GEMV_CASE
+}
+
+// Whether a GEMM takes the matrix-vector kernels.
+static inline int cpu_gemv_fits(int ta, int64_t M) {
+    return ta == 111 && M >= 1 && M <= CPU_GEMV_ROWS;
+}
+
+// One GEMM on the calling thread: the matrix-vector kernels when A is a
+// few contiguous rows, else cblas_sgemm.
+static inline void cpu_sgemm_one(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *a,
+                                 int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                                 int64_t ldc) {
+    if (cpu_gemv_fits(ta, M))
+        cpu_gemv(tb, M, 0, N, K, a, lda, b, ldb, beta, c, ldc);
+    else
+        cblas_sgemm(101, ta, tb, (int)M, (int)N, (int)K, 1.0f, a, (int)lda, b, (int)ldb, beta, c,
+                    (int)ldc);
+}
+
 // c (M, N) = a (M, K) @ b (K, N) + beta * c, operands as cblas_sgemm takes
 // them (ta, tb: 111 or 112), over the calling team's threads. Inside a
 // parallel region it is one single-threaded GEMM. A GEMM of one part (too
@@ -69,9 +221,23 @@ static inline cpu_gemm_split cpu_gemm_split_plan(int64_t M, int64_t N, int64_t K
 static inline void cpu_sgemm_par(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *a,
                                  int64_t lda, const float *b, int64_t ldb, float beta, float *c,
                                  int64_t ldc) {
+    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (cpu_gemv_fits(ta, M)) {
+        // a few rows: column blocks of whole vectors over the threads
+        int64_t v = N / 16;
+        if (nt < 2 || (double)M * (double)N * (double)K < CPU_GEMV_PAR_WORK || v < 2 * nt) {
+            cpu_gemv(tb, M, 0, N, K, a, lda, b, ldb, beta, c, ldc);
+            return;
+        }
+#pragma omp parallel for schedule(static)
+        for (int t = 0; t < nt; t++)
+            cpu_gemv(tb, M, 16 * (v * t / nt), t == nt - 1 ? N : 16 * (v * (t + 1) / nt), K, a, lda,
+                     b, ldb, beta, c, ldc);
+        return;
+    }
     cpu_gemm_split s = {1, 1};
-    if (!omp_in_parallel())
-        s = cpu_gemm_split_plan(M, N, K, omp_get_max_threads());
+    if (nt > 1)
+        s = cpu_gemm_split_plan(M, N, K, nt);
     int parts = s.rows * s.cols;
     if (parts == 1) {
         cblas_sgemm(101, ta, tb, (int)M, (int)N, (int)K, 1.0f, a, (int)lda, b, (int)ldb, beta, c,

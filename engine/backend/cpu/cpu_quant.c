@@ -9,7 +9,7 @@
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
-#if defined(__AVX2__) && defined(__FMA__)
+#if (defined(__AVX2__) && defined(__FMA__)) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -209,6 +209,103 @@ static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, 
 }
 #endif
 
+#if defined(__AVX512F__)
+#define QGEMV_512 1
+#define QROWS     4 // weight rows a step of the AVX-512 kernels (M = 1)
+// The AVX-512 forms of qgemv, values [0, body) of NR weight rows (qr[r],
+// their scales srow[r]) against M rows of x, the sums into d[r * M + m].
+// int4: body and group multiples of 32. Each 16
+// bytes widen to 16 lanes of two nibbles, and vpermps looks both nibbles
+// up in a table of the group's 16 dequantized values ((i - 8) * scale,
+// made once a group): no conversion and no multiply per value. The low
+// nibbles are the even values, the high ones the odd: xd is x with each
+// block of 32 deinterleaved (16 even, then 16 odd), made once a call.
+static inline __attribute__((always_inline)) void
+qgemv4_512(int NR, int64_t M, int64_t body, int64_t group, const float *xd,
+           const uint8_t *const *qr, enum dtype sdt, const void *const *srow, float *d) {
+    const __m512 base =
+        _mm512_set_ps(7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8); // lane i: i - 8
+    for (int64_t m = 0; m < M; m++) {
+        __m512 acc[QROWS][2];
+        for (int r = 0; r < NR; r++)
+            acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        const float *xm = xd + m * body;
+        for (int64_t g0 = 0; g0 < body; g0 += group) {
+            __m512 tbl[QROWS];
+            for (int r = 0; r < NR; r++)
+                tbl[r] = _mm512_mul_ps(base, _mm512_set1_ps(scale_at(sdt, srow[r], g0 / group)));
+            int64_t g1 = g0 + group < body ? g0 + group : body;
+            for (int64_t k = g0; k < g1; k += 32) {
+                __m512 xe = _mm512_loadu_ps(xm + k), xo = _mm512_loadu_ps(xm + k + 16);
+                for (int r = 0; r < NR; r++) {
+                    __m512i b =
+                        _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qr[r] + k / 2)));
+                    __m512 lo = _mm512_permutexvar_ps(b, tbl[r]);
+                    __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), tbl[r]);
+                    acc[r][0] = _mm512_fmadd_ps(xe, lo, acc[r][0]);
+                    acc[r][1] = _mm512_fmadd_ps(xo, hi, acc[r][1]);
+                }
+            }
+        }
+        for (int r = 0; r < NR; r++)
+            d[r * M + m] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+    }
+}
+
+// int8: body and group multiples of 16; each group's products summed
+// unscaled, then scaled once into the row's total.
+static inline __attribute__((always_inline)) void
+qgemv8_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const float *x,
+           const uint8_t *const *qr, enum dtype sdt, const void *const *srow, float *d) {
+    for (int64_t m = 0; m < M; m++) {
+        __m512 tot[QROWS];
+        for (int r = 0; r < NR; r++)
+            tot[r] = _mm512_setzero_ps();
+        const float *xm = x + m * K;
+        for (int64_t g0 = 0; g0 < body; g0 += group) {
+            __m512 ga[QROWS];
+            for (int r = 0; r < NR; r++)
+                ga[r] = _mm512_setzero_ps();
+            int64_t g1 = g0 + group < body ? g0 + group : body;
+            for (int64_t k = g0; k < g1; k += 16) {
+                __m512 xv = _mm512_loadu_ps(xm + k);
+                for (int r = 0; r < NR; r++) {
+                    __m512 w = _mm512_cvtepi32_ps(
+                        _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(qr[r] + k))));
+                    ga[r] = _mm512_fmadd_ps(xv, w, ga[r]);
+                }
+            }
+            for (int r = 0; r < NR; r++)
+                tot[r] = _mm512_fmadd_ps(ga[r], _mm512_set1_ps(scale_at(sdt, srow[r], g0 / group)),
+                                         tot[r]);
+        }
+        for (int r = 0; r < NR; r++)
+            d[r * M + m] = _mm512_reduce_add_ps(tot[r]);
+    }
+}
+
+// NR (1 .. QROWS) rows through the kernel of bits, NR a constant in each.
+static void qgemv_512(int bits, int NR, int64_t M, int64_t K, int64_t body, int64_t group,
+                      const float *x, const float *xd, const uint8_t *const *qr, enum dtype sdt,
+                      const void *const *srow, float *d) {
+#define QGEMV_512_CASE(R)                                                                          \
+    case R:                                                                                        \
+        if (bits == 4)                                                                             \
+            qgemv4_512(R, M, body, group, xd, qr, sdt, srow, d);                                   \
+        else                                                                                       \
+            qgemv8_512(R, M, K, body, group, x, qr, sdt, srow, d);                                 \
+        break;
+    switch (NR) {
+        QGEMV_512_CASE(1)
+        QGEMV_512_CASE(2)
+        QGEMV_512_CASE(3)
+        QGEMV_512_CASE(4)
+    default: break;
+    }
+#undef QGEMV_512_CASE
+}
+#endif
+
 // Few rows of x (decode): per output column, its row of W dequantized
 // QCHUNK values at a time in registers and L1 (never to memory), dotted with
 // every row of x in QLANES partial sums (a plain float reduction does not
@@ -221,36 +318,74 @@ static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, cons
     const char *off = getenv("TCBENCH_DISABLE_QGEMV_SIMD");
     bool simd = !(off && *off && strcmp(off, "0") != 0);
     (void)simd;
-#pragma omp parallel for if (N * K >= CPU_PAR_MIN) schedule(static)
-    for (int64_t n = 0; n < N; n++) {
-        const uint8_t *qr = (const uint8_t *)q + n * rb;
-        const void *srow = scale_row(sdt, scales, n, G);
-        float lane[CPU_QGEMM_GEMV_MAX][QLANES] = {{0}}, tail[CPU_QGEMM_GEMV_MAX] = {0};
-        float buf[QCHUNK];
-        int64_t start = 0;
-#ifdef QGEMV4_SIMD
-        if (simd && bits == 4 && group % 32 == 0)
-            start = qgemv4_avx2(M, K, group, x, qr, sdt, srow, tail);
+    int64_t body = 0, step = 1; // the AVX-512 kernels' values a row, and rows a step
+    float *xd = NULL;           // int4: x deinterleaved for them
+#ifdef QGEMV_512
+    int64_t unit = bits == 4 ? 32 : 16;
+    if (simd && group % unit == 0)
+        body = K - K % unit;
+    if (body && bits == 4) {
+        xd = malloc((size_t)(M * body) * sizeof *xd);
+        if (!xd)
+            body = 0; // the AVX2 or portable loop then: the same sums, no buffer
+        for (int64_t m = 0; xd && m < M; m++)
+            for (int64_t k = 0; k < body; k += 32)
+                for (int i = 0; i < 16; i++) {
+                    xd[m * body + k + i] = x[m * K + k + 2 * i];
+                    xd[m * body + k + 16 + i] = x[m * K + k + 2 * i + 1];
+                }
+    }
+    step = body ? QROWS : 1;
 #endif
-        for (int64_t k0 = start; k0 < K; k0 += QCHUNK) {
-            int64_t len = K - k0 < QCHUNK ? K - k0 : QCHUNK, body = len - len % QLANES;
-            dequant_range(bits, group, qr, sdt, srow, k0, len, buf);
+#pragma omp parallel for if (N * K >= CPU_PAR_MIN) schedule(static)
+    for (int64_t n0 = 0; n0 < N; n0 += step) {
+        int nr = (int)(N - n0 < step ? N - n0 : step);
+        float head[4 * CPU_QGEMM_GEMV_MAX] = {0}; // the kernels' sums, [r * M + m]
+#ifdef QGEMV_512
+        if (body) {
+            const uint8_t *qrs[QROWS];
+            const void *srs[QROWS];
+            for (int r = 0; r < nr; r++) {
+                qrs[r] = (const uint8_t *)q + (n0 + r) * rb;
+                srs[r] = scale_row(sdt, scales, n0 + r, G);
+            }
+            qgemv_512(bits, nr, M, K, body, group, x, xd, qrs, sdt, srs, head);
+        }
+#endif
+        for (int r = 0; r < nr; r++) {
+            int64_t n = n0 + r;
+            const uint8_t *qr = (const uint8_t *)q + n * rb;
+            const void *srow = scale_row(sdt, scales, n, G);
+            float lane[CPU_QGEMM_GEMV_MAX][QLANES] = {{0}}, tail[CPU_QGEMM_GEMV_MAX] = {0};
+            float buf[QCHUNK];
+            int64_t start = body;
+            for (int64_t m = 0; m < M; m++)
+                tail[m] = head[r * M + m];
+#ifdef QGEMV4_SIMD
+            if (!body && simd && bits == 4 && group % 32 == 0)
+                start = qgemv4_avx2(M, K, group, x, qr, sdt, srow, tail);
+#endif
+            for (int64_t k0 = start; k0 < K; k0 += QCHUNK) {
+                int64_t len = K - k0 < QCHUNK ? K - k0 : QCHUNK, lb = len - len % QLANES;
+                dequant_range(bits, group, qr, sdt, srow, k0, len, buf);
+                for (int64_t m = 0; m < M; m++) {
+                    const float *xr = x + m * K + k0;
+                    for (int64_t i = 0; i < lb; i += QLANES)
+                        for (int j = 0; j < QLANES; j++)
+                            lane[m][j] += xr[i + j] * buf[i + j];
+                    for (int64_t i = lb; i < len; i++)
+                        tail[m] += xr[i] * buf[i];
+                }
+            }
             for (int64_t m = 0; m < M; m++) {
-                const float *xr = x + m * K + k0;
-                for (int64_t i = 0; i < body; i += QLANES)
-                    for (int j = 0; j < QLANES; j++)
-                        lane[m][j] += xr[i + j] * buf[i + j];
-                for (int64_t i = body; i < len; i++)
-                    tail[m] += xr[i] * buf[i];
+                float d = tail[m];
+                for (int j = 0; j < QLANES; j++)
+                    d += lane[m][j];
+                y[m * N + n] = d;
             }
         }
-        for (int64_t m = 0; m < M; m++) {
-            float d = tail[m];
-            for (int j = 0; j < QLANES; j++)
-                d += lane[m][j];
-            y[m * N + n] = d;
-        }
     }
+    free(xd);
 }
 
 static int64_t tile_rows(int64_t K) {
