@@ -1,11 +1,12 @@
 // qgemv: decode-shaped linears, y (M, N) = x (M, K) @ W (N, K)^T, M = 1, with f32
-// weights (cblas_sgemm through cpu_gemm_par.h, what fp32 compiled runs) and
+// weights (cpu_sgemm_par, which at M = 1 is cpu_gemv: what fp32 compiled runs) and
 // with int8 and int4 weights (cpu_qgemm, the fused kernel QLINEAR runs),
 // timed side by side: the median of 50 runs after a warm-up, with the
 // weight bytes each moves and the ratio to f32. K = N = 2048 and
 // K = 2048, N = 5632 (llama-style hidden and feed-forward widths). Decode
-// is bound by memory: int4 reads an eighth of f32's bytes (plus scales).
-// int4/p is int4 without the AVX2 unpacking (TCBENCH_DISABLE_QGEMV_SIMD=1).
+// is bound by memory where the weight is not in cache: int4 reads an eighth
+// of f32's bytes (plus scales). The last int4 line is int4 without the SIMD
+// kernels, AVX-512 or AVX2 (TCBENCH_DISABLE_QGEMV_SIMD=1).
 // Then M = 128 (a prefill), where the fused kernel's tile form runs.
 // Arguments NxK replace the shapes with M = 1 products of those (the
 // generate suite's llama at --size cpu: 256x256 64x256 688x256 256x688
@@ -97,7 +98,7 @@ int main(int argc, char **argv) {
         double f32 = median(&j, 0);
         const int bits[] = {0, 8, 4, 4};
         for (int b = 0; b < 4; b++) {
-            if (b == 3) // int4 again without its AVX2 path (cpu_quant.c)
+            if (b == 3) // int4 again without its SIMD kernels (cpu_quant.c)
                 setenv("TCBENCH_DISABLE_QGEMV_SIMD", "1", 1);
             double t = b == 0 ? f32 : median(&j, bits[b]);
             unsetenv("TCBENCH_DISABLE_QGEMV_SIMD");

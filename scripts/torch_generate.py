@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch's own eager vs torch.compile greedy decode speed, beside tcbench's.
 
-    /work/venv/bin/python scripts/torch_generate.py --threads 2
-    /work/venv/bin/python scripts/torch_generate.py --mode eager,compiled \
+    venv-torch/bin/python scripts/torch_generate.py --threads 2
+    venv-torch/bin/python scripts/torch_generate.py --mode eager,compiled \
         [--threads 2] [--repeats 5] [--prompt-len 128] [--new-tokens 128] \
         [--eager-prefill] [--json results/torch_generate.json]
 

@@ -64,47 +64,58 @@ static void test_gemm_split_plan(void **state) {
 }
 
 // cpu_sgemm_par against a plain single-threaded GEMM, in every split, with
-// transposed operands and beta.
+// transposed operands, padded leading dimensions and beta; the first
+// shapes (M at most CPU_GEMV_ROWS) take the matrix-vector kernels: column
+// counts past whole blocks of 64 and 16, K past a multiple of 16, split
+// over the threads or not.
 static void test_gemm_par_matches(void **state) {
     (void)state;
-    const int64_t shapes[][3] = {{5, 300, 400}, {200, 9, 300}, {40, 40, 900}, {3, 2, 70000}};
+    const int64_t shapes[][3] = {{1, 300, 400}, {4, 77, 131}, {2, 1000, 33}, {3, 2, 70000},
+                                 {1, 5, 7},     {5, 300, 400}, {200, 9, 300}, {40, 40, 900}};
     int threads = omp_get_max_threads();
     omp_set_num_threads(2);
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (int ta = 111; ta <= 112; ta++)
-            for (int tb = 111; tb <= 112; tb++) {
-                int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
-                float *a = malloc((size_t)(M * K) * sizeof *a);
-                float *b = malloc((size_t)(K * N) * sizeof *b);
-                float *c = malloc((size_t)(M * N) * sizeof *c);
-                double *want = malloc((size_t)(M * N) * sizeof *want);
-                assert_true(a && b && c && want);
-                for (int64_t i = 0; i < M * K; i++)
-                    a[i] = (float)((i * 7 % 13) - 6) / 8;
-                for (int64_t i = 0; i < K * N; i++)
-                    b[i] = (float)((i * 5 % 11) - 5) / 8;
-                for (int64_t i = 0; i < M * N; i++)
-                    c[i] = 1.0f;
-                int64_t lda = ta == 112 ? M : K, ldb = tb == 112 ? K : N;
-                for (int64_t m = 0; m < M; m++)
-                    for (int64_t n = 0; n < N; n++) {
-                        double acc = 0.5; // beta * c
-                        for (int64_t k = 0; k < K; k++)
-                            acc += (double)a[ta == 112 ? k * lda + m : m * lda + k] *
-                                   b[tb == 112 ? n * ldb + k : k * ldb + n];
-                        want[m * N + n] = acc;
-                    }
-                cpu_sgemm_par(ta, tb, M, N, K, a, lda, b, ldb, 0.5f, c, N);
-                for (int64_t i = 0; i < M * N; i++)
-                    if (fabs(c[i] - want[i]) > 1e-5 * (1 + fabs(want[i])) * sqrt((double)K))
-                        fail_msg("M %lld N %lld K %lld ta %d tb %d: c[%lld] = %g, want %g",
-                                 (long long)M, (long long)N, (long long)K, ta, tb, (long long)i,
-                                 c[i], want[i]);
-                free(a);
-                free(b);
-                free(c);
-                free(want);
-            }
+            for (int tb = 111; tb <= 112; tb++)
+                for (int64_t pad = 0; pad <= 5; pad += 5) {
+                    int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+                    int64_t lda = (ta == 112 ? M : K) + pad, ldb = (tb == 112 ? K : N) + pad,
+                            ldc = N + pad;
+                    float *a = malloc((size_t)((ta == 112 ? K : M) * lda) * sizeof *a);
+                    float *b = malloc((size_t)((tb == 112 ? N : K) * ldb) * sizeof *b);
+                    float *c = malloc((size_t)(M * ldc) * sizeof *c);
+                    double *want = malloc((size_t)(M * N) * sizeof *want);
+                    assert_true(a && b && c && want);
+                    for (int64_t i = 0; i < (ta == 112 ? K : M) * lda; i++)
+                        a[i] = (float)((i * 7 % 13) - 6) / 8;
+                    for (int64_t i = 0; i < (tb == 112 ? N : K) * ldb; i++)
+                        b[i] = (float)((i * 5 % 11) - 5) / 8;
+                    for (int64_t i = 0; i < M * ldc; i++)
+                        c[i] = 1.0f;
+                    for (int64_t m = 0; m < M; m++)
+                        for (int64_t n = 0; n < N; n++) {
+                            double acc = 0.5; // beta * c
+                            for (int64_t k = 0; k < K; k++)
+                                acc += (double)a[ta == 112 ? k * lda + m : m * lda + k] *
+                                       b[tb == 112 ? n * ldb + k : k * ldb + n];
+                            want[m * N + n] = acc;
+                        }
+                    cpu_sgemm_par(ta, tb, M, N, K, a, lda, b, ldb, 0.5f, c, ldc);
+                    for (int64_t m = 0; m < M; m++)
+                        for (int64_t n = 0; n < ldc; n++) {
+                            double w = n < N ? want[m * N + n] : 1.0; // padding untouched
+                            float got = c[m * ldc + n];
+                            if (fabs(got - w) > 1e-5 * (1 + fabs(w)) * sqrt((double)K))
+                                fail_msg("M %lld N %lld K %lld ta %d tb %d pad %lld: c(%lld, "
+                                         "%lld) = %g, want %g",
+                                         (long long)M, (long long)N, (long long)K, ta, tb,
+                                         (long long)pad, (long long)m, (long long)n, got, w);
+                        }
+                    free(a);
+                    free(b);
+                    free(c);
+                    free(want);
+                }
     omp_set_num_threads(threads);
 }
 
