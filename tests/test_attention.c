@@ -193,6 +193,11 @@ static const att_case cases[] = {
     // most AT_TQ rows): causal rows of several queries, a bias, lengths
     {"gqa_decode_rows", 2, 8, 2, 3, 77, 16, 12, true, 2, 0, false, DT_F32},
     {"mqa_decode_lens", 3, 6, 1, 2, 130, 8, 20, true, 0, 1, true, DT_F32},
+    // one query row alone (multi-head decoding): values past 64 columns and
+    // not a multiple of 16, a -inf bias, lengths
+    {"mha_decode_row", 2, 3, 3, 1, 150, 24, 70, false, 1, 1, false, DT_F32},
+    {"mha_decode_causal", 1, 2, 2, 1, 64, 16, 16, true, 0, 0, false, DT_F32},
+    {"f16_mha_decode", 1, 3, 3, 1, 100, 16, 40, true, 0, 0, false, DT_F16}, // k packed
     {"strided_q", 2, 3, 3, 21, 21, 8, 8, true, 0, 0, true, DT_F32},
     // bf16: on a CPU with AVX512-BF16 the pair kernels (odd D, Dv past a
     // 64-column block and not a multiple of 16, odd S, split-K, lengths)

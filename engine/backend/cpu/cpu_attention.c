@@ -60,7 +60,8 @@ typedef struct at_job {
     int64_t nsplit;     // key chunks per query tile (1: no split)
     int64_t chunk;      // keys per chunk (a multiple of AT_TK)
     int64_t nkt;        // key tiles
-    float *kpack;       // (B, KVH, nkt, D, AT_TK): k packed, each tile transposed
+    float *kpack;       // (B, KVH, nkt, D, AT_TK): k packed, each tile transposed, or
+                        // NULL: k read in place (one query row a tile, f32)
     float *vpack;       // (B, KVH, S, Dv): v packed, or NULL: v read in place
     // bf16 pairs (AT_BF16, q, k and v bf16): kpack and vpack are NULL
     bool bf16;
@@ -234,7 +235,8 @@ static const float *v_rows(const at_job *j, int64_t b, int64_t g, int64_t s0, in
 static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t f0, int nq, int64_t k0,
                      int64_t k1) {
     int64_t D = j->D, Dv = j->Dv, T = j->T, kvh = f0 / T / j->group;
-    int rows = (nq + AT_R - 1) / AT_R * AT_R;
+    // one f32 row alone (multi-head decoding) takes the one-row products
+    int rows = nq == 1 && !j->bf16 ? 1 : (nq + AT_R - 1) / AT_R * AT_R;
     int64_t end[AT_TQ], last = 0; // each row's visible keys, and the most of any
     float row[AT_TK];
     for (int i = 0; i < rows; i++) {
@@ -269,8 +271,16 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t f0, int 
                              j->Dp, rows, nk, w->s);
         else
 #endif
-            at_tile_scores(w->q, j->kpack + (bg * j->nkt + s0 / AT_TK) * D * AT_TK, D, rows, nk,
-                           w->s);
+            if (!j->kpack) {
+            const float *kr = (const float *)j->k.data + b * j->k.st[0] + kvh * j->k.st[1];
+            at_row_scores(w->q, kr + s0 * j->k.st[2], j->k.st[2], D, nk, w->s);
+        } else {
+            const float *kt = j->kpack + (bg * j->nkt + s0 / AT_TK) * D * AT_TK;
+            if (rows == 1)
+                at_tile_scores_1(w->q, kt, D, w->s);
+            else
+                at_tile_scores(w->q, kt, D, rows, nk, w->s);
+        }
         // each row's new max (masked columns set to -inf); the rescaling
         // factors of all rows at once; then the exponentials, a row at a time
         float mnew[AT_TQ], corr[AT_TQ];
@@ -326,7 +336,10 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t f0, int 
 #endif
         int64_t ldv;
         const float *vr = v_rows(j, b, kvh, s0, &ldv);
-        at_tile_pv(w->s, vr, ldv, Dv, rows, nk, w->acc);
+        if (rows == 1)
+            at_tile_pv_1(w->s, vr, ldv, Dv, nk, w->acc);
+        else
+            at_tile_pv(w->s, vr, ldv, Dv, rows, nk, w->acc);
     }
 }
 
@@ -417,13 +430,15 @@ static void pack_kv(const at_job *j) {
     }
 #endif
     int64_t D = j->D, Dv = j->Dv, n = j->B * j->KVH * j->nkt;
+    if (!j->kpack && !j->vpack)
+        return; // both read in place
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; i++) {
         int64_t bg = i / j->nkt, s0 = i % j->nkt * AT_TK, b = bg / j->KVH, g = bg % j->KVH;
         float *kt = j->kpack + i * D * AT_TK, row[256];
         for (int64_t c = 0; c < AT_TK; c++) {
             int64_t s = s0 + c, kb = b * j->k.st[0] + g * j->k.st[1] + s * j->k.st[2];
-            for (int64_t d0 = 0; d0 < D; d0 += 256) {
+            for (int64_t d0 = 0; j->kpack && d0 < D; d0 += 256) {
                 int64_t nd = D - d0 < 256 ? D - d0 : 256;
                 if (s < j->S)
                     at_load_row(&j->k, kb + d0 * j->k.st[3], j->k.st[3], nd, row);
@@ -580,11 +595,16 @@ int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor
         j.vpair = malloc((kv * (size_t)j.Dv + 1) * sizeof *j.vpair);
         rc = j.kpair && j.vpair ? 0 : -1;
     } else {
-        j.kpack = malloc((size_t)(j.B * j.KVH * j.nkt * j.D * AT_TK + 1) * sizeof *j.kpack);
+        // one query row a tile (multi-head decoding) reads each key once:
+        // its scores are dot products along the key's own row, no tile to
+        // transpose it into
+        bool k_in_place = j.T == 1 && !j.grouped && k->dtype == DT_F32 && j.k.st[3] == 1;
         bool v_in_place = v->dtype == DT_F32 && j.v.st[3] == 1;
+        if (!k_in_place)
+            j.kpack = malloc((size_t)(j.B * j.KVH * j.nkt * j.D * AT_TK + 1) * sizeof *j.kpack);
         if (!v_in_place)
             j.vpack = malloc((size_t)(j.B * j.KVH * j.S * j.Dv + 1) * sizeof *j.vpack);
-        rc = j.kpack && (v_in_place || j.vpack) ? 0 : -1;
+        rc = (k_in_place || j.kpack) && (v_in_place || j.vpack) ? 0 : -1;
     }
     if (rc == 0 && j.nsplit > 1 &&
         !(part = malloc((size_t)(j.B * j.H * j.T * j.nsplit * (2 + j.Dv)) * sizeof *part)))
