@@ -194,6 +194,9 @@ static void test_qgemm(void **state) {
     for (int bits = 4; bits <= 8; bits += 4)
         for (int64_t M = 1; M <= 2; M++)
             check_qgemm_k(bits, DT_F16, M, 7, true, "gemv", 0, 120);
+    // a last step of two weight rows (N % 4 == 2)
+    check_qgemm_k(4, DT_F32, 1, 6, false, "gemv", 0, 128);
+    check_qgemm_k(8, DT_F32, 1, 6, false, "gemv", 0, 128);
 }
 
 // ---- 3. the model rewrite, eager, compiled and the fusion -----------------------

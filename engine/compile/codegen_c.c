@@ -251,9 +251,9 @@ static int emit_gemm_rows_in_place(lgen *g, int target, int64_t M, int64_t N, in
     while (left > 1 && left * K > limit)
         left = (left * K + N - 1) / N;
     // too little work for threads: no parallel region at all, not an
-    // inactive one (OpenBLAS threads a GEMV called there, and libgomp makes
-    // that nested team anew each call: 0.1 ms for deeprecommender's
-    // (4 x 32) @ (32 x 512)), and plain loops
+    // inactive one (OpenBLAS threaded the sgemv this once called there, and
+    // libgomp made that nested team anew each call: 0.1 ms for
+    // deeprecommender's (4 x 32) @ (32 x 512)), and plain loops
     bool par = (double)M * N * K >= PAR_MIN * 8.0;
     if (par)
         sbuf_puts(b, "    int nt = omp_get_max_threads();\n"
@@ -639,9 +639,7 @@ static const char tc_abi[] =
     "}\n"
     "void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha,\n"
     "                 const float *a, int lda, const float *b, int ldb, float beta, float *c,\n"
-    "                 int ldc);\n"
-    "void cblas_sgemv(int order, int trans, int m, int n, float alpha, const float *a, int lda,\n"
-    "                 const float *x, int incx, float beta, float *y, int incy);\n";
+    "                 int ldc);\n";
 
 // An embedded engine header, less its header guard.
 static void prelude_put(sbuf *out, const char *pre) {

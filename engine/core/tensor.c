@@ -142,7 +142,11 @@ static void cache_give(void *p, size_t bytes) {
     }
     *(void **)p = cache_head[c];
     cache_head[c] = p;
-    CACHE_POISON(p, size);
+    // all but the link to the next block: LeakSanitizer reads no pointer
+    // in poisoned memory, and a chain of two cached blocks or more at exit
+    // was reported as leaked (test_conv_grad's pool cases). A write after
+    // free into a block's first 8 bytes is the one ASan no longer reports.
+    CACHE_POISON((char *)p + sizeof(void *), size - sizeof(void *));
     cache_st.cached_bytes += size;
     if (cache_st.cached_bytes > cache_st.cached_peak)
         cache_st.cached_peak = cache_st.cached_bytes;

@@ -5,9 +5,9 @@
 // and adds its own terms. No (T, S) score matrix exists, only an AT_TQ x AT_TK
 // tile per thread. k and v are first packed into f32 (strided views, f16 or
 // bf16 converted), each key tile transposed to (D, AT_TK) so that the score
-// loop runs along keys and the values by rows; the queries are loaded per
-// tile, pre-scaled by fa0. Both inner loops are unit-stride, blocked 4 rows x
-// 16 columns in registers.
+// loop runs along keys and the values by rows, unless they can be read in
+// place (below); the queries are loaded per tile, pre-scaled by fa0. Both
+// inner loops are unit-stride, blocked 4 rows x 16 columns in registers.
 //
 // Work is split over (batch, head, query tile); when that gives the threads
 // too little to do (decoding: T = 1, S long) the key range is also split into
@@ -18,7 +18,9 @@
 // the register blocks of AT_R rows are full rather than one real row and
 // three zeros, and the group's keys are read once. f32 values with
 // unit-stride rows are read where they lie (a static cache's rows);
-// others are packed.
+// others are packed. A tile of one query row (multi-head decoding) reads
+// f32 keys in place too, a dot product along each key, where a packed tile
+// would be a transposed copy that one row reads once.
 // bf16 q, k and v on a CPU with AVX512-BF16 (the build's -march=native):
 // k and v are packed as bf16 pairs instead, as a bf16 GEMM packs them, and
 // both tile products multiply pairs (vdpbf16ps, f32 sums) at twice the
@@ -363,9 +365,10 @@ static void store_rows(tensor *y, int64_t off, const float *acc, const float *l,
 }
 
 // k and v into f32 once per call, as a GEMM packs its operands: each key
-// tile transposed to (D, AT_TK) (its columns past S zero), values by rows.
-// Every query tile and every query head of a kv group then reads them in
-// place (GQA's sharing for free); the copy is the size of k and v in f32.
+// tile transposed to (D, AT_TK) (its columns past S zero), values by rows;
+// either is skipped where the tiles read it in place (kpack, vpack NULL).
+// Every query tile and every query head of a kv group then reads the copy
+// (GQA's sharing for free); it is the size of k and v in f32.
 // Called inside a parallel region: its loop is shared among the threads.
 #if AT_BF16
 // The bf16 form of pack_kv: a key tile as (Dp / 2, AT_TK) words, each the
@@ -435,7 +438,7 @@ static void pack_kv(const at_job *j) {
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; i++) {
         int64_t bg = i / j->nkt, s0 = i % j->nkt * AT_TK, b = bg / j->KVH, g = bg % j->KVH;
-        float *kt = j->kpack + i * D * AT_TK, row[256];
+        float *kt = j->kpack ? j->kpack + i * D * AT_TK : NULL, row[256];
         for (int64_t c = 0; c < AT_TK; c++) {
             int64_t s = s0 + c, kb = b * j->k.st[0] + g * j->k.st[1] + s * j->k.st[2];
             for (int64_t d0 = 0; j->kpack && d0 < D; d0 += 256) {
@@ -558,6 +561,9 @@ int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor
                 .has_bias = bias != NULL};
     if (bias)
         j.bias = at_operand_of(bias);
+    if (j.KVH < 1 || j.H % j.KVH)
+        return cpu_fail(c, "attention: %lld query heads do not share %lld key/value heads evenly",
+                        (long long)j.H, (long long)j.KVH);
     int64_t *L = at_lengths(c, "attention", len, j.B, j.S);
     if (!L)
         return -1;
@@ -569,9 +575,6 @@ int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor
         visible = L[b] > visible ? L[b] : visible;
     j.S = visible;
     j.nqt = (j.T + AT_TQ - 1) / AT_TQ;
-    if (j.KVH < 1 || j.H % j.KVH)
-        return cpu_fail(c, "attention: %lld query heads do not share %lld key/value heads evenly",
-                        (long long)j.H, (long long)j.KVH);
     j.group = j.H / j.KVH;
     j.grouped = j.group > 1 && j.T * j.group <= AT_TQ;
     j.ntile = j.grouped ? j.KVH : j.H * j.nqt;

@@ -104,8 +104,8 @@ static inline void at_tile_scores(const float *q, const float *kt, int64_t D, in
 
 // The same for one query row (a decode step of multi-head attention, where
 // a block of AT_R rows would carry three rows of zeros): the whole key
-// tile's columns in registers. Columns past ncols are computed too (the
-// packed tile holds zeros there).
+// tile's columns in registers. Every column is computed, those past the
+// tile's keys too (zeros past S, or keys the caller masks).
 static inline void at_tile_scores_1(const float *q, const float *kt, int64_t D, float *s) {
     float acc[AT_TK] = {0};
     for (int64_t d = 0; d < D; d++) {

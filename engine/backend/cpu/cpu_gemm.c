@@ -1,5 +1,6 @@
-// MATMUL and LINEAR through OpenBLAS's cblas_sgemm (cpu_kernels.h), as
-// PyTorch's CPU eager does: no copies for operands whose last two dims are
+// MATMUL and LINEAR through OpenBLAS's cblas_sgemm (cpu_kernels.h), or for
+// at most four rows the matrix-vector kernels (cpu_gemm_par.h), as
+// PyTorch's CPU eager does through its BLAS: no copies for operands whose last two dims are
 // row-major or transposed (a permuted view goes in as CblasTrans), the
 // batch dims of a matmul against a shared matrix folded into the rows of
 // one GEMM, and the bias of a linear preloaded into the output with beta = 1

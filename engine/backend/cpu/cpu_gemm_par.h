@@ -10,7 +10,9 @@
 // columns (each thread packs all of A, which is then small), each block one
 // cblas_sgemm inside one active parallel region, where OpenBLAS's OpenMP
 // build runs single-threaded. A GEMM below CPU_GEMM_PAR_WORK is one call on
-// one thread, as OpenBLAS itself keeps GEMMs of that size.
+// one thread, as OpenBLAS itself keeps GEMMs of that size. A GEMM of at most
+// CPU_GEMV_ROWS rows takes the matrix-vector kernels below instead
+// (TCBENCH_DISABLE_GEMV=1: cblas_sgemm as above).
 //
 // Call it from plain code or from inside an active parallel region, never
 // from inside an inactive one (`#pragma omp parallel if (false)`): libgomp
@@ -27,6 +29,7 @@
 #pragma once
 #include <omp.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CPU_GEMM_PAR_WORK 262144.0 // M*N*K below which one thread does it all
@@ -69,6 +72,10 @@ static inline cpu_gemm_split cpu_gemm_split_plan(int64_t M, int64_t N, int64_t K
 // reaches through MKL's or newer OpenBLAS's GEMM at M = 1. Decode is all
 // such products. Plain C on GCC vector types, which the compiler maps to
 // the target's widest registers (the generated C's prelude embeds this).
+// The engine is C11 and the generated C GNU C: GCC fuses the kernels'
+// multiply-adds into FMAs in the latter only (-ffp-contract's defaults), so
+// the two round differently (the bytes read, which bound a decode step's
+// products, are the same).
 #define CPU_GEMV_ROWS     4       // M at most this: the matrix-vector kernels
 #define CPU_GEMV_PAR_WORK 32768.0 // M*N*K from which the columns split over threads
 #define CPU_GEMV_AHEAD    8       // rows ahead that the matrix-vector kernel prefetches
@@ -81,11 +88,16 @@ static inline cpu_v16 cpu_v16_load(const float *p) {
     return v;
 }
 
+// The 16 lanes' sum as a tree (halves added, 16 to 1 in four steps): a
+// plain loop is 15 dependent adds, as many as the row's FMAs at K = 256.
+typedef float cpu_v8 __attribute__((vector_size(32)));
+typedef float cpu_v4 __attribute__((vector_size(16)));
 static inline float cpu_v16_sum(cpu_v16 v) {
-    float s = 0.0f;
-    for (int i = 0; i < 16; i++)
-        s += v[i];
-    return s;
+    cpu_v8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+               __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+    cpu_v4 b =
+        __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+    return (b[0] + b[2]) + (b[1] + b[3]);
 }
 
 // c[m, j] = sum_k a[m, k] w[j, k] + beta c[m, j] for columns j in [n0, n1)
@@ -204,8 +216,14 @@ static inline void cpu_gemv(int tb, int64_t M, int64_t n0, int64_t n1, int64_t K
 }
 
 // Whether a GEMM takes the matrix-vector kernels.
+static int cpu_gemv_off = -1; // TCBENCH_DISABLE_GEMV, read once per unit
+
 static inline int cpu_gemv_fits(int ta, int64_t M) {
-    return ta == 111 && M >= 1 && M <= CPU_GEMV_ROWS;
+    if (cpu_gemv_off < 0) { // the same value from any thread that races here
+        const char *e = getenv("TCBENCH_DISABLE_GEMV");
+        cpu_gemv_off = e && *e && strcmp(e, "0") != 0;
+    }
+    return !cpu_gemv_off && ta == 111 && M >= 1 && M <= CPU_GEMV_ROWS;
 }
 
 // One GEMM on the calling thread: the matrix-vector kernels when A is a
