@@ -953,7 +953,9 @@ char *compile_codegen_c(cprog *p) {
     prelude_put(&out, compile_prelude_math);
     prelude_put(&out, compile_prelude_pointwise);
     sbuf_puts(&out, tc_abi);
-    // eager's GEMM threading (after tc_abi's cblas_sgemm declaration)
+    // eager's GEMM threading (after tc_abi's cblas_sgemm declaration), its
+    // matrix-vector kernels a row at a time (cpu_gemm_par.h)
+    sbuf_puts(&out, "#define CPU_GEMV_ONE_BODY 1\n");
     prelude_put(&out, compile_prelude_gemm);
     // kcache may compile the kernels in parts, in parallel (kcache.h): each
     // kernel then links across parts, hidden from outside the library
