@@ -954,8 +954,8 @@ char *compile_codegen_c(cprog *p) {
     prelude_put(&out, compile_prelude_pointwise);
     sbuf_puts(&out, tc_abi);
     // eager's GEMM threading (after tc_abi's cblas_sgemm declaration), its
-    // matrix-vector kernels a row at a time (cpu_gemm_par.h)
-    sbuf_puts(&out, "#define CPU_GEMV_ONE_BODY 1\n");
+    // matrix-vector kernels the engine's own through tc_gemv (cpu_gemm_par.h)
+    sbuf_puts(&out, "#define CPU_GEMV_EXTERN 1\n");
     prelude_put(&out, compile_prelude_gemm);
     // kcache may compile the kernels in parts, in parallel (kcache.h): each
     // kernel then links across parts, hidden from outside the library
@@ -968,6 +968,8 @@ char *compile_codegen_c(cprog *p) {
     if (emit_kernels(p, lift_on, &out, &kp, kpo, &nk) < 0)
         goto fail;
     sbuf_puts(&out, "\n" KCACHE_TAIL);
+    // set by the loader to the engine's matrix-vector kernel (program.c)
+    sbuf_puts(&out, "cpu_gemv_fn tc_gemv;\n");
     // the lifted values: each group's row of tc_kp starts at tc_kpo[gi]
     sbuf_printf(&out, "TC_KDATA const int64_t tc_kp[] = {%s};\n", kp.s ? kp.s : "0");
     sbuf_puts(&out, "TC_KDATA const int32_t tc_kpo[] = {");

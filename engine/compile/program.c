@@ -6,6 +6,9 @@
 
 #include "../backend/cpu/cpu_kernels.h"
 #include "../backend/cpu/cpu_quant.h"
+#include <cblas.h>
+
+#include "../backend/cpu/cpu_gemm_par.h" // after cblas.h
 #include "base/clock.h"
 #include "kcache.h"
 
@@ -451,6 +454,11 @@ int compile_model(const model *m, const compile_opts *o, compiled **out, char *e
     c->kernels = (const tc_kernel *)dlsym(c->so, "tc_kernels");
     if (!c->step || !c->kernels)
         return fail(c, err, cap, "dlsym tc_step / tc_kernels: the generated library is incomplete");
+    // the GEMMs of a few rows run eager's own kernel (cpu_gemm_par.h)
+    cpu_gemv_fn *gemv = (cpu_gemv_fn *)dlsym(c->so, "tc_gemv");
+    if (!gemv)
+        return fail(c, err, cap, "dlsym tc_gemv: the generated library is incomplete");
+    *gemv = cpu_gemv_entry;
     graph *g = p->g;
     c->ext = calloc((size_t)g->n, sizeof *c->ext);
     c->consts = calloc((size_t)g->n, sizeof *c->consts);

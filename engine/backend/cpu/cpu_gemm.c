@@ -178,6 +178,11 @@ static void batch_offsets(const tensor *out, int nb, const int64_t *sa, const in
     }
 }
 
+void cpu_gemv_entry(int tb, int64_t M, int64_t n0, int64_t n1, int64_t K, const float *a,
+                    int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    cpu_gemv(tb, M, n0, n1, K, a, lda, b, ldb, beta, c, ldc);
+}
+
 int cpu_matmul(cpu_ctx *c, const tensor *a, const tensor *b, tensor *out) {
     if (dtype_is_half(a->dtype) || dtype_is_half(b->dtype) || dtype_is_half(out->dtype))
         return gemm_f16(c, a, b, NULL, false, out);

@@ -71,15 +71,24 @@ static inline cpu_gemm_split cpu_gemm_split_plan(int64_t M, int64_t N, int64_t K
 // EPYC, AVX-512), as fast as OpenBLAS's own sgemv, which an eager framework
 // reaches through MKL's or newer OpenBLAS's GEMM at M = 1. Decode is all
 // such products. Plain C on GCC vector types, which the compiler maps to
-// the target's widest registers (the generated C's prelude embeds this).
-// The engine is C11 and the generated C GNU C: GCC fuses the kernels'
-// multiply-adds into FMAs in the latter only (-ffp-contract's defaults), so
-// the two round differently (the bytes read, which bound a decode step's
-// products, are the same).
+// the target's widest registers (best of 200 warm calls, the figures above).
 #define CPU_GEMV_ROWS     4       // M at most this: the matrix-vector kernels
 #define CPU_GEMV_PAR_WORK 32768.0 // M*N*K from which the columns split over threads
 #define CPU_GEMV_AHEAD    8       // rows ahead that the matrix-vector kernel prefetches
 
+// The generated C defines CPU_GEMV_EXTERN: its cpu_gemv is the engine's,
+// through the pointer tc_gemv that the loader sets (program.c), so both
+// modes run the same machine code (the same sums, bit for bit), and no
+// program compiles the kernels again: their bodies in every part of a
+// program had tripled its compile time (llama's decode step, 0.4 s to
+// 1.25 s).
+typedef void (*cpu_gemv_fn)(int tb, int64_t M, int64_t n0, int64_t n1, int64_t K, const float *a,
+                            int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                            int64_t ldc);
+#ifdef CPU_GEMV_EXTERN
+extern cpu_gemv_fn tc_gemv;
+#define cpu_gemv tc_gemv
+#else
 typedef float cpu_v16 __attribute__((vector_size(64)));
 
 static inline cpu_v16 cpu_v16_load(const float *p) {
@@ -195,22 +204,11 @@ cpu_gemv_nn_body(int MR, int64_t n0, int64_t n1, int64_t K, const float *a, int6
 
 // Columns [n0, n1) of c (M, N) = a (M, K) @ B + beta c on the calling
 // thread, M at most CPU_GEMV_ROWS, B = w^T (tb 112) or b (tb 111). One
-// copy a translation unit, never inlined. The generated C defines
-// CPU_GEMV_ONE_BODY: the rows of A then go one at a time through the
-// one-row bodies (the same sums for each row, B read once a row), since
-// compiling the eight bodies in every part of a program tripled its compile
-// time (llama's decode step: 0.4 s to 1.25 s).
+// copy a translation unit, never inlined.
 __attribute__((noinline, unused)) static void cpu_gemv(int tb, int64_t M, int64_t n0, int64_t n1,
                                                        int64_t K, const float *a, int64_t lda,
                                                        const float *b, int64_t ldb, float beta,
                                                        float *c, int64_t ldc) {
-#ifdef CPU_GEMV_ONE_BODY
-    for (int64_t m = 0; m < M; m++)
-        if (tb == 112)
-            cpu_gemv_nt_body(1, n0, n1, K, a + m * lda, lda, b, ldb, beta, c + m * ldc, ldc);
-        else
-            cpu_gemv_nn_body(1, n0, n1, K, a + m * lda, lda, b, ldb, beta, c + m * ldc, ldc);
-#else
 #define CPU_GEMV_CASE(MR)                                                                          \
     case MR:                                                                                       \
         if (tb == 112)                                                                             \
@@ -226,8 +224,13 @@ __attribute__((noinline, unused)) static void cpu_gemv(int tb, int64_t M, int64_
     default: break;
     }
 #undef CPU_GEMV_CASE
-#endif
 }
+
+// The same, callable from outside (cpu_gemm.c): what a compiled program's
+// tc_gemv is set to.
+void cpu_gemv_entry(int tb, int64_t M, int64_t n0, int64_t n1, int64_t K, const float *a,
+                    int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+#endif
 
 // Whether a GEMM takes the matrix-vector kernels.
 static int cpu_gemv_off = -1; // TCBENCH_DISABLE_GEMV, read once per unit
