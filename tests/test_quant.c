@@ -197,6 +197,17 @@ static void test_qgemm(void **state) {
     // a last step of two weight rows (N % 4 == 2)
     check_qgemm_k(4, DT_F32, 1, 6, false, "gemv", 0, 128);
     check_qgemm_k(8, DT_F32, 1, 6, false, "gemv", 0, 128);
+    // the AVX2 int4 kernel (on an AVX-512 build, the AVX-512 ones are
+    // otherwise the only ones run) and the portable loop, at M 1 and 3
+    const char *simd[] = {"avx512", "1"};
+    for (int v = 0; v < 2; v++) {
+        setenv("TCBENCH_DISABLE_QGEMV_SIMD", simd[v], 1);
+        for (int64_t M = 1; M <= 3; M += 2) {
+            check_qgemm_k(4, DT_F16, M, 13, true, "gemv", 0, 100);
+            check_qgemm_k(8, DT_F32, M, 13, false, "gemv", 0, 100);
+        }
+        unsetenv("TCBENCH_DISABLE_QGEMV_SIMD");
+    }
 }
 
 // ---- 3. the model rewrite, eager, compiled and the fusion -----------------------

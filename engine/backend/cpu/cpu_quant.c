@@ -314,18 +314,20 @@ static void qgemv_512(int bits, int NR, int64_t M, int64_t K, int64_t body, int6
 // With AVX-512 the kernels above take QROWS weight rows a step (the rows
 // of x one after another: a weight's values are unpacked once per row of
 // x); else int4 with AVX2 unpacks and multiplies in registers
-// (qgemv4_avx2; TCBENCH_DISABLE_QGEMV_SIMD=1 keeps the portable loop).
+// (qgemv4_avx2; TCBENCH_DISABLE_QGEMV_SIMD=1 keeps the portable loop,
+// =avx512 the AVX2 kernel where the build has AVX-512, for its tests).
 static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const float *x,
                   const void *q, enum dtype sdt, const void *scales, float *y) {
     int64_t G = cpu_quant_groups(K, group), rb = cpu_quant_row_bytes(bits, K);
     const char *off = getenv("TCBENCH_DISABLE_QGEMV_SIMD");
-    bool simd = !(off && *off && strcmp(off, "0") != 0);
-    (void)simd;
+    bool avx512_off = off && strcmp(off, "avx512") == 0;
+    bool simd = avx512_off || !(off && *off && strcmp(off, "0") != 0);
+    (void)simd, (void)avx512_off;
     int64_t body = 0, step = 1; // the AVX-512 kernels' values a row, and rows a step
     float *xd = NULL;           // int4: x deinterleaved for them
 #ifdef QGEMV_512
     int64_t unit = bits == 4 ? 32 : 16;
-    if (simd && group % unit == 0)
+    if (simd && !avx512_off && group % unit == 0)
         body = K - K % unit;
     if (body && bits == 4) {
         xd = malloc((size_t)(M * body) * sizeof *xd);

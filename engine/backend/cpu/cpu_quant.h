@@ -23,7 +23,8 @@
 // dequantized a chunk at a time in L1 and dotted with x, OpenMP over N
 // (AVX-512: four weight rows a step, int4 through a table lookup, int8
 // widened; else int4 with AVX2: 32 nibbles a step unpacked and multiplied
-// in registers; TCBENCH_DISABLE_QGEMV_SIMD=1 keeps the portable loop); for more rows a
+// in registers; TCBENCH_DISABLE_QGEMV_SIMD=1 keeps the portable loop, =avx512
+// the AVX2 kernel); for more rows a
 // block of W (about 1 MiB of f32; TCBENCH_QGEMM_TILE=ROWS) is dequantized
 // into a tile and multiplied by sgemm, the tiles split over the threads.
 // TCBENCH_QGEMM=gemv or tiles forces one form.
