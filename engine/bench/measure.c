@@ -35,7 +35,7 @@ void measure_phase(const bench_plan *p, const bench_group *gr, const char *what,
 }
 
 // A compiled-family mode's switches: the kill switches hold in every mode.
-static compile_opts mode_compile_opts(int mode) {
+compile_opts measure_compile_opts(int mode) {
     compile_opts o = compile_opts_default();
     o.capture = mode != BENCH_MODE_FUSED && o.capture;
     o.fusion = mode != BENCH_MODE_CAPTURED && o.fusion;
@@ -71,21 +71,28 @@ int measure_mode_cache(const char *kcache, const char *mode, char *dir, size_t d
     return base_mkdtemp("tcbench-kcache", dir, dcap, err, cap);
 }
 
+int measure_dump_dir(const bench_plan *p, const bench_case *bc, int mode, char *dir, size_t dcap,
+                     char *err, size_t cap) {
+    if (!p->cfg.dump_dir)
+        return 0;
+    snprintf(dir, dcap, "%s/%s/%s", p->cfg.dump_dir, bc->c->name,
+             bench_axis_value(BENCH_AXIS_MODE, mode));
+    return base_mkdir_p(dir, 0777, err, cap) < 0 ? -1 : 1;
+}
+
 // Compiles mr's mode cold, into its empty kernel cache `cache`
 // (measure_mode_cache), and throws the executor away: cold_s. -1 with err:
 // the compiler's words.
 static int compile_cold(const bench_plan *p, const bench_case *bc, const model *m, mode_run *mr,
                         const char *cache, char *err, size_t cap) {
-    compile_opts o = mode_compile_opts(mr->mode);
+    compile_opts o = measure_compile_opts(mr->mode);
     const bench_exec_opts xo = exec_opts(p, task_device(p, mr->r));
-    const char *mode = bench_axis_value(BENCH_AXIS_MODE, mr->mode);
     char dump[4096];
-    if (p->cfg.dump_dir) {
-        snprintf(dump, sizeof dump, "%s/%s/%s", p->cfg.dump_dir, bc->c->name, mode);
-        if (base_mkdir_p(dump, 0777, err, cap) < 0)
-            return -1;
+    int d = measure_dump_dir(p, bc, mr->mode, dump, sizeof dump, err, cap);
+    if (d < 0)
+        return -1;
+    if (d > 0)
         o.dump_dir = dump;
-    }
     o.cache_dir = cache;
     bench_exec *cold = NULL;
     double t0 = base_now();
@@ -99,7 +106,7 @@ static int compile_cold(const bench_plan *p, const bench_case *bc, const model *
 // warm_s, and the executor kept in mr.
 static int compile_warm(const bench_plan *p, const model *m, mode_run *mr, const char *cache,
                         char *err, size_t cap) {
-    compile_opts o = mode_compile_opts(mr->mode);
+    compile_opts o = measure_compile_opts(mr->mode);
     const bench_exec_opts xo = exec_opts(p, task_device(p, mr->r));
     o.cache_dir = cache;
     bench_compile *bc_out = &mr->r->compile;
@@ -123,7 +130,7 @@ static int compile_mode(const bench_plan *p, const bench_case *bc, const model *
     const bench_exec_opts xo = exec_opts(p, task_device(p, mr->r));
     bench_compile *bc_out = &mr->r->compile;
     if (xo.device == BENCH_DEV_CUDA) {
-        compile_opts o = mode_compile_opts(mr->mode);
+        compile_opts o = measure_compile_opts(mr->mode);
         double t0 = base_now();
         int rc = bench_exec_compile(m, &o, &xo, &mr->x, err, cap);
         bc_out->cold_s = base_now() - t0;
@@ -242,7 +249,7 @@ static void measure_train(const bench_plan *p, const bench_group *gr, const benc
             goto done;
         measure_phase(p, gr, "build checked graph", &t0);
         for (int k = 1; k < n; k++) {
-            compile_opts o = mode_compile_opts(runs[k].mode);
+            compile_opts o = measure_compile_opts(runs[k].mode);
             o.cache_dir = cache[k];
             char err[512];
             if (!dead[k] && bench_exec_compile(m, &o, &xo, &runs[k].x, err, sizeof err) < 0)
@@ -314,7 +321,7 @@ static void measure_again(const bench_plan *p, const bench_group *gr, const benc
         goto done;
     char cache[1024] = "";
     for (int k = 1; k < n; k++) {
-        compile_opts o = mode_compile_opts(runs[k].mode);
+        compile_opts o = measure_compile_opts(runs[k].mode);
         const bench_exec_opts xo = exec_opts(p, task_device(p, runs[k].r));
         char err[512];
         const char *mode = bench_axis_value(BENCH_AXIS_MODE, runs[k].mode);

@@ -6,8 +6,6 @@
 // token and the tokens a second go beside it.
 #include "measure_internal.h"
 
-#include "base/files.h"
-
 #include "generate.h"
 #include "timing.h"
 
@@ -92,18 +90,14 @@ static enum dtype gen_amp(const bench_plan *p, const bench_group *gr) {
 // DIR/CASE/MODE (dir: the caller's buffer for that path).
 static compile_opts gen_compile_opts(const bench_plan *p, const bench_case *bc, int mode, char *dir,
                                      size_t dcap) {
-    compile_opts o = compile_opts_default();
-    o.capture = mode != BENCH_MODE_FUSED && o.capture;
-    o.fusion = mode != BENCH_MODE_CAPTURED && o.fusion;
+    compile_opts o = measure_compile_opts(mode);
     char err[600];
-    if (p->cfg.dump_dir && mode != BENCH_MODE_EAGER) {
-        snprintf(dir, dcap, "%s/%s/%s", p->cfg.dump_dir, bc->c->name,
-                 bench_axis_value(BENCH_AXIS_MODE, mode));
-        if (base_mkdir_p(dir, 0777, err, sizeof err) == 0)
-            o.dump_dir = dir;
-        else
-            fprintf(stderr, "warning: --dump: %s\n", err);
-    }
+    int d =
+        mode == BENCH_MODE_EAGER ? 0 : measure_dump_dir(p, bc, mode, dir, dcap, err, sizeof err);
+    if (d > 0)
+        o.dump_dir = dir;
+    else if (d < 0)
+        fprintf(stderr, "warning: --dump: %s\n", err);
     return o;
 }
 

@@ -162,6 +162,12 @@ void measure_chat(const bench_plan *p, const bench_group *gr, const bench_case *
 // parent's to remove), or without KCACHE a temporary one (the caller's)
 int measure_mode_cache(const char *kcache, const char *mode, char *dir, size_t dcap, char *err,
                        size_t cap);
+// measure.c: a compiled-family mode's compile options (fused: no capture;
+// captured: no fusion), and --dump's folder for a case in a mode,
+// DIR/CASE/MODE, made: 1, 0 without --dump, -1 with err
+compile_opts measure_compile_opts(int mode);
+int measure_dump_dir(const bench_plan *p, const bench_case *bc, int mode, char *dir, size_t dcap,
+                     char *err, size_t cap);
 
 // measure_time.c
 // A timed step's samples (taken over from t) and the machine around the

@@ -293,12 +293,12 @@ static int emit_gemm_rows_in_place(lgen *g, int target, int64_t M, int64_t N, in
     if (par)
         sbuf_puts(b, "#pragma omp for schedule(static)\n");
     sbuf_puts(b, "        for (int64_t t = 0; t < parts; t++)\n");
-    sbuf_printf(b,
-                "            cpu_gemv(%s, nr, %lld / 16 * t / parts * 16, t == parts - 1 ? %lld : "
-                "%lld / 16 * (t + 1) / parts * 16, %lld, rows0 + r0 * %lld, %lld, p1, %lld, "
-                "0.0f, p2 + r0 * %lld, %lld);\n",
-                TB, (long long)N, (long long)N, (long long)N, (long long)K, (long long)K,
-                (long long)K, (long long)ldb, (long long)N, (long long)N);
+    sbuf_printf(
+        b,
+        "            cpu_gemv(%s, nr, cpu_gemv_col(%lld, t, parts), cpu_gemv_col(%lld, t + 1, "
+        "parts), %lld, rows0 + r0 * %lld, %lld, p1, %lld, 0.0f, p2 + r0 * %lld, %lld);\n",
+        TB, (long long)N, (long long)N, (long long)K, (long long)K, (long long)K, (long long)ldb,
+        (long long)N, (long long)N);
     sbuf_puts(b, "    }\n");
     if (epi) {
         if (par)

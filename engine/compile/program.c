@@ -458,7 +458,7 @@ int compile_model(const model *m, const compile_opts *o, compiled **out, char *e
     cpu_gemv_fn *gemv = (cpu_gemv_fn *)dlsym(c->so, "tc_gemv");
     if (!gemv)
         return fail(c, err, cap, "dlsym tc_gemv: the generated library is incomplete");
-    *gemv = cpu_gemv_entry;
+    *gemv = cpu_gemv;
     graph *g = p->g;
     c->ext = calloc((size_t)g->n, sizeof *c->ext);
     c->consts = calloc((size_t)g->n, sizeof *c->consts);

@@ -7,7 +7,8 @@
 // bf16 converted), each key tile transposed to (D, AT_TK) so that the score
 // loop runs along keys and the values by rows, unless they can be read in
 // place (below); the queries are loaded per tile, pre-scaled by fa0. Both
-// inner loops are unit-stride, blocked 4 rows x 16 columns in registers.
+// inner loops are unit-stride, blocked 4 rows x 16 columns in registers; a
+// tile of one row runs them as matrix-vector products (cpu_gemv).
 //
 // Work is split over (batch, head, query tile); when that gives the threads
 // too little to do (decoding: T = 1, S long) the key range is also split into
@@ -36,6 +37,10 @@
 #endif
 #include "cpu_attention.h"
 #include "cpu_math.h"
+
+#include <cblas.h>
+
+#include "cpu_gemm_par.h" // after cblas.h: cpu_gemv, the one-row products
 
 #include <math.h>
 #include <omp.h>
@@ -273,13 +278,14 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t f0, int 
                              j->Dp, rows, nk, w->s);
         else
 #endif
-            if (!j->kpack) {
+            if (!j->kpack) { // one row, f32 keys where they lie: a dot product along each
             const float *kr = (const float *)j->k.data + b * j->k.st[0] + kvh * j->k.st[1];
-            at_row_scores(w->q, kr + s0 * j->k.st[2], j->k.st[2], D, nk, w->s);
+            cpu_gemv(112, 1, 0, nk, D, w->q, D, kr + s0 * j->k.st[2], j->k.st[2], 0.0f, w->s,
+                     AT_TK);
         } else {
             const float *kt = j->kpack + (bg * j->nkt + s0 / AT_TK) * D * AT_TK;
-            if (rows == 1)
-                at_tile_scores_1(w->q, kt, D, w->s);
+            if (rows == 1) // every column: zeros past S, or keys masked below
+                cpu_gemv(111, 1, 0, AT_TK, D, w->q, D, kt, AT_TK, 0.0f, w->s, AT_TK);
             else
                 at_tile_scores(w->q, kt, D, rows, nk, w->s);
         }
@@ -339,7 +345,7 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t f0, int 
         int64_t ldv;
         const float *vr = v_rows(j, b, kvh, s0, &ldv);
         if (rows == 1)
-            at_tile_pv_1(w->s, vr, ldv, Dv, nk, w->acc);
+            cpu_gemv(111, 1, 0, Dv, nk, w->s, AT_TK, vr, ldv, 1.0f, w->acc, Dv);
         else
             at_tile_pv(w->s, vr, ldv, Dv, rows, nk, w->acc);
     }

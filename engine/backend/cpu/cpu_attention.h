@@ -102,67 +102,6 @@ static inline void at_tile_scores(const float *q, const float *kt, int64_t D, in
         }
 }
 
-// The same for one query row (a decode step of multi-head attention, where
-// a block of AT_R rows would carry three rows of zeros): the whole key
-// tile's columns in registers. Every column is computed, those past the
-// tile's keys too (zeros past S, or keys the caller masks).
-static inline void at_tile_scores_1(const float *q, const float *kt, int64_t D, float *s) {
-    float acc[AT_TK] = {0};
-    for (int64_t d = 0; d < D; d++) {
-        const float *kd = kt + d * AT_TK;
-        float qv = q[d];
-#pragma omp simd
-        for (int c = 0; c < AT_TK; c++)
-            acc[c] += qv * kd[c];
-    }
-    memcpy(s, acc, sizeof acc);
-}
-
-// s (1, nk) = q (1, D) . k (nk, D)^T for one query row, k's rows ldk apart
-// where they lie: a dot product along each key.
-static inline void at_row_scores(const float *q, const float *k, int64_t ldk, int64_t D, int nk,
-                                 float *s) {
-    for (int c = 0; c < nk; c++) {
-        const float *kc = k + c * ldk;
-        float acc = 0;
-#pragma omp simd reduction(+ : acc)
-        for (int64_t d = 0; d < D; d++)
-            acc += q[d] * kc[d];
-        s[c] = acc;
-    }
-}
-
-// acc (1, Dv) += p (1, AT_TK) . v (nk, Dv) for one query row, 64 value
-// columns at a time in registers.
-static inline void at_tile_pv_1(const float *p, const float *v, int64_t ldv, int64_t Dv, int nk,
-                                float *acc) {
-    int64_t e0 = 0;
-    for (; e0 + 4 * AT_C <= Dv; e0 += 4 * AT_C) {
-        float o[4 * AT_C];
-        memcpy(o, acc + e0, sizeof o);
-        for (int c = 0; c < nk; c++) {
-            const float *vc = v + c * ldv + e0;
-            float pv = p[c];
-#pragma omp simd
-            for (int e = 0; e < 4 * AT_C; e++)
-                o[e] += pv * vc[e];
-        }
-        memcpy(acc + e0, o, sizeof o);
-    }
-    for (; e0 < Dv; e0 += AT_C) { // the last columns, AT_C at a time
-        int w = Dv - e0 < AT_C ? (int)(Dv - e0) : AT_C;
-        float o[AT_C] = {0};
-        for (int c = 0; c < nk; c++) {
-            const float *vc = v + c * ldv + e0;
-            float pv = p[c];
-            for (int e = 0; e < w; e++)
-                o[e] += pv * vc[e];
-        }
-        for (int e = 0; e < w; e++)
-            acc[e0 + e] += o[e];
-    }
-}
-
 // acc (rows, Dv) += p (rows, AT_TK) . v (nk, Dv), v's rows ldv apart,
 // blocked as tile_scores
 static inline void at_tile_pv(const float *p, const float *v, int64_t ldv, int64_t Dv, int rows,

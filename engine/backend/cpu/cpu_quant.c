@@ -22,7 +22,7 @@
 // within L2), so that sgemm's packing of x is paid once per many columns
 #define QTILE_VALUES (1 << 18)
 #define QLANES       16 // partial sums of a dot product (two AVX registers)
-#define QROWS_MAX    4  // weight rows a step of any qgemv form
+#define QROWS        4  // weight rows a step of the AVX-512 qgemv kernels
 
 int64_t cpu_quant_groups(int64_t K, int64_t group) { return (K + group - 1) / group; }
 
@@ -212,7 +212,6 @@ static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, 
 
 #if defined(__AVX512F__)
 #define QGEMV_512 1
-#define QROWS     QROWS_MAX // weight rows a step of the AVX-512 kernels
 // The AVX-512 forms of qgemv, values [0, body) of NR weight rows (qr[r],
 // their scales srow[r]) against M rows of x, the sums into d[r * M + m].
 // int4: body and group multiples of 32. Each 16
@@ -345,7 +344,7 @@ static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, cons
 #pragma omp parallel for if (N * K >= CPU_PAR_MIN) schedule(static)
     for (int64_t n0 = 0; n0 < N; n0 += step) {
         int nr = (int)(N - n0 < step ? N - n0 : step);
-        float head[QROWS_MAX * CPU_QGEMM_GEMV_MAX] = {0}; // the kernels' sums, [r * M + m]
+        float head[QROWS * CPU_QGEMM_GEMV_MAX] = {0}; // the kernels' sums, [r * M + m]
 #ifdef QGEMV_512
         if (body) {
             const uint8_t *qrs[QROWS];
