@@ -100,8 +100,10 @@ int main(int argc, char **argv) {
         for (int b = 0; b < 4; b++) {
             if (b == 3) // int4 again without its SIMD kernels (cpu_quant.c)
                 setenv("TCBENCH_DISABLE_QGEMV_SIMD", "1", 1);
+            cpu_quant_env_reload();
             double t = b == 0 ? f32 : median(&j, bits[b]);
             unsetenv("TCBENCH_DISABLE_QGEMV_SIMD");
+            cpu_quant_env_reload();
             double bytes = (double)N * K * (bits[b] == 0 ? 4 : bits[b] / 8.0) +
                            (bits[b] ? (double)N * G * 4 : 0);
             printf("%3lld x %5lld x %-6lld %-6s %10.1f %12.2f %9.2fx\n", (long long)M, (long long)N,

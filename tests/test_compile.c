@@ -885,6 +885,67 @@ static void test_gemm_rows_in_place(void **state) {
     }
 }
 
+// A decoding step's linears (2 rows of A): q, k and v read one normed
+// input, as do the feed-forward's gate and up, whose epilogue (silu(gate)
+// * up) reads the up GEMM's output. Codegen makes each a kernel that can
+// compute one thread's columns (gemv_cols), and compile_gemv_runs puts
+// all five in one run (the epilogue reads the other GEMM's output at the
+// columns the same thread wrote), and the down projection, which reads
+// their product, in none. Every mode matches the fp64
+// reference with the runs and without (TCBENCH_DISABLE_GEMV_RUNS=1).
+static void test_gemv_runs(void **state) {
+    char cache[512];
+    cache_of(state, cache, sizeof cache);
+    // F < 2K: no GEMM here may put its input's rows in its output (plan.c),
+    // which would make it no member of a run
+    enum { K = 128, NQ = 128, NK = 32, F = 192 };
+    graph *g = graph_new();
+    int x = in(g, "x", 3, (int64_t[]){2, 1, K});
+    int nw = graph_param(g, "nw", 1, (int64_t[]){K}, INIT_NORMAL, 1.0);
+    int h = graph_op(g, OP_RMS_NORM, 2, (int[]){x, nw}, NULL, (double[GRAPH_MAX_FA]){1e-5});
+    int lin[5];
+    const int64_t rows[5] = {NQ, NK, NK, F, F};
+    for (int i = 0; i < 5; i++) {
+        int w = graph_param(g, "w", 2, (int64_t[]){rows[i], K}, INIT_NORMAL, 0.1);
+        lin[i] = graph_op(g, OP_LINEAR, 2, (int[]){h, w}, NULL, NULL);
+    }
+    int y = graph_binary(g, OP_MUL, graph_unary(g, OP_SILU, lin[3]), lin[4]);
+    int wd = graph_param(g, "wd", 2, (int64_t[]){K, F}, INIT_NORMAL, 0.1);
+    int d = graph_binary(g, OP_ADD, graph_op(g, OP_LINEAR, 2, (int[]){y, wd}, NULL, NULL), x);
+    for (int i = 0; i < 3; i++)
+        graph_output(g, lin[i]);
+    graph_output(g, d);
+    model *m = model_of(g);
+    assert_int_equal(model_init_values(m, 5), 0);
+    cprog *p = passes(m, true);
+    char *src = compile_codegen_c(p);
+    assert_non_null(src);
+    free(src);
+    int *run = calloc((size_t)p->ngroups, sizeof *run);
+    assert_non_null(run);
+    assert_int_equal(compile_gemv_runs(p, run), 0);
+    int q = group_of(p, OP_LINEAR, 0), gate = group_of(p, OP_LINEAR, 3),
+        up = group_of(p, OP_LINEAR, 4), down = group_of(p, OP_LINEAR, 5);
+    assert_true(p->groups[q].gemv_cols && p->groups[down].gemv_cols);
+    // q, k, v, then up and gate in either order (the GEMM whose epilogue
+    // reads the other's output comes second): one run of five
+    assert_int_equal(run[q], 5);
+    assert_int_equal(group_of(p, OP_LINEAR, 1), q + 1);
+    assert_int_equal(group_of(p, OP_LINEAR, 2), q + 2);
+    assert_true((up == q + 3 && gate == q + 4) || (gate == q + 3 && up == q + 4));
+    assert_int_equal(run[down], 1);
+    setenv("TCBENCH_DISABLE_GEMV_RUNS", "1", 1);
+    assert_int_equal(compile_gemv_runs(p, run), 0);
+    for (int gi = 0; gi < p->ngroups; gi++)
+        assert_int_equal(run[gi], 1);
+    check_modes(m, cache, "matrix-vector GEMMs one at a time");
+    unsetenv("TCBENCH_DISABLE_GEMV_RUNS");
+    check_modes(m, cache, "runs of matrix-vector GEMMs");
+    free(run);
+    prog_free(p);
+    model_free(m);
+}
+
 // Layout planning (layout.c): in an inference graph the activations
 // between convolutions and pooling are stored channels-last, the graph's
 // output plain; every mode matches the fp64 reference. The chain has a
@@ -2907,6 +2968,7 @@ int main(int argc, char **argv) {
         T(test_conv_post_ops),
         T(test_direct_casts),
         T(test_gemm_rows_in_place),
+        T(test_gemv_runs),
         T(test_conv_layouts),
         T(test_slice_copy_layout),
         T(test_recompute_reads_no_buffer),

@@ -150,9 +150,11 @@ static void check_qgemm_k(int bits, enum dtype sdt, int64_t M, int64_t N, bool b
     snprintf(rows, sizeof rows, "%d", tile);
     setenv("TCBENCH_QGEMM", form, 1);
     setenv("TCBENCH_QGEMM_TILE", rows, 1);
+    cpu_quant_env_reload();
     assert_int_equal(cpu_qgemm(bits, GRP, M, N, K, x, q, sdt, sc, bias ? b : NULL, y), 0);
     unsetenv("TCBENCH_QGEMM");
     unsetenv("TCBENCH_QGEMM_TILE");
+    cpu_quant_env_reload();
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) {
             double r = bias ? b[n] : 0, mag = fabs(r);
@@ -202,11 +204,12 @@ static void test_qgemm(void **state) {
     const char *simd[] = {"avx512", "1"};
     for (int v = 0; v < 2; v++) {
         setenv("TCBENCH_DISABLE_QGEMV_SIMD", simd[v], 1);
-        for (int64_t M = 1; M <= 3; M += 2) {
+        for (int64_t M = 1; M <= 3; M += 2) { // check_qgemm_k reloads the switches
             check_qgemm_k(4, DT_F16, M, 13, true, "gemv", 0, 100);
             check_qgemm_k(8, DT_F32, M, 13, false, "gemv", 0, 100);
         }
         unsetenv("TCBENCH_DISABLE_QGEMV_SIMD");
+        cpu_quant_env_reload();
     }
 }
 

@@ -358,14 +358,16 @@ static void set_step_inputs(gen_step *s, const int32_t *tokens, int64_t pos) {
 // into keep (B x V floats) when set.
 static void pick(const tensor *logits, int64_t B, int64_t V, int32_t *next, float *keep) {
     int64_t T = logits->shape[1];
+    // f32 and contiguous (every step's logits but a view's): a plain loop,
+    // as a framework's argmax is, not an element lookup per logit
+    const float *f =
+        logits->dtype == DT_F32 && tensor_is_contiguous(logits) ? tensor_f32(logits) : NULL;
     for (int64_t b = 0; b < B; b++) {
         int64_t best = 0;
         float bv = -INFINITY;
         for (int64_t k = 0; k < V; k++) {
             int64_t idx[3] = {b, T - 1, k};
-            float x = logits->dtype == DT_F32 && tensor_is_contiguous(logits)
-                          ? tensor_f32(logits)[(b * T + T - 1) * V + k]
-                          : (float)tensor_get(logits, idx);
+            float x = f ? f[(b * T + T - 1) * V + k] : (float)tensor_get(logits, idx);
             if (keep)
                 keep[b * V + k] = x;
             if (x > bv) {

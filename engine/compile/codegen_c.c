@@ -13,6 +13,10 @@
 #include "kcache.h"
 #include "lower.h"
 
+#include <cblas.h>
+
+#include "backend/cpu/cpu_gemm_par.h" // CPU_GEMV_ROWS, CPU_GEMV_PAR_WORK
+
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -384,6 +388,29 @@ static int emit_gemm(lgen *g) {
     }
     if (k->rows_in_place)
         return emit_gemm_rows_in_place(g, target, M, N, K, TB, ldb);
+    // A few rows of A (a decoding step's matrix-vector products): the
+    // kernel may be one member of a run of them in one parallel region
+    // (compile_gemv_runs, tc_step), rt->parts > 0 then asking for the
+    // columns of part rt->part alone, the GEMM's and the epilogue's, on
+    // the calling thread: the split cpu_sgemm_par makes of the same GEMM.
+    if (!ta && M <= CPU_GEMV_ROWS) {
+        k->gemv_cols = true;
+        k->work = (double)M * (double)N * (double)K;
+        sbuf_puts(b, "    if (rt->parts) {\n");
+        sbuf_printf(b,
+                    "        int64_t j0 = cpu_gemv_col(%lld, rt->part, rt->parts), "
+                    "j1 = cpu_gemv_col(%lld, rt->part + 1, rt->parts);\n",
+                    (long long)N, (long long)N);
+        sbuf_printf(b,
+                    "        cpu_sgemm_cols(%s, %lld, j0, j1, %lld, p0, %lld, p1, %lld, p2, "
+                    "%lld);\n",
+                    TB, (long long)M, (long long)K, (long long)lda, (long long)ldb, (long long)N);
+        char rows[32];
+        snprintf(rows, sizeof rows, "%lld", (long long)M);
+        if (epi && emit_epilogue_block(g, target, "0", rows, "j0", "j1") < 0)
+            return -1;
+        sbuf_puts(b, "        return;\n    }\n");
+    }
     // one matrix: row blocks, each a single-threaded GEMM plus its epilogue
     // while the block is in cache, when there are rows enough (the rule of
     // cpu_gemm_split_plan, which eager's linear and matmul follow); else the
@@ -527,6 +554,7 @@ static const char tc_abi[] =
     "    int (*call)(void *ctx, int gi, char *const *a);\n"
     "    void *ctx;\n"
     "    uint64_t step; // the training step t, from 1 (compiled_set_step)\n"
+    "    int part, parts; // parts > 0: a run's member computes part `part` alone\n"
     "} tc_rt;\n"
     "typedef struct tc_chunk { // one piece of one tensor of an update kernel\n"
     "    int op, arg;           // kind; slot of the tensor's first operand in a\n"
@@ -936,6 +964,105 @@ static int emit_kernels(cprog *p, bool lift_on, sbuf *out, sbuf *kp, int32_t *kp
     return rc;
 }
 
+// ---- runs of matrix-vector GEMMs -------------------------------------------
+
+// The bytes operand v's data lies in: base as operand_of gives it (an ext
+// index, or -1 for the arena) and [lo, hi) there (a view: its base's whole
+// extent).
+static void operand_span(const cprog *p, int v, int *base, int64_t *lo, int64_t *hi) {
+    const cnode *c = &p->info[v];
+    int b = c->store == CS_VIEW ? c->base : v;
+    const cnode *bc = &p->info[b];
+    bool ext = bc->store == CS_SOURCE || bc->store == CS_CONST;
+    *base = ext ? b : -1;
+    *lo = ext ? 0 : (int64_t)bc->offset;
+    *hi = *lo + (int64_t)graph_node_bytes(&p->g->nodes[b]);
+}
+
+static bool member_of(const kgroup *k, int v) {
+    for (int m = 0; m < k->n; m++)
+        if (k->nodes[m] == v)
+            return true;
+    return false;
+}
+
+static bool contiguous_buffer(const cprog *p, int v) {
+    const cnode *c = &p->info[v];
+    const graph_node *n = &p->g->nodes[v];
+    if (c->store != CS_BUFFER)
+        return false;
+    if (c->lay.ndim != n->ndim)
+        return true; // no layout of its own: contiguous
+    int64_t st[TENSOR_MAX_DIMS];
+    tensor_strides_contiguous(n->ndim, n->shape, st);
+    for (int d = 0; d < n->ndim; d++)
+        if (n->shape[d] > 1 && c->lay.stride[d] != st[d])
+            return false;
+    return true;
+}
+
+// Whether group b may follow group a in a run: b's operands and a's share
+// no bytes, but for both reading the same node, and for b's epilogue
+// (operands past the GEMM's three) reading a's output where each thread
+// wrote it: a contiguous buffer of the shape both GEMMs compute, so the
+// same column split.
+static bool run_compatible(const cprog *p, const kgroup *a, const kgroup *b) {
+    const graph_node *an = &p->g->nodes[a->anchor], *bn = &p->g->nodes[b->anchor];
+    bool same = an->ndim == bn->ndim &&
+                memcmp(an->shape, bn->shape, (size_t)an->ndim * sizeof an->shape[0]) == 0;
+    for (int i = 0; i < b->nargs; i++) {
+        int u = b->args[i], ub;
+        int64_t ulo, uhi;
+        bool uw = member_of(b, u);
+        operand_span(p, u, &ub, &ulo, &uhi);
+        for (int j = 0; j < a->nargs; j++) {
+            int w = a->args[j], wb;
+            int64_t wlo, whi;
+            bool ww = member_of(a, w);
+            if (u == w) {
+                if (!uw && !ww)
+                    continue; // both read it
+                const graph_node *n = &p->g->nodes[w];
+                if (!uw && ww && i >= 3 && same && contiguous_buffer(p, w) && n->ndim == bn->ndim &&
+                    memcmp(n->shape, bn->shape, (size_t)n->ndim * sizeof n->shape[0]) == 0)
+                    continue; // b's epilogue reads a's output, column by column
+                return false;
+            }
+            operand_span(p, w, &wb, &wlo, &whi);
+            if (ub == wb && ulo < whi && wlo < uhi && (uw || ww))
+                return false; // bytes one writes that the other reads or writes
+        }
+    }
+    return true;
+}
+
+int compile_gemv_runs(const cprog *p, int *run) {
+    const char *off = getenv("TCBENCH_DISABLE_GEMV_RUNS");
+    bool on = !(off && *off && strcmp(off, "0") != 0);
+    for (int gi = 0; gi < p->ngroups;) {
+        const kgroup *k = &p->groups[gi];
+        int L = 1;
+        double work = k->work;
+        while (on && k->gemv_cols && gi + L < p->ngroups && L < GEMV_RUN_MAX) {
+            const kgroup *b = &p->groups[gi + L];
+            bool ok = b->kind == KG_GEMM && b->gemv_cols && b->args[0] == k->args[0];
+            for (int i = 0; ok && i < L; i++)
+                ok = run_compatible(p, &p->groups[gi + i], b);
+            if (!ok)
+                break;
+            work += b->work;
+            L++;
+        }
+        if (L > 1 && work < CPU_GEMV_PAR_WORK)
+            L = 1; // too little for the threads: each alone, as before
+        run[gi] = L;
+        for (int i = 1; i < L; i++)
+            run[gi + i] = 0;
+        gi += L;
+    }
+    return 0;
+}
+
 char *compile_codegen_c(cprog *p) {
     sbuf out = {0}, groups = {0}, kp = {0};
     int32_t *kpo = calloc((size_t)p->ngroups + 1, sizeof *kpo);
@@ -1014,19 +1141,59 @@ char *compile_codegen_c(cprog *p) {
     sbuf_puts(&out, nall ? "};\n" : "{0,0}};\n");
     sbuf_puts(&groups, p->ngroups ? "};\n" : "{0,0,0}};\n");
     sbuf_puts(&out, groups.s);
+    // runs of matrix-vector GEMMs (compile_gemv_runs): the length of the
+    // run each group starts, 0 inside one; a run is one parallel region
+    // in which every thread computes its columns of each member in turn
+    int *run = malloc((size_t)(p->ngroups ? p->ngroups : 1) * sizeof *run);
+    if (!run)
+        goto fail;
+    compile_gemv_runs(p, run);
+    bool runs = false;
+    for (int gi = 0; gi < p->ngroups; gi++)
+        runs |= run[gi] > 1;
+    if (runs) {
+        sbuf_puts(&out, "static const int8_t tc_run[] = {");
+        for (int gi = 0; gi < p->ngroups; gi++)
+            sbuf_printf(&out, "%d,%s", run[gi], gi % 32 == 31 ? "\n" : "");
+        sbuf_puts(&out, "};\n");
+    }
+    free(run);
     sbuf_printf(&out,
+                "\nstatic void tc_operands(char *const *ext, char *arena, int gi, char **a) {\n"
+                "    const int32_t *g = tc_groups[gi];\n"
+                "    for (int i = 0; i < g[2]; i++) {\n"
+                "        const int64_t *o = tc_ops[g[1] + i];\n"
+                "        a[i] = (o[0] < 0 ? arena : ext[o[0]]) + o[1];\n"
+                "    }\n"
+                "}\n"
                 "\nvoid tc_step(char *const *ext, char *arena, const tc_rt *rt) {\n"
                 "    char *a[%d] = {0};\n"
-                "    for (int gi = 0; gi < %d; gi++) {\n"
-                "        const int32_t *g = tc_groups[gi];\n"
-                "        for (int i = 0; i < g[2]; i++) {\n"
-                "            const int64_t *o = tc_ops[g[1] + i];\n"
-                "            a[i] = (o[0] < 0 ? arena : ext[o[0]]) + o[1];\n"
-                "        }\n"
-                "        tc_kernels[g[0]](a, rt, gi);\n"
-                "    }\n",
+                "    for (int gi = 0; gi < %d;) {\n",
                 maxops, p->ngroups);
-    sbuf_puts(&out, "}\n");
+    if (runs)
+        sbuf_printf(&out,
+                    "        int L = tc_run[gi];\n"
+                    "        if (L > 1 && omp_get_max_threads() > 1) {\n"
+                    "            char *ra[%d][%d];\n"
+                    "            for (int r = 0; r < L; r++)\n"
+                    "                tc_operands(ext, arena, gi + r, ra[r]);\n"
+                    "#pragma omp parallel\n"
+                    "            {\n"
+                    "                tc_rt pr = *rt;\n"
+                    "                pr.part = omp_get_thread_num();\n"
+                    "                pr.parts = omp_get_num_threads();\n"
+                    "                for (int r = 0; r < L; r++)\n"
+                    "                    tc_kernels[tc_groups[gi + r][0]](ra[r], &pr, gi + r);\n"
+                    "            }\n"
+                    "            gi += L;\n"
+                    "            continue;\n"
+                    "        }\n",
+                    GEMV_RUN_MAX, maxops);
+    sbuf_puts(&out, "        tc_operands(ext, arena, gi, a);\n"
+                    "        tc_kernels[tc_groups[gi][0]](a, rt, gi);\n"
+                    "        gi++;\n"
+                    "    }\n"
+                    "}\n");
     free(kpo);
     if (groups.oom || kp.oom)
         out.oom = true;

@@ -75,6 +75,11 @@ typedef struct kgroup {
     // (plan.c, "rows in place"); the kernel then computes the output rows
     // from the last down in chunks that never write over a row still unread
     bool rows_in_place;
+    // KG_GEMM, CPU (codegen_c.c): a GEMM of a few rows of A whose kernel
+    // can compute one thread's columns alone, inside a run's region
+    // (compile_gemv_runs); work is its M * N * K
+    bool gemv_cols;
+    double work;
 } kgroup;
 
 typedef struct cnode {
@@ -150,6 +155,15 @@ void compile_prog_free(cprog *p);
 size_t compile_sources_bytes(const graph *g);
 // The C translation unit for the program; caller frees.
 char *compile_codegen_c(cprog *p);
+// Runs of GEMMs of a few rows (decoding's matrix-vector products, kgroup
+// gemv_cols) that follow one another, read one A and share no bytes in a
+// way that needs a barrier between them: tc_step runs each in one
+// parallel region, every thread its columns of each member in turn, for a
+// fork and join a GEMM. run[gi] (ngroups entries): the members of the run
+// group gi starts, 1 alone, 0 inside a run. After compile_codegen_c's
+// kernels have set gemv_cols. TCBENCH_DISABLE_GEMV_RUNS=1: none.
+#define GEMV_RUN_MAX 8
+int compile_gemv_runs(const cprog *p, int *run);
 // A kernel body with its liftable integers as tc_P[i] (codegen_c.c,
 // "Shape-generic kernels"): *text and *vals (n of them) are the caller's to
 // free. -1 when memory runs out.

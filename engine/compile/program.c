@@ -22,6 +22,7 @@ typedef struct tc_rt { // as codegen_c.c's tc_abi
     int (*call)(void *ctx, int gi, char *const *a);
     void *ctx;
     uint64_t step;
+    int part, parts;
 } tc_rt;
 typedef void (*tc_kernel)(char *const *, const tc_rt *, int);
 typedef void (*tc_step_fn)(char *const *ext, char *arena, const tc_rt *rt);

@@ -278,10 +278,13 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t f0, int 
                              j->Dp, rows, nk, w->s);
         else
 #endif
-            if (!j->kpack) { // one row, f32 keys where they lie: a dot product along each
+            if (!j->kpack) { // f32 keys where they lie: dot products along each, in
+                             // blocks of up to CPU_GEMV_ROWS query rows
             const float *kr = (const float *)j->k.data + b * j->k.st[0] + kvh * j->k.st[1];
-            cpu_gemv(112, 1, 0, nk, D, w->q, D, kr + s0 * j->k.st[2], j->k.st[2], 0.0f, w->s,
-                     AT_TK);
+            for (int i0 = 0; i0 < rows; i0 += CPU_GEMV_ROWS)
+                cpu_gemv(112, rows - i0 < CPU_GEMV_ROWS ? rows - i0 : CPU_GEMV_ROWS, 0, nk, D,
+                         w->q + i0 * D, D, kr + s0 * j->k.st[2], j->k.st[2], 0.0f,
+                         w->s + i0 * AT_TK, AT_TK);
         } else {
             const float *kt = j->kpack + (bg * j->nkt + s0 / AT_TK) * D * AT_TK;
             if (rows == 1) // every column: zeros past S, or keys masked below
@@ -607,7 +610,7 @@ int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor
         // one query row a tile (multi-head decoding) reads each key once:
         // its scores are dot products along the key's own row, no tile to
         // transpose it into
-        bool k_in_place = j.T == 1 && !j.grouped && k->dtype == DT_F32 && j.k.st[3] == 1;
+        bool k_in_place = (j.T == 1 || j.grouped) && k->dtype == DT_F32 && j.k.st[3] == 1;
         bool v_in_place = v->dtype == DT_F32 && j.v.st[3] == 1;
         if (!k_in_place)
             j.kpack = malloc((size_t)(j.B * j.KVH * j.nkt * j.D * AT_TK + 1) * sizeof *j.kpack);

@@ -111,6 +111,22 @@ static inline int cpu_gemv_fits(int ta, int64_t M) {
     return !cpu_gemv_off && ta == 111 && M >= 1 && M <= CPU_GEMV_ROWS;
 }
 
+// Columns [j0, j1) of c (M, N) = a (M, K) @ B, B = w^T (tb 112) or b (tb
+// 111), A plain rows: one thread's part of a GEMM of few rows as
+// cpu_sgemm_par splits it (cpu_gemv_col), on the calling thread.
+static inline void cpu_sgemm_cols(int tb, int64_t M, int64_t j0, int64_t j1, int64_t K,
+                                  const float *a, int64_t lda, const float *b, int64_t ldb,
+                                  float *c, int64_t ldc) {
+    if (j1 <= j0)
+        return;
+    if (cpu_gemv_fits(111, M)) {
+        cpu_gemv(tb, M, j0, j1, K, a, lda, b, ldb, 0.0f, c, ldc);
+        return;
+    }
+    cblas_sgemm(101, 111, tb, (int)M, (int)(j1 - j0), (int)K, 1.0f, a, (int)lda,
+                tb == 112 ? b + j0 * ldb : b + j0, (int)ldb, 0.0f, c + j0, (int)ldc);
+}
+
 // One GEMM on the calling thread: the matrix-vector kernels when A is a
 // few contiguous rows, else cblas_sgemm.
 static inline void cpu_sgemm_one(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *a,

@@ -24,6 +24,34 @@
 #define QLANES       16 // partial sums of a dot product (two AVX registers)
 #define QROWS        4  // weight rows a step of the AVX-512 qgemv kernels
 
+// The switches (cpu_quant.h), read at the first product and again after
+// cpu_quant_env_reload: a decode step makes dozens of products, and each
+// getenv walks the whole environment.
+typedef struct qenv {
+    bool simd, avx512_off; // TCBENCH_DISABLE_QGEMV_SIMD
+    int form;              // TCBENCH_QGEMM: 0 by M, 1 gemv, 2 tiles
+    int64_t tile;          // TCBENCH_QGEMM_TILE, 0: by K
+} qenv;
+static qenv qenv_now;
+static int qenv_read; // 0: read it at the next product (the same values from any racing thread)
+
+void cpu_quant_env_reload(void) { qenv_read = 0; }
+
+static const qenv *qenv_get(void) {
+    if (!qenv_read) {
+        const char *off = getenv("TCBENCH_DISABLE_QGEMV_SIMD");
+        qenv e = {.avx512_off = off && strcmp(off, "avx512") == 0};
+        e.simd = e.avx512_off || !(off && *off && strcmp(off, "0") != 0);
+        const char *f = getenv("TCBENCH_QGEMM");
+        e.form = f && strcmp(f, "gemv") == 0 ? 1 : f && strcmp(f, "tiles") == 0 ? 2 : 0;
+        const char *t = getenv("TCBENCH_QGEMM_TILE"); // rows, for the microbenchmark's sweep
+        e.tile = t && atoi(t) > 0 ? atoi(t) : 0;
+        qenv_now = e;
+        qenv_read = 1;
+    }
+    return &qenv_now;
+}
+
 int64_t cpu_quant_groups(int64_t K, int64_t group) { return (K + group - 1) / group; }
 
 int64_t cpu_quant_row_bytes(int bits, int64_t K) { return bits == 8 ? K : (K + 1) / 2; }
@@ -318,9 +346,7 @@ static void qgemv_512(int bits, int NR, int64_t M, int64_t K, int64_t body, int6
 static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const float *x,
                   const void *q, enum dtype sdt, const void *scales, float *y) {
     int64_t G = cpu_quant_groups(K, group), rb = cpu_quant_row_bytes(bits, K);
-    const char *off = getenv("TCBENCH_DISABLE_QGEMV_SIMD");
-    bool avx512_off = off && strcmp(off, "avx512") == 0;
-    bool simd = avx512_off || !(off && *off && strcmp(off, "0") != 0);
+    bool avx512_off = qenv_get()->avx512_off, simd = qenv_get()->simd;
     (void)simd, (void)avx512_off;
     int64_t body = 0, step = 1; // the AVX-512 kernels' values a row, and rows a step
     float *xd = NULL;           // int4: x deinterleaved for them
@@ -354,6 +380,12 @@ static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, cons
                 srs[r] = scale_row(sdt, scales, n0 + r, G);
             }
             qgemv_512(bits, nr, M, K, body, group, x, xd, qrs, sdt, srs, head);
+            if (body == K) { // no values left to the loop below (llama's K of 256)
+                for (int r = 0; r < nr; r++)
+                    for (int64_t m = 0; m < M; m++)
+                        y[m * N + n0 + r] = head[r * M + m];
+                continue;
+            }
         }
 #endif
         for (int r = 0; r < nr; r++) {
@@ -393,8 +425,7 @@ static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, cons
 }
 
 static int64_t tile_rows(int64_t K) {
-    const char *e = getenv("TCBENCH_QGEMM_TILE"); // rows, for the microbenchmark's sweep
-    int64_t r = e && atoi(e) > 0 ? atoi(e) : QTILE_VALUES / K;
+    int64_t r = qenv_get()->tile ? qenv_get()->tile : QTILE_VALUES / K;
     return r < 16 ? 16 : r;
 }
 
@@ -439,10 +470,10 @@ static int qgemm_tiles(int bits, int64_t group, int64_t M, int64_t N, int64_t K,
 }
 
 static bool qgemm_gemv(int64_t M) {
-    const char *f = getenv("TCBENCH_QGEMM");
-    if (f && strcmp(f, "gemv") == 0) // in chunks of CPU_QGEMM_GEMV_MAX rows
+    int form = qenv_get()->form;
+    if (form == 1) // in chunks of CPU_QGEMM_GEMV_MAX rows
         return true;
-    if (f && strcmp(f, "tiles") == 0)
+    if (form == 2)
         return false;
     return M <= CPU_QGEMM_GEMV_MAX;
 }

@@ -27,13 +27,17 @@
 // the AVX2 kernel); for more rows a
 // block of W (about 1 MiB of f32; TCBENCH_QGEMM_TILE=ROWS) is dequantized
 // into a tile and multiplied by sgemm, the tiles split over the threads.
-// TCBENCH_QGEMM=gemv or tiles forces one form.
+// TCBENCH_QGEMM=gemv or tiles forces one form. The three are read at the
+// first product; cpu_quant_env_reload makes the next one read them again
+// (tests and the microbenchmark, which change them).
 #pragma once
 #include "cpu_kernels.h"
 
 #include <stdint.h>
 
 #define CPU_QGEMM_GEMV_MAX 8
+
+void cpu_quant_env_reload(void);
 
 int64_t cpu_quant_groups(int64_t K, int64_t group);
 int64_t cpu_quant_row_bytes(int bits, int64_t K);
