@@ -13,7 +13,8 @@
 // matmuls, the softmax in f32, its probabilities cast back), prefill at
 // T = S = 128 .. 1024, then decode.
 //
-//   ninja -C build && OMP_NUM_THREADS=2 ./build/dev/attention [head_dim] [train [T0] | bf16]
+//   ninja -C build && OMP_NUM_THREADS=2 ./build/dev/attention [head_dim] [train [T0] | bf16 |
+//   decode]
 // (T0: the shortest T of "train", doubling to 1024)
 #include "autodiff/autograd.h"
 #include "base/clock.h"
@@ -140,6 +141,7 @@ int main(int argc, char **argv) {
     bool train = argc > 2 && !strcmp(argv[2], "train");
     int64_t T0 = argc > 3 ? atoll(argv[3]) : 512; // train: the shortest length (doubling to 1024)
     bool sweep = argc > 2 && !strcmp(argv[2], "bf16");
+    bool decode = argc > 2 && !strcmp(argv[2], "decode"); // the decode rows alone
     DT = sweep ? DT_BF16 : DT_F32;
     setenv("TCBENCH_ATTENTION_TRAIN_MIN_TS", "0", 1); // "fused" fuses at every length
     printf("attention, compiled, %s, batch %d, heads %d, kv heads %d, head dim %lld, causal, %d "
@@ -152,7 +154,7 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
-    for (int64_t T = sweep ? 128 : 1024; T <= 1024; T *= 2)
+    for (int64_t T = sweep ? 128 : 1024; !decode && T <= 1024; T *= 2)
         row("prefill", T, T, D, false);
     for (int64_t S = 128; S <= 4096; S *= 2)
         row("decode", 1, S, D, false);

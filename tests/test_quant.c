@@ -198,6 +198,11 @@ static void test_qgemm(void **state) {
             check_qgemm_k(bits, DT_F16, M, 7, true, "gemv", 0, 120);
     // a last step of two weight rows (N % 4 == 2)
     check_qgemm_k(4, DT_F32, 1, 6, false, "gemv", 0, 128);
+    // int4 rows whose last block of 32 is short, of an odd count too (the
+    // AVX-512 kernel's masked tail; llama's down projection has K = 688)
+    for (int64_t K = 97; K <= 113; K += 16)
+        for (int64_t M = 1; M <= 3; M += 2)
+            check_qgemm_k(4, DT_F16, M, 9, true, "gemv", 0, K);
     check_qgemm_k(8, DT_F32, 1, 6, false, "gemv", 0, 128);
     // the AVX2 int4 kernel (on an AVX-512 build, the AVX-512 ones are
     // otherwise the only ones run) and the portable loop, at M 1 and 3

@@ -240,6 +240,15 @@ static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, 
 
 #if defined(__AVX512F__)
 #define QGEMV_512 1
+// With AVX512BW and VL the int4 kernel also takes a row's last block of
+// fewer than 32 values (K % 32: llama's down projection, K = 688), its
+// bytes loaded under a mask and x zero past K, rather than leaving it to
+// the portable loop, which cost that row more than its 672 others.
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+#define QGEMV4_TAIL 1
+#else
+#define QGEMV4_TAIL 0
+#endif
 // The AVX-512 forms of qgemv, values [0, body) of NR weight rows (qr[r],
 // their scales srow[r]) against M rows of x, the sums into d[r * M + m].
 // int4: body and group multiples of 32. Each 16
@@ -249,7 +258,7 @@ static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, 
 // nibbles are the even values, the high ones the odd: xd is x with each
 // block of 32 deinterleaved (16 even, then 16 odd), made once a call.
 static inline __attribute__((always_inline)) void
-qgemv4_512(int NR, int64_t M, int64_t body, int64_t group, const float *xd,
+qgemv4_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const float *xd,
            const uint8_t *const *qr, enum dtype sdt, const void *const *srow, float *d) {
     const __m512 base =
         _mm512_set_ps(7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8); // lane i: i - 8
@@ -265,9 +274,17 @@ qgemv4_512(int NR, int64_t M, int64_t body, int64_t group, const float *xd,
             int64_t g1 = g0 + group < body ? g0 + group : body;
             for (int64_t k = g0; k < g1; k += 32) {
                 __m512 xe = _mm512_loadu_ps(xm + k), xo = _mm512_loadu_ps(xm + k + 16);
+#if QGEMV4_TAIL
+                // the row's last block may be short (K % 32): its bytes only
+                __mmask16 bm = k + 32 <= K ? 0xffff : (__mmask16)((1u << ((K - k + 1) / 2)) - 1);
+#endif
                 for (int r = 0; r < NR; r++) {
-                    __m512i b =
-                        _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qr[r] + k / 2)));
+                    __m512i b = _mm512_cvtepu8_epi32(
+#if QGEMV4_TAIL
+                        _mm_maskz_loadu_epi8(bm, qr[r] + k / 2));
+#else
+                        _mm_loadu_si128((const __m128i *)(qr[r] + k / 2)));
+#endif
                     __m512 lo = _mm512_permutexvar_ps(b, tbl[r]);
                     __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), tbl[r]);
                     acc[r][0] = _mm512_fmadd_ps(xe, lo, acc[r][0]);
@@ -319,7 +336,7 @@ static void qgemv_512(int bits, int NR, int64_t M, int64_t K, int64_t body, int6
 #define QGEMV_512_CASE(R)                                                                          \
     case R:                                                                                        \
         if (bits == 4)                                                                             \
-            qgemv4_512(R, M, body, group, xd, qr, sdt, srow, d);                                   \
+            qgemv4_512(R, M, K, body, group, xd, qr, sdt, srow, d);                                \
         else                                                                                       \
             qgemv8_512(R, M, K, body, group, x, qr, sdt, srow, d);                                 \
         break;
@@ -354,6 +371,8 @@ static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, cons
     int64_t unit = bits == 4 ? 32 : 16;
     if (simd && !avx512_off && group % unit == 0)
         body = K - K % unit;
+    if (simd && !avx512_off && group % unit == 0 && bits == 4 && QGEMV4_TAIL)
+        body = (K + 31) / 32 * 32; // the short last block too, x zero past K
     if (body && bits == 4) {
         xd = malloc((size_t)(M * body) * sizeof *xd);
         if (!xd)
@@ -361,8 +380,9 @@ static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, cons
         for (int64_t m = 0; xd && m < M; m++)
             for (int64_t k = 0; k < body; k += 32)
                 for (int i = 0; i < 16; i++) {
-                    xd[m * body + k + i] = x[m * K + k + 2 * i];
-                    xd[m * body + k + 16 + i] = x[m * K + k + 2 * i + 1];
+                    int64_t e = k + 2 * i, o = e + 1;
+                    xd[m * body + k + i] = e < K ? x[m * K + e] : 0.0f;
+                    xd[m * body + k + 16 + i] = o < K ? x[m * K + o] : 0.0f;
                 }
     }
     step = body ? QROWS : 1;
@@ -380,7 +400,7 @@ static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, cons
                 srs[r] = scale_row(sdt, scales, n0 + r, G);
             }
             qgemv_512(bits, nr, M, K, body, group, x, xd, qrs, sdt, srs, head);
-            if (body == K) { // no values left to the loop below (llama's K of 256)
+            if (body >= K) { // no values left to the loop below
                 for (int r = 0; r < nr; r++)
                     for (int64_t m = 0; m < M; m++)
                         y[m * N + n0 + r] = head[r * M + m];
