@@ -204,6 +204,14 @@ static int b_linear(graph *g, const op_case *tc) {
     return out(g, graph_op(g, OP_LINEAR, tc->ia[0] ? 3 : 2, s, NULL, NULL));
 }
 
+// x and the weight in the case's dtype, the weight cast from an f32
+// parameter as autocast casts it: an f16 (N, K) weight
+static int b_linear_hw(graph *g, const op_case *tc) {
+    int x = in(g, "x", tc->dt, tc->nd, tc->shape);
+    int w = graph_cast(g, param(g, 2, tc->shape2), tc->dt);
+    return out(g, graph_op(g, OP_LINEAR, 2, (int[]){x, w}, NULL, NULL));
+}
+
 // x given as (B, K, T), permuted to (B, T, K): rows do not collapse
 static int b_linear_perm(graph *g, const op_case *tc) {
     int x = in(g, "x", tc->dt, 3, (int64_t[]){tc->shape[0], tc->shape[2], tc->shape[1]});
@@ -1913,6 +1921,12 @@ const op_case op_cases[] = {
      .known_fail = MIXED_DTYPES},
     {"linear_f16_big", b_linear, OP_LINEAR, S2(300, 96), T2(80, 96), IA(1), F16, ONE,
      .known_fail = MIXED_DTYPES},
+    // a few rows against an f16 weight (AMP decoding): the f16 matrix-vector
+    // kernel, one row (AVX-512: halves widened in registers) and three, on
+    // one thread and with the columns split over the threads
+    {"linear_f16_gemv", b_linear_hw, OP_LINEAR, S2(1, 100), T2(70, 100), F16, .kernels = 2},
+    {"linear_f16_gemv_rows", b_linear_hw, OP_LINEAR, S3(1, 3, 40), T2(37, 40), F16, .kernels = 2},
+    {"linear_f16_gemv_par", b_linear_hw, OP_LINEAR, S2(1, 512), T2(300, 512), F16, .kernels = 2},
     {"linear_nobias", b_linear, OP_LINEAR, S2(7, 13), T2(6, 13), GEMM(13), ONE},
     {"linear_1d", b_linear, OP_LINEAR, S1(13), T2(6, 13), IA(1), GEMM(13), ONE},
     {"linear_big", b_linear, OP_LINEAR, S2(128, 256), T2(300, 256), IA(1), GEMM(256), ONE},

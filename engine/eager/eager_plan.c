@@ -30,7 +30,8 @@ static int plan_kernel(void *ctx, const graph_node *n, tensor *const *s, tensor 
     bool gemm = n->op == OP_MATMUL || n->op == OP_LINEAR;
     if (d->cpu_scratch && gemm) {
         const tensor *bias = n->op == OP_LINEAR && n->nsrc > 2 ? s[2] : NULL;
-        size_t live = d->live + cpu_gemm_f16_scratch(s[0], s[1], bias, y, d->round);
+        size_t live =
+            d->live + cpu_gemm_f16_scratch(s[0], s[1], bias, n->op == OP_LINEAR, y, d->round);
         if (live > d->peak) {
             d->peak = live;
             d->peak_node = (int)(n - d->g->nodes);

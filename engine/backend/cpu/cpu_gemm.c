@@ -11,6 +11,9 @@
 
 #include <cblas.h>
 #include <omp.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "cpu_gemm_par.h"
 #include <stdlib.h>
@@ -128,15 +131,161 @@ static size_t f32_copy_bytes(const tensor *t, size_t (*round)(size_t bytes)) {
     return round((size_t)(span > 2 * n ? n : span) * sizeof(float));
 }
 
-size_t cpu_gemm_f16_scratch(const tensor *a, const tensor *b, const tensor *bias, const tensor *out,
-                            size_t (*round)(size_t bytes)) {
+// A linear of a few rows of x against an f16 weight (AMP decoding) takes
+// the f16 matrix-vector kernel (gemv_f16): x contiguous, the weight a
+// contiguous (N, K) f16 matrix, out contiguous. Returns M, or 0.
+static int64_t gemv_f16_rows(const tensor *x, const tensor *w, const tensor *out, bool linear) {
+    if (!linear || w->dtype != DT_F16 || w->ndim != 2 || !tensor_is_contiguous(w) ||
+        !tensor_is_contiguous(x) || !tensor_is_contiguous(out) || x->ndim < 1 ||
+        (x->dtype != DT_F32 && !dtype_is_half(x->dtype)) ||
+        (out->dtype != DT_F32 && !dtype_is_half(out->dtype)))
+        return 0;
+    int64_t K = w->shape[1], N = w->shape[0];
+    if (K < 1 || N < 1 || x->shape[x->ndim - 1] != K)
+        return 0;
+    int64_t M = tensor_numel(x) / K;
+    return M >= 1 && M <= CPU_GEMV_ROWS && tensor_numel(out) == M * N ? M : 0;
+}
+
+size_t cpu_gemm_f16_scratch(const tensor *a, const tensor *b, const tensor *bias, bool linear,
+                            const tensor *out, size_t (*round)(size_t bytes)) {
     bool f16 = a->dtype == DT_F16 || b->dtype == DT_F16 || out->dtype == DT_F16;
     bool bf16 = a->dtype == DT_BF16 || b->dtype == DT_BF16 || out->dtype == DT_BF16;
     if (!f16 || bf16)
         return 0;
+    int64_t M = gemv_f16_rows(a, b, out, linear);
+    if (M) // gemv_f16: x and y in f32, an f16 bias widened
+        return round((size_t)(M * b->shape[1]) * sizeof(float)) +
+               round((size_t)(M * b->shape[0]) * sizeof(float)) +
+               (bias ? f32_copy_bytes(bias, round) : 0);
     size_t o = dtype_is_half(out->dtype) ? round((size_t)tensor_numel(out) * sizeof(float)) : 0;
     return f32_copy_bytes(a, round) + f32_copy_bytes(b, round) +
            (bias ? f32_copy_bytes(bias, round) : 0) + o;
+}
+
+typedef float cpu_v16 __attribute__((vector_size(64)));
+
+static inline cpu_v16 cpu_v16_load(const float *p) {
+    cpu_v16 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+// The 16 lanes' sum as a tree (halves added, 16 to 1 in four steps): a
+// plain loop is 15 dependent adds, as many as the row's FMAs at K = 256.
+typedef float cpu_v8 __attribute__((vector_size(32)));
+typedef float cpu_v4 __attribute__((vector_size(16)));
+static inline float cpu_v16_sum(cpu_v16 v) {
+    cpu_v8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+               __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+    cpu_v4 b =
+        __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+    return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+// y (M, N) f32 = x (M, K) f32 @ w (N, K)^T for columns [n0, n1): each
+// weight row's halves converted 256 at a time into L1, dotted with every
+// row of x.
+static void gemv_f16_cols(int64_t M, int64_t n0, int64_t n1, int64_t K, const float *x,
+                          const uint16_t *w, float *y, int64_t N) {
+#if defined(__AVX512F__)
+    // AVX-512: 16 halves a load, widened in a register (vcvtph2ps)
+    if (M == 1) {
+        int64_t K16 = K - K % 16;
+        for (int64_t j = n0; j < n1; j++) {
+            const uint16_t *wr = w + j * K;
+            __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+            int64_t k = 0;
+            for (; k + 32 <= K16; k += 32) {
+                s0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k),
+                                     _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wr + k))),
+                                     s0);
+                s1 = _mm512_fmadd_ps(
+                    _mm512_loadu_ps(x + k + 16),
+                    _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wr + k + 16))), s1);
+            }
+            if (k < K16)
+                s0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + k),
+                                     _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wr + k))),
+                                     s0);
+            float t = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+            for (k = K16; k < K; k++)
+                t += x[k] * _cvtsh_ss(wr[k]);
+            y[j] = t;
+        }
+        return;
+    }
+#endif
+    float buf[256];
+    for (int64_t j = n0; j < n1; j++) {
+        cpu_v16 acc[CPU_GEMV_ROWS] = {{0}};
+        float tail[CPU_GEMV_ROWS] = {0};
+        for (int64_t k0 = 0; k0 < K; k0 += 256) {
+            int64_t len = K - k0 < 256 ? K - k0 : 256, l16 = len - len % 16;
+            cpu_f16_load(len, w + j * K + k0, 1, buf);
+            for (int64_t m = 0; m < M; m++) {
+                const float *xr = x + m * K + k0;
+                for (int64_t k = 0; k < l16; k += 16)
+                    acc[m] += cpu_v16_load(xr + k) * cpu_v16_load(buf + k);
+                for (int64_t k = l16; k < len; k++)
+                    tail[m] += xr[k] * buf[k];
+            }
+        }
+        for (int64_t m = 0; m < M; m++)
+            y[m * N + j] = cpu_v16_sum(acc[m]) + tail[m];
+    }
+}
+
+// A linear of a few rows against an f16 weight (gemv_f16_rows: AMP's
+// decoding step): x in f32 (a few KiB), the weight read once as halves
+// (converting it all to f32 first, then the f32 kernel, read it twice and
+// wrote twice its bytes), the columns over the threads as cpu_sgemm_par
+// splits an f32 one, then the bias and out's dtype. Its f32 x and y are
+// tensors, so that cpu_gemm_f16_scratch and --memory-limit count them.
+static int gemv_f16(cpu_ctx *c, int64_t M, const tensor *x, const tensor *w, const tensor *bias,
+                    tensor *out) {
+    int64_t N = w->shape[0], K = w->shape[1], nx = M * K, ny = M * N;
+    tensor *xt = tensor_new_empty(DT_F32, 1, &nx),
+           *yt = xt ? tensor_new_empty(DT_F32, 1, &ny) : NULL;
+    tensor *b32 = NULL;
+    int rc = -1;
+    if (!yt) {
+        cpu_fail(c, "linear: out of memory for the f16 matrix-vector product");
+        goto done;
+    }
+    float *xf = tensor_f32(xt), *y = tensor_f32(yt);
+    if (x->dtype == DT_F32)
+        memcpy(xf, tensor_f32(x), (size_t)nx * sizeof *xf);
+    else
+        cpu_half_load(x->dtype, nx, (const uint16_t *)x->storage->data + x->offset, 1, xf);
+    const uint16_t *pw = (const uint16_t *)w->storage->data + w->offset;
+    int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (nt < 2 || (double)M * (double)N * (double)K < CPU_GEMV_PAR_WORK || N / 16 < 2 * nt)
+        gemv_f16_cols(M, 0, N, K, xf, pw, y, N);
+    else {
+#pragma omp parallel for schedule(static)
+        for (int t = 0; t < nt; t++)
+            gemv_f16_cols(M, cpu_gemv_col(N, t, nt), cpu_gemv_col(N, t + 1, nt), K, xf, pw, y, N);
+    }
+    if (bias) {
+        if (!(b32 = cpu_f32_in(c, "linear", bias)))
+            goto done;
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) {
+                int64_t at = b32->offset + n * (b32->ndim ? b32->stride[b32->ndim - 1] : 0);
+                y[m * N + n] += ((const float *)b32->storage->data)[at];
+            }
+    }
+    if (out->dtype == DT_F32)
+        memcpy(tensor_f32(out), y, (size_t)ny * sizeof *y);
+    else
+        cpu_half_store(out->dtype, ny, y, (uint16_t *)out->storage->data + out->offset, 1);
+    rc = 0;
+done:
+    tensor_free(b32);
+    tensor_free(xt);
+    tensor_free(yt);
+    return rc;
 }
 
 // matmul (w NULL) or linear (w, bias) with any f16 operand or output: the
@@ -149,6 +298,12 @@ static int gemm_f16(cpu_ctx *c, const tensor *a, const tensor *b, const tensor *
     int rc = cpu_gemm_bf16(c, a, b, bias, linear, out);
     if (rc <= 0) {
         c->kernels = k0 + (rc == 0);
+        return rc;
+    }
+    int64_t M = gemv_f16_rows(a, b, out, linear);
+    if (M) {
+        rc = gemv_f16(c, M, a, b, bias, out);
+        c->kernels = k0 + 1;
         return rc;
     }
     tensor *a32 = gemm_f32_of(c, what, a), *b32 = a32 ? gemm_f32_of(c, what, b) : NULL;
@@ -181,26 +336,6 @@ static void batch_offsets(const tensor *out, int nb, const int64_t *sa, const in
 // ---- the matrix-vector kernels (cpu_gemm_par.h, cpu_gemv) ----
 
 #define CPU_GEMV_AHEAD 8 // rows ahead that the matrix-vector kernel prefetches
-
-typedef float cpu_v16 __attribute__((vector_size(64)));
-
-static inline cpu_v16 cpu_v16_load(const float *p) {
-    cpu_v16 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-// The 16 lanes' sum as a tree (halves added, 16 to 1 in four steps): a
-// plain loop is 15 dependent adds, as many as the row's FMAs at K = 256.
-typedef float cpu_v8 __attribute__((vector_size(32)));
-typedef float cpu_v4 __attribute__((vector_size(16)));
-static inline float cpu_v16_sum(cpu_v16 v) {
-    cpu_v8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
-               __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-    cpu_v4 b =
-        __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
-    return (b[0] + b[2]) + (b[1] + b[3]);
-}
 
 // c[m, j] = sum_k a[m, k] w[j, k] + beta c[m, j] for columns j in [n0, n1)
 // (B = w^T, tb 112: a linear's weight), four weight rows at a time, M rows

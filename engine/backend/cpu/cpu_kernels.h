@@ -142,10 +142,11 @@ int cpu_gemm_bf16(cpu_ctx *c, const tensor *a, const tensor *b, const tensor *bi
                   tensor *out);
 // The f32 scratch a matmul or linear with f16 operands or output holds
 // during its one kernel (each f16 operand widened, an f16 output computed
-// in f32 first), each buffer as round counts it; 0 for f32 (bf16: oneDNN's
+// in f32 first; a linear of a few rows against an f16 weight: its x and y
+// in f32), each buffer as round counts it; 0 for f32 (bf16: oneDNN's
 // matmul may take it without any). For planners (eager_plan_peak).
-size_t cpu_gemm_f16_scratch(const tensor *a, const tensor *b, const tensor *bias, const tensor *out,
-                            size_t (*round)(size_t bytes));
+size_t cpu_gemm_f16_scratch(const tensor *a, const tensor *b, const tensor *bias, bool linear,
+                            const tensor *out, size_t (*round)(size_t bytes));
 
 // convolution and pooling through oneDNN (cpu_dnnl.c)
 int cpu_dnnl_new(cpu_dnnl **out, char *err, size_t errcap);
