@@ -44,8 +44,10 @@
 
 #include <math.h>
 #include <omp.h>
-#if defined(__AVX512BF16__) && defined(__AVX512BW__)
+#if (defined(__AVX512BF16__) && defined(__AVX512BW__)) || defined(__AVX512F__)
 #include <immintrin.h>
+#endif
+#if defined(__AVX512BF16__) && defined(__AVX512BW__)
 #define AT_BF16 1
 #else
 #define AT_BF16 0
@@ -195,6 +197,64 @@ static void tile_pv_bf16(const uint16_t *p, const uint32_t *v, int64_t Dv, int r
 }
 #endif
 
+#if defined(__AVX512F__)
+// r[0..15], rows of 16 floats, transposed in place: r[j] lane c = old r[c] lane j.
+static inline void at_tr16(__m512 *r) {
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]),
+                c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 4; j++) {
+            t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0x88);
+            t[8 * i + j + 4] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0xdd);
+        }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+        r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+    }
+}
+
+// s (rows, AT_TK) = q (rows, D) . k_c for keys c < nk, the keys f32 rows
+// where they lie (ldk apart), D a multiple of 16: a grouped decoding
+// tile's several query rows. Each block of 16 keys by 16 dims is
+// transposed in registers, so that a key's score is a lane of a chain of
+// FMAs over the query's broadcast dims, not a dot product summed across
+// lanes for every (row, key) (cpu_gemv's form, which took a third of a
+// decoding call at head dim 32). Lanes past nk hold zeros' products.
+static void at_scores_keys(const float *q, int64_t D, int rows, const float *k, int64_t ldk, int nk,
+                           float *s) {
+    for (int c0 = 0; c0 < nk; c0 += 16) {
+        int nc = nk - c0 < 16 ? nk - c0 : 16;
+        for (int64_t d0 = 0; d0 < D; d0 += 16) {
+            __m512 r[16];
+            for (int c = 0; c < 16; c++)
+                r[c] = c < nc ? _mm512_loadu_ps(k + (c0 + c) * ldk + d0) : _mm512_setzero_ps();
+            at_tr16(r);
+            for (int i = 0; i < rows; i++) {
+                const float *qi = q + i * D + d0;
+                __m512 a = d0 ? _mm512_loadu_ps(s + i * AT_TK + c0) : _mm512_setzero_ps(),
+                       b = _mm512_setzero_ps();
+                for (int j = 0; j < 16; j += 2) {
+                    a = _mm512_fmadd_ps(_mm512_set1_ps(qi[j]), r[j], a);
+                    b = _mm512_fmadd_ps(_mm512_set1_ps(qi[j + 1]), r[j + 1], b);
+                }
+                _mm512_storeu_ps(s + i * AT_TK + c0, _mm512_add_ps(a, b));
+            }
+        }
+    }
+}
+#endif
+
 // The keys query t of batch row b may see: [0, end).
 static int64_t key_end(const at_job *j, int64_t b, int64_t t) {
     int64_t L = j->len[b];
@@ -281,10 +341,15 @@ static void tile_run(const at_job *j, at_scratch *w, int64_t b, int64_t f0, int 
             if (!j->kpack) { // f32 keys where they lie: dot products along each, in
                              // blocks of up to CPU_GEMV_ROWS query rows
             const float *kr = (const float *)j->k.data + b * j->k.st[0] + kvh * j->k.st[1];
-            for (int i0 = 0; i0 < rows; i0 += CPU_GEMV_ROWS)
-                cpu_gemv(112, rows - i0 < CPU_GEMV_ROWS ? rows - i0 : CPU_GEMV_ROWS, 0, nk, D,
-                         w->q + i0 * D, D, kr + s0 * j->k.st[2], j->k.st[2], 0.0f,
-                         w->s + i0 * AT_TK, AT_TK);
+#if defined(__AVX512F__)
+            if (rows > 1 && D % 16 == 0) {
+                at_scores_keys(w->q, D, rows, kr + s0 * j->k.st[2], j->k.st[2], nk, w->s);
+            } else
+#endif
+                for (int i0 = 0; i0 < rows; i0 += CPU_GEMV_ROWS)
+                    cpu_gemv(112, rows - i0 < CPU_GEMV_ROWS ? rows - i0 : CPU_GEMV_ROWS, 0, nk, D,
+                             w->q + i0 * D, D, kr + s0 * j->k.st[2], j->k.st[2], 0.0f,
+                             w->s + i0 * AT_TK, AT_TK);
         } else {
             const float *kt = j->kpack + (bg * j->nkt + s0 / AT_TK) * D * AT_TK;
             if (rows == 1) // every column: zeros past S, or keys masked below
