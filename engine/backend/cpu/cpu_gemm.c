@@ -163,6 +163,8 @@ size_t cpu_gemm_f16_scratch(const tensor *a, const tensor *b, const tensor *bias
            (bias ? f32_copy_bytes(bias, round) : 0) + o;
 }
 
+// GCC vector types of the matrix-vector kernels (gemv_f16 below, cpu_gemv
+// further on): 16 floats, loaded unaligned.
 typedef float cpu_v16 __attribute__((vector_size(64)));
 
 static inline cpu_v16 cpu_v16_load(const float *p) {
@@ -188,7 +190,7 @@ static inline float cpu_v16_sum(cpu_v16 v) {
 // row of x.
 static void gemv_f16_cols(int64_t M, int64_t n0, int64_t n1, int64_t K, const float *x,
                           const uint16_t *w, float *y, int64_t N) {
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__F16C__)
     // AVX-512: 16 halves a load, widened in a register (vcvtph2ps)
     if (M == 1) {
         int64_t K16 = K - K % 16;
