@@ -63,10 +63,14 @@ static void read_edges(const cprog *p, int v, int gi, const int *writer, char *e
     add_edge(edge, indeg, p->ngroups, gi, writer[storage_of(p, v)]);
 }
 
+// An optimizer's update (a kv_write, also an update in place, is not: it
+// gains nothing by going first, and between a decode step's k and v
+// projections it would split their run of matrix-vector GEMMs, codegen_c.c).
 static bool is_update(const cprog *p, int gi) {
     const kgroup *k = &p->groups[gi];
     return k->kind == KG_UPDATE ||
-           (k->kind == KG_EXTERN && op_kind(p->g->nodes[k->anchor].op) == OPK_UPDATE);
+           (k->kind == KG_EXTERN && op_kind(p->g->nodes[k->anchor].op) == OPK_UPDATE &&
+            p->g->nodes[k->anchor].op != OP_KV_WRITE);
 }
 
 // Reorder p->groups topologically (Kahn's algorithm, earliest member first).
