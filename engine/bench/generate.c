@@ -366,8 +366,8 @@ static void pick(const tensor *logits, int64_t B, int64_t V, int32_t *next, floa
         int64_t best = 0;
         float bv = -INFINITY;
         for (int64_t k = 0; k < V; k++) {
-            int64_t idx[3] = {b, T - 1, k};
-            float x = f ? f[(b * T + T - 1) * V + k] : (float)tensor_get(logits, idx);
+            float x = f ? f[(b * T + T - 1) * V + k]
+                        : (float)tensor_get(logits, (int64_t[]){b, T - 1, k});
             if (keep)
                 keep[b * V + k] = x;
             if (x > bv) {

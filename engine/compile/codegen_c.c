@@ -395,7 +395,6 @@ static int emit_gemm(lgen *g) {
     // the calling thread: the split cpu_sgemm_par makes of the same GEMM.
     if (!ta && M <= CPU_GEMV_ROWS) {
         k->gemv_cols = true;
-        k->work = (double)M * (double)N * (double)K;
         sbuf_puts(b, "    if (rt->parts) {\n");
         sbuf_printf(b,
                     "        int64_t j0 = cpu_gemv_col(%lld, rt->part, rt->parts), "
@@ -970,12 +969,8 @@ static int emit_kernels(cprog *p, bool lift_on, sbuf *out, sbuf *kp, int32_t *kp
 // index, or -1 for the arena) and [lo, hi) there (a view: its base's whole
 // extent).
 static void operand_span(const cprog *p, int v, int *base, int64_t *lo, int64_t *hi) {
-    const cnode *c = &p->info[v];
-    int b = c->store == CS_VIEW ? c->base : v;
-    const cnode *bc = &p->info[b];
-    bool ext = bc->store == CS_SOURCE || bc->store == CS_CONST;
-    *base = ext ? b : -1;
-    *lo = ext ? 0 : (int64_t)bc->offset;
+    int b = p->info[v].store == CS_VIEW ? p->info[v].base : v;
+    operand_of(p, b, base, lo);
     *hi = *lo + (int64_t)graph_node_bytes(&p->g->nodes[b]);
 }
 
@@ -986,19 +981,12 @@ static bool member_of(const kgroup *k, int v) {
     return false;
 }
 
+// A buffer whose elements lie in order: no layout of its own (program.c's
+// wrap_arg), or a contiguous one.
 static bool contiguous_buffer(const cprog *p, int v) {
     const cnode *c = &p->info[v];
-    const graph_node *n = &p->g->nodes[v];
-    if (c->store != CS_BUFFER)
-        return false;
-    if (c->lay.ndim != n->ndim)
-        return true; // no layout of its own: contiguous
-    int64_t st[TENSOR_MAX_DIMS];
-    tensor_strides_contiguous(n->ndim, n->shape, st);
-    for (int d = 0; d < n->ndim; d++)
-        if (n->shape[d] > 1 && c->lay.stride[d] != st[d])
-            return false;
-    return true;
+    return c->store == CS_BUFFER &&
+           (c->lay.ndim != p->g->nodes[v].ndim || clayout_is_contiguous(&c->lay));
 }
 
 // Whether group b may follow group a in a run: b's operands and a's share
@@ -1007,9 +995,8 @@ static bool contiguous_buffer(const cprog *p, int v) {
 // wrote it: a contiguous buffer of the shape both GEMMs compute, so the
 // same column split.
 static bool run_compatible(const cprog *p, const kgroup *a, const kgroup *b) {
-    const graph_node *an = &p->g->nodes[a->anchor], *bn = &p->g->nodes[b->anchor];
-    bool same = an->ndim == bn->ndim &&
-                memcmp(an->shape, bn->shape, (size_t)an->ndim * sizeof an->shape[0]) == 0;
+    const graph_node *bn = &p->g->nodes[b->anchor];
+    bool same = compile_same_shape(&p->g->nodes[a->anchor], bn);
     for (int i = 0; i < b->nargs; i++) {
         int u = b->args[i], ub;
         int64_t ulo, uhi;
@@ -1022,9 +1009,8 @@ static bool run_compatible(const cprog *p, const kgroup *a, const kgroup *b) {
             if (u == w) {
                 if (!uw && !ww)
                     continue; // both read it
-                const graph_node *n = &p->g->nodes[w];
-                if (!uw && ww && i >= 3 && same && contiguous_buffer(p, w) && n->ndim == bn->ndim &&
-                    memcmp(n->shape, bn->shape, (size_t)n->ndim * sizeof n->shape[0]) == 0)
+                if (!uw && ww && i >= 3 && same && contiguous_buffer(p, w) &&
+                    compile_same_shape(&p->g->nodes[w], bn))
                     continue; // b's epilogue reads a's output, column by column
                 return false;
             }
@@ -1036,13 +1022,20 @@ static bool run_compatible(const cprog *p, const kgroup *a, const kgroup *b) {
     return true;
 }
 
+// A GEMM group's multiply-adds.
+static double gemm_work(const cprog *p, const kgroup *k) {
+    lower_gemm d;
+    lower_gemm_desc(p, k, &d);
+    return (double)d.M * (double)d.N * (double)d.K;
+}
+
 int compile_gemv_runs(const cprog *p, int *run) {
     const char *off = getenv("TCBENCH_DISABLE_GEMV_RUNS");
     bool on = !(off && *off && strcmp(off, "0") != 0);
     for (int gi = 0; gi < p->ngroups;) {
         const kgroup *k = &p->groups[gi];
         int L = 1;
-        double work = k->work;
+        double work = k->gemv_cols ? gemm_work(p, k) : 0;
         while (on && k->gemv_cols && gi + L < p->ngroups && L < GEMV_RUN_MAX) {
             const kgroup *b = &p->groups[gi + L];
             bool ok = b->kind == KG_GEMM && b->gemv_cols && b->args[0] == k->args[0];
@@ -1050,7 +1043,7 @@ int compile_gemv_runs(const cprog *p, int *run) {
                 ok = run_compatible(p, &p->groups[gi + i], b);
             if (!ok)
                 break;
-            work += b->work;
+            work += gemm_work(p, b);
             L++;
         }
         if (L > 1 && work < CPU_GEMV_PAR_WORK)

@@ -77,9 +77,8 @@ typedef struct kgroup {
     bool rows_in_place;
     // KG_GEMM, CPU (codegen_c.c): a GEMM of a few rows of A whose kernel
     // can compute one thread's columns alone, inside a run's region
-    // (compile_gemv_runs); work is its M * N * K
+    // (compile_gemv_runs)
     bool gemv_cols;
-    double work;
 } kgroup;
 
 typedef struct cnode {
@@ -201,6 +200,11 @@ void compile_literal(char *buf, size_t cap, double v);
 // Shared helpers.
 bool clayout_reshape(const clayout *in, int ndim, const int64_t *shape, clayout *out);
 void clayout_contiguous(clayout *l, int ndim, const int64_t *shape);
+// Whether l's strides are contiguous over its shape (dims of 1 aside; its
+// offset not looked at).
+bool clayout_is_contiguous(const clayout *l);
+// The same dims, the same sizes.
+bool compile_same_shape(const graph_node *a, const graph_node *b);
 double compile_scalar_op(enum op op, const graph_node *n, const double *in);
 // Elementwise ops the generators write as one expression (act_grad only
 // for the activations with a cpu_d<op>f derivative).

@@ -50,15 +50,6 @@ static void logf_(fctx *f, const char *fmt, const char *a, int v, const char *b,
     logf_(f, "fusion: %s %%%d into %s %%%d: %s\n", op_name(f->g->nodes[v].op), v,                  \
           op_name(f->g->nodes[w].op), w, why)
 
-static bool same_shape(const graph_node *a, const graph_node *b) {
-    if (a->ndim != b->ndim)
-        return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i])
-            return false;
-    return true;
-}
-
 static int group_new(fctx *f, kg_kind kind, int anchor) {
     cprog *p = f->p;
     kgroup *gs = realloc(p->groups, (size_t)(p->ngroups + 1) * sizeof *gs);
@@ -193,7 +184,7 @@ static int fuse_epilogues(fctx *f) {
         int cur = a;
         while (ncons(f, cur) == 1) {
             int c = cons_at(f, cur, 0);
-            if (!fusable_pointwise(f, c) || !same_shape(&f->g->nodes[c], &f->g->nodes[a])) {
+            if (!fusable_pointwise(f, c) || !compile_same_shape(&f->g->nodes[c], &f->g->nodes[a])) {
                 LOG_FUSE(f, c, cur, "not an elementwise op of the output's shape");
                 break;
             }
@@ -210,7 +201,7 @@ static int fuse_epilogues(fctx *f) {
 
 static int row_class(const graph_node *full, const graph_node *n) {
     // 2: full row shape, 1: one value per row, 0: neither
-    if (same_shape(full, n))
+    if (compile_same_shape(full, n))
         return 2;
     if (n->ndim != full->ndim || n->shape[n->ndim - 1] != 1)
         return 0;
@@ -282,7 +273,7 @@ static int fuse_pointwise(fctx *f) {
                 int u = f->p->groups[gid].nodes[i];
                 for (int c = 0; c < ncons(f, u); c++) {
                     int w = cons_at(f, u, c);
-                    if (fusable_pointwise(f, w) && same_shape(&g->nodes[w], &g->nodes[v]))
+                    if (fusable_pointwise(f, w) && compile_same_shape(&g->nodes[w], &g->nodes[v]))
                         grew |= try_add(f, gid, w, u);
                     else if (f->p->info[w].group < 0 && f->p->log)
                         LOG_FUSE(f, w, u, "not an elementwise op of the same shape");
@@ -290,7 +281,7 @@ static int fuse_pointwise(fctx *f) {
                 // producers not yet grouped (a later input of a consumer)
                 for (int s = 0; s < g->nodes[u].nsrc; s++) {
                     int w = g->nodes[u].src[s];
-                    if (fusable_pointwise(f, w) && same_shape(&g->nodes[w], &g->nodes[v]))
+                    if (fusable_pointwise(f, w) && compile_same_shape(&g->nodes[w], &g->nodes[v]))
                         grew |= try_add(f, gid, w, u);
                 }
             }
@@ -346,16 +337,6 @@ bool compile_view_layout(const cprog *p, int v, clayout *out) {
     }
 }
 
-static bool contiguous(const clayout *l) {
-    int64_t s = 1;
-    for (int i = l->ndim - 1; i >= 0; i--) {
-        if (l->shape[i] != 1 && l->stride[i] != s)
-            return false;
-        s *= l->shape[i];
-    }
-    return true;
-}
-
 static void resolve_views(fctx *f) {
     cprog *p = f->p;
     graph *g = f->g;
@@ -375,7 +356,7 @@ static void resolve_views(fctx *f) {
             if (k == OPK_GEMM)
                 bad_use |= !gemm_readable(&out);
             else if (k == OPK_CONV || k == OPK_POOL)
-                bad_use |= !contiguous(&out);
+                bad_use |= !clayout_is_contiguous(&out);
         }
         if (!ok || bad_use) {
             // materialize: a copy kernel of its own
@@ -526,7 +507,7 @@ static int fuse_updates(fctx *f) {
             continue;
         bool flat = true; // the generated loop reads every operand as a flat array
         for (int s = 0; s < n->nsrc; s++)
-            flat &= contiguous(&p->info[n->src[s]].lay);
+            flat &= clayout_is_contiguous(&p->info[n->src[s]].lay);
         bool alone = !p->fusion;
         for (int s = 0; s < n->nsrc; s++)
             alone |= !compile_writes(n, s) && written[n->src[s]];

@@ -16,6 +16,21 @@ void clayout_contiguous(clayout *l, int ndim, const int64_t *shape) {
     tensor_strides_contiguous(ndim, shape, l->stride);
 }
 
+bool clayout_is_contiguous(const clayout *l) {
+    int64_t expect = 1;
+    for (int d = l->ndim - 1; d >= 0; d--) {
+        if (l->shape[d] != 1 && l->stride[d] != expect)
+            return false;
+        expect *= l->shape[d];
+    }
+    return true;
+}
+
+bool compile_same_shape(const graph_node *a, const graph_node *b) {
+    return a->ndim == b->ndim &&
+           memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof a->shape[0]) == 0;
+}
+
 // The same rule as tensor_reshape (a view when the strides allow it).
 bool clayout_reshape(const clayout *in, int ndim, const int64_t *shape, clayout *out) {
     int64_t ns[TENSOR_MAX_DIMS];

@@ -63,14 +63,16 @@ static void read_edges(const cprog *p, int v, int gi, const int *writer, char *e
     add_edge(edge, indeg, p->ngroups, gi, writer[storage_of(p, v)]);
 }
 
-// An optimizer's update (a kv_write, also an update in place, is not: it
-// gains nothing by going first, and between a decode step's k and v
-// projections it would split their run of matrix-vector GEMMs, codegen_c.c).
+// An update of a training step (the optimizer's, a running statistic's),
+// which the schedule runs as soon as it is ready so that the gradient it
+// reads dies at once. An inference graph's only updates are kv_writes,
+// which free nothing by going first (between a decode step's k and v
+// projections one split their run of matrix-vector GEMMs, codegen_c.c).
 static bool is_update(const cprog *p, int gi) {
     const kgroup *k = &p->groups[gi];
-    return k->kind == KG_UPDATE ||
-           (k->kind == KG_EXTERN && op_kind(p->g->nodes[k->anchor].op) == OPK_UPDATE &&
-            p->g->nodes[k->anchor].op != OP_KV_WRITE);
+    return p->g->loss >= 0 &&
+           (k->kind == KG_UPDATE ||
+            (k->kind == KG_EXTERN && op_kind(p->g->nodes[k->anchor].op) == OPK_UPDATE));
 }
 
 // Reorder p->groups topologically (Kahn's algorithm, earliest member first).
@@ -191,15 +193,8 @@ static size_t aligned_bytes(const graph *g, int v) {
     return (graph_node_bytes(&g->nodes[v]) + ALIGN - 1) / ALIGN * ALIGN;
 }
 
-static bool contiguous(const clayout *l) {
-    int64_t expect = 1;
-    for (int d = l->ndim - 1; d >= 0; d--) {
-        if (l->shape[d] != 1 && l->stride[d] != expect)
-            return false;
-        expect *= l->shape[d];
-    }
-    return l->offset == 0;
-}
+// Contiguous from the start of its storage.
+static bool contiguous(const clayout *l) { return l->offset == 0 && clayout_is_contiguous(l); }
 
 // Rows in place: a GEMM out(M, N) = a(M, K) @ w whose output rows are at
 // least twice as long as its input rows (N >= 2K: a language model's head,

@@ -11,15 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool same_shape(const graph_node *a, const graph_node *b) {
-    if (a->ndim != b->ndim)
-        return false;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i])
-            return false;
-    return true;
-}
-
 static bool is_full(const graph *g, int id, double v) {
     return g->nodes[id].op == OP_FULL && g->nodes[id].fa[0] == v;
 }
@@ -34,23 +25,22 @@ static int identity_of(const graph *g, const graph_node *n, const int *s) {
         return x->dtype == n->dtype ? s[0] : -1;
     case OP_RESHAPE:
     case OP_EXPAND:
-    case OP_CONTIGUOUS:
-        return same_shape(x, n) && (n->op != OP_CONTIGUOUS) ? s[0] : -1;
+    case OP_CONTIGUOUS: return compile_same_shape(x, n) && (n->op != OP_CONTIGUOUS) ? s[0] : -1;
     case OP_PERMUTE:
         for (int i = 0; i < n->ndim; i++)
             if (n->ia[i] != i)
                 return -1;
         return s[0];
     case OP_MUL:
-        if (is_full(g, s[1], 1) && same_shape(x, n))
+        if (is_full(g, s[1], 1) && compile_same_shape(x, n))
             return s[0];
-        if (is_full(g, s[0], 1) && same_shape(&g->nodes[s[1]], n))
+        if (is_full(g, s[0], 1) && compile_same_shape(&g->nodes[s[1]], n))
             return s[1];
         return -1;
     case OP_ADD:
-        if (is_full(g, s[1], 0) && same_shape(x, n))
+        if (is_full(g, s[1], 0) && compile_same_shape(x, n))
             return s[0];
-        if (is_full(g, s[0], 0) && same_shape(&g->nodes[s[1]], n))
+        if (is_full(g, s[0], 0) && compile_same_shape(&g->nodes[s[1]], n))
             return s[1];
         return -1;
     default:
@@ -60,7 +50,7 @@ static int identity_of(const graph *g, const graph_node *n, const int *s) {
 
 // Structural equality for common subexpressions.
 static bool same_node(const graph_node *a, const graph_node *b, const int *sa, const int *sb) {
-    if (a->op != b->op || a->dtype != b->dtype || a->nsrc != b->nsrc || !same_shape(a, b))
+    if (a->op != b->op || a->dtype != b->dtype || a->nsrc != b->nsrc || !compile_same_shape(a, b))
         return false;
     for (int i = 0; i < a->nsrc; i++)
         if (sa[i] != sb[i])

@@ -363,16 +363,15 @@ static void qgemv_512(int bits, int NR, int64_t M, int64_t K, int64_t body, int6
 static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const float *x,
                   const void *q, enum dtype sdt, const void *scales, float *y) {
     int64_t G = cpu_quant_groups(K, group), rb = cpu_quant_row_bytes(bits, K);
-    bool avx512_off = qenv_get()->avx512_off, simd = qenv_get()->simd;
-    (void)simd, (void)avx512_off;
+    const qenv *e = qenv_get();
+    bool simd = e->simd;
+    (void)simd;
     int64_t body = 0, step = 1; // the AVX-512 kernels' values a row, and rows a step
     float *xd = NULL;           // int4: x deinterleaved for them
 #ifdef QGEMV_512
     int64_t unit = bits == 4 ? 32 : 16;
-    if (simd && !avx512_off && group % unit == 0)
-        body = K - K % unit;
-    if (simd && !avx512_off && group % unit == 0 && bits == 4 && QGEMV4_TAIL)
-        body = (K + 31) / 32 * 32; // the short last block too, x zero past K
+    if (simd && !e->avx512_off && group % unit == 0) // int4: the short last block too
+        body = bits == 4 && QGEMV4_TAIL ? (K + unit - 1) / unit * unit : K - K % unit;
     if (body && bits == 4) {
         xd = malloc((size_t)(M * body) * sizeof *xd);
         if (!xd)
@@ -445,7 +444,7 @@ static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, cons
 }
 
 static int64_t tile_rows(int64_t K) {
-    int64_t r = qenv_get()->tile ? qenv_get()->tile : QTILE_VALUES / K;
+    int64_t t = qenv_get()->tile, r = t ? t : QTILE_VALUES / K;
     return r < 16 ? 16 : r;
 }
 
