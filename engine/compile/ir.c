@@ -17,13 +17,7 @@ void clayout_contiguous(clayout *l, int ndim, const int64_t *shape) {
 }
 
 bool clayout_is_contiguous(const clayout *l) {
-    int64_t expect = 1;
-    for (int d = l->ndim - 1; d >= 0; d--) {
-        if (l->shape[d] != 1 && l->stride[d] != expect)
-            return false;
-        expect *= l->shape[d];
-    }
-    return true;
+    return tensor_strides_are_contiguous(l->ndim, l->shape, l->stride);
 }
 
 bool compile_same_shape(const graph_node *a, const graph_node *b) {

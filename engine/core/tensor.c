@@ -291,14 +291,18 @@ tensor *tensor_wrap(enum dtype t, int ndim, const int64_t *shape, void *data) {
 int64_t tensor_numel(const tensor *t) { return shape_numel(t->ndim, t->shape); }
 size_t tensor_nbytes(const tensor *t) { return (size_t)tensor_numel(t) * dtype_size(t->dtype); }
 
-bool tensor_is_contiguous(const tensor *t) {
+bool tensor_strides_are_contiguous(int ndim, const int64_t *shape, const int64_t *stride) {
     int64_t s = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->shape[i] != 1 && t->stride[i] != s)
+    for (int i = ndim - 1; i >= 0; i--) {
+        if (shape[i] != 1 && stride[i] != s)
             return false;
-        s *= t->shape[i];
+        s *= shape[i];
     }
     return true;
+}
+
+bool tensor_is_contiguous(const tensor *t) {
+    return tensor_strides_are_contiguous(t->ndim, t->shape, t->stride);
 }
 
 void *tensor_data(const tensor *t) {

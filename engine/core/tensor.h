@@ -62,6 +62,8 @@ void tensor_set(tensor *t, const int64_t *idx, double v);
 double tensor_get_flat(const tensor *t, int64_t i);
 
 void tensor_strides_contiguous(int ndim, const int64_t *shape, int64_t *stride);
+// Whether stride is the contiguous one for shape (dims of 1 aside).
+bool tensor_strides_are_contiguous(int ndim, const int64_t *shape, const int64_t *stride);
 // Strides for viewing (oshape, ostride) as shape without a copy; false when
 // no such strides exist. tensor_reshape and the compiler's views share it.
 bool tensor_strides_reshape(int ondim, const int64_t *oshape, const int64_t *ostride, int ndim,
