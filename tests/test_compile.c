@@ -33,8 +33,9 @@
 #include "eager/eager.h"
 #include "model/model_prepare.h"
 #include "model/modeldef.h"
-#include "ref/ref.h"
+#include "model/quantize.h"
 #include "model/suite.h"
+#include "ref/ref.h"
 #include "test_util.h"
 
 // ---- fixtures -----------------------------------------------------------------
@@ -117,8 +118,8 @@ static cprog *passes_layouts(const model *m, bool fusion, bool layouts) {
     p->fusion = fusion;
     p->gemm_rows_in_place = true; // as compile_model sets it (plan.c)
     p->log = compile_opts_default().log;
-    if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
-        (layouts && compile_layouts(p) < 0) || compile_plan(p) < 0) {
+    if (compile_decompose(p) < 0 || compile_quant(p) < 0 || compile_simplify(p) < 0 ||
+        compile_fuse(p) < 0 || (layouts && compile_layouts(p) < 0) || compile_plan(p) < 0) {
         graph_print(m->g, stderr);
         fail_msg("%spasses (fusion %d): %s", fail_ctx, fusion, p->err);
     }
@@ -642,6 +643,26 @@ static double run_mode(const model *m, const mode *md, const char *cache, double
     return run_mode_tol(m, md, cache, ref, 1e-4, kernels, why, cap);
 }
 
+// The compiled mode's outputs of m's first step, copied into out (the
+// run's own may lie in the program's memory).
+static void compiled_outputs(const model *m, const char *cache, tensor **out) {
+    compile_opts o = compile_opts_default();
+    o.cache_dir = cache;
+    compiled *c;
+    char why[600];
+    if (compile_model(m, &o, &c, why, sizeof why) < 0)
+        fail_msg("compile: %s", why);
+    compiled_stats st;
+    tensor *own[8] = {0};
+    if (compiled_run(c, own, &st) < 0)
+        fail_msg("run: %s", compiled_error(c));
+    for (int i = 0; i < m->g->noutputs; i++) {
+        out[i] = tensor_contiguous(own[i]);
+        tensor_free(own[i]);
+    }
+    compiled_free(c);
+}
+
 // Every compiled-family mode of m against the fp64 reference (1e-4).
 static void check_modes(const model *m, const char *cache, const char *what) {
     double *ref[8];
@@ -885,19 +906,12 @@ static void test_gemm_rows_in_place(void **state) {
     }
 }
 
-// A decoding step's linears (2 rows of A): q, k and v read one normed
-// input, as do the feed-forward's gate and up, whose epilogue (silu(gate)
-// * up) reads the up GEMM's output. Codegen makes each a kernel that can
-// compute one thread's columns (gemv_cols), and compile_gemv_runs puts
-// all five in one run (the epilogue reads the other GEMM's output at the
-// columns the same thread wrote), and the down projection, which reads
-// their product, in none. Every mode matches the fp64
-// reference with the runs and without (TCBENCH_DISABLE_GEMV_RUNS=1).
-static void test_gemv_runs(void **state) {
-    char cache[512];
-    cache_of(state, cache, sizeof cache);
-    // F < 2K: no GEMM here may put its input's rows in its output (plan.c),
-    // which would make it no member of a run
+// A decode step's layer, two rows of one token: an RMS norm, five linears
+// that read it (q 128, k and v 32, gate and up 192 columns), silu(gate) *
+// up, the down projection and the residual add; q, k, v and the layer's
+// result are outputs. F < 2K: no GEMM here may put its input's rows in its
+// output (plan.c), which would make it no member of a run.
+static model *decode_layer(void) {
     enum { K = 128, NQ = 128, NK = 32, F = 192 };
     graph *g = graph_new();
     int x = in(g, "x", 3, (int64_t[]){2, 1, K});
@@ -917,6 +931,21 @@ static void test_gemv_runs(void **state) {
     graph_output(g, d);
     model *m = model_of(g);
     assert_int_equal(model_init_values(m, 5), 0);
+    return m;
+}
+
+// A decoding step's linears (2 rows of A): q, k and v read one normed
+// input, as do the feed-forward's gate and up, whose epilogue (silu(gate)
+// * up) reads the up GEMM's output. Codegen makes each a kernel that can
+// compute one thread's columns (gemv_cols), and compile_gemv_runs puts
+// all five in one run (the epilogue reads the other GEMM's output at the
+// columns the same thread wrote), and the down projection, which reads
+// their product, in none. Every mode matches the fp64
+// reference with the runs and without (TCBENCH_DISABLE_GEMV_RUNS=1).
+static void test_gemv_runs(void **state) {
+    char cache[512];
+    cache_of(state, cache, sizeof cache);
+    model *m = decode_layer();
     cprog *p = passes(m, true);
     char *src = compile_codegen_c(p);
     assert_non_null(src);
@@ -944,6 +973,61 @@ static void test_gemv_runs(void **state) {
     free(run);
     prog_free(p);
     model_free(m);
+}
+
+// The same layer with quantized weights (model_quantize_weights, int4 with
+// f32 scales, int8 with f16 scales): each linear becomes a
+// QLINEAR whose kernel calls the engine's matrix-vector product itself
+// (codegen_c.c's qlinear_gemv), so q, k, v, gate and up, which read h,
+// make one run as their f32 GEMMs do (silu and the product are kernels of
+// their own here, no epilogue). The down projection is a kernel of the
+// same kind alone. Every mode matches the fp64 reference (of the same
+// quantized weights) with the runs and without, and the runs leave every
+// output bit for bit as it was.
+static void test_qgemv_runs(void **state) {
+    char cache[512];
+    cache_of(state, cache, sizeof cache);
+    for (int bits = 4; bits <= 8; bits += 4) {
+        model *m = decode_layer();
+        char err[256];
+        if (model_quantize_weights(m, bits, 32, bits == 4 ? DT_F32 : DT_F16, NULL, err,
+                                   sizeof err) < 0)
+            fail_msg("quantize: %s", err);
+        cprog *p = passes(m, true);
+        char *src = compile_codegen_c(p);
+        assert_non_null(src);
+        assert_non_null(strstr(src, "tc_qgemv("));
+        free(src);
+        int *run = calloc((size_t)p->ngroups, sizeof *run);
+        assert_non_null(run);
+        assert_int_equal(compile_gemv_runs(p, run), 0);
+        int q = group_of(p, OP_QLINEAR, 0), down = group_of(p, OP_QLINEAR, 5);
+        for (int i = 0; i < 6; i++)
+            assert_true(p->groups[group_of(p, OP_QLINEAR, i)].gemv_cols);
+        assert_int_equal(run[q], 5);
+        for (int i = 1; i < 5; i++)
+            assert_int_equal(group_of(p, OP_QLINEAR, i), q + i);
+        assert_int_equal(run[down], 1);
+        tensor *alone[8] = {0}, *in_runs[8] = {0};
+        setenv("TCBENCH_DISABLE_GEMV_RUNS", "1", 1);
+        check_modes(m, cache, "quantized matrix-vector products one at a time");
+        compiled_outputs(m, cache, alone);
+        unsetenv("TCBENCH_DISABLE_GEMV_RUNS");
+        check_modes(m, cache, "runs of quantized matrix-vector products");
+        compiled_outputs(m, cache, in_runs);
+        for (int i = 0; i < m->g->noutputs; i++) {
+            assert_int_equal(tensor_nbytes(alone[i]), tensor_nbytes(in_runs[i]));
+            for (int64_t e = 0; e < tensor_numel(alone[i]); e++)
+                if (tensor_f32(alone[i])[e] != tensor_f32(in_runs[i])[e])
+                    fail_msg("int%d output %d element %lld: %.9g alone, %.9g in a run", bits, i,
+                             (long long)e, tensor_f32(alone[i])[e], tensor_f32(in_runs[i])[e]);
+            tensor_free(alone[i]);
+            tensor_free(in_runs[i]);
+        }
+        free(run);
+        prog_free(p);
+        model_free(m);
+    }
 }
 
 // Layout planning (layout.c): in an inference graph the activations
@@ -2969,6 +3053,7 @@ int main(int argc, char **argv) {
         T(test_direct_casts),
         T(test_gemm_rows_in_place),
         T(test_gemv_runs),
+        T(test_qgemv_runs),
         T(test_conv_layouts),
         T(test_slice_copy_layout),
         T(test_recompute_reads_no_buffer),

@@ -126,14 +126,13 @@ static void test_error_bound(void **state) {
 // ---- 2. the fused GEMM against fp64 on the dequantized weights ------------------
 
 // y = x @ dq(q(w))^T (+ b) by the form asked (TCBENCH_QGEMM), within
-// rounding of fp64 on the dequantized weights, groups of 32: K = 100 (a
-// short last group, past the AVX-512 kernels' multiple of 32 or 16) or
-// 120 (int8's kernel ends inside a group); tile: weight rows a tile holds,
-// 0 for the default.
-static void check_qgemm_k(int bits, enum dtype sdt, int64_t M, int64_t N, bool bias,
-                          const char *form, int tile, int64_t K) {
-    enum { GRP = 32 };
-    int64_t G = (K + GRP - 1) / GRP;
+// rounding of fp64 on the dequantized weights, groups of grp (check_qgemm_k:
+// 32): K = 100 (a short last group, past the AVX-512 kernels' multiple of
+// 128 or 16) or 120 (int8's kernel ends inside a group); tile: weight rows
+// a tile holds, 0 for the default.
+static void check_qgemm_g(int bits, enum dtype sdt, int64_t M, int64_t N, bool bias,
+                          const char *form, int tile, int64_t K, int64_t grp) {
+    int64_t G = (K + grp - 1) / grp;
     float *w = malloc(sizeof(float) * (size_t)(N * K)),
           *dq = malloc(sizeof(float) * (size_t)(N * K));
     float *sc = malloc(sizeof(float) * (size_t)(N * G)), *b = malloc(sizeof(float) * (size_t)N);
@@ -144,14 +143,14 @@ static void check_qgemm_k(int bits, enum dtype sdt, int64_t M, int64_t N, bool b
     fill(w, N * K, 11);
     fill(x, M * K, 12);
     fill(b, N, 13);
-    cpu_quant_quantize(bits, GRP, N, K, w, q, sdt, sc);
-    cpu_quant_dequantize(bits, GRP, N, K, q, sdt, sc, dq);
+    cpu_quant_quantize(bits, grp, N, K, w, q, sdt, sc);
+    cpu_quant_dequantize(bits, grp, N, K, q, sdt, sc, dq);
     char rows[16];
     snprintf(rows, sizeof rows, "%d", tile);
     setenv("TCBENCH_QGEMM", form, 1);
     setenv("TCBENCH_QGEMM_TILE", rows, 1);
     cpu_quant_env_reload();
-    assert_int_equal(cpu_qgemm(bits, GRP, M, N, K, x, q, sdt, sc, bias ? b : NULL, y), 0);
+    assert_int_equal(cpu_qgemm(bits, grp, M, N, K, x, q, sdt, sc, bias ? b : NULL, y), 0);
     unsetenv("TCBENCH_QGEMM");
     unsetenv("TCBENCH_QGEMM_TILE");
     cpu_quant_env_reload();
@@ -163,11 +162,16 @@ static void check_qgemm_k(int bits, enum dtype sdt, int64_t M, int64_t N, bool b
                 mag += fabs((double)x[m * K + k] * dq[n * K + k]);
             }
             if (fabs(y[m * N + n] - r) > 1e-5 * mag + 1e-6)
-                fail_msg("int%d %s M %lld K %lld %s%s: y(%lld, %lld) %g, fp64 %g", bits,
-                         dtype_name(sdt), (long long)M, (long long)K, bias ? "bias " : "", form,
-                         (long long)m, (long long)n, y[m * N + n], r);
+                fail_msg("int%d %s group %lld M %lld K %lld %s%s: y(%lld, %lld) %g, fp64 %g", bits,
+                         dtype_name(sdt), (long long)grp, (long long)M, (long long)K,
+                         bias ? "bias " : "", form, (long long)m, (long long)n, y[m * N + n], r);
         }
     free(w), free(dq), free(sc), free(b), free(x), free(y), free(q);
+}
+
+static void check_qgemm_k(int bits, enum dtype sdt, int64_t M, int64_t N, bool bias,
+                          const char *form, int tile, int64_t K) {
+    check_qgemm_g(bits, sdt, M, N, bias, form, tile, K, 32);
 }
 
 static void check_qgemm(int bits, enum dtype sdt, int64_t M, int64_t N, bool bias, const char *form,
@@ -204,6 +208,14 @@ static void test_qgemm(void **state) {
         for (int64_t M = 1; M <= 3; M += 2)
             check_qgemm_k(4, DT_F16, M, 9, true, "gemv", 0, K);
     check_qgemm_k(8, DT_F32, 1, 6, false, "gemv", 0, 128);
+    // the int4 AVX-512 kernel's blocks of 128 values: several, a short last
+    // one, each group size (a block holds 4, 2 or 1 groups; one of 256 spans
+    // two blocks), scales in both dtypes, M 1 and 2
+    const int64_t groups[] = {32, 64, 128, 256};
+    for (int gi = 0; gi < 4; gi++)
+        for (int64_t K = 256; K <= 300; K += 44)
+            for (int64_t M = 1; M <= 2; M++)
+                check_qgemm_g(4, M == 1 ? DT_F16 : DT_F32, M, 11, M == 2, "gemv", 0, K, groups[gi]);
     // the AVX2 int4 kernel (on an AVX-512 build, the AVX-512 ones are
     // otherwise the only ones run) and the portable loop, at M 1 and 3
     const char *simd[] = {"avx512", "1"};

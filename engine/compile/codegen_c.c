@@ -16,6 +16,7 @@
 #include <cblas.h>
 
 #include "backend/cpu/cpu_gemm_par.h" // CPU_GEMV_ROWS, CPU_GEMV_PAR_WORK
+#include "backend/cpu/cpu_quant.h"    // cpu_quant_gemv_form
 
 #include <ctype.h>
 #include <math.h>
@@ -481,8 +482,71 @@ static int emit_conv(lgen *g) {
     return emit_library_anchor(g, target);
 }
 
+// Whether node v's elements lie in order where its kernel argument points
+// (as program.c's wrap_arg sees it: a view's or a buffer's own layout, else
+// contiguous).
+static bool arg_contiguous(const cprog *p, int v) {
+    const cnode *c = &p->info[v];
+    bool own = c->store == CS_VIEW || (c->store == CS_BUFFER && c->lay.ndim == p->g->nodes[v].ndim);
+    return !own || clayout_is_contiguous(&c->lay);
+}
+
+// A QLINEAR in cpu_qgemm's matrix-vector form (a decode step's quantized
+// linears): f32 x, bias and output, each contiguous, at most
+// CPU_QGEMM_GEMV_MAX rows, the form cpu_qgemm would take. Its kernel calls
+// the engine's qgemv through tc_qgemv (cpu_qgemv_cols) itself, rather than
+// through the runtime's extern call, so that it can compute one thread's
+// columns alone inside a run (compile_gemv_runs), as a GEMM's kernel does.
+static bool qlinear_gemv(const cprog *p, const kgroup *k) {
+    const graph_node *n = &p->g->nodes[k->anchor];
+    if (n->op != OP_QLINEAR || n->nsrc < 3 || (n->ia[0] != 4 && n->ia[0] != 8) || n->ia[1] < 1 ||
+        n->ia[2] < 1)
+        return false;
+    const graph_node *x = &p->g->nodes[n->src[0]], *q = &p->g->nodes[n->src[1]],
+                     *s = &p->g->nodes[n->src[2]];
+    int64_t K = n->ia[2], M = graph_node_numel(x) / K;
+    bool ok = x->dtype == DT_F32 && n->dtype == DT_F32 &&
+              q->dtype == (n->ia[0] == 8 ? DT_I8 : DT_U8) &&
+              (s->dtype == DT_F32 || s->dtype == DT_F16) && graph_node_numel(x) == M * K &&
+              cpu_quant_gemv_form(M);
+    for (int i = 0; ok && i < n->nsrc; i++)
+        ok = arg_contiguous(p, n->src[i]) && p->info[n->src[i]].store != CS_CONST &&
+             (i < 3 || p->g->nodes[n->src[i]].dtype == DT_F32);
+    return ok && arg_contiguous(p, k->anchor);
+}
+
+static int emit_qgemv(lgen *g) {
+    const cprog *p = g->p;
+    kgroup *k = g->k;
+    const graph_node *n = &p->g->nodes[k->anchor], *x = &p->g->nodes[n->src[0]];
+    int64_t K = n->ia[2], M = graph_node_numel(x) / K, N = p->g->nodes[n->src[1]].shape[0];
+    int out = compile_arg_of(k, k->anchor), bias = n->nsrc > 3 ? compile_arg_of(k, n->src[3]) : -1;
+    char bexpr[32] = "0", call[256];
+    if (bias >= 0)
+        snprintf(bexpr, sizeof bexpr, "(const float *)a[%d]", bias);
+    snprintf(call, sizeof call,
+             "tc_qgemv(%d, %lld, %lld, %lld, %lld, (const float *)a[%d], a[%d], %d, a[%d], %s, "
+             "(float *)a[%d], ",
+             (int)n->ia[0], (long long)n->ia[1], (long long)M, (long long)N, (long long)K,
+             compile_arg_of(k, n->src[0]), compile_arg_of(k, n->src[1]),
+             p->g->nodes[n->src[2]].dtype == DT_F16, compile_arg_of(k, n->src[2]), bexpr, out);
+    k->gemv_cols = true;
+    sbuf_printf(
+        g->b,
+        "    if (rt->parts) {\n"
+        "        %scpu_gemv_col(%lld, rt->part, rt->parts), cpu_gemv_col(%lld, rt->part + 1, "
+        "rt->parts), 0);\n"
+        "        return;\n"
+        "    }\n"
+        "    %s0, %lld, 1);\n",
+        call, (long long)N, (long long)N, call, (long long)N);
+    return 0;
+}
+
 static int emit_extern(lgen *g) {
     lower_extern_args(g);
+    if (qlinear_gemv(g->p, g->k))
+        return emit_qgemv(g);
     sbuf_puts(g->b, "    (void)a;\n    rt->call(rt->ctx, gi, a);\n");
     return 0;
 }
@@ -555,6 +619,11 @@ static const char tc_abi[] =
     "    uint64_t step; // the training step t, from 1 (compiled_set_step)\n"
     "    int part, parts; // parts > 0: a run's member computes part `part` alone\n"
     "} tc_rt;\n"
+    "typedef void (*tc_qgemv_fn)(int bits, int64_t group, int64_t M, int64_t N, int64_t K,\n"
+    "                            const float *x, const void *q, int half_scales,\n"
+    "                            const void *scales, const float *bias, float *y, int64_t j0,\n"
+    "                            int64_t j1, int par); // cpu_quant.h's cpu_qgemv_fn\n"
+    "extern tc_qgemv_fn tc_qgemv;\n"
     "typedef struct tc_chunk { // one piece of one tensor of an update kernel\n"
     "    int op, arg;           // kind; slot of the tensor's first operand in a\n"
     "    int amp;               // grad scaler: its first operand's slot after arg, or -1\n"
@@ -1009,7 +1078,7 @@ static bool run_compatible(const cprog *p, const kgroup *a, const kgroup *b) {
             if (u == w) {
                 if (!uw && !ww)
                     continue; // both read it
-                if (!uw && ww && i >= 3 && same && contiguous_buffer(p, w) &&
+                if (!uw && ww && i >= 3 && b->kind == KG_GEMM && same && contiguous_buffer(p, w) &&
                     compile_same_shape(&p->g->nodes[w], bn))
                     continue; // b's epilogue reads a's output, column by column
                 return false;
@@ -1022,8 +1091,11 @@ static bool run_compatible(const cprog *p, const kgroup *a, const kgroup *b) {
     return true;
 }
 
-// A GEMM group's multiply-adds.
+// A GEMM group's multiply-adds (a QLINEAR's: M x N x K).
 static double gemm_work(const cprog *p, const kgroup *k) {
+    const graph_node *n = &p->g->nodes[k->anchor];
+    if (k->kind != KG_GEMM)
+        return (double)graph_node_numel(n) * (double)n->ia[2];
     lower_gemm d;
     lower_gemm_desc(p, k, &d);
     return (double)d.M * (double)d.N * (double)d.K;
@@ -1038,7 +1110,7 @@ int compile_gemv_runs(const cprog *p, int *run) {
         double work = k->gemv_cols ? gemm_work(p, k) : 0;
         while (on && k->gemv_cols && gi + L < p->ngroups && L < GEMV_RUN_MAX) {
             const kgroup *b = &p->groups[gi + L];
-            bool ok = b->kind == KG_GEMM && b->gemv_cols && b->args[0] == k->args[0];
+            bool ok = b->gemv_cols && b->args[0] == k->args[0];
             for (int i = 0; ok && i < L; i++)
                 ok = run_compatible(p, &p->groups[gi + i], b);
             if (!ok)
@@ -1090,6 +1162,8 @@ char *compile_codegen_c(cprog *p) {
     sbuf_puts(&out, "\n" KCACHE_TAIL);
     // set by the loader to the engine's matrix-vector kernel (program.c)
     sbuf_puts(&out, "cpu_gemv_fn tc_gemv;\n");
+    // and to the engine's quantized one (cpu_quant.h's cpu_qgemv_fn)
+    sbuf_puts(&out, "tc_qgemv_fn tc_qgemv;\n");
     // the lifted values: each group's row of tc_kp starts at tc_kpo[gi]
     sbuf_printf(&out, "TC_KDATA const int64_t tc_kp[] = {%s};\n", kp.s ? kp.s : "0");
     sbuf_puts(&out, "TC_KDATA const int32_t tc_kpo[] = {");

@@ -75,9 +75,9 @@ typedef struct kgroup {
     // (plan.c, "rows in place"); the kernel then computes the output rows
     // from the last down in chunks that never write over a row still unread
     bool rows_in_place;
-    // KG_GEMM, CPU (codegen_c.c): a GEMM of a few rows of A whose kernel
-    // can compute one thread's columns alone, inside a run's region
-    // (compile_gemv_runs)
+    // KG_GEMM, or KG_EXTERN for a QLINEAR, CPU (codegen_c.c): a GEMM of a
+    // few rows of A whose kernel can compute one thread's columns alone,
+    // inside a run's region (compile_gemv_runs)
     bool gemv_cols;
 } kgroup;
 
@@ -155,7 +155,8 @@ size_t compile_sources_bytes(const graph *g);
 // The C translation unit for the program; caller frees.
 char *compile_codegen_c(cprog *p);
 // Runs of GEMMs of a few rows (decoding's matrix-vector products, kgroup
-// gemv_cols) that follow one another, read one A and share no bytes in a
+// gemv_cols: f32 GEMMs, and QLINEARs in cpu_qgemm's matrix-vector form,
+// codegen_c.c's qlinear_gemv) that follow one another, read one A and share no bytes in a
 // way that needs a barrier between them: tc_step runs each in one
 // parallel region, every thread its columns of each member in turn, for a
 // fork and join a GEMM. run[gi] (ngroups entries): the members of the run

@@ -460,6 +460,11 @@ int compile_model(const model *m, const compile_opts *o, compiled **out, char *e
     if (!gemv)
         return fail(c, err, cap, "dlsym tc_gemv: the generated library is incomplete");
     *gemv = cpu_gemv;
+    // and the quantized ones the engine's (cpu_quant.h)
+    cpu_qgemv_fn *qgemv = (cpu_qgemv_fn *)dlsym(c->so, "tc_qgemv");
+    if (!qgemv)
+        return fail(c, err, cap, "dlsym tc_qgemv: the generated library is incomplete");
+    *qgemv = cpu_qgemv_cols;
     graph *g = p->g;
     c->ext = calloc((size_t)g->n, sizeof *c->ext);
     c->consts = calloc((size_t)g->n, sizeof *c->consts);

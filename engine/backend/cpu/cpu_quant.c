@@ -241,9 +241,10 @@ static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, 
 #if defined(__AVX512F__)
 #define QGEMV_512 1
 // With AVX512BW and VL the int4 kernel also takes a row's last block of
-// fewer than 32 values (K % 32: llama's down projection, K = 688), its
-// bytes loaded under a mask and x zero past K, rather than leaving it to
-// the portable loop, which cost that row more than its 672 others.
+// fewer than 128 values (K % 128: llama's down projection, K = 688), its
+// bytes and scales loaded under masks and x zero past K, rather than
+// leaving it to the portable loop, which cost that row more than its
+// others.
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
 #define QGEMV4_TAIL 1
 #else
@@ -251,50 +252,102 @@ static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, 
 #endif
 // The AVX-512 forms of qgemv, values [0, body) of NR weight rows (qr[r],
 // their scales srow[r]) against M rows of x, the sums into d[r * M + m].
-// int4: body and group multiples of 32. Each 16
-// bytes widen to 16 lanes of two nibbles, and vpermps looks both nibbles
-// up in a table of the group's 16 dequantized values ((i - 8) * scale,
-// made once a group): no conversion and no multiply per value. The low
-// nibbles are the even values, the high ones the odd: xd is x with each
-// block of 32 deinterleaved (16 even, then 16 odd), made once a call.
+// int4: body a multiple of 128 (QB_VALUES), group a multiple of 32 that
+// divides 128 or that 128 divides (qgemv4_512_groups). 64 bytes of a row
+// are 128 values, 16 lanes of 8 nibbles: lane i holds the values 8i ..
+// 8i+7, one group's. Shifted right by 4s bits, each lane's low nibble is
+// its value 8i+s, and vpermps, which reads only an index's low 4 bits,
+// looks it up in the table of the 16 integers (i - 8): no mask, widening
+// or conversion a value. xs is x to match, made once a call: a block's
+// 8 vectors, vector s holding x[8i + s] in lane i. The block's sums,
+// lane i over its 8 values, are scaled once, lane by lane (sidx: each
+// lane's scale among the block's first); the integers' products before it
+// are exact, so the sums are an f32 dot product in another order. The
+// row's last block may be short (QGEMV4_TAIL: its bytes loaded under a
+// mask, xs zero past K).
+#define QB_VALUES 128
+static bool qgemv4_512_groups(int64_t group) {
+    return group % 32 == 0 && (group < QB_VALUES ? QB_VALUES % group == 0 : group % QB_VALUES == 0);
+}
+
 static inline __attribute__((always_inline)) void
-qgemv4_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const float *xd,
+qgemv4_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const float *xs,
            const uint8_t *const *qr, enum dtype sdt, const void *const *srow, float *d) {
-    const __m512 base =
+    const __m512 tbl =
         _mm512_set_ps(7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8); // lane i: i - 8
+    int per = group < QB_VALUES ? (int)(QB_VALUES / group) : 1;                // scales a block
+    __m512i sidx = _mm512_setzero_si512(); // lane i: scale 8i / group
+    if (per > 1)
+        sidx = _mm512_srli_epi32(
+            _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+            per == 4 ? 2 : 3);
+    int64_t G = cpu_quant_groups(K, group);
+#if QGEMV4_TAIL
+    int64_t rb = cpu_quant_row_bytes(4, K);
+#endif
     for (int64_t m = 0; m < M; m++) {
-        __m512 acc[QROWS][2];
+        __m512 tot[QROWS];
         for (int r = 0; r < NR; r++)
-            acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-        const float *xm = xd + m * body;
-        for (int64_t g0 = 0; g0 < body; g0 += group) {
-            __m512 tbl[QROWS];
-            for (int r = 0; r < NR; r++)
-                tbl[r] = _mm512_mul_ps(base, _mm512_set1_ps(scale_at(sdt, srow[r], g0 / group)));
-            int64_t g1 = g0 + group < body ? g0 + group : body;
-            for (int64_t k = g0; k < g1; k += 32) {
-                __m512 xe = _mm512_loadu_ps(xm + k), xo = _mm512_loadu_ps(xm + k + 16);
+            tot[r] = _mm512_setzero_ps();
+        for (int64_t k = 0; k < body; k += QB_VALUES) {
+            const float *xk = xs + m * body + k;
+            int64_t g = k / group;
 #if QGEMV4_TAIL
-                // the row's last block may be short (K % 32): its bytes only
-                __mmask16 bm = k + 32 <= K ? 0xffff : (__mmask16)((1u << ((K - k + 1) / 2)) - 1);
+            __mmask8 sm = (__mmask8)((1u << (G - g < per ? G - g : per)) - 1);
+            int64_t left = rb - k / 2; // the row's bytes from here
+            __mmask64 bm = left >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << left) - 1;
 #endif
-                for (int r = 0; r < NR; r++) {
-                    __m512i b = _mm512_cvtepu8_epi32(
+            for (int r = 0; r < NR; r++) {
 #if QGEMV4_TAIL
-                        _mm_maskz_loadu_epi8(bm, qr[r] + k / 2));
+                __m512i b = _mm512_maskz_loadu_epi8(bm, qr[r] + k / 2);
 #else
-                        _mm_loadu_si128((const __m128i *)(qr[r] + k / 2)));
+                __m512i b = _mm512_loadu_si512(qr[r] + k / 2);
 #endif
-                    __m512 lo = _mm512_permutexvar_ps(b, tbl[r]);
-                    __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), tbl[r]);
-                    acc[r][0] = _mm512_fmadd_ps(xe, lo, acc[r][0]);
-                    acc[r][1] = _mm512_fmadd_ps(xo, hi, acc[r][1]);
-                }
+#define QW(s) _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4 * (s)), tbl)
+#define QX(s) _mm512_loadu_ps(xk + 16 * (s))
+                __m512 e = _mm512_mul_ps(_mm512_permutexvar_ps(b, tbl), QX(0));
+                __m512 o = _mm512_mul_ps(QW(1), QX(1));
+                e = _mm512_fmadd_ps(QW(2), QX(2), e);
+                o = _mm512_fmadd_ps(QW(3), QX(3), o);
+                e = _mm512_fmadd_ps(QW(4), QX(4), e);
+                o = _mm512_fmadd_ps(QW(5), QX(5), o);
+                e = _mm512_fmadd_ps(QW(6), QX(6), e);
+                o = _mm512_fmadd_ps(QW(7), QX(7), o);
+#undef QW
+#undef QX
+#if QGEMV4_TAIL
+                __m128 s4 =
+                    sdt == DT_F16
+                        ? _mm_cvtph_ps(_mm_maskz_loadu_epi16(sm, (const uint16_t *)srow[r] + g))
+                        : _mm_maskz_loadu_ps(sm, (const float *)srow[r] + g);
+#else
+                float sc[4] = {0};
+                for (int j = 0; j < per && g + j < G; j++)
+                    sc[j] = scale_at(sdt, srow[r], g + j);
+                __m128 s4 = _mm_loadu_ps(sc);
+#endif
+                tot[r] = _mm512_fmadd_ps(_mm512_add_ps(e, o),
+                                         _mm512_permutexvar_ps(sidx, _mm512_castps128_ps512(s4)),
+                                         tot[r]);
             }
         }
         for (int r = 0; r < NR; r++)
-            d[r * M + m] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+            d[r * M + m] = _mm512_reduce_add_ps(tot[r]);
     }
+}
+
+// x's M rows as qgemv4_512 reads them (body values a row, zero past K), or
+// NULL when it cannot be allocated.
+static float *qgemv4_512_x(int64_t M, int64_t K, int64_t body, const float *x) {
+    float *xs = malloc((size_t)(M * body) * sizeof *xs);
+    for (int64_t m = 0; xs && m < M; m++)
+        for (int64_t k = 0; k < body; k += QB_VALUES)
+            for (int s = 0; s < 8; s++)
+                for (int i = 0; i < 16; i++) {
+                    int64_t v = k + 8 * i + s;
+                    xs[m * body + k + 16 * s + i] = v < K ? x[m * K + v] : 0.0f;
+                }
+    return xs;
 }
 
 // int8: body and group multiples of 16; each group's products summed
@@ -331,12 +384,12 @@ qgemv8_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const floa
 
 // NR (1 .. QROWS) rows through the kernel of bits, NR a constant in each.
 static void qgemv_512(int bits, int NR, int64_t M, int64_t K, int64_t body, int64_t group,
-                      const float *x, const float *xd, const uint8_t *const *qr, enum dtype sdt,
+                      const float *x, const float *xs, const uint8_t *const *qr, enum dtype sdt,
                       const void *const *srow, float *d) {
 #define QGEMV_512_CASE(R)                                                                          \
     case R:                                                                                        \
         if (bits == 4)                                                                             \
-            qgemv4_512(R, M, K, body, group, xd, qr, sdt, srow, d);                                \
+            qgemv4_512(R, M, K, body, group, xs, qr, sdt, srow, d);                                \
         else                                                                                       \
             qgemv8_512(R, M, K, body, group, x, qr, sdt, srow, d);                                 \
         break;
@@ -351,6 +404,81 @@ static void qgemv_512(int bits, int NR, int64_t M, int64_t K, int64_t body, int6
 }
 #endif
 
+// A call of qgemv: its operands and the form its rows take.
+typedef struct qgemv_job {
+    int bits;
+    bool simd;
+    int64_t group, M, N, K, G, rb;
+    const float *x, *xs; // xs: x as qgemv4_512 reads it, or NULL
+    const void *q, *scales;
+    enum dtype sdt;
+    float *y;
+    int64_t body; // values a row the AVX-512 kernels take (0: none)
+} qgemv_job;
+
+// Weight rows n0 .. n0 + nr of the job (nr <= QROWS; 1 without AVX-512).
+static void qgemv_rows(const qgemv_job *j, int64_t n0, int nr) {
+    int bits = j->bits;
+    bool simd = j->simd;
+    (void)simd;
+    int64_t group = j->group, M = j->M, N = j->N, K = j->K, G = j->G, rb = j->rb, body = j->body;
+    const float *x = j->x, *xs = j->xs;
+    (void)xs;
+    const void *q = j->q, *scales = j->scales;
+    enum dtype sdt = j->sdt;
+    float *y = j->y;
+    float head[QROWS * CPU_QGEMM_GEMV_MAX] = {0}; // the kernels' sums, [r * M + m]
+#ifdef QGEMV_512
+    if (body) {
+        const uint8_t *qrs[QROWS];
+        const void *srs[QROWS];
+        for (int r = 0; r < nr; r++) {
+            qrs[r] = (const uint8_t *)q + (n0 + r) * rb;
+            srs[r] = scale_row(sdt, scales, n0 + r, G);
+        }
+        qgemv_512(bits, nr, M, K, body, group, x, xs, qrs, sdt, srs, head);
+        if (body >= K) { // no values left to the loop below
+            for (int r = 0; r < nr; r++)
+                for (int64_t m = 0; m < M; m++)
+                    y[m * N + n0 + r] = head[r * M + m];
+            return;
+        }
+    }
+#endif
+    for (int r = 0; r < nr; r++) {
+        int64_t n = n0 + r;
+        const uint8_t *qr = (const uint8_t *)q + n * rb;
+        const void *srow = scale_row(sdt, scales, n, G);
+        float lane[CPU_QGEMM_GEMV_MAX][QLANES] = {{0}}, tail[CPU_QGEMM_GEMV_MAX] = {0};
+        float buf[QCHUNK];
+        int64_t start = body;
+        for (int64_t m = 0; m < M; m++)
+            tail[m] = head[r * M + m];
+#ifdef QGEMV4_SIMD
+        if (!body && simd && bits == 4 && group % 32 == 0)
+            start = qgemv4_avx2(M, K, group, x, qr, sdt, srow, tail);
+#endif
+        for (int64_t k0 = start; k0 < K; k0 += QCHUNK) {
+            int64_t len = K - k0 < QCHUNK ? K - k0 : QCHUNK, lb = len - len % QLANES;
+            dequant_range(bits, group, qr, sdt, srow, k0, len, buf);
+            for (int64_t m = 0; m < M; m++) {
+                const float *xr = x + m * K + k0;
+                for (int64_t i = 0; i < lb; i += QLANES)
+                    for (int j = 0; j < QLANES; j++)
+                        lane[m][j] += xr[i + j] * buf[i + j];
+                for (int64_t i = lb; i < len; i++)
+                    tail[m] += xr[i] * buf[i];
+            }
+        }
+        for (int64_t m = 0; m < M; m++) {
+            float d = tail[m];
+            for (int j = 0; j < QLANES; j++)
+                d += lane[m][j];
+            y[m * N + n] = d;
+        }
+    }
+}
+
 // Few rows of x (decode): per output column, its row of W dequantized
 // QCHUNK values at a time in registers and L1 (never to memory), dotted with
 // every row of x in QLANES partial sums (a plain float reduction does not
@@ -360,87 +488,48 @@ static void qgemv_512(int bits, int NR, int64_t M, int64_t K, int64_t body, int6
 // x); else int4 with AVX2 unpacks and multiplies in registers
 // (qgemv4_avx2; TCBENCH_DISABLE_QGEMV_SIMD=1 keeps the portable loop,
 // =avx512 the AVX2 kernel where the build has AVX-512, for its tests).
+// Columns [j0, j1) of y, over the threads when par, else on the calling
+// thread (a member of a run of matrix-vector products, codegen_c.c).
 static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const float *x,
-                  const void *q, enum dtype sdt, const void *scales, float *y) {
-    int64_t G = cpu_quant_groups(K, group), rb = cpu_quant_row_bytes(bits, K);
+                  const void *q, enum dtype sdt, const void *scales, float *y, int64_t j0,
+                  int64_t j1, bool par) {
     const qenv *e = qenv_get();
     bool simd = e->simd;
     (void)simd;
     int64_t body = 0, step = 1; // the AVX-512 kernels' values a row, and rows a step
-    float *xd = NULL;           // int4: x deinterleaved for them
+    float *xs = NULL;           // int4: x as qgemv4_512 reads it
 #ifdef QGEMV_512
-    int64_t unit = bits == 4 ? 32 : 16;
-    if (simd && !e->avx512_off && group % unit == 0) // int4: the short last block too
+    int64_t unit = bits == 4 ? QB_VALUES : 16;
+    if (simd && !e->avx512_off && (bits == 4 ? qgemv4_512_groups(group) : group % unit == 0))
         body = bits == 4 && QGEMV4_TAIL ? (K + unit - 1) / unit * unit : K - K % unit;
-    if (body && bits == 4) {
-        xd = malloc((size_t)(M * body) * sizeof *xd);
-        if (!xd)
-            body = 0; // the AVX2 or portable loop then: the same sums, no buffer
-        for (int64_t m = 0; xd && m < M; m++)
-            for (int64_t k = 0; k < body; k += 32)
-                for (int i = 0; i < 16; i++) {
-                    int64_t e = k + 2 * i, o = e + 1;
-                    xd[m * body + k + i] = e < K ? x[m * K + e] : 0.0f;
-                    xd[m * body + k + 16 + i] = o < K ? x[m * K + o] : 0.0f;
-                }
-    }
+    if (body && bits == 4 && !(xs = qgemv4_512_x(M, K, body, x)))
+        body = 0; // the AVX2 or portable loop then: the same sums, no buffer
     step = body ? QROWS : 1;
 #endif
-#pragma omp parallel for if (N * K >= CPU_PAR_MIN) schedule(static)
-    for (int64_t n0 = 0; n0 < N; n0 += step) {
-        int nr = (int)(N - n0 < step ? N - n0 : step);
-        float head[QROWS * CPU_QGEMM_GEMV_MAX] = {0}; // the kernels' sums, [r * M + m]
-#ifdef QGEMV_512
-        if (body) {
-            const uint8_t *qrs[QROWS];
-            const void *srs[QROWS];
-            for (int r = 0; r < nr; r++) {
-                qrs[r] = (const uint8_t *)q + (n0 + r) * rb;
-                srs[r] = scale_row(sdt, scales, n0 + r, G);
-            }
-            qgemv_512(bits, nr, M, K, body, group, x, xd, qrs, sdt, srs, head);
-            if (body >= K) { // no values left to the loop below
-                for (int r = 0; r < nr; r++)
-                    for (int64_t m = 0; m < M; m++)
-                        y[m * N + n0 + r] = head[r * M + m];
-                continue;
-            }
-        }
-#endif
-        for (int r = 0; r < nr; r++) {
-            int64_t n = n0 + r;
-            const uint8_t *qr = (const uint8_t *)q + n * rb;
-            const void *srow = scale_row(sdt, scales, n, G);
-            float lane[CPU_QGEMM_GEMV_MAX][QLANES] = {{0}}, tail[CPU_QGEMM_GEMV_MAX] = {0};
-            float buf[QCHUNK];
-            int64_t start = body;
-            for (int64_t m = 0; m < M; m++)
-                tail[m] = head[r * M + m];
-#ifdef QGEMV4_SIMD
-            if (!body && simd && bits == 4 && group % 32 == 0)
-                start = qgemv4_avx2(M, K, group, x, qr, sdt, srow, tail);
-#endif
-            for (int64_t k0 = start; k0 < K; k0 += QCHUNK) {
-                int64_t len = K - k0 < QCHUNK ? K - k0 : QCHUNK, lb = len - len % QLANES;
-                dequant_range(bits, group, qr, sdt, srow, k0, len, buf);
-                for (int64_t m = 0; m < M; m++) {
-                    const float *xr = x + m * K + k0;
-                    for (int64_t i = 0; i < lb; i += QLANES)
-                        for (int j = 0; j < QLANES; j++)
-                            lane[m][j] += xr[i + j] * buf[i + j];
-                    for (int64_t i = lb; i < len; i++)
-                        tail[m] += xr[i] * buf[i];
-                }
-            }
-            for (int64_t m = 0; m < M; m++) {
-                float d = tail[m];
-                for (int j = 0; j < QLANES; j++)
-                    d += lane[m][j];
-                y[m * N + n] = d;
-            }
-        }
+    qgemv_job j = {.bits = bits,
+                   .simd = simd,
+                   .group = group,
+                   .M = M,
+                   .N = N,
+                   .K = K,
+                   .G = cpu_quant_groups(K, group),
+                   .rb = cpu_quant_row_bytes(bits, K),
+                   .x = x,
+                   .xs = xs,
+                   .q = q,
+                   .scales = scales,
+                   .sdt = sdt,
+                   .y = y,
+                   .body = body};
+    if (par && (j1 - j0) * K >= CPU_PAR_MIN) {
+#pragma omp parallel for schedule(static)
+        for (int64_t n0 = j0; n0 < j1; n0 += step)
+            qgemv_rows(&j, n0, (int)(j1 - n0 < step ? j1 - n0 : step));
+    } else {
+        for (int64_t n0 = j0; n0 < j1; n0 += step)
+            qgemv_rows(&j, n0, (int)(j1 - n0 < step ? j1 - n0 : step));
     }
-    free(xd);
+    free(xs);
 }
 
 static int64_t tile_rows(int64_t K) {
@@ -503,7 +592,7 @@ int cpu_qgemm(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const fl
     if (qgemm_gemv(M)) {
         for (int64_t m0 = 0; m0 < M; m0 += CPU_QGEMM_GEMV_MAX) {
             int64_t rows = M - m0 < CPU_QGEMM_GEMV_MAX ? M - m0 : CPU_QGEMM_GEMV_MAX;
-            qgemv(bits, group, rows, N, K, x + m0 * K, q, sdt, scales, y + m0 * N);
+            qgemv(bits, group, rows, N, K, x + m0 * K, q, sdt, scales, y + m0 * N, 0, N, true);
         }
     } else if (qgemm_tiles(bits, group, M, N, K, x, q, sdt, scales, y) < 0) {
         return -1;
@@ -513,6 +602,23 @@ int cpu_qgemm(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const fl
             for (int64_t n = 0; n < N; n++)
                 y[m * N + n] += bias[n];
     return 0;
+}
+
+bool cpu_quant_gemv_form(int64_t M) { return M <= CPU_QGEMM_GEMV_MAX && qgemm_gemv(M); }
+
+void cpu_qgemv_cols(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const float *x,
+                    const void *q, int half_scales, const void *scales, const float *bias, float *y,
+                    int64_t j0, int64_t j1, int par) {
+    pthread_once(&lut4_once, lut4_fill);
+    enum dtype sdt = half_scales ? DT_F16 : DT_F32;
+    for (int64_t m0 = 0; m0 < M; m0 += CPU_QGEMM_GEMV_MAX) {
+        int64_t rows = M - m0 < CPU_QGEMM_GEMV_MAX ? M - m0 : CPU_QGEMM_GEMV_MAX;
+        qgemv(bits, group, rows, N, K, x + m0 * K, q, sdt, scales, y + m0 * N, j0, j1, par);
+    }
+    if (bias)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = j0; n < j1; n++)
+                y[m * N + n] += bias[n];
 }
 
 // The quantized weight and its scales as ops.def gives them (ia0 bits, ia1

@@ -58,6 +58,21 @@ void cpu_quant_dequantize(int bits, int64_t group, int64_t N, int64_t K, const v
 int cpu_qgemm(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const float *x,
               const void *q, enum dtype sdt, const void *scales, const float *bias, float *y);
 
+// cpu_qgemm's matrix-vector form (for M <= CPU_QGEMM_GEMV_MAX rows, the
+// form it takes unless TCBENCH_QGEMM says otherwise: cpu_quant_gemv_form)
+// for columns [j0, j1) of y alone, over the threads when par, else on the
+// calling thread: the same sums, bit for bit. The generated C of a compiled
+// program calls it through a pointer (codegen_c.c's tc_qgemv, this type;
+// half_scales: f16 scales, else f32), one call a thread in a run of
+// matrix-vector products.
+typedef void (*cpu_qgemv_fn)(int bits, int64_t group, int64_t M, int64_t N, int64_t K,
+                             const float *x, const void *q, int half_scales, const void *scales,
+                             const float *bias, float *y, int64_t j0, int64_t j1, int par);
+void cpu_qgemv_cols(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const float *x,
+                    const void *q, int half_scales, const void *scales, const float *bias, float *y,
+                    int64_t j0, int64_t j1, int par);
+bool cpu_quant_gemv_form(int64_t M);
+
 // The ops (ops.def DEQUANT, QLINEAR; ia0 bits, ia1 group, ia2 K) for the
 // eager executor and the compiled runtime: out preallocated, contiguous.
 // x and out may be f32 or f16 (AMP); dequant's out is f32.
