@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autodiff/autocast.h"
 #include "bench/accuracy.h"
 #include "bench/axes.h"
 #include "bench/generate.h"
@@ -229,6 +230,53 @@ static void test_amp_tiny(void **state) {
         check_decode(md, cases[i].ov, cases[i].nov, &o, tol, cases[i].model);
         modeldef_free(md);
     }
+}
+
+// AMP on the CPU caches autocast's casts of the parameters (generate.c's
+// cache_casts, as torch.autocast does within a generation): llama's step
+// models hold no cast of a parameter, each parameter that
+// autocast casts has its f16 copy, a BUFFER standing for it, whose values are the
+// parameter rounded to f16 bit for bit; and a generation's time to first
+// token holds making them again (recast), which leaves them as they were.
+static void test_amp_cast_cache(void **state) {
+    (void)state;
+    modeldef *md = load("llama");
+    gen_opts o = amp_opts(1, 5, 3);
+    for (int kind = 0; kind < 2; kind++) {
+        gen_mode *g;
+        char err[600];
+        if (gen_mode_new(md, llama_tiny, 7, &o, kind ? GEN_COMPILED : GEN_EAGER, NULL, &g, err,
+                         sizeof err) < 0)
+            fail_msg("%s", err);
+        gen_out r;
+        assert_int_equal(gen_out_init(&r, &o, gen_vocab(g), false), 0);
+        int32_t *prompt = gen_prompt(g, 3);
+        assert_int_equal(gen_mode_run(g, prompt, NULL, &r), 0);
+        const model *m = gen_weights(g);
+        const graph *gr = m->g;
+        int cached = 0;
+        for (int v = 0; v < gr->n; v++) {
+            const graph_node *n = &gr->nodes[v];
+            if (n->op == OP_CAST && n->ia[1])
+                assert_int_not_equal(gr->nodes[n->src[0]].op, OP_PARAM);
+            int p = autocast_cached_param(gr, v);
+            if (p < 0)
+                continue;
+            cached++;
+            assert_int_equal(n->dtype, DT_F16);
+            const float *w = tensor_f32(m->values[p]);
+            const uint16_t *h = tensor_data(m->values[v]);
+            for (int64_t i = 0; i < graph_node_numel(n); i++)
+                if (h[i] != dtype_f32_to_f16(w[i]))
+                    fail_msg("%s[%lld]: 0x%04x, the f16 of %.9g is 0x%04x", n->name, (long long)i,
+                             h[i], w[i], dtype_f32_to_f16(w[i]));
+        }
+        assert_true(cached >= 2 * 7); // two layers' seven linear weights, at least
+        free(prompt);
+        gen_out_free(&r);
+        gen_mode_free(g);
+    }
+    modeldef_free(md);
 }
 
 // The cache changes nothing: the reference's cached decode gives, at each
@@ -620,6 +668,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_eager_matches_reference),
         cmocka_unit_test(test_amp_cpu_size),
         cmocka_unit_test(test_amp_tiny),
+        cmocka_unit_test(test_amp_cast_cache),
         cmocka_unit_test(test_cache_equals_full_forward),
         cmocka_unit_test(test_quantized),
         cmocka_unit_test(test_plan_by_run),

@@ -175,3 +175,47 @@ done:
     free(a.cast[1]);
     return rc;
 }
+
+int autocast_cache_params(graph *g) {
+    int made = 0;
+    for (int i = 0; i < g->n; i++) {
+        graph_node *c = &g->nodes[i];
+        if (c->op != OP_CAST || !c->ia[1] || !dtype_is_half(c->dtype))
+            continue;
+        const graph_node *p = &g->nodes[c->src[0]];
+        if (p->op != OP_PARAM || p->dtype != DT_F32 || !p->name)
+            continue;
+        size_t len = strlen(p->name) + 8;
+        char *name = malloc(len);
+        if (!name)
+            return -1;
+        snprintf(name, len, "%s:%s", p->name, dtype_name(c->dtype));
+        free(c->name);
+        c->name = name;
+        c->op = OP_BUFFER;
+        c->nsrc = 0;
+        memset(c->src, 0, sizeof c->src);
+        memset(c->ia, 0, sizeof c->ia);
+        memset(c->fa, 0, sizeof c->fa);
+        c->ia[0] = INIT_ZEROS;
+        c->ia[1] = AUTOCAST_CACHED;
+        made++;
+    }
+    return made;
+}
+
+int autocast_cached_param(const graph *g, int v) {
+    const graph_node *c = &g->nodes[v];
+    const char *colon =
+        c->op == OP_BUFFER && c->ia[1] == AUTOCAST_CACHED && c->name ? strrchr(c->name, ':') : NULL;
+    if (!colon)
+        return -1;
+    size_t len = (size_t)(colon - c->name);
+    for (int i = 0; i < g->n; i++) {
+        const graph_node *p = &g->nodes[i];
+        if (p->op == OP_PARAM && p->name && strlen(p->name) == len &&
+            strncmp(p->name, c->name, len) == 0)
+            return i;
+    }
+    return -1;
+}

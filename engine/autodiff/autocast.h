@@ -43,3 +43,17 @@ int autocast_build(const graph *in, enum dtype low, graph **out, char *err, size
 // graph holds, keeps its sources' dtypes unless pinned.
 int autocast_build_pinned(const graph *in, enum dtype low, const bool *pin, graph **out, char *err,
                           size_t cap);
+
+// Autocast's cache of its casts of parameters, as torch.autocast keeps one
+// within an enabled region (a leaf tensor that requires grad is cast once,
+// and every later use in the region reads that copy): the decode steps of
+// a generation read the copies its first step made. Each autocast cast of
+// an f32 PARAM to f16 or bf16 in g becomes, in place (no node moves), a
+// BUFFER of that dtype named "<param>:<dtype>", ia1 AUTOCAST_CACHED, for
+// the caller to fill with the cast of the parameter's values. Returns how
+// many, or -1 out of memory.
+#define AUTOCAST_CACHED 1
+int autocast_cache_params(graph *g);
+// The PARAM that cached cast v (autocast_cache_params) stands for, or -1
+// when v is none.
+int autocast_cached_param(const graph *g, int v);

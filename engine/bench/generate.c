@@ -5,6 +5,8 @@
 #include "accuracy.h"
 #include "autodiff/autocast.h"
 #include "axes.h"
+#include "backend/cpu/cpu_f16.h"
+#include "backend/cpu/cpu_iter.h"
 #include "base/clock.h"
 #include "compile/compile.h"
 #include "core/tensor.h"
@@ -150,6 +152,46 @@ static int quantize_step(gen_mode *g, gen_step *s, const model *first, char *err
 
 static void set_step_inputs(gen_step *s, const int32_t *tokens, int64_t pos);
 
+// AMP on the CPU: autocast's casts of the parameters cached
+// (autocast_cache_params) in every step model, as torch.autocast caches
+// them within the region a generation runs in (one generate call: its
+// prefill makes the copies, its decode steps read them). The copies are
+// shared with `from` (the prefill, or the other mode's) where it has them,
+// else made here, and made again, timed, at the start of every generation
+// and chat round (recast): the time to first token holds the casts, as
+// the first forward of a framework's autocast region does, and no later
+// step does. They round as the executors' cast kernels do (dtype.h:
+// F16C's, bit for bit). CUDA keeps a step's casts in the step.
+static int cache_casts(model *m, const model *from, char *err, size_t cap) {
+    if (autocast_cache_params(m->g) < 0)
+        return fail(err, cap, "out of memory caching autocast's casts");
+    const graph *g = m->g;
+    for (int v = 0; v < g->n; v++) {
+        int p = autocast_cached_param(g, v);
+        if (p < 0)
+            continue;
+        const graph_node *n = &g->nodes[v];
+        tensor_free(m->values[v]);
+        m->values[v] = NULL;
+        int j = -1;
+        for (int i = 0; from && i < from->g->n && j < 0; i++) {
+            const graph_node *f = &from->g->nodes[i];
+            if (f->op == OP_BUFFER && f->ia[1] == AUTOCAST_CACHED && !strcmp(f->name, n->name))
+                j = i;
+        }
+        if (j >= 0) {
+            m->values[v] = tensor_view(from->values[j]);
+        } else if ((m->values[v] = tensor_new_empty(n->dtype, n->ndim, n->shape))) {
+            const float *w = tensor_f32(m->values[p]);
+            uint16_t *h = tensor_data(m->values[v]);
+            cpu_half_store(n->dtype, graph_node_numel(n), w, h, 1);
+        }
+        if (!m->values[v])
+            return fail(err, cap, "out of memory for %s", n->name);
+    }
+    return 0;
+}
+
 // A GPU program runs one step as it is made (compiled, to make its library
 // plans): position 0 and token 0 keep it within the cache and the vocabulary.
 static int device_first_inputs(gen_step *s, char *err, size_t cap) {
@@ -200,6 +242,8 @@ static int build_step(const modeldef *md, const modeldef_override *ov, int nov, 
         tensor_free(s->m->values[s->gen.past_v[i]]);
         s->m->values[s->gen.past_k[i]] = s->m->values[s->gen.past_v[i]] = NULL;
     }
+    if (g->o.amp != DT_F32 && !g->share && cache_casts(s->m, share, err, cap) < 0)
+        return -1;
     bench_exec_opts xo = {.device = g->o.device, .share = g->share};
     if (g->share && device_first_inputs(s, err, cap) < 0)
         return -1;
@@ -218,6 +262,25 @@ static int build_step(const modeldef *md, const modeldef_override *ov, int nov, 
         g->compile_s += base_now() - t0;
     }
     return rc;
+}
+
+// The cached casts of step s's parameters made again from them (cache_casts),
+// over the threads: the work of the casts a generation's first step makes.
+#define RECAST_CHUNK 16384
+static void recast(gen_step *s) {
+    const graph *g = s->m->g;
+    for (int v = 0; v < g->n; v++) {
+        int p = autocast_cached_param(g, v);
+        if (p < 0)
+            continue;
+        enum dtype t = g->nodes[v].dtype;
+        int64_t n = graph_node_numel(&g->nodes[v]);
+        const float *w = tensor_f32(s->m->values[p]);
+        uint16_t *h = tensor_data(s->m->values[v]);
+#pragma omp parallel for if (n >= CPU_PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < n; i += RECAST_CHUNK)
+            cpu_half_store(t, n - i < RECAST_CHUNK ? n - i : RECAST_CHUNK, w + i, h + i, 1);
+    }
 }
 
 int gen_mode_new(const modeldef *md, const modeldef_override *ov, int nov, const gen_opts *o,
@@ -446,6 +509,7 @@ int gen_mode_run(gen_mode *g, const int32_t *prompt, const int32_t *force, gen_o
     r->steps_done = 0;
     r->kv_bytes_per_token = g->pre.gen.kv_bytes_per_token;
     double t0 = base_now();
+    recast(&g->pre);
     set_step_inputs(&g->pre, prompt, 0);
     if ((rc = run_step(g, &g->pre, out, &r->peak_bytes, &r->kernels_prefill,
                        &r->step_peak_bytes)) < 0)
@@ -557,11 +621,29 @@ int gen_reference(const gen_mode *e, const int32_t *prompt, gen_ref *ref, char *
             ids[B * s->T + t] = (double)(j == 0 ? t : P + j - 1);
         given[s->tokens] = ids;
         given[s->gen.position_ids] = ids + B * s->T;
+        // a cached cast (cache_casts) is exact, as the reference's casts are
+        for (int v = 0; v < g->n && rc == 0; v++) {
+            int p = autocast_cached_param(g, v);
+            if (p < 0)
+                continue;
+            int64_t n = graph_node_numel(&g->nodes[v]);
+            if (!(given[v] = malloc((size_t)n * sizeof *given[v]))) {
+                rc = fail(err, cap, "out of memory for the reference decode");
+                break;
+            }
+            const float *w = tensor_f32(s->m->values[p]);
+            for (int64_t i = 0; i < n; i++)
+                given[v][i] = w[i];
+        }
         for (int i = 0; i < s->gen.nlayers && j > 0; i++) {
             given[s->gen.past_k[i]] = past[1 + 2 * i];
             given[s->gen.past_v[i]] = past[2 + 2 * i];
         }
-        rc = ref_run_given(s->m, given, out, err, cap);
+        if (rc == 0)
+            rc = ref_run_given(s->m, given, out, err, cap);
+        for (int v = 0; v < g->n; v++)
+            if (autocast_cached_param(g, v) >= 0)
+                free(given[v]);
         free(given);
         free(ids);
         if (rc < 0)
@@ -656,7 +738,9 @@ static int plan_step(const modeldef *md, const modeldef_override *ov, int nov, c
     }
     if ((o->amp != DT_F32 && step_autocast(*m, gen, o->amp, err, cap) < 0) ||
         (o->weight_bits && model_quantize_weights(*m, o->weight_bits, o->weight_group,
-                                                  o->weight_scales, NULL, err, cap) < 0)) {
+                                                  o->weight_scales, NULL, err, cap) < 0) ||
+        (o->amp != DT_F32 && o->device == BENCH_DEV_CPU && autocast_cache_params((*m)->g) < 0 &&
+         fail(err, cap, "out of memory caching autocast's casts") < 0)) {
         model_free(*m);
         *m = NULL;
         return -1;
@@ -888,6 +972,7 @@ int gen_chat_run(gen_chat *ch, const int32_t *turns, int32_t *tokens, double *tt
         if (!ch->c.reuse || r == 0)
             free_outputs(past, nout); // no reuse: the whole dialogue again, no past
         double t0 = base_now();
+        recast(s); // each round is a generation of its own: its casts again
         rc = chat_step(g, s, feed, start, past, out, next);
         ttft[r] = base_now() - t0;
         L = end;
