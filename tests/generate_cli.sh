@@ -139,7 +139,9 @@ if [ -n "$tokens" ] && [ "$tokens" -ge 8192 ]; then ok; else
 fi
 # under amp the caches are f16: the claim's bytes a token, ChatGLM-6B's 32
 # key/value heads against ChatGLM2-6B's 2 (28 layers x k, v x heads x 128 x 2)
-expect 0 "plan amp" "$EXE" plan "$GEN" --only chatglm --only chatglm2 --memory 6GiB \
+# (8 GiB: ChatGLM-6B's weights and the f16 copy autocast caches of its
+# tied embedding and output layer pass 6 GiB, docs/generation.md)
+expect 0 "plan amp" "$EXE" plan "$GEN" --only chatglm --only chatglm2 --memory 8GiB \
     --weights int4 --precision amp
 has "$TMP/stdout" "; amp, caches f16" "plan amp: the precision in the header"
 kv=$(awk '$1 == "chatglm" && $2 == "eager" { print $5 }' "$TMP/stdout")
