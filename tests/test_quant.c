@@ -216,6 +216,8 @@ static void test_qgemm(void **state) {
         for (int64_t K = 256; K <= 300; K += 44)
             for (int64_t M = 1; M <= 2; M++)
                 check_qgemm_g(4, M == 1 ? DT_F16 : DT_F32, M, 11, M == 2, "gemv", 0, K, groups[gi]);
+    // x past the kernel's stack buffer (5 rows of 1024 values): a heap one
+    check_qgemm_g(4, DT_F32, 5, 9, false, "gemv", 0, 1000, 64);
     // the AVX2 int4 kernel (on an AVX-512 build, the AVX-512 ones are
     // otherwise the only ones run) and the portable loop, at M 1 and 3
     const char *simd[] = {"avx512", "1"};

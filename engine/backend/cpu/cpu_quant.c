@@ -336,17 +336,25 @@ qgemv4_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const floa
     }
 }
 
-// x's M rows as qgemv4_512 reads them (body values a row, zero past K), or
-// NULL when it cannot be allocated.
-static float *qgemv4_512_x(int64_t M, int64_t K, int64_t body, const float *x) {
-    float *xs = malloc((size_t)(M * body) * sizeof *xs);
+// x's M rows as qgemv4_512 reads them (body values a row, zero past K):
+// into stack (QX_STACK floats) when they fit, else a new buffer; NULL when
+// it cannot be allocated. A whole block is 8 gathers of 16 values.
+#define QX_STACK 4096
+static float *qgemv4_512_x(int64_t M, int64_t K, int64_t body, const float *x, float *stack) {
+    float *xs = M * body <= QX_STACK ? stack : malloc((size_t)(M * body) * sizeof *xs);
+    const __m512i every8 =
+        _mm512_set_epi32(120, 112, 104, 96, 88, 80, 72, 64, 56, 48, 40, 32, 24, 16, 8, 0);
     for (int64_t m = 0; xs && m < M; m++)
-        for (int64_t k = 0; k < body; k += QB_VALUES)
+        for (int64_t k = 0; k < body; k += QB_VALUES) {
+            float *o = xs + m * body + k;
+            const float *xk = x + m * K + k;
             for (int s = 0; s < 8; s++)
-                for (int i = 0; i < 16; i++) {
-                    int64_t v = k + 8 * i + s;
-                    xs[m * body + k + 16 * s + i] = v < K ? x[m * K + v] : 0.0f;
-                }
+                if (k + QB_VALUES <= K)
+                    _mm512_storeu_ps(o + 16 * s, _mm512_i32gather_ps(every8, xk + s, 4));
+                else
+                    for (int i = 0; i < 16; i++)
+                        o[16 * s + i] = k + 8 * i + s < K ? xk[8 * i + s] : 0.0f;
+        }
     return xs;
 }
 
@@ -499,10 +507,11 @@ static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, cons
     int64_t body = 0, step = 1; // the AVX-512 kernels' values a row, and rows a step
     float *xs = NULL;           // int4: x as qgemv4_512 reads it
 #ifdef QGEMV_512
+    float stack[QX_STACK];
     int64_t unit = bits == 4 ? QB_VALUES : 16;
     if (simd && !e->avx512_off && (bits == 4 ? qgemv4_512_groups(group) : group % unit == 0))
         body = bits == 4 && QGEMV4_TAIL ? (K + unit - 1) / unit * unit : K - K % unit;
-    if (body && bits == 4 && !(xs = qgemv4_512_x(M, K, body, x)))
+    if (body && bits == 4 && !(xs = qgemv4_512_x(M, K, body, x, stack)))
         body = 0; // the AVX2 or portable loop then: the same sums, no buffer
     step = body ? QROWS : 1;
 #endif
@@ -529,7 +538,10 @@ static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, cons
         for (int64_t n0 = j0; n0 < j1; n0 += step)
             qgemv_rows(&j, n0, (int)(j1 - n0 < step ? j1 - n0 : step));
     }
-    free(xs);
+#ifdef QGEMV_512
+    if (xs != stack)
+        free(xs);
+#endif
 }
 
 static int64_t tile_rows(int64_t K) {
