@@ -206,8 +206,7 @@ int autocast_cache_params(graph *g) {
 
 int autocast_cached_param(const graph *g, int v) {
     const graph_node *c = &g->nodes[v];
-    const char *colon =
-        c->op == OP_BUFFER && c->ia[1] == AUTOCAST_CACHED && c->name ? strrchr(c->name, ':') : NULL;
+    const char *colon = autocast_copy(c) && c->name ? strrchr(c->name, ':') : NULL;
     if (!colon)
         return -1;
     size_t len = (size_t)(colon - c->name);

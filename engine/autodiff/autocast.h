@@ -49,11 +49,16 @@ int autocast_build_pinned(const graph *in, enum dtype low, const bool *pin, grap
 // and every later use in the region reads that copy): the decode steps of
 // a generation read the copies its first step made. Each autocast cast of
 // an f32 PARAM to f16 or bf16 in g becomes, in place (no node moves), a
-// BUFFER of that dtype named "<param>:<dtype>", ia1 AUTOCAST_CACHED, for
-// the caller to fill with the cast of the parameter's values. Returns how
-// many, or -1 out of memory.
-#define AUTOCAST_CACHED 1
+// BUFFER of that dtype named "<param>:<dtype>", initializer INIT_ZEROS and
+// ia1 AUTOCAST_CACHED (a value no other buffer's ia1 holds: autocast_copy),
+// for the caller to fill with the cast of the parameter's values. Returns
+// how many, or -1 out of memory.
+#define AUTOCAST_CACHED 0x41430001
 int autocast_cache_params(graph *g);
+// Whether n is such a buffer.
+static inline bool autocast_copy(const graph_node *n) {
+    return n->op == OP_BUFFER && n->ia[0] == INIT_ZEROS && n->ia[1] == AUTOCAST_CACHED;
+}
 // The PARAM that cached cast v (autocast_cache_params) stands for, or -1
 // when v is none.
 int autocast_cached_param(const graph *g, int v);

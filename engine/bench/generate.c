@@ -176,7 +176,7 @@ static int cache_casts(model *m, const model *from, char *err, size_t cap) {
         int j = -1;
         for (int i = 0; from && i < from->g->n && j < 0; i++) {
             const graph_node *f = &from->g->nodes[i];
-            if (f->op == OP_BUFFER && f->ia[1] == AUTOCAST_CACHED && !strcmp(f->name, n->name))
+            if (autocast_copy(f) && !strcmp(f->name, n->name))
                 j = i;
         }
         if (j >= 0) {

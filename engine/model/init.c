@@ -286,10 +286,10 @@ static uint64_t node_key(uint64_t seed, int id, uint64_t step) {
 // A source's stream is keyed by its node id less the casts autocast
 // inserted before it, so that a model draws the same parameters and inputs
 // in fp32 and in mixed precision (autocast.h copies the nodes in order,
-// adding casts). A cast it cached (autocast_cache_params: a BUFFER with
-// ia1 AUTOCAST_CACHED) counts as the cast it was.
+// adding casts). A cast it cached (autocast_cache_params, autocast_copy)
+// counts as the cast it was.
 static bool autocast_cast(const graph_node *n) {
-    return n->op == OP_CAST ? n->ia[1] != 0 : n->op == OP_BUFFER && n->ia[1] == AUTOCAST_CACHED;
+    return n->op == OP_CAST ? n->ia[1] != 0 : autocast_copy(n);
 }
 
 // from's source named as n, of its shape and dtype, or -1.
