@@ -29,6 +29,8 @@ typedef struct gen_step {
     bench_exec *x;
     int tokens; // the token ids input (B, T)
     int64_t T;
+    int (*casts)[2]; // AMP on the CPU: its cached casts, {copy, parameter} (cache_casts)
+    int ncasts;
 } gen_step;
 
 struct gen_mode {
@@ -162,14 +164,29 @@ static void set_step_inputs(gen_step *s, const int32_t *tokens, int64_t pos);
 // the first forward of a framework's autocast region does, and no later
 // step does. They round as the executors' cast kernels do (dtype.h:
 // F16C's, bit for bit). CUDA keeps a step's casts in the step.
-static int cache_casts(model *m, const model *from, char *err, size_t cap) {
-    if (autocast_cache_params(m->g) < 0)
+// The parameter w rounded into the f16 or bf16 tensor h, over the threads.
+#define CAST_CHUNK 16384
+static void cast_copy(const tensor *w, tensor *h) {
+    int64_t n = tensor_numel(h);
+    const float *src = tensor_f32(w);
+    uint16_t *dst = tensor_data(h);
+#pragma omp parallel for if (n >= CPU_PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i += CAST_CHUNK)
+        cpu_half_store(h->dtype, n - i < CAST_CHUNK ? n - i : CAST_CHUNK, src + i, dst + i, 1);
+}
+
+static int cache_casts(gen_step *s, const model *from, char *err, size_t cap) {
+    model *m = s->m;
+    int made = autocast_cache_params(m->g);
+    if (made < 0 || !(s->casts = malloc((size_t)(made ? made : 1) * sizeof *s->casts)))
         return fail(err, cap, "out of memory caching autocast's casts");
     const graph *g = m->g;
     for (int v = 0; v < g->n; v++) {
         int p = autocast_cached_param(g, v);
         if (p < 0)
             continue;
+        s->casts[s->ncasts][0] = v, s->casts[s->ncasts][1] = p;
+        s->ncasts++;
         const graph_node *n = &g->nodes[v];
         tensor_free(m->values[v]);
         m->values[v] = NULL;
@@ -179,13 +196,10 @@ static int cache_casts(model *m, const model *from, char *err, size_t cap) {
             if (autocast_copy(f) && !strcmp(f->name, n->name))
                 j = i;
         }
-        if (j >= 0) {
+        if (j >= 0)
             m->values[v] = tensor_view(from->values[j]);
-        } else if ((m->values[v] = tensor_new_empty(n->dtype, n->ndim, n->shape))) {
-            const float *w = tensor_f32(m->values[p]);
-            uint16_t *h = tensor_data(m->values[v]);
-            cpu_half_store(n->dtype, graph_node_numel(n), w, h, 1);
-        }
+        else if ((m->values[v] = tensor_new_empty(n->dtype, n->ndim, n->shape)))
+            cast_copy(m->values[p], m->values[v]);
         if (!m->values[v])
             return fail(err, cap, "out of memory for %s", n->name);
     }
@@ -242,7 +256,7 @@ static int build_step(const modeldef *md, const modeldef_override *ov, int nov, 
         tensor_free(s->m->values[s->gen.past_v[i]]);
         s->m->values[s->gen.past_k[i]] = s->m->values[s->gen.past_v[i]] = NULL;
     }
-    if (g->o.amp != DT_F32 && !g->share && cache_casts(s->m, share, err, cap) < 0)
+    if (g->o.amp != DT_F32 && !g->share && cache_casts(s, share, err, cap) < 0)
         return -1;
     bench_exec_opts xo = {.device = g->o.device, .share = g->share};
     if (g->share && device_first_inputs(s, err, cap) < 0)
@@ -264,23 +278,11 @@ static int build_step(const modeldef *md, const modeldef_override *ov, int nov, 
     return rc;
 }
 
-// The cached casts of step s's parameters made again from them (cache_casts),
-// over the threads: the work of the casts a generation's first step makes.
-#define RECAST_CHUNK 16384
+// The cached casts of step s's parameters made again from them (cache_casts):
+// the work of the casts a generation's first step makes.
 static void recast(gen_step *s) {
-    const graph *g = s->m->g;
-    for (int v = 0; v < g->n; v++) {
-        int p = autocast_cached_param(g, v);
-        if (p < 0)
-            continue;
-        enum dtype t = g->nodes[v].dtype;
-        int64_t n = graph_node_numel(&g->nodes[v]);
-        const float *w = tensor_f32(s->m->values[p]);
-        uint16_t *h = tensor_data(s->m->values[v]);
-#pragma omp parallel for if (n >= CPU_PAR_MIN) schedule(static)
-        for (int64_t i = 0; i < n; i += RECAST_CHUNK)
-            cpu_half_store(t, n - i < RECAST_CHUNK ? n - i : RECAST_CHUNK, w + i, h + i, 1);
-    }
+    for (int i = 0; i < s->ncasts; i++)
+        cast_copy(s->m->values[s->casts[i][1]], s->m->values[s->casts[i][0]]);
 }
 
 int gen_mode_new(const modeldef *md, const modeldef_override *ov, int nov, const gen_opts *o,
@@ -325,6 +327,7 @@ static void step_free(gen_step *s) {
         for (int i = 0; i < s->gen.nlayers && s->gen.past > 0; i++)
             s->m->values[s->gen.past_k[i]] = s->m->values[s->gen.past_v[i]] = NULL;
     model_free(s->m);
+    free(s->casts);
 }
 
 void gen_mode_free(gen_mode *g) {
@@ -622,18 +625,13 @@ int gen_reference(const gen_mode *e, const int32_t *prompt, gen_ref *ref, char *
         given[s->tokens] = ids;
         given[s->gen.position_ids] = ids + B * s->T;
         // a cached cast (cache_casts) is exact, as the reference's casts are
-        for (int v = 0; v < g->n && rc == 0; v++) {
-            int p = autocast_cached_param(g, v);
-            if (p < 0)
-                continue;
-            int64_t n = graph_node_numel(&g->nodes[v]);
-            if (!(given[v] = malloc((size_t)n * sizeof *given[v]))) {
+        for (int c = 0; c < s->ncasts && rc == 0; c++) {
+            const tensor *w = s->m->values[s->casts[c][1]];
+            double *d = given[s->casts[c][0]] = malloc((size_t)tensor_numel(w) * sizeof *d);
+            if (!d)
                 rc = fail(err, cap, "out of memory for the reference decode");
-                break;
-            }
-            const float *w = tensor_f32(s->m->values[p]);
-            for (int64_t i = 0; i < n; i++)
-                given[v][i] = w[i];
+            for (int64_t i = 0; d && i < tensor_numel(w); i++)
+                d[i] = tensor_f32(w)[i];
         }
         for (int i = 0; i < s->gen.nlayers && j > 0; i++) {
             given[s->gen.past_k[i]] = past[1 + 2 * i];
@@ -641,9 +639,8 @@ int gen_reference(const gen_mode *e, const int32_t *prompt, gen_ref *ref, char *
         }
         if (rc == 0)
             rc = ref_run_given(s->m, given, out, err, cap);
-        for (int v = 0; v < g->n; v++)
-            if (autocast_cached_param(g, v) >= 0)
-                free(given[v]);
+        for (int c = 0; c < s->ncasts; c++)
+            free(given[s->casts[c][0]]);
         free(given);
         free(ids);
         if (rc < 0)
@@ -738,12 +735,16 @@ static int plan_step(const modeldef *md, const modeldef_override *ov, int nov, c
     }
     if ((o->amp != DT_F32 && step_autocast(*m, gen, o->amp, err, cap) < 0) ||
         (o->weight_bits && model_quantize_weights(*m, o->weight_bits, o->weight_group,
-                                                  o->weight_scales, NULL, err, cap) < 0) ||
-        (o->amp != DT_F32 && o->device == BENCH_DEV_CPU && autocast_cache_params((*m)->g) < 0 &&
-         fail(err, cap, "out of memory caching autocast's casts") < 0)) {
+                                                  o->weight_scales, NULL, err, cap) < 0)) {
         model_free(*m);
         *m = NULL;
         return -1;
+    }
+    // AMP on the CPU: the generation's cached casts, as build_step has them
+    if (o->amp != DT_F32 && o->device == BENCH_DEV_CPU && autocast_cache_params((*m)->g) < 0) {
+        model_free(*m);
+        *m = NULL;
+        return fail(err, cap, "out of memory caching autocast's casts");
     }
     return 0;
 }

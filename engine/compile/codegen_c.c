@@ -1053,9 +1053,7 @@ static bool member_of(const kgroup *k, int v) {
 // A buffer whose elements lie in order: no layout of its own (program.c's
 // wrap_arg), or a contiguous one.
 static bool contiguous_buffer(const cprog *p, int v) {
-    const cnode *c = &p->info[v];
-    return c->store == CS_BUFFER &&
-           (c->lay.ndim != p->g->nodes[v].ndim || clayout_is_contiguous(&c->lay));
+    return p->info[v].store == CS_BUFFER && arg_contiguous(p, v);
 }
 
 // Whether group b may follow group a in a run: b's operands and a's share

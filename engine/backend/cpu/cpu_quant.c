@@ -598,24 +598,6 @@ static bool qgemm_gemv(int64_t M) {
     return M <= CPU_QGEMM_GEMV_MAX;
 }
 
-int cpu_qgemm(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const float *x,
-              const void *q, enum dtype sdt, const void *scales, const float *bias, float *y) {
-    pthread_once(&lut4_once, lut4_fill);
-    if (qgemm_gemv(M)) {
-        for (int64_t m0 = 0; m0 < M; m0 += CPU_QGEMM_GEMV_MAX) {
-            int64_t rows = M - m0 < CPU_QGEMM_GEMV_MAX ? M - m0 : CPU_QGEMM_GEMV_MAX;
-            qgemv(bits, group, rows, N, K, x + m0 * K, q, sdt, scales, y + m0 * N, 0, N, true);
-        }
-    } else if (qgemm_tiles(bits, group, M, N, K, x, q, sdt, scales, y) < 0) {
-        return -1;
-    }
-    if (bias)
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t n = 0; n < N; n++)
-                y[m * N + n] += bias[n];
-    return 0;
-}
-
 bool cpu_quant_gemv_form(int64_t M) { return M <= CPU_QGEMM_GEMV_MAX && qgemm_gemv(M); }
 
 void cpu_qgemv_cols(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const float *x,
@@ -631,6 +613,22 @@ void cpu_qgemv_cols(int bits, int64_t group, int64_t M, int64_t N, int64_t K, co
         for (int64_t m = 0; m < M; m++)
             for (int64_t n = j0; n < j1; n++)
                 y[m * N + n] += bias[n];
+}
+
+int cpu_qgemm(int bits, int64_t group, int64_t M, int64_t N, int64_t K, const float *x,
+              const void *q, enum dtype sdt, const void *scales, const float *bias, float *y) {
+    if (qgemm_gemv(M)) {
+        cpu_qgemv_cols(bits, group, M, N, K, x, q, sdt == DT_F16, scales, bias, y, 0, N, 1);
+        return 0;
+    }
+    pthread_once(&lut4_once, lut4_fill);
+    if (qgemm_tiles(bits, group, M, N, K, x, q, sdt, scales, y) < 0)
+        return -1;
+    if (bias)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++)
+                y[m * N + n] += bias[n];
+    return 0;
 }
 
 // The quantized weight and its scales as ops.def gives them (ia0 bits, ia1
