@@ -387,6 +387,62 @@ static void test_fuse_linear_bias_gelu(void **state) {
     model_free(m);
 }
 
+// The CUDA program calls cuBLAS (cuDNN) with one dtype and has it write the
+// epilogue group's last value: the group ends at a value of the GEMM's own
+// dtype there (epilogue_keeps_dtype), while the CPU's epilogue converts
+// (an AMP linear whose f16 output is widened for a residual add).
+static graph *amp_linear(bool back_to_f16) {
+    graph *g = graph_new();
+    int x = graph_input(g, "x", DT_F16, 2, (int64_t[]){4, 8});
+    int w = graph_cast(g, graph_param(g, "w", 2, (int64_t[]){16, 8}, INIT_NORMAL, 0.3), DT_F16);
+    int y = graph_op(g, OP_LINEAR, 2, (int[]){x, w}, NULL, NULL);
+    int r = in(g, "r", 2, (int64_t[]){4, 16});
+    int z = graph_binary(g, OP_ADD, graph_cast(g, y, DT_F32), r);
+    graph_output(g, back_to_f16 ? graph_cast(g, graph_unary(g, OP_GELU, z), DT_F16) : z);
+    return g;
+}
+
+static void test_cuda_epilogue_dtype(void **state) {
+    (void)state;
+    for (int back = 0; back < 2; back++) {
+        model *m = model_of(amp_linear(back));
+        assert_int_equal(model_init_values(m, 1), 0);
+        for (int keep = 0; keep < 2; keep++) {
+            cprog *p = calloc(1, sizeof *p);
+            assert_non_null(p);
+            p->m = m;
+            p->fusion = true;
+            p->epilogue_keeps_dtype = keep; // cuda_program_new's setting
+            if (compile_decompose(p) < 0 || compile_quant(p) < 0 || compile_simplify(p) < 0 ||
+                compile_fuse(p) < 0 || compile_plan(p) < 0)
+                fail_msg("passes: %s", p->err);
+            int gi = group_of(p, OP_LINEAR, 0);
+            const kgroup *k = &p->groups[gi];
+            assert_int_equal(k->kind, KG_GEMM);
+            enum dtype last = p->g->nodes[k->nodes[k->n - 1]].dtype;
+            // the CPU fuses the whole chain; CUDA all of it when it ends in
+            // f16, else the GEMM alone (the widening cast and the add go on
+            // in a pointwise kernel)
+            int want = keep && !back ? 1 : back ? 5 : 3;
+            if (k->n != want || (keep && last != DT_F16))
+                fail_msg("back %d keep %d: a GEMM group of %d nodes ending in %s, %d wanted", back,
+                         keep, k->n, dtype_name(last), want);
+            if (keep && !back)
+                assert_int_not_equal(group_of(p, OP_ADD, 0), gi);
+#if TCBENCH_HAVE_CUDA
+            if (keep) {
+                char *cu = compile_codegen_cuda(p);
+                if (!cu)
+                    fail_msg("codegen_cuda: %s", p->err);
+                free(cu);
+            }
+#endif
+            prog_free(p);
+        }
+        model_free(m);
+    }
+}
+
 static void test_fuse_softmax_layer_norm(void **state) {
     (void)state;
     graph *g = graph_new();
@@ -3044,6 +3100,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         T(test_fuse_linear_bias_gelu),
         T(test_fuse_softmax_layer_norm),
+        T(test_cuda_epilogue_dtype),
         T(test_fuse_pointwise_chain),
         T(test_fuse_two_consumers_stored),
         T(test_fuse_views),

@@ -105,6 +105,10 @@ typedef struct cprog {
     // plan.c may put a dying GEMM input inside the GEMM's output (CPU only:
     // the kernel must read the rows in the order codegen_c.c writes them)
     bool gemm_rows_in_place;
+    // the GEMM or convolution library call writes its output in the anchor's
+    // dtype into the group's target (CUDA: cuBLAS and cuDNN are called with
+    // one dtype): an epilogue group then ends at a node of that dtype
+    bool epilogue_keeps_dtype;
     FILE *log;
     char err[512];
 } cprog;

@@ -195,6 +195,17 @@ static int fuse_epilogues(fctx *f) {
                 break;
             cur = c;
         }
+        // the library writes the last member's buffer in the anchor's dtype:
+        // members past the last one of that dtype go back (they fuse later)
+        kgroup *grp = &f->p->groups[gid];
+        while (f->p->epilogue_keeps_dtype && grp->n > 1 &&
+               f->g->nodes[grp->nodes[grp->n - 1]].dtype != f->g->nodes[a].dtype) {
+            int v = grp->nodes[--grp->n];
+            f->p->info[v].group = -1;
+            LOG_FUSE(
+                f, v, a,
+                "left out: the library call writes the epilogue's last value, in its own dtype");
+        }
     }
     return 0;
 }

@@ -105,14 +105,35 @@ void lower_operand(lgen *g, int v, char *buf, size_t cap) {
         lower_load(g, ai, buf, cap);
 }
 
+// Does a later member of the group read v?
+static bool read_in_group(const lgen *g, int v) {
+    for (int m = 0; m < g->k->n; m++) {
+        const graph_node *w = &g->p->g->nodes[g->k->nodes[m]];
+        for (int s = 0; s < w->nsrc; s++)
+            if (w->src[s] == v)
+                return true;
+    }
+    return false;
+}
+
 // The expression of an elementwise op over operands named x0, x1, x2 (x0 an
 // int for where's condition). NULL for ops that are not elementwise.
 static const char *op_template(const lgen *g, const graph_node *n, char *buf, size_t cap) {
     if (compile_formula_expr(n, buf, cap)) // core/pointwise.h's
         return buf;
     switch (n->op) {
-    case OP_CONTIGUOUS:
-    case OP_CAST: return "x0"; // between float dtypes (fuse.c): values are f32, the store rounds
+    case OP_CAST:
+        // between float dtypes (fuse.c): values are f32 and a store rounds,
+        // but a narrowing cast read by another member rounds here, as eager's
+        // kernel would have stored it
+        if (dtype_is_half(n->dtype) && g->p->g->nodes[n->src[0]].dtype != n->dtype &&
+            read_in_group(g, (int)(n - g->p->g->nodes))) {
+            const char *t = lower_half_tag(n->dtype);
+            snprintf(buf, cap, "tc_%s2f(tc_f2%s(x0))", t, t);
+            return buf;
+        }
+        return "x0";
+    case OP_CONTIGUOUS: return "x0";
     case OP_ADD: return "x0 + x1";
     case OP_SUB: return "x0 - x1";
     case OP_MUL: return "x0 * x1";

@@ -70,6 +70,7 @@ typedef struct dnn_entry {
     cudnnConvolutionBwdDataAlgo_t bwd;
     cudnnConvolutionBwdFilterAlgo_t bwf;
     size_t ws;
+    bool direct; // a gradient cuDNN has no algorithm for: cuda_conv2d_grad_direct
     struct dnn_entry *next;
 } dnn_entry;
 
@@ -233,11 +234,60 @@ static int entry_init(cuda_ctx *c, dnn_entry *e) {
         e->bwd = (cudnnConvolutionBwdDataAlgo_t)algo;
     }
 #undef DNN_PICK
+    // The heuristics can rank no algorithm as supported (strided layouts,
+    // dilation with stride): then ask each algorithm, in the library's
+    // order, for its workspace, which it gives only for shapes it runs,
+    // deterministic ones first for the gradients (as above).
+    for (int pass = 0; pick < 0 && pass < 2; pass++) {
+        int n = k->op == OP_CONV2D               ? CUDNN_CONVOLUTION_FWD_ALGO_COUNT
+                : k->op == OP_CONV2D_GRAD_WEIGHT ? CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT
+                                                 : CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+        for (int a = 0; a < n && pick < 0; a++) {
+            size_t ws = 0;
+            cudnnStatus_t st;
+            bool nondet;
+            if (k->op == OP_CONV2D) {
+                st = cudnnGetConvolutionForwardWorkspaceSize(h, e->xd, e->wd, e->cd, e->yd,
+                                                             (cudnnConvolutionFwdAlgo_t)a, &ws);
+                nondet = false;
+            } else if (k->op == OP_CONV2D_GRAD_WEIGHT) {
+                st = cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                    h, e->xd, e->yd, e->cd, e->wd, (cudnnConvolutionBwdFilterAlgo_t)a, &ws);
+                nondet = a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 ||
+                         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+            } else {
+                st = cudnnGetConvolutionBackwardDataWorkspaceSize(
+                    h, e->wd, tr ? e->xd : e->yd, e->cd, tr ? e->yd : e->xd,
+                    (cudnnConvolutionBwdDataAlgo_t)a, &ws);
+                nondet = a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+            }
+            if (st != CUDNN_STATUS_SUCCESS || (pass == 0 && det && nondet))
+                continue;
+            pick = a;
+            algo = a;
+            e->ws = ws;
+        }
+    }
+    if (pick < 0 && det) { // the gradients have a kernel of their own
+        e->direct = true;
+        if (log_on())
+            fprintf(stderr, "cudnn: %s: no algorithm (%d ranked), the direct kernel\n",
+                    op_name((enum op)k->op), got);
+        return 0;
+    }
     if (pick < 0) {
-        snprintf(c->err, sizeof c->err, "%s: cuDNN has no algorithm for these shapes",
-                 op_name((enum op)k->op));
+        snprintf(c->err, sizeof c->err,
+                 "%s: cuDNN has no algorithm for these shapes (%d ranked, none supported; each "
+                 "algorithm asked)",
+                 op_name((enum op)k->op), got);
         return -1;
     }
+    if (k->op == OP_CONV2D)
+        e->fwd = (cudnnConvolutionFwdAlgo_t)algo;
+    else if (k->op == OP_CONV2D_GRAD_WEIGHT)
+        e->bwf = (cudnnConvolutionBwdFilterAlgo_t)algo;
+    else
+        e->bwd = (cudnnConvolutionBwdDataAlgo_t)algo;
     if (log_on())
         fprintf(stderr,
                 "cudnn: %s x(%lld,%lld,%lld,%lld) w(%lld,%lld,%lld,%lld) -> algo %d, %zu "
@@ -409,6 +459,8 @@ static int conv_grad(cuda_ctx *c, const graph_node *n, const tensor *x, const te
     dnn_entry *e = lookup(c, &k);
     if (!e)
         return -1;
+    if (e->direct) // counts its kernel
+        return cuda_conv2d_grad_direct(c, n, y, n->op == OP_CONV2D_GRAD_INPUT ? w : x, out);
     void *ws = NULL;
     if (e->ws && !(ws = cuda_workspace(c, e->ws)))
         return -1;

@@ -333,6 +333,10 @@ int cuda_pool2d(cuda_ctx *c, const graph_node *n, const tensor *x, tensor *out);
 // d weight): cudnnConvolutionBackwardData / BackwardFilter, ia as conv2d
 int cuda_conv2d_grad(cuda_ctx *c, const graph_node *n, const tensor *dy, const tensor *b,
                      tensor *out);
+// the same as plain gathers (cuda_conv_direct.cu), where cuDNN has no
+// algorithm for the shapes: any strides, f32 or f16, deterministic
+int cuda_conv2d_grad_direct(cuda_ctx *c, const graph_node *n, const tensor *dy, const tensor *b,
+                            tensor *out);
 
 #ifdef __cplusplus
 }
