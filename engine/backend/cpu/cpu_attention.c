@@ -535,8 +535,33 @@ static void pack_kv(const at_job *j) {
 // parallel region (decoding steps are short: one fork, one join). Without a split (part
 // NULL) each task writes its rows to y; with one, its rows' m, l and acc
 // go to part, (row, chunk) entries of 2 + Dv floats.
+// Split-K's second pass: row r's chunks rescaled to their common max and
+// summed (flash-decoding's merge), into y; acc holds Dv floats.
+static void merge_row(const at_job *j, const float *part, tensor *y, int64_t r, float *acc) {
+    int64_t P = j->nsplit, Dv = j->Dv;
+    const float *pr = part + r * P * (2 + Dv);
+    float mx = -INFINITY, l = 0;
+    for (int64_t p = 0; p < P; p++)
+        mx = pr[p * (2 + Dv)] > mx ? pr[p * (2 + Dv)] : mx;
+    memset(acc, 0, (size_t)Dv * sizeof *acc);
+    for (int64_t p = 0; mx != -INFINITY && p < P; p++) {
+        const float *c = pr + p * (2 + Dv);
+        if (c[1] == 0)
+            continue;
+        float f = cpu_expf(c[0] - mx);
+        l += c[1] * f;
+        for (int64_t e = 0; e < Dv; e++)
+            acc[e] += c[2 + e] * f;
+    }
+    store_rows(y, r * Dv, acc, &l, 1, Dv);
+}
+
+// The tasks, then (split-K) the merge, in one parallel region: a decode
+// step's attention is a few microseconds, about what a second region's
+// start costs.
 static int run_tasks(const at_job *j, tensor *y, float *part) {
     int64_t P = j->nsplit, Dv = j->Dv, tasks = j->B * j->ntile * P;
+    int64_t rows = j->B * j->H * j->T;
     int bad = 0;
 #pragma omp parallel
     {
@@ -568,44 +593,14 @@ static int run_tasks(const at_job *j, tensor *y, float *part) {
                 memcpy(dst + 2, w.acc + i * Dv, (size_t)Dv * sizeof *dst);
             }
         }
-        free(mem);
-    }
-    return bad ? -1 : 0;
-}
-
-// Split-K's second pass: each row's chunks rescaled to their common max
-// and summed (flash-decoding's merge), into y.
-static int merge_chunks(const at_job *j, const float *part, tensor *y) {
-    int64_t rows = j->B * j->H * j->T, P = j->nsplit, Dv = j->Dv;
-    int bad = 0;
-#pragma omp parallel
-    {
-        float *acc = malloc((size_t)Dv * sizeof *acc);
-        if (!acc) {
-#pragma omp atomic write
-            bad = 1;
-        }
+        // the loop's barrier: every chunk is in part
+        if (part) {
 #pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            if (!acc)
-                continue;
-            const float *pr = part + r * P * (2 + Dv);
-            float mx = -INFINITY, l = 0;
-            for (int64_t p = 0; p < P; p++)
-                mx = pr[p * (2 + Dv)] > mx ? pr[p * (2 + Dv)] : mx;
-            memset(acc, 0, (size_t)Dv * sizeof *acc);
-            for (int64_t p = 0; mx != -INFINITY && p < P; p++) {
-                const float *c = pr + p * (2 + Dv);
-                if (c[1] == 0)
-                    continue;
-                float f = cpu_expf(c[0] - mx);
-                l += c[1] * f;
-                for (int64_t e = 0; e < Dv; e++)
-                    acc[e] += c[2 + e] * f;
-            }
-            store_rows(y, r * Dv, acc, &l, 1, Dv);
+            for (int64_t r = 0; r < rows; r++)
+                if (mem)
+                    merge_row(j, part, y, r, w.acc);
         }
-        free(acc);
+        free(mem);
     }
     return bad ? -1 : 0;
 }
@@ -688,8 +683,6 @@ int cpu_attention(cpu_ctx *c, const graph_node *n, const tensor *q, const tensor
         rc = -1;
     if (rc == 0)
         rc = run_tasks(&j, y, part);
-    if (rc == 0 && part)
-        rc = merge_chunks(&j, part, y);
     free(part);
     free(j.kpack);
     free(j.vpack);
