@@ -379,10 +379,13 @@ qgemv4_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const floa
 // it cannot be allocated. A whole block is 8 gathers of 16 values.
 #define QX_STACK 4096
 #if QGEMV4_BF16
-// bf16 of f32 v, rounded to nearest even (v finite), and back
+// bf16 of f32 v, rounded to nearest even (a NaN stays a quiet NaN, as
+// vcvtne2ps2bf16 keeps it), and back
 static inline uint16_t qx_bf16(float v) {
     uint32_t u;
     memcpy(&u, &v, 4);
+    if ((u & 0x7fffffff) > 0x7f800000)
+        return (uint16_t)((u >> 16) | 0x40);
     return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
 }
 static inline float qx_f32(uint16_t h) {
