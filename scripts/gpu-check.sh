@@ -20,10 +20,9 @@
 # TCBENCH_GPU_CHECK_ARGS adds options to every tcbench run.
 #
 # A GPU machine without the build packages (no network, another
-# distribution) takes a build made elsewhere: configure it with
-# -Dcuda=enabled -Dnative=false at the same absolute path the GPU machine
-# will see, bring it with its shared libraries (LD_LIBRARY_PATH), and set
-# TCBENCH_GPU_CHECK_PREBUILT=1. Steps 1 and 3 are then skipped and step 4
+# distribution) takes a build made elsewhere (scripts/gpu-bundle.sh: built
+# with -Dcuda=enabled -Dnative=false, its shared libraries beside it,
+# unpacked at the same absolute path) and TCBENCH_GPU_CHECK_PREBUILT=1. Steps 1 and 3 are then skipped and step 4
 # runs the unit tests that reach the GPU (TCBENCH_GPU_CHECK_TESTS, default
 # below) directly, in parallel, without meson.
 set -uo pipefail
@@ -33,7 +32,7 @@ build=${TCBENCH_GPU_CHECK_BUILD:-$root/build-gpu}
 out=${TCBENCH_GPU_CHECK_OUT:-$build/gpu-check}
 budget=${TCBENCH_GPU_CHECK_BUDGET:-450}
 # more options for every tcbench run (--processes 1 for a quicker pass)
-extra=${TCBENCH_GPU_CHECK_ARGS:-}
+read -r -a extra <<<"${TCBENCH_GPU_CHECK_ARGS:-}"
 start=$(date +%s)
 mkdir -p "$out"
 status=0
@@ -91,6 +90,22 @@ note "toolkit: $(nvcc --version | tail -n 2 | head -n 1)"
 # ---- 1. Debian packages ---------------------------------------------------------
 prebuilt=${TCBENCH_GPU_CHECK_PREBUILT:-0}
 if [ "$prebuilt" = 1 ]; then
+  # scripts/gpu-bundle.sh's libraries first, then the machine's CUDA
+  # (above); of its fallbacks (libstdc++, OpenMP, cuDNN's loader) only those
+  # the machine lacks, since a directory on LD_LIBRARY_PATH is searched
+  # before the system's own, newer ones
+  [ -d "$build/bundle-libs" ] && LD_LIBRARY_PATH="$build/bundle-libs:$LD_LIBRARY_PATH"
+  if [ -d "$build/bundle-fallback" ]; then
+    rm -rf "$build/bundle-missing"
+    mkdir -p "$build/bundle-missing"
+    for f in "$build/bundle-fallback"/*; do
+      n=$(basename "$f")
+      ldconfig -p 2>/dev/null | grep -q "^[[:space:]]*$n " ||
+        [ -e "$(dirname "$cuda_bin")/lib64/$n" ] || ln -s "$f" "$build/bundle-missing/$n"
+    done
+    LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$build/bundle-missing"
+  fi
+  export LD_LIBRARY_PATH
   if [ ! -x "$build/cli/tcbench" ]; then
     say "TCBENCH_GPU_CHECK_PREBUILT=1 but there is no $build/cli/tcbench"
     status=2
@@ -102,7 +117,7 @@ if [ "$prebuilt" = 1 ]; then
     say "the prebuilt binaries lack shared libraries (LD_LIBRARY_PATH):"
     echo "$missing"
     status=2
-    note "prebuilt build: libraries missing: $(echo $missing)"
+    note "prebuilt build: libraries missing: $(tr '\n' ' ' <<<"$missing")"
     finish
   fi
   note "packages: skipped (prebuilt build in $build)"
@@ -233,7 +248,7 @@ smoke() {
   shift
   local res="$out/$name.json" rc
   run_step "$name" 120 "$tcbench" run suites/smoke.yaml --device cuda --mode eager,compiled \
-    --repeat 10 -o "$res" "$@" $extra
+    --repeat 10 -o "$res" "$@" "${extra[@]}"
   rc=$?
   if [ $rc -eq 0 ]; then
     note "smoke $name: ok"
@@ -257,7 +272,7 @@ gen() {
   # fp32: AMP generation runs on the CPU only so far (docs/generation.md)
   run_step "$name" "$cap" "$tcbench" run suites/generate.yaml --size cpu --device cuda \
     --workload generate --precision fp32 --mode eager,compiled --repeat 3 --max-time 2 \
-    -o "$res" "$@" $extra
+    -o "$res" "$@" "${extra[@]}"
   rc=$?
   if [ $rc -eq 0 ] && [ -f "$res" ] &&
     ! grep -Eq '"status": "(fail_accuracy|fail_to_run|error|oom|crash|timeout)"' "$res"; then
