@@ -51,11 +51,7 @@ int main(int argc, char **argv) {
     cprog *p = calloc(1, sizeof *p);
     if (!p)
         return 1;
-    p->m = m;
-    p->fusion = !getenv("TCBENCH_DISABLE_FUSION");
-    p->epilogue_keeps_dtype = true; // as cuda_program_new
-    if (compile_decompose(p) < 0 || compile_quant(p) < 0 || compile_simplify(p) < 0 ||
-        compile_fuse(p) < 0 || compile_plan(p) < 0) {
+    if (compile_cuda_passes(p, m, !getenv("TCBENCH_DISABLE_FUSION"), NULL) < 0) {
         fprintf(stderr, "passes: %s\n", p->err);
         return 1;
     }

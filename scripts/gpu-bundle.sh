@@ -30,7 +30,7 @@ if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" -Dcuda=enabled -Dnative=false -Dbuildtype=release
 fi
 ninja -C "$build"
-tests="test_op_table test_scaler test_runner test_nvrtc test_cuda_build test_attention test_quant"
+tests=$(scripts/gpu-check.sh --tests)
 bins="$build/cli/tcbench $build/cli/tcbench-engine"
 for t in $tests; do bins="$bins $build/tests/$t"; done
 rm -rf "$build/bundle-libs" "$build/bundle-fallback"

@@ -27,6 +27,13 @@
 # below) directly, in parallel, without meson.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
+# the unit tests that reach the GPU (prebuilt mode; scripts/gpu-bundle.sh
+# packs them): `scripts/gpu-check.sh --tests` prints them
+gpu_tests="test_op_table test_scaler test_runner test_nvrtc test_cuda_build test_attention test_quant"
+if [ "${1:-}" = --tests ]; then
+  echo "$gpu_tests"
+  exit 0
+fi
 root=$(pwd)
 build=${TCBENCH_GPU_CHECK_BUILD:-$root/build-gpu}
 out=${TCBENCH_GPU_CHECK_OUT:-$build/gpu-check}
@@ -186,7 +193,7 @@ fi
 if [ "$prebuilt" = 1 ]; then
   # the tests that run kernels on the GPU or build them with NVRTC, each
   # under its own limit, side by side
-  tests_list=${TCBENCH_GPU_CHECK_TESTS:-test_op_table test_scaler test_runner test_nvrtc test_cuda_build test_attention test_quant}
+  tests_list=${TCBENCH_GPU_CHECK_TESTS:-$gpu_tests}
   t=$(left "${TCBENCH_GPU_CHECK_TEST_CAP:-240}")
   say "unit tests ($tests_list; at most ${t}s)"
   for name in $tests_list; do

@@ -407,14 +407,10 @@ static void test_cuda_epilogue_dtype(void **state) {
     for (int back = 0; back < 2; back++) {
         model *m = model_of(amp_linear(back));
         assert_int_equal(model_init_values(m, 1), 0);
-        for (int keep = 0; keep < 2; keep++) {
-            cprog *p = calloc(1, sizeof *p);
+        for (int keep = 0; keep < 2; keep++) { // the CPU's passes, then CUDA's
+            cprog *p = keep ? calloc(1, sizeof *p) : passes(m, true);
             assert_non_null(p);
-            p->m = m;
-            p->fusion = true;
-            p->epilogue_keeps_dtype = keep; // cuda_program_new's setting
-            if (compile_decompose(p) < 0 || compile_quant(p) < 0 || compile_simplify(p) < 0 ||
-                compile_fuse(p) < 0 || compile_plan(p) < 0)
+            if (keep && compile_cuda_passes(p, m, true, NULL) < 0)
                 fail_msg("passes: %s", p->err);
             int gi = group_of(p, OP_LINEAR, 0);
             const kgroup *k = &p->groups[gi];
@@ -429,14 +425,12 @@ static void test_cuda_epilogue_dtype(void **state) {
                          keep, k->n, dtype_name(last), want);
             if (keep && !back)
                 assert_int_not_equal(group_of(p, OP_ADD, 0), gi);
-#if TCBENCH_HAVE_CUDA
             if (keep) {
                 char *cu = compile_codegen_cuda(p);
                 if (!cu)
                     fail_msg("codegen_cuda: %s", p->err);
                 free(cu);
             }
-#endif
             prog_free(p);
         }
         model_free(m);
@@ -3076,10 +3070,7 @@ static void test_train_refused(void **state) {
     model *m = hand_model(train_mlp, 0);
     cprog *p = calloc(1, sizeof *p);
     assert_non_null(p);
-    p->m = m;
-    p->fusion = true;
-    if (compile_decompose(p) < 0 || compile_simplify(p) < 0 || compile_fuse(p) < 0 ||
-        compile_plan(p) < 0)
+    if (compile_cuda_passes(p, m, true, NULL) < 0)
         fail_msg("passes: %s", p->err);
     char *cu = compile_codegen_cuda(p);
     if (!cu)

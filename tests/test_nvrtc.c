@@ -179,9 +179,8 @@ static void test_model(void **state) {
                                            &prep, &m, err, sizeof err);
     if (s != MODEL_PREP_DONE)
         fail_msg("%s: %s: %s", mc->name, model_prep_step_name(s), err);
-    cprog p = {.m = m, .fusion = true};
-    if (compile_decompose(&p) < 0 || compile_simplify(&p) < 0 || compile_fuse(&p) < 0 ||
-        compile_plan(&p) < 0)
+    cprog p = {0};
+    if (compile_cuda_passes(&p, m, true, NULL) < 0)
         fail_msg("%s: compiler: %s", mc->name, p.err);
     char *src = compile_codegen_cuda(&p);
     if (!src)
@@ -230,9 +229,8 @@ static void test_generate_step(void **state) {
     snprintf(kv_len, sizeof kv_len, "%s", m->g->nodes[gen.kv_len].name);
     if (bits && model_quantize_weights(m, bits, 32, DT_F32, NULL, err, sizeof err) < 0)
         fail_msg("%s: %s", name, err);
-    cprog p = {.m = m, .fusion = true};
-    if (compile_decompose(&p) < 0 || compile_quant(&p) < 0 || compile_simplify(&p) < 0 ||
-        compile_fuse(&p) < 0 || compile_plan(&p) < 0)
+    cprog p = {0};
+    if (compile_cuda_passes(&p, m, true, NULL) < 0)
         fail_msg("%s: compiler: %s", name, p.err);
     // one program for every position: the position and the valid length
     // stay inputs the kernels read at run time, never folded into constants

@@ -550,11 +550,10 @@ static void cprog_release(cprog *p) {
 // -1 with err.
 static int nvrtc_source(const int *idx, int n, bool fusion, char **src, char *err, size_t cap) {
     batch_model b = batch_build(idx, n);
-    cprog p = {.m = b.m, .fusion = fusion, .epilogue_keeps_dtype = true}; // as cuda_program_new
+    cprog p = {0};
     int rc = -1;
     *src = NULL;
-    if (compile_decompose(&p) < 0 || compile_simplify(&p) < 0 || compile_fuse(&p) < 0 ||
-        compile_plan(&p) < 0 || !(*src = compile_codegen_cuda(&p))) {
+    if (compile_cuda_passes(&p, b.m, fusion, NULL) < 0 || !(*src = compile_codegen_cuda(&p))) {
         snprintf(err, cap, "compiler: %s", p.err);
         goto done;
     }

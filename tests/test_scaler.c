@@ -517,9 +517,8 @@ static void test_cuda_lowers(void **state) {
     model *m = model_new(g, "scaler_ops", "test", 1);
     assert_int_equal(model_init_values(m, 1), 0);
 
-    cprog p = {.m = m};
-    if (compile_decompose(&p) < 0 || compile_simplify(&p) < 0 || compile_fuse(&p) < 0 ||
-        compile_plan(&p) < 0)
+    cprog p = {0};
+    if (compile_cuda_passes(&p, m, false, NULL) < 0)
         fail_msg("passes: %s", p.err);
     char *cu = compile_codegen_cuda(&p);
     if (!cu)

@@ -627,11 +627,13 @@ int gen_reference(const gen_mode *e, const int32_t *prompt, gen_ref *ref, char *
         // a cached cast (cache_casts) is exact, as the reference's casts are
         for (int c = 0; c < s->ncasts && rc == 0; c++) {
             const tensor *w = s->m->values[s->casts[c][1]];
-            double *d = given[s->casts[c][0]] = malloc((size_t)tensor_numel(w) * sizeof *d);
+            const float *wf = tensor_f32(w);
+            int64_t n = tensor_numel(w);
+            double *d = given[s->casts[c][0]] = malloc((size_t)n * sizeof *d);
             if (!d)
                 rc = fail(err, cap, "out of memory for the reference decode");
-            for (int64_t i = 0; d && i < tensor_numel(w); i++)
-                d[i] = tensor_f32(w)[i];
+            for (int64_t i = 0; d && i < n; i++)
+                d[i] = wf[i];
         }
         for (int i = 0; i < s->gen.nlayers && j > 0; i++) {
             given[s->gen.past_k[i]] = past[1 + 2 * i];

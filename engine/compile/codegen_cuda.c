@@ -112,6 +112,11 @@ static int emit_epilogue(lgen *g) {
     int target = lower_anchor_args(g);
     if (target < 0)
         return -1;
+    const graph *gr = p->g;
+    if (gr->nodes[target].dtype != gr->nodes[k->anchor].dtype) // fuse.c's epilogue_keeps_dtype
+        return compile_fail(p, "codegen_cuda: %s's epilogue ends in %s, the library writes %s",
+                            op_name(gr->nodes[k->anchor].op), dtype_name(gr->nodes[target].dtype),
+                            dtype_name(gr->nodes[k->anchor].dtype));
     if (k->n == 1)
         return 0;
     lower_epilogue_iteration(g);
@@ -287,6 +292,17 @@ static unsigned grid_for(int64_t n, int64_t per) {
         blocks = 1;
     return (unsigned)(blocks < MAX_GRID ? blocks : MAX_GRID);
 }
+int compile_cuda_passes(cprog *p, const model *m, bool fusion, FILE *log) {
+    p->m = m;
+    p->fusion = fusion;
+    p->log = log;
+    p->epilogue_keeps_dtype = true;
+    return compile_decompose(p) < 0 || compile_quant(p) < 0 || compile_simplify(p) < 0 ||
+                   compile_fuse(p) < 0 || compile_plan(p) < 0
+               ? -1
+               : 0;
+}
+
 int compile_cuda_launch(cprog *p, int gi, cuda_launch *out) {
     if (gi < 0 || gi >= p->ngroups)
         return compile_fail(p, "compile_cuda_launch: no group %d", gi);

@@ -2,8 +2,8 @@
 // for NVRTC, the GPU form of codegen_c.c (same groups; the same index math
 // and expressions, both written by lower.h), plus how to launch each group.
 //
-//   cprog p = {.m = m, .fusion = true};
-//   compile_decompose(&p); compile_simplify(&p); compile_fuse(&p); compile_plan(&p);
+//   cprog p = {0};
+//   compile_cuda_passes(&p, m, true, NULL);         // -1: p.err says why
 //   char *src = compile_codegen_cuda(&p);          // NULL: p.err says why
 //   cuda_nvrtc_compile(src, "m.cu", 90, &r, ...);   // backend/cuda/cuda_nvrtc.h
 //   for (int gi = 0; gi < p.ngroups; gi++) {
@@ -64,5 +64,12 @@ typedef struct cuda_launch {
 
 // The translation unit; caller frees. Sets every group's kernel index.
 char *compile_codegen_cuda(cprog *p);
+// The passes up to the memory plan as the CUDA program runs them, on m's
+// graph: decompose, quant, simplify, fuse, plan; no layouts and no GEMM rows
+// in place (cuBLAS would overwrite rows it has yet to read), and an epilogue
+// ends at a value of its GEMM's or convolution's dtype (cprog's
+// epilogue_keeps_dtype). 0, or -1 with p->err; compile_prog_free releases
+// what it made either way.
+int compile_cuda_passes(cprog *p, const model *m, bool fusion, FILE *log);
 // Group gi's launch (after compile_codegen_cuda). 0, or -1 with p->err.
 int compile_cuda_launch(cprog *p, int gi, cuda_launch *out);

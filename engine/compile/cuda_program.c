@@ -85,15 +85,8 @@ static int arg_index(const kgroup *k, int v) {
 // codegen_cuda's GEMM description: the batch dims in one strided-batched
 // call per run of evenly strided batches (cuda_blas.c's matmul rule).
 static int run_gemm(cuda_program *c, const kgroup *k, const cuda_gemm_desc *d, const tc_args *a) {
-    const graph *g = c->p.g;
-    enum dtype t = g->nodes[k->args[2]].dtype;
-    if (g->nodes[k->args[0]].dtype != t || g->nodes[k->args[1]].dtype != t) {
-        // fuse.c ends the epilogue at a value of the GEMM's dtype (epilogue_keeps_dtype)
-        snprintf(c->cx->err, sizeof c->cx->err, "gemm: operands %s and %s, output %s (one dtype)",
-                 dtype_name(g->nodes[k->args[0]].dtype), dtype_name(g->nodes[k->args[1]].dtype),
-                 dtype_name(t));
-        return -1;
-    }
+    // the output's dtype is the operands' (codegen_cuda.c's emit_epilogue)
+    enum dtype t = c->p.g->nodes[k->args[2]].dtype;
     int64_t bs[TENSOR_MAX_DIMS], sa[TENSOR_MAX_DIMS], sb[TENSOR_MAX_DIMS], sc[TENSOR_MAX_DIMS];
     int n = 0;
     for (int i = 0; i < d->nb; i++)
@@ -159,11 +152,6 @@ static int run_extern(cuda_program *c, const kgroup *k, const tc_args *a) {
             goto done;
     }
     int out = conv ? 2 : arg_index(k, k->anchor);
-    if (conv && out < k->nargs && p->g->nodes[k->args[out]].dtype != n->dtype) {
-        snprintf(cc->err, sizeof cc->err, "%s: output %s into a %s buffer", op_name(n->op),
-                 dtype_name(n->dtype), dtype_name(p->g->nodes[k->args[out]].dtype));
-        goto done;
-    }
     if (out < 0 || !(y = cuda_tensor_wrap(cc, n->dtype, n->ndim, n->shape, NULL, a->p[out])))
         goto done;
     switch (n->op) {
@@ -528,13 +516,8 @@ int cuda_program_new_shared(const model *m, const compile_opts *o, bool allow_tf
     if (!c)
         return snprintf(err, cap, "out of host memory"), -1;
     cprog *p = &c->p;
-    p->m = m;
-    p->fusion = o ? o->fusion : true;
-    p->epilogue_keeps_dtype = true;
-    p->log = o ? o->log : NULL;
     c->capture = o ? o->capture : true;
-    if (compile_decompose(p) < 0 || compile_quant(p) < 0 || compile_simplify(p) < 0 ||
-        compile_fuse(p) < 0 || compile_plan(p) < 0)
+    if (compile_cuda_passes(p, m, o ? o->fusion : true, o ? o->log : NULL) < 0)
         return fail(c, err, cap, p->err);
     char *src = compile_codegen_cuda(p);
     if (!src)

@@ -105,7 +105,7 @@ void lower_operand(lgen *g, int v, char *buf, size_t cap) {
         lower_load(g, ai, buf, cap);
 }
 
-// Does a later member of the group read v?
+// Does a member of the group read v?
 static bool read_in_group(const lgen *g, int v) {
     for (int m = 0; m < g->k->n; m++) {
         const graph_node *w = &g->p->g->nodes[g->k->nodes[m]];

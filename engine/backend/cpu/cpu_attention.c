@@ -531,10 +531,6 @@ static void pack_kv(const at_job *j) {
     }
 }
 
-// k and v packed, then every (b, h, query tile, key chunk), in one
-// parallel region (decoding steps are short: one fork, one join). Without a split (part
-// NULL) each task writes its rows to y; with one, its rows' m, l and acc
-// go to part, (row, chunk) entries of 2 + Dv floats.
 // Split-K's second pass: row r's chunks rescaled to their common max and
 // summed (flash-decoding's merge), into y; acc holds Dv floats.
 static void merge_row(const at_job *j, const float *part, tensor *y, int64_t r, float *acc) {
@@ -556,9 +552,12 @@ static void merge_row(const at_job *j, const float *part, tensor *y, int64_t r, 
     store_rows(y, r * Dv, acc, &l, 1, Dv);
 }
 
-// The tasks, then (split-K) the merge, in one parallel region: a decode
-// step's attention is a few microseconds, about what a second region's
-// start costs.
+// k and v packed, then every (b, h, query tile, key chunk), then (split-K)
+// the merge, in one parallel region: a decode step's attention is a few
+// microseconds, about what another region's start costs. Without a split
+// (part NULL) each task writes its rows to y; with one, its rows' m, l and
+// acc go to part, (row, chunk) entries of 2 + Dv floats, merged after the
+// tasks' barrier.
 static int run_tasks(const at_job *j, tensor *y, float *part) {
     int64_t P = j->nsplit, Dv = j->Dv, tasks = j->B * j->ntile * P;
     int64_t rows = j->B * j->H * j->T;

@@ -378,24 +378,6 @@ qgemv4_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const floa
 // into stack (QX_STACK floats) when they fit, else a new buffer; NULL when
 // it cannot be allocated. A whole block is 8 gathers of 16 values.
 #define QX_STACK 4096
-#if QGEMV4_BF16
-// bf16 of f32 v, rounded to nearest even (a NaN stays a quiet NaN, as
-// vcvtne2ps2bf16 keeps it), and back
-static inline uint16_t qx_bf16(float v) {
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    if ((u & 0x7fffffff) > 0x7f800000)
-        return (uint16_t)((u >> 16) | 0x40);
-    return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-static inline float qx_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float v;
-    memcpy(&v, &u, 4);
-    return v;
-}
-#endif
-
 static float *qgemv4_512_x(int64_t M, int64_t K, int64_t body, const float *x, float *stack) {
     float *xs = M * body <= QX_STACK ? stack : malloc((size_t)(M * body) * sizeof *xs);
     const __m512i every8 =
@@ -427,9 +409,10 @@ static float *qgemv4_512_x(int64_t M, int64_t K, int64_t body, const float *x, f
                     for (int i = 0; i < 32; i++) {
                         int64_t at = 8 * (i / 2) + 4 * (i % 2) + t; // word i's value
                         float v = k + at < K ? xk[at] : 0.0f;
-                        uint16_t vh = qx_bf16(v);
+                        uint16_t vh = cpu_f32_to_bf16_inline(v);
                         h[32 * t + i] = vh;
-                        h[128 + 32 * t + i] = qx_bf16(v - qx_f32(vh));
+                        h[128 + 32 * t + i] =
+                            cpu_f32_to_bf16_inline(v - cpu_bf16_to_f32_inline(vh));
                     }
                 }
 #else

@@ -234,41 +234,11 @@ static int entry_init(cuda_ctx *c, dnn_entry *e) {
         e->bwd = (cudnnConvolutionBwdDataAlgo_t)algo;
     }
 #undef DNN_PICK
-    // The heuristics can rank no algorithm as supported (strided layouts,
-    // dilation with stride): then ask each algorithm, in the library's
-    // order, for its workspace, which it gives only for shapes it runs,
-    // deterministic ones first for the gradients (as above).
-    for (int pass = 0; pick < 0 && pass < 2; pass++) {
-        int n = k->op == OP_CONV2D               ? CUDNN_CONVOLUTION_FWD_ALGO_COUNT
-                : k->op == OP_CONV2D_GRAD_WEIGHT ? CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT
-                                                 : CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
-        for (int a = 0; a < n && pick < 0; a++) {
-            size_t ws = 0;
-            cudnnStatus_t st;
-            bool nondet;
-            if (k->op == OP_CONV2D) {
-                st = cudnnGetConvolutionForwardWorkspaceSize(h, e->xd, e->wd, e->cd, e->yd,
-                                                             (cudnnConvolutionFwdAlgo_t)a, &ws);
-                nondet = false;
-            } else if (k->op == OP_CONV2D_GRAD_WEIGHT) {
-                st = cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                    h, e->xd, e->yd, e->cd, e->wd, (cudnnConvolutionBwdFilterAlgo_t)a, &ws);
-                nondet = a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 ||
-                         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
-            } else {
-                st = cudnnGetConvolutionBackwardDataWorkspaceSize(
-                    h, e->wd, tr ? e->xd : e->yd, e->cd, tr ? e->yd : e->xd,
-                    (cudnnConvolutionBwdDataAlgo_t)a, &ws);
-                nondet = a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
-            }
-            if (st != CUDNN_STATUS_SUCCESS || (pass == 0 && det && nondet))
-                continue;
-            pick = a;
-            algo = a;
-            e->ws = ws;
-        }
-    }
-    if (pick < 0 && det) { // the gradients have a kernel of their own
+    // The heuristics can rank no algorithm as supported (channels-last
+    // views, some dilated and strided filters; asking each algorithm for its
+    // workspace gave none either, on an H200): the gradients have a kernel
+    // of their own, the rest fail.
+    if (pick < 0 && det) {
         e->direct = true;
         if (log_on())
             fprintf(stderr, "cudnn: %s: no algorithm (%d ranked), the direct kernel\n",
@@ -277,17 +247,10 @@ static int entry_init(cuda_ctx *c, dnn_entry *e) {
     }
     if (pick < 0) {
         snprintf(c->err, sizeof c->err,
-                 "%s: cuDNN has no algorithm for these shapes (%d ranked, none supported; each "
-                 "algorithm asked)",
+                 "%s: cuDNN has no algorithm for these shapes (%d ranked, none supported)",
                  op_name((enum op)k->op), got);
         return -1;
     }
-    if (k->op == OP_CONV2D)
-        e->fwd = (cudnnConvolutionFwdAlgo_t)algo;
-    else if (k->op == OP_CONV2D_GRAD_WEIGHT)
-        e->bwf = (cudnnConvolutionBwdFilterAlgo_t)algo;
-    else
-        e->bwd = (cudnnConvolutionBwdDataAlgo_t)algo;
     if (log_on())
         fprintf(stderr,
                 "cudnn: %s x(%lld,%lld,%lld,%lld) w(%lld,%lld,%lld,%lld) -> algo %d, %zu "
