@@ -295,9 +295,31 @@ gen() {
   fi
   tables+=("$out/$name.log")
 }
+# where eager's time goes: the host's time an op (TCBENCH_PROFILE=eager
+# times each op's call, which on the GPU only queues it) beside the step's;
+# and the GEMM library path, cuBLASLt against cublasGemmEx (the mlp)
+probe() {
+  local log="$out/probe.log"
+  run_step probe-eager 60 env TCBENCH_PROFILE=eager "$tcbench" run suites/smoke.yaml \
+    --device cuda --mode eager --precision fp32 --workload infer --only resnet,gpt2 \
+    --repeat 5 --processes 1 -o "$out/probe-eager.json" &&
+    note "probe eager: ok" || note "probe eager: FAILED ($out/probe-eager.log)"
+  run_step probe-nolt 60 env TCBENCH_CUDA_DISABLE_LT=1 "$tcbench" run suites/smoke.yaml \
+    --device cuda --mode eager,compiled --precision fp32 --workload infer --only mlp \
+    --repeat 10 --processes 1 -o "$out/probe-nolt.json" &&
+    note "probe no cuBLASLt: ok" || note "probe no cuBLASLt: FAILED ($out/probe-nolt.log)"
+  {
+    echo "== eager's host time an op kind (TCBENCH_PROFILE=eager), resnet then gpt2"
+    grep -E "eager profile|^(resnet|gpt2) " "$out/probe-eager.log" | head -n 60
+    echo "== mlp with TCBENCH_CUDA_DISABLE_LT=1"
+    grep -E "^mlp " "$out/probe-nolt.log"
+  } >"$log"
+  tables+=("$log")
+}
 # in order of what they tell: inference, generation, then training
 smoke fp32-infer --precision fp32 --workload infer
 smoke amp-infer --precision amp --workload infer
+probe
 gen generate-fp32 100
 gen generate-int4 100 --weights int4 --only llama,chatglm2
 smoke amp-train --precision amp --workload train

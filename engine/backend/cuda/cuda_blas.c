@@ -1,11 +1,16 @@
 // MATMUL and LINEAR on the GPU (cuda_rt.h), as PyTorch's CUDA eager does:
 // cuBLAS GEMMs in f32 (no TF32 unless the context allows it) or f16 with f32
-// accumulation (cublasGemmEx), operands passed with their strides when BLAS
-// can read them (a permuted view goes in transposed, no copy), batch dims
-// broadcast with stride 0 in one strided-batched call per run of evenly
-// strided batches, and a linear's bias fused into a cuBLASLt epilogue
-// (TCBENCH_CUDA_DISABLE_LT=1: the bias is copied into the output first and
-// the GEMM adds to it, as addmm).
+// accumulation, operands passed with their strides when BLAS can read them
+// (a permuted view goes in transposed, no copy), batch dims broadcast with
+// stride 0 in one strided-batched call per run of evenly strided batches.
+// A single GEMM goes through cuBLASLt with a plan cached by shape (a
+// linear's bias fused into its epilogue), as PyTorch's addmm does: on the
+// H200, cublasGemmEx's f32 default algorithm took about 30 us for the
+// smoke mlp's small products that cuBLASLt's heuristic runs in a few.
+// Batched products, and shapes the heuristic finds nothing for, take
+// cublasGemmEx / cublasGemmStridedBatchedEx. TCBENCH_CUDA_DISABLE_LT=1
+// keeps cuBLASLt out entirely (a linear's bias is then copied into the
+// output first and the GEMM adds to it, as addmm without cuBLASLt).
 //
 // Row-major C = A B is column-major C^T = B^T A^T, so every call passes B
 // first: a row-major (R, C) operand with leading dimension ld is a
@@ -54,6 +59,29 @@ typedef struct gemm_op {
     const void *p;
 } gemm_op;
 
+// A cuBLASLt plan's shape: C (M, N) = A (M, K) B (K, N) row-major, as
+// cuda_gemm takes it (a linear: A is x, B the weight transposed). Keys are
+// compared bytewise: made with memset first (lt_key_make).
+typedef struct lt_key {
+    int64_t M, N, K, lda, ldb;
+    int ta, tb, dtype;
+    int bias;     // the bias epilogue (a linear), else none
+    int align[4]; // bytes the pointers are aligned to: B side, A side, out, bias (at most 256)
+} lt_key;
+
+static int align_of(const void *p) {
+    int a = 1;
+    while (a < 256 && ((uintptr_t)p & (uintptr_t)(2 * a - 1)) == 0)
+        a *= 2;
+    return a;
+}
+
+static void lt_key_make(lt_key *k, enum dtype t, bool ta, int64_t lda, const void *A, bool tb,
+                        int64_t ldb, const void *B, int64_t M, int64_t N, int64_t K, const void *C,
+                        const void *bias);
+static int lt_gemm(cuda_ctx *c, const lt_key *k, const void *A, const void *B, const void *bias,
+                   float beta, void *C);
+
 int cuda_gemm(cuda_ctx *c, enum dtype t, bool ta, int64_t lda, int64_t sa, const void *A, bool tb,
               int64_t ldb, int64_t sb, const void *B, int64_t M, int64_t N, int64_t K, float beta,
               void *C, int64_t sc, int64_t count) {
@@ -62,6 +90,13 @@ int cuda_gemm(cuda_ctx *c, enum dtype t, bool ta, int64_t lda, int64_t sa, const
     if (t != DT_F32 && t != DT_F16) {
         snprintf(c->err, sizeof c->err, "gemm: dtype %s is not supported", dtype_name(t));
         return -1;
+    }
+    if (count == 1 && c->use_lt && M > 0 && N > 0 && K > 0) {
+        lt_key k;
+        lt_key_make(&k, t, ta, lda, A, tb, ldb, B, M, N, K, C, NULL);
+        int done = lt_gemm(c, &k, A, B, NULL, beta, C);
+        if (done != 0)
+            return done < 0 ? -1 : 0;
     }
     cudaDataType dt = t == DT_F16 ? CUDA_R_16F : CUDA_R_32F;
     cublasComputeType_t ct =
@@ -207,19 +242,6 @@ int cuda_matmul(cuda_ctx *c, const tensor *a, const tensor *b, tensor *out) {
 
 // ---- linear: cuBLASLt with a bias epilogue -------------------------------------
 
-typedef struct lt_key {
-    int64_t M, N, K, lda, ldb;
-    int ta, tb, dtype;
-    int align[4]; // bytes the pointers are aligned to: weight side, x, out, bias (at most 256)
-} lt_key;
-
-static int align_of(const void *p) {
-    int a = 1;
-    while (a < 256 && ((uintptr_t)p & (uintptr_t)(2 * a - 1)) == 0)
-        a *= 2;
-    return a;
-}
-
 typedef struct lt_plan {
     lt_key key;
     cublasLtMatmulDesc_t op;
@@ -256,6 +278,18 @@ void cuda_blas_free(cuda_ctx *c) {
     c->ltc = NULL;
 }
 
+static void lt_key_make(lt_key *k, enum dtype t, bool ta, int64_t lda, const void *A, bool tb,
+                        int64_t ldb, const void *B, int64_t M, int64_t N, int64_t K, const void *C,
+                        const void *bias) {
+    memset(k, 0, sizeof *k);
+    k->M = M, k->N = N, k->K = K, k->lda = lda, k->ldb = ldb;
+    k->ta = ta, k->tb = tb, k->dtype = t, k->bias = bias != NULL;
+    k->align[0] = align_of(B);
+    k->align[1] = align_of(A);
+    k->align[2] = align_of(C);
+    k->align[3] = bias ? align_of(bias) : 0;
+}
+
 static int plan_init(cuda_ctx *c, lt_plan *p) {
     const lt_key *k = &p->key;
     cudaDataType dt = k->dtype == DT_F16 ? CUDA_R_16F : CUDA_R_32F;
@@ -263,7 +297,7 @@ static int plan_init(cuda_ctx *c, lt_plan *p) {
         k->dtype == DT_F32 && c->allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     cublasOperation_t first = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                       second = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    cublasLtEpilogue_t epi = k->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     CUBLASLT_CTX(c, cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F));
     CUBLASLT_CTX(c, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &first,
                                                    sizeof first));
@@ -326,9 +360,10 @@ static lt_plan *plan_get(cuda_ctx *c, const lt_key *k) {
     return p;
 }
 
-// 1: done; 0: no plan for this shape (the caller uses cuBLAS); -1: error
-static int linear_lt(cuda_ctx *c, const lt_key *k, const void *x, const void *w, const void *bias,
-                     void *out) {
+// C = A B (+ bias) (+ beta C) through the key's plan. 1: done; 0: no plan
+// for this shape (the caller uses cuBLAS); -1: error.
+static int lt_gemm(cuda_ctx *c, const lt_key *k, const void *A, const void *B, const void *bias,
+                   float beta, void *C) {
     lt_plan *p = plan_get(c, k);
     if (!p)
         return -1;
@@ -337,10 +372,11 @@ static int linear_lt(cuda_ctx *c, const lt_key *k, const void *x, const void *w,
     void *ws = cuda_workspace(c, LT_WORKSPACE);
     if (!ws)
         return -1;
-    float alpha = 1.0f, beta = 0.0f;
-    CUBLASLT_CTX(c, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                   sizeof bias));
-    CUBLASLT_CTX(c, cublasLtMatmul(c->lt, p->op, &alpha, w, p->la, x, p->lb, &beta, out, p->lc, out,
+    float alpha = 1.0f;
+    if (bias)
+        CUBLASLT_CTX(c, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                       &bias, sizeof bias));
+    CUBLASLT_CTX(c, cublasLtMatmul(c->lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C,
                                    p->lc, &p->algo, ws, LT_WORKSPACE, c->stream));
     c->kernels++;
     return 1;
@@ -385,18 +421,11 @@ int cuda_linear(cuda_ctx *c, const tensor *x, const tensor *w, const tensor *bia
         ob.ld = K;
     }
     int rc = 0, done = 0;
-    if (bias && c->use_lt && tensor_is_contiguous(bias) && M > 0) {
-        lt_key k = {M,
-                    N,
-                    K,
-                    oa.ld,
-                    ob.ld,
-                    oa.t,
-                    ob.t,
-                    x->dtype,
-                    {align_of(ob.p), align_of(oa.p), align_of(tensor_data(out)),
-                     align_of(tensor_data(bias))}};
-        done = linear_lt(c, &k, oa.p, ob.p, tensor_data(bias), tensor_data(out));
+    if (bias && c->use_lt && tensor_is_contiguous(bias) && M > 0 && N > 0 && K > 0) {
+        lt_key k;
+        lt_key_make(&k, x->dtype, oa.t, oa.ld, oa.p, ob.t, ob.ld, ob.p, M, N, K, tensor_data(out),
+                    tensor_data(bias));
+        done = lt_gemm(c, &k, oa.p, ob.p, tensor_data(bias), 0.0f, tensor_data(out));
         rc = done < 0 ? -1 : 0;
     }
     if (rc == 0 && !done) {

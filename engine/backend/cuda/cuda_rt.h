@@ -118,7 +118,7 @@ typedef struct cuda_ctx {
     cuda_dev_error *deverr; // device memory
     int sm_count;
     bool allow_tf32; // TF32 tensor cores for f32 GEMMs and convolutions
-    bool use_lt;     // linear + bias through a cuBLASLt epilogue (TCBENCH_CUDA_DISABLE_LT=1: off)
+    bool use_lt; // single GEMMs and linear + bias through cuBLASLt (TCBENCH_CUDA_DISABLE_LT=1: off)
     void *blas_ws;   // cuBLAS's workspace (cublasSetWorkspace), fixed so graphs can capture it
     void *ws;        // library workspace (cuBLASLt, cuDNN), outside the allocator's counts
     size_t ws_bytes;
