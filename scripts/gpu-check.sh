@@ -12,12 +12,18 @@
 # eager against compiled, in fp32 and AMP inference, once more with
 # --flush-l2 --tf32 on two models, then fp32 and AMP training, 6. the
 # generate workload on the GPU (suites/generate.yaml at --size cpu, eager
-# against compiled, f32 weights and then int4 on two models: tokens a
-# second and the check against the fp64 decode), and last the
-# tables. Exit status: 0 when every step that
+# against compiled, fp32 and AMP, then int4 weights on two models: tokens a
+# second and the check against the fp64 decode), a probe of where eager's
+# time goes (TCBENCH_PROFILE=eager; cuBLASLt off), and last the tables.
+# The steps run in the order of what they tell: inference, the probe,
+# generation, then training. Exit status: 0 when every step that
 # exists passed, 1 when one failed, 2 when the machine cannot run the check.
 # TCBENCH_GPU_CHECK_BUDGET (seconds, default 450) bounds the whole run;
-# TCBENCH_GPU_CHECK_ARGS adds options to every tcbench run.
+# TCBENCH_GPU_CHECK_ARGS adds options to every tcbench run;
+# TCBENCH_GPU_CHECK_STEPS (names, space-separated: fp32-infer amp-infer probe
+# generate-fp32 generate-amp generate-int4 amp-train fp32-train flush-tf32)
+# runs only those of steps 5 and 6, and TCBENCH_GPU_CHECK_TESTS="" no unit
+# tests (prebuilt mode), to rerun what failed.
 #
 # A GPU machine without the build packages (no network, another
 # distribution) takes a build made elsewhere (scripts/gpu-bundle.sh: built
@@ -193,7 +199,8 @@ fi
 if [ "$prebuilt" = 1 ]; then
   # the tests that run kernels on the GPU or build them with NVRTC, each
   # under its own limit, side by side
-  tests_list=${TCBENCH_GPU_CHECK_TESTS:-$gpu_tests}
+  tests_list=${TCBENCH_GPU_CHECK_TESTS-$gpu_tests}
+  [ -z "$tests_list" ] && note "unit tests: none (TCBENCH_GPU_CHECK_TESTS is empty)"
   t=$(left "${TCBENCH_GPU_CHECK_TEST_CAP:-240}")
   say "unit tests ($tests_list; at most ${t}s)"
   for name in $tests_list; do
@@ -211,7 +218,9 @@ if [ "$prebuilt" = 1 ]; then
     echo "  $name: exit $rc, $ok OK, $bad FAILED lines"
     [ "$rc" = 0 ] || failed="$failed $name"
   done
-  if [ -z "$failed" ]; then
+  if [ -z "$tests_list" ]; then
+    :
+  elif [ -z "$failed" ]; then
     note "unit tests ($tests_list): ok"
   else
     status=1
@@ -250,9 +259,14 @@ fi
 tcbench="$build/cli/tcbench"
 # what a run says of a part the backend does not have yet
 unavailable="not available|not in this build|CPU only in this build"
+# whether step $1 is to run (TCBENCH_GPU_CHECK_STEPS)
+want() {
+  [ -z "${TCBENCH_GPU_CHECK_STEPS:-}" ] || [[ " $TCBENCH_GPU_CHECK_STEPS " == *" $1 "* ]]
+}
 smoke() {
   local name=$1
   shift
+  want "$name" || return 0
   local res="$out/$name.json" rc
   run_step "$name" 120 "$tcbench" run suites/smoke.yaml --device cuda --mode eager,compiled \
     --repeat 10 -o "$res" "$@" "${extra[@]}"
@@ -273,12 +287,12 @@ smoke() {
 # the compiled prefill and decode step (one captured graph replayed a
 # token), every entry checked against the fp64 decode (docs/generation.md)
 gen() {
-  local name=$1 cap=$2
-  shift 2
+  local name=$1 cap=$2 precision=$3
+  shift 3
+  want "$name" || return 0
   local res="$out/$name.json" rc
-  # fp32: AMP generation runs on the CPU only so far (docs/generation.md)
   run_step "$name" "$cap" "$tcbench" run suites/generate.yaml --size cpu --device cuda \
-    --workload generate --precision fp32 --mode eager,compiled --repeat 3 --max-time 2 \
+    --workload generate --precision "$precision" --mode eager,compiled --repeat 3 --max-time 2 \
     -o "$res" "$@" "${extra[@]}"
   rc=$?
   if [ $rc -eq 0 ] && [ -f "$res" ] &&
@@ -299,9 +313,10 @@ gen() {
 # times each op's call, which on the GPU only queues it) beside the step's;
 # and the GEMM library path, cuBLASLt against cublasGemmEx (the mlp)
 probe() {
+  want probe || return 0
   local log="$out/probe.log"
   run_step probe-eager 60 env TCBENCH_PROFILE=eager "$tcbench" run suites/smoke.yaml \
-    --device cuda --mode eager --precision fp32 --workload infer --only resnet,gpt2 \
+    --device cuda --mode eager --precision fp32,amp --workload infer --only resnet,gpt2 \
     --repeat 5 --processes 1 -o "$out/probe-eager.json" &&
     note "probe eager: ok" || note "probe eager: FAILED ($out/probe-eager.log)"
   run_step probe-nolt 60 env TCBENCH_CUDA_DISABLE_LT=1 "$tcbench" run suites/smoke.yaml \
@@ -309,8 +324,8 @@ probe() {
     --repeat 10 --processes 1 -o "$out/probe-nolt.json" &&
     note "probe no cuBLASLt: ok" || note "probe no cuBLASLt: FAILED ($out/probe-nolt.log)"
   {
-    echo "== eager's host time an op kind (TCBENCH_PROFILE=eager), resnet then gpt2"
-    grep -E "eager profile|^(resnet|gpt2) " "$out/probe-eager.log" | head -n 60
+    echo "== eager's host time an op kind (TCBENCH_PROFILE=eager), fp32 and amp"
+    grep -E "eager profile|^(resnet|gpt2) " "$out/probe-eager.log" | head -n 80
     echo "== mlp with TCBENCH_CUDA_DISABLE_LT=1"
     grep -E "^mlp " "$out/probe-nolt.log"
   } >"$log"
@@ -320,8 +335,9 @@ probe() {
 smoke fp32-infer --precision fp32 --workload infer
 smoke amp-infer --precision amp --workload infer
 probe
-gen generate-fp32 100
-gen generate-int4 100 --weights int4 --only llama,chatglm2
+gen generate-fp32 100 fp32
+gen generate-amp 100 amp
+gen generate-int4 100 fp32 --weights int4 --only llama,chatglm2
 smoke amp-train --precision amp --workload train
 smoke fp32-train --precision fp32 --workload train
 smoke flush-tf32 --precision fp32 --workload infer --flush-l2 --tf32 --only mlp,gpt2 --repeat 5

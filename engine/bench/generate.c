@@ -163,7 +163,10 @@ static void set_step_inputs(gen_step *s, const int32_t *tokens, int64_t pos);
 // and chat round (recast): the time to first token holds the casts, as
 // the first forward of a framework's autocast region does, and no later
 // step does. They round as the executors' cast kernels do (dtype.h:
-// F16C's, bit for bit). CUDA keeps a step's casts in the step.
+// F16C's, bit for bit). On CUDA the copies go to the device once, when the
+// steps are built (cuda_share lends them to every step by name), and a
+// generation does not make them again: its time to first token holds no
+// casts (on an H200 those of the `cpu` size's 20 MB would take some us).
 // The parameter w rounded into the f16 or bf16 tensor h, over the threads.
 #define CAST_CHUNK 16384
 static void cast_copy(const tensor *w, tensor *h) {
@@ -256,7 +259,7 @@ static int build_step(const modeldef *md, const modeldef_override *ov, int nov, 
         tensor_free(s->m->values[s->gen.past_v[i]]);
         s->m->values[s->gen.past_k[i]] = s->m->values[s->gen.past_v[i]] = NULL;
     }
-    if (g->o.amp != DT_F32 && !g->share && cache_casts(s, share, err, cap) < 0)
+    if (g->o.amp != DT_F32 && cache_casts(s, share, err, cap) < 0)
         return -1;
     bench_exec_opts xo = {.device = g->o.device, .share = g->share};
     if (g->share && device_first_inputs(s, err, cap) < 0)
@@ -512,7 +515,8 @@ int gen_mode_run(gen_mode *g, const int32_t *prompt, const int32_t *force, gen_o
     r->steps_done = 0;
     r->kv_bytes_per_token = g->pre.gen.kv_bytes_per_token;
     double t0 = base_now();
-    recast(&g->pre);
+    if (!g->share) // CUDA's copies are on the device (cache_casts)
+        recast(&g->pre);
     set_step_inputs(&g->pre, prompt, 0);
     if ((rc = run_step(g, &g->pre, out, &r->peak_bytes, &r->kernels_prefill,
                        &r->step_peak_bytes)) < 0)

@@ -175,13 +175,6 @@ void measure_generate(const bench_plan *p, const bench_group *gr, const bench_ca
                   .weight_scales = p->cfg.weight_scales,
                   .device = p->tasks[gr->first].axis[BENCH_AXIS_DEVICE],
                   .amp = gen_amp(p, gr)};
-    if (o.device == BENCH_DEV_CUDA && o.amp != DT_F32) {
-        // the CUDA step models' f16 caches are not built: fp32 there
-        set_all(rs, n, BENCH_ERROR,
-                "generate: amp on --device cuda is not built yet (fp32 there, amp on the cpu); "
-                "run --precision fp32");
-        return;
-    }
     gen_task tk[BENCH_MODE_COUNT] = {{0}};
     compile_opts co[BENCH_MODE_COUNT];
     char cache[BENCH_MODE_COUNT][1024] = {{0}}; // each mode compiles cold, into its own

@@ -197,11 +197,7 @@ eager *eager_new(const model *m) {
     e->cpu.step = 1;
     // TCBENCH_PROFILE=eager: seconds per op, printed by eager_free;
     // eager-nodes: per node as well
-    const char *pf = getenv("TCBENCH_PROFILE");
-    eager_profile prof = !pf || !strstr(pf, "eager") ? EAGER_PROFILE_OFF
-                         : strstr(pf, "eager-nodes") ? EAGER_PROFILE_NODES
-                                                     : EAGER_PROFILE_OPS;
-    if (eager_walk_init(&e->walk, m->g, prof) < 0) {
+    if (eager_walk_init(&e->walk, m->g, eager_profile_env()) < 0) {
         free(e);
         return NULL;
     }

@@ -249,7 +249,9 @@ int eager_cuda_new(const model *m, const eager_cuda_opts *o, eager_cuda **out, c
         return -1;
     }
     e->m = m;
-    int walk_rc = eager_walk_init(&e->walk, m->g, EAGER_PROFILE_OFF);
+    // TCBENCH_PROFILE=eager: the host's time an op, which on the GPU is
+    // the launch's (the kernels run behind it), printed by eager_cuda_free
+    int walk_rc = eager_walk_init(&e->walk, m->g, eager_profile_env());
     size_t n = (size_t)(m->g->n ? m->g->n : 1);
     e->src = calloc(n, sizeof *e->src);
     e->lent = calloc(n, sizeof *e->lent);

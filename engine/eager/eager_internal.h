@@ -106,6 +106,10 @@ typedef enum eager_profile {
     EAGER_PROFILE_NODES
 } eager_profile;
 
+// The profile TCBENCH_PROFILE asks for: containing "eager-nodes", each
+// node; "eager", each op kind; else none.
+eager_profile eager_profile_env(void);
+
 // 0, or -1 out of memory.
 int eager_walk_init(eager_walk *w, const graph *g, eager_profile profile);
 void eager_walk_free(eager_walk *w);

@@ -9,6 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+eager_profile eager_profile_env(void) {
+    const char *pf = getenv("TCBENCH_PROFILE");
+    return !pf || !strstr(pf, "eager") ? EAGER_PROFILE_OFF
+           : strstr(pf, "eager-nodes") ? EAGER_PROFILE_NODES
+                                       : EAGER_PROFILE_OPS;
+}
+
 int eager_walk_init(eager_walk *w, const graph *g, eager_profile profile) {
     memset(w, 0, sizeof *w);
     w->g = g;
