@@ -13,15 +13,16 @@
 # --flush-l2 --tf32 on two models, then fp32 and AMP training, 6. the
 # generate workload on the GPU (suites/generate.yaml at --size cpu, eager
 # against compiled, fp32 and AMP, then int4 weights on two models: tokens a
-# second and the check against the fp64 decode), a probe of where eager's
+# second and the check against the fp64 decode; a four-round chat with the
+# cache kept and not, every way giving eager's tokens), a probe of where eager's
 # time goes (TCBENCH_PROFILE=eager; cuBLASLt off), and last the tables.
 # The steps run in the order of what they tell: inference, the probe,
-# generation, then training. Exit status: 0 when every step that
+# generation and chat, then training. Exit status: 0 when every step that
 # exists passed, 1 when one failed, 2 when the machine cannot run the check.
 # TCBENCH_GPU_CHECK_BUDGET (seconds, default 450) bounds the whole run;
 # TCBENCH_GPU_CHECK_ARGS adds options to every tcbench run;
 # TCBENCH_GPU_CHECK_STEPS (names, space-separated: fp32-infer amp-infer probe
-# generate-fp32 generate-amp generate-int4 amp-train fp32-train flush-tf32)
+# generate-fp32 generate-amp generate-int4 chat amp-train fp32-train flush-tf32)
 # runs only those of steps 5 and 6, and TCBENCH_GPU_CHECK_TESTS="" no unit
 # tests (prebuilt mode), to rerun what failed.
 #
@@ -287,23 +288,23 @@ smoke() {
 # the compiled prefill and decode step (one captured graph replayed a
 # token), every entry checked against the fp64 decode (docs/generation.md)
 gen() {
-  local name=$1 cap=$2 precision=$3
-  shift 3
+  local name=$1 cap=$2 workload=$3 precision=$4
+  shift 4
   want "$name" || return 0
   local res="$out/$name.json" rc
   run_step "$name" "$cap" "$tcbench" run suites/generate.yaml --size cpu --device cuda \
-    --workload generate --precision "$precision" --mode eager,compiled --repeat 3 --max-time 2 \
-    -o "$res" "$@" "${extra[@]}"
+    --workload "$workload" --precision "$precision" --mode eager,compiled --repeat 3 \
+    --max-time 2 -o "$res" "$@" "${extra[@]}"
   rc=$?
   if [ $rc -eq 0 ] && [ -f "$res" ] &&
     ! grep -Eq '"status": "(fail_accuracy|fail_to_run|error|oom|crash|timeout)"' "$res"; then
-    note "generate $name: ok"
+    note "$workload $name: ok"
   else
     status=1
-    note "generate $name: FAILED (exit $rc, $out/$name.log)"
+    note "$workload $name: FAILED (exit $rc, $out/$name.log)"
   fi
   if [ -f "$res" ]; then # each entry's case, mode, status, tokens a second and check
-    grep -E '^ *"(name|mode|status|tokens_per_s|ttft_s|rule|message)": ' "$res" |
+    grep -E '^ *"(name|mode|status|tokens_per_s|ttft_s|ttft_reuse_s|ttft_anew_s|rule|message)": ' "$res" |
       sed 's/^ */  /' >"$out/$name.figures"
     tables+=("$out/$name.figures")
   fi
@@ -335,9 +336,11 @@ probe() {
 smoke fp32-infer --precision fp32 --workload infer
 smoke amp-infer --precision amp --workload infer
 probe
-gen generate-fp32 100 fp32
-gen generate-amp 100 amp
-gen generate-int4 100 fp32 --weights int4 --only llama,chatglm2
+gen generate-fp32 100 generate fp32
+gen generate-amp 100 generate amp
+gen generate-int4 100 generate fp32 --weights int4 --only llama,chatglm2
+# four rounds, the cache kept and not: every way gives eager's tokens
+gen chat 100 chat fp32 --only llama,chatglm2 --rounds 4 --prompt-len 16 --new-tokens 16
 smoke amp-train --precision amp --workload train
 smoke fp32-train --precision fp32 --workload train
 smoke flush-tf32 --precision fp32 --workload infer --flush-l2 --tf32 --only mlp,gpt2 --repeat 5

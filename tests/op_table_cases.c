@@ -1999,6 +1999,11 @@ const op_case op_cases[] = {
     {"qlinear_int8_tiles", b_quant, OP_QLINEAR, S3(3, 7, 100), T2(40, 100), IA(8, 32, 100),
      .bias = 2, GEMM(100), ONE},
     {"qlinear_int4_f16", b_quant, OP_QLINEAR, S2(17, 64), T2(9, 64), IA(4, 64, 64), F16, ONE},
+    // K and group multiples of 8: CUDA's tq_gemv4 (a short last group; f16 scales)
+    {"qlinear_int4_gemv8_bias", b_quant, OP_QLINEAR, S2(5, 200), T2(37, 200), IA(4, 64, 200),
+     .bias = 1, GEMM(200), ONE},
+    {"qlinear_int4_gemv8_f16", b_quant, OP_QLINEAR, S3(1, 1, 96), T2(19, 96), IA(4, 32, 96),
+     .bias = 2, F16, ONE},
     {"reshape_view", b_reshape, OP_RESHAPE, S3(4, 5, 6), T2(20, 6), .kernels = 0},
     {"reshape_copy", b_reshape_perm, OP_RESHAPE, S2(7, 13), T1(91), ONE},
     {"views", b_views, OP_PERMUTE, .kernels = 0},

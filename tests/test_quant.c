@@ -395,8 +395,8 @@ static void test_nvrtc_quant(void **state) {
         if (cuda_nvrtc_compile(src.s, "tcbench_quant.cu", archs[a], &r, err, sizeof err) < 0)
             fail_msg("sm_%d: %s\n%s", archs[a], err, r.log);
         assert_true(r.cubin_size > 0);
-        const char *names[] = {"tq_dequant", "tq_gemv", "tq_tiled"};
-        for (int k = 0; k < 3; k++) // every kernel is in the cubin
+        const char *names[] = {"tq_dequant", "tq_gemv", "tq_gemv4", "tq_tiled"};
+        for (int k = 0; k < 4; k++) // every kernel is in the cubin
             assert_non_null(memmem(r.cubin, r.cubin_size, names[k], strlen(names[k])));
         cuda_nvrtc_result_free(&r);
     }

@@ -895,8 +895,6 @@ int gen_chat_new(const modeldef *md, const modeldef_override *ov, int nov, const
     int64_t R = c->rounds, U = c->turn_len, G = c->gen_len;
     if (R <= 0 || U <= 0 || G <= 0)
         return fail(err, cap, "a chat needs rounds, a user turn and tokens to generate");
-    if (o->device == BENCH_DEV_CUDA) // its eager rounds would pass the past as generate's steps
-        return fail(err, cap, "chat: not built for --device cuda yet (generate is)");
     gen_chat *ch = calloc(1, sizeof *ch);
     if (!ch)
         return fail(err, cap, "out of memory");
@@ -938,10 +936,27 @@ void gen_chat_free(gen_chat *ch) {
 const char *gen_chat_error(const gen_chat *ch) { return ch->g->err; }
 int64_t gen_chat_vocab(const gen_chat *ch) { return ch->g->vocab; }
 
+// The GPU's eager caches that step s left on the device (its outputs
+// 1..), when no step takes them.
+static void drop_caches(gen_mode *g, gen_step *s) {
+    for (int k = 1; s && g->share && g->kind == GEN_EAGER && k < s->m->g->noutputs; k++)
+        bench_exec_output(s->x, k, NULL);
+}
+
 // Runs step s on tokens (B x s->T) at position pos with the eager past
 // (NULL entries: none), its outputs into out; then the argmax into next.
+// *last: the step run before (the GPU's eager past is its caches, passed
+// on the device), then s.
 static int chat_step(gen_mode *g, gen_step *s, const int32_t *tokens, int64_t pos, tensor **past,
-                     tensor **out, int32_t *next) {
+                     tensor **out, int32_t *next, gen_step **last) {
+    if (g->share && g->kind == GEN_EAGER) {
+        int rc = s->gen.past > 0 ? pass_past(g, *last, s) : 0;
+        if (s->gen.past == 0) // a round that prefills the dialogue again
+            drop_caches(g, *last);
+        *last = s;
+        if (rc < 0)
+            return -1;
+    }
     for (int i = 0; i < s->gen.nlayers && s->gen.kv == NN_KV_CONCAT && s->gen.past > 0; i++) {
         s->m->values[s->gen.past_k[i]] = past[1 + 2 * i];
         s->m->values[s->gen.past_v[i]] = past[2 + 2 * i];
@@ -968,6 +983,7 @@ int gen_chat_run(gen_chat *ch, const int32_t *turns, int32_t *tokens, double *tt
     int rc = out && past && hist && feed && next ? 0
                                                  : fail(g->err, sizeof g->err, "out of memory");
     int64_t L = 0; // rows in the cache; hist holds L + 1 tokens after a round's first
+    gen_step *last = NULL; // the step run last (its caches on the GPU are the eager past)
     for (int64_t r = 0; rc == 0 && r < R; r++) {
         for (int64_t b = 0; b < B; b++) // the user's turn after the last generated token
             memcpy(hist + b * H + (r ? L + 1 : 0), turns + (r * B + b) * U, (size_t)U * sizeof *hist);
@@ -979,8 +995,9 @@ int gen_chat_run(gen_chat *ch, const int32_t *turns, int32_t *tokens, double *tt
         if (!ch->c.reuse || r == 0)
             free_outputs(past, nout); // no reuse: the whole dialogue again, no past
         double t0 = base_now();
-        recast(s); // each round is a generation of its own: its casts again
-        rc = chat_step(g, s, feed, start, past, out, next);
+        if (!g->share) // each round is a generation of its own: its casts again (cache_casts)
+            recast(s);
+        rc = chat_step(g, s, feed, start, past, out, next, &last);
         ttft[r] = base_now() - t0;
         L = end;
         for (int64_t j = 0; rc == 0; j++) {
@@ -992,12 +1009,13 @@ int gen_chat_run(gen_chat *ch, const int32_t *turns, int32_t *tokens, double *tt
                 break;
             shift_caches(out, past, nout);
             gen_step *d = g->kind == GEN_EAGER ? &g->dec[L - ch->c.turn_len] : &g->dec[0];
-            rc = chat_step(g, d, next, L, past, out, next);
+            rc = chat_step(g, d, next, L, past, out, next, &last);
             L++;
         }
         if (rc == 0) // the caches after the round's last fed token: the next round's past
             shift_caches(out, past, nout);
     }
+    drop_caches(g, last);
     free_both(out, past, nout);
     free(hist);
     free(feed);

@@ -369,12 +369,6 @@ void measure_chat(const bench_plan *p, const bench_group *gr, const bench_case *
                   .weight_scales = p->cfg.weight_scales,
                   .device = p->tasks[gr->first].axis[BENCH_AXIS_DEVICE],
                   .amp = gen_amp(p, gr)};
-    if (o.device == BENCH_DEV_CUDA) {
-        set_all(rs, n, BENCH_ERROR,
-                "chat: not built for --device cuda yet (generate is: docs/generation.md); run "
-                "--device cpu");
-        return;
-    }
     if (R > BENCH_MAX_CHAT_ROUNDS) {
         set_all(rs, n, BENCH_ERROR, "chat: at most 16 rounds");
         return;

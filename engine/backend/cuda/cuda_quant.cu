@@ -1,6 +1,7 @@
 // DEQUANT and QLINEAR on the GPU (cuda_rt.h): the launches of
 // cuda_quant.cuh's kernels, a warp per output column for decode-sized M
-// and 16x16 tiles beyond.
+// (int4 8 values a lane a load where K and the group allow) and 16x16
+// tiles beyond.
 #include "cuda_pointwise.cuh"
 #include "cuda_quant.cuh"
 
@@ -69,7 +70,10 @@ int cuda_qlinear(cuda_ctx *c, const graph_node *n, const tensor *x, const tensor
         a.M = tensor_numel(x) / a.K;
         a.x_half = a.y_half = x->dtype == DT_F16;
         a.b_half = bc && bc->dtype == DT_F16;
-        if (a.M <= TQ_GEMV_M) {
+        if (a.M <= TQ_GEMV_M && tq_gemv4_fits(a)) {
+            tq_gemv4<<<(unsigned)((a.N + 7) / 8), 256, 0, c->stream>>>(a);
+            rc = CUDA_LAUNCHED(c, "tq_gemv4<<<>>>");
+        } else if (a.M <= TQ_GEMV_M) {
             tq_gemv<<<(unsigned)((a.N + 7) / 8), 256, 0, c->stream>>>(a);
             rc = CUDA_LAUNCHED(c, "tq_gemv<<<>>>");
         } else {

@@ -6,6 +6,7 @@
 //
 //   tq_args a = {x, q, scales, bias, y, M, N, K, group, 4, 1, 1, 0, 1};
 //   tq_gemv<<<(N + 7) / 8, 256>>>(a);          // M <= TQ_GEMV_M: a warp per output row
+//   tq_gemv4<<<(N + 7) / 8, 256>>>(a);         // the same, int4 with K, group % 8 == 0
 //   tq_tiled<<<dim3(N/16, M/16), dim3(16, 16)>>>(a); // larger M, 16x16 output tiles
 //   tq_dequant<<<blocks, 256>>>(a);            // y (N, K) f32 = q * scale
 //
@@ -61,6 +62,19 @@ extern "C" __global__ void tq_dequant(const tq_args a) {
         ((float *)a.y)[i] = tq_w(a, i / a.K, i % a.K);
 }
 
+// A GEMV warp's sums of column n (acc: each lane's, a row of x each) added
+// up across the warp and stored by lane 0, with the bias.
+TC_DEV void tq_gemv_store(const tq_args &a, const float *acc, long long n, int lane) {
+#pragma unroll
+    for (int m = 0; m < TQ_GEMV_M; m++) {
+        float v = acc[m];
+        for (int off = 16; off > 0; off /= 2)
+            v += __shfl_down_sync(0xffffffffu, v, off);
+        if (lane == 0 && m < a.M)
+            tq_st(a.y, m * a.N + n, a.y_half, v + (a.bias ? tq_ld(a.bias, n, a.b_half) : 0.0f));
+    }
+}
+
 // A warp per output column n: lanes stride over K, every row of x (M <=
 // TQ_GEMV_M) accumulates in registers, then a shuffle reduction.
 extern "C" __global__ void tq_gemv(const tq_args a) {
@@ -79,14 +93,50 @@ extern "C" __global__ void tq_gemv(const tq_args a) {
             if (m < a.M)
                 acc[m] += tq_ld(a.x, m * a.K + k, a.x_half) * w;
     }
+    tq_gemv_store(a, acc, n, lane);
+}
+
+// int4 with K and the group multiples of 8 (tq_gemv4_fits): as tq_gemv, a
+// warp per output column, but a lane takes 8 values at a time, one 32-bit
+// load of 4 bytes (value 8c + j in bits 4j .. 4j + 3, low nibble first), and
+// one scale (the 8 lie in one group), the 8 products summed before it is
+// applied; 32-bit index math (tq_gemv's 64-bit divisions an element cost
+// more than the products at decode's sizes).
+static __host__ __device__ __forceinline__ bool tq_gemv4_fits(const tq_args &a) {
+    return a.bits == 4 && a.K % 8 == 0 && a.group % 8 == 0 && a.K <= 0x7fffffffLL &&
+           (a.N * ((a.K + a.group - 1) / a.group)) <= 0x7fffffffLL;
+}
+
+extern "C" __global__ void tq_gemv4(const tq_args a) {
+    long long n = blockIdx.x * (long long)(blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (n >= a.N)
+        return;
+    int K = (int)a.K, chunks = K / 8, group = (int)a.group, G = (K + group - 1) / group;
+    const unsigned *row = (const unsigned *)(a.q + n * (a.K / 2));
+    float acc[TQ_GEMV_M];
 #pragma unroll
-    for (int m = 0; m < TQ_GEMV_M; m++) {
-        float v = acc[m];
-        for (int off = 16; off > 0; off /= 2)
-            v += __shfl_down_sync(0xffffffffu, v, off);
-        if (lane == 0 && m < a.M)
-            tq_st(a.y, m * a.N + n, a.y_half, v + (a.bias ? tq_ld(a.bias, n, a.b_half) : 0.0f));
+    for (int m = 0; m < TQ_GEMV_M; m++)
+        acc[m] = 0.0f;
+    for (int c = lane; c < chunks; c += 32) {
+        unsigned word = row[c];
+        int k0 = 8 * c;
+        float s = tq_ld(a.s, n * G + k0 / group, a.s_half);
+        float w[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            w[j] = (float)((int)((word >> (4 * j)) & 15u) - 8);
+#pragma unroll
+        for (int m = 0; m < TQ_GEMV_M; m++)
+            if (m < a.M) {
+                float d = 0.0f;
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    d += tq_ld(a.x, (long long)m * K + k0 + j, a.x_half) * w[j];
+                acc[m] += d * s;
+            }
     }
+    tq_gemv_store(a, acc, n, lane);
 }
 
 // 16x16 output tiles; x and the dequantized weight staged through shared
