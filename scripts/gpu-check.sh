@@ -316,10 +316,15 @@ gen() {
 probe() {
   want probe || return 0
   local log="$out/probe.log"
-  run_step probe-eager 60 env TCBENCH_PROFILE=eager "$tcbench" run suites/smoke.yaml \
-    --device cuda --mode eager --precision fp32,amp --workload infer --only resnet,gpt2 \
-    --repeat 5 --processes 1 -o "$out/probe-eager.json" &&
+  run_step probe-eager 60 env TCBENCH_PROFILE=eager TCBENCH_LOG=cudnn "$tcbench" run \
+    suites/smoke.yaml --device cuda --mode eager --precision fp32,amp --workload infer \
+    --only resnet,mobilenet_v2,gpt2 --repeat 5 --processes 1 -o "$out/probe-eager.json" &&
     note "probe eager: ok" || note "probe eager: FAILED ($out/probe-eager.log)"
+  # the convolutions through cuDNN's legacy call instead of cached plans
+  run_step probe-legacy 60 env TCBENCH_PROFILE=eager TCBENCH_CUDNN_LEGACY=1 "$tcbench" run \
+    suites/smoke.yaml --device cuda --mode eager --precision fp32,amp --workload infer \
+    --only resnet,mobilenet_v2 --repeat 5 --processes 1 -o "$out/probe-legacy.json" &&
+    note "probe cuDNN legacy: ok" || note "probe cuDNN legacy: FAILED ($out/probe-legacy.log)"
   run_step probe-nolt 60 env TCBENCH_CUDA_DISABLE_LT=1 "$tcbench" run suites/smoke.yaml \
     --device cuda --mode eager,compiled --precision fp32 --workload infer --only mlp \
     --repeat 10 --processes 1 -o "$out/probe-nolt.json" &&
@@ -327,6 +332,12 @@ probe() {
   {
     echo "== eager's host time an op kind (TCBENCH_PROFILE=eager), fp32 and amp"
     grep -E "eager profile|^(resnet|gpt2) " "$out/probe-eager.log" | head -n 80
+    echo "== cuDNN: convolutions with an execution plan, and with the legacy call"
+    grep -c "an execution plan" "$out/probe-eager.log"
+    grep -c "no plan\|no execution plan" "$out/probe-eager.log"
+    grep -m3 "no execution plan" "$out/probe-eager.log"
+    echo "== the same with TCBENCH_CUDNN_LEGACY=1 (resnet, mobilenet_v2)"
+    grep -E "eager profile: conv2d|^(resnet|mobilenet_v2) " "$out/probe-legacy.log"
     echo "== mlp with TCBENCH_CUDA_DISABLE_LT=1"
     grep -E "^mlp " "$out/probe-nolt.log"
   } >"$log"

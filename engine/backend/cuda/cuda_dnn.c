@@ -1,8 +1,10 @@
 // Convolution, transposed convolution, pooling and the convolution's
-// gradients through cuDNN's legacy API (cuda_rt.h), as PyTorch's CUDA eager
-// with benchmark mode off: the algorithm is cuDNN's first heuristic choice
-// (cudnnGet*Algorithm_v7), picked once per shape and kept with its
-// descriptors, so a later step only binds pointers. For the gradients
+// gradients through cuDNN (cuda_rt.h), as PyTorch's CUDA eager with
+// benchmark mode off. The forward convolution runs an execution plan of
+// the graph API, made once per shape (be_plan, below); the rest, and a
+// shape no plan takes, the legacy API: the algorithm is cuDNN's first
+// heuristic choice (cudnnGet*Algorithm_v7), picked once per shape and
+// kept with its descriptors, so a later step only binds pointers. For the gradients
 // (cudnnConvolutionBackwardData / BackwardFilter) it is the first
 // deterministic choice, as with torch.backends.cudnn.deterministic, so
 // that every training step gives the same bits. Inputs may be strided (the
@@ -71,6 +73,11 @@ typedef struct dnn_entry {
     cudnnConvolutionBwdFilterAlgo_t bwf;
     size_t ws;
     bool direct; // a gradient cuDNN has no algorithm for: cuda_conv2d_grad_direct
+    // the forward convolution's execution plan (graph API), made at its
+    // first call; NULL: the legacy call (none, or TCBENCH_CUDNN_LEGACY=1)
+    cudnnBackendDescriptor_t plan;
+    int64_t plan_ws;
+    bool plan_tried;
     struct dnn_entry *next;
 } dnn_entry;
 
@@ -103,6 +110,8 @@ static void entry_free(dnn_entry *e) {
         cudnnDestroyConvolutionDescriptor(e->cd);
     if (e->pd)
         cudnnDestroyPoolingDescriptor(e->pd);
+    if (e->plan)
+        cudnnBackendDestroyDescriptor(e->plan);
     free(e);
 }
 
@@ -261,6 +270,237 @@ static int entry_init(cuda_ctx *c, dnn_entry *e) {
     return 0;
 }
 
+// ---- the forward convolution through the graph API ---------------------------
+//
+// cuDNN 9 runs the legacy cudnnConvolutionForward through its graph
+// (backend) API, building what it needs again at every call: on an H200
+// that cost about 70 us of host time a convolution, which made eager's
+// small convnets host-bound (docs/cuda.md). PyTorch calls the graph API
+// and keeps each shape's execution plan; so does this: tensors x, w, y
+// (unique ids 1, 2, 3; 16-byte aligned), the convolution, a one-operation
+// graph, the heuristic's configurations in order (mode A, PyTorch's
+// default), the first whose plan finalizes, with f32 configurations that
+// use tensor cores (TF32) or convert the inputs down left out unless the
+// context allows TF32, as PyTorch does. A call then binds three pointers
+// and the workspace (a variant pack) and executes. A shape no
+// configuration takes keeps the legacy call.
+
+#define BE_ALIGN 16
+
+// cudnnBackendSetAttribute, checked: 0, or -1 with why naming the attribute.
+static int be_set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
+                  cudnnBackendAttributeType_t type, int64_t count, const void *v, char *why,
+                  size_t cap) {
+    cudnnStatus_t s = cudnnBackendSetAttribute(d, name, type, count, v);
+    if (s == CUDNN_STATUS_SUCCESS)
+        return 0;
+    snprintf(why, cap, "cudnnBackendSetAttribute(%d): %s", (int)name, cudnnGetErrorString(s));
+    return -1;
+}
+
+static int be_finalize(cudnnBackendDescriptor_t d, const char *what, char *why, size_t cap) {
+    cudnnStatus_t s = cudnnBackendFinalize(d);
+    if (s == CUDNN_STATUS_SUCCESS)
+        return 0;
+    snprintf(why, cap, "cudnnBackendFinalize(%s): %s", what, cudnnGetErrorString(s));
+    return -1;
+}
+
+static int be_tensor(cudnnBackendDescriptor_t *d, cudnnDataType_t dt, const int64_t *shape,
+                     const int64_t *stride, int64_t uid, char *why, size_t cap) {
+    int64_t align = BE_ALIGN;
+    cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, d);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        snprintf(why, cap, "cudnnBackendCreateDescriptor(tensor): %s", cudnnGetErrorString(s));
+        return -1;
+    }
+    if (be_set(*d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt, why, cap) < 0 ||
+        be_set(*d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, shape, why, cap) < 0 ||
+        be_set(*d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, stride, why, cap) < 0 ||
+        be_set(*d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, why, cap) < 0 ||
+        be_set(*d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, why, cap) < 0)
+        return -1;
+    return be_finalize(*d, "tensor", why, cap);
+}
+
+// Whether the engine of configuration cfg may run here: for f32 without
+// TF32, none that computes on tensor cores or converts its inputs down.
+static bool be_cfg_allowed(cuda_ctx *c, cudnnBackendDescriptor_t cfg, bool f32) {
+    if (!f32 || c->allow_tf32)
+        return true;
+    cudnnBackendDescriptor_t eng;
+    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) != CUDNN_STATUS_SUCCESS)
+        return false;
+    int64_t n = 0;
+    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    bool ok =
+        cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                 &n, &eng) == CUDNN_STATUS_SUCCESS &&
+        cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n,
+                                 notes) == CUDNN_STATUS_SUCCESS;
+    for (int64_t i = 0; ok && i < n; i++)
+        ok = notes[i] != CUDNN_NUMERICAL_NOTE_TENSOR_CORE &&
+             notes[i] != CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
+    cudnnBackendDestroyDescriptor(eng);
+    return ok;
+}
+
+#define BE_CFGS 32
+
+// e's execution plan into e->plan (NULL when no configuration finalizes);
+// -1 with why when the graph itself cannot be described.
+static int be_plan(cuda_ctx *c, dnn_entry *e, char *why, size_t cap) {
+    const dnn_key *k = &e->key;
+    const int64_t *ia = k->ia;
+    cudnnDataType_t dt = k->dtype == DT_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+    cudnnDataType_t ct = CUDNN_DATA_FLOAT;
+    int64_t ws[4];
+    tensor_strides_contiguous(4, k->w, ws);
+    cudnnBackendDescriptor_t x = NULL, w = NULL, y = NULL, conv = NULL, op = NULL, graph = NULL,
+                             heur = NULL, cfgs[BE_CFGS] = {0};
+    int ncfg = 0, rc = -1;
+    if (be_tensor(&x, dt, k->x, k->xs, 1, why, cap) < 0 ||
+        be_tensor(&w, dt, k->w, ws, 2, why, cap) < 0 ||
+        be_tensor(&y, dt, k->y, k->ys, 3, why, cap) < 0)
+        goto done;
+    // conv2d's attributes (graph.c): stride ia0-1, padding ia2-3, dilation ia4-5
+    int64_t sdims = 2, stride[2] = {ia[0], ia[1]}, pad[2] = {ia[2], ia[3]}, dil[2] = {ia[4], ia[5]};
+    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    float alpha = 1.0f, beta = 0.0f;
+    cudnnHandle_t h = c->dnn->h;
+    // the handle attributes are deprecated in newer cuDNN 9 releases and
+    // required by older ones: named by value
+    const cudnnBackendAttributeName_t graph_handle = (cudnnBackendAttributeName_t)800,
+                                      plan_handle = (cudnnBackendAttributeName_t)400;
+    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &conv) ||
+        be_set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &ct, why, cap) <
+            0 ||
+        be_set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode, why,
+               cap) < 0 ||
+        be_set(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &sdims, why, cap) <
+            0 ||
+        be_set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil, why, cap) < 0 ||
+        be_set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride, why, cap) <
+            0 ||
+        be_set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad, why, cap) < 0 ||
+        be_set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad, why, cap) <
+            0 ||
+        be_finalize(conv, "convolution", why, cap) < 0)
+        goto done;
+    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, &op) ||
+        be_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x,
+               why, cap) < 0 ||
+        be_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w,
+               why, cap) < 0 ||
+        be_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y,
+               why, cap) < 0 ||
+        be_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv, why, cap) < 0 ||
+        be_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha, why,
+               cap) < 0 ||
+        be_set(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta, why,
+               cap) < 0 ||
+        be_finalize(op, "convolution forward", why, cap) < 0)
+        goto done;
+    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &graph) ||
+        be_set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op, why,
+               cap) < 0 ||
+        be_set(graph, graph_handle, CUDNN_TYPE_HANDLE, 1, &h, why, cap) < 0 ||
+        be_finalize(graph, "operation graph", why, cap) < 0)
+        goto done;
+    cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_A;
+    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur) ||
+        be_set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+               &graph, why, cap) < 0 ||
+        be_set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm, why, cap) < 0 ||
+        be_finalize(heur, "engine heuristics", why, cap) < 0)
+        goto done;
+    for (ncfg = 0; ncfg < BE_CFGS; ncfg++)
+        if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[ncfg]))
+            break;
+    int64_t got = 0;
+    cudnnStatus_t st = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, ncfg, &got, cfgs);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        snprintf(why, cap, "cudnnBackendGetAttribute(engine heuristics' results): %s",
+                 cudnnGetErrorString(st));
+        goto done;
+    }
+    rc = 0; // from here, no plan is not an error: the legacy call stays
+    for (int64_t i = 0; i < got && i < ncfg && !e->plan; i++) {
+        if (!be_cfg_allowed(c, cfgs[i], k->dtype == DT_F32))
+            continue;
+        cudnnBackendDescriptor_t plan;
+        if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan))
+            break;
+        char skip[200];
+        if (be_set(plan, plan_handle, CUDNN_TYPE_HANDLE, 1, &h, skip, sizeof skip) == 0 &&
+            be_set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                   &cfgs[i], skip, sizeof skip) == 0 &&
+            be_finalize(plan, "execution plan", skip, sizeof skip) == 0 &&
+            cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                     CUDNN_TYPE_INT64, 1, &got,
+                                     &e->plan_ws) == CUDNN_STATUS_SUCCESS)
+            e->plan = plan;
+        else
+            cudnnBackendDestroyDescriptor(plan);
+    }
+    if (log_on())
+        fprintf(stderr, "cudnn: conv2d x(%lld,%lld,%lld,%lld): %s (%lld configurations)\n",
+                (long long)k->x[0], (long long)k->x[1], (long long)k->x[2], (long long)k->x[3],
+                e->plan ? "an execution plan" : "no plan, the legacy call", (long long)got);
+done:
+    for (int i = 0; i < ncfg; i++)
+        cudnnBackendDestroyDescriptor(cfgs[i]);
+    cudnnBackendDescriptor_t all[] = {heur, graph, op, conv, y, w, x};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (all[i])
+            cudnnBackendDestroyDescriptor(all[i]);
+    return rc;
+}
+
+// Runs e's plan on x, w into y: 1 done, 0 the legacy call is to run (no
+// plan, or a pointer off BE_ALIGN), -1 error.
+static int be_run(cuda_ctx *c, dnn_entry *e, const void *x, const void *w, void *y) {
+    if (!e->plan_tried) {
+        e->plan_tried = true;
+        const char *l = getenv("TCBENCH_CUDNN_LEGACY");
+        char why[300] = "";
+        if (!(l && *l && strcmp(l, "0") != 0) && be_plan(c, e, why, sizeof why) < 0 && log_on())
+            fprintf(stderr, "cudnn: conv2d: no execution plan (%s): the legacy call\n", why);
+    }
+    if (!e->plan || ((uintptr_t)x | (uintptr_t)w | (uintptr_t)y) % BE_ALIGN)
+        return 0;
+    void *ws = NULL;
+    if (e->plan_ws > 0 && !(ws = cuda_workspace(c, (size_t)e->plan_ws)))
+        return -1;
+    void *ptrs[3] = {(void *)x, (void *)w, y};
+    int64_t uids[3] = {1, 2, 3};
+    cudnnBackendDescriptor_t pack;
+    CUDNN_CTX(c, cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
+    char why[300];
+    int rc = be_set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs, why,
+                    sizeof why) < 0 ||
+                     be_set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids,
+                            why, sizeof why) < 0 ||
+                     be_set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws,
+                            why, sizeof why) < 0 ||
+                     be_finalize(pack, "variant pack", why, sizeof why) < 0
+                 ? -1
+                 : 0;
+    if (rc < 0)
+        snprintf(c->err, sizeof c->err, "conv2d: %s", why);
+    if (rc == 0) {
+        cudnnStatus_t s = cudnnBackendExecute(c->dnn->h, e->plan, pack);
+        if (s != CUDNN_STATUS_SUCCESS)
+            rc = cuda_fail_at(c->err, sizeof c->err, "cudnnBackendExecute", __FILE__, __LINE__,
+                              cudnnGetErrorString(s));
+    }
+    cudnnBackendDestroyDescriptor(pack);
+    return rc < 0 ? -1 : 1;
+}
+
 static dnn_entry *lookup(cuda_ctx *c, const dnn_key *k) {
     for (dnn_entry *e = c->dnn->head; e; e = e->next)
         if (memcmp(&e->key, k, sizeof *k) == 0)
@@ -367,8 +607,13 @@ static int conv(cuda_ctx *c, const graph_node *n, const tensor *x, const tensor 
     tensor *wc = cuda_contiguous(c, w), *bc = wc && bias ? cuda_contiguous(c, bias) : NULL;
     int rc = -1;
     void *ws = NULL;
-    if (wc && (!bias || bc) && (e->ws == 0 || (ws = cuda_workspace(c, e->ws)))) {
-        float one = 1.0f, zero = 0.0f;
+    float one = 1.0f, zero = 0.0f;
+    int be = wc && (!bias || bc) && n->op == OP_CONV2D
+                 ? be_run(c, e, tensor_data(x), tensor_data(wc), tensor_data(out))
+                 : 0;
+    if (be != 0) {
+        rc = be < 0 ? -1 : 0;
+    } else if (wc && (!bias || bc) && (e->ws == 0 || (ws = cuda_workspace(c, e->ws)))) {
         cudnnStatus_t s;
         if (n->op == OP_CONV2D)
             s = cudnnConvolutionForward(c->dnn->h, &one, e->xd, tensor_data(x), e->wd,
@@ -384,15 +629,16 @@ static int conv(cuda_ctx *c, const graph_node *n, const tensor *x, const tensor 
                                 n->op == OP_CONV2D ? "cudnnConvolutionForward"
                                                    : "cudnnConvolutionBackwardData",
                                 __FILE__, __LINE__, cudnnGetErrorString(s));
+    }
+    if (be != 0 || rc == 0)
         c->kernels++;
-        if (rc == 0 && bias) {
-            s = cudnnAddTensor(c->dnn->h, &one, e->bd, tensor_data(bc), &one, e->yd,
-                               tensor_data(out));
-            if (s != CUDNN_STATUS_SUCCESS)
-                rc = cuda_fail_at(c->err, sizeof c->err, "cudnnAddTensor", __FILE__, __LINE__,
-                                  cudnnGetErrorString(s));
-            c->kernels++;
-        }
+    if (rc == 0 && bias) {
+        cudnnStatus_t s =
+            cudnnAddTensor(c->dnn->h, &one, e->bd, tensor_data(bc), &one, e->yd, tensor_data(out));
+        if (s != CUDNN_STATUS_SUCCESS)
+            rc = cuda_fail_at(c->err, sizeof c->err, "cudnnAddTensor", __FILE__, __LINE__,
+                              cudnnGetErrorString(s));
+        c->kernels++;
     }
     cuda_tensor_free(c, wc);
     cuda_tensor_free(c, bc);
