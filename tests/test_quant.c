@@ -125,24 +125,34 @@ static void test_error_bound(void **state) {
 
 // ---- 2. the fused GEMM against fp64 on the dequantized weights ------------------
 
-// y = x @ dq(q(w))^T (+ b) by the form asked (TCBENCH_QGEMM), within
-// rounding of fp64 on the dequantized weights, groups of grp (check_qgemm_k:
-// 32): K = 100 (a short last group, past the AVX-512 kernels' multiple of
-// 128 or 16) or 120 (int8's kernel ends inside a group); tile: weight rows
-// a tile holds, 0 for the default.
-static void check_qgemm_g(int bits, enum dtype sdt, int64_t M, int64_t N, bool bias,
-                          const char *form, int tile, int64_t K, int64_t grp) {
+// y = x @ dq(q(w))^T (+ b) by the form asked (TCBENCH_QGEMM) for the
+// given w (N, K) and x (M, K), against fp64 on the dequantized weights,
+// groups of grp; tile: weight rows a tile holds, 0 for the default.
+// Tolerance: 1e-5 of sum |x w| for f32's rounding, and for int4 the
+// AVX512-VNNI kernel's rounding of x to integers with a scale per lane of
+// 8 values (8i .. 8i+7 of the row): at most max|x| over the lane / 65278
+// an element, so sum |w| times that (exact products and sums besides).
+// NaN fails.
+static void check_qgemm_xw(int bits, enum dtype sdt, int64_t M, int64_t N, bool bias,
+                           const char *form, int tile, int64_t K, int64_t grp, const float *w,
+                           const float *x) {
     int64_t G = (K + grp - 1) / grp;
-    float *w = malloc(sizeof(float) * (size_t)(N * K)),
-          *dq = malloc(sizeof(float) * (size_t)(N * K));
+    float *dq = malloc(sizeof(float) * (size_t)(N * K));
     float *sc = malloc(sizeof(float) * (size_t)(N * G)), *b = malloc(sizeof(float) * (size_t)N);
-    float *x = malloc(sizeof(float) * (size_t)(M * K)),
-          *y = malloc(sizeof(float) * (size_t)(M * N));
+    float *y = malloc(sizeof(float) * (size_t)(M * N)),
+          *lmax = malloc(sizeof(float) * (size_t)(M * K));
     uint8_t *q = malloc((size_t)(N * K));
-    assert_true(w && dq && sc && b && x && y && q);
-    fill(w, N * K, 11);
-    fill(x, M * K, 12);
+    assert_true(dq && sc && b && y && lmax && q);
     fill(b, N, 13);
+    for (int64_t m = 0; m < M; m++) // lmax: the largest |x| of each value's lane
+        for (int64_t k0 = 0; k0 < K; k0 += 8) {
+            int64_t k1 = k0 + 8 < K ? k0 + 8 : K;
+            float a = 0;
+            for (int64_t k = k0; k < k1; k++)
+                a = fmaxf(a, fabsf(x[m * K + k]));
+            for (int64_t k = k0; k < k1; k++)
+                lmax[m * K + k] = a;
+        }
     cpu_quant_quantize(bits, grp, N, K, w, q, sdt, sc);
     cpu_quant_dequantize(bits, grp, N, K, q, sdt, sc, dq);
     char rows[16];
@@ -156,17 +166,35 @@ static void check_qgemm_g(int bits, enum dtype sdt, int64_t M, int64_t N, bool b
     cpu_quant_env_reload();
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) {
-            double r = bias ? b[n] : 0, mag = fabs(r);
+            double r = bias ? b[n] : 0, mag = fabs(r), xq = 0;
             for (int64_t k = 0; k < K; k++) {
                 r += (double)x[m * K + k] * dq[n * K + k];
                 mag += fabs((double)x[m * K + k] * dq[n * K + k]);
+                xq += fabs((double)dq[n * K + k]) * lmax[m * K + k] / 65278;
             }
-            if (fabs(y[m * N + n] - r) > 1e-5 * mag + 1e-6)
-                fail_msg("int%d %s group %lld M %lld K %lld %s%s: y(%lld, %lld) %g, fp64 %g", bits,
-                         dtype_name(sdt), (long long)grp, (long long)M, (long long)K,
-                         bias ? "bias " : "", form, (long long)m, (long long)n, y[m * N + n], r);
+            double tol = 1e-5 * mag + 1e-6 + (bits == 4 ? xq : 0);
+            if (!(fabs(y[m * N + n] - r) <= tol))
+                fail_msg("int%d %s group %lld M %lld K %lld %s%s: y(%lld, %lld) %g, fp64 %g, "
+                         "tolerance %g",
+                         bits, dtype_name(sdt), (long long)grp, (long long)M, (long long)K,
+                         bias ? "bias " : "", form, (long long)m, (long long)n, y[m * N + n], r,
+                         tol);
         }
-    free(w), free(dq), free(sc), free(b), free(x), free(y), free(q);
+    free(dq), free(sc), free(b), free(y), free(lmax), free(q);
+}
+
+// check_qgemm_xw on fill's w and x: groups of grp (check_qgemm_k: 32),
+// K = 100 (a short last group, past the AVX-512 kernels' multiple of 128
+// or 16) or 120 (int8's kernel ends inside a group).
+static void check_qgemm_g(int bits, enum dtype sdt, int64_t M, int64_t N, bool bias,
+                          const char *form, int tile, int64_t K, int64_t grp) {
+    float *w = malloc(sizeof(float) * (size_t)(N * K)),
+          *x = malloc(sizeof(float) * (size_t)(M * K));
+    assert_true(w && x);
+    fill(w, N * K, 11);
+    fill(x, M * K, 12);
+    check_qgemm_xw(bits, sdt, M, N, bias, form, tile, K, grp, w, x);
+    free(w), free(x);
 }
 
 static void check_qgemm_k(int bits, enum dtype sdt, int64_t M, int64_t N, bool bias,
@@ -230,6 +258,73 @@ static void test_qgemm(void **state) {
         unsetenv("TCBENCH_DISABLE_QGEMV_SIMD");
         cpu_quant_env_reload();
     }
+}
+
+// x as the int4 VNNI kernel's per-lane scales must take it (a lane: values
+// 8i .. 8i+7 of a row, one scale each): tiny values (1e-3) beside a huge
+// outlier (1e4) in lane 2, lane 5 and the row's last lane exactly zero,
+// row 1 of x all zero. Even weight rows are zero over values 0 .. 31 (the
+// outlier's lane among them), so that their sums are the tiny values'
+// alone: a scale per block or row would round those to nothing, far past
+// the tolerance.
+// K = 96 (one short block), 160 (a block and a group), 688 (llama's down
+// projection); N = 11 (a step of 8 rows and one of 3); M 1 and 3; f16 and
+// f32 scales; groups 32 and 128.
+static void test_qgemv4_lanes(void **state) {
+    (void)state;
+    enum { N = 11, KMAX = 688, MMAX = 3 };
+    static float w[N * KMAX], x[MMAX * KMAX];
+    const int64_t Ks[] = {96, 160, 688};
+    for (int ki = 0; ki < 3; ki++)
+        for (int64_t M = 1; M <= MMAX; M += 2)
+            for (int64_t grp = 32; grp <= 128; grp += 96) {
+                int64_t K = Ks[ki];
+                fill(w, N * K, 21);
+                fill(x, M * K, 22);
+                for (int64_t n = 0; n < N; n += 2)
+                    for (int64_t k = 0; k < 32; k++)
+                        w[n * K + k] = 0;
+                for (int64_t m = 0; m < M; m++) {
+                    for (int64_t k = 0; k < K; k++)
+                        x[m * K + k] *= m == 1 ? 0.0f : 1e-3f;
+                    x[m * K + 19] = m == 1 ? 0.0f : -1e4f * (float)(m + 1);
+                    for (int64_t k = 0; k < 8; k++)
+                        x[m * K + 40 + k] = x[m * K + K - 8 + k] = 0;
+                }
+                for (int h = 0; h < 2; h++)
+                    check_qgemm_xw(4, h ? DT_F16 : DT_F32, M, N, false, "gemv", 0, K, grp, w, x);
+            }
+}
+
+// A NaN in x makes its row's every output NaN, as an f32 product's would
+// (0 NaN is NaN), in each form and in both widths; the other row stays
+// finite. The int4 VNNI kernel must not round the NaN to an integer.
+static void test_qgemm_nan(void **state) {
+    (void)state;
+    enum { M = 2, N = 13, K = 256, G = K / 32 };
+    static float w[N * K], x[M * K], sc[N * G], y[M * N];
+    static uint8_t q[N * K];
+    fill(w, N * K, 31);
+    const char *forms[] = {"gemv", "tiles"};
+    const int64_t at[] = {0, 37, 255};
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (int f = 0; f < 2; f++)
+            for (int a = 0; a < 3; a++) {
+                fill(x, M * K, 32);
+                x[at[a]] = NAN;
+                cpu_quant_quantize(bits, 32, N, K, w, q, DT_F32, sc);
+                setenv("TCBENCH_QGEMM", forms[f], 1);
+                cpu_quant_env_reload();
+                assert_int_equal(cpu_qgemm(bits, 32, M, N, K, x, q, DT_F32, sc, NULL, y), 0);
+                unsetenv("TCBENCH_QGEMM");
+                cpu_quant_env_reload();
+                for (int64_t n = 0; n < N; n++) {
+                    if (!isnan(y[n]))
+                        fail_msg("int%d %s, NaN at %lld: y(0, %lld) = %g", bits, forms[f],
+                                 (long long)at[a], (long long)n, y[n]);
+                    assert_true(isfinite(y[N + n]));
+                }
+            }
 }
 
 // ---- 3. the model rewrite, eager, compiled and the fusion -----------------------
@@ -410,6 +505,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pack4_round_trip), cmocka_unit_test(test_exact_round_trip),
         cmocka_unit_test(test_error_bound),      cmocka_unit_test(test_qgemm),
+        cmocka_unit_test(test_qgemv4_lanes),     cmocka_unit_test(test_qgemm_nan),
         cmocka_unit_test(test_llama_quantized),  cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_nvrtc_quant),
     };

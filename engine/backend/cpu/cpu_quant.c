@@ -22,7 +22,9 @@
 // within L2), so that sgemm's packing of x is paid once per many columns
 #define QTILE_VALUES (1 << 18)
 #define QLANES       16 // partial sums of a dot product (two AVX registers)
-#define QROWS        4  // weight rows a step of the AVX-512 qgemv kernels
+// weight rows a step of the AVX-512 qgemv kernels: 8 share each load of x
+// and the reduction of their sums (qsum_rows), 1.05x over 4 at K = 256
+#define QROWS 8
 
 // The switches (cpu_quant.h), read at the first product and again after
 // cpu_quant_env_reload: a decode step makes dozens of products, and each
@@ -188,6 +190,18 @@ void cpu_quant_dequantize(int bits, int64_t group, int64_t N, int64_t K, const v
         dequant_rows(bits, group, n, 1, K, q, sdt, scales, w + n * K);
 }
 
+// A call of qgemv: its operands and the form its rows take.
+typedef struct qgemv_job {
+    int bits;
+    bool simd;
+    int64_t group, M, N, K, G, rb;
+    const float *x, *xs; // xs: x as qgemv4_512 reads it, or NULL
+    const void *q, *scales;
+    enum dtype sdt;
+    float *y;
+    int64_t body; // values a row the AVX-512 kernels take (0: none)
+} qgemv_job;
+
 #if defined(__AVX2__) && defined(__FMA__)
 #define QGEMV4_SIMD 1
 // The int4 fast path of qgemv, values [0, K - K % 32) of row qr (group a
@@ -251,7 +265,7 @@ static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, 
 #define QGEMV4_TAIL 0
 #endif
 // The AVX-512 forms of qgemv, values [0, body) of NR weight rows (qr[r],
-// their scales srow[r]) against M rows of x, the sums into d[r * M + m].
+// their scales srow[r]) against M rows of x, the sums into d[m * ld + r].
 // int4: body a multiple of 128 (QB_VALUES), group a multiple of 32 that
 // divides 128 or that 128 divides (qgemv4_512_groups). 64 bytes of a row
 // are 128 values, 16 lanes of 8 nibbles: lane i holds the values 8i ..
@@ -277,19 +291,71 @@ static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, 
 // lanes (lane i: values 8i .. 8i+7) and scales as the f32 form. Its xs
 // block (512 bytes, as the f32 form's) holds for t = 0..3 the 32 bf16 x_hi
 // (word 2i: x[8i + t], word 2i + 1: x[8i + 4 + t]), then the 4 x_lo.
-#if defined(__AVX512BF16__) && QGEMV4_TAIL
+// With AVX512-VNNI (and the tail's masks) the products are integers
+// instead, ahead of the bf16 form (vpdpbusd: 4 products of u8 and s8
+// summed into each 32-bit lane). The weight's bytes as they are give the
+// u8 operands: lo = b & 15 (lane i's bytes: values 8i, 8i+2, 8i+4, 8i+6)
+// and hi = (b >> 4) & 15 (8i+1, +3, +5, +7), each u = q + 8. x is
+// quantized per lane (its 8 values, one group's): scale sx = max|x| /
+// QX_MAX, X = round(x / sx) in [-QX_MAX, QX_MAX] (a zero lane: sx 0, X
+// 0), split as X = 256 x1 + x2, x1 = floor((X + 128) / 256) and x2, both
+// in [-128, 127] (QX_MAX = 127 * 256 + 127: the largest X both fit). A
+// lane's sums a1 = c1 + sum u x1 and a2 = c2 + sum u x2 start from c =
+// -8 sum x (the offset 8 of u taken out at no cost), so (a1 << 8) + a2
+// is sum q X exactly (|.| < 2^21, exact in f32 too); it is scaled by sx
+// and then, as in the other forms, by the lane's weight scale. The one
+// error beyond f32's rounding is X's rounding, at most sx / 2 = max|x| /
+// 65278 an element: 2^-16 of the largest |x| of its lane, a bound on
+// |error| of sum |w| max|x| / 65278 over the row. A scale a lane rather
+// than a block keeps an outlier's cost to its own 7 neighbours. Coarser
+// than the bf16 form's 2^-18 of each |x| (llama's compiled int4 output
+// 3.4e-5 from fp64 against 5.4e-6, tolerance 1e-4), but a block is 4 dot
+// instructions and 7 others against 8 and 8: 1.6x the bf16 form at K =
+// 4096, 1.25x at K = 256 (one thread). Its xs block: 64 bytes x1 in lo
+// order (byte 4i + j: x1 of value 8i + 2j), 64 of x1 in hi order (8i + 2j
+// + 1), the same two of x2, then 16 int32 c1, 16 int32 c2 and the 16 f32
+// sx (448 of its 512 bytes).
+#define QX_MAX 32639
+#if defined(__AVX512VNNI__) && QGEMV4_TAIL
+#define QGEMV4_VNNI 1
+#else
+#define QGEMV4_VNNI 0
+#endif
+#if defined(__AVX512BF16__) && QGEMV4_TAIL && !QGEMV4_VNNI
 #define QGEMV4_BF16 1
 #else
 #define QGEMV4_BF16 0
 #endif
+// The sums of the lanes of t[0 .. NR) into d[0 .. NR), for a step's rows
+// together: pairs of rows halved, quarters, then within the 128-bit
+// chunks (3 instructions a row against reduce_add's 8).
+static inline __attribute__((always_inline)) void qsum_rows(int NR, const __m512 *t, float *d) {
+    __m512 h[4], q[2];
+    for (int i = 0; i < 4; i++) { // chunks: a0+a2, a1+a3, b0+b2, b1+b3
+        __m512 a = 2 * i < NR ? t[2 * i] : _mm512_setzero_ps();
+        __m512 b = 2 * i + 1 < NR ? t[2 * i + 1] : _mm512_setzero_ps();
+        h[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
+    }
+    for (int i = 0; i < 2; i++) // chunk c: row 4i + c's 4 partial sums
+        q[i] = _mm512_add_ps(_mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], 0xdd));
+    __m512 w = _mm512_add_ps(_mm512_unpacklo_ps(q[0], q[1]), _mm512_unpackhi_ps(q[0], q[1]));
+    w = _mm512_add_ps(w, _mm512_permute_ps(w, 0x4e)); // chunk c: rows c, 4 + c
+    const __m512i order = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 13, 9, 5, 1, 12, 8, 4, 0);
+    _mm512_mask_storeu_ps(d, (__mmask16)((1u << NR) - 1), _mm512_permutexvar_ps(order, w));
+}
+
 static bool qgemv4_512_groups(int64_t group) {
     return group % 32 == 0 && (group < QB_VALUES ? QB_VALUES % group == 0 : group % QB_VALUES == 0);
 }
 
 static inline __attribute__((always_inline)) void
 qgemv4_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const float *xs,
-           const uint8_t *const *qr, enum dtype sdt, const void *const *srow, float *d) {
-#if QGEMV4_BF16
+           const uint8_t *const *qr, enum dtype sdt, const void *const *srow, float *d,
+           int64_t ld) {
+#if QGEMV4_VNNI
+    const __m512i low = _mm512_set1_epi8(0x0f);
+#elif QGEMV4_BF16
     // word i: bf16(i % 16 - 8), the f32's upper half
     const __m512i tbl16 = _mm512_set_epi16(
         0x40e0, 0x40c0, 0x40a0, 0x4080, 0x4040, 0x4000, 0x3f80, 0, (short)0xbf80, (short)0xc000,
@@ -300,8 +366,8 @@ qgemv4_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const floa
     const __m512 tbl =
         _mm512_set_ps(7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8); // lane i: i - 8
 #endif
-    int per = group < QB_VALUES ? (int)(QB_VALUES / group) : 1;                // scales a block
-    __m512i sidx = _mm512_setzero_si512(); // lane i: scale 8i / group
+    int per = group < QB_VALUES ? (int)(QB_VALUES / group) : 1; // scales a block
+    __m512i sidx = _mm512_setzero_si512();                      // lane i: scale 8i / group
     if (per > 1)
         sidx = _mm512_srli_epi32(
             _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
@@ -328,7 +394,20 @@ qgemv4_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const floa
 #else
                 __m512i b = _mm512_loadu_si512(qr[r] + k / 2);
 #endif
-#if QGEMV4_BF16
+#if QGEMV4_VNNI
+                const __m512i *xv = (const __m512i *)xk; // x1 lo, hi; x2 lo, hi; c1, c2
+                __m512i lo = _mm512_and_si512(b, low);
+                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low);
+                __m512i a1 =
+                    _mm512_dpbusd_epi32(_mm512_loadu_si512(xv + 4), lo, _mm512_loadu_si512(xv));
+                a1 = _mm512_dpbusd_epi32(a1, hi, _mm512_loadu_si512(xv + 1));
+                __m512i a2 =
+                    _mm512_dpbusd_epi32(_mm512_loadu_si512(xv + 5), lo, _mm512_loadu_si512(xv + 2));
+                a2 = _mm512_dpbusd_epi32(a2, hi, _mm512_loadu_si512(xv + 3));
+                __m512 p = _mm512_mul_ps(
+                    _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(a1, 8), a2)),
+                    _mm512_loadu_ps(xk + 96));
+#elif QGEMV4_BF16
                 // 16-bit lane u holds values 4u .. 4u+3; vpermw reads 5
                 // bits, and the table repeats, so the next nibble's low
                 // bit in bit 4 does not matter
@@ -339,6 +418,7 @@ qgemv4_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const floa
                     e = _mm512_dpbf16_ps(e, w, (__m512bh)_mm512_loadu_si512(xk + 16 * t));
                     o = _mm512_dpbf16_ps(o, w, (__m512bh)_mm512_loadu_si512(xk + 64 + 16 * t));
                 }
+                __m512 p = _mm512_add_ps(e, o);
 #else
 #define QW(s) _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4 * (s)), tbl)
 #define QX(s) _mm512_loadu_ps(xk + 16 * (s))
@@ -350,6 +430,7 @@ qgemv4_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const floa
                 o = _mm512_fmadd_ps(QW(5), QX(5), o);
                 e = _mm512_fmadd_ps(QW(6), QX(6), e);
                 o = _mm512_fmadd_ps(QW(7), QX(7), o);
+                __m512 p = _mm512_add_ps(e, o);
 #undef QW
 #undef QX
 #endif
@@ -364,24 +445,70 @@ qgemv4_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const floa
                     sc[j] = scale_at(sdt, srow[r], g + j);
                 __m128 s4 = _mm_loadu_ps(sc);
 #endif
-                tot[r] = _mm512_fmadd_ps(_mm512_add_ps(e, o),
-                                         _mm512_permutexvar_ps(sidx, _mm512_castps128_ps512(s4)),
+                tot[r] = _mm512_fmadd_ps(p, _mm512_permutexvar_ps(sidx, _mm512_castps128_ps512(s4)),
                                          tot[r]);
             }
         }
-        for (int r = 0; r < NR; r++)
-            d[r * M + m] = _mm512_reduce_add_ps(tot[r]);
+        qsum_rows(NR, tot, d + m * ld);
     }
 }
 
+#if QGEMV4_VNNI
+// One xs block of the VNNI form from the 128 values v, 16 (lanes 2t and
+// 2t + 1) at a time: each 8's largest |x| by swaps within the vector, and
+// the bytes of even values (lo order) and odd ones (hi) as the low and
+// high halves of each 64 bits, narrowed as they are stored.
+static void qx_vnni(const float *v, uint8_t *o) {
+    const __m512i lim = _mm512_set1_epi32(QX_MAX), nlim = _mm512_set1_epi32(-QX_MAX);
+    for (int t = 0; t < 8; t++) {
+        __m512 x = _mm512_loadu_ps(v + 16 * t), a = _mm512_abs_ps(x);
+        a = _mm512_max_ps(a, _mm512_permute_ps(a, 0xb1));
+        a = _mm512_max_ps(a, _mm512_permute_ps(a, 0x4e));
+        a = _mm512_max_ps(a, _mm512_shuffle_f32x4(a, a, 0xb1));
+        __m512 sx = _mm512_div_ps(a, _mm512_set1_ps(QX_MAX));
+        // max_ps drops a NaN (it returns its second operand), so a lane
+        // holding one gets sx NaN here: its products, every row's, are NaN,
+        // as an f32 dot product's would be
+        __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+        if (nan)
+            sx = _mm512_mask_mov_ps(
+                sx, (__mmask16)((nan & 0xff ? 0xff : 0) | (nan & 0xff00 ? 0xff00 : 0)),
+                _mm512_set1_ps(NAN));
+        // a zero lane's X are 0, not 0 / 0
+        __mmask16 nz = _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_GT_OQ);
+        __m512i X = _mm512_cvtps_epi32(_mm512_maskz_div_ps(nz, x, sx));
+        X = _mm512_max_epi32(_mm512_min_epi32(X, lim), nlim); // NaN converts to INT_MIN
+        __m512i x1 = _mm512_srai_epi32(_mm512_add_epi32(X, _mm512_set1_epi32(128)), 8);
+        __m512i x2 = _mm512_sub_epi32(X, _mm512_slli_epi32(x1, 8));
+        _mm512_mask_cvtepi64_storeu_epi8(o + 8 * t, 0xff, x1);
+        _mm512_mask_cvtepi64_storeu_epi8(o + 64 + 8 * t, 0xff, _mm512_srli_epi64(x1, 32));
+        _mm512_mask_cvtepi64_storeu_epi8(o + 128 + 8 * t, 0xff, x2);
+        _mm512_mask_cvtepi64_storeu_epi8(o + 192 + 8 * t, 0xff, _mm512_srli_epi64(x2, 32));
+        __m128 s2 = _mm_unpacklo_ps(_mm512_castps512_ps128(sx), _mm512_extractf32x4_ps(sx, 2));
+        _mm_storel_pi((__m64 *)(o + 384 + 8 * t), s2);
+    }
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int h = 0; h < 2; h++) { // c = -8 sum x a lane, from its bytes
+        __m512i c =
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_loadu_si512(o + 128 * h));
+        c = _mm512_dpbusd_epi32(c, ones, _mm512_loadu_si512(o + 128 * h + 64));
+        _mm512_storeu_si512(o + 256 + 64 * h,
+                            _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(c, 3)));
+    }
+}
+#endif
+
 // x's M rows as qgemv4_512 reads them (body values a row, zero past K):
 // into stack (QX_STACK floats) when they fit, else a new buffer; NULL when
-// it cannot be allocated. A whole block is 8 gathers of 16 values.
+// it cannot be allocated. A whole block is 8 gathers of 16 values (the
+// VNNI form: qx_vnni, 8 loads).
 #define QX_STACK 4096
 static float *qgemv4_512_x(int64_t M, int64_t K, int64_t body, const float *x, float *stack) {
     float *xs = M * body <= QX_STACK ? stack : malloc((size_t)(M * body) * sizeof *xs);
+#if !QGEMV4_VNNI
     const __m512i every8 =
         _mm512_set_epi32(120, 112, 104, 96, 88, 80, 72, 64, 56, 48, 40, 32, 24, 16, 8, 0);
+#endif
 #if QGEMV4_BF16
     // words 0..15 of cvtne2ps_pbh(b, a) are a's, 16..31 b's: interleaved
     const __m512i pairs =
@@ -392,7 +519,14 @@ static float *qgemv4_512_x(int64_t M, int64_t K, int64_t body, const float *x, f
         for (int64_t k = 0; k < body; k += QB_VALUES) {
             float *o = xs + m * body + k;
             const float *xk = x + m * K + k;
-#if QGEMV4_BF16
+#if QGEMV4_VNNI
+            float pad[QB_VALUES]; // the row's last block, zero past K
+            if (k + QB_VALUES > K) {
+                memset(pad, 0, sizeof pad);
+                memcpy(pad, xk, (size_t)(K - k) * sizeof *pad);
+            }
+            qx_vnni(k + QB_VALUES > K ? pad : xk, (uint8_t *)o);
+#elif QGEMV4_BF16
             uint16_t *h = (uint16_t *)o; // 4 x_hi vectors of 32 words, then 4 x_lo
             for (int t = 0; t < 4; t++)
                 if (k + QB_VALUES <= K) {
@@ -431,7 +565,8 @@ static float *qgemv4_512_x(int64_t M, int64_t K, int64_t body, const float *x, f
 // unscaled, then scaled once into the row's total.
 static inline __attribute__((always_inline)) void
 qgemv8_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const float *x,
-           const uint8_t *const *qr, enum dtype sdt, const void *const *srow, float *d) {
+           const uint8_t *const *qr, enum dtype sdt, const void *const *srow, float *d,
+           int64_t ld) {
     for (int64_t m = 0; m < M; m++) {
         __m512 tot[QROWS];
         for (int r = 0; r < NR; r++)
@@ -454,47 +589,49 @@ qgemv8_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const floa
                 tot[r] = _mm512_fmadd_ps(ga[r], _mm512_set1_ps(scale_at(sdt, srow[r], g0 / group)),
                                          tot[r]);
         }
-        for (int r = 0; r < NR; r++)
-            d[r * M + m] = _mm512_reduce_add_ps(tot[r]);
+        qsum_rows(NR, tot, d + m * ld);
     }
 }
 
-// NR (1 .. QROWS) rows through the kernel of bits, NR a constant in each.
-static void qgemv_512(int bits, int NR, int64_t M, int64_t K, int64_t body, int64_t group,
-                      const float *x, const float *xs, const uint8_t *const *qr, enum dtype sdt,
-                      const void *const *srow, float *d) {
-#define QGEMV_512_CASE(R)                                                                          \
-    case R:                                                                                        \
-        if (bits == 4)                                                                             \
-            qgemv4_512(R, M, K, body, group, xs, qr, sdt, srow, d);                                \
+// Weight rows n0 .. n0 + nr of the job through the kernel of bits, the
+// sums into d[m * ld + r]: QROWS rows a step, in one loop (the kernel's
+// setup hoisted out of it: a call a step cost 1.18x at K = 256), then the
+// rest; NR a constant in each kernel.
+static void qgemv_512(const qgemv_job *j, int64_t n0, int64_t nr, float *d, int64_t ld) {
+    const uint8_t *qr[QROWS];
+    const void *sr[QROWS];
+#define QGEMV_512_STEP(R)                                                                          \
+    do {                                                                                           \
+        for (int r = 0; r < (R); r++) {                                                            \
+            qr[r] = (const uint8_t *)j->q + (n0 + r0 + r) * j->rb;                                 \
+            sr[r] = scale_row(j->sdt, j->scales, n0 + r0 + r, j->G);                               \
+        }                                                                                          \
+        if (j->bits == 4)                                                                          \
+            qgemv4_512(R, j->M, j->K, j->body, j->group, j->xs, qr, j->sdt, sr, d + r0, ld);       \
         else                                                                                       \
-            qgemv8_512(R, M, K, body, group, x, qr, sdt, srow, d);                                 \
-        break;
-    switch (NR) {
-        QGEMV_512_CASE(1)
-        QGEMV_512_CASE(2)
-        QGEMV_512_CASE(3)
-        QGEMV_512_CASE(4)
+            qgemv8_512(R, j->M, j->K, j->body, j->group, j->x, qr, j->sdt, sr, d + r0, ld);        \
+    } while (0)
+    _Static_assert(QROWS == 8, "qgemv_512: a case for each rest");
+    int64_t r0 = 0;
+    for (; r0 + QROWS <= nr; r0 += QROWS)
+        QGEMV_512_STEP(QROWS);
+    switch (nr - r0) {
+    case 1: QGEMV_512_STEP(1); break;
+    case 2: QGEMV_512_STEP(2); break;
+    case 3: QGEMV_512_STEP(3); break;
+    case 4: QGEMV_512_STEP(4); break;
+    case 5: QGEMV_512_STEP(5); break;
+    case 6: QGEMV_512_STEP(6); break;
+    case 7: QGEMV_512_STEP(7); break;
     default: break;
     }
-#undef QGEMV_512_CASE
+#undef QGEMV_512_STEP
 }
 #endif
 
-// A call of qgemv: its operands and the form its rows take.
-typedef struct qgemv_job {
-    int bits;
-    bool simd;
-    int64_t group, M, N, K, G, rb;
-    const float *x, *xs; // xs: x as qgemv4_512 reads it, or NULL
-    const void *q, *scales;
-    enum dtype sdt;
-    float *y;
-    int64_t body; // values a row the AVX-512 kernels take (0: none)
-} qgemv_job;
-
-// Weight rows n0 .. n0 + nr of the job (nr <= QROWS; 1 without AVX-512).
-static void qgemv_rows(const qgemv_job *j, int64_t n0, int nr) {
+// Weight rows n0 .. n0 + nr of the job (nr <= QROWS) when the AVX-512
+// kernels leave values of each row to the loop here, or take none.
+static void qgemv_part(const qgemv_job *j, int64_t n0, int nr) {
     int bits = j->bits;
     bool simd = j->simd;
     (void)simd;
@@ -504,23 +641,10 @@ static void qgemv_rows(const qgemv_job *j, int64_t n0, int nr) {
     const void *q = j->q, *scales = j->scales;
     enum dtype sdt = j->sdt;
     float *y = j->y;
-    float head[QROWS * CPU_QGEMM_GEMV_MAX] = {0}; // the kernels' sums, [r * M + m]
+    float head[CPU_QGEMM_GEMV_MAX * QROWS] = {0}; // the kernels' sums, [m * QROWS + r]
 #ifdef QGEMV_512
-    if (body) {
-        const uint8_t *qrs[QROWS];
-        const void *srs[QROWS];
-        for (int r = 0; r < nr; r++) {
-            qrs[r] = (const uint8_t *)q + (n0 + r) * rb;
-            srs[r] = scale_row(sdt, scales, n0 + r, G);
-        }
-        qgemv_512(bits, nr, M, K, body, group, x, xs, qrs, sdt, srs, head);
-        if (body >= K) { // no values left to the loop below
-            for (int r = 0; r < nr; r++)
-                for (int64_t m = 0; m < M; m++)
-                    y[m * N + n0 + r] = head[r * M + m];
-            return;
-        }
-    }
+    if (body)
+        qgemv_512(j, n0, nr, head, QROWS);
 #endif
     for (int r = 0; r < nr; r++) {
         int64_t n = n0 + r;
@@ -530,7 +654,7 @@ static void qgemv_rows(const qgemv_job *j, int64_t n0, int nr) {
         float buf[QCHUNK];
         int64_t start = body;
         for (int64_t m = 0; m < M; m++)
-            tail[m] = head[r * M + m];
+            tail[m] = head[m * QROWS + r];
 #ifdef QGEMV4_SIMD
         if (!body && simd && bits == 4 && group % 32 == 0)
             start = qgemv4_avx2(M, K, group, x, qr, sdt, srow, tail);
@@ -554,6 +678,19 @@ static void qgemv_rows(const qgemv_job *j, int64_t n0, int nr) {
             y[m * N + n] = d;
         }
     }
+}
+
+// Weight rows n0 .. n0 + nr of the job: straight into y where the
+// AVX-512 kernels take whole rows, else QROWS rows at a time.
+static void qgemv_rows(const qgemv_job *j, int64_t n0, int64_t nr) {
+#ifdef QGEMV_512
+    if (j->body >= j->K) {
+        qgemv_512(j, n0, nr, j->y + n0, j->N);
+        return;
+    }
+#endif
+    for (int64_t r0 = 0; r0 < nr; r0 += QROWS)
+        qgemv_part(j, n0 + r0, (int)(nr - r0 < QROWS ? nr - r0 : QROWS));
 }
 
 // Few rows of x (decode): per output column, its row of W dequantized
@@ -600,12 +737,15 @@ static void qgemv(int bits, int64_t group, int64_t M, int64_t N, int64_t K, cons
                    .y = y,
                    .body = body};
     if (par && (j1 - j0) * K >= CPU_PAR_MIN) {
-#pragma omp parallel for schedule(static)
-        for (int64_t n0 = j0; n0 < j1; n0 += step)
-            qgemv_rows(&j, n0, (int)(j1 - n0 < step ? j1 - n0 : step));
+#pragma omp parallel
+        { // a share of whole steps a thread, in one call
+            int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+            int64_t steps = (j1 - j0 + step - 1) / step;
+            int64_t a = j0 + steps * t / nt * step, b = j0 + steps * (t + 1) / nt * step;
+            qgemv_rows(&j, a, (b < j1 ? b : j1) - a);
+        }
     } else {
-        for (int64_t n0 = j0; n0 < j1; n0 += step)
-            qgemv_rows(&j, n0, (int)(j1 - n0 < step ? j1 - n0 : step));
+        qgemv_rows(&j, j0, j1 - j0);
     }
 #ifdef QGEMV_512
     if (xs != stack)
