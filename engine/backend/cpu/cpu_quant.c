@@ -2,7 +2,6 @@
 // dequantize, and the fused GEMM that never holds the whole f32 weight.
 #include "cpu_quant.h"
 
-#include "cpu_f16.h"
 #include "cpu_iter.h"
 
 #include <cblas.h>
@@ -280,20 +279,9 @@ static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, 
 // row's last block may be short (QGEMV4_TAIL: its bytes loaded under a
 // mask, xs zero past K).
 #define QB_VALUES 128
-// With AVX512-BF16 (and the tail's masks) the block's products are bf16
-// pairs (vdpbf16ps) instead: vpermw looks each nibble up in a table of
-// the 16 integers (i - 8) as bf16 (exact), 32 values a lookup, and x comes
-// as two bf16 parts, x_hi = bf16(x) and x_lo = bf16(x - x_hi), whose sum
-// is x within 2^-18 |x| (16 significant bits, against f32's 24). Every
-// product of an integer and a part is exact in f32; the kernel then does 8
-// dot instructions, 4 lookups and 3 shifts a block where the f32 form does
-// 8 lookups, 7 shifts and 8 FMAs (1.2x on L1-resident rows). The same
-// lanes (lane i: values 8i .. 8i+7) and scales as the f32 form. Its xs
-// block (512 bytes, as the f32 form's) holds for t = 0..3 the 32 bf16 x_hi
-// (word 2i: x[8i + t], word 2i + 1: x[8i + 4 + t]), then the 4 x_lo.
 // With AVX512-VNNI (and the tail's masks) the products are integers
-// instead, ahead of the bf16 form (vpdpbusd: 4 products of u8 and s8
-// summed into each 32-bit lane). The weight's bytes as they are give the
+// instead (vpdpbusd: 4 products of u8 and s8 summed into each 32-bit
+// lane). The weight's bytes as they are give the
 // u8 operands: lo = b & 15 (lane i's bytes: values 8i, 8i+2, 8i+4, 8i+6)
 // and hi = (b >> 4) & 15 (8i+1, +3, +5, +7), each u = q + 8. x is
 // quantized per lane (its 8 values, one group's): scale sx = max|x| /
@@ -308,10 +296,12 @@ static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, 
 // 65278 an element: 2^-16 of the largest |x| of its lane, a bound on
 // |error| of sum |w| max|x| / 65278 over the row. A scale a lane rather
 // than a block keeps an outlier's cost to its own 7 neighbours. Coarser
-// than the bf16 form's 2^-18 of each |x| (llama's compiled int4 output
-// 3.4e-5 from fp64 against 5.4e-6, tolerance 1e-4), but a block is 4 dot
-// instructions and 7 others against 8 and 8: 1.6x the bf16 form at K =
-// 4096, 1.25x at K = 256 (one thread). Its xs block: 64 bytes x1 in lo
+// than x in two bf16 parts (vdpbf16ps with x_hi = bf16(x) and x_lo =
+// bf16(x - x_hi), 2^-18 of each |x|, the form before this one: llama's
+// compiled int4 output 3.4e-5 from fp64 against 5.4e-6, tolerance 1e-4),
+// but a block is 4 dot instructions and 7 others against 8 and 8 (1.6x
+// at K = 4096, 1.25x at K = 256, one thread); every CPU with AVX512-BF16
+// has VNNI, so that form is gone. Its xs block: 64 bytes x1 in lo
 // order (byte 4i + j: x1 of value 8i + 2j), 64 of x1 in hi order (8i + 2j
 // + 1), the same two of x2, then 16 int32 c1, 16 int32 c2 and the 16 f32
 // sx (448 of its 512 bytes).
@@ -320,11 +310,6 @@ static int64_t qgemv4_avx2(int64_t M, int64_t K, int64_t group, const float *x, 
 #define QGEMV4_VNNI 1
 #else
 #define QGEMV4_VNNI 0
-#endif
-#if defined(__AVX512BF16__) && QGEMV4_TAIL && !QGEMV4_VNNI
-#define QGEMV4_BF16 1
-#else
-#define QGEMV4_BF16 0
 #endif
 // The sums of the lanes of t[0 .. NR) into d[0 .. NR), for a step's rows
 // together: pairs of rows halved, quarters, then within the 128-bit
@@ -355,13 +340,6 @@ qgemv4_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const floa
            int64_t ld) {
 #if QGEMV4_VNNI
     const __m512i low = _mm512_set1_epi8(0x0f);
-#elif QGEMV4_BF16
-    // word i: bf16(i % 16 - 8), the f32's upper half
-    const __m512i tbl16 = _mm512_set_epi16(
-        0x40e0, 0x40c0, 0x40a0, 0x4080, 0x4040, 0x4000, 0x3f80, 0, (short)0xbf80, (short)0xc000,
-        (short)0xc040, (short)0xc080, (short)0xc0a0, (short)0xc0c0, (short)0xc0e0, (short)0xc100,
-        0x40e0, 0x40c0, 0x40a0, 0x4080, 0x4040, 0x4000, 0x3f80, 0, (short)0xbf80, (short)0xc000,
-        (short)0xc040, (short)0xc080, (short)0xc0a0, (short)0xc0c0, (short)0xc0e0, (short)0xc100);
 #else
     const __m512 tbl =
         _mm512_set_ps(7, 6, 5, 4, 3, 2, 1, 0, -1, -2, -3, -4, -5, -6, -7, -8); // lane i: i - 8
@@ -407,18 +385,6 @@ qgemv4_512(int NR, int64_t M, int64_t K, int64_t body, int64_t group, const floa
                 __m512 p = _mm512_mul_ps(
                     _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(a1, 8), a2)),
                     _mm512_loadu_ps(xk + 96));
-#elif QGEMV4_BF16
-                // 16-bit lane u holds values 4u .. 4u+3; vpermw reads 5
-                // bits, and the table repeats, so the next nibble's low
-                // bit in bit 4 does not matter
-                __m512 e = _mm512_setzero_ps(), o = _mm512_setzero_ps();
-                for (int t = 0; t < 4; t++) {
-                    __m512bh w = (__m512bh)_mm512_permutexvar_epi16(
-                        t ? _mm512_srli_epi16(b, 4 * t) : b, tbl16);
-                    e = _mm512_dpbf16_ps(e, w, (__m512bh)_mm512_loadu_si512(xk + 16 * t));
-                    o = _mm512_dpbf16_ps(o, w, (__m512bh)_mm512_loadu_si512(xk + 64 + 16 * t));
-                }
-                __m512 p = _mm512_add_ps(e, o);
 #else
 #define QW(s) _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4 * (s)), tbl)
 #define QX(s) _mm512_loadu_ps(xk + 16 * (s))
@@ -509,12 +475,6 @@ static float *qgemv4_512_x(int64_t M, int64_t K, int64_t body, const float *x, f
     const __m512i every8 =
         _mm512_set_epi32(120, 112, 104, 96, 88, 80, 72, 64, 56, 48, 40, 32, 24, 16, 8, 0);
 #endif
-#if QGEMV4_BF16
-    // words 0..15 of cvtne2ps_pbh(b, a) are a's, 16..31 b's: interleaved
-    const __m512i pairs =
-        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-#endif
     for (int64_t m = 0; xs && m < M; m++)
         for (int64_t k = 0; k < body; k += QB_VALUES) {
             float *o = xs + m * body + k;
@@ -526,29 +486,6 @@ static float *qgemv4_512_x(int64_t M, int64_t K, int64_t body, const float *x, f
                 memcpy(pad, xk, (size_t)(K - k) * sizeof *pad);
             }
             qx_vnni(k + QB_VALUES > K ? pad : xk, (uint8_t *)o);
-#elif QGEMV4_BF16
-            uint16_t *h = (uint16_t *)o; // 4 x_hi vectors of 32 words, then 4 x_lo
-            for (int t = 0; t < 4; t++)
-                if (k + QB_VALUES <= K) {
-                    __m512 a = _mm512_i32gather_ps(every8, xk + t, 4);
-                    __m512 b = _mm512_i32gather_ps(every8, xk + 4 + t, 4);
-                    __m512i hi = (__m512i)_mm512_cvtne2ps_pbh(b, a);
-                    __m512 ah = _mm512_cvtpbh_ps((__m256bh)_mm512_castsi512_si256(hi));
-                    __m512 bh = _mm512_cvtpbh_ps((__m256bh)_mm512_extracti64x4_epi64(hi, 1));
-                    __m512i lo =
-                        (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(b, bh), _mm512_sub_ps(a, ah));
-                    _mm512_storeu_si512(h + 32 * t, _mm512_permutexvar_epi16(pairs, hi));
-                    _mm512_storeu_si512(h + 128 + 32 * t, _mm512_permutexvar_epi16(pairs, lo));
-                } else {
-                    for (int i = 0; i < 32; i++) {
-                        int64_t at = 8 * (i / 2) + 4 * (i % 2) + t; // word i's value
-                        float v = k + at < K ? xk[at] : 0.0f;
-                        uint16_t vh = cpu_f32_to_bf16_inline(v);
-                        h[32 * t + i] = vh;
-                        h[128 + 32 * t + i] =
-                            cpu_f32_to_bf16_inline(v - cpu_bf16_to_f32_inline(vh));
-                    }
-                }
 #else
             for (int s = 0; s < 8; s++)
                 if (k + QB_VALUES <= K)
