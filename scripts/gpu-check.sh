@@ -204,6 +204,7 @@ if [ "$prebuilt" = 1 ]; then
   [ -z "$tests_list" ] && note "unit tests: none (TCBENCH_GPU_CHECK_TESTS is empty)"
   t=$(left "${TCBENCH_GPU_CHECK_TEST_CAP:-240}")
   say "unit tests ($tests_list; at most ${t}s)"
+  rm -f "$out"/test-*.log # an earlier run's, which the notes below would read
   for name in $tests_list; do
     (
       TCBENCH_SOURCE_DIR=$root timeout --kill-after=10 "$t" "$build/tests/$name" >"$out/test-$name.log" 2>&1

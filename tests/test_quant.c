@@ -298,7 +298,8 @@ static void test_qgemv4_lanes(void **state) {
 
 // A NaN in x makes its row's every output NaN, as an f32 product's would
 // (0 NaN is NaN), in each form and in both widths; the other row stays
-// finite. The int4 VNNI kernel must not round the NaN to an integer.
+// finite. The int4 VNNI kernel must not round the NaN to an integer. So
+// does an infinite x its row's outputs inf of the right sign.
 static void test_qgemm_nan(void **state) {
     (void)state;
     enum { M = 2, N = 13, K = 256, G = K / 32 };
@@ -323,6 +324,30 @@ static void test_qgemm_nan(void **state) {
                         fail_msg("int%d %s, NaN at %lld: y(0, %lld) = %g", bits, forms[f],
                                  (long long)at[a], (long long)n, y[n]);
                     assert_true(isfinite(y[N + n]));
+                }
+                // an infinite x: each output inf of the sign its weight gives
+                // it (NaN where that weight is 0, as 0 inf is)
+                for (int sgn = -1; sgn <= 1; sgn += 2) {
+                    fill(x, M * K, 32);
+                    x[at[a]] = (float)sgn * INFINITY;
+                    setenv("TCBENCH_QGEMM", forms[f], 1);
+                    cpu_quant_env_reload();
+                    assert_int_equal(cpu_qgemm(bits, 32, M, N, K, x, q, DT_F32, sc, NULL, y), 0);
+                    unsetenv("TCBENCH_QGEMM");
+                    cpu_quant_env_reload();
+                    float *dq = malloc(sizeof(float) * N * K);
+                    assert_non_null(dq);
+                    cpu_quant_dequantize(bits, 32, N, K, q, DT_F32, sc, dq);
+                    for (int64_t n = 0; n < N; n++) {
+                        float wv = dq[n * K + at[a]];
+                        bool ok = wv == 0 ? isnan(y[n])
+                                          : isinf(y[n]) && (y[n] > 0) == (wv * (float)sgn > 0);
+                        if (!ok)
+                            fail_msg("int%d %s, %s at %lld: y(0, %lld) = %g, weight %g", bits,
+                                     forms[f], sgn > 0 ? "inf" : "-inf", (long long)at[a],
+                                     (long long)n, y[n], wv);
+                    }
+                    free(dq);
                 }
             }
 }

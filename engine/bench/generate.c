@@ -951,7 +951,7 @@ static int chat_step(gen_mode *g, gen_step *s, const int32_t *tokens, int64_t po
                      tensor **out, int32_t *next, gen_step **last) {
     if (g->share && g->kind == GEN_EAGER) {
         int rc = s->gen.past > 0 ? pass_past(g, *last, s) : 0;
-        if (s->gen.past == 0) // a round that prefills the dialogue again
+        if (s->gen.past == 0 || rc < 0) // a round that prefills anew; what a failed pass left
             drop_caches(g, *last);
         *last = s;
         if (rc < 0)

@@ -444,6 +444,15 @@ static void qx_vnni(const float *v, uint8_t *o) {
         __mmask16 nz = _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_GT_OQ);
         __m512i X = _mm512_cvtps_epi32(_mm512_maskz_div_ps(nz, x, sx));
         X = _mm512_max_epi32(_mm512_min_epi32(X, lim), nlim); // NaN converts to INT_MIN
+        // an infinite x: sx is inf and x / sx NaN; X takes its sign at full
+        // scale, so that the sums are inf of the f32 product's sign (0 inf,
+        // a zero weight's, NaN as there)
+        __mmask16 inf = _mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(INFINITY), _CMP_EQ_OQ);
+        if (inf) {
+            __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+            X = _mm512_mask_mov_epi32(X, inf & ~neg, lim);
+            X = _mm512_mask_mov_epi32(X, inf & neg, nlim);
+        }
         __m512i x1 = _mm512_srai_epi32(_mm512_add_epi32(X, _mm512_set1_epi32(128)), 8);
         __m512i x2 = _mm512_sub_epi32(X, _mm512_slli_epi32(x1, 8));
         _mm512_mask_cvtepi64_storeu_epi8(o + 8 * t, 0xff, x1);

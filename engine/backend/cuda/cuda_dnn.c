@@ -323,11 +323,11 @@ static int be_tensor(cudnnBackendDescriptor_t *d, cudnnDataType_t dt, const int6
     return be_finalize(*d, "tensor", why, cap);
 }
 
-// Whether the engine of configuration cfg may run here: for f32 without
-// TF32, none that computes on tensor cores or converts its inputs down.
+// Whether the engine of configuration cfg may run here, as PyTorch
+// filters them: none that converts its inputs down, and for f32 without
+// TF32 none that computes on tensor cores.
 static bool be_cfg_allowed(cuda_ctx *c, cudnnBackendDescriptor_t cfg, bool f32) {
-    if (!f32 || c->allow_tf32)
-        return true;
+    bool no_tc = f32 && !c->allow_tf32;
     cudnnBackendDescriptor_t eng;
     if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) != CUDNN_STATUS_SUCCESS)
         return false;
@@ -340,7 +340,7 @@ static bool be_cfg_allowed(cuda_ctx *c, cudnnBackendDescriptor_t cfg, bool f32) 
                                  CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n,
                                  notes) == CUDNN_STATUS_SUCCESS;
     for (int64_t i = 0; ok && i < n; i++)
-        ok = notes[i] != CUDNN_NUMERICAL_NOTE_TENSOR_CORE &&
+        ok = !(no_tc && notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE) &&
              notes[i] != CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
     cudnnBackendDestroyDescriptor(eng);
     return ok;
@@ -432,6 +432,7 @@ static int be_plan(cuda_ctx *c, dnn_entry *e, char *why, size_t cap) {
         if (!be_cfg_allowed(c, cfgs[i], k->dtype == DT_F32))
             continue;
         cudnnBackendDescriptor_t plan;
+        int64_t one = 0; // the workspace size's element count
         if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan))
             break;
         char skip[200];
@@ -440,7 +441,7 @@ static int be_plan(cuda_ctx *c, dnn_entry *e, char *why, size_t cap) {
                    &cfgs[i], skip, sizeof skip) == 0 &&
             be_finalize(plan, "execution plan", skip, sizeof skip) == 0 &&
             cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                     CUDNN_TYPE_INT64, 1, &got,
+                                     CUDNN_TYPE_INT64, 1, &one,
                                      &e->plan_ws) == CUDNN_STATUS_SUCCESS)
             e->plan = plan;
         else
@@ -630,7 +631,7 @@ static int conv(cuda_ctx *c, const graph_node *n, const tensor *x, const tensor 
                                                    : "cudnnConvolutionBackwardData",
                                 __FILE__, __LINE__, cudnnGetErrorString(s));
     }
-    if (be != 0 || rc == 0)
+    if (rc == 0)
         c->kernels++;
     if (rc == 0 && bias) {
         cudnnStatus_t s =

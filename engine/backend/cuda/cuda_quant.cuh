@@ -104,6 +104,7 @@ extern "C" __global__ void tq_gemv(const tq_args a) {
 // more than the products at decode's sizes).
 static __host__ __device__ __forceinline__ bool tq_gemv4_fits(const tq_args &a) {
     return a.bits == 4 && a.K % 8 == 0 && a.group % 8 == 0 && a.K <= 0x7fffffffLL &&
+           ((unsigned long long)a.q & 3ull) == 0 && // the rows' 32-bit loads
            (a.N * ((a.K + a.group - 1) / a.group)) <= 0x7fffffffLL;
 }
 
