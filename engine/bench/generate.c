@@ -282,8 +282,11 @@ static int build_step(const modeldef *md, const modeldef_override *ov, int nov, 
 }
 
 // The cached casts of step s's parameters made again from them (cache_casts):
-// the work of the casts a generation's first step makes.
-static void recast(gen_step *s) {
+// the work of the casts a generation's first step makes. Not on CUDA, whose
+// copies went to the device once (g->share lends them).
+static void recast(const gen_mode *g, gen_step *s) {
+    if (g->share)
+        return;
     for (int i = 0; i < s->ncasts; i++)
         cast_copy(s->m->values[s->casts[i][1]], s->m->values[s->casts[i][0]]);
 }
@@ -474,6 +477,13 @@ static int pass_past(gen_mode *g, gen_step *prev, gen_step *s) {
     return 0;
 }
 
+// The GPU's eager caches that step s left on the device (its outputs
+// 1..), when no step takes them.
+static void drop_caches(gen_mode *g, gen_step *s) {
+    for (int k = 1; s && g->share && g->kind == GEN_EAGER && k < s->m->g->noutputs; k++)
+        bench_exec_output(s->x, k, NULL);
+}
+
 static void free_outputs(tensor **out, int n) {
     for (int i = 0; i < n; i++) {
         tensor_free(out[i]);
@@ -515,8 +525,7 @@ int gen_mode_run(gen_mode *g, const int32_t *prompt, const int32_t *force, gen_o
     r->steps_done = 0;
     r->kv_bytes_per_token = g->pre.gen.kv_bytes_per_token;
     double t0 = base_now();
-    if (!g->share) // CUDA's copies are on the device (cache_casts)
-        recast(&g->pre);
+    recast(g, &g->pre);
     set_step_inputs(&g->pre, prompt, 0);
     if ((rc = run_step(g, &g->pre, out, &r->peak_bytes, &r->kernels_prefill,
                        &r->step_peak_bytes)) < 0)
@@ -552,8 +561,7 @@ int gen_mode_run(gen_mode *g, const int32_t *prompt, const int32_t *force, gen_o
         r->tokens[b * N + N - 1] = next[b];
     // the GPU's eager: the last step's caches, which no step takes, go now
     // (the CPU's go below), not at that step's next run
-    for (int k = 1; g->share && g->kind == GEN_EAGER && k < nout; k++)
-        bench_exec_output(N > 1 ? g->dec[N - 2].x : g->pre.x, k, NULL);
+    drop_caches(g, N > 1 ? &g->dec[N - 2] : &g->pre);
 done:
     free_both(out, past, nout);
     free(next);
@@ -936,13 +944,6 @@ void gen_chat_free(gen_chat *ch) {
 const char *gen_chat_error(const gen_chat *ch) { return ch->g->err; }
 int64_t gen_chat_vocab(const gen_chat *ch) { return ch->g->vocab; }
 
-// The GPU's eager caches that step s left on the device (its outputs
-// 1..), when no step takes them.
-static void drop_caches(gen_mode *g, gen_step *s) {
-    for (int k = 1; s && g->share && g->kind == GEN_EAGER && k < s->m->g->noutputs; k++)
-        bench_exec_output(s->x, k, NULL);
-}
-
 // Runs step s on tokens (B x s->T) at position pos with the eager past
 // (NULL entries: none), its outputs into out; then the argmax into next.
 // *last: the step run before (the GPU's eager past is its caches, passed
@@ -995,8 +996,7 @@ int gen_chat_run(gen_chat *ch, const int32_t *turns, int32_t *tokens, double *tt
         if (!ch->c.reuse || r == 0)
             free_outputs(past, nout); // no reuse: the whole dialogue again, no past
         double t0 = base_now();
-        if (!g->share) // each round is a generation of its own: its casts again (cache_casts)
-            recast(s);
+        recast(g, s); // each round is a generation of its own: its casts again
         rc = chat_step(g, s, feed, start, past, out, next, &last);
         ttft[r] = base_now() - t0;
         L = end;

@@ -95,8 +95,7 @@ typedef struct eager_walk {
     tensor **vals; // the step's value of each node (sources: borrowed)
     double *prof;  // seconds per op (eager_walk_init's profile), printed by eager_walk_free
     double *prof_node; // seconds per node, TCBENCH_PROFILE=eager-nodes
-    int64_t prof_runs; // the steps timed: all but the first (plans, first allocations)
-    int64_t prof_seen; // the steps walked with a profile
+    int64_t prof_steps; // the steps walked with a profile; all but the first are timed
 } eager_walk;
 
 // What eager_walk_init's profile times (host time: on an asynchronous

@@ -35,10 +35,15 @@ int eager_walk_init(eager_walk *w, const graph *g, eager_profile profile) {
     return 0;
 }
 
+// The steps the profile timed (eager_walk_step: all but the first), at least 1.
+static double prof_timed(const eager_walk *w) {
+    return w->prof_steps > 1 ? (double)(w->prof_steps - 1) : 1.0;
+}
+
 // TCBENCH_PROFILE=eager-nodes: each computing node's time and shape, in
 // graph order
 static void print_profile_nodes(const eager_walk *w) {
-    double runs = (double)(w->prof_runs ? w->prof_runs : 1);
+    double runs = prof_timed(w);
     for (int i = 0; i < w->g->n; i++) {
         const graph_node *n = &w->g->nodes[i];
         if (w->prof_node[i] <= 0 || op_kind(n->op) == OPK_SOURCE || op_kind(n->op) == OPK_VIEW)
@@ -57,7 +62,7 @@ void eager_walk_free(eager_walk *w) {
         for (int o = 0; o < OP_COUNT; o++)
             if (w->prof[o] > 0)
                 fprintf(stderr, "eager profile: %-20s %8.4f ms a step\n", op_name((enum op)o),
-                        w->prof[o] * 1e3 / (double)(w->prof_runs ? w->prof_runs : 1));
+                        w->prof[o] * 1e3 / prof_timed(w));
     }
     free(w->uses);
     free(w->left);
@@ -195,8 +200,7 @@ int eager_walk_step(eager_walk *w, const eager_device *d, tensor *const *sources
     // the first step makes the libraries' plans (cuDNN's heuristics, oneDNN's
     // primitives) and the allocator's first blocks: it is left out, so that
     // the profile is what a measured step spends
-    bool timed = w->prof && w->prof_seen++ > 0;
-    w->prof_runs += timed;
+    bool timed = w->prof && w->prof_steps++ > 0;
     d->reset_peak(d->ctx);
     *d->launched = 0;
     int64_t casts = 0;

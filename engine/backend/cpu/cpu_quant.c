@@ -582,8 +582,7 @@ static void qgemv_part(const qgemv_job *j, int64_t n0, int nr) {
     bool simd = j->simd;
     (void)simd;
     int64_t group = j->group, M = j->M, N = j->N, K = j->K, G = j->G, rb = j->rb, body = j->body;
-    const float *x = j->x, *xs = j->xs;
-    (void)xs;
+    const float *x = j->x;
     const void *q = j->q, *scales = j->scales;
     enum dtype sdt = j->sdt;
     float *y = j->y;

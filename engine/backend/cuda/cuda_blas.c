@@ -59,27 +59,11 @@ typedef struct gemm_op {
     const void *p;
 } gemm_op;
 
-// A cuBLASLt plan's shape: C (M, N) = A (M, K) B (K, N) row-major, as
-// cuda_gemm takes it (a linear: A is x, B the weight transposed). Keys are
-// compared bytewise: made with memset first (lt_key_make).
-typedef struct lt_key {
-    int64_t M, N, K, lda, ldb;
-    int ta, tb, dtype;
-    int bias;     // the bias epilogue (a linear), else none
-    int align[4]; // bytes the pointers are aligned to: B side, A side, out, bias (at most 256)
-} lt_key;
-
-static int align_of(const void *p) {
-    int a = 1;
-    while (a < 256 && ((uintptr_t)p & (uintptr_t)(2 * a - 1)) == 0)
-        a *= 2;
-    return a;
-}
-
-static void lt_key_make(lt_key *k, enum dtype t, bool ta, int64_t lda, const void *A, bool tb,
-                        int64_t ldb, const void *B, int64_t M, int64_t N, int64_t K, const void *C,
-                        const void *bias);
-static int lt_gemm(cuda_ctx *c, const lt_key *k, const void *A, const void *B, const void *bias,
+// C = A B (+ beta C; + bias, a linear's epilogue) through a cuBLASLt plan
+// kept by shape: 1 done, 0 no plan for the shape (the caller takes cuBLAS),
+// -1 error. Below, with the plans.
+static int lt_gemm(cuda_ctx *c, enum dtype t, bool ta, int64_t lda, const void *A, bool tb,
+                   int64_t ldb, const void *B, int64_t M, int64_t N, int64_t K, const void *bias,
                    float beta, void *C);
 
 int cuda_gemm(cuda_ctx *c, enum dtype t, bool ta, int64_t lda, int64_t sa, const void *A, bool tb,
@@ -92,9 +76,7 @@ int cuda_gemm(cuda_ctx *c, enum dtype t, bool ta, int64_t lda, int64_t sa, const
         return -1;
     }
     if (count == 1 && c->use_lt && M > 0 && N > 0 && K > 0) {
-        lt_key k;
-        lt_key_make(&k, t, ta, lda, A, tb, ldb, B, M, N, K, C, NULL);
-        int done = lt_gemm(c, &k, A, B, NULL, beta, C);
+        int done = lt_gemm(c, t, ta, lda, A, tb, ldb, B, M, N, K, NULL, beta, C);
         if (done != 0)
             return done < 0 ? -1 : 0;
     }
@@ -240,7 +222,24 @@ int cuda_matmul(cuda_ctx *c, const tensor *a, const tensor *b, tensor *out) {
     return rc;
 }
 
-// ---- linear: cuBLASLt with a bias epilogue -------------------------------------
+// ---- cuBLASLt: single GEMMs, a linear with its bias in the epilogue -------------
+
+// A cuBLASLt plan's shape: C (M, N) = A (M, K) B (K, N) row-major, as
+// cuda_gemm takes it (a linear: A is x, B the weight transposed). Keys are
+// compared bytewise: made with memset first (lt_gemm).
+typedef struct lt_key {
+    int64_t M, N, K, lda, ldb;
+    int ta, tb, dtype;
+    int bias;     // the bias epilogue (a linear), else none
+    int align[4]; // bytes the pointers are aligned to: B side, A side, out, bias (at most 256)
+} lt_key;
+
+static int align_of(const void *p) {
+    int a = 1;
+    while (a < 256 && ((uintptr_t)p & (uintptr_t)(2 * a - 1)) == 0)
+        a *= 2;
+    return a;
+}
 
 typedef struct lt_plan {
     lt_key key;
@@ -276,18 +275,6 @@ void cuda_blas_free(cuda_ctx *c) {
     }
     free(c->ltc);
     c->ltc = NULL;
-}
-
-static void lt_key_make(lt_key *k, enum dtype t, bool ta, int64_t lda, const void *A, bool tb,
-                        int64_t ldb, const void *B, int64_t M, int64_t N, int64_t K, const void *C,
-                        const void *bias) {
-    memset(k, 0, sizeof *k);
-    k->M = M, k->N = N, k->K = K, k->lda = lda, k->ldb = ldb;
-    k->ta = ta, k->tb = tb, k->dtype = t, k->bias = bias != NULL;
-    k->align[0] = align_of(B);
-    k->align[1] = align_of(A);
-    k->align[2] = align_of(C);
-    k->align[3] = bias ? align_of(bias) : 0;
 }
 
 static int plan_init(cuda_ctx *c, lt_plan *p) {
@@ -360,11 +347,18 @@ static lt_plan *plan_get(cuda_ctx *c, const lt_key *k) {
     return p;
 }
 
-// C = A B (+ bias) (+ beta C) through the key's plan. 1: done; 0: no plan
-// for this shape (the caller uses cuBLAS); -1: error.
-static int lt_gemm(cuda_ctx *c, const lt_key *k, const void *A, const void *B, const void *bias,
+static int lt_gemm(cuda_ctx *c, enum dtype t, bool ta, int64_t lda, const void *A, bool tb,
+                   int64_t ldb, const void *B, int64_t M, int64_t N, int64_t K, const void *bias,
                    float beta, void *C) {
-    lt_plan *p = plan_get(c, k);
+    lt_key k;
+    memset(&k, 0, sizeof k); // compared bytewise, padding too
+    k.M = M, k.N = N, k.K = K, k.lda = lda, k.ldb = ldb;
+    k.ta = ta, k.tb = tb, k.dtype = t, k.bias = bias != NULL;
+    k.align[0] = align_of(B);
+    k.align[1] = align_of(A);
+    k.align[2] = align_of(C);
+    k.align[3] = bias ? align_of(bias) : 0;
+    lt_plan *p = plan_get(c, &k);
     if (!p)
         return -1;
     if (!p->ok)
@@ -422,10 +416,8 @@ int cuda_linear(cuda_ctx *c, const tensor *x, const tensor *w, const tensor *bia
     }
     int rc = 0, done = 0;
     if (bias && c->use_lt && tensor_is_contiguous(bias) && M > 0 && N > 0 && K > 0) {
-        lt_key k;
-        lt_key_make(&k, x->dtype, oa.t, oa.ld, oa.p, ob.t, ob.ld, ob.p, M, N, K, tensor_data(out),
-                    tensor_data(bias));
-        done = lt_gemm(c, &k, oa.p, ob.p, tensor_data(bias), 0.0f, tensor_data(out));
+        done = lt_gemm(c, x->dtype, oa.t, oa.ld, oa.p, ob.t, ob.ld, ob.p, M, N, K,
+                       tensor_data(bias), 0.0f, tensor_data(out));
         rc = done < 0 ? -1 : 0;
     }
     if (rc == 0 && !done) {

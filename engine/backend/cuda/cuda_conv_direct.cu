@@ -1,5 +1,5 @@
-// conv2d's two gradients as plain gathers, for the shapes cuDNN ranks no
-// algorithm for (cuda_dnn.c asks every one first): strided layouts such as
+// conv2d's two gradients as plain gathers, for the shapes cuDNN's
+// heuristics rank no algorithm for (cuda_dnn.c): strided layouts such as
 // channels-last views, some dilated and strided filters. A thread an
 // output element sums its terms in f32 in a fixed order, so the result is
 // deterministic; operands of any strides, f32 or f16. Slower than cuDNN,

@@ -84,6 +84,7 @@ typedef struct dnn_entry {
 struct cuda_dnn {
     cudnnHandle_t h;
     dnn_entry *head;
+    bool legacy; // TCBENCH_CUDNN_LEGACY=1: no execution plans (be_plan)
 };
 
 int cuda_dnn_new(cuda_ctx *c) {
@@ -92,6 +93,8 @@ int cuda_dnn_new(cuda_ctx *c) {
         snprintf(c->err, sizeof c->err, "out of host memory for the cuDNN context");
         return -1;
     }
+    const char *l = getenv("TCBENCH_CUDNN_LEGACY");
+    c->dnn->legacy = l && *l && strcmp(l, "0") != 0;
     CUDNN_CTX(c, cudnnCreate(&c->dnn->h));
     CUDNN_CTX(c, cudnnSetStream(c->dnn->h, c->stream));
     return 0;
@@ -279,9 +282,9 @@ static int entry_init(cuda_ctx *c, dnn_entry *e) {
 // and keeps each shape's execution plan; so does this: tensors x, w, y
 // (unique ids 1, 2, 3; 16-byte aligned), the convolution, a one-operation
 // graph, the heuristic's configurations in order (mode A, PyTorch's
-// default), the first whose plan finalizes, with f32 configurations that
-// use tensor cores (TF32) or convert the inputs down left out unless the
-// context allows TF32, as PyTorch does. A call then binds three pointers
+// default), the first whose plan finalizes, leaving out those that convert
+// their inputs down and, for f32 unless the context allows TF32, those on
+// tensor cores (be_cfg_allowed, as PyTorch filters them). A call then binds three pointers
 // and the workspace (a variant pack) and executes. A shape no
 // configuration takes keeps the legacy call.
 
@@ -466,9 +469,8 @@ done:
 static int be_run(cuda_ctx *c, dnn_entry *e, const void *x, const void *w, void *y) {
     if (!e->plan_tried) {
         e->plan_tried = true;
-        const char *l = getenv("TCBENCH_CUDNN_LEGACY");
         char why[300] = "";
-        if (!(l && *l && strcmp(l, "0") != 0) && be_plan(c, e, why, sizeof why) < 0 && log_on())
+        if (!c->dnn->legacy && be_plan(c, e, why, sizeof why) < 0 && log_on())
             fprintf(stderr, "cudnn: conv2d: no execution plan (%s): the legacy call\n", why);
     }
     if (!e->plan || ((uintptr_t)x | (uintptr_t)w | (uintptr_t)y) % BE_ALIGN)
